@@ -1,0 +1,116 @@
+//! Store configuration with documented defaults.
+
+use crate::limits;
+use std::path::PathBuf;
+
+/// When journal writes reach stable storage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SyncStrategy {
+    /// Leave flushing to the OS. A put survives a process crash (the write
+    /// reached the kernel) but not a power loss.
+    #[default]
+    None,
+    /// Every put returns only after an fsync covering its journal record.
+    /// Concurrent writers share fsyncs (group commit).
+    Sync,
+}
+
+/// Everything `Store::open` needs. Build with [`Config::new`] and adjust fields.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The store's data directory (created if missing).
+    pub dir: PathBuf,
+    /// Default durability of puts; each put may override it.
+    pub sync: SyncStrategy,
+    /// A journal file is closed and a new one started past this size.
+    pub journal_file_bytes: u64,
+    /// The ledger's in-memory cache is frozen and written as an L0 file past this many bytes.
+    pub memtable_bytes: usize,
+    /// Target size of one SST file written by a merge.
+    pub sst_file_bytes: u64,
+    /// Target size of an SST data block before its checksum.
+    pub sst_block_bytes: usize,
+    /// Bloom filter bits per object key in each SST file (8 = about 1 byte per key).
+    pub bloom_bits_per_key: usize,
+    /// Merge L0 into L1 once L0 holds this many files.
+    pub l0_merge_trigger: usize,
+    /// Writers wait (back-pressure) while L0 holds this many files or more.
+    pub l0_stall_files: usize,
+    /// Writers wait while this many frozen memtables are waiting to be written.
+    pub frozen_memtables_max: usize,
+    /// Level 1 holds at most this many SST files before merging down.
+    pub l1_files: usize,
+    /// Each level below L1 holds this many times the files of the one above.
+    pub level_fanout: usize,
+    /// Largest value accepted by `put`.
+    pub value_bytes_max: u64,
+    /// Largest user metadata accepted by `put`.
+    pub metadata_bytes_max: u64,
+    /// Run the background merge thread (tests may turn it off to control timing).
+    pub background_merges: bool,
+}
+
+impl Config {
+    /// Defaults for a store in `dir`.
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Config {
+            dir: dir.into(),
+            sync: SyncStrategy::None,
+            journal_file_bytes: 256 * 1024 * 1024,
+            memtable_bytes: 4 * 1024 * 1024,
+            sst_file_bytes: 8 * 1024 * 1024,
+            sst_block_bytes: 4096,
+            bloom_bits_per_key: 8,
+            l0_merge_trigger: 4,
+            l0_stall_files: 16,
+            frozen_memtables_max: 2,
+            l1_files: 8,
+            level_fanout: 8,
+            value_bytes_max: limits::VALUE_SIZE_BYTES_MAX_DEFAULT,
+            metadata_bytes_max: limits::METADATA_SIZE_BYTES_MAX_DEFAULT,
+            background_merges: true,
+        }
+    }
+
+    /// Small sizes so tests reach file rolls, flushes and merges quickly.
+    pub fn test_min(dir: impl Into<PathBuf>) -> Self {
+        Config {
+            journal_file_bytes: 64 * 1024,
+            memtable_bytes: 16 * 1024,
+            sst_file_bytes: 32 * 1024,
+            sst_block_bytes: 512,
+            l0_merge_trigger: 2,
+            l0_stall_files: 8,
+            l1_files: 2,
+            level_fanout: 2,
+            ..Config::new(dir)
+        }
+    }
+
+    /// Checks the settings are coherent.
+    pub fn validate(&self) -> crate::Result<()> {
+        let bad = |m: &str| Err(crate::Error::InvalidInput(format!("config: {m}")));
+        if self.journal_file_bytes < 4096 {
+            return bad("journal_file_bytes must be at least 4096");
+        }
+        if self.memtable_bytes < 1024 {
+            return bad("memtable_bytes must be at least 1024");
+        }
+        if self.sst_block_bytes < 64 || self.sst_file_bytes < self.sst_block_bytes as u64 {
+            return bad("sst_block_bytes must be >= 64 and <= sst_file_bytes");
+        }
+        if self.bloom_bits_per_key == 0 || self.bloom_bits_per_key > 64 {
+            return bad("bloom_bits_per_key must be in 1..=64");
+        }
+        if self.l0_merge_trigger == 0 || self.l0_stall_files <= self.l0_merge_trigger {
+            return bad("need 0 < l0_merge_trigger < l0_stall_files");
+        }
+        if self.frozen_memtables_max == 0 || self.l1_files == 0 || self.level_fanout < 2 {
+            return bad("frozen_memtables_max and l1_files must be > 0, level_fanout >= 2");
+        }
+        if self.value_bytes_max > limits::VALUE_SIZE_BYTES_CEILING {
+            return bad("value_bytes_max is above the 1 GiB format ceiling");
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,115 @@
+//! Typed errors of the engine.
+//!
+//! Every fallible call returns [`Result`]. I/O errors carry the path and the
+//! operation that failed, so an operator can act on the message alone.
+//! Corruption is its own variant: a damaged record is reported, never returned
+//! as data.
+
+use std::path::PathBuf;
+
+/// The engine's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong inside the engine.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An operating-system I/O call failed.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What we were doing ("open", "write", "fsync", ...).
+        op: &'static str,
+        /// The file or directory involved.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A checksum or structural check failed: the bytes on disk are damaged.
+    #[error("corrupt data in {path} at offset {offset}: {reason}")]
+    Corrupt {
+        /// The damaged file.
+        path: PathBuf,
+        /// Byte offset of the damaged record or block (0 if unknown).
+        offset: u64,
+        /// What check failed.
+        reason: String,
+    },
+
+    /// A caller passed a value the engine refuses (empty key, oversize value ...).
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+
+    /// Another process (or another handle in this process) holds the store's lock.
+    #[error("store {path} is already open by another process or handle (lock file {path}/LOCK is held); close it first")]
+    Locked {
+        /// The data directory.
+        path: PathBuf,
+    },
+
+    /// The manifest is missing or damaged; the message says how to recover.
+    #[error("{what} manifest {path}: {reason}. {advice}")]
+    Manifest {
+        /// "ledger" or "journal".
+        what: &'static str,
+        /// The manifest file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+        /// What the operator should do.
+        advice: &'static str,
+    },
+
+    /// The directory holds a store of another kind or version.
+    #[error("{path} holds '{found}', not a store this build can open ('{expected}')")]
+    WrongStore {
+        /// The data directory.
+        path: PathBuf,
+        /// The marker found in the directory.
+        found: String,
+        /// The marker this build writes.
+        expected: String,
+    },
+
+    /// The store was closed, or poisoned by an earlier fatal I/O error.
+    #[error("store is closed or poisoned by an earlier fatal error: {0}")]
+    Closed(String),
+}
+
+impl Error {
+    /// Wraps an I/O error with the operation and path it concerns.
+    pub fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// Builds a corruption error.
+    pub fn corrupt(path: impl Into<PathBuf>, offset: u64, reason: impl Into<String>) -> Self {
+        Error::Corrupt {
+            path: path.into(),
+            offset,
+            reason: reason.into(),
+        }
+    }
+
+    /// True if this error reports damaged on-disk data.
+    pub fn is_corruption(&self) -> bool {
+        matches!(self, Error::Corrupt { .. })
+    }
+}
+
+/// Extension to attach an operation and a path to `std::io::Result`.
+pub trait IoContext<T> {
+    /// Converts an I/O error into [`Error::Io`] with context.
+    fn ctx(self, op: &'static str, path: &std::path::Path) -> Result<T>;
+}
+
+impl<T> IoContext<T> for std::io::Result<T> {
+    fn ctx(self, op: &'static str, path: &std::path::Path) -> Result<T> {
+        self.map_err(|e| Error::io(op, path, e))
+    }
+}

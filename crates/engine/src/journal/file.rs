@@ -1,0 +1,1 @@
+//! Journal files. STUB.

@@ -1,0 +1,1 @@
+//! Journal manifest. STUB.

@@ -1,0 +1,1 @@
+//! Bloom filters. STUB.

@@ -1,0 +1,21 @@
+//! Basalt's storage engine.
+//!
+//! Values go to an append-only [`journal`]; keys and metadata go to an LSM
+//! merge tree, the [`ledger`]. The [`store`] (leveled's "bookie") ties the two
+//! together behind GET / HEAD / PUT / DELETE. See `ARCHITECTURE.md` at the
+//! repository root for the write and read paths, the on-disk formats and the
+//! invariants.
+
+pub mod codec;
+pub mod config;
+pub mod entry;
+pub mod error;
+pub mod fsutil;
+pub mod journal;
+pub mod key;
+pub mod ledger;
+pub mod limits;
+pub mod stats;
+
+pub use config::{Config, SyncStrategy};
+pub use error::{Error, Result};

@@ -1,0 +1,32 @@
+//! Hard limits of the engine, in one place.
+//!
+//! Configurable limits have their defaults here; fixed limits are part of the
+//! on-disk format and cannot change without a format version bump.
+
+/// Largest object key (and largest bucket name), in bytes. Fixed.
+pub const KEY_SIZE_BYTES_MAX: usize = 64 * 1024;
+
+/// Default largest value accepted by `put`, in bytes (configurable).
+pub const VALUE_SIZE_BYTES_MAX_DEFAULT: u64 = 50 * 1024 * 1024;
+
+/// Default largest user metadata per object, in bytes (configurable).
+pub const METADATA_SIZE_BYTES_MAX_DEFAULT: u64 = 1024 * 1024;
+
+/// Absolute ceiling for a value: journal records use 32-bit lengths.
+pub const VALUE_SIZE_BYTES_CEILING: u64 = 1 << 30;
+
+/// Absolute ceiling for one journal record (header + key + metadata + value).
+pub const JOURNAL_RECORD_BYTES_MAX: u64 = (1 << 31) - 1;
+
+/// Largest SST block accepted when reading (guards against corrupt lengths).
+pub const SST_BLOCK_BYTES_MAX: u64 = 64 * 1024 * 1024;
+
+/// Number of ledger levels, L0 .. L6. L6 is the basement.
+pub const LEVELS: usize = 7;
+
+/// Largest manifest file accepted when reading.
+pub const MANIFEST_BYTES_MAX: u64 = 256 * 1024 * 1024;
+
+const _: () = assert!(KEY_SIZE_BYTES_MAX < u32::MAX as usize);
+const _: () = assert!(VALUE_SIZE_BYTES_MAX_DEFAULT <= VALUE_SIZE_BYTES_CEILING);
+const _: () = assert!(VALUE_SIZE_BYTES_CEILING < JOURNAL_RECORD_BYTES_MAX);

@@ -1,0 +1,73 @@
+//! Counters shared by the store's parts, read by `Store::stats`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+macro_rules! counters {
+    ($($(#[$doc:meta])* $name:ident),* $(,)?) => {
+        /// Monotonic counters, updated with relaxed atomics.
+        #[derive(Debug, Default)]
+        pub struct Stats {
+            $($(#[$doc])* pub $name: AtomicU64,)*
+        }
+
+        impl Stats {
+            /// A named snapshot of every counter, in declaration order.
+            pub fn snapshot(&self) -> Vec<(&'static str, u64)> {
+                vec![$((stringify!($name), self.$name.load(Ordering::Relaxed)),)*]
+            }
+        }
+    };
+}
+
+counters! {
+    /// Puts acknowledged.
+    puts,
+    /// Deletes acknowledged.
+    deletes,
+    /// Gets served (found or not).
+    gets,
+    /// Heads served (found or not).
+    heads,
+    /// User bytes (key + metadata + value) accepted by puts.
+    user_bytes_written,
+    /// Journal records appended.
+    journal_records_written,
+    /// Bytes appended to journal files.
+    journal_bytes_written,
+    /// Journal files closed (rolled).
+    journal_rolls,
+    /// fsyncs of the active journal file.
+    journal_syncs,
+    /// Puts whose fsync was performed by another writer (group commit).
+    journal_syncs_shared,
+    /// Journal records found corrupt (bad CRC or structure) and skipped.
+    journal_corrupt_records,
+    /// Bytes cut from the end of the active journal file at open (torn tail).
+    journal_truncated_bytes,
+    /// Journal records replayed into the ledger at open.
+    journal_replayed_records,
+    /// Memtables written as L0 files.
+    ledger_flushes,
+    /// Merge jobs completed.
+    ledger_merges,
+    /// Bytes written to SST files (flushes and merges).
+    ledger_bytes_written,
+    /// SST blocks or files found corrupt.
+    ledger_corrupt_blocks,
+    /// Times a writer waited for the ledger to catch up (back-pressure).
+    write_stalls,
+    /// Microseconds writers spent waiting in back-pressure.
+    write_stall_us,
+}
+
+impl Stats {
+    /// Adds `n` to a counter.
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Adds one to a counter.
+    pub fn incr(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
