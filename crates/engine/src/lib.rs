@@ -19,3 +19,7 @@ pub mod stats;
 
 pub use config::{Config, SyncStrategy};
 pub use error::{Error, Result};
+pub mod lock;
+pub mod store;
+
+pub use store::{Head, Object, PutOptions, RepairReport, Store, StoreStats};

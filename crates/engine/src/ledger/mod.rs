@@ -1,4 +1,703 @@
 //! The ledger (leveled's "penciller"): an LSM tree of keys and metadata.
+//!
+//! Changes land in the active [`memtable::Memtable`]. Past `memtable_bytes` it
+//! is frozen and a background clerk thread writes it as an L0 [`sst`] file,
+//! then merges L0 into L1 and each overfull level into the next, one bounded
+//! job at a time (a flush always goes before a merge). Every change of the
+//! file set is committed by rewriting the [`manifest`] atomically.
+//!
+//! Writers feel back-pressure, never unbounded memory growth (leveled #402):
+//! while too many frozen memtables wait, or L0 holds `l0_stall_files`, an
+//! insert waits for the clerk.
 
 pub mod bloom;
+pub mod iter;
+pub mod manifest;
+pub mod memtable;
 pub mod sst;
+pub mod version;
+
+use crate::entry::LedgerValue;
+use crate::error::{Error, IoContext, Result};
+use crate::fsutil;
+use crate::limits::LEVELS;
+use crate::stats::Stats;
+use iter::{EntryIter, MergeIter};
+use manifest::Manifest;
+use memtable::Memtable;
+use parking_lot::{Condvar, Mutex, RwLock};
+use sst::{SstOptions, SstReader, SstWriter};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use version::{sst_name, Table, Version};
+
+/// Ledger settings (taken from the store's `Config`).
+#[derive(Debug, Clone)]
+pub struct LedgerOptions {
+    /// Freeze the memtable past this many bytes.
+    pub memtable_bytes: usize,
+    /// SST block and bloom settings.
+    pub sst: SstOptions,
+    /// Target SST file size for merges.
+    pub sst_file_bytes: u64,
+    /// Merge L0 into L1 at this many L0 files.
+    pub l0_merge_trigger: usize,
+    /// Writers wait while L0 has this many files.
+    pub l0_stall_files: usize,
+    /// Writers wait while this many frozen memtables are queued.
+    pub frozen_memtables_max: usize,
+    /// Files allowed in L1.
+    pub l1_files: usize,
+    /// Growth factor per level below L1.
+    pub level_fanout: usize,
+    /// Run flushes and merges on a background thread (else inline in writers).
+    pub background: bool,
+}
+
+impl LedgerOptions {
+    /// Files allowed at `level` (L1 and below; the basement is unbounded).
+    pub fn max_files(&self, level: usize) -> usize {
+        if level + 1 >= LEVELS {
+            return usize::MAX;
+        }
+        let mut n = self.l1_files;
+        for _ in 1..level {
+            n = n.saturating_mul(self.level_fanout);
+        }
+        n
+    }
+}
+
+/// Called with a memtable's highest SQN before that memtable is persisted;
+/// the store makes the journal durable up to that SQN, so the ledger never
+/// persists a change the journal could lose.
+pub type PersistHook = Box<dyn Fn(u64) -> Result<()> + Send + Sync>;
+
+struct State {
+    mem: Arc<Memtable>,
+    /// Oldest first.
+    frozen: Vec<Arc<Memtable>>,
+    version: Arc<Version>,
+    persisted_sqn: u64,
+}
+
+struct Work {
+    next_file_no: u64,
+    /// Per level: the max key of the last file merged down, for round-robin choice.
+    cursor: Vec<Vec<u8>>,
+}
+
+struct Shared {
+    dir: PathBuf,
+    opts: LedgerOptions,
+    stats: Arc<Stats>,
+    hook: PersistHook,
+    state: RwLock<State>,
+    work: Mutex<Work>,
+    jobs: Mutex<()>,
+    signal: Mutex<()>,
+    cv: Condvar,
+    shutdown: AtomicBool,
+    poisoned: Mutex<Option<String>>,
+}
+
+/// The ledger of one store.
+pub struct Ledger {
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Ledger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ledger")
+            .field("dir", &self.shared.dir)
+            .finish()
+    }
+}
+
+/// What one level holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LevelStats {
+    /// Number of files.
+    pub files: usize,
+    /// Total bytes.
+    pub bytes: u64,
+    /// Total entries.
+    pub entries: u64,
+    /// Files that could not be opened.
+    pub broken: usize,
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+impl Ledger {
+    /// Opens the ledger in `dir`. With `create`, a missing manifest means a
+    /// new, empty ledger; otherwise it is an error telling how to repair.
+    pub fn open(
+        dir: &Path,
+        opts: LedgerOptions,
+        stats: Arc<Stats>,
+        hook: PersistHook,
+        create: bool,
+    ) -> Result<Ledger> {
+        fsutil::ensure_dir(dir)?;
+        let manifest_path = dir.join("MANIFEST");
+        let manifest = if create && !manifest_path.exists() {
+            let m = Manifest {
+                persisted_sqn: 0,
+                next_file_no: 1,
+                files: Vec::new(),
+            };
+            m.store(&manifest_path)?;
+            m
+        } else {
+            Manifest::load(&manifest_path)?
+        };
+        let (version, problems) = Version::open(dir, &manifest);
+        for p in &problems {
+            tracing::error!(target: "basalt::ledger", "L0003 unreadable ledger file: {p}");
+            Stats::incr(&stats.ledger_corrupt_blocks);
+        }
+        remove_leftovers(dir, &manifest)?;
+        let next_file_no = manifest
+            .files
+            .iter()
+            .map(|f| f.file_no + 1)
+            .max()
+            .unwrap_or(1)
+            .max(manifest.next_file_no);
+        let shared = Arc::new(Shared {
+            dir: dir.to_path_buf(),
+            stats,
+            hook,
+            state: RwLock::new(State {
+                mem: Arc::new(Memtable::new()),
+                frozen: Vec::new(),
+                version: Arc::new(version),
+                persisted_sqn: manifest.persisted_sqn,
+            }),
+            work: Mutex::new(Work {
+                next_file_no,
+                cursor: vec![Vec::new(); LEVELS],
+            }),
+            jobs: Mutex::new(()),
+            signal: Mutex::new(()),
+            cv: Condvar::new(),
+            shutdown: AtomicBool::new(false),
+            poisoned: Mutex::new(None),
+            opts,
+        });
+        let thread = if shared.opts.background {
+            let s = Arc::clone(&shared);
+            Some(
+                std::thread::Builder::new()
+                    .name("basalt-ledger-clerk".into())
+                    .spawn(move || s.run_clerk())
+                    .ctx("spawn ledger clerk thread", dir)?,
+            )
+        } else {
+            None
+        };
+        Ok(Ledger {
+            shared,
+            thread: Mutex::new(thread),
+        })
+    }
+
+    /// Highest SQN whose change is persisted in SST files.
+    pub fn persisted_sqn(&self) -> u64 {
+        self.shared.state.read().persisted_sqn
+    }
+
+    /// Inserts one change. The caller serialises inserts (the store's write
+    /// lock) so that SQNs reach the memtable in order. May wait for the
+    /// clerk when the ledger is behind.
+    pub fn insert(&self, key: Vec<u8>, value: LedgerValue) -> Result<()> {
+        self.shared.check_poison()?;
+        let full = {
+            let state = self.shared.state.read();
+            state.mem.insert(key, value);
+            state.mem.bytes() >= self.shared.opts.memtable_bytes
+        };
+        if full {
+            self.shared.freeze();
+            self.shared.throttle()?;
+        }
+        Ok(())
+    }
+
+    /// The newest entry for `key` (tombstones included).
+    pub fn get(&self, key: &[u8]) -> Result<Option<LedgerValue>> {
+        let (mem, frozen, version) = self.shared.snapshot();
+        if let Some(v) = mem.get(key) {
+            return Ok(Some(v));
+        }
+        for m in frozen.iter().rev() {
+            if let Some(v) = m.get(key) {
+                return Ok(Some(v));
+            }
+        }
+        let hash = crate::key::hash(key);
+        for t in version.level(0) {
+            if t.covers(key) {
+                if let Some(v) = t.get(key, hash)? {
+                    return Ok(Some(v));
+                }
+            }
+        }
+        for level in 1..LEVELS {
+            if let Some(t) = version.find_in_level(level, key) {
+                if let Some(v) = t.get(key, hash)? {
+                    return Ok(Some(v));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// The newest entry of every key with `start <= key < end`, in key order
+    /// (tombstones and expired entries included; callers filter).
+    pub fn range(&self, start: &[u8], end: Option<&[u8]>) -> MergeIter {
+        let (mem, frozen, version) = self.shared.snapshot();
+        let mut sources: Vec<EntryIter> = Vec::new();
+        sources.push(Box::new(mem.range(start, end).into_iter().map(Ok)));
+        for m in frozen.iter().rev() {
+            sources.push(Box::new(m.range(start, end).into_iter().map(Ok)));
+        }
+        for t in version.level(0) {
+            if t.overlaps(start, end) {
+                sources.push(t.range(start, end));
+            }
+        }
+        for level in 1..LEVELS {
+            let tables: Vec<Arc<Table>> = version
+                .level(level)
+                .iter()
+                .filter(|t| t.overlaps(start, end))
+                .cloned()
+                .collect();
+            if tables.is_empty() {
+                continue;
+            }
+            let (s, e) = (start.to_vec(), end.map(<[u8]>::to_vec));
+            sources.push(Box::new(
+                tables
+                    .into_iter()
+                    .flat_map(move |t| t.range(&s, e.as_deref())),
+            ));
+        }
+        MergeIter::new(sources)
+    }
+
+    /// Files, bytes and entries per level.
+    pub fn level_stats(&self) -> Vec<LevelStats> {
+        let version = Arc::clone(&self.shared.state.read().version);
+        (0..LEVELS)
+            .map(|l| {
+                let ts = version.level(l);
+                LevelStats {
+                    files: ts.len(),
+                    bytes: ts.iter().map(|t| t.summary.size_bytes).sum(),
+                    entries: ts.iter().map(|t| t.summary.entries).sum(),
+                    broken: ts.iter().filter(|t| t.reader.is_err()).count(),
+                }
+            })
+            .collect()
+    }
+
+    /// Entries waiting in memory (active plus frozen memtables).
+    pub fn memtable_entries(&self) -> usize {
+        let state = self.shared.state.read();
+        state.mem.len() + state.frozen.iter().map(|m| m.len()).sum::<usize>()
+    }
+
+    /// Runs flushes and merges until none is due (for tests and tools).
+    pub fn settle(&self) -> Result<()> {
+        let _ = self.shared.run_pending(true)?;
+        Ok(())
+    }
+
+    /// Persists every change in memory and stops the clerk. The caller must
+    /// hold the store's write lock so no insert races with it.
+    pub fn close(&self) -> Result<()> {
+        self.stop_clerk();
+        self.shared.check_poison()?;
+        self.shared.freeze();
+        // Flushes only: merges can wait for the next open.
+        while self.shared.flush_one()? {}
+        Ok(())
+    }
+
+    /// Stops the clerk without persisting anything (simulates a crash).
+    pub fn abandon(&self) {
+        self.stop_clerk();
+    }
+
+    fn stop_clerk(&self) {
+        self.shared.shutdown.store(true, Ordering::SeqCst);
+        self.shared.notify();
+        if let Some(t) = self.thread.lock().take() {
+            if t.join().is_err() {
+                tracing::error!(target: "basalt::ledger", "L0004 ledger clerk thread panicked");
+            }
+        }
+    }
+}
+
+impl Drop for Ledger {
+    fn drop(&mut self) {
+        self.stop_clerk();
+    }
+}
+
+/// Deletes SST files the manifest does not list (left by an interrupted
+/// flush or merge) and temporary files.
+fn remove_leftovers(dir: &Path, manifest: &Manifest) -> Result<()> {
+    let live: std::collections::HashSet<String> = manifest
+        .files
+        .iter()
+        .map(|f| sst_name(f.file_no))
+        .collect();
+    for entry in std::fs::read_dir(dir).ctx("list", dir)? {
+        let entry = entry.ctx("list", dir)?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let leftover = (name.ends_with(".sst") && !live.contains(&name)) || name.ends_with(".tmp");
+        if leftover {
+            tracing::info!(target: "basalt::ledger", "L0005 removing leftover ledger file {name}");
+            std::fs::remove_file(entry.path()).ctx("remove leftover", &entry.path())?;
+        }
+    }
+    Ok(())
+}
+
+/// A merge chosen by the clerk.
+struct MergeJob {
+    /// Level the inputs come from (0 = all of L0).
+    from: usize,
+    upper: Vec<Arc<Table>>,
+    lower: Vec<Arc<Table>>,
+}
+
+impl Shared {
+    fn snapshot(&self) -> (Arc<Memtable>, Vec<Arc<Memtable>>, Arc<Version>) {
+        let s = self.state.read();
+        (
+            Arc::clone(&s.mem),
+            s.frozen.clone(),
+            Arc::clone(&s.version),
+        )
+    }
+
+    fn notify(&self) {
+        let _g = self.signal.lock();
+        self.cv.notify_all();
+    }
+
+    fn check_poison(&self) -> Result<()> {
+        match &*self.poisoned.lock() {
+            Some(why) => Err(Error::Closed(format!("ledger: {why}"))),
+            None => Ok(()),
+        }
+    }
+
+    fn poison(&self, e: &Error) {
+        tracing::error!(target: "basalt::ledger", "L0006 ledger clerk failed, store refuses writes: {e}");
+        *self.poisoned.lock() = Some(e.to_string());
+        self.notify();
+    }
+
+    /// Moves the active memtable to the frozen queue (if it holds anything).
+    fn freeze(&self) {
+        let mut s = self.state.write();
+        if s.mem.is_empty() {
+            return;
+        }
+        let full = std::mem::replace(&mut s.mem, Arc::new(Memtable::new()));
+        s.frozen.push(full);
+        drop(s);
+        self.notify();
+    }
+
+    fn behind(&self) -> bool {
+        let s = self.state.read();
+        s.frozen.len() > self.opts.frozen_memtables_max
+            || s.version.level(0).len() >= self.opts.l0_stall_files
+    }
+
+    /// Back-pressure: wait (or work, when there is no clerk) until the
+    /// ledger has caught up.
+    fn throttle(&self) -> Result<()> {
+        if !self.opts.background {
+            return self.run_pending(true).map(|_| ());
+        }
+        if !self.behind() {
+            return Ok(());
+        }
+        let start = Instant::now();
+        Stats::incr(&self.stats.write_stalls);
+        let mut g = self.signal.lock();
+        while self.behind() {
+            self.check_poison()?;
+            if self.shutdown.load(Ordering::SeqCst) {
+                break;
+            }
+            self.cv.wait_for(&mut g, Duration::from_millis(20));
+        }
+        drop(g);
+        Stats::add(
+            &self.stats.write_stall_us,
+            start.elapsed().as_micros() as u64,
+        );
+        Ok(())
+    }
+
+    fn run_clerk(self: Arc<Self>) {
+        while !self.shutdown.load(Ordering::SeqCst) {
+            match self.run_pending(false) {
+                Ok(true) => continue,
+                Ok(false) => {}
+                Err(e) => {
+                    self.poison(&e);
+                    return;
+                }
+            }
+            let mut g = self.signal.lock();
+            if self.shutdown.load(Ordering::SeqCst) {
+                break;
+            }
+            self.cv.wait_for(&mut g, Duration::from_millis(500));
+        }
+    }
+
+    /// Does one job (or, with `all`, every due job). Returns whether any
+    /// work was done.
+    fn run_pending(&self, all: bool) -> Result<bool> {
+        let mut did = false;
+        loop {
+            let done = self.flush_one()? || self.merge_one()?;
+            if done {
+                did = true;
+                self.notify();
+            }
+            if !done || !all {
+                return Ok(did);
+            }
+        }
+    }
+
+    fn alloc_file_no(&self) -> u64 {
+        let mut w = self.work.lock();
+        let n = w.next_file_no;
+        w.next_file_no += 1;
+        n
+    }
+
+    /// Writes the oldest frozen memtable as an L0 file. Returns false when
+    /// there is none.
+    fn flush_one(&self) -> Result<bool> {
+        let _job = self.work_guard();
+        let Some(mem) = self.state.read().frozen.first().cloned() else {
+            return Ok(false);
+        };
+        let max_sqn = mem.max_sqn();
+        (self.hook)(max_sqn)?;
+        let file_no = self.alloc_file_no();
+        let path = self.dir.join(sst_name(file_no));
+        let mut w = SstWriter::create(&path, self.opts.sst)?;
+        for (k, v) in mem.range(&[], None) {
+            w.add(&k, &v)?;
+        }
+        let summary = w.finish()?;
+        Stats::add(&self.stats.ledger_bytes_written, summary.size_bytes);
+        let reader = Arc::new(SstReader::open(&path)?);
+        let table = Arc::new(Table {
+            file_no,
+            summary,
+            reader: Ok(reader),
+            path,
+        });
+        let (next_version, persisted) = {
+            let s = self.state.read();
+            (
+                s.version.apply(&[], vec![(0, table)]),
+                s.persisted_sqn.max(max_sqn),
+            )
+        };
+        self.commit(&next_version, persisted)?;
+        let mut s = self.state.write();
+        s.version = Arc::new(next_version);
+        s.persisted_sqn = persisted;
+        debug_assert!(s.frozen.first().is_some_and(|m| Arc::ptr_eq(m, &mem)));
+        s.frozen.remove(0);
+        drop(s);
+        Stats::incr(&self.stats.ledger_flushes);
+        tracing::debug!(target: "basalt::ledger", "L0001 flushed memtable to L0 file {file_no:08} (persisted sqn {persisted})");
+        Ok(true)
+    }
+
+    /// Serialises jobs: only one flush or merge changes the file set at a time.
+    fn work_guard(&self) -> parking_lot::MutexGuard<'_, ()> {
+        self.jobs.lock()
+    }
+
+    fn commit(&self, version: &Version, persisted_sqn: u64) -> Result<()> {
+        let next_file_no = self.work.lock().next_file_no;
+        version
+            .to_manifest(persisted_sqn, next_file_no)
+            .store(&self.dir.join("MANIFEST"))
+    }
+
+    fn pick_merge(&self, version: &Version) -> Option<MergeJob> {
+        let l0 = version.level(0);
+        if l0.len() >= self.opts.l0_merge_trigger {
+            let upper: Vec<Arc<Table>> = l0.to_vec();
+            let min = upper.iter().map(|t| t.summary.min_key.as_slice()).min()?;
+            let max = upper.iter().map(|t| t.summary.max_key.as_slice()).max()?;
+            let lower = version.overlapping(1, min, max);
+            return Some(MergeJob {
+                from: 0,
+                upper,
+                lower,
+            });
+        }
+        for level in 1..LEVELS - 1 {
+            let files = version.level(level);
+            if files.len() <= self.opts.max_files(level) {
+                continue;
+            }
+            let cursor = self.work.lock().cursor[level].clone();
+            let pick = files
+                .iter()
+                .find(|t| t.summary.min_key > cursor)
+                .or_else(|| files.first())?;
+            let lower =
+                version.overlapping(level + 1, &pick.summary.min_key, &pick.summary.max_key);
+            return Some(MergeJob {
+                from: level,
+                upper: vec![Arc::clone(pick)],
+                lower,
+            });
+        }
+        None
+    }
+
+    /// Runs one merge if any level is over its limit.
+    fn merge_one(&self) -> Result<bool> {
+        let _job = self.work_guard();
+        let version = Arc::clone(&self.state.read().version);
+        let Some(job) = self.pick_merge(&version) else {
+            return Ok(false);
+        };
+        if job.upper.iter().chain(&job.lower).any(|t| t.reader.is_err()) {
+            // Never merge an unreadable file: that would lose its keys for good.
+            return Ok(false);
+        }
+        let target = job.from + 1;
+        let min = job
+            .upper
+            .iter()
+            .chain(&job.lower)
+            .map(|t| t.summary.min_key.clone())
+            .min()
+            .unwrap_or_default();
+        let max = job
+            .upper
+            .iter()
+            .chain(&job.lower)
+            .map(|t| t.summary.max_key.clone())
+            .max()
+            .unwrap_or_default();
+        if let Some(last) = job.upper.last() {
+            self.work.lock().cursor[job.from] = last.summary.max_key.clone();
+        }
+        let bottom = !version.deeper_overlap(target, &min, &max);
+        let removed: Vec<u64> = job.upper.iter().chain(&job.lower).map(|t| t.file_no).collect();
+
+        // A lone file with nothing below to merge with just moves down.
+        let trivial = job.from > 0
+            && job.lower.is_empty()
+            && !(bottom && job.upper.iter().any(|t| t.summary.tombstones > 0));
+        let added: Vec<(usize, Arc<Table>)> = if trivial {
+            job.upper.iter().map(|t| (target, Arc::clone(t))).collect()
+        } else {
+            self.write_merged(&job, bottom)?
+                .into_iter()
+                .map(|t| (target, t))
+                .collect()
+        };
+        let (next_version, persisted) = {
+            let s = self.state.read();
+            (s.version.apply(&removed, added), s.persisted_sqn)
+        };
+        self.commit(&next_version, persisted)?;
+        self.state.write().version = Arc::new(next_version);
+        if !trivial {
+            for t in job.upper.iter().chain(&job.lower) {
+                // Readers holding the old version keep their open handle;
+                // unlinking is safe on Unix.
+                if let Err(e) = std::fs::remove_file(&t.path) {
+                    tracing::warn!(target: "basalt::ledger", "L0007 could not remove merged file {}: {e}", t.path.display());
+                }
+            }
+        }
+        Stats::incr(&self.stats.ledger_merges);
+        tracing::debug!(target: "basalt::ledger", "L0002 merged {} file(s) from L{} with {} from L{} (trivial move: {trivial})", job.upper.len(), job.from, job.lower.len(), target);
+        Ok(true)
+    }
+
+    fn write_merged(&self, job: &MergeJob, bottom: bool) -> Result<Vec<Arc<Table>>> {
+        let mut sources: Vec<EntryIter> = Vec::new();
+        // L0 inputs are newest first already; a single upper file otherwise.
+        for t in &job.upper {
+            sources.push(t.range(&[], None));
+        }
+        let lower = job.lower.clone();
+        sources.push(Box::new(lower.into_iter().flat_map(|t| t.range(&[], None))));
+        let now = now_secs();
+        let mut out = Vec::new();
+        let mut writer: Option<(u64, PathBuf, SstWriter)> = None;
+        for item in MergeIter::new(sources) {
+            let (k, v) = item?;
+            if bottom && v.is_dead(now) {
+                continue;
+            }
+            if writer.is_none() {
+                let file_no = self.alloc_file_no();
+                let path = self.dir.join(sst_name(file_no));
+                let w = SstWriter::create(&path, self.opts.sst)?;
+                writer = Some((file_no, path, w));
+            }
+            if let Some((_, _, w)) = writer.as_mut() {
+                w.add(&k, &v)?;
+                if w.estimated_bytes() >= self.opts.sst_file_bytes {
+                    if let Some(done) = writer.take() {
+                        out.push(self.finish_table(done)?);
+                    }
+                }
+            }
+        }
+        if let Some(done) = writer.take() {
+            out.push(self.finish_table(done)?);
+        }
+        Ok(out)
+    }
+
+    fn finish_table(&self, (file_no, path, w): (u64, PathBuf, SstWriter)) -> Result<Arc<Table>> {
+        let summary = w.finish()?;
+        Stats::add(&self.stats.ledger_bytes_written, summary.size_bytes);
+        let reader = Arc::new(SstReader::open(&path)?);
+        Ok(Arc::new(Table {
+            file_no,
+            summary,
+            reader: Ok(reader),
+            path,
+        }))
+    }
+}

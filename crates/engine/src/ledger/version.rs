@@ -1,0 +1,208 @@
+//! A version: the immutable set of live SST files, level by level.
+//!
+//! Readers take an `Arc<Version>` and use it without locks; flushes and merges
+//! build a new version and swap it in. Invariants:
+//! - L0 files may overlap each other; they are kept newest first.
+//! - Files of L1 and below never overlap within their level and are sorted
+//!   by key.
+//! - For any key, the entry in a newer place (L0 before L1, L1 before L2 ...)
+//!   has a higher SQN than any entry for the key in an older place.
+
+use super::iter::EntryIter;
+use super::manifest::{FileEntry, Manifest};
+use super::sst::{SstReader, SstSummary};
+use crate::entry::LedgerValue;
+use crate::error::{Error, Result};
+use crate::limits::LEVELS;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// One live SST file.
+#[derive(Debug)]
+pub struct Table {
+    /// File number.
+    pub file_no: u64,
+    /// What the manifest says the file holds.
+    pub summary: SstSummary,
+    /// The open reader, or why the file could not be opened.
+    pub reader: std::result::Result<Arc<SstReader>, String>,
+    /// The file's path.
+    pub path: PathBuf,
+}
+
+/// The file name of SST number `file_no`.
+pub fn sst_name(file_no: u64) -> String {
+    format!("{file_no:08}.sst")
+}
+
+impl Table {
+    /// True if `key` lies within the file's key range.
+    pub fn covers(&self, key: &[u8]) -> bool {
+        self.summary.min_key.as_slice() <= key && key <= self.summary.max_key.as_slice()
+    }
+
+    /// True if the file's key range meets `[start, end)`.
+    pub fn overlaps(&self, start: &[u8], end: Option<&[u8]>) -> bool {
+        self.summary.max_key.as_slice() >= start
+            && end.is_none_or(|e| self.summary.min_key.as_slice() < e)
+    }
+
+    fn broken(&self, why: &str) -> Error {
+        Error::corrupt(
+            &self.path,
+            0,
+            format!("ledger file unreadable ({why}); run `basalt kv --data-dir DIR repair` to rebuild the ledger from the journal"),
+        )
+    }
+
+    /// Point lookup.
+    pub fn get(&self, key: &[u8], hash: u64) -> Result<Option<LedgerValue>> {
+        match &self.reader {
+            Ok(r) => r.get(key, hash),
+            Err(why) => Err(self.broken(why)),
+        }
+    }
+
+    /// Entries with `start <= key < end`.
+    pub fn range(&self, start: &[u8], end: Option<&[u8]>) -> EntryIter {
+        match &self.reader {
+            Ok(r) => Box::new(r.range(start, end)),
+            Err(why) => Box::new(std::iter::once(Err(self.broken(why)))),
+        }
+    }
+}
+
+/// The live files of the ledger.
+#[derive(Debug, Default)]
+pub struct Version {
+    /// `levels[0]` newest first; other levels sorted by key.
+    pub levels: Vec<Vec<Arc<Table>>>,
+}
+
+impl Version {
+    /// An empty version.
+    pub fn empty() -> Version {
+        Version {
+            levels: vec![Vec::new(); LEVELS],
+        }
+    }
+
+    /// Files at `level` (empty for out-of-range levels).
+    pub fn level(&self, level: usize) -> &[Arc<Table>] {
+        self.levels.get(level).map_or(&[], Vec::as_slice)
+    }
+
+    /// The single file of a sorted level (>= 1) that may hold `key`.
+    pub fn find_in_level(&self, level: usize, key: &[u8]) -> Option<&Arc<Table>> {
+        let files = self.level(level);
+        let idx = files.partition_point(|t| t.summary.max_key.as_slice() < key);
+        files.get(idx).filter(|t| t.covers(key))
+    }
+
+    /// Files at `level` overlapping `[start, end]` (inclusive end).
+    pub fn overlapping(&self, level: usize, start: &[u8], end_incl: &[u8]) -> Vec<Arc<Table>> {
+        self.level(level)
+            .iter()
+            .filter(|t| {
+                t.summary.max_key.as_slice() >= start && t.summary.min_key.as_slice() <= end_incl
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// True if any file below `level` overlaps `[start, end]`.
+    pub fn deeper_overlap(&self, level: usize, start: &[u8], end_incl: &[u8]) -> bool {
+        ((level + 1)..LEVELS).any(|l| !self.overlapping(l, start, end_incl).is_empty())
+    }
+
+    /// Every table, all levels.
+    pub fn all(&self) -> impl Iterator<Item = (usize, &Arc<Table>)> {
+        self.levels
+            .iter()
+            .enumerate()
+            .flat_map(|(l, ts)| ts.iter().map(move |t| (l, t)))
+    }
+
+    /// Builds a new version: `removed` file numbers dropped, `added` tables
+    /// placed at their levels (L0 additions go in front, newest first).
+    pub fn apply(&self, removed: &[u64], added: Vec<(usize, Arc<Table>)>) -> Version {
+        let mut levels: Vec<Vec<Arc<Table>>> = self
+            .levels
+            .iter()
+            .map(|ts| {
+                ts.iter()
+                    .filter(|t| !removed.contains(&t.file_no))
+                    .cloned()
+                    .collect()
+            })
+            .collect();
+        let mut new_l0 = Vec::new();
+        for (level, t) in added {
+            if level == 0 {
+                new_l0.push(t);
+            } else if let Some(ts) = levels.get_mut(level) {
+                ts.push(t);
+            }
+        }
+        if let Some(l0) = levels.get_mut(0) {
+            new_l0.reverse();
+            new_l0.append(l0);
+            *l0 = new_l0;
+        }
+        for ts in levels.iter_mut().skip(1) {
+            ts.sort_by(|a, b| a.summary.min_key.cmp(&b.summary.min_key));
+            debug_assert!(ts
+                .windows(2)
+                .all(|w| w[0].summary.max_key < w[1].summary.min_key));
+        }
+        Version { levels }
+    }
+
+    /// The manifest describing this version.
+    pub fn to_manifest(&self, persisted_sqn: u64, next_file_no: u64) -> Manifest {
+        let files = self
+            .all()
+            .map(|(l, t)| FileEntry {
+                level: l as u8,
+                file_no: t.file_no,
+                summary: t.summary.clone(),
+            })
+            .collect();
+        Manifest {
+            persisted_sqn,
+            next_file_no,
+            files,
+        }
+    }
+
+    /// Opens the tables a manifest lists. Unreadable files become broken
+    /// tables: reads in their key range fail rather than return stale data.
+    pub fn open(dir: &Path, manifest: &Manifest) -> (Version, Vec<String>) {
+        let mut v = Version::empty();
+        let mut problems = Vec::new();
+        for f in &manifest.files {
+            let path = dir.join(sst_name(f.file_no));
+            let reader = match SstReader::open(&path) {
+                Ok(r) => Ok(Arc::new(r)),
+                Err(e) => {
+                    problems.push(format!("{}: {e}", path.display()));
+                    Err(e.to_string())
+                }
+            };
+            let t = Arc::new(Table {
+                file_no: f.file_no,
+                summary: f.summary.clone(),
+                reader,
+                path,
+            });
+            if let Some(ts) = v.levels.get_mut(usize::from(f.level)) {
+                ts.push(t);
+            }
+        }
+        // The manifest lists L0 newest first already; sort the others.
+        for ts in v.levels.iter_mut().skip(1) {
+            ts.sort_by(|a, b| a.summary.min_key.cmp(&b.summary.min_key));
+        }
+        (v, problems)
+    }
+}

@@ -1,0 +1,504 @@
+//! The store (leveled's "bookie"): the public API over journal and ledger.
+//!
+//! Write path: validate, take the write lock, assign the next SQN, append the
+//! record to the journal, insert the ledger entry into the memtable, release
+//! the lock, then (with `sync`) wait for a group-commit fsync covering the
+//! record. Read path: HEAD asks only the ledger; GET asks the ledger for the
+//! SQN, then reads that record from the journal and checks its key.
+
+use crate::config::{Config, SyncStrategy};
+use crate::entry::{value_hash, LedgerValue, Status};
+use crate::error::{Error, Result};
+use crate::journal::{Journal, JournalFileInfo, JournalOptions, NewRecord, RecordKind};
+use crate::key;
+use crate::ledger::sst::SstOptions;
+use crate::ledger::{LevelStats, Ledger, LedgerOptions};
+use crate::limits;
+use crate::lock::{check_marker, DirLock, STORE_MARKER};
+use crate::stats::Stats;
+use parking_lot::Mutex;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Per-put options.
+#[derive(Debug, Clone, Default)]
+pub struct PutOptions {
+    /// Override the store's sync strategy for this put.
+    pub sync: Option<SyncStrategy>,
+    /// Expiry, seconds since the Unix epoch; 0 = never (TTL).
+    pub expires_at: u64,
+    /// Last-modified time to record; `None` = now.
+    pub last_modified_us: Option<u64>,
+}
+
+/// Metadata of an object, answered from the ledger alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Head {
+    /// Sequence number of the current version.
+    pub sqn: u64,
+    /// Value size in bytes.
+    pub size: u64,
+    /// xxh3-64 of the value.
+    pub value_hash: u64,
+    /// Last-modified time, microseconds since the Unix epoch.
+    pub last_modified_us: u64,
+    /// Expiry, seconds since the Unix epoch; 0 = never.
+    pub expires_at: u64,
+    /// The user metadata given at put.
+    pub metadata: Vec<u8>,
+}
+
+/// An object: its value and its metadata.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Object {
+    /// The value bytes.
+    pub value: Vec<u8>,
+    /// The metadata.
+    pub head: Head,
+}
+
+/// A snapshot of the store's counters and shape.
+#[derive(Debug, Clone)]
+pub struct StoreStats {
+    /// Named counters (see [`Stats`]).
+    pub counters: Vec<(&'static str, u64)>,
+    /// Per ledger level.
+    pub levels: Vec<LevelStats>,
+    /// Entries still in memory.
+    pub memtable_entries: usize,
+    /// Highest SQN persisted in the ledger.
+    pub persisted_sqn: u64,
+    /// Highest SQN in the journal.
+    pub last_sqn: u64,
+    /// The journal's files.
+    pub journal_files: Vec<JournalFileInfo>,
+}
+
+/// What `Store::repair` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepairReport {
+    /// Journal records replayed into the new ledger.
+    pub replayed: u64,
+    /// Corrupt journal records skipped.
+    pub corrupt_records: u64,
+}
+
+struct WriteState {
+    next_sqn: u64,
+}
+
+/// An open store. `Send + Sync`: share it with `Arc` across threads.
+pub struct Store {
+    config: Config,
+    journal: Arc<Journal>,
+    ledger: Ledger,
+    write: Mutex<WriteState>,
+    stats: Arc<Stats>,
+    closed: AtomicBool,
+    _lock: DirLock,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("dir", &self.config.dir)
+            .finish()
+    }
+}
+
+fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+fn now_secs() -> u64 {
+    now_us() / 1_000_000
+}
+
+fn check_name(what: &str, b: &[u8]) -> Result<()> {
+    if b.is_empty() {
+        return Err(Error::InvalidInput(format!("{what} must not be empty")));
+    }
+    if b.len() > limits::KEY_SIZE_BYTES_MAX {
+        return Err(Error::InvalidInput(format!(
+            "{what} is {} bytes; the limit is {} bytes",
+            b.len(),
+            limits::KEY_SIZE_BYTES_MAX
+        )));
+    }
+    Ok(())
+}
+
+impl Store {
+    /// Opens the store in `config.dir`, creating it if the directory is new.
+    pub fn open(config: Config) -> Result<Store> {
+        Self::open_inner(config, false)
+    }
+
+    fn open_inner(config: Config, repair: bool) -> Result<Store> {
+        config.validate()?;
+        crate::fsutil::ensure_dir(&config.dir)?;
+        let lock = DirLock::acquire(&config.dir)?;
+        let created = check_marker(&config.dir, STORE_MARKER)?;
+        let stats = Arc::new(Stats::default());
+        let journal = Arc::new(Journal::open(
+            &config.dir.join("journal"),
+            JournalOptions {
+                file_bytes: config.journal_file_bytes,
+                repair_manifest: repair,
+            },
+            Arc::clone(&stats),
+        )?);
+        let hook_journal = Arc::clone(&journal);
+        let ledger = Ledger::open(
+            &config.dir.join("ledger"),
+            LedgerOptions {
+                memtable_bytes: config.memtable_bytes,
+                sst: SstOptions {
+                    block_bytes: config.sst_block_bytes,
+                    bloom_bits_per_key: config.bloom_bits_per_key,
+                },
+                sst_file_bytes: config.sst_file_bytes,
+                l0_merge_trigger: config.l0_merge_trigger,
+                l0_stall_files: config.l0_stall_files,
+                frozen_memtables_max: config.frozen_memtables_max,
+                l1_files: config.l1_files,
+                level_fanout: config.level_fanout,
+                background: config.background_merges,
+            },
+            Arc::clone(&stats),
+            Box::new(move |sqn| hook_journal.sync_to(sqn)),
+            created || repair,
+        )?;
+        let persisted = ledger.persisted_sqn();
+        let mut replayed = 0u64;
+        let mut max_seen = persisted;
+        journal.replay(persisted, &mut |rec| {
+            max_seen = max_seen.max(rec.sqn);
+            replayed += 1;
+            ledger.insert(rec.key.clone(), ledger_value(&rec))
+        })?;
+        Stats::add(&stats.journal_replayed_records, replayed);
+        if replayed > 0 {
+            tracing::info!(target: "basalt::store", "B0001 replayed {replayed} journal records after sqn {persisted}");
+        }
+        let next_sqn = journal.last_sqn().max(max_seen) + 1;
+        Ok(Store {
+            config,
+            journal,
+            ledger,
+            write: Mutex::new(WriteState { next_sqn }),
+            stats,
+            closed: AtomicBool::new(false),
+            _lock: lock,
+        })
+    }
+
+    /// Rebuilds the ledger (and, if damaged, the journal manifest) from the
+    /// journal files. The store must not be open elsewhere.
+    pub fn repair(config: Config) -> Result<RepairReport> {
+        crate::fsutil::ensure_dir(&config.dir)?;
+        {
+            let _lock = DirLock::acquire(&config.dir)?;
+            let ledger_dir = config.dir.join("ledger");
+            if ledger_dir.exists() {
+                std::fs::remove_dir_all(&ledger_dir)
+                    .map_err(|e| Error::io("remove ledger directory", &ledger_dir, e))?;
+            }
+        }
+        let store = Self::open_inner(config, true)?;
+        let report = RepairReport {
+            replayed: store.stats.journal_replayed_records.load(Ordering::Relaxed),
+            corrupt_records: store.stats.journal_corrupt_records.load(Ordering::Relaxed),
+        };
+        store.close()?;
+        Ok(report)
+    }
+
+    /// The configuration the store was opened with.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed("store has been closed".into()));
+        }
+        Ok(())
+    }
+
+    /// Stores `value` with `metadata` under (`bucket`, `key`); returns its SQN.
+    pub fn put(&self, bucket: &[u8], key: &[u8], value: &[u8], metadata: &[u8]) -> Result<u64> {
+        self.put_with(bucket, key, value, metadata, &PutOptions::default())
+    }
+
+    /// [`Store::put`] with per-put options.
+    pub fn put_with(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        value: &[u8],
+        metadata: &[u8],
+        opts: &PutOptions,
+    ) -> Result<u64> {
+        check_name("bucket", bucket)?;
+        check_name("key", key)?;
+        if value.len() as u64 > self.config.value_bytes_max {
+            return Err(Error::InvalidInput(format!(
+                "value is {} bytes; the limit is {} bytes (value_bytes_max)",
+                value.len(),
+                self.config.value_bytes_max
+            )));
+        }
+        if metadata.len() as u64 > self.config.metadata_bytes_max {
+            return Err(Error::InvalidInput(format!(
+                "metadata is {} bytes; the limit is {} bytes (metadata_bytes_max)",
+                metadata.len(),
+                self.config.metadata_bytes_max
+            )));
+        }
+        let sqn = self.write_record(RecordKind::Put, bucket, key, value, metadata, opts)?;
+        Stats::incr(&self.stats.puts);
+        Stats::add(
+            &self.stats.user_bytes_written,
+            (key.len() + bucket.len() + value.len() + metadata.len()) as u64,
+        );
+        Ok(sqn)
+    }
+
+    /// Deletes (`bucket`, `key`) by writing a tombstone; returns its SQN.
+    pub fn delete(&self, bucket: &[u8], key: &[u8]) -> Result<u64> {
+        self.delete_with(bucket, key, &PutOptions::default())
+    }
+
+    /// [`Store::delete`] with per-write options.
+    pub fn delete_with(&self, bucket: &[u8], key: &[u8], opts: &PutOptions) -> Result<u64> {
+        check_name("bucket", bucket)?;
+        check_name("key", key)?;
+        let sqn = self.write_record(RecordKind::Delete, bucket, key, &[], &[], opts)?;
+        Stats::incr(&self.stats.deletes);
+        Ok(sqn)
+    }
+
+    fn write_record(
+        &self,
+        kind: RecordKind,
+        bucket: &[u8],
+        key: &[u8],
+        value: &[u8],
+        metadata: &[u8],
+        opts: &PutOptions,
+    ) -> Result<u64> {
+        self.check_open()?;
+        let lkey = key::object(bucket, key);
+        let last_modified_us = opts.last_modified_us.unwrap_or_else(now_us);
+        let sqn = {
+            let mut w = self.write.lock();
+            self.check_open()?;
+            let sqn = w.next_sqn;
+            let rec = NewRecord {
+                sqn,
+                kind,
+                key: &lkey,
+                last_modified_us,
+                expires_at: opts.expires_at,
+                metadata,
+                value,
+            };
+            self.journal.append(&rec)?;
+            w.next_sqn += 1;
+            self.ledger.insert(
+                lkey,
+                LedgerValue {
+                    sqn,
+                    status: match kind {
+                        RecordKind::Put => Status::Active,
+                        RecordKind::Delete => Status::Tombstone,
+                    },
+                    expires_at: opts.expires_at,
+                    value_hash: if kind == RecordKind::Put {
+                        value_hash(value)
+                    } else {
+                        0
+                    },
+                    size: value.len() as u64,
+                    last_modified_us,
+                    metadata: metadata.to_vec(),
+                },
+            )?;
+            sqn
+        };
+        if opts.sync.unwrap_or(self.config.sync) == SyncStrategy::Sync {
+            self.journal.sync_to(sqn)?;
+        }
+        Ok(sqn)
+    }
+
+    fn live_entry(&self, lkey: &[u8]) -> Result<Option<LedgerValue>> {
+        Ok(self.ledger.get(lkey)?.filter(|v| !v.is_dead(now_secs())))
+    }
+
+    /// The metadata of (`bucket`, `key`), from the ledger only.
+    pub fn head(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Head>> {
+        self.check_open()?;
+        Stats::incr(&self.stats.heads);
+        let lkey = key::object(bucket, key);
+        Ok(self.live_entry(&lkey)?.map(head_of))
+    }
+
+    /// The value and metadata of (`bucket`, `key`).
+    pub fn get(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Object>> {
+        self.check_open()?;
+        Stats::incr(&self.stats.gets);
+        let lkey = key::object(bucket, key);
+        let Some(entry) = self.live_entry(&lkey)? else {
+            return Ok(None);
+        };
+        match self.journal.fetch(entry.sqn, &lkey)? {
+            Some(rec) => {
+                if value_hash(&rec.value) != entry.value_hash {
+                    return Err(Error::corrupt(
+                        self.config.dir.join("journal"),
+                        0,
+                        format!("value of sqn {} does not match its ledger hash", entry.sqn),
+                    ));
+                }
+                Ok(Some(Object {
+                    value: rec.value,
+                    head: head_of(entry),
+                }))
+            }
+            None => Err(Error::corrupt(
+                self.config.dir.join("journal"),
+                0,
+                format!(
+                    "ledger points at sqn {} for key {} but the journal has no such record",
+                    entry.sqn,
+                    key::display_bytes(key)
+                ),
+            )),
+        }
+    }
+
+    /// Calls `f` with each live key of `bucket` in key order; stops early if
+    /// `f` returns false.
+    pub fn fold_keys(&self, bucket: &[u8], f: &mut dyn FnMut(&[u8]) -> bool) -> Result<()> {
+        self.check_open()?;
+        let start = key::prefix(key::KeyKind::Object, &[bucket]);
+        let end = key::prefix_end(&start);
+        let now = now_secs();
+        for item in self.ledger.range(&start, end.as_deref()) {
+            let (k, v) = item?;
+            if v.is_dead(now) {
+                continue;
+            }
+            let (_, objkey) = key::decode_object(&k)
+                .map_err(|e| Error::corrupt(self.config.dir.join("ledger"), 0, e.0))?;
+            if !f(&objkey) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Every live key of `bucket`, sorted.
+    pub fn keys(&self, bucket: &[u8]) -> Result<Vec<Vec<u8>>> {
+        let mut out = Vec::new();
+        self.fold_keys(bucket, &mut |k| {
+            out.push(k.to_vec());
+            true
+        })?;
+        Ok(out)
+    }
+
+    /// Counters and shape of the store.
+    pub fn stats(&self) -> StoreStats {
+        StoreStats {
+            counters: self.stats.snapshot(),
+            levels: self.ledger.level_stats(),
+            memtable_entries: self.ledger.memtable_entries(),
+            persisted_sqn: self.ledger.persisted_sqn(),
+            last_sqn: self.journal.last_sqn(),
+            journal_files: self.journal.files(),
+        }
+    }
+
+    /// Makes every acknowledged write durable (fsync of the journal).
+    pub fn sync(&self) -> Result<()> {
+        let last = self.journal.last_sqn();
+        self.journal.sync_to(last)
+    }
+
+    /// Runs every due ledger flush and merge now (tools and tests).
+    pub fn settle(&self) -> Result<()> {
+        self.ledger.settle()
+    }
+
+    /// Persists the ledger's memory, syncs the journal and closes. Reopening
+    /// after a clean close replays nothing.
+    pub fn close(&self) -> Result<()> {
+        let _w = self.write.lock();
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        self.ledger.close()?;
+        self.journal.close()
+    }
+
+    /// Drops the store without persisting the ledger or syncing: what a
+    /// process crash leaves behind (written data has reached the OS).
+    #[doc(hidden)]
+    pub fn simulate_crash(self) {
+        self.closed.store(true, Ordering::Release);
+        self.ledger.abandon();
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        if !self.closed.load(Ordering::Acquire) {
+            if let Err(e) = self.close() {
+                tracing::error!(target: "basalt::store", "B0002 close on drop failed: {e}");
+            }
+        }
+    }
+}
+
+fn head_of(v: LedgerValue) -> Head {
+    Head {
+        sqn: v.sqn,
+        size: v.size,
+        value_hash: v.value_hash,
+        last_modified_us: v.last_modified_us,
+        expires_at: v.expires_at,
+        metadata: v.metadata,
+    }
+}
+
+/// The ledger entry a journal record implies (used by replay).
+fn ledger_value(rec: &crate::journal::JournalRecord) -> LedgerValue {
+    LedgerValue {
+        sqn: rec.sqn,
+        status: match rec.kind {
+            RecordKind::Put => Status::Active,
+            RecordKind::Delete => Status::Tombstone,
+        },
+        expires_at: rec.expires_at,
+        value_hash: if rec.kind == RecordKind::Put {
+            value_hash(&rec.value)
+        } else {
+            0
+        },
+        size: rec.value.len() as u64,
+        last_modified_us: rec.last_modified_us,
+        metadata: rec.metadata.clone(),
+    }
+}
+
+/// True if `path` looks like a store directory of this engine.
+pub fn is_store_dir(path: &Path) -> bool {
+    std::fs::read_to_string(path.join("STORE")).is_ok_and(|s| s.trim() == STORE_MARKER)
+}
