@@ -135,7 +135,9 @@ pub fn decode(encoded: &[u8]) -> Result<Decoded, DecodeError> {
                     rest = tail;
                 }
                 [ESCAPE, ..] | [] => {
-                    return Err(DecodeError("bad escape or missing terminator in key".into()))
+                    return Err(DecodeError(
+                        "bad escape or missing terminator in key".into(),
+                    ))
                 }
                 [b, tail @ ..] => {
                     part.push(*b);
@@ -210,7 +212,14 @@ mod tests {
 
     #[test]
     fn garbage_does_not_panic() {
-        for bad in [&b""[..], b"o", b"o\0", b"o\0\x05", b"x\0\x01\0\x01", b"oab\0\x01"] {
+        for bad in [
+            &b""[..],
+            b"o",
+            b"o\0",
+            b"o\0\x05",
+            b"x\0\x01\0\x01",
+            b"oab\0\x01",
+        ] {
             assert!(decode(bad).is_err(), "{bad:?}");
         }
     }

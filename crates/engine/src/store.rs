@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::journal::{Journal, JournalFileInfo, JournalOptions, NewRecord, RecordKind};
 use crate::key;
 use crate::ledger::sst::SstOptions;
-use crate::ledger::{LevelStats, Ledger, LedgerOptions};
+use crate::ledger::{Ledger, LedgerOptions, LevelStats};
 use crate::limits;
 use crate::lock::{check_marker, DirLock, STORE_MARKER};
 use crate::stats::Stats;

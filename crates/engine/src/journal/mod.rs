@@ -1,17 +1,61 @@
 //! The journal (leveled's "inker"): append-only files holding every value.
 //!
-//! STUB: the interface is fixed; the implementation lands in this module.
+//! The journal directory holds:
+//!
+//! * data files `<file_no:08>.jnl` (format in [`file`](mod@file) and [`record`]): the
+//!   newest is *active* (appended to), the others are *closed*;
+//! * for each closed file an index `<file_no:08>.jix` of (sqn, offset),
+//!   loaded into memory at open (16 bytes per record);
+//! * `MANIFEST` (format in [`manifest`]), listing the files, replaced
+//!   atomically at creation and at every roll.
+//!
+//! **Appends** (serialised by the caller) encode a record into one buffer and
+//! hand it to the kernel with one positional write, so an acknowledged append
+//! survives a process crash. Once the active file reaches
+//! [`JournalOptions::file_bytes`] it is *rolled*: fsynced, its `.jix` written,
+//! the next file created and the manifest replaced. A record larger than
+//! `file_bytes` still goes into the current file, which then rolls; empty
+//! files are never created in a loop.
+//!
+//! **Durability** is [`Journal::sync_to`], a group commit: one thread leads an
+//! `fdatasync` covering every record written so far while the others wait for
+//! it. An fsync failure poisons the journal: the failed call returns the I/O
+//! error, later calls return [`Error::Closed`] (fsync is never retried, as
+//! the kernel may have dropped the dirty pages).
+//!
+//! **Recovery** at open scans the active file; a damaged record followed by
+//! valid ones is skipped (counted in `journal_corrupt_records`), a damaged
+//! tail is cut off (counted in `journal_truncated_bytes`). Damaged records are
+//! never returned as data: [`Journal::fetch`] reports them as
+//! [`Error::Corrupt`] and [`Journal::replay`] skips them.
+//!
+//! Lock order: `active` before `closed`; `sync` is never held while taking
+//! either.
 
+pub mod dump;
 pub mod file;
 pub mod manifest;
 pub mod record;
 
-use crate::error::Result;
+use crate::error::{Error, IoContext, Result};
+use crate::fsutil::{ensure_dir, sync_dir, write_atomic};
 use crate::stats::Stats;
+use file::{ClosedFile, Damage};
+use manifest::{Manifest, ManifestEntry, MANIFEST_NAME};
+use parking_lot::{Condvar, Mutex, RwLock};
+use std::collections::BTreeSet;
+use std::fs::{self, File, OpenOptions};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub use dump::{dump, is_journal_file, journal_file_kind, DumpReport, JournalFileKind};
 pub use record::{Compression, JournalRecord, NewRecord, RecordKind};
+
+const MANIFEST_ADVICE: &str =
+    "run `basalt kv --data-dir DIR repair` to rebuild it from the journal files";
+
+const CLOSED_MSG: &str = "journal is closed";
 
 /// Journal settings.
 #[derive(Debug, Clone)]
@@ -40,60 +84,749 @@ pub struct JournalFileInfo {
     pub active: bool,
 }
 
+/// The file being appended to.
+#[derive(Debug)]
+struct Active {
+    file_no: u64,
+    path: PathBuf,
+    file: Arc<File>,
+    /// Bytes written (the file's size).
+    size: u64,
+    /// (sqn, offset) of every record in the file, sorted.
+    index: Vec<(u64, u64)>,
+    /// Damaged regions skipped at open.
+    damage: Vec<Damage>,
+    /// Highest SQN written to the journal (any file).
+    last_sqn: u64,
+    /// Number for the next new file.
+    next_file_no: u64,
+}
+
+/// Group-commit state.
+#[derive(Debug, Default)]
+struct SyncState {
+    /// Every record up to this SQN is on stable storage.
+    synced_sqn: u64,
+    /// A thread is performing an fsync on behalf of all.
+    leader_active: bool,
+    /// Set by a failed write or fsync, or by `close`: the journal refuses work.
+    poisoned: Option<String>,
+}
+
 /// The journal of one store. `Send + Sync`; `append` callers must serialise
 /// themselves (the store's write lock), everything else may run concurrently.
-#[derive(Debug)]
 pub struct Journal {
-    _private: (),
+    dir: PathBuf,
+    opts: JournalOptions,
+    stats: Arc<Stats>,
+    active: Mutex<Active>,
+    /// Closed files, oldest first. Swappable by later journal compaction.
+    closed: RwLock<Vec<Arc<ClosedFile>>>,
+    sync: Mutex<SyncState>,
+    sync_cv: Condvar,
+}
+
+impl std::fmt::Debug for Journal {
+    // Not derived: the in-memory indexes can hold millions of entries.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Journal")
+            .field("dir", &self.dir)
+            .field("opts", &self.opts)
+            .finish_non_exhaustive()
+    }
+}
+
+fn manifest_error(path: &Path, reason: impl Into<String>) -> Error {
+    Error::Manifest {
+        what: "journal",
+        path: path.to_path_buf(),
+        reason: reason.into(),
+        advice: MANIFEST_ADVICE,
+    }
+}
+
+/// Reads the manifest, refusing absurd sizes before allocating.
+fn read_manifest_bytes(path: &Path) -> std::io::Result<Vec<u8>> {
+    let len = fs::metadata(path)?.len();
+    if len > crate::limits::MANIFEST_BYTES_MAX {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("file of {len} bytes is too large to be a journal manifest"),
+        ));
+    }
+    fs::read(path)
+}
+
+/// Numbers of the `.jnl` files in `dir`, ascending.
+fn list_jnl_files(dir: &Path) -> Result<BTreeSet<u64>> {
+    let mut out = BTreeSet::new();
+    for entry in fs::read_dir(dir).ctx("list directory", dir)? {
+        let entry = entry.ctx("list directory", dir)?;
+        if let Some(no) = entry.file_name().to_str().and_then(file::parse_jnl_name) {
+            out.insert(no);
+        }
+    }
+    Ok(out)
+}
+
+/// Creates a new, empty data file (overwriting any leftover) and makes it durable.
+fn create_data_file(dir: &Path, file_no: u64) -> Result<(PathBuf, File)> {
+    let path = dir.join(file::jnl_name(file_no));
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)
+        .ctx("create", &path)?;
+    f.write_all_at(&file::jnl_header(), 0).ctx("write", &path)?;
+    f.sync_all().ctx("fsync", &path)?;
+    sync_dir(dir)?;
+    Ok((path, f))
+}
+
+/// Opens a closed data file and loads (or rebuilds) its index.
+fn open_closed(dir: &Path, file_no: u64, prev_hi: u64) -> Result<ClosedFile> {
+    let path = dir.join(file::jnl_name(file_no));
+    let f = File::open(&path).ctx("open", &path)?;
+    let size = f.metadata().ctx("stat", &path)?.len();
+    file::read_jnl_header(&f, &path, size)?;
+    let jix_path = dir.join(file::jix_name(file_no));
+    // Each record is at least 50 bytes in the .jnl but 16 in the .jix, so a
+    // .jix larger than its .jnl is damaged: do not read it.
+    let jix_read = match fs::metadata(&jix_path) {
+        Ok(m) if m.len() > size + 32 => Ok(Vec::new()),
+        Ok(_) => fs::read(&jix_path),
+        Err(e) => Err(e),
+    };
+    let loaded = match jix_read {
+        Ok(bytes) => match file::decode_index(&bytes, size) {
+            Ok(idx) => Some(idx),
+            Err(e) => {
+                tracing::warn!(path = %jix_path.display(), error = %e, "journal index is damaged; rebuilding it from the data file");
+                None
+            }
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            tracing::warn!(path = %jix_path.display(), "journal index is missing; rebuilding it from the data file");
+            None
+        }
+        Err(e) => return Err(Error::io("read", &jix_path, e)),
+    };
+    let (index, damage) = match loaded {
+        Some(idx) => (idx, Vec::new()),
+        None => {
+            let (idx, outcome) = file::build_index(&f, &path, size)?;
+            for (d, why) in outcome.damage.iter().zip(&outcome.reasons) {
+                tracing::warn!(path = %path.display(), offset = d.offset, len = d.len, reason = %why, "damaged region in closed journal file");
+            }
+            write_atomic(&jix_path, &file::encode_index(&idx))?;
+            (idx, outcome.damage)
+        }
+    };
+    let last = index.last().map_or(0, |e| e.0);
+    if let Some(&(first, _)) = index.first() {
+        if first <= prev_hi {
+            return Err(Error::corrupt(
+                &path,
+                0,
+                format!("first sqn {first} is not above sqn {prev_hi} of the older journal files"),
+            ));
+        }
+    }
+    Ok(ClosedFile {
+        file_no,
+        path,
+        file: f,
+        size,
+        index,
+        damage,
+        search_hi: prev_hi.max(last),
+    })
 }
 
 impl Journal {
     /// Opens (or creates) the journal in `dir`, recovering the active file.
     pub fn open(dir: &Path, opts: JournalOptions, stats: Arc<Stats>) -> Result<Journal> {
-        let _ = (dir, opts, stats);
-        todo!()
+        ensure_dir(dir)?;
+        let manifest_path = dir.join(MANIFEST_NAME);
+        let on_disk = list_jnl_files(dir)?;
+        let manifest = match read_manifest_bytes(&manifest_path) {
+            Ok(bytes) => match Manifest::decode(&bytes) {
+                Ok(m) => Some(m),
+                Err(e) if opts.repair_manifest => {
+                    tracing::warn!(path = %manifest_path.display(), error = %e, "journal manifest is damaged; rebuilding it from the journal files");
+                    None
+                }
+                Err(e) => return Err(manifest_error(&manifest_path, e.0)),
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if on_disk.is_empty() {
+                    return Self::create_fresh(dir, opts, stats);
+                }
+                if !opts.repair_manifest {
+                    return Err(manifest_error(
+                        &manifest_path,
+                        format!("missing, but {} journal data files exist", on_disk.len()),
+                    ));
+                }
+                tracing::warn!(path = %manifest_path.display(), "journal manifest is missing; rebuilding it from the journal files");
+                None
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                if !opts.repair_manifest {
+                    return Err(manifest_error(&manifest_path, e.to_string()));
+                }
+                tracing::warn!(path = %manifest_path.display(), error = %e, "journal manifest is damaged; rebuilding it from the journal files");
+                None
+            }
+            Err(e) => return Err(Error::io("read", &manifest_path, e)),
+        };
+        let (file_nos, next_file_no, repaired) = match manifest {
+            Some(m) => {
+                for e in &m.files {
+                    if !on_disk.contains(&e.file_no) {
+                        return Err(manifest_error(
+                            &manifest_path,
+                            format!(
+                                "lists journal file {} which is missing",
+                                dir.join(file::jnl_name(e.file_no)).display()
+                            ),
+                        ));
+                    }
+                }
+                for no in &on_disk {
+                    if !m.files.iter().any(|e| e.file_no == *no) {
+                        tracing::warn!(path = %dir.join(file::jnl_name(*no)).display(), "journal file not listed in the manifest (left over from an interrupted roll?); ignoring it");
+                    }
+                }
+                let nos: Vec<u64> = m.files.iter().map(|e| e.file_no).collect();
+                (nos, m.next_file_no, false)
+            }
+            None => {
+                if on_disk.is_empty() {
+                    return Self::create_fresh(dir, opts, stats);
+                }
+                let nos: Vec<u64> = on_disk.iter().copied().collect();
+                let next = match nos.last() {
+                    Some(n) => n.checked_add(1).ok_or_else(|| {
+                        manifest_error(
+                            &manifest_path,
+                            format!("journal file number {n} is too large"),
+                        )
+                    })?,
+                    None => 1,
+                };
+                (nos, next, true)
+            }
+        };
+        let Some((&active_no, closed_nos)) = file_nos.split_last() else {
+            return Err(manifest_error(&manifest_path, "lists no files"));
+        };
+        let mut closed = Vec::with_capacity(closed_nos.len());
+        let mut hi = 0;
+        for &no in closed_nos {
+            let cf = open_closed(dir, no, hi)?;
+            hi = cf.search_hi;
+            closed.push(Arc::new(cf));
+        }
+        let active = Self::recover_active(dir, active_no, hi, next_file_no, &stats)?;
+        let j = Journal {
+            dir: dir.to_path_buf(),
+            opts,
+            stats,
+            sync: Mutex::new(SyncState::default()),
+            active: Mutex::new(active),
+            closed: RwLock::new(closed),
+            sync_cv: Condvar::new(),
+        };
+        if repaired {
+            let a = j.active.lock();
+            j.write_manifest(&a, &j.closed.read())?;
+        }
+        Ok(j)
+    }
+
+    fn create_fresh(dir: &Path, opts: JournalOptions, stats: Arc<Stats>) -> Result<Journal> {
+        let (path, f) = create_data_file(dir, 1)?;
+        let active = Active {
+            file_no: 1,
+            path,
+            file: Arc::new(f),
+            size: file::JNL_HEADER_LEN,
+            index: Vec::new(),
+            damage: Vec::new(),
+            last_sqn: 0,
+            next_file_no: 2,
+        };
+        let j = Journal {
+            dir: dir.to_path_buf(),
+            opts,
+            stats,
+            active: Mutex::new(active),
+            closed: RwLock::new(Vec::new()),
+            sync: Mutex::new(SyncState::default()),
+            sync_cv: Condvar::new(),
+        };
+        {
+            let a = j.active.lock();
+            j.write_manifest(&a, &j.closed.read())?;
+        }
+        Ok(j)
+    }
+
+    /// Opens the active file, scans it, cuts a torn tail.
+    fn recover_active(
+        dir: &Path,
+        file_no: u64,
+        prev_hi: u64,
+        next_file_no: u64,
+        stats: &Stats,
+    ) -> Result<Active> {
+        let path = dir.join(file::jnl_name(file_no));
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .ctx("open", &path)?;
+        let mut size = f.metadata().ctx("stat", &path)?.len();
+        if size < file::JNL_HEADER_LEN {
+            // Created but its header never reached the disk: it holds no records.
+            tracing::warn!(path = %path.display(), size, "active journal file has a torn header; rewriting it");
+            f.set_len(0).ctx("truncate", &path)?;
+            f.write_all_at(&file::jnl_header(), 0).ctx("write", &path)?;
+            f.sync_all().ctx("fsync", &path)?;
+            Stats::add(&stats.journal_truncated_bytes, size);
+            size = file::JNL_HEADER_LEN;
+        }
+        file::read_jnl_header(&f, &path, size)?;
+        let mut index = Vec::new();
+        let outcome = file::scan(
+            &f,
+            &path,
+            file::JNL_HEADER_LEN,
+            size,
+            prev_hi,
+            &mut |off, _, v| {
+                index.push((v.sqn, off));
+                Ok(())
+            },
+        )?;
+        let mut damage = outcome.damage.clone();
+        for (d, why) in outcome.damage.iter().zip(&outcome.reasons) {
+            if d.next_sqn == u64::MAX {
+                tracing::warn!(path = %path.display(), offset = d.offset, len = d.len, reason = %why, "torn tail in active journal file; truncating it");
+                f.set_len(d.offset).ctx("truncate", &path)?;
+                f.sync_all().ctx("fsync", &path)?;
+                Stats::add(&stats.journal_truncated_bytes, d.len);
+                size = d.offset;
+            } else {
+                tracing::warn!(path = %path.display(), offset = d.offset, len = d.len, reason = %why, "corrupt record in active journal file; skipping it");
+                Stats::incr(&stats.journal_corrupt_records);
+            }
+        }
+        damage.retain(|d| d.next_sqn != u64::MAX);
+        debug_assert!(index.windows(2).all(|w| matches!(w, [a, b] if a.0 < b.0)));
+        let last_sqn = index.last().map_or(prev_hi, |e| e.0);
+        Ok(Active {
+            file_no,
+            path,
+            file: Arc::new(f),
+            size,
+            index,
+            damage,
+            last_sqn,
+            next_file_no,
+        })
+    }
+
+    /// Replaces the manifest with the current file list.
+    fn write_manifest(&self, a: &Active, closed: &[Arc<ClosedFile>]) -> Result<()> {
+        let mut files: Vec<ManifestEntry> = closed
+            .iter()
+            .map(|c| ManifestEntry {
+                file_no: c.file_no,
+                first_sqn: c.first_sqn(),
+                last_sqn: c.last_sqn(),
+                active: false,
+            })
+            .collect();
+        files.push(ManifestEntry {
+            file_no: a.file_no,
+            first_sqn: a.index.first().map_or(0, |e| e.0),
+            last_sqn: a.index.last().map_or(0, |e| e.0),
+            active: true,
+        });
+        let m = Manifest {
+            next_file_no: a.next_file_no,
+            files,
+        };
+        debug_assert!(m.validate().is_ok());
+        write_atomic(&self.dir.join(MANIFEST_NAME), &m.encode())
+    }
+
+    fn check_poison(&self) -> Result<()> {
+        match &self.sync.lock().poisoned {
+            Some(why) => Err(Error::Closed(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    fn poison(&self, why: String) {
+        let mut s = self.sync.lock();
+        if s.poisoned.is_none() {
+            s.poisoned = Some(why);
+        }
+        drop(s);
+        self.sync_cv.notify_all();
     }
 
     /// Highest SQN written to the journal (0 when empty).
     pub fn last_sqn(&self) -> u64 {
-        todo!()
+        self.active.lock().last_sqn
     }
 
-    /// Appends one record; `rec.sqn` must be greater than `last_sqn()`.
+    /// Appends one record; `rec.sqn` must be greater than `last_sqn()`
+    /// ([`Error::InvalidInput`] otherwise).
+    ///
+    /// The record reaches the kernel before this returns (not the disk: see
+    /// [`Journal::sync_to`]). If the append fills the active file, the file is
+    /// rolled; a failed write or roll poisons the journal (the record may or
+    /// may not be in the file).
     pub fn append(&self, rec: &NewRecord<'_>) -> Result<()> {
-        let _ = rec;
-        todo!()
+        self.check_poison()?;
+        let mut a = self.active.lock();
+        if rec.sqn <= a.last_sqn {
+            return Err(Error::InvalidInput(format!(
+                "journal append of sqn {} is not above the last sqn {}",
+                rec.sqn, a.last_sqn
+            )));
+        }
+        let mut buf = Vec::new();
+        record::encode_record(rec, &mut buf)?;
+        let offset = a.size;
+        if let Err(e) = a.file.write_all_at(&buf, offset) {
+            let err = Error::io("write", &a.path, e);
+            self.poison(format!("journal write failed earlier: {err}"));
+            return Err(err);
+        }
+        let len = buf.len() as u64;
+        a.size += len;
+        a.index.push((rec.sqn, offset));
+        a.last_sqn = rec.sqn;
+        Stats::incr(&self.stats.journal_records_written);
+        Stats::add(&self.stats.journal_bytes_written, len);
+        if a.size >= self.opts.file_bytes {
+            if let Err(e) = self.roll(&mut a) {
+                self.poison(format!("journal roll failed earlier: {e}"));
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes the active file and starts the next one. Holds the active lock.
+    fn roll(&self, a: &mut Active) -> Result<()> {
+        debug_assert!(!a.index.is_empty());
+        a.file.sync_all().ctx("fsync", &a.path)?;
+        let jix = self.dir.join(file::jix_name(a.file_no));
+        write_atomic(&jix, &file::encode_index(&a.index))?;
+        let new_no = a.next_file_no;
+        let after = new_no.checked_add(1).ok_or_else(|| {
+            Error::InvalidInput(format!("journal file number {new_no} cannot grow further"))
+        })?;
+        let (new_path, new_file) = create_data_file(&self.dir, new_no)?;
+        let ro = File::open(&a.path).ctx("open", &a.path)?;
+        let prev_hi = self.closed.read().last().map_or(0, |c| c.search_hi);
+        let old = ClosedFile {
+            file_no: a.file_no,
+            path: std::mem::replace(&mut a.path, new_path),
+            file: ro,
+            size: a.size,
+            index: std::mem::take(&mut a.index),
+            damage: std::mem::take(&mut a.damage),
+            search_hi: prev_hi.max(a.last_sqn),
+        };
+        a.file = Arc::new(new_file);
+        a.file_no = new_no;
+        a.size = file::JNL_HEADER_LEN;
+        a.next_file_no = after;
+        self.closed.write().push(Arc::new(old));
+        // The active lock (held) keeps other rolls out; readers of the closed
+        // list are not blocked while the manifest is written and fsynced.
+        self.write_manifest(a, &self.closed.read())?;
+        Stats::incr(&self.stats.journal_rolls);
+        let mut s = self.sync.lock();
+        s.synced_sqn = s.synced_sqn.max(a.last_sqn);
+        drop(s);
+        self.sync_cv.notify_all();
+        Ok(())
     }
 
     /// Returns once every record up to `sqn` is on stable storage (group commit).
     pub fn sync_to(&self, sqn: u64) -> Result<()> {
-        let _ = sqn;
-        todo!()
+        let mut s = self.sync.lock();
+        loop {
+            if let Some(why) = &s.poisoned {
+                return Err(Error::Closed(why.clone()));
+            }
+            if s.synced_sqn >= sqn {
+                Stats::incr(&self.stats.journal_syncs_shared);
+                return Ok(());
+            }
+            if s.leader_active {
+                self.sync_cv.wait(&mut s);
+                continue;
+            }
+            s.leader_active = true;
+            break;
+        }
+        drop(s);
+        let (f, path, upto) = {
+            let a = self.active.lock();
+            (Arc::clone(&a.file), a.path.clone(), a.last_sqn)
+        };
+        let res = f.sync_data();
+        let mut s = self.sync.lock();
+        s.leader_active = false;
+        let out = match res {
+            Ok(()) => {
+                Stats::incr(&self.stats.journal_syncs);
+                s.synced_sqn = s.synced_sqn.max(upto);
+                if upto < sqn {
+                    Err(Error::InvalidInput(format!(
+                        "sync_to({sqn}) beyond the last written sqn {upto}"
+                    )))
+                } else {
+                    Ok(())
+                }
+            }
+            Err(e) => {
+                let err = Error::io("fsync", &path, e);
+                if s.poisoned.is_none() {
+                    s.poisoned = Some(format!("journal fsync failed earlier: {err}"));
+                }
+                Err(err)
+            }
+        };
+        drop(s);
+        self.sync_cv.notify_all();
+        out
     }
 
     /// Reads the record with `sqn`, checking it belongs to `key`.
     pub fn fetch(&self, sqn: u64, key: &[u8]) -> Result<Option<JournalRecord>> {
-        let _ = (sqn, key);
-        todo!()
+        if sqn == 0 {
+            return Ok(None);
+        }
+        // Active file first: records only ever move from it to the closed list.
+        let hit = {
+            let a = self.active.lock();
+            match a.index.first() {
+                Some(&(first, _)) if sqn >= first => match file::index_lookup(&a.index, sqn) {
+                    Some(off) => Some((Arc::clone(&a.file), a.path.clone(), off, a.size)),
+                    None => {
+                        if let Some(d) = file::damage_covering(&a.damage, sqn) {
+                            return Err(self.corrupt_hit(&a.path, d.offset, sqn));
+                        }
+                        return Ok(None);
+                    }
+                },
+                _ => None,
+            }
+        };
+        let rec = match hit {
+            Some((f, path, off, size)) => self.read_checked(&f, &path, off, size, sqn, key)?,
+            None => {
+                let closed = self.closed.read();
+                let i = closed.partition_point(|c| c.search_hi < sqn);
+                let Some(c) = closed.get(i).cloned() else {
+                    return Ok(None);
+                };
+                let prev = i.checked_sub(1).and_then(|p| closed.get(p)).cloned();
+                drop(closed);
+                match file::index_lookup(&c.index, sqn) {
+                    Some(off) => self.read_checked(&c.file, &c.path, off, c.size, sqn, key)?,
+                    None => {
+                        for cf in std::iter::once(&c).chain(prev.as_ref()) {
+                            if let Some(d) = file::damage_covering(&cf.damage, sqn) {
+                                return Err(self.corrupt_hit(&cf.path, d.offset, sqn));
+                            }
+                        }
+                        return Ok(None);
+                    }
+                }
+            }
+        };
+        Ok(Some(rec))
+    }
+
+    fn corrupt_hit(&self, path: &Path, offset: u64, sqn: u64) -> Error {
+        Stats::incr(&self.stats.journal_corrupt_records);
+        Error::corrupt(
+            path,
+            offset,
+            format!("the record for sqn {sqn} lies in a damaged region"),
+        )
+    }
+
+    fn read_checked(
+        &self,
+        f: &File,
+        path: &Path,
+        off: u64,
+        size: u64,
+        sqn: u64,
+        key: &[u8],
+    ) -> Result<JournalRecord> {
+        let rec = match file::read_record_at(f, path, off, size) {
+            Ok(r) => r,
+            Err(e) => {
+                if e.is_corruption() {
+                    Stats::incr(&self.stats.journal_corrupt_records);
+                }
+                return Err(e);
+            }
+        };
+        if rec.sqn != sqn || rec.key != key {
+            Stats::incr(&self.stats.journal_corrupt_records);
+            return Err(Error::corrupt(
+                path,
+                off,
+                format!(
+                    "expected sqn {sqn} key {}, found sqn {} key {}",
+                    crate::key::display_bytes(key),
+                    rec.sqn,
+                    crate::key::display_bytes(&rec.key)
+                ),
+            ));
+        }
+        Ok(rec)
     }
 
     /// Calls `f` for every intact record with SQN > `after_sqn`, in SQN order.
+    /// Damaged records are skipped, counted in `journal_corrupt_records` and
+    /// logged. Returns the number of records passed to `f`.
     pub fn replay(
         &self,
         after_sqn: u64,
         f: &mut dyn FnMut(JournalRecord) -> Result<()>,
     ) -> Result<u64> {
-        let _ = (after_sqn, f);
-        todo!()
+        // Snapshot the files under the active lock so a concurrent roll
+        // neither hides nor duplicates a file.
+        let (closed, active) = {
+            let a = self.active.lock();
+            let closed: Vec<Arc<ClosedFile>> = self.closed.read().clone();
+            let start = a.index.partition_point(|e| e.0 <= after_sqn);
+            let start_off = a.index.get(start).map_or(a.size, |e| e.1);
+            let min = start
+                .checked_sub(1)
+                .and_then(|i| a.index.get(i))
+                .map_or(0, |e| e.0);
+            (
+                closed,
+                (Arc::clone(&a.file), a.path.clone(), start_off, a.size, min),
+            )
+        };
+        let mut n = 0u64;
+        let mut prev_hi = 0u64;
+        for c in &closed {
+            let hi = c.search_hi;
+            if c.last_sqn() > after_sqn {
+                let start = c.index.partition_point(|e| e.0 <= after_sqn);
+                let start_off = c.index.get(start).map_or(c.size, |e| e.1);
+                let min = start
+                    .checked_sub(1)
+                    .and_then(|i| c.index.get(i))
+                    .map_or(prev_hi, |e| e.0);
+                n += self.replay_file(&c.file, &c.path, start_off, c.size, min, after_sqn, f)?;
+            }
+            prev_hi = hi;
+        }
+        let (af, apath, aoff, asize, amin) = active;
+        n += self.replay_file(&af, &apath, aoff, asize, amin.max(prev_hi), after_sqn, f)?;
+        Ok(n)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn replay_file(
+        &self,
+        file: &File,
+        path: &Path,
+        start: u64,
+        end: u64,
+        min_sqn: u64,
+        after_sqn: u64,
+        f: &mut dyn FnMut(JournalRecord) -> Result<()>,
+    ) -> Result<u64> {
+        let mut n = 0u64;
+        let outcome = file::scan(file, path, start, end, min_sqn, &mut |_, _, v| {
+            if v.sqn > after_sqn {
+                n += 1;
+                f(v.to_record())?;
+            }
+            Ok(())
+        })?;
+        for (d, why) in outcome.damage.iter().zip(&outcome.reasons) {
+            tracing::warn!(path = %path.display(), offset = d.offset, len = d.len, reason = %why, "skipping damaged region of journal file during replay");
+            Stats::incr(&self.stats.journal_corrupt_records);
+        }
+        Ok(n)
     }
 
     /// The journal's files, oldest first.
     pub fn files(&self) -> Vec<JournalFileInfo> {
-        todo!()
+        let a = self.active.lock();
+        let closed = self.closed.read();
+        let mut out: Vec<JournalFileInfo> = closed
+            .iter()
+            .map(|c| JournalFileInfo {
+                file_no: c.file_no,
+                path: c.path.clone(),
+                first_sqn: c.first_sqn(),
+                last_sqn: c.last_sqn(),
+                size_bytes: c.size,
+                active: false,
+            })
+            .collect();
+        out.push(JournalFileInfo {
+            file_no: a.file_no,
+            path: a.path.clone(),
+            first_sqn: a.index.first().map_or(0, |e| e.0),
+            last_sqn: a.index.last().map_or(0, |e| e.0),
+            size_bytes: a.size,
+            active: true,
+        });
+        out
     }
 
-    /// Syncs the active file. The journal must not be used afterwards.
+    /// Syncs the active file. The journal must not be used afterwards
+    /// (appends and syncs then fail with [`Error::Closed`]); closing twice is
+    /// harmless.
     pub fn close(&self) -> Result<()> {
-        todo!()
+        if self.sync.lock().poisoned.as_deref() == Some(CLOSED_MSG) {
+            return Ok(());
+        }
+        self.check_poison()?;
+        let a = self.active.lock();
+        let res = a.file.sync_all().ctx("fsync", &a.path);
+        let last = a.last_sqn;
+        drop(a);
+        match res {
+            Ok(()) => {
+                let mut s = self.sync.lock();
+                s.synced_sqn = s.synced_sqn.max(last);
+                drop(s);
+                self.poison(CLOSED_MSG.into());
+                Ok(())
+            }
+            Err(e) => {
+                self.poison(format!("journal fsync failed earlier: {e}"));
+                Err(e)
+            }
+        }
     }
 }
+
+#[cfg(test)]
+mod tests;

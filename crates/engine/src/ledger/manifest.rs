@@ -28,7 +28,8 @@ pub const MAGIC: &[u8; 8] = b"BSLTLMF1";
 const VERSION: u32 = 1;
 
 /// What to tell an operator whose ledger manifest is missing or damaged.
-pub const ADVICE: &str = "The ledger can be rebuilt from the journal: run `basalt kv --data-dir DIR repair`";
+pub const ADVICE: &str =
+    "The ledger can be rebuilt from the journal: run `basalt kv --data-dir DIR repair`";
 
 /// One live SST file as recorded in the manifest.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,7 +98,9 @@ impl Manifest {
         }
         let version = r.u32()?;
         if version != VERSION {
-            return Err(DecodeError(format!("unsupported manifest version {version}")));
+            return Err(DecodeError(format!(
+                "unsupported manifest version {version}"
+            )));
         }
         let persisted_sqn = r.u64()?;
         let next_file_no = r.u64()?;

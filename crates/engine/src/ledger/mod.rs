@@ -360,11 +360,8 @@ impl Drop for Ledger {
 /// Deletes SST files the manifest does not list (left by an interrupted
 /// flush or merge) and temporary files.
 fn remove_leftovers(dir: &Path, manifest: &Manifest) -> Result<()> {
-    let live: std::collections::HashSet<String> = manifest
-        .files
-        .iter()
-        .map(|f| sst_name(f.file_no))
-        .collect();
+    let live: std::collections::HashSet<String> =
+        manifest.files.iter().map(|f| sst_name(f.file_no)).collect();
     for entry in std::fs::read_dir(dir).ctx("list", dir)? {
         let entry = entry.ctx("list", dir)?;
         let name = entry.file_name().to_string_lossy().into_owned();
@@ -388,11 +385,7 @@ struct MergeJob {
 impl Shared {
     fn snapshot(&self) -> (Arc<Memtable>, Vec<Arc<Memtable>>, Arc<Version>) {
         let s = self.state.read();
-        (
-            Arc::clone(&s.mem),
-            s.frozen.clone(),
-            Arc::clone(&s.version),
-        )
+        (Arc::clone(&s.mem), s.frozen.clone(), Arc::clone(&s.version))
     }
 
     fn notify(&self) {
@@ -595,7 +588,12 @@ impl Shared {
         let Some(job) = self.pick_merge(&version) else {
             return Ok(false);
         };
-        if job.upper.iter().chain(&job.lower).any(|t| t.reader.is_err()) {
+        if job
+            .upper
+            .iter()
+            .chain(&job.lower)
+            .any(|t| t.reader.is_err())
+        {
             // Never merge an unreadable file: that would lose its keys for good.
             return Ok(false);
         }
@@ -618,7 +616,12 @@ impl Shared {
             self.work.lock().cursor[job.from] = last.summary.max_key.clone();
         }
         let bottom = !version.deeper_overlap(target, &min, &max);
-        let removed: Vec<u64> = job.upper.iter().chain(&job.lower).map(|t| t.file_no).collect();
+        let removed: Vec<u64> = job
+            .upper
+            .iter()
+            .chain(&job.lower)
+            .map(|t| t.file_no)
+            .collect();
 
         // A lone file with nothing below to merge with just moves down.
         let trivial = job.from > 0

@@ -1,0 +1,525 @@
+//! Tests of the journal as a whole: appends, rolls, recovery, group commit, dump.
+
+use super::*;
+use std::sync::atomic::Ordering;
+
+fn opts(file_bytes: u64) -> JournalOptions {
+    JournalOptions {
+        file_bytes,
+        repair_manifest: false,
+    }
+}
+
+fn key_of(i: u64) -> Vec<u8> {
+    crate::key::object(b"bucket", format!("key{i}").as_bytes())
+}
+
+fn value_of(i: u64) -> Vec<u8> {
+    format!("value-{i}-")
+        .repeat((i % 7 + 1) as usize)
+        .into_bytes()
+}
+
+fn append_n(j: &Journal, from: u64, to: u64) {
+    for i in from..=to {
+        let k = key_of(i);
+        let v = value_of(i);
+        j.append(&NewRecord {
+            sqn: i,
+            kind: if i % 10 == 0 {
+                RecordKind::Delete
+            } else {
+                RecordKind::Put
+            },
+            key: &k,
+            last_modified_us: i * 1000,
+            expires_at: 0,
+            metadata: b"m",
+            value: &v,
+        })
+        .unwrap();
+    }
+}
+
+fn check(j: &Journal, i: u64) {
+    let r = j.fetch(i, &key_of(i)).unwrap().unwrap();
+    assert_eq!(r.sqn, i);
+    assert_eq!(r.value, value_of(i));
+    assert_eq!(r.metadata, b"m");
+    assert_eq!(r.last_modified_us, i * 1000);
+}
+
+fn replay_sqns(j: &Journal, after: u64) -> Vec<u64> {
+    let mut got = Vec::new();
+    let n = j
+        .replay(after, &mut |r| {
+            assert_eq!(r.value, value_of(r.sqn));
+            got.push(r.sqn);
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(n as usize, got.len());
+    got
+}
+
+fn stat(s: &Stats, c: &std::sync::atomic::AtomicU64) -> u64 {
+    let _ = s;
+    c.load(Ordering::Relaxed)
+}
+
+/// Offset of record `sqn` in data file `path`, found by scanning.
+fn offset_of(path: &Path, sqn: u64) -> u64 {
+    let f = File::open(path).unwrap();
+    let size = f.metadata().unwrap().len();
+    let (idx, _) = file::build_index(&f, path, size).unwrap();
+    file::index_lookup(&idx, sqn).unwrap()
+}
+
+fn flip_byte(path: &Path, at: u64) {
+    let mut b = fs::read(path).unwrap();
+    b[at as usize] ^= 0x5a;
+    fs::write(path, b).unwrap();
+}
+
+#[test]
+fn round_trip_in_one_file() {
+    let d = tempfile::tempdir().unwrap();
+    let stats = Arc::new(Stats::default());
+    let j = Journal::open(d.path(), opts(1 << 20), stats.clone()).unwrap();
+    assert_eq!(j.last_sqn(), 0);
+    assert!(j.fetch(1, &key_of(1)).unwrap().is_none());
+    append_n(&j, 1, 50);
+    assert_eq!(j.last_sqn(), 50);
+    for i in 1..=50 {
+        check(&j, i);
+    }
+    assert_eq!(
+        j.fetch(10, &key_of(10)).unwrap().unwrap().kind,
+        RecordKind::Delete
+    );
+    assert!(j.fetch(51, &key_of(51)).unwrap().is_none());
+    // Wrong key for an existing sqn is corruption, not data.
+    assert!(j.fetch(5, &key_of(6)).unwrap_err().is_corruption());
+    assert_eq!(replay_sqns(&j, 0), (1..=50).collect::<Vec<_>>());
+    assert_eq!(replay_sqns(&j, 45), (46..=50).collect::<Vec<_>>());
+    assert_eq!(stat(&stats, &stats.journal_records_written), 50);
+    // Non-ascending sqn is refused.
+    let k = key_of(1);
+    let bad = NewRecord {
+        sqn: 50,
+        kind: RecordKind::Put,
+        key: &k,
+        last_modified_us: 0,
+        expires_at: 0,
+        metadata: b"",
+        value: b"",
+    };
+    assert!(matches!(j.append(&bad), Err(Error::InvalidInput(_))));
+    let files = j.files();
+    assert_eq!(files.len(), 1);
+    assert!(files[0].active);
+    assert_eq!((files[0].first_sqn, files[0].last_sqn), (1, 50));
+    j.close().unwrap();
+    assert!(matches!(
+        j.append(&NewRecord { sqn: 51, ..bad }),
+        Err(Error::Closed(_))
+    ));
+}
+
+#[test]
+fn rolls_and_fetches_from_closed_and_active_files() {
+    let d = tempfile::tempdir().unwrap();
+    let stats = Arc::new(Stats::default());
+    let j = Journal::open(d.path(), opts(1024), stats.clone()).unwrap();
+    append_n(&j, 1, 200);
+    let files = j.files();
+    assert!(files.len() > 3, "{files:?}");
+    assert_eq!(stat(&stats, &stats.journal_rolls), files.len() as u64 - 1);
+    for w in files.windows(2) {
+        assert!(w[0].last_sqn < w[1].first_sqn || w[1].first_sqn == 0);
+        assert!(!w[0].active);
+    }
+    for f in &files[..files.len() - 1] {
+        assert!(d.path().join(file::jix_name(f.file_no)).exists());
+    }
+    for i in 1..=200 {
+        check(&j, i);
+    }
+    assert_eq!(replay_sqns(&j, 0), (1..=200).collect::<Vec<_>>());
+    assert_eq!(replay_sqns(&j, 123), (124..=200).collect::<Vec<_>>());
+    // Rolls mark everything as synced.
+    let before = stat(&stats, &stats.journal_syncs);
+    j.sync_to(files[1].last_sqn).unwrap();
+    assert_eq!(stat(&stats, &stats.journal_syncs), before);
+}
+
+#[test]
+fn oversize_record_rolls_without_empty_files() {
+    let d = tempfile::tempdir().unwrap();
+    let j = Journal::open(d.path(), opts(100), Arc::new(Stats::default())).unwrap();
+    let big = vec![7u8; 1000];
+    let k = key_of(1);
+    for sqn in 1..=3 {
+        j.append(&NewRecord {
+            sqn,
+            kind: RecordKind::Put,
+            key: &k,
+            last_modified_us: 0,
+            expires_at: 0,
+            metadata: b"",
+            value: &big,
+        })
+        .unwrap();
+    }
+    let files = j.files();
+    assert_eq!(files.len(), 4);
+    assert_eq!(files[3].first_sqn, 0);
+    for (i, f) in files[..3].iter().enumerate() {
+        assert_eq!(f.first_sqn, i as u64 + 1);
+        assert_eq!(f.last_sqn, i as u64 + 1);
+    }
+    assert_eq!(j.fetch(2, &k).unwrap().unwrap().value, big);
+}
+
+#[test]
+fn reopen_returns_everything() {
+    let d = tempfile::tempdir().unwrap();
+    {
+        let j = Journal::open(d.path(), opts(2048), Arc::new(Stats::default())).unwrap();
+        append_n(&j, 1, 120);
+        j.close().unwrap();
+    }
+    let stats = Arc::new(Stats::default());
+    let j = Journal::open(d.path(), opts(2048), stats.clone()).unwrap();
+    assert_eq!(j.last_sqn(), 120);
+    for i in 1..=120 {
+        check(&j, i);
+    }
+    assert_eq!(replay_sqns(&j, 0), (1..=120).collect::<Vec<_>>());
+    assert_eq!(replay_sqns(&j, 60), (61..=120).collect::<Vec<_>>());
+    assert_eq!(stat(&stats, &stats.journal_corrupt_records), 0);
+    assert_eq!(stat(&stats, &stats.journal_truncated_bytes), 0);
+    append_n(&j, 121, 150);
+    drop(j);
+    // Reopen without close (process crash: the writes reached the kernel).
+    let j = Journal::open(d.path(), opts(2048), Arc::new(Stats::default())).unwrap();
+    assert_eq!(j.last_sqn(), 150);
+    assert_eq!(replay_sqns(&j, 0), (1..=150).collect::<Vec<_>>());
+}
+
+#[test]
+fn torn_tail_is_truncated() {
+    let d = tempfile::tempdir().unwrap();
+    let active_path;
+    {
+        let j = Journal::open(d.path(), opts(1 << 20), Arc::new(Stats::default())).unwrap();
+        append_n(&j, 1, 20);
+        active_path = j.files()[0].path.clone();
+        j.close().unwrap();
+    }
+    let good_len = offset_of(&active_path, 20);
+    let full = fs::metadata(&active_path).unwrap().len();
+    // Cut the last record in half and append garbage.
+    let mut b = fs::read(&active_path).unwrap();
+    b.truncate(((good_len + full) / 2) as usize);
+    b.extend_from_slice(&[0xAB; 37]);
+    let torn_len = b.len() as u64;
+    fs::write(&active_path, b).unwrap();
+
+    let stats = Arc::new(Stats::default());
+    let j = Journal::open(d.path(), opts(1 << 20), stats.clone()).unwrap();
+    assert_eq!(j.last_sqn(), 19);
+    assert_eq!(
+        stat(&stats, &stats.journal_truncated_bytes),
+        torn_len - good_len
+    );
+    assert_eq!(fs::metadata(&active_path).unwrap().len(), good_len);
+    for i in 1..=19 {
+        check(&j, i);
+    }
+    assert!(j.fetch(20, &key_of(20)).unwrap().is_none());
+    append_n(&j, 20, 30);
+    drop(j);
+    let j = Journal::open(d.path(), opts(1 << 20), stats.clone()).unwrap();
+    assert_eq!(replay_sqns(&j, 0), (1..=30).collect::<Vec<_>>());
+}
+
+#[test]
+fn corrupt_record_in_active_file_is_skipped() {
+    let d = tempfile::tempdir().unwrap();
+    let stats = Arc::new(Stats::default());
+    let j = Journal::open(d.path(), opts(1 << 20), stats.clone()).unwrap();
+    append_n(&j, 1, 20);
+    let path = j.files()[0].path.clone();
+    // Damage record 7's value while the journal is open.
+    flip_byte(&path, offset_of(&path, 7) + 60);
+    assert!(j.fetch(7, &key_of(7)).unwrap_err().is_corruption());
+    check(&j, 6);
+    check(&j, 8);
+    let mut want: Vec<u64> = (1..=20).collect();
+    want.retain(|s| *s != 7);
+    assert_eq!(replay_sqns(&j, 0), want);
+    assert!(stat(&stats, &stats.journal_corrupt_records) >= 2);
+    drop(j);
+
+    // After reopening, the scan skips it (not a torn tail) and fetch still
+    // reports it as corrupt.
+    let stats = Arc::new(Stats::default());
+    let j = Journal::open(d.path(), opts(1 << 20), stats.clone()).unwrap();
+    assert_eq!(stat(&stats, &stats.journal_corrupt_records), 1);
+    assert_eq!(stat(&stats, &stats.journal_truncated_bytes), 0);
+    assert_eq!(j.last_sqn(), 20);
+    assert!(j.fetch(7, &key_of(7)).unwrap_err().is_corruption());
+    check(&j, 6);
+    check(&j, 8);
+    assert_eq!(replay_sqns(&j, 0), want);
+    assert_eq!(replay_sqns(&j, 7), (8..=20).collect::<Vec<_>>());
+    append_n(&j, 21, 22);
+    check(&j, 22);
+}
+
+#[test]
+fn corrupt_record_in_closed_file_is_skipped() {
+    let d = tempfile::tempdir().unwrap();
+    {
+        let j = Journal::open(d.path(), opts(1024), Arc::new(Stats::default())).unwrap();
+        append_n(&j, 1, 100);
+        j.close().unwrap();
+    }
+    let j = Journal::open(d.path(), opts(1024), Arc::new(Stats::default())).unwrap();
+    let files = j.files();
+    let target = &files[1];
+    assert!(!target.active);
+    let victim = target.first_sqn + 1;
+    assert!(victim < target.last_sqn);
+    drop(j);
+    // Damage the length field of the record.
+    flip_byte(&target.path, offset_of(&target.path, victim) + 9);
+
+    let stats = Arc::new(Stats::default());
+    let j = Journal::open(d.path(), opts(1024), stats.clone()).unwrap();
+    let err = j.fetch(victim, &key_of(victim)).unwrap_err();
+    assert!(err.is_corruption(), "{err}");
+    check(&j, victim - 1);
+    check(&j, victim + 1);
+    let want: Vec<u64> = (1..=100).filter(|s| *s != victim).collect();
+    assert_eq!(replay_sqns(&j, 0), want);
+    assert_eq!(
+        replay_sqns(&j, victim - 1),
+        (victim + 1..=100).collect::<Vec<_>>()
+    );
+    assert!(stat(&stats, &stats.journal_corrupt_records) >= 2);
+}
+
+#[test]
+fn missing_or_damaged_index_is_rebuilt() {
+    let d = tempfile::tempdir().unwrap();
+    {
+        let j = Journal::open(d.path(), opts(1024), Arc::new(Stats::default())).unwrap();
+        append_n(&j, 1, 60);
+        j.close().unwrap();
+    }
+    let jix1 = d.path().join(file::jix_name(1));
+    let jix2 = d.path().join(file::jix_name(2));
+    let original = fs::read(&jix1).unwrap();
+    fs::remove_file(&jix1).unwrap();
+    flip_byte(&jix2, 14);
+    let j = Journal::open(d.path(), opts(1024), Arc::new(Stats::default())).unwrap();
+    assert_eq!(fs::read(&jix1).unwrap(), original);
+    assert!(file::decode_index(&fs::read(&jix2).unwrap(), u64::MAX).is_ok());
+    for i in 1..=60 {
+        check(&j, i);
+    }
+}
+
+#[test]
+fn missing_or_damaged_manifest() {
+    let d = tempfile::tempdir().unwrap();
+    {
+        let j = Journal::open(d.path(), opts(1024), Arc::new(Stats::default())).unwrap();
+        append_n(&j, 1, 80);
+        j.close().unwrap();
+    }
+    let mpath = d.path().join(MANIFEST_NAME);
+    let good = fs::read(&mpath).unwrap();
+
+    // Damaged.
+    flip_byte(&mpath, 10);
+    let err = Journal::open(d.path(), opts(1024), Arc::new(Stats::default())).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Manifest {
+                what: "journal",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("repair"));
+
+    // Missing.
+    fs::remove_file(&mpath).unwrap();
+    let err = Journal::open(d.path(), opts(1024), Arc::new(Stats::default())).unwrap_err();
+    assert!(matches!(err, Error::Manifest { .. }), "{err}");
+
+    // Repaired.
+    let repair = JournalOptions {
+        file_bytes: 1024,
+        repair_manifest: true,
+    };
+    let j = Journal::open(d.path(), repair, Arc::new(Stats::default())).unwrap();
+    assert_eq!(j.last_sqn(), 80);
+    assert_eq!(replay_sqns(&j, 0), (1..=80).collect::<Vec<_>>());
+    for i in 1..=80 {
+        check(&j, i);
+    }
+    append_n(&j, 81, 120);
+    drop(j);
+    let j = Journal::open(d.path(), opts(1024), Arc::new(Stats::default())).unwrap();
+    assert_eq!(replay_sqns(&j, 0), (1..=120).collect::<Vec<_>>());
+    drop(j);
+
+    // A listed file that is missing.
+    fs::write(&mpath, &good).unwrap();
+    fs::remove_file(d.path().join(file::jnl_name(2))).unwrap();
+    let err = Journal::open(d.path(), opts(1024), Arc::new(Stats::default())).unwrap_err();
+    assert!(matches!(err, Error::Manifest { .. }), "{err}");
+    assert!(err.to_string().contains("00000002.jnl"), "{err}");
+}
+
+#[test]
+fn unlisted_leftover_file_is_ignored_and_overwritten() {
+    let d = tempfile::tempdir().unwrap();
+    {
+        let j = Journal::open(d.path(), opts(1 << 20), Arc::new(Stats::default())).unwrap();
+        append_n(&j, 1, 5);
+        j.close().unwrap();
+    }
+    // An interrupted roll left file 2 behind.
+    fs::write(d.path().join(file::jnl_name(2)), file::jnl_header()).unwrap();
+    let j = Journal::open(d.path(), opts(300), Arc::new(Stats::default())).unwrap();
+    assert_eq!(j.files().len(), 1);
+    append_n(&j, 6, 10);
+    assert!(j.files().len() >= 2);
+    assert_eq!(replay_sqns(&j, 0), (1..=10).collect::<Vec<_>>());
+}
+
+#[test]
+fn group_commit_shares_fsyncs() {
+    let d = tempfile::tempdir().unwrap();
+    let stats = Arc::new(Stats::default());
+    let j = Arc::new(Journal::open(d.path(), opts(1 << 30), stats.clone()).unwrap());
+    let next_sqn = Arc::new(Mutex::new(0u64));
+    const THREADS: u64 = 8;
+    const PER_THREAD: u64 = 40;
+    let handles: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let j = Arc::clone(&j);
+            let next_sqn = Arc::clone(&next_sqn);
+            std::thread::spawn(move || {
+                for _ in 0..PER_THREAD {
+                    let sqn = {
+                        // The store's write lock: appends are serialised.
+                        let mut g = next_sqn.lock();
+                        *g += 1;
+                        let k = key_of(*g);
+                        let v = value_of(*g);
+                        j.append(&NewRecord {
+                            sqn: *g,
+                            kind: RecordKind::Put,
+                            key: &k,
+                            last_modified_us: *g * 1000,
+                            expires_at: 0,
+                            metadata: b"m",
+                            value: &v,
+                        })
+                        .unwrap();
+                        *g
+                    };
+                    j.sync_to(sqn).unwrap();
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let calls = THREADS * PER_THREAD;
+    let syncs = stat(&stats, &stats.journal_syncs);
+    let shared = stat(&stats, &stats.journal_syncs_shared);
+    assert_eq!(syncs + shared, calls);
+    assert!(syncs >= 1);
+    for i in 1..=calls {
+        check(&j, i);
+    }
+    assert_eq!(replay_sqns(&j, 0), (1..=calls).collect::<Vec<_>>());
+}
+
+#[test]
+fn sync_to_already_synced_is_shared() {
+    let d = tempfile::tempdir().unwrap();
+    let stats = Arc::new(Stats::default());
+    let j = Journal::open(d.path(), opts(1 << 20), stats.clone()).unwrap();
+    append_n(&j, 1, 3);
+    j.sync_to(3).unwrap();
+    j.sync_to(2).unwrap();
+    assert_eq!(stat(&stats, &stats.journal_syncs), 1);
+    assert_eq!(stat(&stats, &stats.journal_syncs_shared), 1);
+    assert!(matches!(j.sync_to(10), Err(Error::InvalidInput(_))));
+}
+
+#[test]
+fn dump_each_file_kind() {
+    let d = tempfile::tempdir().unwrap();
+    {
+        let j = Journal::open(d.path(), opts(1024), Arc::new(Stats::default())).unwrap();
+        append_n(&j, 1, 40);
+        j.close().unwrap();
+    }
+    let jnl = d.path().join(file::jnl_name(1));
+    let jix = d.path().join(file::jix_name(1));
+    let man = d.path().join(MANIFEST_NAME);
+    for (p, kind) in [
+        (&jnl, JournalFileKind::Data),
+        (&jix, JournalFileKind::Index),
+        (&man, JournalFileKind::Manifest),
+    ] {
+        let head = fs::read(p).unwrap();
+        assert!(is_journal_file(&head));
+        assert_eq!(journal_file_kind(&head), Some(kind));
+        let mut out = Vec::new();
+        let rep = dump(p, &mut out, true).unwrap();
+        assert_eq!(rep.kind, kind);
+        assert!(rep.entries > 0);
+        assert_eq!(rep.corrupt_regions, 0);
+        let text = String::from_utf8(out).unwrap();
+        assert!(!text.contains("CORRUPT"), "{text}");
+        if kind == JournalFileKind::Data {
+            assert!(text.contains("sqn=1 put key=bucket/key1"), "{text}");
+        }
+    }
+    assert!(!is_journal_file(b"SSTABLE1"));
+    assert!(!is_journal_file(b"BSLT"));
+
+    // Damage one record of the data file, the index and the manifest.
+    flip_byte(&jnl, offset_of(&jnl, 2) + 30);
+    flip_byte(&jix, 25);
+    flip_byte(&man, 22);
+    for p in [&jnl, &jix, &man] {
+        let mut out = Vec::new();
+        let rep = dump(p, &mut out, false).unwrap();
+        assert_eq!(rep.corrupt_regions, 1, "{}", p.display());
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("CORRUPT"), "{text}");
+    }
+    let junk = d.path().join("junk");
+    fs::write(&junk, b"hello world").unwrap();
+    assert!(dump(&junk, &mut Vec::new(), true).is_err());
+}
+
+#[test]
+fn journal_is_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Journal>();
+}

@@ -1,0 +1,201 @@
+//! Store API behaviour: input validation, the directory lock, the store-kind
+//! marker, HEAD answering without the journal, concurrent readers and writers,
+//! TTL, and sync puts.
+//!
+//! Method: each test opens a fresh store in a temporary directory and checks
+//! one behaviour through the public API only.
+
+use basalt_engine::{Config, Error, PutOptions, Store, SyncStrategy};
+use std::sync::Arc;
+
+fn open(dir: &std::path::Path) -> Store {
+    Store::open(Config::test_min(dir)).expect("open store")
+}
+
+#[test]
+fn bad_input_is_a_typed_error() {
+    let d = tempfile::tempdir().unwrap();
+    let s = open(d.path());
+    for (b, k) in [(&b""[..], &b"k"[..]), (b"b", b"")] {
+        let e = s.put(b, k, b"v", b"").unwrap_err();
+        assert!(matches!(e, Error::InvalidInput(_)), "{e}");
+        assert!(e.to_string().contains("must not be empty"), "{e}");
+    }
+    let big_key = vec![b'k'; 64 * 1024 + 1];
+    let e = s.put(b"b", &big_key, b"v", b"").unwrap_err();
+    assert!(e.to_string().contains("limit"), "{e}");
+    s.put(b"b", &vec![b'k'; 64 * 1024], b"v", b"").unwrap();
+
+    let mut cfg = Config::test_min(d.path().join("small"));
+    cfg.value_bytes_max = 10;
+    let small = Store::open(cfg).unwrap();
+    let e = small.put(b"b", b"k", &[0u8; 11], b"").unwrap_err();
+    assert!(e.to_string().contains("value_bytes_max"), "{e}");
+    small.put(b"b", b"k", &[0u8; 10], b"").unwrap();
+}
+
+#[test]
+fn second_open_is_refused_while_locked() {
+    let d = tempfile::tempdir().unwrap();
+    let s = open(d.path());
+    let e = Store::open(Config::test_min(d.path())).unwrap_err();
+    assert!(matches!(e, Error::Locked { .. }), "{e}");
+    s.close().unwrap();
+    drop(s);
+    open(d.path());
+}
+
+#[test]
+fn foreign_directory_is_refused_by_name() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("STORE"), "basalt-bitcask 1\n").unwrap();
+    let e = Store::open(Config::test_min(d.path())).unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("basalt-bitcask 1") && msg.contains("basalt-leveled 1"),
+        "{msg}"
+    );
+
+    let other = tempfile::tempdir().unwrap();
+    std::fs::write(other.path().join("somefile"), "x").unwrap();
+    assert!(matches!(
+        Store::open(Config::test_min(other.path())).unwrap_err(),
+        Error::WrongStore { .. }
+    ));
+}
+
+#[test]
+fn head_answers_from_the_ledger_without_reading_the_value() {
+    let d = tempfile::tempdir().unwrap();
+    let s = open(d.path());
+    let value = vec![0xAB; 1000];
+    s.put(b"b", b"k", &value, b"meta").unwrap();
+    // Damage the value bytes in the journal behind the store's back.
+    let jdir = d.path().join("journal");
+    let mut damaged = false;
+    for e in std::fs::read_dir(&jdir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "jnl") {
+            let mut bytes = std::fs::read(&p).unwrap();
+            if let Some(pos) = bytes.windows(16).position(|w| w == [0xAB; 16]) {
+                bytes[pos + 8] ^= 0xFF;
+                std::fs::write(&p, &bytes).unwrap();
+                damaged = true;
+            }
+        }
+    }
+    assert!(damaged, "value bytes not found in the journal");
+    let h = s.head(b"b", b"k").unwrap().unwrap();
+    assert_eq!((h.size, h.metadata.as_slice()), (1000, &b"meta"[..]));
+    let e = s.get(b"b", b"k").unwrap_err();
+    assert!(e.is_corruption(), "{e}");
+}
+
+#[test]
+fn delete_and_missing() {
+    let d = tempfile::tempdir().unwrap();
+    let s = open(d.path());
+    assert!(s.get(b"b", b"k").unwrap().is_none());
+    s.put(b"b", b"k", b"v", b"").unwrap();
+    s.delete(b"b", b"k").unwrap();
+    assert!(s.get(b"b", b"k").unwrap().is_none());
+    assert!(s.head(b"b", b"k").unwrap().is_none());
+    assert!(s.keys(b"b").unwrap().is_empty());
+}
+
+#[test]
+fn expired_objects_read_as_missing() {
+    let d = tempfile::tempdir().unwrap();
+    let s = open(d.path());
+    let past = PutOptions {
+        expires_at: 1,
+        ..PutOptions::default()
+    };
+    s.put_with(b"b", b"old", b"v", b"", &past).unwrap();
+    let future = PutOptions {
+        expires_at: u64::MAX / 2,
+        ..PutOptions::default()
+    };
+    s.put_with(b"b", b"new", b"v", b"", &future).unwrap();
+    assert!(s.get(b"b", b"old").unwrap().is_none());
+    assert!(s.get(b"b", b"new").unwrap().is_some());
+    assert_eq!(s.keys(b"b").unwrap(), vec![b"new".to_vec()]);
+}
+
+#[test]
+fn many_threads_read_and_write() {
+    let d = tempfile::tempdir().unwrap();
+    let s = Arc::new(open(d.path()));
+    let threads: Vec<_> = (0..8u32)
+        .map(|t| {
+            let s = Arc::clone(&s);
+            std::thread::spawn(move || {
+                for i in 0..300u32 {
+                    let key = format!("t{t}-{i}");
+                    let val = format!("value-{t}-{i}").repeat((i % 5 + 1) as usize);
+                    let opts = PutOptions {
+                        sync: Some(if i % 50 == 0 {
+                            SyncStrategy::Sync
+                        } else {
+                            SyncStrategy::None
+                        }),
+                        ..PutOptions::default()
+                    };
+                    s.put_with(b"b", key.as_bytes(), val.as_bytes(), b"", &opts)
+                        .unwrap();
+                    let got = s.get(b"b", key.as_bytes()).unwrap().unwrap();
+                    assert_eq!(got.value, val.as_bytes());
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(s.keys(b"b").unwrap().len(), 8 * 300);
+    s.close().unwrap();
+    drop(s);
+    let s = open(d.path());
+    assert_eq!(s.keys(b"b").unwrap().len(), 8 * 300);
+    let levels = s.stats().levels;
+    assert!(
+        levels.iter().map(|l| l.files).sum::<usize>() > 0,
+        "{levels:?}"
+    );
+}
+
+#[test]
+fn closed_store_refuses_calls() {
+    let d = tempfile::tempdir().unwrap();
+    let s = open(d.path());
+    s.close().unwrap();
+    assert!(matches!(
+        s.put(b"b", b"k", b"v", b"").unwrap_err(),
+        Error::Closed(_)
+    ));
+    assert!(matches!(s.get(b"b", b"k").unwrap_err(), Error::Closed(_)));
+}
+
+#[test]
+fn missing_ledger_manifest_is_a_clear_error_and_repair_fixes_it() {
+    let d = tempfile::tempdir().unwrap();
+    {
+        let s = open(d.path());
+        for i in 0..500u32 {
+            s.put(b"b", format!("k{i}").as_bytes(), &[i as u8; 100], b"")
+                .unwrap();
+        }
+        s.close().unwrap();
+    }
+    std::fs::remove_file(d.path().join("ledger").join("MANIFEST")).unwrap();
+    let e = Store::open(Config::test_min(d.path())).unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("missing") && msg.contains("repair"), "{msg}");
+    let report = Store::repair(Config::test_min(d.path())).unwrap();
+    assert_eq!(report.replayed, 500);
+    let s = open(d.path());
+    for i in 0..500u32 {
+        let o = s.get(b"b", format!("k{i}").as_bytes()).unwrap().unwrap();
+        assert_eq!(o.value, vec![i as u8; 100]);
+    }
+}
