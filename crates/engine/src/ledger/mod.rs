@@ -1,10 +1,12 @@
 //! The ledger (leveled's "penciller"): an LSM tree of keys and metadata.
 //!
 //! Changes land in the active [`memtable::Memtable`]. Past `memtable_bytes` it
-//! is frozen and a background clerk thread writes it as an L0 [`sst`] file,
-//! then merges L0 into L1 and each overfull level into the next, one bounded
-//! job at a time (a flush always goes before a merge). Every change of the
-//! file set is committed by rewriting the [`manifest`] atomically.
+//! is frozen and the *flush clerk* thread writes it as an L0 [`sst`] file.
+//! The *merge clerk* thread merges L0 into L1 and each overfull level into the
+//! next, one bounded job at a time. The two run independently, so a long
+//! merge never holds up a flush (and so never stalls writers by itself).
+//! Every change of the file set is committed under the install lock by
+//! rewriting the [`manifest`] atomically and swapping in a new [`Version`].
 //!
 //! Writers feel back-pressure, never unbounded memory growth (leveled #402):
 //! while too many frozen memtables wait, or L0 holds `l0_stall_files`, an
@@ -97,7 +99,12 @@ struct Shared {
     hook: PersistHook,
     state: RwLock<State>,
     work: Mutex<Work>,
-    jobs: Mutex<()>,
+    /// One flush at a time (memtables are flushed in order).
+    flush_lock: Mutex<()>,
+    /// One merge at a time.
+    merge_lock: Mutex<()>,
+    /// Held while a new version is computed, committed and swapped in.
+    install_lock: Mutex<()>,
     signal: Mutex<()>,
     cv: Condvar,
     shutdown: AtomicBool,
@@ -107,7 +114,7 @@ struct Shared {
 /// The ledger of one store.
 pub struct Ledger {
     shared: Arc<Shared>,
-    thread: Mutex<Option<JoinHandle<()>>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for Ledger {
@@ -187,27 +194,34 @@ impl Ledger {
                 next_file_no,
                 cursor: vec![Vec::new(); LEVELS],
             }),
-            jobs: Mutex::new(()),
+            flush_lock: Mutex::new(()),
+            merge_lock: Mutex::new(()),
+            install_lock: Mutex::new(()),
             signal: Mutex::new(()),
             cv: Condvar::new(),
             shutdown: AtomicBool::new(false),
             poisoned: Mutex::new(None),
             opts,
         });
-        let thread = if shared.opts.background {
-            let s = Arc::clone(&shared);
-            Some(
-                std::thread::Builder::new()
-                    .name("basalt-ledger-clerk".into())
-                    .spawn(move || s.run_clerk())
-                    .ctx("spawn ledger clerk thread", dir)?,
-            )
-        } else {
-            None
-        };
+        let mut threads = Vec::new();
+        if shared.opts.background {
+            for job in [Job::Flush, Job::Merge] {
+                let s = Arc::clone(&shared);
+                let name = match job {
+                    Job::Flush => "basalt-ledger-flush",
+                    Job::Merge => "basalt-ledger-merge",
+                };
+                threads.push(
+                    std::thread::Builder::new()
+                        .name(name.into())
+                        .spawn(move || s.run_clerk(job))
+                        .ctx("spawn ledger clerk thread", dir)?,
+                );
+            }
+        }
         Ok(Ledger {
             shared,
-            thread: Mutex::new(thread),
+            threads: Mutex::new(threads),
         })
     }
 
@@ -343,7 +357,7 @@ impl Ledger {
     fn stop_clerk(&self) {
         self.shared.shutdown.store(true, Ordering::SeqCst);
         self.shared.notify();
-        if let Some(t) = self.thread.lock().take() {
+        for t in std::mem::take(&mut *self.threads.lock()) {
             if t.join().is_err() {
                 tracing::error!(target: "basalt::ledger", "L0004 ledger clerk thread panicked");
             }
@@ -374,7 +388,14 @@ fn remove_leftovers(dir: &Path, manifest: &Manifest) -> Result<()> {
     Ok(())
 }
 
-/// A merge chosen by the clerk.
+/// The two kinds of background work.
+#[derive(Debug, Clone, Copy)]
+enum Job {
+    Flush,
+    Merge,
+}
+
+/// A merge chosen by the merge clerk.
 struct MergeJob {
     /// Level the inputs come from (0 = all of L0).
     from: usize,
@@ -451,10 +472,17 @@ impl Shared {
         Ok(())
     }
 
-    fn run_clerk(self: Arc<Self>) {
+    fn run_clerk(self: Arc<Self>, job: Job) {
         while !self.shutdown.load(Ordering::SeqCst) {
-            match self.run_pending(false) {
-                Ok(true) => continue,
+            let step = match job {
+                Job::Flush => self.flush_one(),
+                Job::Merge => self.merge_one(),
+            };
+            match step {
+                Ok(true) => {
+                    self.notify();
+                    continue;
+                }
                 Ok(false) => {}
                 Err(e) => {
                     self.poison(&e);
@@ -495,7 +523,7 @@ impl Shared {
     /// Writes the oldest frozen memtable as an L0 file. Returns false when
     /// there is none.
     fn flush_one(&self) -> Result<bool> {
-        let _job = self.work_guard();
+        let _job = self.flush_lock.lock();
         let Some(mem) = self.state.read().frozen.first().cloned() else {
             return Ok(false);
         };
@@ -516,35 +544,38 @@ impl Shared {
             reader: Ok(reader),
             path,
         });
-        let (next_version, persisted) = {
-            let s = self.state.read();
-            (
-                s.version.apply(&[], vec![(0, table)]),
-                s.persisted_sqn.max(max_sqn),
-            )
-        };
-        self.commit(&next_version, persisted)?;
-        let mut s = self.state.write();
-        s.version = Arc::new(next_version);
-        s.persisted_sqn = persisted;
-        debug_assert!(s.frozen.first().is_some_and(|m| Arc::ptr_eq(m, &mem)));
-        s.frozen.remove(0);
-        drop(s);
+        let persisted = self.install(&[], vec![(0, table)], Some(&mem))?;
         Stats::incr(&self.stats.ledger_flushes);
         tracing::debug!(target: "basalt::ledger", "L0001 flushed memtable to L0 file {file_no:08} (persisted sqn {persisted})");
         Ok(true)
     }
 
-    /// Serialises jobs: only one flush or merge changes the file set at a time.
-    fn work_guard(&self) -> parking_lot::MutexGuard<'_, ()> {
-        self.jobs.lock()
-    }
-
-    fn commit(&self, version: &Version, persisted_sqn: u64) -> Result<()> {
+    /// Computes the next version from the current one, commits it to the
+    /// manifest and swaps it in; with `flushed`, also retires that frozen
+    /// memtable and advances the persisted SQN. Returns the persisted SQN.
+    fn install(
+        &self,
+        removed: &[u64],
+        added: Vec<(usize, Arc<Table>)>,
+        flushed: Option<&Arc<Memtable>>,
+    ) -> Result<u64> {
+        let _install = self.install_lock.lock();
+        let (next, persisted) = {
+            let s = self.state.read();
+            let persisted = flushed.map_or(s.persisted_sqn, |m| s.persisted_sqn.max(m.max_sqn()));
+            (s.version.apply(removed, added), persisted)
+        };
         let next_file_no = self.work.lock().next_file_no;
-        version
-            .to_manifest(persisted_sqn, next_file_no)
-            .store(&self.dir.join("MANIFEST"))
+        next.to_manifest(persisted, next_file_no)
+            .store(&self.dir.join("MANIFEST"))?;
+        let mut s = self.state.write();
+        s.version = Arc::new(next);
+        s.persisted_sqn = persisted;
+        if let Some(mem) = flushed {
+            debug_assert!(s.frozen.first().is_some_and(|m| Arc::ptr_eq(m, mem)));
+            s.frozen.retain(|m| !Arc::ptr_eq(m, mem));
+        }
+        Ok(persisted)
     }
 
     fn pick_merge(&self, version: &Version) -> Option<MergeJob> {
@@ -583,7 +614,7 @@ impl Shared {
 
     /// Runs one merge if any level is over its limit.
     fn merge_one(&self) -> Result<bool> {
-        let _job = self.work_guard();
+        let _job = self.merge_lock.lock();
         let version = Arc::clone(&self.state.read().version);
         let Some(job) = self.pick_merge(&version) else {
             return Ok(false);
@@ -635,12 +666,7 @@ impl Shared {
                 .map(|t| (target, t))
                 .collect()
         };
-        let (next_version, persisted) = {
-            let s = self.state.read();
-            (s.version.apply(&removed, added), s.persisted_sqn)
-        };
-        self.commit(&next_version, persisted)?;
-        self.state.write().version = Arc::new(next_version);
+        self.install(&removed, added, None)?;
         if !trivial {
             for t in job.upper.iter().chain(&job.lower) {
                 // Readers holding the old version keep their open handle;
