@@ -179,7 +179,11 @@ impl Store {
         journal.replay(persisted, &mut |rec| {
             max_seen = max_seen.max(rec.sqn);
             replayed += 1;
-            ledger.insert(rec.key.clone(), ledger_value(&rec))
+            match ledger_value(&rec) {
+                Some(v) => ledger.insert(rec.key.clone(), v),
+                // A key delta carries only index changes (none yet).
+                None => Ok(()),
+            }
         })?;
         Stats::add(&stats.journal_replayed_records, replayed);
         if replayed > 0 {
@@ -307,6 +311,7 @@ impl Store {
                 expires_at: opts.expires_at,
                 metadata,
                 value,
+                index: &[],
             };
             self.journal.append(&rec)?;
             w.next_sqn += 1;
@@ -314,9 +319,10 @@ impl Store {
                 lkey,
                 LedgerValue {
                     sqn,
-                    status: match kind {
-                        RecordKind::Put => Status::Active,
-                        RecordKind::Delete => Status::Tombstone,
+                    status: if kind == RecordKind::Put {
+                        Status::Active
+                    } else {
+                        Status::Tombstone
                     },
                     expires_at: opts.expires_at,
                     value_hash: if kind == RecordKind::Put {
@@ -478,14 +484,17 @@ fn head_of(v: LedgerValue) -> Head {
     }
 }
 
-/// The ledger entry a journal record implies (used by replay).
-fn ledger_value(rec: &crate::journal::JournalRecord) -> LedgerValue {
-    LedgerValue {
+/// The object ledger entry a journal record implies (used by replay); key
+/// deltas imply none.
+fn ledger_value(rec: &crate::journal::JournalRecord) -> Option<LedgerValue> {
+    let status = match rec.kind {
+        RecordKind::Put => Status::Active,
+        RecordKind::Delete => Status::Tombstone,
+        RecordKind::KeyDelta => return None,
+    };
+    Some(LedgerValue {
         sqn: rec.sqn,
-        status: match rec.kind {
-            RecordKind::Put => Status::Active,
-            RecordKind::Delete => Status::Tombstone,
-        },
+        status,
         expires_at: rec.expires_at,
         value_hash: if rec.kind == RecordKind::Put {
             value_hash(&rec.value)
@@ -495,7 +504,7 @@ fn ledger_value(rec: &crate::journal::JournalRecord) -> LedgerValue {
         size: rec.value.len() as u64,
         last_modified_us: rec.last_modified_us,
         metadata: rec.metadata.clone(),
-    }
+    })
 }
 
 /// True if `path` looks like a store directory of this engine.

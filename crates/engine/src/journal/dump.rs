@@ -132,14 +132,16 @@ fn dump_data(
             let kind = match v.kind {
                 RecordKind::Put => "put",
                 RecordKind::Delete => "delete",
+                RecordKind::KeyDelta => "keydelta",
             };
             let r = writeln!(
                 out,
-                "  @{off} sqn={} {kind} key={} meta={}B value={}B record={len}B modified_us={} expires_at={}",
+                "  @{off} sqn={} {kind} key={} meta={}B value={}B index={}B record={len}B modified_us={} expires_at={}",
                 v.sqn,
                 show_key(v.key),
                 v.metadata.len(),
                 v.value.len(),
+                v.index.len(),
                 v.last_modified_us,
                 v.expires_at
             );

@@ -475,6 +475,7 @@ mod tests {
                     expires_at: 0,
                     metadata: b"",
                     value: &v,
+                    index: &[],
                 },
                 &mut buf,
             )

@@ -8,8 +8,8 @@
 //! crc    := crc32c(body_len bytes ++ body)
 //! body   := kind:u8 compression:u8 sqn:u64 last_modified_us:u64
 //!           expires_at:u64 key_len:u32 meta_len:u32 value_len:u32
-//!           key metadata value
-//! kind        := 1 put | 2 delete
+//!           index_len:u32 key metadata value index
+//! kind        := 1 put | 2 delete | 3 key delta (index changes only)
 //! compression := 0 none
 //! ```
 //!
@@ -30,7 +30,7 @@ pub const RECORD_MAGIC: u32 = 0x4A52_4543;
 pub const RECORD_HEADER_LEN: usize = 12;
 
 /// Bytes of the fixed part of a body (before key, metadata and value).
-pub const BODY_FIXED_LEN: usize = 1 + 1 + 8 + 8 + 8 + 4 + 4 + 4;
+pub const BODY_FIXED_LEN: usize = 1 + 1 + 8 + 8 + 8 + 4 + 4 + 4 + 4;
 
 /// What a record does to its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,6 +39,10 @@ pub enum RecordKind {
     Put,
     /// Deletes the key (a tombstone).
     Delete,
+    /// Carries only the index changes of a put or delete whose value was
+    /// replaced; written by journal compaction so a ledger rebuilt from the
+    /// journal still has every live index entry.
+    KeyDelta,
 }
 
 impl RecordKind {
@@ -47,6 +51,7 @@ impl RecordKind {
         match self {
             RecordKind::Put => 1,
             RecordKind::Delete => 2,
+            RecordKind::KeyDelta => 3,
         }
     }
 
@@ -55,6 +60,7 @@ impl RecordKind {
         match b {
             1 => Some(RecordKind::Put),
             2 => Some(RecordKind::Delete),
+            3 => Some(RecordKind::KeyDelta),
             _ => None,
         }
     }
@@ -102,6 +108,8 @@ pub struct NewRecord<'a> {
     pub metadata: &'a [u8],
     /// The value (empty for deletes).
     pub value: &'a [u8],
+    /// Encoded index changes (opaque to the journal; empty if none).
+    pub index: &'a [u8],
 }
 
 /// A record read back from the journal.
@@ -121,6 +129,8 @@ pub struct JournalRecord {
     pub metadata: Vec<u8>,
     /// The value, decompressed.
     pub value: Vec<u8>,
+    /// Encoded index changes (opaque to the journal; empty if none).
+    pub index: Vec<u8>,
 }
 
 /// A decoded record body borrowing the bytes it was decoded from.
@@ -142,6 +152,8 @@ pub struct RecordView<'a> {
     pub metadata: &'a [u8],
     /// The stored value bytes.
     pub value: &'a [u8],
+    /// Encoded index changes.
+    pub index: &'a [u8],
 }
 
 impl RecordView<'_> {
@@ -157,6 +169,7 @@ impl RecordView<'_> {
             value: match self.compression {
                 Compression::None => self.value.to_vec(),
             },
+            index: self.index.to_vec(),
         }
     }
 }
@@ -175,8 +188,12 @@ pub fn encode_record(rec: &NewRecord<'_>, out: &mut Vec<u8>) -> Result<()> {
     let key_len = len32("key", rec.key.len())?;
     let meta_len = len32("metadata", rec.metadata.len())?;
     let value_len = len32("value", rec.value.len())?;
-    let body_len =
-        (BODY_FIXED_LEN as u64) + u64::from(key_len) + u64::from(meta_len) + u64::from(value_len);
+    let index_len = len32("index", rec.index.len())?;
+    let body_len = (BODY_FIXED_LEN as u64)
+        + u64::from(key_len)
+        + u64::from(meta_len)
+        + u64::from(value_len)
+        + u64::from(index_len);
     if body_len > limits::JOURNAL_RECORD_BYTES_MAX {
         return Err(Error::InvalidInput(format!(
             "journal record of {body_len} bytes exceeds the limit of {} bytes",
@@ -197,9 +214,11 @@ pub fn encode_record(rec: &NewRecord<'_>, out: &mut Vec<u8>) -> Result<()> {
     out.put_u32(key_len);
     out.put_u32(meta_len);
     out.put_u32(value_len);
+    out.put_u32(index_len);
     out.extend_from_slice(rec.key);
     out.extend_from_slice(rec.metadata);
     out.extend_from_slice(rec.value);
+    out.extend_from_slice(rec.index);
     debug_assert_eq!(out.len() - start, RECORD_HEADER_LEN + body_len as usize);
     let sum = out.get(start + 8..).map(crc).unwrap_or(0);
     if let Some(slot) = out.get_mut(start + 4..start + 8) {
@@ -296,18 +315,21 @@ pub fn decode_body(body: &[u8]) -> Result<RecordView<'_>, DecodeError> {
     let key_len = r.u32()? as usize;
     let meta_len = r.u32()? as usize;
     let value_len = r.u32()? as usize;
+    let index_len = r.u32()? as usize;
     let want = key_len
         .checked_add(meta_len)
-        .and_then(|n| n.checked_add(value_len));
+        .and_then(|n| n.checked_add(value_len))
+        .and_then(|n| n.checked_add(index_len));
     if want != Some(r.remaining()) {
         return Err(DecodeError(format!(
-            "record lengths (key {key_len}, metadata {meta_len}, value {value_len}) do not match the body ({} bytes left)",
+            "record lengths (key {key_len}, metadata {meta_len}, value {value_len}, index {index_len}) do not match the body ({} bytes left)",
             r.remaining()
         )));
     }
     let key = r.take(key_len)?;
     let metadata = r.take(meta_len)?;
     let value = r.take(value_len)?;
+    let index = r.take(index_len)?;
     debug_assert!(r.is_empty());
     if sqn == 0 {
         return Err(DecodeError("record has sequence number 0".into()));
@@ -321,6 +343,7 @@ pub fn decode_body(body: &[u8]) -> Result<RecordView<'_>, DecodeError> {
         expires_at,
         metadata,
         value,
+        index,
     })
 }
 
@@ -353,6 +376,7 @@ mod tests {
             expires_at: 99,
             metadata: b"meta",
             value,
+            index: b"idx",
         }
     }
 
@@ -368,6 +392,7 @@ mod tests {
         assert_eq!(r.key, b"key");
         assert_eq!(r.metadata, b"meta");
         assert_eq!(r.value, b"value");
+        assert_eq!(r.index, b"idx");
         assert_eq!(r.last_modified_us, 1234);
         assert_eq!(r.expires_at, 99);
         let del = NewRecord {

@@ -36,6 +36,7 @@ fn append_n(j: &Journal, from: u64, to: u64) {
             expires_at: 0,
             metadata: b"m",
             value: &v,
+            index: &[],
         })
         .unwrap();
     }
@@ -113,6 +114,7 @@ fn round_trip_in_one_file() {
         expires_at: 0,
         metadata: b"",
         value: b"",
+        index: b"",
     };
     assert!(matches!(j.append(&bad), Err(Error::InvalidInput(_))));
     let files = j.files();
@@ -168,6 +170,7 @@ fn oversize_record_rolls_without_empty_files() {
             expires_at: 0,
             metadata: b"",
             value: &big,
+            index: &[],
         })
         .unwrap();
     }
@@ -433,6 +436,7 @@ fn group_commit_shares_fsyncs() {
                             expires_at: 0,
                             metadata: b"m",
                             value: &v,
+                            index: &[],
                         })
                         .unwrap();
                         *g
