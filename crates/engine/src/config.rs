@@ -48,6 +48,10 @@ pub struct Config {
     pub metadata_bytes_max: u64,
     /// Run the background merge thread (tests may turn it off to control timing).
     pub background_merges: bool,
+    /// Most secondary-index changes one put or delete may carry.
+    pub index_changes_max: usize,
+    /// Largest secondary-index term accepted by `put`, in bytes (as given).
+    pub index_term_bytes_max: usize,
 }
 
 impl Config {
@@ -69,6 +73,8 @@ impl Config {
             value_bytes_max: limits::VALUE_SIZE_BYTES_MAX_DEFAULT,
             metadata_bytes_max: limits::METADATA_SIZE_BYTES_MAX_DEFAULT,
             background_merges: true,
+            index_changes_max: limits::INDEX_CHANGES_MAX_DEFAULT,
+            index_term_bytes_max: limits::INDEX_TERM_BYTES_MAX_DEFAULT,
         }
     }
 
@@ -110,6 +116,11 @@ impl Config {
         }
         if self.value_bytes_max > limits::VALUE_SIZE_BYTES_CEILING {
             return bad("value_bytes_max is above the 1 GiB format ceiling");
+        }
+        if self.index_term_bytes_max == 0
+            || self.index_term_bytes_max > limits::INDEX_TERM_BYTES_CEILING
+        {
+            return bad("index_term_bytes_max must be in 1..=65536");
         }
         Ok(())
     }

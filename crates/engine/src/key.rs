@@ -153,6 +153,32 @@ pub fn decode(encoded: &[u8]) -> Result<Decoded, DecodeError> {
     Ok(Decoded { kind, parts })
 }
 
+/// Splits the first escaped component off `encoded` (which starts right
+/// after the kind tag or a previous component): returns it unescaped and the
+/// rest. Never panics on bad input.
+pub fn split_component(encoded: &[u8]) -> Result<(Vec<u8>, &[u8]), DecodeError> {
+    let mut part = Vec::with_capacity(encoded.len().min(64));
+    let mut rest = encoded;
+    loop {
+        match rest {
+            [ESCAPE, TERMINATOR, tail @ ..] => return Ok((part, tail)),
+            [ESCAPE, ESCAPED_ZERO, tail @ ..] => {
+                part.push(0);
+                rest = tail;
+            }
+            [ESCAPE, ..] | [] => {
+                return Err(DecodeError(
+                    "bad escape or missing terminator in key".into(),
+                ))
+            }
+            [b, tail @ ..] => {
+                part.push(*b);
+                rest = tail;
+            }
+        }
+    }
+}
+
 /// Decodes an object key into (bucket, key).
 pub fn decode_object(encoded: &[u8]) -> Result<(Vec<u8>, Vec<u8>), DecodeError> {
     let d = decode(encoded)?;

@@ -11,6 +11,7 @@ pub mod config;
 pub mod entry;
 pub mod error;
 pub mod fsutil;
+pub mod index;
 pub mod journal;
 pub mod key;
 pub mod ledger;
@@ -22,4 +23,5 @@ pub use error::{Error, Result};
 pub mod lock;
 pub mod store;
 
+pub use index::{IndexChange, IndexOp, IndexPage, IndexQuery, IndexResult};
 pub use store::{Head, Object, PutOptions, RepairReport, Store, StoreStats};

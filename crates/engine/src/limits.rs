@@ -21,6 +21,26 @@ pub const JOURNAL_RECORD_BYTES_MAX: u64 = (1 << 31) - 1;
 /// Largest SST block accepted when reading (guards against corrupt lengths).
 pub const SST_BLOCK_BYTES_MAX: u64 = 64 * 1024 * 1024;
 
+/// Default largest number of index changes one put or delete may carry
+/// (configurable: `Config::index_changes_max`).
+pub const INDEX_CHANGES_MAX_DEFAULT: usize = 1024;
+
+/// Default largest secondary-index term, in bytes, as given by the user
+/// (configurable: `Config::index_term_bytes_max`).
+pub const INDEX_TERM_BYTES_MAX_DEFAULT: usize = 4096;
+
+/// Ceiling for `Config::index_term_bytes_max` (a term is one ledger key component).
+pub const INDEX_TERM_BYTES_CEILING: usize = KEY_SIZE_BYTES_MAX;
+
+/// Largest secondary-index field name, in bytes. Fixed.
+pub const INDEX_FIELD_BYTES_MAX: usize = 255;
+
+/// Largest `term_regex` pattern of an index query, in bytes. Fixed.
+pub const INDEX_REGEX_BYTES_MAX: usize = 1024;
+
+/// Largest compiled `term_regex` program, in bytes (guards memory). Fixed.
+pub const INDEX_REGEX_COMPILED_BYTES_MAX: usize = 1 << 20;
+
 /// Number of ledger levels, L0 .. L6. L6 is the basement.
 pub const LEVELS: usize = 7;
 
@@ -30,3 +50,4 @@ pub const MANIFEST_BYTES_MAX: u64 = 256 * 1024 * 1024;
 const _: () = assert!(KEY_SIZE_BYTES_MAX < u32::MAX as usize);
 const _: () = assert!(VALUE_SIZE_BYTES_MAX_DEFAULT <= VALUE_SIZE_BYTES_CEILING);
 const _: () = assert!(VALUE_SIZE_BYTES_CEILING < JOURNAL_RECORD_BYTES_MAX);
+const _: () = assert!(INDEX_TERM_BYTES_MAX_DEFAULT <= INDEX_TERM_BYTES_CEILING);

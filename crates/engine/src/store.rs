@@ -9,6 +9,7 @@
 use crate::config::{Config, SyncStrategy};
 use crate::entry::{value_hash, LedgerValue, Status};
 use crate::error::{Error, Result};
+use crate::index::{self, IndexChange, IndexPage, IndexQuery};
 use crate::journal::{Journal, JournalFileInfo, JournalOptions, NewRecord, RecordKind};
 use crate::key;
 use crate::ledger::sst::SstOptions;
@@ -31,6 +32,8 @@ pub struct PutOptions {
     pub expires_at: u64,
     /// Last-modified time to record; `None` = now.
     pub last_modified_us: Option<u64>,
+    /// Secondary-index changes of this write (the caller supplies the diffs).
+    pub index: Vec<IndexChange>,
 }
 
 /// Metadata of an object, answered from the ledger alone.
@@ -179,11 +182,12 @@ impl Store {
         journal.replay(persisted, &mut |rec| {
             max_seen = max_seen.max(rec.sqn);
             replayed += 1;
-            match ledger_value(&rec) {
-                Some(v) => ledger.insert(rec.key.clone(), v),
-                // A key delta carries only index changes (none yet).
-                None => Ok(()),
+            // A key delta carries only index changes, no object entry.
+            let mut batch = index::replay_entries(&rec)?;
+            if let Some(v) = ledger_value(&rec) {
+                batch.push((rec.key, v));
             }
+            ledger.insert_batch(batch)
         })?;
         Stats::add(&stats.journal_replayed_records, replayed);
         if replayed > 0 {
@@ -297,6 +301,7 @@ impl Store {
         opts: &PutOptions,
     ) -> Result<u64> {
         self.check_open()?;
+        let prepared = index::prepare(bucket, key, &opts.index, &self.config)?;
         let lkey = key::object(bucket, key);
         let last_modified_us = opts.last_modified_us.unwrap_or_else(now_us);
         let sqn = {
@@ -311,11 +316,14 @@ impl Store {
                 expires_at: opts.expires_at,
                 metadata,
                 value,
-                index: &[],
+                index: &prepared.blob,
             };
             self.journal.append(&rec)?;
             w.next_sqn += 1;
-            self.ledger.insert(
+            // One batch: the object and its index entries reach the same memtable.
+            let mut batch = Vec::with_capacity(1 + prepared.len());
+            batch.extend(prepared.ledger_entries(sqn, opts.expires_at, last_modified_us));
+            batch.push((
                 lkey,
                 LedgerValue {
                     sqn,
@@ -334,7 +342,8 @@ impl Store {
                     last_modified_us,
                     metadata: metadata.to_vec(),
                 },
-            )?;
+            ));
+            self.ledger.insert_batch(batch)?;
             sqn
         };
         if opts.sync.unwrap_or(self.config.sync) == SyncStrategy::Sync {
@@ -418,6 +427,29 @@ impl Store {
             true
         })?;
         Ok(out)
+    }
+
+    /// Runs a secondary-index query over the ledger and returns one page
+    /// (see [`crate::index`] for the semantics).
+    pub fn index_query(&self, q: &IndexQuery) -> Result<IndexPage> {
+        self.check_open()?;
+        index::query(&self.ledger, &self.config.dir.join("ledger"), q, now_secs())
+    }
+
+    /// Counts the entries a secondary-index query matches (no results).
+    pub fn index_count(&self, q: &IndexQuery) -> Result<u64> {
+        self.check_open()?;
+        index::count(&self.ledger, &self.config.dir.join("ledger"), q, now_secs())
+    }
+
+    /// For journal compaction dropping the replaced record `rec`: the index
+    /// changes still current in the ledger, re-encoded, or `None` (see
+    /// [`index::changes_to_retain`]).
+    pub fn index_changes_to_retain(
+        &self,
+        rec: &crate::journal::JournalRecord,
+    ) -> Result<Option<Vec<u8>>> {
+        index::changes_to_retain(&self.ledger, rec)
     }
 
     /// Counters and shape of the store.

@@ -247,6 +247,25 @@ impl Ledger {
         Ok(())
     }
 
+    /// Inserts several changes into the same memtable at once, so no flush
+    /// can persist some of them without the others (an object entry and the
+    /// index entries of the same SQN). Same caller contract as [`Ledger::insert`].
+    pub fn insert_batch(&self, entries: Vec<(Vec<u8>, LedgerValue)>) -> Result<()> {
+        self.shared.check_poison()?;
+        let full = {
+            let state = self.shared.state.read();
+            for (key, value) in entries {
+                state.mem.insert(key, value);
+            }
+            state.mem.bytes() >= self.shared.opts.memtable_bytes
+        };
+        if full {
+            self.shared.freeze();
+            self.shared.throttle()?;
+        }
+        Ok(())
+    }
+
     /// The newest entry for `key` (tombstones included).
     pub fn get(&self, key: &[u8]) -> Result<Option<LedgerValue>> {
         let (mem, frozen, version) = self.shared.snapshot();
