@@ -33,7 +33,7 @@ fn put_idx(s: &Store, b: &[u8], k: &[u8], changes: Vec<IndexChange>) -> u64 {
 fn keys(page: &IndexPage) -> Vec<String> {
     page.results
         .iter()
-        .map(|r| String::from_utf8(r.key.clone()).unwrap())
+        .map(|r| String::from_utf8(r.key.clone()).expect("utf-8 key"))
         .collect()
 }
 
@@ -42,8 +42,8 @@ fn pairs(page: &IndexPage) -> Vec<(String, String)> {
         .iter()
         .map(|r| {
             (
-                String::from_utf8(r.term.clone().expect("term")).unwrap(),
-                String::from_utf8(r.key.clone()).unwrap(),
+                String::from_utf8(r.term.clone().expect("term")).expect("utf-8 term"),
+                String::from_utf8(r.key.clone()).expect("utf-8 key"),
             )
         })
         .collect()
@@ -382,7 +382,7 @@ fn expired_objects_index_entries_are_skipped() {
 fn all_entries(s: &Store) -> Vec<(String, String)> {
     let mut q = IndexQuery::range(b"r", b"f_bin", b"", b"\xff");
     q.return_terms = true;
-    pairs(&s.index_query(&q).unwrap())
+    pairs(&s.index_query(&q).expect("query"))
 }
 
 #[test]

@@ -9,7 +9,7 @@
 //! "Crash" drops the store without persisting the ledger or syncing: every
 //! acknowledged write has reached the OS, so all of them must survive.
 
-use basalt_engine::{Config, Store};
+use basalt_engine::{Config, IndexChange, IndexQuery, PutOptions, Store};
 use proptest::prelude::*;
 use proptest::test_runner::{Config as PtConfig, RngAlgorithm, TestRng, TestRunner};
 use std::collections::BTreeMap;
@@ -40,6 +40,20 @@ enum Op {
     Reopen,
     Crash,
     Settle,
+    /// A put carrying index changes: (add?, int field?, term).
+    PutIndexed {
+        bucket: u8,
+        key: u16,
+        changes: Vec<(bool, bool, i8)>,
+    },
+    /// A 2i range query (return_terms), paged when `page` is set.
+    Query {
+        bucket: u8,
+        int: bool,
+        lo: i8,
+        hi: i8,
+        page: Option<u8>,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -51,10 +65,14 @@ fn op() -> impl Strategy<Value = Op> {
         6 => (bucket.clone(), key.clone()).prop_map(|(bucket, key)| Op::Delete { bucket, key }),
         10 => (bucket.clone(), key.clone()).prop_map(|(bucket, key)| Op::Get { bucket, key }),
         5 => (bucket.clone(), key.clone()).prop_map(|(bucket, key)| Op::Head { bucket, key }),
-        2 => bucket.prop_map(|bucket| Op::Keys { bucket }),
+        2 => bucket.clone().prop_map(|bucket| Op::Keys { bucket }),
         1 => Just(Op::Reopen),
         1 => Just(Op::Crash),
         1 => Just(Op::Settle),
+        8 => (bucket.clone(), key.clone(), proptest::collection::vec((any::<bool>(), any::<bool>(), -6i8..6), 0..4))
+            .prop_map(|(bucket, key, changes)| Op::PutIndexed { bucket, key, changes }),
+        3 => (bucket.clone(), any::<bool>(), -7i8..7, -7i8..7, proptest::option::of(1u8..6))
+            .prop_map(|(bucket, int, lo, hi, page)| Op::Query { bucket, int, lo, hi, page }),
     ]
 }
 
@@ -90,6 +108,7 @@ fn run(ops: Vec<Op>, background: bool) -> Result<(), TestCaseError> {
     let open = || Store::open(cfg()).map_err(|e| TestCaseError::fail(format!("open: {e}")));
     let mut store = open()?;
     let mut model: Model = BTreeMap::new();
+    let mut imodel = IndexModel::default();
     for (step, op) in ops.into_iter().enumerate() {
         let ctx = format!("step {step}: {op:?}");
         match op {
@@ -165,6 +184,34 @@ fn run(ops: Vec<Op>, background: bool) -> Result<(), TestCaseError> {
                 store.simulate_crash();
                 store = open()?;
             }
+            Op::PutIndexed {
+                bucket,
+                key,
+                changes,
+            } => {
+                let opts = PutOptions {
+                    index: changes
+                        .iter()
+                        .map(|c| imodel.change(bucket, key, *c))
+                        .collect(),
+                    ..PutOptions::default()
+                };
+                store
+                    .put_with(&bname(bucket), &kname(key), b"v", b"", &opts)
+                    .map_err(|e| TestCaseError::fail(format!("{ctx}: {e}")))?;
+                model.insert((bname(bucket), kname(key)), (b"v".to_vec(), Vec::new()));
+            }
+            Op::Query {
+                bucket,
+                int,
+                lo,
+                hi,
+                page,
+            } => {
+                let got = query_all(&store, bucket, int, lo, hi, page)
+                    .map_err(|e| TestCaseError::fail(format!("{ctx}: {e}")))?;
+                prop_assert_eq!(got, imodel.query(bucket, int, lo, hi), "{}", ctx);
+            }
             Op::Settle => {
                 store
                     .settle()
@@ -192,6 +239,81 @@ fn run(ops: Vec<Op>, background: bool) -> Result<(), TestCaseError> {
         }
     }
     Ok(())
+}
+
+/// Live index entries: (bucket, int field?, term, key). Terms of both
+/// fields are small integers so one ordering serves both (the `_bin` term is
+/// a fixed-width text form that sorts like the number).
+#[derive(Default)]
+struct IndexModel(std::collections::BTreeSet<(u8, bool, i8, u16)>);
+
+fn bin_term(t: i8) -> String {
+    format!("t{:02}", i16::from(t) + 50)
+}
+
+impl IndexModel {
+    fn change(&mut self, bucket: u8, key: u16, (add, int, t): (bool, bool, i8)) -> IndexChange {
+        let e = (bucket, int, t, key);
+        let (field, term) = if int {
+            ("n_int", t.to_string())
+        } else {
+            ("s_bin", bin_term(t))
+        };
+        if add {
+            self.0.insert(e);
+            IndexChange::add(field, term)
+        } else {
+            self.0.remove(&e);
+            IndexChange::remove(field, term)
+        }
+    }
+
+    fn query(&self, bucket: u8, int: bool, lo: i8, hi: i8) -> Vec<(Vec<u8>, Vec<u8>)> {
+        self.0
+            .iter()
+            .filter(|(b, i, t, _)| *b == bucket && *i == int && (lo..=hi).contains(t))
+            .map(|(_, _, t, k)| {
+                let term = if int { t.to_string() } else { bin_term(*t) };
+                (term.into_bytes(), kname(*k))
+            })
+            .collect()
+    }
+}
+
+fn query_all(
+    store: &Store,
+    bucket: u8,
+    int: bool,
+    lo: i8,
+    hi: i8,
+    page: Option<u8>,
+) -> basalt_engine::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    let (field, lo, hi) = if int {
+        ("n_int", lo.to_string(), hi.to_string())
+    } else {
+        ("s_bin", bin_term(lo), bin_term(hi))
+    };
+    let mut q = IndexQuery::range(
+        &bname(bucket),
+        field.as_bytes(),
+        lo.as_bytes(),
+        hi.as_bytes(),
+    );
+    q.return_terms = true;
+    q.max_results = page.map(u32::from);
+    let mut out = Vec::new();
+    loop {
+        let p = store.index_query(&q)?;
+        out.extend(
+            p.results
+                .into_iter()
+                .map(|r| (r.term.unwrap_or_default(), r.key)),
+        );
+        match p.continuation {
+            Some(c) => q.continuation = Some(c),
+            None => return Ok(out),
+        }
+    }
 }
 
 fn seed() -> u64 {
