@@ -73,6 +73,36 @@ impl Memtable {
             .collect()
     }
 
+    /// Copies at most `limit` entries with `lower < / <= key < end`
+    /// (`end = None`: unbounded). Never panics on inverted bounds.
+    pub fn range_chunk(
+        &self,
+        lower: &Bound<Vec<u8>>,
+        end: Option<&[u8]>,
+        limit: usize,
+    ) -> Vec<(Vec<u8>, LedgerValue)> {
+        let lower_key = match lower {
+            Bound::Included(k) | Bound::Excluded(k) => Some(k.as_slice()),
+            Bound::Unbounded => None,
+        };
+        if let (Some(lo), Some(e)) = (lower_key, end) {
+            if lo >= e {
+                return Vec::new();
+            }
+        }
+        let lower = match lower {
+            Bound::Included(k) => Bound::Included(k.as_slice()),
+            Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        let upper = end.map_or(Bound::Unbounded, Bound::Excluded);
+        let map = self.map.read();
+        map.range::<[u8], _>((lower, upper))
+            .take(limit)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
     /// Approximate memory used by the entries, in bytes.
     pub fn bytes(&self) -> usize {
         self.bytes.load(Ordering::Relaxed)
@@ -91,6 +121,56 @@ impl Memtable {
     /// Highest SQN inserted (0 when empty).
     pub fn max_sqn(&self) -> u64 {
         self.max_sqn.load(Ordering::Relaxed)
+    }
+}
+
+/// Entries of a memtable read lazily, [`MemRange::CHUNK`] at a time, so a
+/// range scan that stops early (a query page) copies little and holds the
+/// memtable's lock only briefly. On the active memtable it may see writes
+/// made while it iterates (always newer versions, so merge order holds).
+#[derive(Debug)]
+pub struct MemRange {
+    mem: std::sync::Arc<Memtable>,
+    next: Bound<Vec<u8>>,
+    end: Option<Vec<u8>>,
+    buf: std::vec::IntoIter<(Vec<u8>, LedgerValue)>,
+    done: bool,
+}
+
+impl MemRange {
+    /// Entries copied per lock acquisition.
+    pub const CHUNK: usize = 256;
+
+    /// Iterates `start <= key < end` of `mem`.
+    pub fn new(mem: std::sync::Arc<Memtable>, start: &[u8], end: Option<&[u8]>) -> Self {
+        MemRange {
+            mem,
+            next: Bound::Included(start.to_vec()),
+            end: end.map(<[u8]>::to_vec),
+            buf: Vec::new().into_iter(),
+            done: false,
+        }
+    }
+}
+
+impl Iterator for MemRange {
+    type Item = (Vec<u8>, LedgerValue);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Some(item) = self.buf.next() {
+            return Some(item);
+        }
+        if self.done {
+            return None;
+        }
+        let chunk = self
+            .mem
+            .range_chunk(&self.next, self.end.as_deref(), Self::CHUNK);
+        self.done = chunk.len() < Self::CHUNK;
+        let last = chunk.last()?.0.clone();
+        self.next = Bound::Excluded(last);
+        self.buf = chunk.into_iter();
+        self.buf.next()
     }
 }
 
@@ -132,5 +212,31 @@ mod tests {
         let r = m.range(b"a", Some(b"c"));
         assert_eq!(r.len(), 2);
         assert_eq!(m.range(b"b", None).len(), 2);
+    }
+
+    #[test]
+    fn mem_range_reads_in_chunks_and_matches_range() {
+        let m = std::sync::Arc::new(Memtable::new());
+        for i in 0..1000u32 {
+            m.insert(format!("k{i:04}").into_bytes(), v(u64::from(i) + 1));
+        }
+        for (s, e) in [
+            (&b"k0000"[..], Some(&b"k0999"[..])),
+            (b"k0100", None),
+            (b"k0700", Some(b"k0600")),
+            (b"a", Some(b"a")),
+        ] {
+            let lazy: Vec<_> = MemRange::new(std::sync::Arc::clone(&m), s, e).collect();
+            let eager = if e.is_some_and(|e| e < s) {
+                Vec::new()
+            } else {
+                m.range(s, e)
+            };
+            assert_eq!(lazy, eager, "{s:?}..{e:?}");
+        }
+        assert_eq!(
+            MemRange::new(std::sync::Arc::clone(&m), b"k0100", None).count(),
+            900
+        );
     }
 }

@@ -26,7 +26,7 @@ use crate::limits::LEVELS;
 use crate::stats::Stats;
 use iter::{EntryIter, MergeIter};
 use manifest::Manifest;
-use memtable::Memtable;
+use memtable::{MemRange, Memtable};
 use parking_lot::{Condvar, Mutex, RwLock};
 use sst::{SstOptions, SstReader, SstWriter};
 use std::path::{Path, PathBuf};
@@ -300,9 +300,11 @@ impl Ledger {
     pub fn range(&self, start: &[u8], end: Option<&[u8]>) -> MergeIter {
         let (mem, frozen, version) = self.shared.snapshot();
         let mut sources: Vec<EntryIter> = Vec::new();
-        sources.push(Box::new(mem.range(start, end).into_iter().map(Ok)));
-        for m in frozen.iter().rev() {
-            sources.push(Box::new(m.range(start, end).into_iter().map(Ok)));
+        // Memtables are read lazily in chunks: a scan that stops early
+        // (an index query page) copies little.
+        sources.push(Box::new(MemRange::new(mem, start, end).map(Ok)));
+        for m in frozen.into_iter().rev() {
+            sources.push(Box::new(MemRange::new(m, start, end).map(Ok)));
         }
         for t in version.level(0) {
             if t.overlaps(start, end) {
