@@ -1,7 +1,9 @@
 //! Store configuration with documented defaults.
 
 use crate::limits;
+use crate::tictac::TreeSize;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// When journal writes reach stable storage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -48,6 +50,16 @@ pub struct Config {
     pub metadata_bytes_max: u64,
     /// Run the background merge thread (tests may turn it off to control timing).
     pub background_merges: bool,
+    /// Default lifetime of a snapshot taken for a fold (leveled's
+    /// `snapshot_timeout_long`): after it, the snapshot releases its files
+    /// and answers `Error::SnapshotExpired`.
+    pub snapshot_timeout: Duration,
+    /// Lifetime of snapshots the store takes for short queries such as
+    /// `list_buckets` (leveled's `snapshot_timeout_short`).
+    pub snapshot_timeout_short: Duration,
+    /// Keep a tictac tree of this size up to date on every put and delete
+    /// (`None`: no tree, no extra cost on writes).
+    pub tictac: Option<TreeSize>,
 }
 
 impl Config {
@@ -69,6 +81,9 @@ impl Config {
             value_bytes_max: limits::VALUE_SIZE_BYTES_MAX_DEFAULT,
             metadata_bytes_max: limits::METADATA_SIZE_BYTES_MAX_DEFAULT,
             background_merges: true,
+            snapshot_timeout: Duration::from_secs(43_200),
+            snapshot_timeout_short: Duration::from_secs(900),
+            tictac: None,
         }
     }
 
@@ -107,6 +122,9 @@ impl Config {
         }
         if self.frozen_memtables_max == 0 || self.l1_files == 0 || self.level_fanout < 2 {
             return bad("frozen_memtables_max and l1_files must be > 0, level_fanout >= 2");
+        }
+        if self.snapshot_timeout.is_zero() || self.snapshot_timeout_short.is_zero() {
+            return bad("snapshot timeouts must be > 0");
         }
         if self.value_bytes_max > limits::VALUE_SIZE_BYTES_CEILING {
             return bad("value_bytes_max is above the 1 GiB format ceiling");

@@ -40,6 +40,13 @@ enum Op {
     Reopen,
     Crash,
     Settle,
+    /// Take a snapshot and keep a copy of the model with it.
+    Snapshot,
+    /// Compare the snapshot's reads and key fold with the copied model.
+    CheckSnapshot {
+        bucket: u8,
+        key: u16,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -51,10 +58,12 @@ fn op() -> impl Strategy<Value = Op> {
         6 => (bucket.clone(), key.clone()).prop_map(|(bucket, key)| Op::Delete { bucket, key }),
         10 => (bucket.clone(), key.clone()).prop_map(|(bucket, key)| Op::Get { bucket, key }),
         5 => (bucket.clone(), key.clone()).prop_map(|(bucket, key)| Op::Head { bucket, key }),
-        2 => bucket.prop_map(|bucket| Op::Keys { bucket }),
+        2 => bucket.clone().prop_map(|bucket| Op::Keys { bucket }),
         1 => Just(Op::Reopen),
         1 => Just(Op::Crash),
         1 => Just(Op::Settle),
+        1 => Just(Op::Snapshot),
+        3 => (bucket, key).prop_map(|(bucket, key)| Op::CheckSnapshot { bucket, key }),
     ]
 }
 
@@ -90,9 +99,43 @@ fn run(ops: Vec<Op>, background: bool) -> Result<(), TestCaseError> {
     let open = || Store::open(cfg()).map_err(|e| TestCaseError::fail(format!("open: {e}")));
     let mut store = open()?;
     let mut model: Model = BTreeMap::new();
+    let mut snap: Option<(basalt_engine::Snapshot, Model)> = None;
     for (step, op) in ops.into_iter().enumerate() {
         let ctx = format!("step {step}: {op:?}");
+        if matches!(op, Op::Reopen | Op::Crash) {
+            snap = None; // Snapshots do not outlive their store.
+        }
         match op {
+            Op::Snapshot => {
+                let s = store
+                    .snapshot(basalt_engine::SnapshotOptions::all())
+                    .map_err(|e| TestCaseError::fail(format!("{ctx}: {e}")))?;
+                snap = Some((s, model.clone()));
+            }
+            Op::CheckSnapshot { bucket, key } => {
+                let Some((s, m)) = &snap else { continue };
+                let fail = |e: basalt_engine::Error| TestCaseError::fail(format!("{ctx}: {e}"));
+                let got = s.get(&bname(bucket), &kname(key)).map_err(fail)?;
+                let want = m.get(&(bname(bucket), kname(key)));
+                prop_assert_eq!(
+                    got.as_ref().map(|o| (&o.value, &o.head.metadata)),
+                    want.map(|(v, md)| (v, md)),
+                    "{}",
+                    ctx
+                );
+                let mut keys = Vec::new();
+                s.fold_keys(&bname(bucket), None, |k| {
+                    keys.push(k.to_vec());
+                    std::ops::ControlFlow::Continue(())
+                })
+                .map_err(fail)?;
+                let want: Vec<Vec<u8>> = m
+                    .keys()
+                    .filter(|(b, _)| *b == bname(bucket))
+                    .map(|(_, k)| k.clone())
+                    .collect();
+                prop_assert_eq!(keys, want, "{}", ctx);
+            }
             Op::Put {
                 bucket,
                 key,
