@@ -6,6 +6,10 @@
 //! copy of a `BTreeMap` model taken with them, folds against the model with
 //! each filter, and tictac trees against trees built another way.
 
+// The helpers below are test code too (clippy.toml allows unwrap in #[test]
+// functions only): a failed setup call should fail the test loudly.
+#![allow(clippy::unwrap_used)]
+
 use basalt_engine::fold::{FoldOptions, KeyRange};
 use basalt_engine::tictac::segment_of;
 use basalt_engine::{
@@ -252,6 +256,9 @@ fn load_model(s: &Store, rng: &mut StdRng) -> Model {
     model
 }
 
+/// A predicate on model entries.
+type ModelFilter = dyn Fn(&(Vec<u8>, Vec<u8>), &(Vec<u8>, u64)) -> bool;
+
 fn heads(
     snap: &Snapshot,
     bucket: Option<&[u8]>,
@@ -277,7 +284,7 @@ fn folds_match_the_model_with_each_filter() {
     let mut rng = StdRng::seed_from_u64(SEED + 1);
     let model = load_model(&s, &mut rng);
     let snap = s.snapshot(SnapshotOptions::all()).unwrap();
-    let expect = |f: &dyn Fn(&(Vec<u8>, Vec<u8>), &(Vec<u8>, u64)) -> bool| {
+    let expect = |f: &ModelFilter| {
         model
             .iter()
             .filter(|(k, v)| f(k, v))

@@ -1629,7 +1629,8 @@ mod tests {
         );
         assert!(read * 3 < r.blocks().len() as u64, "read {read} blocks");
 
-        let only_even: KeyFilter = Arc::new(|k: &[u8]| k.len() > 3 && k[k.len() - 3] % 2 == 0);
+        let only_even: KeyFilter =
+            Arc::new(|k: &[u8]| k.len() > 3 && k[k.len() - 3].is_multiple_of(2));
         let got: Vec<_> = r
             .range_with(
                 b"",
