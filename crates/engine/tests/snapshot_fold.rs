@@ -257,7 +257,7 @@ fn load_model(s: &Store, rng: &mut StdRng) -> Model {
 }
 
 /// A predicate on model entries.
-type ModelFilter = dyn Fn(&(Vec<u8>, Vec<u8>), &(Vec<u8>, u64)) -> bool;
+type ModelFilter<'a> = dyn Fn(&(Vec<u8>, Vec<u8>), &(Vec<u8>, u64)) -> bool + 'a;
 
 fn heads(
     snap: &Snapshot,
@@ -284,7 +284,7 @@ fn folds_match_the_model_with_each_filter() {
     let mut rng = StdRng::seed_from_u64(SEED + 1);
     let model = load_model(&s, &mut rng);
     let snap = s.snapshot(SnapshotOptions::all()).unwrap();
-    let expect = |f: &ModelFilter| {
+    let expect = |f: &ModelFilter<'_>| {
         model
             .iter()
             .filter(|(k, v)| f(k, v))
