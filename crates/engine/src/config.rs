@@ -1,7 +1,9 @@
 //! Store configuration with documented defaults.
 
 use crate::limits;
+use crate::tictac::TreeSize;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// When journal writes reach stable storage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -52,6 +54,16 @@ pub struct Config {
     pub index_changes_max: usize,
     /// Largest secondary-index term accepted by `put`, in bytes (as given).
     pub index_term_bytes_max: usize,
+    /// Default lifetime of a snapshot taken for a fold (leveled's
+    /// `snapshot_timeout_long`): after it, the snapshot releases its files
+    /// and answers `Error::SnapshotExpired`.
+    pub snapshot_timeout: Duration,
+    /// Lifetime of snapshots the store takes for short queries such as
+    /// `list_buckets` (leveled's `snapshot_timeout_short`).
+    pub snapshot_timeout_short: Duration,
+    /// Keep a tictac tree of this size up to date on every put and delete
+    /// (`None`: no tree, no extra cost on writes).
+    pub tictac: Option<TreeSize>,
 }
 
 impl Config {
@@ -75,6 +87,9 @@ impl Config {
             background_merges: true,
             index_changes_max: limits::INDEX_CHANGES_MAX_DEFAULT,
             index_term_bytes_max: limits::INDEX_TERM_BYTES_MAX_DEFAULT,
+            snapshot_timeout: Duration::from_secs(43_200),
+            snapshot_timeout_short: Duration::from_secs(900),
+            tictac: None,
         }
     }
 
@@ -113,6 +128,9 @@ impl Config {
         }
         if self.frozen_memtables_max == 0 || self.l1_files == 0 || self.level_fanout < 2 {
             return bad("frozen_memtables_max and l1_files must be > 0, level_fanout >= 2");
+        }
+        if self.snapshot_timeout.is_zero() || self.snapshot_timeout_short.is_zero() {
+            return bad("snapshot timeouts must be > 0");
         }
         if self.value_bytes_max > limits::VALUE_SIZE_BYTES_CEILING {
             return bad("value_bytes_max is above the 1 GiB format ceiling");

@@ -72,6 +72,16 @@ pub enum Error {
         expected: String,
     },
 
+    /// The snapshot outlived its timeout (or its store was closed) and has
+    /// released what it pinned; take a new snapshot.
+    #[error("snapshot {id} has expired ({reason}); take a new snapshot")]
+    SnapshotExpired {
+        /// The snapshot's id.
+        id: u64,
+        /// "timeout" or "store closed".
+        reason: &'static str,
+    },
+
     /// The store was closed, or poisoned by an earlier fatal I/O error.
     #[error("store is closed or poisoned by an earlier fatal error: {0}")]
     Closed(String),

@@ -10,18 +10,24 @@ pub mod codec;
 pub mod config;
 pub mod entry;
 pub mod error;
+pub mod fold;
 pub mod fsutil;
 pub mod index;
 pub mod journal;
 pub mod key;
 pub mod ledger;
 pub mod limits;
+pub mod snapshot;
 pub mod stats;
+pub mod tictac;
 
 pub use config::{Config, SyncStrategy};
 pub use error::{Error, Result};
 pub mod lock;
 pub mod store;
 
+pub use fold::{FoldOptions, FoldOutcome, KeyRange};
 pub use index::{IndexChange, IndexOp, IndexPage, IndexQuery, IndexResult};
+pub use snapshot::{Snapshot, SnapshotOptions, ValueSource};
 pub use store::{Head, Object, PutOptions, RepairReport, Store, StoreStats};
+pub use tictac::{TicTacTree, TreeSize};

@@ -16,7 +16,9 @@ use crate::ledger::sst::SstOptions;
 use crate::ledger::{Ledger, LedgerOptions, LevelStats};
 use crate::limits;
 use crate::lock::{check_marker, DirLock, STORE_MARKER};
+use crate::snapshot::{Pinned, Snapshot, SnapshotOptions, SnapshotRegistry, ValueSource};
 use crate::stats::Stats;
+use crate::tictac::{LiveTree, TicTacTree};
 use parking_lot::Mutex;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -77,6 +79,8 @@ pub struct StoreStats {
     pub last_sqn: u64,
     /// The journal's files.
     pub journal_files: Vec<JournalFileInfo>,
+    /// Snapshots currently registered (not dropped, not expired).
+    pub live_snapshots: usize,
 }
 
 /// What `Store::repair` did.
@@ -100,6 +104,8 @@ pub struct Store {
     write: Mutex<WriteState>,
     stats: Arc<Stats>,
     closed: AtomicBool,
+    snapshots: SnapshotRegistry,
+    tictac: Option<LiveTree>,
     _lock: DirLock,
 }
 
@@ -194,15 +200,21 @@ impl Store {
             tracing::info!(target: "basalt::store", "B0001 replayed {replayed} journal records after sqn {persisted}");
         }
         let next_sqn = journal.last_sqn().max(max_seen) + 1;
-        Ok(Store {
+        let store = Store {
+            tictac: config.tictac.map(LiveTree::new),
             config,
             journal,
             ledger,
             write: Mutex::new(WriteState { next_sqn }),
             stats,
             closed: AtomicBool::new(false),
+            snapshots: SnapshotRegistry::default(),
             _lock: lock,
-        })
+        };
+        if store.tictac.is_some() {
+            store.rebuild_tictac()?;
+        }
+        Ok(store)
     }
 
     /// Rebuilds the ledger (and, if damaged, the journal manifest) from the
@@ -320,6 +332,13 @@ impl Store {
             };
             self.journal.append(&rec)?;
             w.next_sqn += 1;
+            if let Some(t) = &self.tictac {
+                // The old object hash is needed to XOR it out (only with a tree).
+                let old = self.ledger.get(&lkey)?;
+                let old = old.filter(|v| v.status == Status::Active);
+                let new = (kind == RecordKind::Put).then(|| value_hash(value));
+                t.apply(&lkey, old.map(|v| v.value_hash), new);
+            }
             // One batch: the object and its index entries reach the same memtable.
             let mut batch = Vec::with_capacity(1 + prepared.len());
             batch.extend(prepared.ledger_entries(sqn, opts.expires_at, last_modified_us));
@@ -398,25 +417,103 @@ impl Store {
         }
     }
 
-    /// Calls `f` with each live key of `bucket` in key order; stops early if
-    /// `f` returns false.
+    /// Calls `f` with each live key of `bucket` in key order, on a snapshot;
+    /// stops early if `f` returns false.
     pub fn fold_keys(&self, bucket: &[u8], f: &mut dyn FnMut(&[u8]) -> bool) -> Result<()> {
-        self.check_open()?;
-        let start = key::prefix(key::KeyKind::Object, &[bucket]);
-        let end = key::prefix_end(&start);
-        let now = now_secs();
-        for item in self.ledger.range(&start, end.as_deref()) {
-            let (k, v) = item?;
-            if v.is_dead(now) {
-                continue;
+        let snap = self.snapshot(SnapshotOptions::bucket(bucket))?;
+        snap.fold_keys(bucket, None, |k| {
+            if f(k) {
+                std::ops::ControlFlow::Continue(())
+            } else {
+                std::ops::ControlFlow::Break(())
             }
-            let (_, objkey) = key::decode_object(&k)
-                .map_err(|e| Error::corrupt(self.config.dir.join("ledger"), 0, e.0))?;
-            if !f(&objkey) {
-                break;
+        })?;
+        Ok(())
+    }
+
+    /// Takes a [`Snapshot`]: a cheap point-in-time view for reads and folds
+    /// while writes continue (see [`crate::snapshot`]).
+    pub fn snapshot(&self, opts: SnapshotOptions) -> Result<Snapshot> {
+        self.snapshot_with(opts, || {})
+    }
+
+    /// Takes a snapshot, running `at_point` under the write lock at the
+    /// snapshot's exact point in time.
+    fn snapshot_with(&self, opts: SnapshotOptions, at_point: impl FnOnce()) -> Result<Snapshot> {
+        self.check_open()?;
+        let timeout = opts.timeout.unwrap_or(self.config.snapshot_timeout);
+        let (view, sqn) = {
+            let w = self.write.lock();
+            let view = match &opts.range {
+                Some((s, e)) => self.ledger.frozen_view(s, e.as_deref()),
+                None => self.ledger.frozen_view(&[], None),
+            };
+            at_point();
+            (view, w.next_sqn.saturating_sub(1))
+        };
+        let pinned = Pinned {
+            view,
+            values: self.value_source(),
+            dir: self.config.dir.clone(),
+        };
+        self.snapshots.register(pinned, sqn, opts.range, timeout)
+    }
+
+    /// Where snapshots read values from (the one place to change when the
+    /// journal offers pinned views).
+    fn value_source(&self) -> Arc<dyn ValueSource> {
+        Arc::clone(&self.journal) as Arc<dyn ValueSource>
+    }
+
+    /// [`Snapshot::fold_heads`] on a new snapshot.
+    pub fn fold_heads(
+        &self,
+        bucket: Option<&[u8]>,
+        range: Option<&crate::fold::KeyRange>,
+        opts: &crate::fold::FoldOptions,
+        f: impl FnMut(&[u8], &[u8], &Head) -> std::ops::ControlFlow<()>,
+    ) -> Result<crate::fold::FoldOutcome> {
+        let so = bucket.map_or_else(SnapshotOptions::all, SnapshotOptions::bucket);
+        self.snapshot(so)?.fold_heads(bucket, range, opts, f)
+    }
+
+    /// [`Snapshot::fold_objects`] on a new snapshot.
+    pub fn fold_objects(
+        &self,
+        bucket: &[u8],
+        range: Option<&crate::fold::KeyRange>,
+        f: impl FnMut(&[u8], &[u8], Object) -> std::ops::ControlFlow<()>,
+    ) -> Result<crate::fold::FoldOutcome> {
+        self.snapshot(SnapshotOptions::bucket(bucket))?
+            .fold_objects(bucket, range, f)
+    }
+
+    /// Every bucket holding a live object, sorted (on a short-lived snapshot).
+    pub fn list_buckets(&self) -> Result<Vec<Vec<u8>>> {
+        let opts = SnapshotOptions::all().with_timeout(self.config.snapshot_timeout_short);
+        self.snapshot(opts)?.list_buckets()
+    }
+
+    /// A copy of the store's tictac tree (`None` unless `Config::tictac`).
+    pub fn tictac_tree(&self) -> Option<TicTacTree> {
+        self.tictac.as_ref().map(LiveTree::copy)
+    }
+
+    /// Rebuilds the tictac tree from a fold over a snapshot; writes continue
+    /// meanwhile and are folded in. Does nothing without `Config::tictac`.
+    pub fn rebuild_tictac(&self) -> Result<()> {
+        let Some(t) = &self.tictac else {
+            return Ok(());
+        };
+        let _one = t.rebuild_lock.lock();
+        let snap = self.snapshot_with(SnapshotOptions::all(), || t.begin_rebuild())?;
+        match crate::fold::build_tree(&snap, t.size()) {
+            Ok(tree) => t.finish_rebuild(tree),
+            Err(e) => {
+                t.abort_rebuild();
+                Err(e)
             }
         }
-        Ok(())
     }
 
     /// Every live key of `bucket`, sorted.
@@ -461,6 +558,7 @@ impl Store {
             persisted_sqn: self.ledger.persisted_sqn(),
             last_sqn: self.journal.last_sqn(),
             journal_files: self.journal.files(),
+            live_snapshots: self.snapshots.live(),
         }
     }
 
@@ -482,6 +580,7 @@ impl Store {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
+        self.snapshots.shutdown();
         self.ledger.close()?;
         self.journal.close()
     }
@@ -505,7 +604,7 @@ impl Drop for Store {
     }
 }
 
-fn head_of(v: LedgerValue) -> Head {
+pub(crate) fn head_of(v: LedgerValue) -> Head {
     Head {
         sqn: v.sqn,
         size: v.size,

@@ -54,6 +54,13 @@ enum Op {
         hi: i8,
         page: Option<u8>,
     },
+    /// Take a snapshot and keep a copy of the model with it.
+    Snapshot,
+    /// Compare the snapshot's reads and key fold with the copied model.
+    CheckSnapshot {
+        bucket: u8,
+        key: u16,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -73,6 +80,8 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(bucket, key, changes)| Op::PutIndexed { bucket, key, changes }),
         3 => (bucket.clone(), any::<bool>(), -7i8..7, -7i8..7, proptest::option::of(1u8..6))
             .prop_map(|(bucket, int, lo, hi, page)| Op::Query { bucket, int, lo, hi, page }),
+        1 => Just(Op::Snapshot),
+        3 => (bucket.clone(), key).prop_map(|(bucket, key)| Op::CheckSnapshot { bucket, key }),
     ]
 }
 
@@ -109,9 +118,43 @@ fn run(ops: Vec<Op>, background: bool) -> Result<(), TestCaseError> {
     let mut store = open()?;
     let mut model: Model = BTreeMap::new();
     let mut imodel = IndexModel::default();
+    let mut snap: Option<(basalt_engine::Snapshot, Model)> = None;
     for (step, op) in ops.into_iter().enumerate() {
         let ctx = format!("step {step}: {op:?}");
+        if matches!(op, Op::Reopen | Op::Crash) {
+            snap = None; // Snapshots do not outlive their store.
+        }
         match op {
+            Op::Snapshot => {
+                let s = store
+                    .snapshot(basalt_engine::SnapshotOptions::all())
+                    .map_err(|e| TestCaseError::fail(format!("{ctx}: {e}")))?;
+                snap = Some((s, model.clone()));
+            }
+            Op::CheckSnapshot { bucket, key } => {
+                let Some((s, m)) = &snap else { continue };
+                let fail = |e: basalt_engine::Error| TestCaseError::fail(format!("{ctx}: {e}"));
+                let got = s.get(&bname(bucket), &kname(key)).map_err(fail)?;
+                let want = m.get(&(bname(bucket), kname(key)));
+                prop_assert_eq!(
+                    got.as_ref().map(|o| (&o.value, &o.head.metadata)),
+                    want.map(|(v, md)| (v, md)),
+                    "{}",
+                    ctx
+                );
+                let mut keys = Vec::new();
+                s.fold_keys(&bname(bucket), None, |k| {
+                    keys.push(k.to_vec());
+                    std::ops::ControlFlow::Continue(())
+                })
+                .map_err(fail)?;
+                let want: Vec<Vec<u8>> = m
+                    .keys()
+                    .filter(|(b, _)| *b == bname(bucket))
+                    .map(|(_, k)| k.clone())
+                    .collect();
+                prop_assert_eq!(keys, want, "{}", ctx);
+            }
             Op::Put {
                 bucket,
                 key,

@@ -830,3 +830,25 @@ impl Journal {
 
 #[cfg(test)]
 mod tests;
+
+impl Journal {
+    /// True if the journal's in-memory index lists a record with `sqn`
+    /// (no data is read; a damaged record is found by `fetch`, not here).
+    /// Folds use it for their journal check.
+    pub fn has_record(&self, sqn: u64) -> bool {
+        if sqn == 0 {
+            return false;
+        }
+        {
+            let a = self.active.lock();
+            if a.index.first().is_some_and(|&(first, _)| sqn >= first) {
+                return file::index_lookup(&a.index, sqn).is_some();
+            }
+        }
+        let closed = self.closed.read();
+        let i = closed.partition_point(|c| c.search_hi < sqn);
+        closed
+            .get(i)
+            .is_some_and(|c| file::index_lookup(&c.index, sqn).is_some())
+    }
+}

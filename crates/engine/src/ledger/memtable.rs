@@ -10,6 +10,10 @@ use parking_lot::RwLock;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// Entries copied out of the map per lock acquisition by [`MemIter`].
+const ITER_CHUNK: usize = 256;
 
 /// Per-entry bookkeeping overhead counted on top of key and value bytes.
 const ENTRY_OVERHEAD_BYTES: usize = 48;
@@ -63,6 +67,9 @@ impl Memtable {
 
     /// Copies the entries with `start <= key < end` (`end = None`: unbounded).
     pub fn range(&self, start: &[u8], end: Option<&[u8]>) -> Vec<(Vec<u8>, LedgerValue)> {
+        if end.is_some_and(|e| e <= start) {
+            return Vec::new(); // BTreeMap::range panics on an inverted range.
+        }
         let map = self.map.read();
         let upper = match end {
             Some(e) => Bound::Excluded(e),
@@ -73,34 +80,40 @@ impl Memtable {
             .collect()
     }
 
-    /// Copies at most `limit` entries with `lower < / <= key < end`
-    /// (`end = None`: unbounded). Never panics on inverted bounds.
-    pub fn range_chunk(
-        &self,
-        lower: &Bound<Vec<u8>>,
-        end: Option<&[u8]>,
-        limit: usize,
-    ) -> Vec<(Vec<u8>, LedgerValue)> {
-        let lower_key = match lower {
-            Bound::Included(k) | Bound::Excluded(k) => Some(k.as_slice()),
-            Bound::Unbounded => None,
-        };
-        if let (Some(lo), Some(e)) = (lower_key, end) {
-            if lo >= e {
-                return Vec::new();
+    /// An immutable copy of the entries with `start <= key < end`, as a new
+    /// memtable (snapshots copy the active memtable this way).
+    pub fn copy_range(&self, start: &[u8], end: Option<&[u8]>) -> Memtable {
+        let copy = Memtable::new();
+        let mut out = BTreeMap::new();
+        let mut bytes = 0usize;
+        if end.is_none_or(|e| start < e) {
+            let map = self.map.read();
+            let upper = end.map_or(Bound::Unbounded, Bound::Excluded);
+            for (k, v) in map.range::<[u8], _>((Bound::Included(start), upper)) {
+                bytes += k.len() + v.encoded_len() + ENTRY_OVERHEAD_BYTES;
+                copy.max_sqn.fetch_max(v.sqn, Ordering::Relaxed);
+                copy.min_sqn.fetch_min(v.sqn, Ordering::Relaxed);
+                out.insert(k.clone(), v.clone());
             }
         }
-        let lower = match lower {
-            Bound::Included(k) => Bound::Included(k.as_slice()),
-            Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
-            Bound::Unbounded => Bound::Unbounded,
-        };
-        let upper = end.map_or(Bound::Unbounded, Bound::Excluded);
-        let map = self.map.read();
-        map.range::<[u8], _>((lower, upper))
-            .take(limit)
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()
+        *copy.map.write() = out;
+        copy.bytes.store(bytes, Ordering::Relaxed);
+        copy
+    }
+
+    /// A lazy iterator over the entries with `start <= key < end`. It copies
+    /// a few hundred entries per lock acquisition, so a long scan neither
+    /// copies the whole map up front nor holds the lock between chunks.
+    /// Entries inserted during the scan may or may not be seen (the frozen
+    /// and snapshot memtables it is used on receive no inserts).
+    pub fn range_iter(self: &Arc<Self>, start: &[u8], end: Option<&[u8]>) -> MemIter {
+        MemIter {
+            mem: Arc::clone(self),
+            next: Bound::Included(start.to_vec()),
+            end: end.map(<[u8]>::to_vec),
+            buf: std::collections::VecDeque::new(),
+            exhausted: false,
+        }
     }
 
     /// Approximate memory used by the entries, in bytes.
@@ -124,53 +137,54 @@ impl Memtable {
     }
 }
 
-/// Entries of a memtable read lazily, [`MemRange::CHUNK`] at a time, so a
-/// range scan that stops early (a query page) copies little and holds the
-/// memtable's lock only briefly. On the active memtable it may see writes
-/// made while it iterates (always newer versions, so merge order holds).
+/// Lazy range iterator over a shared memtable (see [`Memtable::range_iter`]).
 #[derive(Debug)]
-pub struct MemRange {
-    mem: std::sync::Arc<Memtable>,
+pub struct MemIter {
+    mem: Arc<Memtable>,
     next: Bound<Vec<u8>>,
     end: Option<Vec<u8>>,
-    buf: std::vec::IntoIter<(Vec<u8>, LedgerValue)>,
-    done: bool,
+    buf: std::collections::VecDeque<(Vec<u8>, LedgerValue)>,
+    exhausted: bool,
 }
 
-impl MemRange {
-    /// Entries copied per lock acquisition.
-    pub const CHUNK: usize = 256;
-
-    /// Iterates `start <= key < end` of `mem`.
-    pub fn new(mem: std::sync::Arc<Memtable>, start: &[u8], end: Option<&[u8]>) -> Self {
-        MemRange {
-            mem,
-            next: Bound::Included(start.to_vec()),
-            end: end.map(<[u8]>::to_vec),
-            buf: Vec::new().into_iter(),
-            done: false,
+impl MemIter {
+    fn refill(&mut self) {
+        let map = self.mem.map.read();
+        let lower = match &self.next {
+            Bound::Included(k) => Bound::Included(k.as_slice()),
+            Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        let upper = self
+            .end
+            .as_deref()
+            .map_or(Bound::Unbounded, Bound::Excluded);
+        if matches!((lower, upper), (Bound::Included(l) | Bound::Excluded(l), Bound::Excluded(u)) if l >= u)
+        {
+            self.exhausted = true;
+            return;
+        }
+        self.buf.extend(
+            map.range::<[u8], _>((lower, upper))
+                .take(ITER_CHUNK)
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
+        drop(map);
+        match self.buf.back() {
+            Some((k, _)) if self.buf.len() == ITER_CHUNK => self.next = Bound::Excluded(k.clone()),
+            _ => self.exhausted = true,
         }
     }
 }
 
-impl Iterator for MemRange {
+impl Iterator for MemIter {
     type Item = (Vec<u8>, LedgerValue);
 
     fn next(&mut self) -> Option<Self::Item> {
-        if let Some(item) = self.buf.next() {
-            return Some(item);
+        if self.buf.is_empty() && !self.exhausted {
+            self.refill();
         }
-        if self.done {
-            return None;
-        }
-        let chunk = self
-            .mem
-            .range_chunk(&self.next, self.end.as_deref(), Self::CHUNK);
-        self.done = chunk.len() < Self::CHUNK;
-        let last = chunk.last()?.0.clone();
-        self.next = Bound::Excluded(last);
-        self.buf = chunk.into_iter();
-        self.buf.next()
+        self.buf.pop_front()
     }
 }
 
@@ -215,28 +229,22 @@ mod tests {
     }
 
     #[test]
-    fn mem_range_reads_in_chunks_and_matches_range() {
-        let m = std::sync::Arc::new(Memtable::new());
-        for i in 0..1000u32 {
-            m.insert(format!("k{i:04}").into_bytes(), v(u64::from(i) + 1));
+    fn range_iter_matches_range_across_chunks() {
+        let m = Arc::new(Memtable::new());
+        for i in 0..(ITER_CHUNK as u64 * 3 + 7) {
+            m.insert(format!("k{i:06}").into_bytes(), v(i + 1));
         }
         for (s, e) in [
-            (&b"k0000"[..], Some(&b"k0999"[..])),
-            (b"k0100", None),
-            (b"k0700", Some(b"k0600")),
-            (b"a", Some(b"a")),
+            (&b""[..], None),
+            (b"k000100", Some(&b"k000700"[..])),
+            (b"k000300", Some(&b"k000300"[..])),
+            (b"k000500", Some(&b"k000100"[..])),
         ] {
-            let lazy: Vec<_> = MemRange::new(std::sync::Arc::clone(&m), s, e).collect();
-            let eager = if e.is_some_and(|e| e < s) {
-                Vec::new()
-            } else {
-                m.range(s, e)
-            };
-            assert_eq!(lazy, eager, "{s:?}..{e:?}");
+            let lazy: Vec<_> = m.range_iter(s, e).collect();
+            assert_eq!(lazy, m.range(s, e), "{s:?}..{e:?}");
         }
-        assert_eq!(
-            MemRange::new(std::sync::Arc::clone(&m), b"k0100", None).count(),
-            900
-        );
+        let c = m.copy_range(b"k000010", Some(b"k000020"));
+        assert_eq!(c.len(), 10);
+        assert_eq!(c.max_sqn(), 20);
     }
 }

@@ -18,6 +18,7 @@ pub mod manifest;
 pub mod memtable;
 pub mod sst;
 pub mod version;
+pub mod view;
 
 use crate::entry::LedgerValue;
 use crate::error::{Error, IoContext, Result};
@@ -26,7 +27,7 @@ use crate::limits::LEVELS;
 use crate::stats::Stats;
 use iter::{EntryIter, MergeIter};
 use manifest::Manifest;
-use memtable::{MemRange, Memtable};
+use memtable::Memtable;
 use parking_lot::{Condvar, Mutex, RwLock};
 use sst::{SstOptions, SstReader, SstWriter};
 use std::path::{Path, PathBuf};
@@ -35,6 +36,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use version::{sst_name, Table, Version};
+pub use view::LedgerView;
 
 /// Ledger settings (taken from the store's `Config`).
 #[derive(Debug, Clone)]
@@ -268,67 +270,39 @@ impl Ledger {
 
     /// The newest entry for `key` (tombstones included).
     pub fn get(&self, key: &[u8]) -> Result<Option<LedgerValue>> {
-        let (mem, frozen, version) = self.shared.snapshot();
-        if let Some(v) = mem.get(key) {
-            return Ok(Some(v));
-        }
-        for m in frozen.iter().rev() {
-            if let Some(v) = m.get(key) {
-                return Ok(Some(v));
-            }
-        }
-        let hash = crate::key::hash(key);
-        for t in version.level(0) {
-            if t.covers(key) {
-                if let Some(v) = t.get(key, hash)? {
-                    return Ok(Some(v));
-                }
-            }
-        }
-        for level in 1..LEVELS {
-            if let Some(t) = version.find_in_level(level, key) {
-                if let Some(v) = t.get(key, hash)? {
-                    return Ok(Some(v));
-                }
-            }
-        }
-        Ok(None)
+        self.view().get(key)
     }
 
     /// The newest entry of every key with `start <= key < end`, in key order
     /// (tombstones and expired entries included; callers filter).
     pub fn range(&self, start: &[u8], end: Option<&[u8]>) -> MergeIter {
+        self.view().range(start, end)
+    }
+
+    /// The current memtables and version (the active memtable is shared, so
+    /// later inserts may show through it).
+    pub fn view(&self) -> LedgerView {
         let (mem, frozen, version) = self.shared.snapshot();
-        let mut sources: Vec<EntryIter> = Vec::new();
-        // Memtables are read lazily in chunks: a scan that stops early
-        // (an index query page) copies little.
-        sources.push(Box::new(MemRange::new(mem, start, end).map(Ok)));
-        for m in frozen.into_iter().rev() {
-            sources.push(Box::new(MemRange::new(m, start, end).map(Ok)));
+        let mut mems = Vec::with_capacity(frozen.len() + 1);
+        mems.push(mem);
+        mems.extend(frozen.into_iter().rev());
+        LedgerView { mems, version }
+    }
+
+    /// An immutable view for a snapshot: the frozen memtables and version
+    /// are shared, the active memtable's entries in `[start, end)` are
+    /// copied (leveled #380: copy only what the query needs). The caller
+    /// must stop inserts meanwhile (the store's write lock) for the view to
+    /// be one point in time.
+    pub fn frozen_view(&self, start: &[u8], end: Option<&[u8]>) -> LedgerView {
+        let s = self.shared.state.read();
+        let mut mems = Vec::with_capacity(s.frozen.len() + 1);
+        mems.push(Arc::new(s.mem.copy_range(start, end)));
+        mems.extend(s.frozen.iter().rev().cloned());
+        LedgerView {
+            mems,
+            version: Arc::clone(&s.version),
         }
-        for t in version.level(0) {
-            if t.overlaps(start, end) {
-                sources.push(t.range(start, end));
-            }
-        }
-        for level in 1..LEVELS {
-            let tables: Vec<Arc<Table>> = version
-                .level(level)
-                .iter()
-                .filter(|t| t.overlaps(start, end))
-                .cloned()
-                .collect();
-            if tables.is_empty() {
-                continue;
-            }
-            let (s, e) = (start.to_vec(), end.map(<[u8]>::to_vec));
-            sources.push(Box::new(
-                tables
-                    .into_iter()
-                    .flat_map(move |t| t.range(&s, e.as_deref())),
-            ));
-        }
-        MergeIter::new(sources)
     }
 
     /// Files, bytes and entries per level.
@@ -559,12 +533,7 @@ impl Shared {
         let summary = w.finish()?;
         Stats::add(&self.stats.ledger_bytes_written, summary.size_bytes);
         let reader = Arc::new(SstReader::open(&path)?);
-        let table = Arc::new(Table {
-            file_no,
-            summary,
-            reader: Ok(reader),
-            path,
-        });
+        let table = Arc::new(Table::new(file_no, summary, Ok(reader), path));
         let persisted = self.install(&[], vec![(0, table)], Some(&mem))?;
         Stats::incr(&self.stats.ledger_flushes);
         tracing::debug!(target: "basalt::ledger", "L0001 flushed memtable to L0 file {file_no:08} (persisted sqn {persisted})");
@@ -689,12 +658,10 @@ impl Shared {
         };
         self.install(&removed, added, None)?;
         if !trivial {
+            // Deferred deletion: each replaced file is unlinked when the last
+            // version, snapshot or iterator holding its table lets go.
             for t in job.upper.iter().chain(&job.lower) {
-                // Readers holding the old version keep their open handle;
-                // unlinking is safe on Unix.
-                if let Err(e) = std::fs::remove_file(&t.path) {
-                    tracing::warn!(target: "basalt::ledger", "L0007 could not remove merged file {}: {e}", t.path.display());
-                }
+                t.mark_obsolete();
             }
         }
         Stats::incr(&self.stats.ledger_merges);
@@ -743,11 +710,6 @@ impl Shared {
         let summary = w.finish()?;
         Stats::add(&self.stats.ledger_bytes_written, summary.size_bytes);
         let reader = Arc::new(SstReader::open(&path)?);
-        Ok(Arc::new(Table {
-            file_no,
-            summary,
-            reader: Ok(reader),
-            path,
-        }))
+        Ok(Arc::new(Table::new(file_no, summary, Ok(reader), path)))
     }
 }

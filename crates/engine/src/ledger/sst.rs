@@ -115,6 +115,37 @@ impl Default for SstOptions {
     }
 }
 
+/// A predicate on encoded ledger keys; entries whose key it rejects are
+/// skipped by range iterators before their value is decoded.
+pub type KeyFilter = Arc<dyn Fn(&[u8]) -> bool + Send + Sync>;
+
+/// Filters applied by range iterators (folds use them; plain reads do not).
+#[derive(Clone, Default)]
+pub struct RangeOptions {
+    /// Skip whole data blocks whose `max_last_modified_us` is below this
+    /// (0 = no skipping). Entries of blocks that are read are *not* filtered
+    /// by date here: the caller filters each entry.
+    pub modified_since_us: u64,
+    /// Skip entries whose key the filter rejects, without decoding their value.
+    pub key_filter: Option<KeyFilter>,
+}
+
+impl std::fmt::Debug for RangeOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RangeOptions")
+            .field("modified_since_us", &self.modified_since_us)
+            .field("key_filter", &self.key_filter.is_some())
+            .finish()
+    }
+}
+
+impl RangeOptions {
+    /// True if `key` passes the key filter (always, without one).
+    pub fn accepts(&self, key: &[u8]) -> bool {
+        self.key_filter.as_ref().is_none_or(|f| f(key))
+    }
+}
+
 /// What an SST file holds, known once it is written (also kept in the ledger manifest).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SstSummary {
@@ -935,6 +966,18 @@ impl SstReader {
 
     /// Iterates entries with `start <= key < end` (`end = None`: to the last key).
     pub fn range(self: &Arc<Self>, start: &[u8], end: Option<&[u8]>) -> SstIter {
+        self.range_with(start, end, RangeOptions::default())
+    }
+
+    /// [`SstReader::range`] with filters: blocks whose maximum last-modified
+    /// time is below `opts.modified_since_us` are not read at all, and keys
+    /// the key filter rejects are skipped before their value is decoded.
+    pub fn range_with(
+        self: &Arc<Self>,
+        start: &[u8],
+        end: Option<&[u8]>,
+        opts: RangeOptions,
+    ) -> SstIter {
         let empty = end.is_some_and(|e| e <= start) || start > self.summary.max_key.as_slice();
         let next_block = if empty {
             self.blocks.len()
@@ -949,6 +992,7 @@ impl SstReader {
             next_block,
             cur: None,
             done: false,
+            opts,
         }
     }
 
@@ -1248,6 +1292,7 @@ pub struct SstIter {
     next_block: usize,
     cur: Option<Cursor>,
     done: bool,
+    opts: RangeOptions,
 }
 
 impl std::fmt::Debug for SstIter {
@@ -1274,6 +1319,25 @@ impl Iterator for SstIter {
                 }
                 let index = self.next_block;
                 self.next_block += 1;
+                let min_lm = self.opts.modified_since_us;
+                if min_lm > 0
+                    && self
+                        .reader
+                        .blocks
+                        .get(index)
+                        .is_some_and(|b| b.max_last_modified_us < min_lm)
+                {
+                    // Nothing in this block was modified recently enough.
+                    if let (Some(b), Some(end)) =
+                        (self.reader.blocks.get(index), self.end.as_deref())
+                    {
+                        if b.last_key.as_slice() >= end {
+                            self.done = true;
+                            return None;
+                        }
+                    }
+                    continue;
+                }
                 match self.reader.load_block(index) {
                     Ok(block) => {
                         let offset = self.reader.blocks.get(index).map_or(0, |b| b.offset);
@@ -1324,6 +1388,9 @@ impl Iterator for SstIter {
                     if self.end.as_deref().is_some_and(|end| k >= end) {
                         self.done = true;
                         return None;
+                    }
+                    if !self.opts.accepts(k) {
+                        continue;
                     }
                     match decode_value(v) {
                         Ok(v) => return Some(Ok((k.to_vec(), v))),
@@ -1519,6 +1586,69 @@ mod tests {
         let mut bytes = std::fs::read(path).unwrap();
         bytes[offset as usize] ^= 0x5A;
         std::fs::write(path, bytes).unwrap();
+    }
+
+    #[test]
+    fn range_with_skips_old_blocks_and_filtered_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lm.sst");
+        let mut model = Model::new();
+        for i in 0..2000u64 {
+            let key = crate::key::object(b"b", format!("k{i:05}").as_bytes());
+            // Last-modified grows with the key, as for keys written in order.
+            model.insert(key, val(i + 1, false, 0, 1_000 + i * 10));
+        }
+        write(&path, &model, opts(512));
+        let r = Arc::new(SstReader::open(&path).unwrap());
+        let low = 1_000 + 1500 * 10;
+        let before = r.blocks_read();
+        let got: Vec<_> = r
+            .range_with(
+                b"",
+                None,
+                RangeOptions {
+                    modified_since_us: low,
+                    key_filter: None,
+                },
+            )
+            .collect::<Result<Vec<_>>>()
+            .unwrap();
+        let read = r.blocks_read() - before;
+        let want: Vec<_> = model
+            .iter()
+            .filter(|(_, v)| v.last_modified_us >= low)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        // Every recent entry is there; old ones only from a shared block.
+        assert!(want.iter().all(|w| got.contains(w)));
+        assert!(
+            got.len() < want.len() + 100,
+            "{} vs {}",
+            got.len(),
+            want.len()
+        );
+        assert!(read * 3 < r.blocks().len() as u64, "read {read} blocks");
+
+        let only_even: KeyFilter =
+            Arc::new(|k: &[u8]| k.len() > 3 && k[k.len() - 3].is_multiple_of(2));
+        let got: Vec<_> = r
+            .range_with(
+                b"",
+                None,
+                RangeOptions {
+                    modified_since_us: 0,
+                    key_filter: Some(only_even),
+                },
+            )
+            .map(|e| e.unwrap().0)
+            .collect();
+        let want: Vec<_> = model
+            .keys()
+            .filter(|k| k[k.len() - 3] % 2 == 0)
+            .cloned()
+            .collect();
+        assert_eq!(want.len(), 1000);
+        assert_eq!(got, want);
     }
 
     #[test]

@@ -10,14 +10,21 @@
 
 use super::iter::EntryIter;
 use super::manifest::{FileEntry, Manifest};
-use super::sst::{SstReader, SstSummary};
+use super::sst::{RangeOptions, SstReader, SstSummary};
 use crate::entry::LedgerValue;
 use crate::error::{Error, Result};
 use crate::limits::LEVELS;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// One live SST file.
+/// One SST file of the ledger.
+///
+/// **Deferred deletion**: a merge that replaces a file marks its `Table`
+/// [obsolete](Table::mark_obsolete) instead of unlinking it. The file is
+/// unlinked when the last `Arc<Table>` is dropped, i.e. once no version,
+/// snapshot or fold refers to it any more. (A crash in between leaves the
+/// file behind; it is not in the manifest and is removed at the next open.)
 #[derive(Debug)]
 pub struct Table {
     /// File number.
@@ -28,6 +35,8 @@ pub struct Table {
     pub reader: std::result::Result<Arc<SstReader>, String>,
     /// The file's path.
     pub path: PathBuf,
+    /// Set when a merge has replaced the file; unlinked on drop.
+    obsolete: AtomicBool,
 }
 
 /// The file name of SST number `file_no`.
@@ -36,6 +45,33 @@ pub fn sst_name(file_no: u64) -> String {
 }
 
 impl Table {
+    /// A table for file `file_no` at `path`, not obsolete.
+    pub fn new(
+        file_no: u64,
+        summary: SstSummary,
+        reader: std::result::Result<Arc<SstReader>, String>,
+        path: PathBuf,
+    ) -> Table {
+        Table {
+            file_no,
+            summary,
+            reader,
+            path,
+            obsolete: AtomicBool::new(false),
+        }
+    }
+
+    /// Marks the file as replaced: it is unlinked once the last reference
+    /// to this table is dropped.
+    pub fn mark_obsolete(&self) {
+        self.obsolete.store(true, Ordering::Release);
+    }
+
+    /// True once a merge has replaced this file.
+    pub fn is_obsolete(&self) -> bool {
+        self.obsolete.load(Ordering::Acquire)
+    }
+
     /// True if `key` lies within the file's key range.
     pub fn covers(&self, key: &[u8]) -> bool {
         self.summary.min_key.as_slice() <= key && key <= self.summary.max_key.as_slice()
@@ -65,9 +101,32 @@ impl Table {
 
     /// Entries with `start <= key < end`.
     pub fn range(&self, start: &[u8], end: Option<&[u8]>) -> EntryIter {
+        self.range_with(start, end, RangeOptions::default())
+    }
+
+    /// Entries with `start <= key < end`, with fold filters (see [`RangeOptions`]).
+    pub fn range_with(&self, start: &[u8], end: Option<&[u8]>, opts: RangeOptions) -> EntryIter {
         match &self.reader {
-            Ok(r) => Box::new(r.range(start, end)),
+            Ok(r) => Box::new(r.range_with(start, end, opts)),
             Err(why) => Box::new(std::iter::once(Err(self.broken(why)))),
+        }
+    }
+}
+
+impl Drop for Table {
+    fn drop(&mut self) {
+        if self.is_obsolete() {
+            match std::fs::remove_file(&self.path) {
+                Ok(()) => {
+                    tracing::debug!(target: "basalt::ledger", "L0008 removed replaced ledger file {}", self.path.display());
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    // Not fatal: the file is not in the manifest, so the next
+                    // open removes it as a leftover.
+                    tracing::warn!(target: "basalt::ledger", "L0007 could not remove replaced ledger file {}: {e}", self.path.display());
+                }
+            }
         }
     }
 }
@@ -189,12 +248,7 @@ impl Version {
                     Err(e.to_string())
                 }
             };
-            let t = Arc::new(Table {
-                file_no: f.file_no,
-                summary: f.summary.clone(),
-                reader,
-                path,
-            });
+            let t = Arc::new(Table::new(f.file_no, f.summary.clone(), reader, path));
             if let Some(ts) = v.levels.get_mut(usize::from(f.level)) {
                 ts.push(t);
             }
