@@ -135,19 +135,19 @@ impl Journal {
     }
 
     /// Test hook: the next compaction run fails with an injected "no space
-    /// left on device" error after writing `records` output records
-    /// (`u64::MAX` clears it).
+    /// left on device" error after writing `records` output records, or just
+    /// before its manifest swap if it writes fewer (`u64::MAX` clears it).
     #[doc(hidden)]
     pub fn fail_compaction_after(&self, records: u64) {
         self.compact_fault.store(records, Ordering::Release);
     }
 
-    fn check_fault(&self, path: &std::path::Path) -> Result<()> {
+    fn check_fault(&self, path: &std::path::Path, at_install: bool) -> Result<()> {
         let left = self.compact_fault.load(Ordering::Acquire);
         if left == u64::MAX {
             return Ok(());
         }
-        if left == 0 {
+        if left == 0 || at_install {
             self.compact_fault.store(u64::MAX, Ordering::Release);
             return Err(Error::io(
                 "write (injected fault)",
@@ -184,6 +184,10 @@ impl Journal {
                 self.discard(&outs);
                 return Err(e);
             }
+        }
+        if let Err(e) = self.check_fault(&self.dir.join(super::MANIFEST_NAME), true) {
+            self.discard(&outs);
+            return Err(e);
         }
         report.files_out = outs.iter().map(|o| o.file_no).collect();
         report.bytes_out = outs.iter().map(|o| o.size).sum();
@@ -326,7 +330,7 @@ impl Journal {
         let Some(o) = outs.last_mut() else {
             return Err(Error::InvalidInput("no compaction output file".into()));
         };
-        self.check_fault(&o.path)?;
+        self.check_fault(&o.path, false)?;
         debug_assert!(o.index.last().is_none_or(|e| e.0 < sqn));
         o.file.write_all_at(bytes, o.size).ctx("write", &o.path)?;
         o.index.push((sqn, o.size));
