@@ -1,5 +1,5 @@
 //! Model-based test of the store: random sequences of put / delete / get /
-//! head / keys / close+reopen / crash+reopen, checked after every step against
+//! head / keys / close+reopen / crash+reopen / journal compaction, checked after every step against
 //! a `BTreeMap` model.
 //!
 //! Method: proptest generates the operation sequences from a seed printed at
@@ -40,6 +40,7 @@ enum Op {
     Reopen,
     Crash,
     Settle,
+    Compact,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -55,6 +56,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Reopen),
         1 => Just(Op::Crash),
         1 => Just(Op::Settle),
+        2 => Just(Op::Compact),
     ]
 }
 
@@ -168,6 +170,11 @@ fn run(ops: Vec<Op>, background: bool) -> Result<(), TestCaseError> {
             Op::Settle => {
                 store
                     .settle()
+                    .map_err(|e| TestCaseError::fail(format!("{ctx}: {e}")))?;
+            }
+            Op::Compact => {
+                store
+                    .compact_journal()
                     .map_err(|e| TestCaseError::fail(format!("{ctx}: {e}")))?;
             }
         }
