@@ -52,8 +52,11 @@ counters! {
     ledger_merges,
     /// Bytes written to SST files (flushes and merges).
     ledger_bytes_written,
-    /// SST blocks or files found corrupt.
+    /// SST blocks or files found corrupt (at open, on reads and in merges).
     ledger_corrupt_blocks,
+    /// Ledger flushes or merges that failed and will be retried (e.g. disk
+    /// full, a damaged input file); the store stays readable meanwhile.
+    ledger_job_errors,
     /// Times a writer waited for the ledger to catch up (back-pressure).
     write_stalls,
     /// Microseconds writers spent waiting in back-pressure.

@@ -394,6 +394,8 @@ impl Store {
     /// The metadata of (`bucket`, `key`), from the ledger only.
     pub fn head(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Head>> {
         self.check_open()?;
+        check_name("bucket", bucket)?;
+        check_name("key", key)?;
         Stats::incr(&self.stats.heads);
         let lkey = key::object(bucket, key);
         Ok(self.live_entry(&lkey)?.map(head_of))
@@ -402,6 +404,8 @@ impl Store {
     /// The value and metadata of (`bucket`, `key`).
     pub fn get(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Object>> {
         self.check_open()?;
+        check_name("bucket", bucket)?;
+        check_name("key", key)?;
         Stats::incr(&self.stats.gets);
         let lkey = key::object(bucket, key);
         // Journal compaction may drop a record between our ledger read and

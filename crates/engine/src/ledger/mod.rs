@@ -111,6 +111,9 @@ struct Shared {
     cv: Condvar,
     shutdown: AtomicBool,
     poisoned: Mutex<Option<String>>,
+    /// Why the ledger cannot currently catch up (a failing job, or due
+    /// merges blocked by a damaged file); cleared when a job succeeds.
+    stuck: Mutex<Option<String>>,
 }
 
 /// The ledger of one store.
@@ -203,6 +206,7 @@ impl Ledger {
             cv: Condvar::new(),
             shutdown: AtomicBool::new(false),
             poisoned: Mutex::new(None),
+            stuck: Mutex::new(None),
             opts,
         });
         let mut threads = Vec::new();
@@ -270,7 +274,16 @@ impl Ledger {
 
     /// The newest entry for `key` (tombstones included).
     pub fn get(&self, key: &[u8]) -> Result<Option<LedgerValue>> {
-        self.view().get(key)
+        self.view().get(key).inspect_err(|e| {
+            if e.is_corruption() {
+                Stats::incr(&self.shared.stats.ledger_corrupt_blocks);
+            }
+        })
+    }
+
+    /// Why the ledger cannot currently keep up, if it cannot (see stats).
+    pub fn stuck_reason(&self) -> Option<String> {
+        self.shared.stuck.lock().clone()
     }
 
     /// The newest entry of every key with `start <= key < end`, in key order
@@ -454,6 +467,13 @@ impl Shared {
         let mut g = self.signal.lock();
         while self.behind() {
             self.check_poison()?;
+            if let Some(why) = self.stuck.lock().clone() {
+                drop(g);
+                return Err(Error::Closed(format!(
+                    "the ledger is behind and cannot catch up ({why}); reads still work. \
+                     If a ledger file is damaged, run `basalt kv --data-dir DIR repair`"
+                )));
+            }
             if self.shutdown.load(Ordering::SeqCst) {
                 break;
             }
@@ -468,27 +488,39 @@ impl Shared {
     }
 
     fn run_clerk(self: Arc<Self>, job: Job) {
+        let mut backoff = Duration::from_millis(100);
         while !self.shutdown.load(Ordering::SeqCst) {
             let step = match job {
                 Job::Flush => self.flush_one(),
                 Job::Merge => self.merge_one(),
             };
+            let mut pause = Duration::from_millis(500);
             match step {
                 Ok(true) => {
+                    backoff = Duration::from_millis(100);
                     self.notify();
                     continue;
                 }
                 Ok(false) => {}
                 Err(e) => {
-                    self.poison(&e);
-                    return;
+                    if self.poisoned.lock().is_some() {
+                        return;
+                    }
+                    // Not fatal (e.g. disk full, a damaged input file): the
+                    // store stays readable; retry later with back-off.
+                    Stats::incr(&self.stats.ledger_job_errors);
+                    tracing::error!(target: "basalt::ledger", "L0008 ledger {job:?} failed, retrying in {backoff:?}: {e}");
+                    *self.stuck.lock() = Some(e.to_string());
+                    self.notify();
+                    pause = backoff;
+                    backoff = (backoff * 2).min(Duration::from_secs(30));
                 }
             }
             let mut g = self.signal.lock();
             if self.shutdown.load(Ordering::SeqCst) {
                 break;
             }
-            self.cv.wait_for(&mut g, Duration::from_millis(500));
+            self.cv.wait_for(&mut g, pause);
         }
     }
 
@@ -556,8 +588,16 @@ impl Shared {
             (s.version.apply(removed, added), persisted)
         };
         let next_file_no = self.work.lock().next_file_no;
-        next.to_manifest(persisted, next_file_no)
-            .store(&self.dir.join("MANIFEST"))?;
+        if let Err(e) = next
+            .to_manifest(persisted, next_file_no)
+            .store(&self.dir.join("MANIFEST"))
+        {
+            // The manifest's state on disk is unknown after a failed fsync:
+            // refuse writes until the store is reopened.
+            self.poison(&e);
+            return Err(e);
+        }
+        *self.stuck.lock() = None;
         let mut s = self.state.write();
         s.version = Arc::new(next);
         s.persisted_sqn = persisted;
@@ -568,18 +608,36 @@ impl Shared {
         Ok(persisted)
     }
 
+    /// Chooses the next merge. Jobs that would read an unreadable or
+    /// damaged file are skipped (merging it would lose its keys); if every
+    /// due job is blocked that way, the reason is recorded as `stuck`.
     fn pick_merge(&self, version: &Version) -> Option<MergeJob> {
+        let blocked = |ts: &[Arc<Table>]| {
+            ts.iter()
+                .find_map(|t| t.unmergeable().map(|why| (t.file_no, why)))
+        };
+        let mut stuck: Option<String> = None;
         let l0 = version.level(0);
         if l0.len() >= self.opts.l0_merge_trigger {
             let upper: Vec<Arc<Table>> = l0.to_vec();
             let min = upper.iter().map(|t| t.summary.min_key.as_slice()).min()?;
             let max = upper.iter().map(|t| t.summary.max_key.as_slice()).max()?;
             let lower = version.overlapping(1, min, max);
-            return Some(MergeJob {
-                from: 0,
-                upper,
-                lower,
-            });
+            match blocked(&upper).or_else(|| blocked(&lower)) {
+                None => {
+                    return Some(MergeJob {
+                        from: 0,
+                        upper,
+                        lower,
+                    })
+                }
+                Some((no, why)) => {
+                    stuck = Some(format!(
+                        "L0 merge blocked by damaged file {}: {why}",
+                        sst_name(no)
+                    ));
+                }
+            }
         }
         for level in 1..LEVELS - 1 {
             let files = version.level(level);
@@ -587,17 +645,36 @@ impl Shared {
                 continue;
             }
             let cursor = self.work.lock().cursor[level].clone();
-            let pick = files
-                .iter()
-                .find(|t| t.summary.min_key > cursor)
-                .or_else(|| files.first())?;
-            let lower =
-                version.overlapping(level + 1, &pick.summary.min_key, &pick.summary.max_key);
-            return Some(MergeJob {
-                from: level,
-                upper: vec![Arc::clone(pick)],
-                lower,
-            });
+            // Round robin from the cursor, skipping blocked candidates.
+            let start = files.partition_point(|t| t.summary.min_key <= cursor);
+            for i in 0..files.len() {
+                let Some(pick) = files.get((start + i) % files.len()) else {
+                    continue;
+                };
+                let lower =
+                    version.overlapping(level + 1, &pick.summary.min_key, &pick.summary.max_key);
+                let upper = vec![Arc::clone(pick)];
+                match blocked(&upper).or_else(|| blocked(&lower)) {
+                    None => {
+                        return Some(MergeJob {
+                            from: level,
+                            upper,
+                            lower,
+                        })
+                    }
+                    Some((no, why)) => {
+                        stuck.get_or_insert_with(|| {
+                            format!(
+                                "L{level} merge blocked by damaged file {}: {why}",
+                                sst_name(no)
+                            )
+                        });
+                    }
+                }
+            }
+        }
+        if let Some(why) = stuck {
+            *self.stuck.lock() = Some(why);
         }
         None
     }
@@ -609,15 +686,6 @@ impl Shared {
         let Some(job) = self.pick_merge(&version) else {
             return Ok(false);
         };
-        if job
-            .upper
-            .iter()
-            .chain(&job.lower)
-            .any(|t| t.reader.is_err())
-        {
-            // Never merge an unreadable file: that would lose its keys for good.
-            return Ok(false);
-        }
         let target = job.from + 1;
         let min = job
             .upper
@@ -651,10 +719,21 @@ impl Shared {
         let added: Vec<(usize, Arc<Table>)> = if trivial {
             job.upper.iter().map(|t| (target, Arc::clone(t))).collect()
         } else {
-            self.write_merged(&job, bottom)?
-                .into_iter()
-                .map(|t| (target, t))
-                .collect()
+            match self.write_merged(&job, bottom) {
+                Ok(tables) => tables.into_iter().map(|t| (target, t)).collect(),
+                Err(e) => {
+                    if let Error::Corrupt { path, .. } = &e {
+                        if let Some(t) =
+                            job.upper.iter().chain(&job.lower).find(|t| &t.path == path)
+                        {
+                            Stats::incr(&self.stats.ledger_corrupt_blocks);
+                            t.mark_damaged(e.to_string());
+                            tracing::error!(target: "basalt::ledger", "L0009 ledger file {} is damaged; it will not be merged until `basalt kv repair`: {e}", t.path.display());
+                        }
+                    }
+                    return Err(e);
+                }
+            }
         };
         self.install(&removed, added, None)?;
         if !trivial {
@@ -669,7 +748,27 @@ impl Shared {
         Ok(true)
     }
 
+    /// Writes the merged output of `job`. On failure the files written so
+    /// far are removed (marked obsolete, unlinked when dropped).
     fn write_merged(&self, job: &MergeJob, bottom: bool) -> Result<Vec<Arc<Table>>> {
+        let mut out = Vec::new();
+        match self.write_merged_into(job, bottom, &mut out) {
+            Ok(()) => Ok(out),
+            Err(e) => {
+                for t in &out {
+                    t.mark_obsolete();
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn write_merged_into(
+        &self,
+        job: &MergeJob,
+        bottom: bool,
+        out: &mut Vec<Arc<Table>>,
+    ) -> Result<()> {
         let mut sources: Vec<EntryIter> = Vec::new();
         // L0 inputs are newest first already; a single upper file otherwise.
         for t in &job.upper {
@@ -678,7 +777,6 @@ impl Shared {
         let lower = job.lower.clone();
         sources.push(Box::new(lower.into_iter().flat_map(|t| t.range(&[], None))));
         let now = now_secs();
-        let mut out = Vec::new();
         let mut writer: Option<(u64, PathBuf, SstWriter)> = None;
         for item in MergeIter::new(sources) {
             let (k, v) = item?;
@@ -703,7 +801,7 @@ impl Shared {
         if let Some(done) = writer.take() {
             out.push(self.finish_table(done)?);
         }
-        Ok(out)
+        Ok(())
     }
 
     fn finish_table(&self, (file_no, path, w): (u64, PathBuf, SstWriter)) -> Result<Arc<Table>> {

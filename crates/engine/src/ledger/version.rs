@@ -37,6 +37,9 @@ pub struct Table {
     pub path: PathBuf,
     /// Set when a merge has replaced the file; unlinked on drop.
     obsolete: AtomicBool,
+    /// Set when a read of the file met a damaged block: the file is never
+    /// merged again (that would lose its keys) until the ledger is repaired.
+    damage: parking_lot::Mutex<Option<String>>,
 }
 
 /// The file name of SST number `file_no`.
@@ -58,6 +61,23 @@ impl Table {
             reader,
             path,
             obsolete: AtomicBool::new(false),
+            damage: parking_lot::Mutex::new(None),
+        }
+    }
+
+    /// Records that the file holds a damaged block.
+    pub fn mark_damaged(&self, why: String) {
+        let mut d = self.damage.lock();
+        if d.is_none() {
+            *d = Some(why);
+        }
+    }
+
+    /// Why the file must not be merged (unreadable or known damaged), if so.
+    pub fn unmergeable(&self) -> Option<String> {
+        match &self.reader {
+            Err(why) => Some(why.clone()),
+            Ok(_) => self.damage.lock().clone(),
         }
     }
 
