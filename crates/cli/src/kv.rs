@@ -3,10 +3,11 @@
 //! Buckets, keys and metadata are taken as raw bytes from the arguments;
 //! values come from stdin (`put`) and go to stdout (`get`) unchanged.
 
+use crate::kv_features::{self, BackupArgs, FoldArgs, IndexArgs, WriteOptArgs};
 use crate::Outcome;
 use anyhow::{bail, Context, Result};
 use basalt_engine::journal::JournalFileInfo;
-use basalt_engine::{limits, Config, Error, Head, Store, StoreStats, SyncStrategy};
+use basalt_engine::{limits, Config, Error, Head, PutOptions, Store, StoreStats, SyncStrategy};
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
 use std::ffi::OsString;
@@ -37,6 +38,12 @@ enum KvCommand {
         /// User metadata stored with the value (returned by head).
         #[arg(long, value_name = "TEXT")]
         meta: Option<OsString>,
+        /// Expire the object SECS seconds from now (0: already expired, so
+        /// it reads as not found).
+        #[arg(long, value_name = "SECS")]
+        ttl: Option<u64>,
+        #[command(flatten)]
+        opts: WriteOptArgs,
         /// Bucket name.
         bucket: OsString,
         /// Key within the bucket.
@@ -58,6 +65,8 @@ enum KvCommand {
     },
     /// Delete BUCKET/KEY (deleting a missing key is not an error).
     Delete {
+        #[command(flatten)]
+        opts: WriteOptArgs,
         /// Bucket name.
         bucket: OsString,
         /// Key within the bucket.
@@ -76,12 +85,26 @@ enum KvCommand {
     /// Write lines `bucket<TAB>key<TAB>value` from stdin; print
     /// `ok<TAB>bucket<TAB>key` after each acknowledged write.
     ///
-    /// Empty lines are skipped. A malformed line stops the import with an
-    /// error naming its line number (the lines before it stay written). A
-    /// fourth column is reserved for index changes, not supported yet.
+    /// Empty lines are skipped. An optional fourth column
+    /// `field=term,field=term` adds index entries for the key (empty: none).
+    /// A malformed line stops the import with an error naming its line
+    /// number (the lines before it stay written).
     Import,
     /// Rebuild the ledger (and a damaged journal manifest) from the journal files.
     Repair,
+    /// Query a secondary index: one result a line (`key`, or `term<TAB>key`
+    /// with --return-terms); a full page ends with `continuation<TAB>C`.
+    Index(IndexArgs),
+    /// Fold over BUCKET on a snapshot, printing keys, heads (JSON lines) or
+    /// objects (`key<TAB>value`); the rate goes to stderr.
+    Fold(FoldArgs),
+    /// List the buckets holding live objects, one a line, sorted.
+    Buckets,
+    /// Run journal compaction now, until nothing is worth compacting, and
+    /// print a summary (runs, files, bytes before/after, records).
+    Compact,
+    /// Hot backup into DEST; prints what was linked or copied.
+    Backup(BackupArgs),
 }
 
 /// Runs one `kv` command.
@@ -128,10 +151,17 @@ fn with_repair_hint(e: anyhow::Error, dir: &std::path::Path) -> anyhow::Error {
 fn command(store: &Store, command: KvCommand, value_max: u64) -> Result<Outcome> {
     let mut stdout = std::io::stdout().lock();
     match command {
-        KvCommand::Put { meta, bucket, key } => {
+        KvCommand::Put {
+            meta,
+            ttl,
+            opts,
+            bucket,
+            key,
+        } => {
+            let opts = kv_features::write_options(&opts, ttl)?;
             let value = read_value(value_max)?;
             let meta = meta.map(OsString::into_vec).unwrap_or_default();
-            store.put(&bucket.into_vec(), &key.into_vec(), &value, &meta)?;
+            store.put_with(&bucket.into_vec(), &key.into_vec(), &value, &meta, &opts)?;
         }
         KvCommand::Get { bucket, key } => {
             let (bucket, key) = names(bucket, key)?;
@@ -153,8 +183,9 @@ fn command(store: &Store, command: KvCommand, value_max: u64) -> Result<Outcome>
                 None => return Ok(not_found(&bucket, &key)),
             }
         }
-        KvCommand::Delete { bucket, key } => {
-            store.delete(&bucket.into_vec(), &key.into_vec())?;
+        KvCommand::Delete { opts, bucket, key } => {
+            let opts = kv_features::write_options(&opts, None)?;
+            store.delete_with(&bucket.into_vec(), &key.into_vec(), &opts)?;
         }
         KvCommand::Keys { bucket } => {
             let bucket = bucket.into_vec();
@@ -176,6 +207,11 @@ fn command(store: &Store, command: KvCommand, value_max: u64) -> Result<Outcome>
         }
         KvCommand::Import => import(store, &mut std::io::stdin().lock(), &mut stdout)?,
         KvCommand::Repair => bail!("repair must run without an open store"),
+        KvCommand::Index(args) => kv_features::index(store, args, &mut stdout)?,
+        KvCommand::Fold(args) => kv_features::fold(store, args, &mut stdout)?,
+        KvCommand::Buckets => kv_features::buckets(store, &mut stdout)?,
+        KvCommand::Compact => kv_features::compact(store, &mut stdout)?,
+        KvCommand::Backup(args) => kv_features::backup(store, args, &mut stdout)?,
     }
     Ok(Outcome::Done)
 }
@@ -183,7 +219,7 @@ fn command(store: &Store, command: KvCommand, value_max: u64) -> Result<Outcome>
 /// The engine checks names on writes; reads answer "not found" for a name no
 /// write could have used, so the CLI refuses those names itself, with the
 /// engine's wording.
-fn check_name(what: &str, name: &[u8]) -> Result<()> {
+pub(crate) fn check_name(what: &str, name: &[u8]) -> Result<()> {
     if name.is_empty() {
         bail!("invalid input: {what} must not be empty");
     }
@@ -250,11 +286,15 @@ fn import(store: &Store, input: &mut dyn BufRead, out: &mut dyn Write) -> Result
                 cols.len()
             );
         };
-        if rest.first().is_some_and(|c| !c.is_empty()) {
-            bail!("stdin line {line_no}: index changes (4th column) are not supported yet");
-        }
+        let opts = PutOptions {
+            index: kv_features::import_index_column(
+                rest.first().copied().unwrap_or_default(),
+                line_no,
+            )?,
+            ..PutOptions::default()
+        };
         store
-            .put(bucket, key, value, b"")
+            .put_with(bucket, key, value, b"", &opts)
             .with_context(|| format!("stdin line {line_no}"))?;
         written += 1;
         let mut ack = Vec::with_capacity(bucket.len() + key.len() + 5);
@@ -291,7 +331,7 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-fn head_json(bucket: &[u8], key: &[u8], head: &Head) -> Value {
+pub(crate) fn head_json(bucket: &[u8], key: &[u8], head: &Head) -> Value {
     json!({
         "bucket": lossy(bucket),
         "key": lossy(key),

@@ -8,6 +8,7 @@
 
 mod dump;
 mod kv;
+mod kv_features;
 
 use clap::{Parser, Subcommand};
 use std::io::IsTerminal;

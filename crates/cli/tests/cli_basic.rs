@@ -174,10 +174,11 @@ fn import_stops_at_a_malformed_line() {
     );
     assert_eq!(get(dir, "b", "k5").unwrap(), b"v5");
 
+    // A 4th column that is not field=term,... (see cli_features.rs).
     let out = kv(dir, &["import"], b"b\tk6\tv6\tindex-change\n");
     let err = assert_user_error(&out);
     assert!(
-        err.contains("line 1: index changes (4th column) are not supported yet"),
+        err.contains("line 1: index change 'index-change' in the 4th column is not field=term"),
         "{err}"
     );
     assert_eq!(get(dir, "b", "k6"), None);
