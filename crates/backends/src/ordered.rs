@@ -211,6 +211,9 @@ fn live_object<'a>(
     Ok(Some((head, value)))
 }
 
+/// Callback of `View::walk`: (bucket, key, head, value).
+type WalkFn<'a> = dyn FnMut(&[u8], &[u8], Head, &[u8]) -> ControlFlow<()> + 'a;
+
 /// Read side shared by the backends and their snapshots.
 pub(crate) struct View<'a>(pub(crate) &'a dyn Kv);
 
@@ -247,7 +250,7 @@ impl View<'_> {
         bucket: Option<&[u8]>,
         range: Option<&KeyRange>,
         check_hash: bool,
-        f: &mut dyn FnMut(&[u8], &[u8], Head, &[u8]) -> ControlFlow<()>,
+        f: &mut WalkFn<'_>,
     ) -> Result<bool> {
         let (lo, hi) = object_bounds(bucket, range)?;
         let now = now_secs();

@@ -8,12 +8,12 @@ use basalt_backends::BackendConfig;
 
 fn counter(b: &Bitcask, name: &str) -> u64 {
     b.stats()
-        .unwrap()
+        .expect("stats")
         .counters
         .iter()
         .find(|(n, _)| n == name)
         .map(|(_, v)| *v)
-        .unwrap()
+        .expect("counter")
 }
 
 #[test]
