@@ -6,6 +6,7 @@
 use crate::kv_features::{self, BackupArgs, FoldArgs, IndexArgs, WriteOptArgs};
 use crate::Outcome;
 use anyhow::{bail, Context, Result};
+use basalt_engine::index::IndexChange;
 use basalt_engine::journal::JournalFileInfo;
 use basalt_engine::{limits, Config, Error, Head, PutOptions, Store, StoreStats, SyncStrategy};
 use clap::{Args, Subcommand};
@@ -24,6 +25,11 @@ pub struct KvArgs {
     /// Acknowledge each write only after an fsync covering it.
     #[arg(long)]
     sync: bool,
+    /// Storage backend: leveled (the default, Basalt's engine), bitcask,
+    /// rocksdb, rocksdb-blob or memory. A directory written by one backend
+    /// is refused by the others.
+    #[arg(long, value_name = "NAME", default_value = basalt_backends::DEFAULT_BACKEND)]
+    backend: String,
     /// Largest value accepted by put and import, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = limits::VALUE_SIZE_BYTES_MAX_DEFAULT)]
     value_max: u64,
@@ -109,6 +115,9 @@ enum KvCommand {
 
 /// Runs one `kv` command.
 pub fn run(args: KvArgs) -> Result<Outcome> {
+    if args.backend != basalt_backends::DEFAULT_BACKEND {
+        return run_backend(args);
+    }
     let mut config = Config::new(&args.data_dir);
     config.value_bytes_max = args.value_max;
     if args.sync {
@@ -205,7 +214,17 @@ fn command(store: &Store, command: KvCommand, value_max: u64) -> Result<Outcome>
             let text = serde_json::to_string_pretty(&stats_json(&store.stats()))?;
             writeln!(stdout, "{text}").context("write to stdout")?;
         }
-        KvCommand::Import => import(store, &mut std::io::stdin().lock(), &mut stdout)?,
+        KvCommand::Import => import(
+            &mut |b, k, v, index| {
+                let opts = PutOptions {
+                    index,
+                    ..PutOptions::default()
+                };
+                Ok(store.put_with(b, k, v, b"", &opts).map(|_| ())?)
+            },
+            &mut std::io::stdin().lock(),
+            &mut stdout,
+        )?,
         KvCommand::Repair => bail!("repair must run without an open store"),
         KvCommand::Index(args) => kv_features::index(store, args, &mut stdout)?,
         KvCommand::Fold(args) => kv_features::fold(store, args, &mut stdout)?,
@@ -260,7 +279,10 @@ fn read_value(value_max: u64) -> Result<Vec<u8>> {
     Ok(value)
 }
 
-fn import(store: &Store, input: &mut dyn BufRead, out: &mut dyn Write) -> Result<()> {
+/// Writes one imported object.
+type PutFn<'a> = dyn FnMut(&[u8], &[u8], &[u8], Vec<IndexChange>) -> Result<()> + 'a;
+
+fn import(put: &mut PutFn<'_>, input: &mut dyn BufRead, out: &mut dyn Write) -> Result<()> {
     let mut line = Vec::new();
     let mut line_no = 0u64;
     let mut written = 0u64;
@@ -286,16 +308,9 @@ fn import(store: &Store, input: &mut dyn BufRead, out: &mut dyn Write) -> Result
                 cols.len()
             );
         };
-        let opts = PutOptions {
-            index: kv_features::import_index_column(
-                rest.first().copied().unwrap_or_default(),
-                line_no,
-            )?,
-            ..PutOptions::default()
-        };
-        store
-            .put_with(bucket, key, value, b"", &opts)
-            .with_context(|| format!("stdin line {line_no}"))?;
+        let index =
+            kv_features::import_index_column(rest.first().copied().unwrap_or_default(), line_no)?;
+        put(bucket, key, value, index).with_context(|| format!("stdin line {line_no}"))?;
         written += 1;
         let mut ack = Vec::with_capacity(bucket.len() + key.len() + 5);
         ack.extend_from_slice(b"ok\t");
@@ -386,4 +401,168 @@ fn stats_json(s: &StoreStats) -> Value {
         "journal_file_count": s.journal_files.len(),
         "journal_files": s.journal_files.iter().map(journal_file_json).collect::<Vec<_>>(),
     })
+}
+
+/// Runs one `kv` command on a backend other than leveled, through the
+/// `basalt_backend::Backend` trait (leveled keeps the engine's own path for
+/// its engine-specific `stats` and `repair`).
+fn run_backend(args: KvArgs) -> Result<Outcome> {
+    if let KvCommand::Repair = args.command {
+        bail!(
+            "repair rebuilds a leveled ledger; backend '{}' has no repair command",
+            args.backend
+        );
+    }
+    let cfg = basalt_backends::BackendConfig {
+        sync: args.sync,
+        ..Default::default()
+    };
+    let backend = basalt_backends::open_backend(&args.backend, &args.data_dir, &cfg)?;
+    let result = backend_command(&*backend, args.command, args.value_max);
+    let closed = backend.close();
+    let outcome = result?;
+    closed?;
+    Ok(outcome)
+}
+
+fn backend_command(
+    b: &dyn basalt_backend::Backend,
+    command: KvCommand,
+    value_max: u64,
+) -> Result<Outcome> {
+    use std::ops::ControlFlow;
+    let mut stdout = std::io::stdout().lock();
+    match command {
+        KvCommand::Put {
+            meta,
+            ttl,
+            opts: changes,
+            bucket,
+            key,
+        } => {
+            let opts = backend_write_options(kv_features::write_options(&changes, ttl)?);
+            let value = read_value(value_max)?;
+            let meta = meta.map(OsString::into_vec).unwrap_or_default();
+            b.put(&bucket.into_vec(), &key.into_vec(), &value, &meta, &opts)?;
+        }
+        KvCommand::Get { bucket, key } => {
+            let (bucket, key) = names(bucket, key)?;
+            match b.get(&bucket, &key)? {
+                Some(obj) => {
+                    stdout.write_all(&obj.value).context("write to stdout")?;
+                    stdout.flush().context("write to stdout")?;
+                }
+                None => return Ok(not_found(&bucket, &key)),
+            }
+        }
+        KvCommand::Head { bucket, key } => {
+            let (bucket, key) = names(bucket, key)?;
+            match b.head(&bucket, &key)? {
+                Some(h) => {
+                    let head = Head {
+                        sqn: h.version,
+                        size: h.size,
+                        value_hash: h.value_hash,
+                        last_modified_us: h.last_modified_us,
+                        expires_at: h.expires_at,
+                        metadata: h.metadata,
+                    };
+                    writeln!(stdout, "{}", head_json(&bucket, &key, &head))
+                        .context("write to stdout")?;
+                }
+                None => return Ok(not_found(&bucket, &key)),
+            }
+        }
+        KvCommand::Delete {
+            opts: changes,
+            bucket,
+            key,
+        } => {
+            let opts = backend_write_options(kv_features::write_options(&changes, None)?);
+            b.delete(&bucket.into_vec(), &key.into_vec(), &opts)?;
+        }
+        KvCommand::Keys { bucket } => {
+            let bucket = bucket.into_vec();
+            check_name("bucket", &bucket)?;
+            let mut keys = Vec::new();
+            b.fold_keys(&bucket, None, &mut |k| {
+                keys.push(k.to_vec());
+                ControlFlow::Continue(())
+            })?;
+            if !b.capabilities().ordered_keys {
+                keys.sort_unstable();
+            }
+            for k in keys {
+                stdout
+                    .write_all(&k)
+                    .and_then(|()| stdout.write_all(b"\n"))
+                    .context("write to stdout")?;
+            }
+            stdout.flush().context("write to stdout")?;
+        }
+        KvCommand::Stats => {
+            let s = b.stats()?;
+            let counters: serde_json::Map<String, Value> = s
+                .counters
+                .iter()
+                .map(|(n, v)| (n.clone(), json!(v)))
+                .collect();
+            let text = serde_json::to_string_pretty(&json!({
+                "backend": s.backend,
+                "capabilities": b.capabilities().describe(),
+                "disk_bytes": s.disk_bytes,
+                "counters": counters,
+            }))?;
+            writeln!(stdout, "{text}").context("write to stdout")?;
+        }
+        KvCommand::Import => import(
+            &mut |bk, k, v, index| {
+                let opts = basalt_backend::WriteOptions {
+                    index: index.into_iter().map(backend_index_change).collect(),
+                    ..basalt_backend::WriteOptions::default()
+                };
+                Ok(b.put(bk, k, v, b"", &opts)?)
+            },
+            &mut std::io::stdin().lock(),
+            &mut stdout,
+        )?,
+        KvCommand::Repair => bail!("repair must run without an open store"),
+        KvCommand::Buckets => {
+            for bucket in b.list_buckets()? {
+                stdout
+                    .write_all(&bucket)
+                    .and_then(|()| stdout.write_all(b"\n"))
+                    .context("write to stdout")?;
+            }
+            stdout.flush().context("write to stdout")?;
+        }
+        KvCommand::Index(_) | KvCommand::Fold(_) | KvCommand::Compact | KvCommand::Backup(_) => {
+            bail!(
+                "this command is only available with the leveled backend from the CLI so far (--backend {})",
+                b.name()
+            )
+        }
+    }
+    Ok(Outcome::Done)
+}
+
+/// The engine's write options in the backend trait's terms.
+fn backend_write_options(o: PutOptions) -> basalt_backend::WriteOptions {
+    basalt_backend::WriteOptions {
+        sync: o.sync == Some(basalt_engine::SyncStrategy::Sync),
+        index: o.index.into_iter().map(backend_index_change).collect(),
+        expires_at: o.expires_at,
+        last_modified_us: o.last_modified_us,
+    }
+}
+
+fn backend_index_change(c: IndexChange) -> basalt_backend::IndexChange {
+    basalt_backend::IndexChange {
+        op: match c.op {
+            basalt_engine::index::IndexOp::Add => basalt_backend::IndexOp::Add,
+            basalt_engine::index::IndexOp::Remove => basalt_backend::IndexOp::Remove,
+        },
+        field: c.field,
+        term: c.term,
+    }
 }

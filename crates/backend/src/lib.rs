@@ -1,0 +1,606 @@
+//! The storage-backend boundary of Basalt: one [`Backend`] trait that every
+//! backend (leveled, bitcask, RocksDB, memory) implements, its own types and
+//! errors, and the shared [`conformance`] suite (feature `conformance`).
+//!
+//! Like TiKV's `engine_traits`, this crate depends on no engine: a vnode (or
+//! the CLI, or the load tool) talks to storage only through these types, and
+//! the implementations live in `basalt-backends`.
+//!
+//! # Capabilities
+//!
+//! Backends differ in what they can do cheaply, as Riak's backends do.
+//! [`Backend::capabilities`] says which of the optional features a backend
+//! offers; a call that needs a missing one returns
+//! [`BackendError::NotSupported`] naming the backend and the [`Capability`]:
+//!
+//! | capability | methods that need it |
+//! |---|---|
+//! | [`Capability::Indexes`] | [`Backend::index_query`], index changes in [`WriteOptions::index`] |
+//! | [`Capability::FoldHeads`] | [`Backend::fold_heads`] (heads without reading values, with [`FoldOptions`] filters) |
+//! | [`Capability::OrderedKeys`] | none: it says folds and listings come in key order |
+//! | [`Capability::NativeAae`] | [`Backend::tictac_tree`] (a tictac tree kept up to date on writes) |
+//!
+//! # Tictac trees
+//!
+//! Every backend reports [`Head::value_hash`] as xxh3-64 of the value and
+//! uses [`segment_of`] for segment filters, so a tree built from any
+//! backend's folds (`basalt_backends::aae::build_tree`) equals the leveled
+//! engine's for the same data.
+
+#![warn(missing_docs)]
+
+use std::fmt;
+use std::ops::ControlFlow;
+use std::path::PathBuf;
+
+#[cfg(feature = "conformance")]
+pub mod conformance;
+
+/// The result type of every backend call.
+pub type Result<T, E = BackendError> = std::result::Result<T, E>;
+
+/// An optional feature of a backend (see the crate docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Capability {
+    /// Secondary indexes (2i): index changes on writes and index queries.
+    Indexes,
+    /// Folds over object metadata that do not read values.
+    FoldHeads,
+    /// Keys come out of folds and listings in byte order.
+    OrderedKeys,
+    /// A tictac tree maintained on every write ([`Backend::tictac_tree`]).
+    NativeAae,
+}
+
+impl Capability {
+    /// The capability's name as used in messages and the CLI.
+    pub fn name(self) -> &'static str {
+        match self {
+            Capability::Indexes => "indexes",
+            Capability::FoldHeads => "fold_heads",
+            Capability::OrderedKeys => "ordered_keys",
+            Capability::NativeAae => "native_aae",
+        }
+    }
+}
+
+impl fmt::Display for Capability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What a backend can do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Capabilities {
+    /// Secondary indexes.
+    pub indexes: bool,
+    /// Head folds without reading values.
+    pub fold_heads: bool,
+    /// Ordered folds and listings.
+    pub ordered_keys: bool,
+    /// A tictac tree maintained on writes.
+    pub native_aae: bool,
+}
+
+impl Capabilities {
+    /// True if the backend has `c`.
+    pub fn has(&self, c: Capability) -> bool {
+        match c {
+            Capability::Indexes => self.indexes,
+            Capability::FoldHeads => self.fold_heads,
+            Capability::OrderedKeys => self.ordered_keys,
+            Capability::NativeAae => self.native_aae,
+        }
+    }
+
+    /// The names of the capabilities present, comma-separated ("-" if none).
+    pub fn describe(&self) -> String {
+        let names: Vec<&str> = [
+            Capability::Indexes,
+            Capability::FoldHeads,
+            Capability::OrderedKeys,
+            Capability::NativeAae,
+        ]
+        .into_iter()
+        .filter(|c| self.has(*c))
+        .map(Capability::name)
+        .collect();
+        if names.is_empty() {
+            "-".into()
+        } else {
+            names.join(",")
+        }
+    }
+}
+
+/// Everything that can go wrong in a backend call.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BackendError {
+    /// The backend lacks the capability the call needs.
+    #[error("backend '{backend}' does not support {capability}")]
+    NotSupported {
+        /// The backend's name.
+        backend: &'static str,
+        /// The missing capability.
+        capability: Capability,
+    },
+    /// Stored bytes failed a checksum or structural check; never returned as data.
+    #[error("corrupt data in {path}: {reason}")]
+    Corrupt {
+        /// The damaged file or directory.
+        path: PathBuf,
+        /// What check failed.
+        reason: String,
+    },
+    /// An operating-system I/O call failed.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// The file or directory involved.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The caller passed something the backend refuses.
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+    /// The directory was written by another backend (or another version).
+    #[error("{path} holds a '{found}' store; it cannot be opened as '{expected}'")]
+    WrongBackend {
+        /// The data directory.
+        path: PathBuf,
+        /// What the directory's `STORE` marker (or contents) says.
+        found: String,
+        /// The marker of the backend that was asked to open it.
+        expected: String,
+    },
+    /// Another process or handle holds the directory's lock.
+    #[error("{path} is locked by another process or handle")]
+    Locked {
+        /// The data directory.
+        path: PathBuf,
+    },
+    /// No backend of that name is built in.
+    #[error("unknown backend '{name}'; known: {known}")]
+    UnknownBackend {
+        /// The name asked for.
+        name: String,
+        /// The names this build knows.
+        known: String,
+    },
+    /// The backend (or the snapshot) is closed, expired or poisoned.
+    #[error("closed: {0}")]
+    Closed(String),
+    /// Any other failure inside the backend, with its message.
+    #[error("{backend}: {message}")]
+    Other {
+        /// The backend's name.
+        backend: &'static str,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+impl BackendError {
+    /// Builds an [`BackendError::Io`].
+    pub fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        BackendError::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// Builds a [`BackendError::Corrupt`].
+    pub fn corrupt(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {
+        BackendError::Corrupt {
+            path: path.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// True if this reports damaged stored data.
+    pub fn is_corruption(&self) -> bool {
+        matches!(self, BackendError::Corrupt { .. })
+    }
+}
+
+/// Metadata of an object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Head {
+    /// A per-backend version number that grows with every write of the store
+    /// (the engine's SQN); 0 if the backend keeps none.
+    pub version: u64,
+    /// Value size in bytes.
+    pub size: u64,
+    /// xxh3-64 of the value (the same on every backend).
+    pub value_hash: u64,
+    /// Last-modified time, microseconds since the Unix epoch.
+    pub last_modified_us: u64,
+    /// Expiry, seconds since the Unix epoch; 0 = never.
+    pub expires_at: u64,
+    /// User metadata given at put.
+    pub metadata: Vec<u8>,
+}
+
+/// An object: value and metadata.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Object {
+    /// The value.
+    pub value: Vec<u8>,
+    /// The metadata.
+    pub head: Head,
+}
+
+/// Add or remove one secondary-index entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IndexOp {
+    /// Add (field, term) → key.
+    Add,
+    /// Remove (field, term) → key.
+    Remove,
+}
+
+/// One secondary-index change of a write (the caller supplies the diffs, as
+/// in Riak). Fields end in `_bin` (byte terms) or `_int` (decimal `i64`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct IndexChange {
+    /// Add or remove.
+    pub op: IndexOp,
+    /// Field name.
+    pub field: Vec<u8>,
+    /// Term as given.
+    pub term: Vec<u8>,
+}
+
+impl IndexChange {
+    /// An add.
+    pub fn add(field: impl Into<Vec<u8>>, term: impl Into<Vec<u8>>) -> Self {
+        IndexChange {
+            op: IndexOp::Add,
+            field: field.into(),
+            term: term.into(),
+        }
+    }
+
+    /// A removal.
+    pub fn remove(field: impl Into<Vec<u8>>, term: impl Into<Vec<u8>>) -> Self {
+        IndexChange {
+            op: IndexOp::Remove,
+            field: field.into(),
+            term: term.into(),
+        }
+    }
+}
+
+/// Options of one put or delete.
+#[derive(Debug, Clone, Default)]
+pub struct WriteOptions {
+    /// Return only once the write is on stable storage.
+    pub sync: bool,
+    /// Secondary-index changes ([`Capability::Indexes`]; a non-empty list on
+    /// a backend without it is `NotSupported`). A delete does not remove
+    /// index entries by itself.
+    pub index: Vec<IndexChange>,
+    /// Expiry, seconds since the Unix epoch; 0 = never.
+    pub expires_at: u64,
+    /// Last-modified time to record; `None` = now.
+    pub last_modified_us: Option<u64>,
+}
+
+/// A secondary-index query (Riak's `RpbIndexReq`); the same semantics as the
+/// leveled engine's (`$bucket`, `$key`, `_bin`, `_int`, regex, paging).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IndexQuery {
+    /// The bucket.
+    pub bucket: Vec<u8>,
+    /// `..._bin`, `..._int`, `$bucket` or `$key`.
+    pub field: Vec<u8>,
+    /// First term (inclusive), or the term of an equality query.
+    pub start: Vec<u8>,
+    /// Last term (inclusive); `None` = equality.
+    pub end: Option<Vec<u8>>,
+    /// Return terms (range queries and `$key` only).
+    pub return_terms: bool,
+    /// Keep only terms matching this regular expression (`_bin`, `$key`, `$bucket`).
+    pub term_regex: Option<String>,
+    /// Page size; a full page carries a continuation.
+    pub max_results: Option<u32>,
+    /// Resume after the page that returned this (opaque, backend-specific).
+    pub continuation: Option<String>,
+}
+
+impl IndexQuery {
+    /// Equality query.
+    pub fn eq(bucket: &[u8], field: &[u8], term: &[u8]) -> Self {
+        IndexQuery {
+            bucket: bucket.to_vec(),
+            field: field.to_vec(),
+            start: term.to_vec(),
+            ..IndexQuery::default()
+        }
+    }
+
+    /// Range query `start..=end`.
+    pub fn range(bucket: &[u8], field: &[u8], start: &[u8], end: &[u8]) -> Self {
+        IndexQuery {
+            bucket: bucket.to_vec(),
+            field: field.to_vec(),
+            start: start.to_vec(),
+            end: Some(end.to_vec()),
+            ..IndexQuery::default()
+        }
+    }
+}
+
+/// One index query result.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct IndexResult {
+    /// The term, when `return_terms` applies.
+    pub term: Option<Vec<u8>>,
+    /// The object key.
+    pub key: Vec<u8>,
+}
+
+/// One page of index results, in (term, key) order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IndexPage {
+    /// The results.
+    pub results: Vec<IndexResult>,
+    /// Set when the page is full: pass it back for the next page.
+    pub continuation: Option<String>,
+}
+
+/// An inclusive range of keys within one bucket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyRange {
+    /// First key (inclusive).
+    pub start: Vec<u8>,
+    /// Last key (inclusive).
+    pub end: Vec<u8>,
+}
+
+impl KeyRange {
+    /// The keys `start..=end`.
+    pub fn new(start: &[u8], end: &[u8]) -> KeyRange {
+        KeyRange {
+            start: start.to_vec(),
+            end: end.to_vec(),
+        }
+    }
+
+    /// True if `key` lies in the range.
+    pub fn contains(&self, key: &[u8]) -> bool {
+        self.start.as_slice() <= key && key <= self.end.as_slice()
+    }
+}
+
+/// Width of a tictac tree (the engine's `TreeSize`): `width × 256` segments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TreeSize {
+    /// 16 × 256 segments.
+    XXSmall,
+    /// 64 × 256.
+    XSmall,
+    /// 256 × 256.
+    Small,
+    /// 1024 × 256.
+    Medium,
+    /// 4096 × 256.
+    Large,
+    /// 16384 × 256.
+    XLarge,
+}
+
+impl TreeSize {
+    /// Level-1 width.
+    pub fn width(self) -> u32 {
+        match self {
+            TreeSize::XXSmall => 16,
+            TreeSize::XSmall => 64,
+            TreeSize::Small => 256,
+            TreeSize::Medium => 1024,
+            TreeSize::Large => 4096,
+            TreeSize::XLarge => 16384,
+        }
+    }
+
+    /// Number of segments (`width × 256`).
+    pub fn segments(self) -> u32 {
+        self.width() * 256
+    }
+
+    /// Parses a name (`xxsmall` .. `xlarge`).
+    pub fn from_name(name: &str) -> Option<TreeSize> {
+        Some(match name {
+            "xxsmall" => TreeSize::XXSmall,
+            "xsmall" => TreeSize::XSmall,
+            "small" => TreeSize::Small,
+            "medium" => TreeSize::Medium,
+            "large" => TreeSize::Large,
+            "xlarge" => TreeSize::XLarge,
+            _ => return None,
+        })
+    }
+}
+
+/// The tictac segment of (`bucket`, `key`) in a tree of `size`: the same
+/// function as the engine's `tictac::segment_of` (xxh3-128 of the escaped
+/// object key `'o' | esc(bucket) 00 01 | esc(key) 00 01`, where `esc` writes
+/// 0x00 as 0x00 0xFF; `segment32 = (bits 16..32) << 16 | bits 0..16`, masked
+/// to the tree's segment count).
+pub fn segment_of(bucket: &[u8], key: &[u8], size: TreeSize) -> u32 {
+    let mut enc = Vec::with_capacity(5 + bucket.len() + key.len());
+    enc.push(b'o');
+    for part in [bucket, key] {
+        for &b in part {
+            enc.push(b);
+            if b == 0 {
+                enc.push(0xFF);
+            }
+        }
+        enc.extend_from_slice(&[0, 1]);
+    }
+    let h = xxhash_rust::xxh3::xxh3_128(&enc);
+    let segment_id = (h & 0xFFFF) as u32;
+    let extra = ((h >> 16) & 0xFFFF) as u32;
+    ((extra << 16) | segment_id) & (size.segments() - 1)
+}
+
+/// xxh3-64 of a value: [`Head::value_hash`] on every backend.
+pub fn value_hash(value: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(value)
+}
+
+/// Filters of a head fold.
+#[derive(Debug, Clone, Default)]
+pub struct FoldOptions {
+    /// Pass only keys whose value is present in the value store (the
+    /// leveled journal); backends that keep values with keys pass all.
+    pub journal_check: bool,
+    /// Pass only keys in these segments of a tree of this size ([`segment_of`]).
+    pub segments: Option<(TreeSize, Vec<u32>)>,
+    /// Pass only keys last modified within `low_us..=high_us`.
+    pub modified_range: Option<(u64, u64)>,
+    /// Stop after passing this many keys.
+    pub max_objects: Option<u64>,
+}
+
+/// How a fold ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FoldOutcome {
+    /// Keys passed to the callback.
+    pub passed: u64,
+    /// False if the callback or `max_objects` stopped the fold.
+    pub complete: bool,
+    /// Keys skipped by the journal check.
+    pub missing_in_journal: u64,
+}
+
+/// Callback of [`Backend::fold_keys`].
+pub type KeyFn<'a> = dyn FnMut(&[u8]) -> ControlFlow<()> + 'a;
+/// Callback of [`Backend::fold_heads`]: (bucket, key, head).
+pub type HeadFn<'a> = dyn FnMut(&[u8], &[u8], &Head) -> ControlFlow<()> + 'a;
+/// Callback of [`Backend::fold_objects`]: (bucket, key, object).
+pub type ObjectFn<'a> = dyn FnMut(&[u8], &[u8], Object) -> ControlFlow<()> + 'a;
+
+/// Counters and sizes of a backend.
+#[derive(Debug, Clone, Default)]
+pub struct BackendStats {
+    /// The backend's name.
+    pub backend: &'static str,
+    /// Named counters (backend-specific).
+    pub counters: Vec<(String, u64)>,
+    /// Bytes of the backend's files on disk (0 for memory).
+    pub disk_bytes: u64,
+}
+
+/// A read-only, point-in-time view of a backend. Writes made after it was
+/// taken are invisible to it. Dropping it releases what it pins.
+pub trait BackendSnapshot: Send + Sync {
+    /// The value and metadata of (`bucket`, `key`).
+    fn get(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Object>>;
+    /// The metadata of (`bucket`, `key`).
+    fn head(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Head>>;
+    /// Every live key of `bucket` (within `range`), in order if `ordered_keys`.
+    fn fold_keys(
+        &self,
+        bucket: &[u8],
+        range: Option<&KeyRange>,
+        f: &mut KeyFn<'_>,
+    ) -> Result<FoldOutcome>;
+    /// Heads of `bucket` (every bucket with `None`) passing `opts`
+    /// ([`Capability::FoldHeads`]).
+    fn fold_heads(
+        &self,
+        bucket: Option<&[u8]>,
+        range: Option<&KeyRange>,
+        opts: &FoldOptions,
+        f: &mut HeadFn<'_>,
+    ) -> Result<FoldOutcome>;
+    /// Objects of `bucket` (within `range`).
+    fn fold_objects(
+        &self,
+        bucket: &[u8],
+        range: Option<&KeyRange>,
+        f: &mut ObjectFn<'_>,
+    ) -> Result<FoldOutcome>;
+    /// Every bucket holding a live object, sorted.
+    fn list_buckets(&self) -> Result<Vec<Vec<u8>>>;
+}
+
+/// A storage backend: what a vnode needs. `Send + Sync`; share it by `Arc`.
+///
+/// Keys are (bucket, key) pairs of 1 byte to 64 KiB each. Expired objects
+/// (`expires_at` in the past) read as absent.
+pub trait Backend: Send + Sync {
+    /// The backend's name (`leveled`, `bitcask`, `rocksdb`, `rocksdb-blob`, `memory`).
+    fn name(&self) -> &'static str;
+    /// What it can do.
+    fn capabilities(&self) -> Capabilities;
+    /// Stores an object, with its index changes.
+    fn put(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        value: &[u8],
+        metadata: &[u8],
+        opts: &WriteOptions,
+    ) -> Result<()>;
+    /// The object, or `None`.
+    fn get(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Object>>;
+    /// The object's metadata, or `None` (may read the value on backends
+    /// that store them together).
+    fn head(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Head>>;
+    /// Deletes an object, with its index changes.
+    fn delete(&self, bucket: &[u8], key: &[u8], opts: &WriteOptions) -> Result<()>;
+    /// Every live key of `bucket` (within `range`).
+    fn fold_keys(
+        &self,
+        bucket: &[u8],
+        range: Option<&KeyRange>,
+        f: &mut KeyFn<'_>,
+    ) -> Result<FoldOutcome>;
+    /// Heads passing the filters of `opts` ([`Capability::FoldHeads`]).
+    fn fold_heads(
+        &self,
+        bucket: Option<&[u8]>,
+        range: Option<&KeyRange>,
+        opts: &FoldOptions,
+        f: &mut HeadFn<'_>,
+    ) -> Result<FoldOutcome>;
+    /// Objects of `bucket` (within `range`).
+    fn fold_objects(
+        &self,
+        bucket: &[u8],
+        range: Option<&KeyRange>,
+        f: &mut ObjectFn<'_>,
+    ) -> Result<FoldOutcome>;
+    /// Every bucket holding a live object, sorted.
+    fn list_buckets(&self) -> Result<Vec<Vec<u8>>>;
+    /// One page of a secondary-index query ([`Capability::Indexes`]).
+    fn index_query(&self, q: &IndexQuery) -> Result<IndexPage>;
+    /// A point-in-time view. It may borrow the backend.
+    fn snapshot(&self) -> Result<Box<dyn BackendSnapshot + '_>>;
+    /// The maintained tictac tree in the engine's export format
+    /// (`BSLTTIC1`, see ARCHITECTURE.md) ([`Capability::NativeAae`]).
+    fn tictac_tree(&self) -> Result<Vec<u8>>;
+    /// Counters and disk use.
+    fn stats(&self) -> Result<BackendStats>;
+    /// Makes every acknowledged write durable.
+    fn sync(&self) -> Result<()>;
+    /// Persists what is in memory and closes; later calls fail with `Closed`.
+    fn close(&self) -> Result<()>;
+}
+
+/// The `NotSupported` error of `backend` for `capability`.
+pub fn not_supported(backend: &'static str, capability: Capability) -> BackendError {
+    BackendError::NotSupported {
+        backend,
+        capability,
+    }
+}

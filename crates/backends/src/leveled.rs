@@ -1,0 +1,331 @@
+//! `leveled`: Basalt's own engine (`basalt_engine::Store`), the default
+//! backend. Values in the journal, keys and metadata in the ledger LSM.
+//!
+//! Capabilities: indexes, fold_heads, ordered_keys; native_aae when opened
+//! with `BackendConfig::tictac` (the engine then keeps a tictac tree on
+//! every write). The directory layout and formats are the engine's
+//! (`DIR/STORE` = `basalt-leveled 1`).
+
+use crate::{from_engine, BackendConfig};
+use basalt_backend::{
+    not_supported, Backend, BackendSnapshot, BackendStats, Capabilities, Capability, FoldOptions,
+    FoldOutcome, Head, HeadFn, IndexChange, IndexOp, IndexPage, IndexQuery, IndexResult, KeyFn,
+    KeyRange, Object, ObjectFn, Result, TreeSize, WriteOptions,
+};
+use basalt_engine as engine;
+use std::path::Path;
+
+/// The backend's name.
+pub const NAME: &str = "leveled";
+
+/// The engine behind the trait.
+#[derive(Debug)]
+pub struct Leveled {
+    store: engine::Store,
+    native_aae: bool,
+}
+
+fn tree_size(t: TreeSize) -> engine::TreeSize {
+    match t {
+        TreeSize::XXSmall => engine::TreeSize::XXSmall,
+        TreeSize::XSmall => engine::TreeSize::XSmall,
+        TreeSize::Small => engine::TreeSize::Small,
+        TreeSize::Medium => engine::TreeSize::Medium,
+        TreeSize::Large => engine::TreeSize::Large,
+        TreeSize::XLarge => engine::TreeSize::XLarge,
+    }
+}
+
+fn head(h: engine::Head) -> Head {
+    Head {
+        version: h.sqn,
+        size: h.size,
+        value_hash: h.value_hash,
+        last_modified_us: h.last_modified_us,
+        expires_at: h.expires_at,
+        metadata: h.metadata,
+    }
+}
+
+fn object(o: engine::Object) -> Object {
+    Object {
+        value: o.value,
+        head: head(o.head),
+    }
+}
+
+fn range(r: Option<&KeyRange>) -> Option<engine::KeyRange> {
+    r.map(|r| engine::KeyRange::new(&r.start, &r.end))
+}
+
+fn fold_opts(o: &FoldOptions) -> engine::FoldOptions {
+    engine::FoldOptions {
+        journal_check: o.journal_check,
+        segments: o
+            .segments
+            .as_ref()
+            .map(|(s, ids)| (tree_size(*s), ids.clone())),
+        modified_range: o.modified_range,
+        max_objects: o.max_objects,
+    }
+}
+
+fn outcome(o: engine::FoldOutcome) -> FoldOutcome {
+    FoldOutcome {
+        passed: o.passed,
+        complete: o.complete,
+        missing_in_journal: o.missing_in_journal,
+    }
+}
+
+fn put_opts(o: &WriteOptions) -> engine::PutOptions {
+    engine::PutOptions {
+        sync: o.sync.then_some(engine::SyncStrategy::Sync),
+        expires_at: o.expires_at,
+        last_modified_us: o.last_modified_us,
+        index: o
+            .index
+            .iter()
+            .map(|c: &IndexChange| engine::IndexChange {
+                op: match c.op {
+                    IndexOp::Add => engine::IndexOp::Add,
+                    IndexOp::Remove => engine::IndexOp::Remove,
+                },
+                field: c.field.clone(),
+                term: c.term.clone(),
+            })
+            .collect(),
+    }
+}
+
+impl Leveled {
+    /// Opens (or creates) the engine's store in `dir`.
+    pub fn open(dir: &Path, config: &BackendConfig) -> Result<Leveled> {
+        let mut c = if config.test_min {
+            engine::Config::test_min(dir)
+        } else {
+            engine::Config::new(dir)
+        };
+        if config.sync {
+            c.sync = engine::SyncStrategy::Sync;
+        }
+        c.tictac = config.tictac.map(tree_size);
+        let store = engine::Store::open(c).map_err(from_engine)?;
+        Ok(Leveled {
+            store,
+            native_aae: config.tictac.is_some(),
+        })
+    }
+
+    /// The engine's store, for engine-specific operations.
+    pub fn store(&self) -> &engine::Store {
+        &self.store
+    }
+}
+
+struct LevSnapshot(engine::Snapshot);
+
+impl BackendSnapshot for LevSnapshot {
+    fn get(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Object>> {
+        Ok(self.0.get(bucket, key).map_err(from_engine)?.map(object))
+    }
+    fn head(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Head>> {
+        Ok(self.0.head(bucket, key).map_err(from_engine)?.map(head))
+    }
+    fn fold_keys(
+        &self,
+        bucket: &[u8],
+        r: Option<&KeyRange>,
+        f: &mut KeyFn<'_>,
+    ) -> Result<FoldOutcome> {
+        self.0
+            .fold_keys(bucket, range(r).as_ref(), f)
+            .map(outcome)
+            .map_err(from_engine)
+    }
+    fn fold_heads(
+        &self,
+        bucket: Option<&[u8]>,
+        r: Option<&KeyRange>,
+        opts: &FoldOptions,
+        f: &mut HeadFn<'_>,
+    ) -> Result<FoldOutcome> {
+        self.0
+            .fold_heads(bucket, range(r).as_ref(), &fold_opts(opts), |b, k, h| {
+                f(b, k, &head(h.clone()))
+            })
+            .map(outcome)
+            .map_err(from_engine)
+    }
+    fn fold_objects(
+        &self,
+        bucket: &[u8],
+        r: Option<&KeyRange>,
+        f: &mut ObjectFn<'_>,
+    ) -> Result<FoldOutcome> {
+        self.0
+            .fold_objects(bucket, range(r).as_ref(), |b, k, o| f(b, k, object(o)))
+            .map(outcome)
+            .map_err(from_engine)
+    }
+    fn list_buckets(&self) -> Result<Vec<Vec<u8>>> {
+        self.0.list_buckets().map_err(from_engine)
+    }
+}
+
+impl Backend for Leveled {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            indexes: true,
+            fold_heads: true,
+            ordered_keys: true,
+            native_aae: self.native_aae,
+        }
+    }
+
+    fn put(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        value: &[u8],
+        metadata: &[u8],
+        opts: &WriteOptions,
+    ) -> Result<()> {
+        self.store
+            .put_with(bucket, key, value, metadata, &put_opts(opts))
+            .map(|_| ())
+            .map_err(from_engine)
+    }
+
+    fn get(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Object>> {
+        Ok(self
+            .store
+            .get(bucket, key)
+            .map_err(from_engine)?
+            .map(object))
+    }
+
+    fn head(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Head>> {
+        Ok(self.store.head(bucket, key).map_err(from_engine)?.map(head))
+    }
+
+    fn delete(&self, bucket: &[u8], key: &[u8], opts: &WriteOptions) -> Result<()> {
+        self.store
+            .delete_with(bucket, key, &put_opts(opts))
+            .map(|_| ())
+            .map_err(from_engine)
+    }
+
+    fn fold_keys(
+        &self,
+        bucket: &[u8],
+        r: Option<&KeyRange>,
+        f: &mut KeyFn<'_>,
+    ) -> Result<FoldOutcome> {
+        let snap = self
+            .store
+            .snapshot(engine::SnapshotOptions::bucket(bucket))
+            .map_err(from_engine)?;
+        LevSnapshot(snap).fold_keys(bucket, r, f)
+    }
+
+    fn fold_heads(
+        &self,
+        bucket: Option<&[u8]>,
+        r: Option<&KeyRange>,
+        opts: &FoldOptions,
+        f: &mut HeadFn<'_>,
+    ) -> Result<FoldOutcome> {
+        self.store
+            .fold_heads(bucket, range(r).as_ref(), &fold_opts(opts), |b, k, h| {
+                f(b, k, &head(h.clone()))
+            })
+            .map(outcome)
+            .map_err(from_engine)
+    }
+
+    fn fold_objects(
+        &self,
+        bucket: &[u8],
+        r: Option<&KeyRange>,
+        f: &mut ObjectFn<'_>,
+    ) -> Result<FoldOutcome> {
+        self.store
+            .fold_objects(bucket, range(r).as_ref(), |b, k, o| f(b, k, object(o)))
+            .map(outcome)
+            .map_err(from_engine)
+    }
+
+    fn list_buckets(&self) -> Result<Vec<Vec<u8>>> {
+        self.store.list_buckets().map_err(from_engine)
+    }
+
+    fn index_query(&self, q: &IndexQuery) -> Result<IndexPage> {
+        let eq = engine::IndexQuery {
+            bucket: q.bucket.clone(),
+            field: q.field.clone(),
+            start: q.start.clone(),
+            end: q.end.clone(),
+            return_terms: q.return_terms,
+            term_regex: q.term_regex.clone(),
+            max_results: q.max_results,
+            continuation: q.continuation.clone(),
+        };
+        let page = self.store.index_query(&eq).map_err(from_engine)?;
+        Ok(IndexPage {
+            results: page
+                .results
+                .into_iter()
+                .map(|r| IndexResult {
+                    term: r.term,
+                    key: r.key,
+                })
+                .collect(),
+            continuation: page.continuation,
+        })
+    }
+
+    fn snapshot(&self) -> Result<Box<dyn BackendSnapshot + '_>> {
+        let snap = self
+            .store
+            .snapshot(engine::SnapshotOptions::all())
+            .map_err(from_engine)?;
+        Ok(Box::new(LevSnapshot(snap)))
+    }
+
+    fn tictac_tree(&self) -> Result<Vec<u8>> {
+        match self.store.tictac_tree() {
+            Some(t) => Ok(t.export()),
+            None => Err(not_supported(NAME, Capability::NativeAae)),
+        }
+    }
+
+    fn stats(&self) -> Result<BackendStats> {
+        let s = self.store.stats();
+        let mut counters: Vec<(String, u64)> = s
+            .counters
+            .iter()
+            .map(|(n, v)| ((*n).to_string(), *v))
+            .collect();
+        counters.push(("persisted_sqn".into(), s.persisted_sqn));
+        counters.push(("last_sqn".into(), s.last_sqn));
+        counters.push(("journal_files".into(), s.journal_files.len() as u64));
+        Ok(BackendStats {
+            backend: NAME,
+            counters,
+            disk_bytes: crate::disk_usage(&self.store.config().dir),
+        })
+    }
+
+    fn sync(&self) -> Result<()> {
+        self.store.sync().map_err(from_engine)
+    }
+
+    fn close(&self) -> Result<()> {
+        self.store.close().map_err(from_engine)
+    }
+}

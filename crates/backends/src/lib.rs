@@ -1,0 +1,219 @@
+//! The implementations of [`basalt_backend::Backend`] and the registry that
+//! opens one by name.
+//!
+//! | name | module | what |
+//! |---|---|---|
+//! | `leveled` (default) | [`leveled`] | Basalt's engine (`basalt-engine`): value journal + key/metadata LSM |
+//! | `bitcask` | [`bitcask`] | in-memory keydir over append-only data files, hint files, merge |
+//! | `rocksdb` | `rocksdb` (feature `rocksdb`) | RocksDB, levelled compaction (the eleveldb stand-in) |
+//! | `rocksdb-blob` | `rocksdb` (feature `rocksdb`) | RocksDB with integrated BlobDB (key/value separation) |
+//! | `memory` | [`memory`] | an ordered in-memory map (tests, Riak's memory backend) |
+//!
+//! Persistent backends write `DIR/STORE` (`basalt-leveled 1`,
+//! `basalt-bitcask 1`, `basalt-rocksdb 1`, `basalt-rocksdb-blob 1`) and hold
+//! `DIR/LOCK`; opening a directory of another kind fails with
+//! [`BackendError::WrongBackend`] naming both.
+
+#![warn(missing_docs)]
+
+pub mod aae;
+pub mod bitcask;
+pub mod leveled;
+pub mod memory;
+pub(crate) mod ordered;
+#[cfg(feature = "rocksdb")]
+pub mod rocksdb;
+
+use basalt_backend::{Backend, BackendError, Result, TreeSize};
+use std::path::{Path, PathBuf};
+
+/// Settings common to every backend (each ignores what it has no use for).
+#[derive(Debug, Clone, Default)]
+pub struct BackendConfig {
+    /// Sync every write by default (a write's `sync` option also forces it).
+    pub sync: bool,
+    /// Keep a tictac tree of this size on every write (leveled only: it
+    /// turns on `native_aae`).
+    pub tictac: Option<TreeSize>,
+    /// Small file and memory sizes so tests reach rolls, flushes and merges.
+    pub test_min: bool,
+}
+
+/// The names [`open_backend`] accepts, the default first.
+pub fn backend_names() -> Vec<&'static str> {
+    let mut v = vec![leveled::NAME, bitcask::NAME];
+    #[cfg(feature = "rocksdb")]
+    {
+        v.push(rocksdb::NAME);
+        v.push(rocksdb::NAME_BLOB);
+    }
+    v.push(memory::NAME);
+    v
+}
+
+/// The default backend's name.
+pub const DEFAULT_BACKEND: &str = leveled::NAME;
+
+/// Opens (creating if new) the backend `name` in `dir`. `memory` ignores `dir`.
+pub fn open_backend(name: &str, dir: &Path, config: &BackendConfig) -> Result<Box<dyn Backend>> {
+    match name {
+        leveled::NAME => Ok(Box::new(leveled::Leveled::open(dir, config)?)),
+        bitcask::NAME => Ok(Box::new(bitcask::Bitcask::open(
+            dir,
+            bitcask::BitcaskOptions::from_config(config),
+        )?)),
+        #[cfg(feature = "rocksdb")]
+        rocksdb::NAME => Ok(Box::new(rocksdb::Rocks::open(
+            dir,
+            rocksdb::RocksConfig::Plain,
+            config,
+        )?)),
+        #[cfg(feature = "rocksdb")]
+        rocksdb::NAME_BLOB => Ok(Box::new(rocksdb::Rocks::open(
+            dir,
+            rocksdb::RocksConfig::Blob,
+            config,
+        )?)),
+        memory::NAME => Ok(Box::new(memory::Memory::new())),
+        other => Err(BackendError::UnknownBackend {
+            name: other.to_string(),
+            known: backend_names().join(", "),
+        }),
+    }
+}
+
+/// The `STORE` marker of `name`'s directories (`None` for `memory`).
+pub fn marker_of(name: &str) -> Option<String> {
+    (name != memory::NAME).then(|| format!("basalt-{name} 1"))
+}
+
+/// Which backend wrote `dir`, from its `STORE` marker (`None` if there is none).
+pub fn detect_backend(dir: &Path) -> Option<String> {
+    let s = std::fs::read_to_string(dir.join("STORE")).ok()?;
+    let kind = s.trim().strip_prefix("basalt-")?.strip_suffix(" 1")?;
+    Some(kind.to_string())
+}
+
+/// Converts an engine error into a backend error.
+pub(crate) fn from_engine(e: basalt_engine::Error) -> BackendError {
+    use basalt_engine::Error as E;
+    match e {
+        E::Io { op, path, source } => BackendError::Io { op, path, source },
+        E::Corrupt {
+            path,
+            offset,
+            reason,
+        } => BackendError::corrupt(path, format!("at offset {offset}: {reason}")),
+        E::InvalidInput(m) => BackendError::InvalidInput(m),
+        E::Locked { path } => BackendError::Locked { path },
+        E::WrongStore {
+            path,
+            found,
+            expected,
+        } => BackendError::WrongBackend {
+            path,
+            found,
+            expected,
+        },
+        E::Manifest { path, .. } => BackendError::corrupt(path, e_to_string_manifest()),
+        E::SnapshotExpired { id, reason } => {
+            BackendError::Closed(format!("snapshot {id} expired ({reason})"))
+        }
+        E::Closed(m) => BackendError::Closed(m),
+        other => BackendError::Other {
+            backend: leveled::NAME,
+            message: other.to_string(),
+        },
+    }
+}
+
+fn e_to_string_manifest() -> String {
+    "manifest missing or damaged; run `basalt kv --data-dir DIR repair`".into()
+}
+
+/// Takes `DIR/LOCK` and checks (or writes) `DIR/STORE` for a persistent
+/// backend other than leveled (which does both itself).
+pub(crate) fn claim_dir(dir: &Path, name: &str) -> Result<basalt_engine::lock::DirLock> {
+    basalt_engine::fsutil::ensure_dir(dir).map_err(from_engine)?;
+    let lock = basalt_engine::lock::DirLock::acquire(dir).map_err(from_engine)?;
+    let marker = marker_of(name).unwrap_or_default();
+    basalt_engine::lock::check_marker(dir, &marker).map_err(from_engine)?;
+    Ok(lock)
+}
+
+/// Bytes of every file under `dir` (recursively); errors count as 0.
+pub fn disk_usage(dir: &Path) -> u64 {
+    let mut total = 0;
+    let mut stack: Vec<PathBuf> = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            match e.metadata() {
+                Ok(m) if m.is_dir() => stack.push(e.path()),
+                Ok(m) => total += m.len(),
+                Err(_) => {}
+            }
+        }
+    }
+    total
+}
+
+/// Largest accepted value (the engine's default `value_bytes_max`).
+pub(crate) const VALUE_BYTES_MAX: usize = 50 * 1024 * 1024;
+/// Largest accepted metadata.
+pub(crate) const METADATA_BYTES_MAX: usize = 1024 * 1024;
+
+/// Checks bucket, key, value and metadata sizes as the engine does.
+pub(crate) fn check_write(bucket: &[u8], key: &[u8], value: &[u8], meta: &[u8]) -> Result<()> {
+    check_name("bucket", bucket)?;
+    check_name("key", key)?;
+    if value.len() > VALUE_BYTES_MAX {
+        return Err(BackendError::InvalidInput(format!(
+            "value is {} bytes; the limit is {VALUE_BYTES_MAX} bytes",
+            value.len()
+        )));
+    }
+    if meta.len() > METADATA_BYTES_MAX {
+        return Err(BackendError::InvalidInput(format!(
+            "metadata is {} bytes; the limit is {METADATA_BYTES_MAX} bytes",
+            meta.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a bucket or key is 1 byte to 64 KiB.
+pub(crate) fn check_name(what: &str, b: &[u8]) -> Result<()> {
+    if b.is_empty() {
+        return Err(BackendError::InvalidInput(format!(
+            "{what} must not be empty"
+        )));
+    }
+    if b.len() > basalt_engine::limits::KEY_SIZE_BYTES_MAX {
+        return Err(BackendError::InvalidInput(format!(
+            "{what} is {} bytes; the limit is {} bytes",
+            b.len(),
+            basalt_engine::limits::KEY_SIZE_BYTES_MAX
+        )));
+    }
+    Ok(())
+}
+
+/// Microseconds since the Unix epoch.
+pub(crate) fn now_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+/// Seconds since the Unix epoch.
+pub(crate) fn now_secs() -> u64 {
+    now_us() / 1_000_000
+}
+
+/// True if an object expiring at `expires_at` (0 = never) is dead now.
+pub(crate) fn expired(expires_at: u64, now_secs: u64) -> bool {
+    expires_at != 0 && expires_at <= now_secs
+}
