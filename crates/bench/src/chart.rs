@@ -78,6 +78,22 @@ fn moving_average(points: &[(f64, f64)], k: usize) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// Axis numbers: no decimals from 100 up, `k`/`M` for large values.
+fn fmt_num(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1e7 {
+        format!("{:.0}M", v / 1e6)
+    } else if a >= 1e4 {
+        format!("{:.0}k", v / 1e3)
+    } else if a >= 100.0 || v == v.trunc() {
+        format!("{v:.0}")
+    } else if a >= 1.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
 fn panel<DB: DrawingBackend>(
     area: &DrawingArea<DB, plotters::coord::Shift>,
     title: &str,
@@ -106,7 +122,7 @@ fn panel<DB: DrawingBackend>(
     let mut chart = ChartBuilder::on(area)
         .caption(title, (FONT, 16))
         .margin(6)
-        .x_label_area_size(28)
+        .x_label_area_size(36)
         .y_label_area_size(62)
         .build_cartesian_2d(x0..x1, 0.0..y1 * 1.08)
         .map_err(|e| format!("{e:?}"))?;
@@ -115,6 +131,8 @@ fn panel<DB: DrawingBackend>(
         .x_desc(x_label)
         .y_desc(y_label)
         .label_style((FONT, 12))
+        .x_label_formatter(&|v| fmt_num(*v))
+        .y_label_formatter(&|v| fmt_num(*v))
         .light_line_style(RGBColor(235, 235, 235))
         .draw()
         .map_err(|e| format!("{e:?}"))?;
