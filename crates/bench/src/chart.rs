@@ -139,7 +139,10 @@ fn panel<DB: DrawingBackend>(
     for s in series {
         let c = s.color;
         chart
-            .draw_series(LineSeries::new(s.points.iter().copied(), c.mix(0.5).stroke_width(1)))
+            .draw_series(LineSeries::new(
+                s.points.iter().copied(),
+                c.mix(0.5).stroke_width(1),
+            ))
             .map_err(|e| format!("{e:?}"))?
             .label(s.name.clone())
             .legend(move |(x, y)| Rectangle::new([(x, y - 4), (x + 12, y + 4)], c.filled()));
@@ -198,7 +201,15 @@ pub fn summary_png(run: &RunData, path: &Path) -> Result<(), ChartError> {
             points: err,
         });
     }
-    panel(&rows[0], "Throughput", "Elapsed Secs", "Ops/sec", &tput, true).map_err(cerr(path))?;
+    panel(
+        &rows[0],
+        "Throughput",
+        "Elapsed Secs",
+        "Ops/sec",
+        &tput,
+        true,
+    )
+    .map_err(cerr(path))?;
     type Pick = fn(&crate::output::LatRow) -> f64;
     let panels: [(&str, Vec<(&str, Pick)>); 4] = [
         (
@@ -221,7 +232,11 @@ pub fn summary_png(run: &RunData, path: &Path) -> Result<(), ChartError> {
                 .iter()
                 .enumerate()
                 .map(|(k, (name, pick))| Series {
-                    name: if picks.len() > 1 { (*name).into() } else { String::new() },
+                    name: if picks.len() > 1 {
+                        (*name).into()
+                    } else {
+                        String::new()
+                    },
                     color: PALETTE[(k + 2) % PALETTE.len()],
                     points: lat
                         .iter()
@@ -230,8 +245,15 @@ pub fn summary_png(run: &RunData, path: &Path) -> Result<(), ChartError> {
                         .collect(),
                 })
                 .collect();
-            panel(facet, &format!("{title}: {label}"), "Elapsed Secs", "ms", &series, false)
-                .map_err(cerr(path))?;
+            panel(
+                facet,
+                &format!("{title}: {label}"),
+                "Elapsed Secs",
+                "ms",
+                &series,
+                false,
+            )
+            .map_err(cerr(path))?;
         }
     }
     root.present().map_err(cerr(path))?;
@@ -269,10 +291,24 @@ pub fn compare_png(runs: &[(String, RunData)], path: &Path) -> Result<(), ChartE
             points: o,
         });
     }
-    panel(&rows[0], "Throughput by elapsed time", "Elapsed Secs", "Ops/sec", &by_time, true)
-        .map_err(cerr(path))?;
-    panel(&rows[1], "Throughput by accumulated operations", "Operations", "Ops/sec", &by_ops, true)
-        .map_err(cerr(path))?;
+    panel(
+        &rows[0],
+        "Throughput by elapsed time",
+        "Elapsed Secs",
+        "Ops/sec",
+        &by_time,
+        true,
+    )
+    .map_err(cerr(path))?;
+    panel(
+        &rows[1],
+        "Throughput by accumulated operations",
+        "Operations",
+        "Ops/sec",
+        &by_ops,
+        true,
+    )
+    .map_err(cerr(path))?;
     root.present().map_err(cerr(path))?;
     Ok(())
 }

@@ -58,7 +58,10 @@ pub fn run(args: &[String]) -> anyhow::Result<i32> {
         Some("report") => {
             let dir = PathBuf::from(args.get(1).context("report needs a results directory")?);
             let path = crate::report::write_for_dir(&dir)?;
-            crate::chart::summary_png(&crate::output::RunData::load(&dir)?, &dir.join("summary.png"))?;
+            crate::chart::summary_png(
+                &crate::output::RunData::load(&dir)?,
+                &dir.join("summary.png"),
+            )?;
             println!("wrote {}", path.display());
             Ok(0)
         }
@@ -74,7 +77,9 @@ pub fn run(args: &[String]) -> anyhow::Result<i32> {
                     "-d" | "--results-dir" => {
                         opts.results_parent = it.next().context("-d needs a directory")?.into()
                     }
-                    "-n" | "--bench-name" => opts.name = Some(it.next().context("-n needs a name")?.clone()),
+                    "-n" | "--bench-name" => {
+                        opts.name = Some(it.next().context("-n needs a name")?.clone())
+                    }
                     "-q" | "--quiet" => opts.quiet = true,
                     s if s.starts_with('-') => bail!("unknown option {s}\n{USAGE}"),
                     s => files.push(PathBuf::from(s)),

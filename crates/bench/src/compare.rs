@@ -33,7 +33,10 @@ fn delta(v: f64, base: f64) -> String {
 /// The name of a run: its directory name (following `current`).
 pub fn run_name(dir: &Path) -> String {
     let d = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
-    d.file_name().map_or_else(|| d.display().to_string(), |n| n.to_string_lossy().into_owned())
+    d.file_name().map_or_else(
+        || d.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
 }
 
 /// Renders the comparison table (markdown).
@@ -54,7 +57,10 @@ pub fn table(runs: &[(String, RunData)]) -> String {
         _ => 3,
     });
     let mut s = String::new();
-    let _ = write!(s, "| run | duration (s) | Avg TPS | TPS Delta (Overall) | TPS Delta (Last Sixth) |");
+    let _ = write!(
+        s,
+        "| run | duration (s) | Avg TPS | TPS Delta (Overall) | TPS Delta (Last Sixth) |"
+    );
     for o in &ops {
         let _ = write!(s, " {} mean(max) ms |", o.to_uppercase());
     }
@@ -69,9 +75,16 @@ pub fn table(runs: &[(String, RunData)]) -> String {
             (0, _) | (_, None) => ("baseline".to_string(), "baseline".to_string()),
             (_, Some((b, bl))) => (delta(r.avg_tps(), b), delta(r.tail_tps(6.0), bl)),
         };
-        let _ = write!(s, "| {name} | {:.0} | {:.2} | {d_all} | {d_last} |", r.elapsed(), r.avg_tps());
+        let _ = write!(
+            s,
+            "| {name} | {:.0} | {:.2} | {d_all} | {d_last} |",
+            r.elapsed(),
+            r.avg_tps()
+        );
         for o in &ops {
-            let v = r.mean_max_ms(o).map_or_else(|| "-".into(), |v| format!("{v:.2}"));
+            let v = r
+                .mean_max_ms(o)
+                .map_or_else(|| "-".into(), |v| format!("{v:.2}"));
             let _ = write!(s, " {v} |");
         }
         s.push('\n');
@@ -86,7 +99,10 @@ pub fn compare(dirs: &[PathBuf], out: &Path) -> Result<(PathBuf, PathBuf), Compa
     for d in dirs {
         runs.push((run_name(d), RunData::load(d)?));
     }
-    std::fs::create_dir_all(out).map_err(|source| OutputError::Io { path: out.to_path_buf(), source })?;
+    std::fs::create_dir_all(out).map_err(|source| OutputError::Io {
+        path: out.to_path_buf(),
+        source,
+    })?;
     let md = out.join("compare.md");
     let png = out.join("compare.png");
     let mut text = String::from("# Bench comparison\n\nThe first run is the baseline. mean(max): the mean of each report interval's maximum latency.\n\n");
@@ -96,7 +112,10 @@ pub fn compare(dirs: &[PathBuf], out: &Path) -> Result<(PathBuf, PathBuf), Compa
         let _ = writeln!(text, "- {n}: {}", r.dir.display());
     }
     text.push_str("\n![throughput](compare.png)\n");
-    std::fs::write(&md, text).map_err(|source| OutputError::Io { path: md.clone(), source })?;
+    std::fs::write(&md, text).map_err(|source| OutputError::Io {
+        path: md.clone(),
+        source,
+    })?;
     chart::compare_png(&runs, &png)?;
     Ok((md, png))
 }

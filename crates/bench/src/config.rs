@@ -421,7 +421,10 @@ impl RawConfig {
         let mode = match self.get("mode") {
             None => Mode::Rate(5.0),
             Some(t) => parse_mode(t).ok_or_else(|| {
-                self.invalid("mode", format!("expected max, {{rate, max}} or {{rate, N}} with N > 0, got {t}"))
+                self.invalid(
+                    "mode",
+                    format!("expected max, {{rate, max}} or {{rate, N}} with N > 0, got {t}"),
+                )
             })?,
         };
         let rate_mode = match self.get("basalt_rate_mode").map(|t| t.as_atom()) {
@@ -437,7 +440,12 @@ impl RawConfig {
         let duration = match (self.get("basalt_duration_secs"), self.get("duration")) {
             (Some(t), _) => match t.as_number() {
                 Some(s) if s > 0.0 && s.is_finite() => Some(Duration::from_secs_f64(s)),
-                _ => return Err(self.invalid("basalt_duration_secs", "expected a positive number of seconds")),
+                _ => {
+                    return Err(self.invalid(
+                        "basalt_duration_secs",
+                        "expected a positive number of seconds",
+                    ))
+                }
             },
             (None, None) => Some(Duration::from_secs(5 * 60)),
             (None, Some(Term::Atom(a))) if a == "infinity" => None,
@@ -455,7 +463,11 @@ impl RawConfig {
             None => Duration::from_secs(10),
             Some(t) => match t.as_number() {
                 Some(s) if s > 0.0 && s.is_finite() => Duration::from_secs_f64(s),
-                _ => return Err(self.invalid("report_interval", format!("expected seconds > 0, got {t}"))),
+                _ => {
+                    return Err(
+                        self.invalid("report_interval", format!("expected seconds > 0, got {t}"))
+                    )
+                }
             },
         };
         let concurrent = self.int("concurrent", 3, 1)? as usize;
@@ -484,7 +496,10 @@ impl RawConfig {
             Some(t) => self.parse_ops(t, driver)?,
         };
         let key_generator = match self.get("key_generator") {
-            None => KeyGenSpec::UniformInt { start: 1, n: 100_000 },
+            None => KeyGenSpec::UniformInt {
+                start: 1,
+                n: 100_000,
+            },
             Some(t) => KeyGenSpec::from_term(t)?,
         };
         let value_generator = match self.get("value_generator") {
@@ -502,11 +517,16 @@ impl RawConfig {
             Some(_) => return Err(self.invalid("rng_seed", "expected {A, B, C} or now")),
         };
         let shutdown_on_error = self.bool("shutdown_on_error", false)?;
-        let backend = self.text("basalt_backend")?.unwrap_or_else(|| "leveled".into());
+        let backend = self
+            .text("basalt_backend")?
+            .unwrap_or_else(|| "leveled".into());
         if driver == DriverKind::Embedded && !VALID_BACKENDS.contains(&backend.as_str()) {
             return Err(self.invalid(
                 "basalt_backend",
-                format!("backend {backend} not available yet; valid: {}", VALID_BACKENDS.join(", ")),
+                format!(
+                    "backend {backend} not available yet; valid: {}",
+                    VALID_BACKENDS.join(", ")
+                ),
             ));
         }
         let data_dir = self.text("basalt_data_dir")?.map(PathBuf::from);
@@ -588,10 +608,9 @@ impl RawConfig {
                     }
                 },
                 _ => {
-                    return Err(self.invalid(
-                        "operations",
-                        format!("expected {{Op, Weight}}, got {item}"),
-                    ))
+                    return Err(
+                        self.invalid("operations", format!("expected {{Op, Weight}}, got {item}"))
+                    )
                 }
             };
             let kind = OpKind::ALL
@@ -646,9 +665,10 @@ fn parse_mode(t: &Term) -> Option<Mode> {
         Term::Atom(a) if a == "max" => Some(Mode::Max),
         Term::Tuple(v) => match v.as_slice() {
             [Term::Atom(r), Term::Atom(m)] if r == "rate" && m == "max" => Some(Mode::Max),
-            [Term::Atom(r), n] if r == "rate" => {
-                n.as_number().filter(|n| *n > 0.0 && n.is_finite()).map(Mode::Rate)
-            }
+            [Term::Atom(r), n] if r == "rate" => n
+                .as_number()
+                .filter(|n| *n > 0.0 && n.is_finite())
+                .map(Mode::Rate),
             _ => None,
         },
         _ => None,
@@ -657,17 +677,20 @@ fn parse_mode(t: &Term) -> Option<Mode> {
 
 impl BenchConfig {
     /// Reads, merges and checks `paths`; returns the config and its warnings.
-    pub fn from_files<P: AsRef<Path>>(paths: &[P]) -> Result<(BenchConfig, Vec<String>), ConfigError> {
+    pub fn from_files<P: AsRef<Path>>(
+        paths: &[P],
+    ) -> Result<(BenchConfig, Vec<String>), ConfigError> {
         RawConfig::from_files(paths)?.build()
     }
 
     /// Parses config text (tests and examples).
     pub fn from_text(text: &str) -> Result<(BenchConfig, Vec<String>), ConfigError> {
         let mut raw = RawConfig::default();
-        raw.add_text(text, "<text>").map_err(|error| ConfigError::Syntax {
-            path: PathBuf::from("<text>"),
-            error,
-        })?;
+        raw.add_text(text, "<text>")
+            .map_err(|error| ConfigError::Syntax {
+                path: PathBuf::from("<text>"),
+                error,
+            })?;
         raw.build()
     }
 
@@ -692,7 +715,13 @@ mod tests {
         assert_eq!(c.report_interval, Duration::from_secs(10));
         assert_eq!(c.concurrent, 3);
         assert_eq!(c.operations.len(), 3);
-        assert_eq!(c.key_generator, KeyGenSpec::UniformInt { start: 1, n: 100_000 });
+        assert_eq!(
+            c.key_generator,
+            KeyGenSpec::UniformInt {
+                start: 1,
+                n: 100_000
+            }
+        );
         assert_eq!(c.value_generator, ValGenSpec::FixedBin(100));
         assert_eq!(c.rng_seed, RngSeed::Fixed(42, 23, 12));
         assert!(!c.shutdown_on_error);
@@ -702,8 +731,13 @@ mod tests {
     #[test]
     fn later_text_overrides_and_unknown_warns() {
         let mut raw = RawConfig::default();
-        raw.add_text("{mode, max}.\n{concurrent, 8}.\n{frobnicate, 1}.", "a").expect("ok");
-        raw.add_text("{concurrent, 2}.\n{mode, {rate, max}}.\n{log_level, info}.", "b").expect("ok");
+        raw.add_text("{mode, max}.\n{concurrent, 8}.\n{frobnicate, 1}.", "a")
+            .expect("ok");
+        raw.add_text(
+            "{concurrent, 2}.\n{mode, {rate, max}}.\n{log_level, info}.",
+            "b",
+        )
+        .expect("ok");
         let (c, w) = raw.build().expect("ok");
         assert_eq!(c.concurrent, 2);
         assert_eq!(c.mode, Mode::Max);
@@ -717,11 +751,18 @@ mod tests {
         let s = e.to_string();
         assert!(s.contains("concurrent") && s.contains("<text>:2"), "{s}");
         let e = BenchConfig::from_text("{driver, basho_bench_driver_http_raw}.").expect_err("bad");
-        assert!(e.to_string().contains("valid: basalt_embedded, null"), "{e}");
+        assert!(
+            e.to_string().contains("valid: basalt_embedded, null"),
+            "{e}"
+        );
         let e = BenchConfig::from_text("{operations, [{get, 1}, {frob, 2}]}.").expect_err("bad");
         assert!(e.to_string().contains("valid: get, put, update"), "{e}");
         let e = BenchConfig::from_text("{basalt_backend, rocksdb}.").expect_err("bad");
-        assert!(e.to_string().contains("backend rocksdb not available yet; valid: leveled"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("backend rocksdb not available yet; valid: leveled"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -736,7 +777,8 @@ mod tests {
         assert_eq!(c.index_terms, 1);
         assert_eq!(c.rate_mode, RateMode::OpenLoop);
         assert_eq!(c.target_rate(), Some(60.0));
-        let (c, _) = BenchConfig::from_text("{duration, infinity}.\n{basalt_duration_secs, 2}.").expect("ok");
+        let (c, _) = BenchConfig::from_text("{duration, infinity}.\n{basalt_duration_secs, 2}.")
+            .expect("ok");
         assert_eq!(c.duration, Some(Duration::from_secs(2)));
     }
 

@@ -57,16 +57,39 @@ pub trait KvTarget: Send + Sync {
     /// Reads a value; `Ok(false)` when not found.
     fn get(&self, bucket: &[u8], key: &[u8]) -> Result<bool, DriverError>;
     /// Writes a value with index terms to add.
-    fn put(&self, bucket: &[u8], key: &[u8], value: &[u8], index: &[(Vec<u8>, Vec<u8>)]) -> Result<(), DriverError>;
+    fn put(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        value: &[u8],
+        index: &[(Vec<u8>, Vec<u8>)],
+    ) -> Result<(), DriverError>;
     /// Deletes a key, removing the given index terms.
-    fn delete(&self, bucket: &[u8], key: &[u8], index: &[(Vec<u8>, Vec<u8>)]) -> Result<(), DriverError>;
+    fn delete(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        index: &[(Vec<u8>, Vec<u8>)],
+    ) -> Result<(), DriverError>;
     /// Reads metadata only; `Ok(false)` when not found.
     fn head(&self, bucket: &[u8], key: &[u8]) -> Result<bool, DriverError>;
     /// Range query on `field` from `start` to `end` with return_terms;
     /// returns the number of results.
-    fn index_query(&self, bucket: &[u8], field: &[u8], start: &[u8], end: &[u8]) -> Result<usize, DriverError>;
+    fn index_query(
+        &self,
+        bucket: &[u8],
+        field: &[u8],
+        start: &[u8],
+        end: &[u8],
+    ) -> Result<usize, DriverError>;
     /// Get then put (Riak's update): the default reads, then writes.
-    fn update(&self, bucket: &[u8], key: &[u8], value: &[u8], index: &[(Vec<u8>, Vec<u8>)]) -> Result<(), DriverError> {
+    fn update(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        value: &[u8],
+        index: &[(Vec<u8>, Vec<u8>)],
+    ) -> Result<(), DriverError> {
         self.get(bucket, key)?;
         self.put(bucket, key, value, index)
     }
@@ -77,7 +100,11 @@ pub trait KvTarget: Send + Sync {
 fn engine_reason(e: &basalt_engine::Error) -> DriverError {
     // The variant name groups errors; the message goes to the log.
     let s = format!("{e:?}");
-    let kind = s.split(['(', ' ', '{']).next().unwrap_or("error").to_string();
+    let kind = s
+        .split(['(', ' ', '{'])
+        .next()
+        .unwrap_or("error")
+        .to_string();
     DriverError::new(kind)
 }
 
@@ -90,7 +117,11 @@ impl EngineTarget {
     /// Opens (creating) a store at `dir`.
     pub fn open(dir: &Path, sync: bool) -> Result<EngineTarget, basalt_engine::Error> {
         let mut cfg = basalt_engine::Config::new(dir);
-        cfg.sync = if sync { SyncStrategy::Sync } else { SyncStrategy::None };
+        cfg.sync = if sync {
+            SyncStrategy::Sync
+        } else {
+            SyncStrategy::None
+        };
         Ok(EngineTarget {
             store: Store::open(cfg)?,
         })
@@ -105,7 +136,13 @@ impl KvTarget for EngineTarget {
             .map_err(|e| engine_reason(&e))
     }
 
-    fn put(&self, bucket: &[u8], key: &[u8], value: &[u8], index: &[(Vec<u8>, Vec<u8>)]) -> Result<(), DriverError> {
+    fn put(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        value: &[u8],
+        index: &[(Vec<u8>, Vec<u8>)],
+    ) -> Result<(), DriverError> {
         let opts = PutOptions {
             index: index
                 .iter()
@@ -119,7 +156,12 @@ impl KvTarget for EngineTarget {
             .map_err(|e| engine_reason(&e))
     }
 
-    fn delete(&self, bucket: &[u8], key: &[u8], index: &[(Vec<u8>, Vec<u8>)]) -> Result<(), DriverError> {
+    fn delete(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        index: &[(Vec<u8>, Vec<u8>)],
+    ) -> Result<(), DriverError> {
         let opts = PutOptions {
             index: index
                 .iter()
@@ -140,7 +182,13 @@ impl KvTarget for EngineTarget {
             .map_err(|e| engine_reason(&e))
     }
 
-    fn index_query(&self, bucket: &[u8], field: &[u8], start: &[u8], end: &[u8]) -> Result<usize, DriverError> {
+    fn index_query(
+        &self,
+        bucket: &[u8],
+        field: &[u8],
+        start: &[u8],
+        end: &[u8],
+    ) -> Result<usize, DriverError> {
         let mut q = IndexQuery::range(bucket, field, start, end);
         q.return_terms = true;
         self.store
@@ -190,7 +238,10 @@ pub fn index_terms(key: &[u8], n: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
 /// The query range `index_query` asks for a generated key.
 pub fn query_range(key: &[u8]) -> (Vec<u8>, Vec<u8>) {
     let d = xxhash_rust::xxh3::xxh3_64(key) % 10_000;
-    (format!("{d:04}|").into_bytes(), format!("{d:04}|~").into_bytes())
+    (
+        format!("{d:04}|").into_bytes(),
+        format!("{d:04}|~").into_bytes(),
+    )
 }
 
 /// The `basalt_embedded` driver of one worker.
@@ -204,7 +255,11 @@ pub struct EmbeddedDriver {
 impl EmbeddedDriver {
     /// A driver over shared `targets`; adds key+value bytes of each
     /// successful write to `user_bytes`.
-    pub fn new(targets: Vec<Arc<dyn KvTarget>>, cfg: &BenchConfig, user_bytes: Arc<AtomicU64>) -> Self {
+    pub fn new(
+        targets: Vec<Arc<dyn KvTarget>>,
+        cfg: &BenchConfig,
+        user_bytes: Arc<AtomicU64>,
+    ) -> Self {
         EmbeddedDriver {
             targets,
             bucket: cfg.bucket.clone(),
@@ -283,7 +338,8 @@ mod tests {
         let bytes = Arc::new(AtomicU64::new(0));
         let mut d = EmbeddedDriver::new(targets.clone(), &cfg, bytes.clone());
         for k in 0..50u32 {
-            d.run(OpKind::Put, k.to_string().as_bytes(), b"value").expect("put");
+            d.run(OpKind::Put, k.to_string().as_bytes(), b"value")
+                .expect("put");
         }
         assert_eq!(bytes.load(Ordering::Relaxed), (90 + 50 * 5) as u64);
         d.run(OpKind::Get, b"7", b"").expect("get");

@@ -81,14 +81,20 @@ fn bad(spec: &Term, message: impl Into<String>) -> KeyGenError {
 fn pos_int(spec: &Term, t: &Term, what: &str) -> Result<u64, KeyGenError> {
     match t.as_int() {
         Some(i) if i > 0 => Ok(i as u64),
-        _ => Err(bad(spec, format!("{what} must be a positive integer, got {t}"))),
+        _ => Err(bad(
+            spec,
+            format!("{what} must be a positive integer, got {t}"),
+        )),
     }
 }
 
 fn nonneg_int(spec: &Term, t: &Term, what: &str) -> Result<u64, KeyGenError> {
     match t.as_int() {
         Some(i) if i >= 0 => Ok(i as u64),
-        _ => Err(bad(spec, format!("{what} must be a non-negative integer, got {t}"))),
+        _ => Err(bad(
+            spec,
+            format!("{what} must be a non-negative integer, got {t}"),
+        )),
     }
 }
 
@@ -106,7 +112,10 @@ impl KeyGenSpec {
             _ => {
                 return Err(bad(
                     t,
-                    format!("expected a tuple like {{uniform_int, 100000}}; valid generators: {}", VALID.join(", ")),
+                    format!(
+                        "expected a tuple like {{uniform_int, 100000}}; valid generators: {}",
+                        VALID.join(", ")
+                    ),
                 ))
             }
         };
@@ -119,7 +128,7 @@ impl KeyGenSpec {
                     _ => return Err(bad(t, format!("unknown wrapper `{name}`"))),
                 };
                 let bits = pos_int(t, bits, "Bits")? as u32;
-                if bits % 8 != 0 || bits > 64 {
+                if !bits.is_multiple_of(8) || bits > 64 {
                     return Err(bad(t, "Bits must be a multiple of 8 between 8 and 64"));
                 }
                 let [_, inner] = items.as_slice() else {
@@ -341,9 +350,23 @@ mod tests {
     #[test]
     fn parses_wrappers() {
         let s = spec("{int_to_bin_bigendian, {partitioned_sequential_int, 10000000}}").expect("ok");
-        assert!(matches!(s, KeyGenSpec::IntToBin { big: true, bits: 32, .. }));
+        assert!(matches!(
+            s,
+            KeyGenSpec::IntToBin {
+                big: true,
+                bits: 32,
+                ..
+            }
+        ));
         let s = spec("{{int_to_bin_littleendian, 64}, {uniform_int, 5}}").expect("ok");
-        assert!(matches!(s, KeyGenSpec::IntToBin { big: false, bits: 64, .. }));
+        assert!(matches!(
+            s,
+            KeyGenSpec::IntToBin {
+                big: false,
+                bits: 64,
+                ..
+            }
+        ));
         let e = spec("{zipf_int, 5}").expect_err("unknown");
         assert!(e.to_string().contains("valid: sequential_int"), "{e}");
         assert!(spec("{eightytwenty_int, 4}").is_err());

@@ -90,17 +90,21 @@ pub fn prepare_results_dir(parent: &Path, name: Option<&str>) -> Result<PathBuf,
         )));
     }
     let dir = parent.join(&name);
-    std::fs::create_dir_all(&dir).map_err(|e| OutputError::Invalid(format!(
-        "results directory {} cannot be created: {e}",
-        dir.display()
-    )))?;
+    std::fs::create_dir_all(&dir).map_err(|e| {
+        OutputError::Invalid(format!(
+            "results directory {} cannot be created: {e}",
+            dir.display()
+        ))
+    })?;
     let probe = dir.join(".write-test");
     File::create(&probe)
         .and_then(|mut f| f.write_all(b"ok"))
-        .map_err(|e| OutputError::Invalid(format!(
-            "results directory {} cannot be written: {e}",
-            dir.display()
-        )))?;
+        .map_err(|e| {
+            OutputError::Invalid(format!(
+                "results directory {} cannot be written: {e}",
+                dir.display()
+            ))
+        })?;
     let _ = std::fs::remove_file(&probe);
     let link = parent.join("current");
     if std::fs::symlink_metadata(&link).is_ok_and(|m| m.file_type().is_symlink()) {
@@ -126,9 +130,11 @@ pub struct CsvWriters {
 /// Header of `summary.csv`.
 pub const SUMMARY_HEADER: &str = "elapsed, window, total, successful, failed";
 /// Header of `<op>_latencies.csv`.
-pub const LATENCY_HEADER: &str = "elapsed, window, n, min, mean, median, 95th, 99th, 99_9th, max, errors";
+pub const LATENCY_HEADER: &str =
+    "elapsed, window, n, min, mean, median, 95th, 99th, 99_9th, max, errors";
 /// Header of `sysstats.csv`.
-pub const SYS_HEADER: &str = "elapsed, window, cpu_secs, cpu_pct, write_bytes, wchar, user_bytes, write_amp";
+pub const SYS_HEADER: &str =
+    "elapsed, window, cpu_secs, cpu_pct, write_bytes, wchar, user_bytes, write_amp";
 
 fn create(dir: &Path, name: &str, header: &str) -> Result<BufWriter<File>, OutputError> {
     let path = dir.join(name);
@@ -162,7 +168,11 @@ impl CsvWriters {
         for l in labels {
             lat.push(create(dir, &format!("{l}_latencies.csv"), LATENCY_HEADER)?);
             if service {
-                svc.push(create(dir, &format!("{l}_service_latencies.csv"), LATENCY_HEADER)?);
+                svc.push(create(
+                    dir,
+                    &format!("{l}_service_latencies.csv"),
+                    LATENCY_HEADER,
+                )?);
             }
         }
         Ok(CsvWriters {
@@ -212,7 +222,13 @@ impl CsvWriters {
     }
 }
 
-fn write_lat(f: &mut BufWriter<File>, e: &str, w: &str, s: &LatencySummary, errors: u64) -> std::io::Result<()> {
+fn write_lat(
+    f: &mut BufWriter<File>,
+    e: &str,
+    w: &str,
+    s: &LatencySummary,
+    errors: u64,
+) -> std::io::Result<()> {
     writeln!(
         f,
         "{e}, {w}, {}, {}, {:.1}, {}, {}, {}, {}, {}, {errors}",
@@ -460,9 +476,25 @@ mod tests {
         assert!(prepare_results_dir(tmp.path(), Some("current")).is_err());
         let labels = vec!["get".to_string(), "put".to_string()];
         let mut w = CsvWriters::create(&dir, &labels, false).expect("create");
-        let s = LatencySummary { n: 10, min: 1, mean: 5.0, median: 5, p95: 9, p99: 10, p999: 10, max: 2000 };
+        let s = LatencySummary {
+            n: 10,
+            min: 1,
+            mean: 5.0,
+            median: 5,
+            p95: 9,
+            p99: 10,
+            p999: 10,
+            max: 2000,
+        };
         for k in 1..=6u64 {
-            w.row(k * 1_000_000, 1_000_000, &[(s, 0), (s, 1)], &[], &SysRow::default()).expect("row");
+            w.row(
+                k * 1_000_000,
+                1_000_000,
+                &[(s, 0), (s, 1)],
+                &[],
+                &SysRow::default(),
+            )
+            .expect("row");
         }
         drop(w);
         let d = RunData::load(&dir).expect("load");
@@ -473,6 +505,9 @@ mod tests {
         assert_eq!(d.mean_max_ms("get"), Some(2.0));
         let text = std::fs::read_to_string(dir.join("get_latencies.csv")).expect("read");
         assert_eq!(text.lines().next(), Some(LATENCY_HEADER));
-        assert_eq!(text.lines().nth(1), Some("1.0, 1.0, 10, 1, 5.0, 5, 9, 10, 10, 2000, 0"));
+        assert_eq!(
+            text.lines().nth(1),
+            Some("1.0, 1.0, 10, 1, 5.0, 5, 9, 10, 10, 2000, 0")
+        );
     }
 }

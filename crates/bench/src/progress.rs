@@ -26,8 +26,9 @@ impl Progress {
         }
         let len = duration.map_or(0, |d| d.as_secs().max(1));
         let bar = ProgressBar::new(len);
-        let style = ProgressStyle::with_template("{elapsed_precise} [{wide_bar}] {pos}/{len}s {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar());
+        let style =
+            ProgressStyle::with_template("{elapsed_precise} [{wide_bar}] {pos}/{len}s {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar());
         bar.set_style(style);
         Progress::Bar(bar)
     }
@@ -38,7 +39,9 @@ impl Progress {
         match self {
             Progress::Bar(b) => {
                 b.set_position(elapsed.as_secs());
-                b.set_message(format!("{ops_per_sec:.0} ops/s, {errors} errors, {left} left"));
+                b.set_message(format!(
+                    "{ops_per_sec:.0} ops/s, {errors} errors, {left} left"
+                ));
             }
             Progress::Lines => eprintln!(
                 "[{:>6.0}s] {ops_per_sec:.0} ops/s, {errors} errors, {left} left",

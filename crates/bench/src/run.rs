@@ -63,18 +63,30 @@ fn describe(cfg: &BenchConfig) -> Vec<String> {
     let mode = match (cfg.mode, cfg.rate_mode) {
         (Mode::Max, _) => "max".to_string(),
         (Mode::Rate(n), RateMode::ClosedLoop) => format!("{{rate, {n}}} per worker, closed loop"),
-        (Mode::Rate(n), RateMode::OpenLoop) => format!("{{rate, {n}}} per worker, open loop (latency from intended start)"),
+        (Mode::Rate(n), RateMode::OpenLoop) => {
+            format!("{{rate, {n}}} per worker, open loop (latency from intended start)")
+        }
     };
-    let ops: Vec<String> = cfg.operations.iter().map(|o| format!("{}:{}", o.label, o.weight)).collect();
+    let ops: Vec<String> = cfg
+        .operations
+        .iter()
+        .map(|o| format!("{}:{}", o.label, o.weight))
+        .collect();
     let mut v = vec![
         format!("mode: {mode}; concurrent: {}", cfg.concurrent),
         format!(
             "duration: {}; report_interval: {} s",
-            cfg.duration.map_or_else(|| "infinity".into(), |d| format!("{:.0} s", d.as_secs_f64())),
+            cfg.duration.map_or_else(
+                || "infinity".into(),
+                |d| format!("{:.0} s", d.as_secs_f64())
+            ),
             cfg.report_interval.as_secs_f64()
         ),
         format!("operations: {}", ops.join(", ")),
-        format!("key_generator: {:?}; value_generator: {:?}", cfg.key_generator, cfg.value_generator),
+        format!(
+            "key_generator: {:?}; value_generator: {:?}",
+            cfg.key_generator, cfg.value_generator
+        ),
     ];
     match cfg.driver {
         DriverKind::Embedded => v.push(format!(
@@ -85,17 +97,28 @@ fn describe(cfg: &BenchConfig) -> Vec<String> {
     }
     v.push(format!(
         "config: {}",
-        cfg.files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(" ")
+        cfg.files
+            .iter()
+            .map(|f| f.display().to_string())
+            .collect::<Vec<_>>()
+            .join(" ")
     ));
     v
 }
 
 /// Runs `cfg`; `warnings` are printed and kept in the report.
-pub fn run(cfg: BenchConfig, warnings: &[String], opts: &RunOptions) -> Result<RunOutcome, RunError> {
+pub fn run(
+    cfg: BenchConfig,
+    warnings: &[String],
+    opts: &RunOptions,
+) -> Result<RunOutcome, RunError> {
     let dir = output::prepare_results_dir(&opts.results_parent, opts.name.as_deref())?;
     for f in &cfg.files {
         if let Some(name) = f.file_name() {
-            std::fs::copy(f, dir.join(name)).map_err(|source| OutputError::Io { path: f.clone(), source })?;
+            std::fs::copy(f, dir.join(name)).map_err(|source| OutputError::Io {
+                path: f.clone(),
+                source,
+            })?;
         }
     }
     let labels: Vec<String> = cfg.operations.iter().map(|o| o.file_label()).collect();
@@ -111,7 +134,11 @@ pub fn run(cfg: BenchConfig, warnings: &[String], opts: &RunOptions) -> Result<R
         DriverKind::Embedded => open_targets(&cfg, &data_dir).map_err(RunError::Driver)?,
         DriverKind::Null => Vec::new(),
     };
-    let pool = ValuePool::new(&cfg.value_generator, cfg.value_source_size, cfg.rng_seed.for_worker(0));
+    let pool = ValuePool::new(
+        &cfg.value_generator,
+        cfg.value_source_size,
+        cfg.rng_seed.for_worker(0),
+    );
     let cfg = Arc::new(cfg);
     let stats = Arc::new(Stats::new(cfg.operations.len()));
     let stop = Arc::new(AtomicBool::new(false));
@@ -121,7 +148,11 @@ pub fn run(cfg: BenchConfig, warnings: &[String], opts: &RunOptions) -> Result<R
     let mut handles = Vec::new();
     for id in 1..=cfg.concurrent {
         let driver: Box<dyn Driver> = match cfg.driver {
-            DriverKind::Embedded => Box::new(EmbeddedDriver::new(targets.clone(), &cfg, user_bytes.clone())),
+            DriverKind::Embedded => Box::new(EmbeddedDriver::new(
+                targets.clone(),
+                &cfg,
+                user_bytes.clone(),
+            )),
             DriverKind::Null => Box::new(NullDriver),
         };
         let ctx = WorkerCtx {
@@ -155,8 +186,8 @@ pub fn run(cfg: BenchConfig, warnings: &[String], opts: &RunOptions) -> Result<R
             || handles.iter().all(|h| h.is_finished());
         // A regular row, unless the run ends within 5% of an interval:
         // then the final row covers it (no sliver rows).
-        let regular = now >= next_report
-            && deadline.is_none_or(|d| next_report + interval.mul_f64(0.05) < d);
+        let regular =
+            now >= next_report && deadline.is_none_or(|d| next_report + interval.mul_f64(0.05) < d);
         if done {
             stop.store(true, Ordering::SeqCst);
             for h in handles.drain(..) {
@@ -167,16 +198,25 @@ pub fn run(cfg: BenchConfig, warnings: &[String], opts: &RunOptions) -> Result<R
             let now = Instant::now();
             let snaps = stats.take_interval();
             cumulative.add(&snaps);
-            let ops: Vec<(LatencySummary, u64)> =
-                snaps.iter().map(|s| (LatencySummary::of(&s.hist), s.errors)).collect();
-            let service: Vec<LatencySummary> = snaps.iter().map(|s| LatencySummary::of(&s.service)).collect();
+            let ops: Vec<(LatencySummary, u64)> = snaps
+                .iter()
+                .map(|s| (LatencySummary::of(&s.hist), s.errors))
+                .collect();
+            let service: Vec<LatencySummary> = snaps
+                .iter()
+                .map(|s| LatencySummary::of(&s.service))
+                .collect();
             let sys_now = sysstats::sample();
             let user_now = user_bytes.load(Ordering::Relaxed);
             let window = now - last;
             let cpu_secs = sys_now.cpu_us.saturating_sub(last_sys.cpu_us) as f64 / 1e6;
             let sys = SysRow {
                 cpu_secs,
-                cpu_pct: if window.as_secs_f64() > 0.0 { cpu_secs / window.as_secs_f64() * 100.0 } else { 0.0 },
+                cpu_pct: if window.as_secs_f64() > 0.0 {
+                    cpu_secs / window.as_secs_f64() * 100.0
+                } else {
+                    0.0
+                },
                 write_bytes: sys_now.write_bytes.saturating_sub(last_sys.write_bytes),
                 wchar: sys_now.wchar.saturating_sub(last_sys.wchar),
                 user_bytes: user_now - last_user,
@@ -208,7 +248,9 @@ pub fn run(cfg: BenchConfig, warnings: &[String], opts: &RunOptions) -> Result<R
         if done {
             break;
         }
-        let wait = next_report.saturating_duration_since(Instant::now()).min(Duration::from_millis(50));
+        let wait = next_report
+            .saturating_duration_since(Instant::now())
+            .min(Duration::from_millis(50));
         std::thread::sleep(wait.max(Duration::from_millis(1)));
     }
     progress.finish();
@@ -222,8 +264,11 @@ pub fn run(cfg: BenchConfig, warnings: &[String], opts: &RunOptions) -> Result<R
         let _ = std::fs::remove_dir_all(&data_dir);
     }
     drop(csv);
-    let op_names: Vec<(String, &'static str)> =
-        cfg.operations.iter().map(|o| (o.label.clone(), o.op.name())).collect();
+    let op_names: Vec<(String, &'static str)> = cfg
+        .operations
+        .iter()
+        .map(|o| (o.label.clone(), o.op.name()))
+        .collect();
     output::write_errors(&dir, &stats.error_totals(), &op_names)?;
     let data = RunData::load(&dir)?;
     let mut header = describe(&cfg);
@@ -233,7 +278,13 @@ pub fn run(cfg: BenchConfig, warnings: &[String], opts: &RunOptions) -> Result<R
         totals: labels
             .iter()
             .enumerate()
-            .map(|(i, l)| (l.clone(), LatencySummary::of(&cumulative.hists[i]), cumulative.errors[i]))
+            .map(|(i, l)| {
+                (
+                    l.clone(),
+                    LatencySummary::of(&cumulative.hists[i]),
+                    cumulative.errors[i],
+                )
+            })
             .collect(),
         service: if open_loop {
             labels
@@ -258,7 +309,10 @@ pub fn run(cfg: BenchConfig, warnings: &[String], opts: &RunOptions) -> Result<R
 }
 
 /// Runs the config files `paths` (for tests and the CLI).
-pub fn run_files<P: AsRef<Path>>(paths: &[P], opts: &RunOptions) -> Result<RunOutcome, anyhow::Error> {
+pub fn run_files<P: AsRef<Path>>(
+    paths: &[P],
+    opts: &RunOptions,
+) -> Result<RunOutcome, anyhow::Error> {
     let (cfg, warnings) = BenchConfig::from_files(paths)?;
     Ok(run(cfg, &warnings, opts)?)
 }

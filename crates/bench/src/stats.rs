@@ -217,6 +217,9 @@ mod tests {
         c.add(&b);
         assert_eq!(c.hists[0].len(), 100);
         assert_eq!(c.errors[1], 1);
-        assert_eq!(s.error_totals().get(&("put".into(), "timeout".into())), Some(&1));
+        assert_eq!(
+            s.error_totals().get(&("put".into(), "timeout".into())),
+            Some(&1)
+        );
     }
 }

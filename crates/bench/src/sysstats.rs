@@ -110,7 +110,11 @@ mod tests {
         if cfg!(target_os = "linux") {
             assert!(s.wchar > 0 || s.cpu_us > 0);
         }
-        let i = SysInterval { bytes_written: 300, user_bytes: 100, ..Default::default() };
+        let i = SysInterval {
+            bytes_written: 300,
+            user_bytes: 100,
+            ..Default::default()
+        };
         assert!((i.write_amp() - 3.0).abs() < 1e-9);
     }
 }

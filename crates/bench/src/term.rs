@@ -82,7 +82,8 @@ impl fmt::Display for Term {
         match self {
             Term::Atom(a) => {
                 let plain = a.chars().next().is_some_and(|c| c.is_ascii_lowercase())
-                    && a.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '@');
+                    && a.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '@');
                 if plain {
                     write!(f, "{a}")
                 } else {
@@ -252,7 +253,9 @@ impl<'a> Lexer<'a> {
             c if c.is_ascii_uppercase() || c == '_' => {
                 return err(
                     line,
-                    format!("variables are not allowed in a config (found one starting with `{c}`)"),
+                    format!(
+                        "variables are not allowed in a config (found one starting with `{c}`)"
+                    ),
                 )
             }
             other => return err(line, format!("unexpected character `{other}`")),
@@ -318,7 +321,11 @@ impl<'a> Lexer<'a> {
                 }
                 let v = i64::from_str_radix(&digits, base)
                     .map_or_else(|_| err(line, format!("bad integer `{s}#{digits}`")), Ok)?;
-                return Ok(Tok::Term(Term::Int(if s.starts_with('-') { -v } else { v })));
+                return Ok(Tok::Term(Term::Int(if s.starts_with('-') {
+                    -v
+                } else {
+                    v
+                })));
             } else if c == '_' {
                 // Digit separators (OTP 23+).
                 self.bump();
@@ -381,7 +388,10 @@ impl<'a> Parser<'a> {
     fn expect_any(&mut self, what: &str) -> Result<(Tok, usize), SyntaxError> {
         match self.take()? {
             Some(t) => Ok(t),
-            None => err(self.lex.line, format!("unexpected end of file, expected {what}")),
+            None => err(
+                self.lex.line,
+                format!("unexpected end of file, expected {what}"),
+            ),
         }
     }
 
@@ -551,7 +561,12 @@ mod tests {
         assert_eq!(
             one("[{127,0,0,1}, \"h\" | [x]]."),
             Term::List(vec![
-                Term::Tuple(vec![Term::Int(127), Term::Int(0), Term::Int(0), Term::Int(1)]),
+                Term::Tuple(vec![
+                    Term::Int(127),
+                    Term::Int(0),
+                    Term::Int(0),
+                    Term::Int(1)
+                ]),
                 Term::Str("h".into()),
                 Term::Atom("x".into())
             ])

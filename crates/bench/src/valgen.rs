@@ -77,14 +77,20 @@ fn bad(spec: &Term, message: impl Into<String>) -> ValGenError {
 fn size(spec: &Term, t: &Term, what: &str) -> Result<usize, ValGenError> {
     match t.as_int() {
         Some(i) if i >= 0 => Ok(i as usize),
-        _ => Err(bad(spec, format!("{what} must be a non-negative integer, got {t}"))),
+        _ => Err(bad(
+            spec,
+            format!("{what} must be a non-negative integer, got {t}"),
+        )),
     }
 }
 
 fn number(spec: &Term, t: &Term, what: &str) -> Result<f64, ValGenError> {
     match t.as_number() {
         Some(x) if x >= 0.0 && x.is_finite() => Ok(x),
-        _ => Err(bad(spec, format!("{what} must be a non-negative number, got {t}"))),
+        _ => Err(bad(
+            spec,
+            format!("{what} must be a non-negative number, got {t}"),
+        )),
     }
 }
 
@@ -94,7 +100,10 @@ impl ValGenSpec {
         let Term::Tuple(items) = t else {
             return Err(bad(
                 t,
-                format!("expected a tuple like {{fixed_bin, 100}}; valid: {}", VALID.join(", ")),
+                format!(
+                    "expected a tuple like {{fixed_bin, 100}}; valid: {}",
+                    VALID.join(", ")
+                ),
             ));
         };
         let Some(name) = items.first().and_then(Term::as_atom) else {
@@ -178,14 +187,18 @@ impl ValuePool {
     pub fn new(spec: &ValGenSpec, source_size: usize, seed: u64) -> ValuePool {
         let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed_9001);
         let want = match spec {
-            ValGenSpec::FixedBinByte(n, b) => return ValuePool { bytes: Arc::new(vec![*b; *n]) },
+            ValGenSpec::FixedBinByte(n, b) => {
+                return ValuePool {
+                    bytes: Arc::new(vec![*b; *n]),
+                }
+            }
             // Enough for many distinct offsets of the largest likely value.
             ValGenSpec::FixedBin(n) | ValGenSpec::FixedChar(n) => n.saturating_mul(64),
             ValGenSpec::UniformBin { max, .. } => max.saturating_mul(64),
             ValGenSpec::ExponentialBin { min, mean } => (*min as f64 + mean * 10.0) as usize * 64,
-            ValGenSpec::SemiCompressible { min, mean, xl_mult, .. } => {
-                ((*min as f64 + mean * 10.0) * xl_mult.max(1.0)) as usize * 16
-            }
+            ValGenSpec::SemiCompressible {
+                min, mean, xl_mult, ..
+            } => ((*min as f64 + mean * 10.0) * xl_mult.max(1.0)) as usize * 16,
         };
         let len = want.clamp(1 << 20, source_size.max(1 << 20));
         let mut bytes = vec![0u8; len];
@@ -258,7 +271,9 @@ impl ValGen {
     /// The size of the next value.
     pub fn next_size<R: Rng>(&self, rng: &mut R) -> usize {
         match &self.spec {
-            ValGenSpec::FixedBin(n) | ValGenSpec::FixedBinByte(n, _) | ValGenSpec::FixedChar(n) => *n,
+            ValGenSpec::FixedBin(n) | ValGenSpec::FixedBinByte(n, _) | ValGenSpec::FixedChar(n) => {
+                *n
+            }
             ValGenSpec::ExponentialBin { min, mean } => min + exp(rng, *mean) as usize,
             ValGenSpec::UniformBin { min, max } => min + rng.gen_range(1..=(max - min)),
             ValGenSpec::SemiCompressible {
@@ -315,7 +330,10 @@ mod tests {
         assert_eq!(g.next_value(&mut rng).len(), 8000);
         let s = spec("{fixed_char, 100}").expect("ok");
         let mut g = ValGen::new(&s, ValuePool::new(&s, 1 << 20, 1));
-        assert!(g.next_value(&mut rng).iter().all(|b| (32..=126).contains(b)));
+        assert!(g
+            .next_value(&mut rng)
+            .iter()
+            .all(|b| (32..=126).contains(b)));
         let s = spec("{uniform_bin, 10, 20}").expect("ok");
         let g = ValGen::new(&s, ValuePool::new(&s, 1 << 20, 1));
         for _ in 0..1000 {
@@ -324,11 +342,17 @@ mod tests {
         }
         let s = spec("{exponential_bin, 100, 1000}").expect("ok");
         let g = ValGen::new(&s, ValuePool::new(&s, 1 << 20, 1));
-        let mean = (0..20000).map(|_| g.next_size(&mut rng) as f64).sum::<f64>() / 20000.0;
+        let mean = (0..20000)
+            .map(|_| g.next_size(&mut rng) as f64)
+            .sum::<f64>()
+            / 20000.0;
         assert!((mean - 1100.0).abs() < 60.0, "{mean}");
         let s = spec("{semi_compressible, 8000, 2000, 10, 0.2}").expect("ok");
         let g = ValGen::new(&s, ValuePool::new(&s, 4 << 20, 1));
-        let mean = (0..20000).map(|_| g.next_size(&mut rng) as f64).sum::<f64>() / 20000.0;
+        let mean = (0..20000)
+            .map(|_| g.next_size(&mut rng) as f64)
+            .sum::<f64>()
+            / 20000.0;
         assert!((mean - 28000.0).abs() < 2500.0, "{mean}");
         assert!((s.mean_size() - 28000.0).abs() < 1.0);
         let s = spec("{fixed_bin, 3, 7}").expect("ok");
@@ -339,7 +363,10 @@ mod tests {
     #[test]
     fn unknown_lists_valid() {
         let e = spec("{random_bin, 10}").expect_err("unknown");
-        assert!(e.to_string().contains("valid: fixed_bin, fixed_char"), "{e}");
+        assert!(
+            e.to_string().contains("valid: fixed_bin, fixed_char"),
+            "{e}"
+        );
         assert!(spec("{uniform_bin, 10, 10}").is_err());
     }
 }

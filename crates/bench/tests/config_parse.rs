@@ -12,7 +12,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 fn data(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
 }
 
 #[test]
@@ -21,22 +23,42 @@ fn seed_003_config_parses_with_basho_bench_meaning() {
     assert_eq!(raw.get("duration").and_then(|t| t.as_int()), Some(2880));
     assert_eq!(raw.get("concurrent").and_then(|t| t.as_int()), Some(100));
     let unknown = raw.unknown_keys();
-    for k in ["node_name", "alwaysget", "unique", "pb_ips", "replpb_ips", "http_ips", "riakc_pb_replies"] {
-        assert!(unknown.contains(&k.to_string()), "{k} not reported in {unknown:?}");
+    for k in [
+        "node_name",
+        "alwaysget",
+        "unique",
+        "pb_ips",
+        "replpb_ips",
+        "http_ips",
+        "riakc_pb_replies",
+    ] {
+        assert!(
+            unknown.contains(&k.to_string()),
+            "{k} not reported in {unknown:?}"
+        );
     }
     // Its driver is basho_bench's NHS driver: an error listing ours.
     let e = raw.build().expect_err("nhs driver is not ours");
     let msg = e.to_string();
-    assert!(msg.contains("basho_bench_driver_nhs") && msg.contains("valid: basalt_embedded, null"), "{msg}");
-    assert!(msg.contains("seed_003_riak291.config:11"), "line of the driver key: {msg}");
+    assert!(
+        msg.contains("basho_bench_driver_nhs") && msg.contains("valid: basalt_embedded, null"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("seed_003_riak291.config:11"),
+        "line of the driver key: {msg}"
+    );
 
     // A later file overrides the driver and operations.
     let dir = tempfile::tempdir().expect("tmp");
     let over = dir.path().join("override.config");
-    std::fs::write(&over, "{driver, basalt_embedded}.\n{operations, [{get, 460}, {update, 200}, {put, 148}]}.\n")
-        .expect("write");
-    let (cfg, warnings) =
-        BenchConfig::from_files(&[data("seed_003_riak291.config"), over]).expect("merged config builds");
+    std::fs::write(
+        &over,
+        "{driver, basalt_embedded}.\n{operations, [{get, 460}, {update, 200}, {put, 148}]}.\n",
+    )
+    .expect("write");
+    let (cfg, warnings) = BenchConfig::from_files(&[data("seed_003_riak291.config"), over])
+        .expect("merged config builds");
     assert_eq!(cfg.mode, Mode::Max);
     assert_eq!(cfg.duration, Some(Duration::from_secs(2880 * 60)));
     assert_eq!(cfg.report_interval, Duration::from_secs(10));
@@ -45,7 +67,12 @@ fn seed_003_config_parses_with_basho_bench_meaning() {
     assert_eq!(cfg.key_generator, KeyGenSpec::EightyTwentyInt(100_000_000));
     assert_eq!(
         cfg.value_generator,
-        ValGenSpec::SemiCompressible { min: 8000, mean: 2000.0, xl_mult: 10.0, xl_prob: 0.2 }
+        ValGenSpec::SemiCompressible {
+            min: 8000,
+            mean: 2000.0,
+            xl_mult: 10.0,
+            xl_prob: 0.2
+        }
     );
     assert_eq!(cfg.operations.len(), 3);
     assert_eq!(warnings.len(), 1);
@@ -59,19 +86,27 @@ fn every_example_config_is_valid() {
     for e in std::fs::read_dir(&dir).expect("examples dir") {
         let p = e.expect("entry").path();
         if p.extension().is_some_and(|x| x == "config") {
-            let (_, warnings) = BenchConfig::from_files(&[&p]).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            let (_, warnings) =
+                BenchConfig::from_files(&[&p]).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
             assert!(warnings.is_empty(), "{}: {warnings:?}", p.display());
             n += 1;
         }
     }
-    assert!(n >= 6, "expected the quickstart and the scaled seed tests, found {n}");
+    assert!(
+        n >= 6,
+        "expected the quickstart and the scaled seed tests, found {n}"
+    );
 }
 
 #[test]
 fn malformed_file_reports_its_line() {
     let dir = tempfile::tempdir().expect("tmp");
     let p = dir.path().join("bad.config");
-    std::fs::write(&p, "{mode, max}.\n% comment\n{duration, 1}\n{concurrent, 2}.\n").expect("write");
+    std::fs::write(
+        &p,
+        "{mode, max}.\n% comment\n{duration, 1}\n{concurrent, 2}.\n",
+    )
+    .expect("write");
     let e = BenchConfig::from_files(&[&p]).expect_err("missing dot");
     let msg = e.to_string();
     assert!(msg.contains("bad.config:4"), "{msg}");
@@ -80,15 +115,34 @@ fn malformed_file_reports_its_line() {
 #[test]
 fn bad_names_list_the_valid_ones() {
     let e = BenchConfig::from_text("{key_generator, {zipfian_int, 10}}.").expect_err("keygen");
-    assert!(e.to_string().contains("valid: sequential_int, partitioned_sequential_int, uniform_int"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("valid: sequential_int, partitioned_sequential_int, uniform_int"),
+        "{e}"
+    );
     let e = BenchConfig::from_text("{value_generator, {random_bin, 10}}.").expect_err("valgen");
-    assert!(e.to_string().contains("valid: fixed_bin, fixed_char, exponential_bin"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("valid: fixed_bin, fixed_char, exponential_bin"),
+        "{e}"
+    );
     let e = BenchConfig::from_text("{driver, basho_bench_driver_riakc_pb}.").expect_err("driver");
-    assert!(e.to_string().contains("valid: basalt_embedded, null"), "{e}");
+    assert!(
+        e.to_string().contains("valid: basalt_embedded, null"),
+        "{e}"
+    );
     let e = BenchConfig::from_text("{operations, [{get_unique, 1}]}.").expect_err("op");
-    assert!(e.to_string().contains("valid: get, put, update, delete, head, index_query"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("valid: get, put, update, delete, head, index_query"),
+        "{e}"
+    );
     let e = BenchConfig::from_text("{basalt_backend, bitcask}.").expect_err("backend");
-    assert!(e.to_string().contains("backend bitcask not available yet; valid: leveled"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("backend bitcask not available yet; valid: leveled"),
+        "{e}"
+    );
     let e = BenchConfig::from_files(&["/nonexistent/x.config"]).expect_err("io");
     assert!(e.to_string().contains("/nonexistent/x.config"), "{e}");
 }

@@ -15,7 +15,9 @@ const DRAWS: usize = 200_000;
 fn draws(spec: &KeyGenSpec, seed: u64) -> Vec<u64> {
     let mut g = KeyGen::new(spec, 1, 1);
     let mut rng = StdRng::seed_from_u64(seed);
-    (0..DRAWS).map(|_| g.next_int(&mut rng).expect("endless")).collect()
+    (0..DRAWS)
+        .map(|_| g.next_int(&mut rng).expect("endless"))
+        .collect()
 }
 
 fn share(v: &[u64], pred: impl Fn(u64) -> bool) -> f64 {

@@ -63,8 +63,15 @@ fn null_driver_run_writes_all_files_and_counts_errors() {
          {value_generator, {fixed_bin, 100}}.\n{value_generator_source_size, 1048576}.\n",
     );
     let results = tmp.path().join("tests");
-    let code = cli::run(&args(&[cfg.to_str().expect("utf8"), "-d", results.to_str().expect("utf8"), "-n", "n1", "-q"]))
-        .expect("run");
+    let code = cli::run(&args(&[
+        cfg.to_str().expect("utf8"),
+        "-d",
+        results.to_str().expect("utf8"),
+        "-n",
+        "n1",
+        "-q",
+    ]))
+    .expect("run");
     assert_eq!(code, 0);
     let run = results.join("n1");
     check_csvs(&run, &["get", "put", "an-error"], 2);
@@ -72,9 +79,15 @@ fn null_driver_run_writes_all_files_and_counts_errors() {
     assert!(run.join("null.config").exists(), "config copied");
     let errors = lines(&run.join("errors.csv"));
     assert_eq!(errors.len(), 2, "{errors:?}");
-    assert!(errors[1].starts_with("\"{{an_error,an_error},an_error}\",\""), "{errors:?}");
+    assert!(
+        errors[1].starts_with("\"{{an_error,an_error},an_error}\",\""),
+        "{errors:?}"
+    );
     let report = std::fs::read_to_string(run.join("report.md")).expect("report");
-    assert!(report.contains("Avg TPS") && report.contains("mean(max)"), "{report}");
+    assert!(
+        report.contains("Avg TPS") && report.contains("mean(max)"),
+        "{report}"
+    );
 }
 
 #[test]
@@ -88,8 +101,13 @@ fn shutdown_on_error_stops_with_exit_1() {
     );
     let results = tmp.path().join("tests");
     let t = std::time::Instant::now();
-    let code = cli::run(&args(&[cfg.to_str().expect("utf8"), "-d", results.to_str().expect("utf8"), "-q"]))
-        .expect("run");
+    let code = cli::run(&args(&[
+        cfg.to_str().expect("utf8"),
+        "-d",
+        results.to_str().expect("utf8"),
+        "-q",
+    ]))
+    .expect("run");
     assert_eq!(code, 1);
     assert!(t.elapsed().as_secs() < 10, "stopped early");
 }
@@ -106,13 +124,27 @@ fn embedded_run_with_two_stores_and_2i() {
          {value_generator_source_size, 1048576}.\n",
     );
     let results = tmp.path().join("tests");
-    let code = cli::run(&args(&[cfg.to_str().expect("utf8"), "-d", results.to_str().expect("utf8"), "-n", "e1", "-q"]))
-        .expect("run");
+    let code = cli::run(&args(&[
+        cfg.to_str().expect("utf8"),
+        "-d",
+        results.to_str().expect("utf8"),
+        "-n",
+        "e1",
+        "-q",
+    ]))
+    .expect("run");
     assert_eq!(code, 0);
     let run = results.join("e1");
-    check_csvs(&run, &["put", "get", "update", "delete", "head", "index-query"], 2);
+    check_csvs(
+        &run,
+        &["put", "get", "update", "delete", "head", "index-query"],
+        2,
+    );
     assert_eq!(lines(&run.join("errors.csv")).len(), 1, "no errors");
-    assert!(!run.join("data").exists(), "store data removed after the run");
+    assert!(
+        !run.join("data").exists(),
+        "store data removed after the run"
+    );
     let report = std::fs::read_to_string(run.join("report.md")).expect("report");
     assert!(report.contains("write amplification"), "{report}");
 
@@ -123,9 +155,19 @@ fn embedded_run_with_two_stores_and_2i() {
         "{mode, {rate, 200}}.\n{basalt_rate_mode, open_loop}.\n{basalt_duration_secs, 2}.\n{report_interval, 1}.\n\
          {concurrent, 2}.\n{driver, null}.\n{operations, [{get, 1}, {put, 1}]}.\n{value_generator_source_size, 1048576}.\n",
     );
-    cli::run(&args(&[null_cfg.to_str().expect("utf8"), "-d", results.to_str().expect("utf8"), "-n", "n2", "-q"]))
-        .expect("null run");
-    assert!(results.join("n2/get_service_latencies.csv").exists(), "open loop keeps service time");
+    cli::run(&args(&[
+        null_cfg.to_str().expect("utf8"),
+        "-d",
+        results.to_str().expect("utf8"),
+        "-n",
+        "n2",
+        "-q",
+    ]))
+    .expect("null run");
+    assert!(
+        results.join("n2/get_service_latencies.csv").exists(),
+        "open loop keeps service time"
+    );
     let out = tmp.path().join("cmp");
     cli::run(&args(&[
         "compare",
@@ -136,24 +178,43 @@ fn embedded_run_with_two_stores_and_2i() {
     ]))
     .expect("compare");
     let table = std::fs::read_to_string(out.join("compare.md")).expect("compare.md");
-    assert!(table.contains("| Avg TPS | TPS Delta (Overall) | TPS Delta (Last Sixth) |"), "{table}");
-    assert!(table.contains("GET mean(max) ms") && table.contains("PUT mean(max) ms"), "{table}");
-    assert!(table.contains("| e1 |") && table.contains("baseline"), "{table}");
+    assert!(
+        table.contains("| Avg TPS | TPS Delta (Overall) | TPS Delta (Last Sixth) |"),
+        "{table}"
+    );
+    assert!(
+        table.contains("GET mean(max) ms") && table.contains("PUT mean(max) ms"),
+        "{table}"
+    );
+    assert!(
+        table.contains("| e1 |") && table.contains("baseline"),
+        "{table}"
+    );
     assert!(out.join("compare.png").exists());
 }
 
 #[test]
 fn unwritable_results_dir_fails_before_load() {
     let tmp = tempfile::tempdir().expect("tmp");
-    let cfg = write_config(tmp.path(), "c.config", "{driver, null}.\n{basalt_duration_secs, 30}.\n");
+    let cfg = write_config(
+        tmp.path(),
+        "c.config",
+        "{driver, null}.\n{basalt_duration_secs, 30}.\n",
+    );
     // A regular file where the results directory should be.
     let blocker = tmp.path().join("file");
     std::fs::write(&blocker, "x").expect("write");
     let t = std::time::Instant::now();
-    let e = cli::run(&args(&[cfg.to_str().expect("utf8"), "-d", blocker.to_str().expect("utf8"), "-q"]))
-        .expect_err("cannot write");
+    let e = cli::run(&args(&[
+        cfg.to_str().expect("utf8"),
+        "-d",
+        blocker.to_str().expect("utf8"),
+        "-q",
+    ]))
+    .expect_err("cannot write");
     assert!(e.to_string().contains("cannot be created"), "{e}");
     assert!(t.elapsed().as_secs() < 5, "failed before the 30 s load");
-    let e = cli::run(&args(&[cfg.to_str().expect("utf8"), "-n", "current", "-q"])).expect_err("name");
+    let e =
+        cli::run(&args(&[cfg.to_str().expect("utf8"), "-n", "current", "-q"])).expect_err("name");
     assert!(e.to_string().contains("current"), "{e}");
 }
