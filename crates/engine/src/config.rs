@@ -5,6 +5,8 @@ use crate::tictac::TreeSize;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use crate::journal::{Compression, CompressionPoint};
+
 /// When journal writes reach stable storage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SyncStrategy {
@@ -64,6 +66,35 @@ pub struct Config {
     /// Keep a tictac tree of this size up to date on every put and delete
     /// (`None`: no tree, no extra cost on writes).
     pub tictac: Option<TreeSize>,
+    /// How journal values are compressed. Default lz4 (leveled's default):
+    /// it costs little CPU even on incompressible values (which are then
+    /// stored as they are) and usually shrinks Riak objects noticeably.
+    pub compression: Compression,
+    /// zstd level (when `compression` is zstd). Default 1.
+    pub zstd_level: i32,
+    /// Compress at put (default) or only when journal compaction rewrites a value.
+    pub compression_point: CompressionPoint,
+    /// Scheduled journal compaction runs per day, spread over the window with
+    /// jitter (Riak's default 24). 0 turns the scheduler off;
+    /// `Store::compact_journal` still works.
+    pub compaction_runs_per_day: u32,
+    /// Hours of the day (UTC, inclusive, `low > high` wraps midnight) in
+    /// which scheduled compaction runs. Default (0, 23): all day.
+    pub compaction_window_hours: (u8, u8),
+    /// Most adjacent journal files compacted in one run (Riak's default 4).
+    pub compaction_max_run_length: usize,
+    /// A single file is compacted if under this percentage of its sampled
+    /// bytes is live (Riak's default 25.0).
+    pub compaction_singlefile_pct: f64,
+    /// A run of `compaction_max_run_length` files is compacted if under this
+    /// percentage of its bytes is live; shorter runs interpolate linearly
+    /// (Riak's default 75.0).
+    pub compaction_maxrun_pct: f64,
+    /// Records sampled per journal file to score it. Default 200.
+    pub compaction_sample_records: usize,
+    /// A file's cached score is recomputed after this many runs. Default 12
+    /// (Riak: 24 runs per day over 2 scorings per day).
+    pub compaction_score_cache_runs: u32,
 }
 
 impl Config {
@@ -90,12 +121,25 @@ impl Config {
             snapshot_timeout: Duration::from_secs(43_200),
             snapshot_timeout_short: Duration::from_secs(900),
             tictac: None,
+            compression: Compression::Lz4,
+            zstd_level: 1,
+            compression_point: CompressionPoint::OnReceipt,
+            compaction_runs_per_day: 24,
+            compaction_window_hours: (0, 23),
+            compaction_max_run_length: 4,
+            compaction_singlefile_pct: 25.0,
+            compaction_maxrun_pct: 75.0,
+            compaction_sample_records: 200,
+            compaction_score_cache_runs: 12,
         }
     }
 
     /// Small sizes so tests reach file rolls, flushes and merges quickly.
+    /// Scheduled journal compaction is off (tests call
+    /// `Store::compact_journal` when they want it).
     pub fn test_min(dir: impl Into<PathBuf>) -> Self {
         Config {
+            compaction_runs_per_day: 0,
             journal_file_bytes: 64 * 1024,
             memtable_bytes: 16 * 1024,
             sst_file_bytes: 32 * 1024,
@@ -131,6 +175,20 @@ impl Config {
         }
         if self.snapshot_timeout.is_zero() || self.snapshot_timeout_short.is_zero() {
             return bad("snapshot timeouts must be > 0");
+        }
+        if !(1..=22).contains(&self.zstd_level) {
+            return bad("zstd_level must be in 1..=22");
+        }
+        let (lo, hi) = self.compaction_window_hours;
+        if lo > 23 || hi > 23 {
+            return bad("compaction_window_hours must be hours 0..=23");
+        }
+        if self.compaction_max_run_length == 0 || self.compaction_sample_records == 0 {
+            return bad("compaction_max_run_length and compaction_sample_records must be > 0");
+        }
+        let pct_ok = |p: f64| (0.0..=100.0).contains(&p);
+        if !pct_ok(self.compaction_singlefile_pct) || !pct_ok(self.compaction_maxrun_pct) {
+            return bad("compaction percentages must be in 0..=100");
         }
         if self.value_bytes_max > limits::VALUE_SIZE_BYTES_CEILING {
             return bad("value_bytes_max is above the 1 GiB format ceiling");

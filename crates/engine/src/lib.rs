@@ -6,7 +6,9 @@
 //! repository root for the write and read paths, the on-disk formats and the
 //! invariants.
 
+pub mod backup;
 pub mod codec;
+pub mod compaction;
 pub mod config;
 pub mod entry;
 pub mod error;
@@ -21,7 +23,9 @@ pub mod snapshot;
 pub mod stats;
 pub mod tictac;
 
-pub use config::{Config, SyncStrategy};
+pub use backup::BackupReport;
+pub use compaction::CompactionReport;
+pub use config::{Compression, CompressionPoint, Config, SyncStrategy};
 pub use error::{Error, Result};
 pub mod lock;
 pub mod store;

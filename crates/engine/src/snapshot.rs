@@ -71,6 +71,16 @@ impl ValueSource for Journal {
     }
 }
 
+impl ValueSource for crate::journal::view::JournalView {
+    fn fetch(&self, sqn: u64, key: &[u8]) -> Result<Option<JournalRecord>> {
+        crate::journal::view::JournalView::fetch(self, sqn, key)
+    }
+
+    fn contains(&self, sqn: u64, _key: &[u8]) -> Result<bool> {
+        Ok(self.has_record(sqn))
+    }
+}
+
 /// How to take a snapshot.
 #[derive(Debug, Clone, Default)]
 pub struct SnapshotOptions {

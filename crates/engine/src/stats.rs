@@ -58,6 +58,31 @@ counters! {
     write_stalls,
     /// Microseconds writers spent waiting in back-pressure.
     write_stall_us,
+    /// Value bytes handed to the journal's compressor (before compression).
+    compression_bytes_in,
+    /// Value bytes stored for them (after compression; a value that does not
+    /// shrink is stored as is and counted here at its full size).
+    compression_bytes_out,
+    /// Journal compaction runs that rewrote files.
+    compaction_runs,
+    /// Journal compaction runs that found nothing worth compacting.
+    compaction_runs_idle,
+    /// Journal compaction runs abandoned after an error (partial output deleted).
+    compaction_failures,
+    /// Journal files replaced by compaction.
+    compaction_files_in,
+    /// Journal files written by compaction.
+    compaction_files_out,
+    /// Bytes of journal files replaced minus bytes written (space reclaimed).
+    compaction_bytes_reclaimed,
+    /// Journal records dropped by compaction.
+    compaction_records_dropped,
+    /// Journal records copied unchanged (or recompressed) by compaction.
+    compaction_records_kept,
+    /// Replaced records kept only as key deltas (their index changes).
+    compaction_key_deltas,
+    /// Hot backups taken.
+    backups,
 }
 
 impl Stats {

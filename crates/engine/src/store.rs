@@ -6,11 +6,14 @@
 //! record. Read path: HEAD asks only the ledger; GET asks the ledger for the
 //! SQN, then reads that record from the journal and checks its key.
 
+use crate::backup::BackupReport;
+use crate::compaction::{CompactionPolicy, CompactionReport, Compactor, Keep, Liveness, Scheduler};
 use crate::config::{Config, SyncStrategy};
 use crate::entry::{value_hash, LedgerValue, Status};
 use crate::error::{Error, Result};
 use crate::index::{self, IndexChange, IndexPage, IndexQuery};
 use crate::journal::{Journal, JournalFileInfo, JournalOptions, NewRecord, RecordKind};
+use crate::journal::{JournalRecord, JournalView};
 use crate::key;
 use crate::ledger::sst::SstOptions;
 use crate::ledger::{Ledger, LedgerOptions, LevelStats};
@@ -92,6 +95,10 @@ pub struct RepairReport {
     pub corrupt_records: u64,
 }
 
+/// How often a GET re-reads the ledger when the record it pointed at was
+/// replaced and compacted away meanwhile.
+const GET_RETRIES_MAX: u32 = 8;
+
 struct WriteState {
     next_sqn: u64,
 }
@@ -100,12 +107,15 @@ struct WriteState {
 pub struct Store {
     config: Config,
     journal: Arc<Journal>,
-    ledger: Ledger,
+    ledger: Arc<Ledger>,
     write: Mutex<WriteState>,
     stats: Arc<Stats>,
     closed: AtomicBool,
     snapshots: SnapshotRegistry,
     tictac: Option<LiveTree>,
+    /// Journal compaction (policy, score cache) and its scheduler thread.
+    compactor: Arc<Compactor>,
+    scheduler: Mutex<Option<Scheduler>>,
     _lock: DirLock,
 }
 
@@ -158,11 +168,14 @@ impl Store {
             JournalOptions {
                 file_bytes: config.journal_file_bytes,
                 repair_manifest: repair,
+                compression: config.compression,
+                zstd_level: config.zstd_level,
+                compression_point: config.compression_point,
             },
             Arc::clone(&stats),
         )?);
         let hook_journal = Arc::clone(&journal);
-        let ledger = Ledger::open(
+        let ledger = Arc::new(Ledger::open(
             &config.dir.join("ledger"),
             LedgerOptions {
                 memtable_bytes: config.memtable_bytes,
@@ -181,7 +194,7 @@ impl Store {
             Arc::clone(&stats),
             Box::new(move |sqn| hook_journal.sync_to(sqn)),
             created || repair,
-        )?;
+        )?);
         let persisted = ledger.persisted_sqn();
         let mut replayed = 0u64;
         let mut max_seen = persisted;
@@ -200,6 +213,7 @@ impl Store {
             tracing::info!(target: "basalt::store", "B0001 replayed {replayed} journal records after sqn {persisted}");
         }
         let next_sqn = journal.last_sqn().max(max_seen) + 1;
+        let (compactor, scheduler) = start_compaction(&config, &journal, &ledger, &stats)?;
         let store = Store {
             tictac: config.tictac.map(LiveTree::new),
             config,
@@ -209,6 +223,8 @@ impl Store {
             stats,
             closed: AtomicBool::new(false),
             snapshots: SnapshotRegistry::default(),
+            compactor,
+            scheduler: Mutex::new(scheduler),
             _lock: lock,
         };
         if store.tictac.is_some() {
@@ -388,11 +404,16 @@ impl Store {
         self.check_open()?;
         Stats::incr(&self.stats.gets);
         let lkey = key::object(bucket, key);
-        let Some(entry) = self.live_entry(&lkey)? else {
-            return Ok(None);
-        };
-        match self.journal.fetch(entry.sqn, &lkey)? {
-            Some(rec) => {
+        // Journal compaction may drop a record between our ledger read and
+        // our journal read if a newer write replaced it meanwhile; then the
+        // ledger has moved on and we read again. A record that is still
+        // current and missing is damage.
+        let mut attempts = 0;
+        loop {
+            let Some(entry) = self.live_entry(&lkey)? else {
+                return Ok(None);
+            };
+            if let Some(rec) = self.journal.fetch(entry.sqn, &lkey)? {
                 if value_hash(&rec.value) != entry.value_hash {
                     return Err(Error::corrupt(
                         self.config.dir.join("journal"),
@@ -400,20 +421,26 @@ impl Store {
                         format!("value of sqn {} does not match its ledger hash", entry.sqn),
                     ));
                 }
-                Ok(Some(Object {
+                return Ok(Some(Object {
                     value: rec.value,
                     head: head_of(entry),
-                }))
+                }));
             }
-            None => Err(Error::corrupt(
-                self.config.dir.join("journal"),
-                0,
-                format!(
-                    "ledger points at sqn {} for key {} but the journal has no such record",
-                    entry.sqn,
-                    key::display_bytes(key)
-                ),
-            )),
+            let moved_on = self
+                .live_entry(&lkey)?
+                .is_none_or(|now| now.sqn != entry.sqn);
+            attempts += 1;
+            if !moved_on || attempts >= GET_RETRIES_MAX {
+                return Err(Error::corrupt(
+                    self.config.dir.join("journal"),
+                    0,
+                    format!(
+                        "ledger points at sqn {} for key {} but the journal has no such record",
+                        entry.sqn,
+                        key::display_bytes(key)
+                    ),
+                ));
+            }
         }
     }
 
@@ -462,7 +489,9 @@ impl Store {
     /// Where snapshots read values from (the one place to change when the
     /// journal offers pinned views).
     fn value_source(&self) -> Arc<dyn ValueSource> {
-        Arc::clone(&self.journal) as Arc<dyn ValueSource>
+        // A view pins the journal files of this moment, so journal
+        // compaction cannot take a snapshot's values away.
+        Arc::new(self.journal.view())
     }
 
     /// [`Snapshot::fold_heads`] on a new snapshot.
@@ -581,6 +610,9 @@ impl Store {
             return Ok(());
         }
         self.snapshots.shutdown();
+        if let Some(mut s) = self.scheduler.lock().take() {
+            s.stop();
+        }
         self.ledger.close()?;
         self.journal.close()
     }
@@ -590,7 +622,141 @@ impl Store {
     #[doc(hidden)]
     pub fn simulate_crash(self) {
         self.closed.store(true, Ordering::Release);
+        if let Some(mut s) = self.scheduler.lock().take() {
+            s.stop();
+        }
         self.ledger.abandon();
+    }
+}
+
+// ---- Journal compaction, hot backup and journal views (see compaction.rs,
+// ---- journal/compact.rs, backup.rs). Kept together to ease merging.
+
+/// Creates the store's compactor and (if configured) its scheduler thread.
+fn start_compaction(
+    config: &Config,
+    journal: &Arc<Journal>,
+    ledger: &Arc<Ledger>,
+    stats: &Arc<Stats>,
+) -> Result<(Arc<Compactor>, Option<Scheduler>)> {
+    let l = Arc::clone(ledger);
+    let compactor = Arc::new(Compactor::new(
+        Arc::clone(journal),
+        Arc::clone(stats),
+        CompactionPolicy::from_config(config),
+        Box::new(move || {
+            Box::new(StoreLiveness {
+                ledger: Arc::clone(&l),
+                persisted_sqn: l.persisted_sqn(),
+            })
+        }),
+    ));
+    let scheduler = Scheduler::start(
+        Arc::clone(&compactor),
+        config.compaction_runs_per_day,
+        config.compaction_window_hours,
+        &config.dir,
+    )?;
+    Ok((compactor, scheduler))
+}
+
+impl Store {
+    /// Runs one journal compaction now, on the caller's thread: scores the
+    /// closed journal files, rewrites the best run if worth it. Writers and
+    /// readers continue meanwhile. An error abandons the run and leaves the
+    /// store fully usable (it is also counted in `compaction_failures`).
+    pub fn compact_journal(&self) -> Result<CompactionReport> {
+        self.check_open()?;
+        self.compactor.run()
+    }
+
+    /// Hot backup into `dest` (created if missing; an earlier backup there is
+    /// updated incrementally). `Store::open` on `dest` then holds every write
+    /// acknowledged before this call. Writers continue meanwhile. See
+    /// [`crate::backup`].
+    pub fn backup(&self, dest: &Path) -> Result<BackupReport> {
+        self.check_open()?;
+        let same = match (dest.canonicalize(), self.config.dir.canonicalize()) {
+            (Ok(a), Ok(b)) => a.starts_with(&b) || b.starts_with(&a),
+            _ => false,
+        };
+        if same {
+            return Err(Error::InvalidInput(format!(
+                "backup destination {} overlaps the store directory",
+                dest.display()
+            )));
+        }
+        crate::backup::backup_journal(&self.journal, dest, &self.stats)
+    }
+
+    /// A point-in-time view of the journal (for snapshots): it keeps reading
+    /// the values of its moment whatever compaction does afterwards.
+    pub fn journal_view(&self) -> JournalView {
+        self.journal.view()
+    }
+
+    /// Test hook: the next journal compaction fails with an injected "no space
+    /// left on device" error after writing `records` output records.
+    #[doc(hidden)]
+    pub fn fail_next_compaction_after(&self, records: u64) {
+        self.journal.fail_compaction_after(records);
+    }
+}
+
+/// Journal compaction's view of the store: which journal records the ledger
+/// (or a replay after a crash, or a rebuild from the journal) still needs.
+struct StoreLiveness {
+    ledger: Arc<Ledger>,
+    /// The ledger's persisted SQN when the run started: records above it are
+    /// needed by replay after a crash, whatever the ledger says now.
+    persisted_sqn: u64,
+}
+
+impl StoreLiveness {
+    /// **2i hook.** The index changes of a replaced (or key-delta) record
+    /// that must survive compaction, as the bytes of a key-delta record;
+    /// `None` drops the record entirely. For now the whole index blob is kept
+    /// when non-empty; the 2i engine narrows it to the changes whose index
+    /// entries are still live in the ledger.
+    fn index_changes_to_retain(&self, rec: &JournalRecord) -> Result<Option<Vec<u8>>> {
+        Ok((!rec.index.is_empty()).then(|| rec.index.clone()))
+    }
+
+    /// A record the ledger no longer points at: keep its index changes only.
+    fn replaced(&self, rec: &JournalRecord) -> Result<Keep> {
+        Ok(match self.index_changes_to_retain(rec)? {
+            Some(ix) => Keep::KeyDelta(ix),
+            None => Keep::Drop,
+        })
+    }
+}
+
+impl Liveness for StoreLiveness {
+    fn keep(&self, rec: &JournalRecord) -> Result<Keep> {
+        if rec.sqn > self.persisted_sqn {
+            return Ok(Keep::Record);
+        }
+        if rec.kind == RecordKind::KeyDelta {
+            return self.replaced(rec);
+        }
+        match self.ledger.get(&rec.key)? {
+            // Current, tombstones included: journal tombstones are never reaped.
+            Some(v) if v.sqn == rec.sqn => Ok(Keep::Record),
+            // Superseded by a newer put or delete, which replay applies later.
+            Some(v) if v.sqn > rec.sqn => self.replaced(rec),
+            // Unexpected (ledger older than a persisted record): keep.
+            Some(_) => Ok(Keep::Record),
+            // The ledger reaped the key. A tombstone stays: it must shadow
+            // older puts of the key still in other journal files when the
+            // ledger is rebuilt from the journal. A put with an expiry (reaped
+            // once expired) becomes a tombstone for the same reason; a put
+            // without one was deleted by a later tombstone, which is kept.
+            None => Ok(match rec.kind {
+                RecordKind::Delete => Keep::Record,
+                _ if rec.expires_at != 0 => Keep::Tombstone,
+                _ => self.replaced(rec)?,
+            }),
+        }
     }
 }
 

@@ -438,6 +438,9 @@ fn key_delta_records_replay_their_index_changes() {
             JournalOptions {
                 file_bytes: 1 << 20,
                 repair_manifest: false,
+                compression: basalt_engine::journal::Compression::None,
+                zstd_level: 1,
+                compression_point: basalt_engine::journal::CompressionPoint::OnReceipt,
             },
             Arc::new(Stats::default()),
         )

@@ -67,7 +67,12 @@ fn foreign_directory_is_refused_by_name() {
 #[test]
 fn head_answers_from_the_ledger_without_reading_the_value() {
     let d = tempfile::tempdir().unwrap();
-    let s = open(d.path());
+    // Uncompressed, so the value's bytes can be found and damaged.
+    let s = Store::open(Config {
+        compression: basalt_engine::Compression::None,
+        ..Config::test_min(d.path())
+    })
+    .unwrap();
     let value = vec![0xAB; 1000];
     s.put(b"b", b"k", &value, b"meta").unwrap();
     // Damage the value bytes in the journal behind the store's back.

@@ -1,5 +1,5 @@
 //! Model-based test of the store: random sequences of put / delete / get /
-//! head / keys / close+reopen / crash+reopen, checked after every step against
+//! head / keys / close+reopen / crash+reopen / journal compaction, checked after every step against
 //! a `BTreeMap` model.
 //!
 //! Method: proptest generates the operation sequences from a seed printed at
@@ -61,6 +61,7 @@ enum Op {
         bucket: u8,
         key: u16,
     },
+    Compact,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -82,6 +83,7 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(bucket, int, lo, hi, page)| Op::Query { bucket, int, lo, hi, page }),
         1 => Just(Op::Snapshot),
         3 => (bucket.clone(), key).prop_map(|(bucket, key)| Op::CheckSnapshot { bucket, key }),
+        2 => Just(Op::Compact),
     ]
 }
 
@@ -258,6 +260,11 @@ fn run(ops: Vec<Op>, background: bool) -> Result<(), TestCaseError> {
             Op::Settle => {
                 store
                     .settle()
+                    .map_err(|e| TestCaseError::fail(format!("{ctx}: {e}")))?;
+            }
+            Op::Compact => {
+                store
+                    .compact_journal()
                     .map_err(|e| TestCaseError::fail(format!("{ctx}: {e}")))?;
             }
         }

@@ -369,12 +369,25 @@ pub fn scan(
 }
 
 /// Reads the record at `offset` of a data file of `size` bytes with
-/// positional I/O, verifying magic, CRC and structure.
+/// positional I/O, verifying magic, CRC and structure (and decompressing the
+/// value: a value that fails to decompress is [`Error::Corrupt`]).
 pub fn read_record_at(
     file: &File,
     path: &Path,
     offset: u64,
     size: u64,
+) -> Result<super::record::JournalRecord> {
+    read_record_at_opt(file, path, offset, size, true)
+}
+
+/// [`read_record_at`], optionally without the value (`with_value == false`
+/// leaves `value` empty and skips decompression).
+pub fn read_record_at_opt(
+    file: &File,
+    path: &Path,
+    offset: u64,
+    size: u64,
+    with_value: bool,
 ) -> Result<super::record::JournalRecord> {
     let room = size.saturating_sub(offset);
     let mut head = [0u8; RECORD_HEADER_LEN];
@@ -391,7 +404,12 @@ pub fn read_record_at(
     file.read_exact_at(&mut body, offset + RECORD_HEADER_LEN as u64)
         .ctx("read", path)?;
     let view = verify_and_decode_body(&h, &body).map_err(|e| Error::corrupt(path, offset, e.0))?;
-    Ok(view.to_record())
+    if with_value {
+        view.to_record()
+            .map_err(|e| Error::corrupt(path, offset, e.0))
+    } else {
+        Ok(view.to_record_meta())
+    }
 }
 
 /// A journal file that is no longer appended to.
@@ -413,6 +431,31 @@ pub struct ClosedFile {
     /// Highest SQN in this file or any older one: ascending over the files,
     /// so a binary search works even if a file is empty.
     pub search_hi: u64,
+    /// Set once journal compaction has replaced this file in the manifest:
+    /// the `.jnl` and `.jix` are unlinked when the last `Arc` (a reader, a
+    /// [`super::JournalView`], a backup) is dropped (deferred deletion).
+    pub obsolete: std::sync::atomic::AtomicBool,
+}
+
+impl Drop for ClosedFile {
+    fn drop(&mut self) {
+        if !self.obsolete.load(std::sync::atomic::Ordering::Acquire) {
+            return;
+        }
+        let jix = self.path.with_extension("jix");
+        for p in [&self.path, &jix] {
+            match std::fs::remove_file(p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                // Not fatal: the file is not in the manifest, so the next
+                // open removes it as a leftover.
+                Err(e) => {
+                    tracing::warn!(path = %p.display(), error = %e, "could not delete a compacted journal file")
+                }
+            }
+        }
+        tracing::debug!(path = %self.path.display(), "deleted compacted journal file");
+    }
 }
 
 impl ClosedFile {

@@ -9,8 +9,11 @@
 //! crc      := crc32c of every byte before it
 //! ```
 //!
-//! All integers little-endian, version 1. Entries are in file-number order;
-//! exactly one entry, the last, is active. The active entry's SQN range may be
+//! All integers little-endian, version 1. Entries are in SQN order (the files
+//! hold non-overlapping, ascending SQN ranges); file numbers are unique and
+//! below `next_file_no` but not necessarily ascending, because journal
+//! compaction gives the files replacing a run new numbers. Exactly one entry,
+//! the last, is active. The active entry's SQN range may be
 //! stale (it is found by scanning the file at open). The manifest is always
 //! replaced atomically ([`crate::fsutil::write_atomic`]): at creation and at
 //! every roll.
@@ -123,7 +126,7 @@ impl Manifest {
         Ok(m)
     }
 
-    /// Checks the invariants: ascending file numbers below `next_file_no`,
+    /// Checks the invariants: unique file numbers below `next_file_no`,
     /// exactly one active file and it is the last.
     pub fn validate(&self) -> Result<(), DecodeError> {
         let last = self
@@ -135,17 +138,18 @@ impl Manifest {
                 "must list exactly one active file, the newest".into(),
             ));
         }
-        if self.files.windows(2).any(|w| match w {
-            [a, b] => a.file_no >= b.file_no,
-            _ => false,
-        }) {
-            return Err(DecodeError("file numbers are not ascending".into()));
+        let mut nos: Vec<u64> = self.files.iter().map(|e| e.file_no).collect();
+        nos.sort_unstable();
+        if nos.windows(2).any(|w| w.first() == w.get(1)) {
+            return Err(DecodeError("file numbers are not unique".into()));
         }
-        if last.file_no >= self.next_file_no {
-            return Err(DecodeError(format!(
-                "next file number {} is not above file {}",
-                self.next_file_no, last.file_no
-            )));
+        if let Some(&max) = nos.last() {
+            if max >= self.next_file_no {
+                return Err(DecodeError(format!(
+                    "next file number {} is not above file {max}",
+                    self.next_file_no
+                )));
+            }
         }
         Ok(())
     }

@@ -32,10 +32,13 @@
 //! Lock order: `active` before `closed`; `sync` is never held while taking
 //! either.
 
+pub mod compact;
+pub mod compress;
 pub mod dump;
 pub mod file;
 pub mod manifest;
 pub mod record;
+pub mod view;
 
 use crate::error::{Error, IoContext, Result};
 use crate::fsutil::{ensure_dir, sync_dir, write_atomic};
@@ -49,8 +52,11 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub use compact::{CompactedRun, Keep, Liveness};
+pub use compress::CompressionPoint;
 pub use dump::{dump, is_journal_file, journal_file_kind, DumpReport, JournalFileKind};
 pub use record::{Compression, JournalRecord, NewRecord, RecordKind};
+pub use view::JournalView;
 
 const MANIFEST_ADVICE: &str =
     "run `basalt kv --data-dir DIR repair` to rebuild it from the journal files";
@@ -65,6 +71,12 @@ pub struct JournalOptions {
     /// Rebuild a missing or damaged journal manifest from the files on disk
     /// instead of failing.
     pub repair_manifest: bool,
+    /// How values are compressed (see [`compress`]).
+    pub compression: Compression,
+    /// zstd level when `compression` is zstd.
+    pub zstd_level: i32,
+    /// Compress at append or only when compaction rewrites a value.
+    pub compression_point: CompressionPoint,
 }
 
 /// Summary of one journal file.
@@ -124,6 +136,11 @@ pub struct Journal {
     closed: RwLock<Vec<Arc<ClosedFile>>>,
     sync: Mutex<SyncState>,
     sync_cv: Condvar,
+    /// Serialises compaction runs.
+    compact_lock: Mutex<()>,
+    /// Test fault injection: compaction fails after this many more output
+    /// records (`u64::MAX` = never). See [`Journal::fail_compaction_after`].
+    compact_fault: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Journal {
@@ -170,7 +187,7 @@ fn list_jnl_files(dir: &Path) -> Result<BTreeSet<u64>> {
 }
 
 /// Creates a new, empty data file (overwriting any leftover) and makes it durable.
-fn create_data_file(dir: &Path, file_no: u64) -> Result<(PathBuf, File)> {
+pub(crate) fn create_data_file(dir: &Path, file_no: u64) -> Result<(PathBuf, File)> {
     let path = dir.join(file::jnl_name(file_no));
     let f = OpenOptions::new()
         .read(true)
@@ -242,10 +259,65 @@ fn open_closed(dir: &Path, file_no: u64, prev_hi: u64) -> Result<ClosedFile> {
         index,
         damage,
         search_hi: prev_hi.max(last),
+        obsolete: std::sync::atomic::AtomicBool::new(false),
     })
 }
 
+/// Removes a data file (and its index) not listed in the manifest.
+fn remove_leftover(dir: &Path, no: u64) -> Result<()> {
+    let jnl = dir.join(file::jnl_name(no));
+    tracing::warn!(path = %jnl.display(), "journal file not listed in the manifest (left over from an interrupted roll or compaction); removing it");
+    for p in [jnl, dir.join(file::jix_name(no))] {
+        match fs::remove_file(&p) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io("remove leftover journal file", &p, e)),
+        }
+    }
+    sync_dir(dir)
+}
+
+/// File numbers ordered by the SQN of each file's first record (files with no
+/// readable record last, by number): the journal order when rebuilding a lost
+/// manifest.
+fn order_by_first_sqn(dir: &Path, on_disk: &BTreeSet<u64>) -> Result<Vec<u64>> {
+    let mut keyed = Vec::with_capacity(on_disk.len());
+    for &no in on_disk {
+        let path = dir.join(file::jnl_name(no));
+        let f = File::open(&path).ctx("open", &path)?;
+        let size = f.metadata().ctx("stat", &path)?.len();
+        let first = file::read_record_at_opt(&f, &path, file::JNL_HEADER_LEN, size, false)
+            .map_or(u64::MAX, |r| r.sqn);
+        keyed.push((first, no));
+    }
+    keyed.sort_unstable();
+    Ok(keyed.into_iter().map(|(_, no)| no).collect())
+}
+
 impl Journal {
+    /// Encodes an appended record, compressing its value at receipt if so
+    /// configured.
+    fn encode_for_append(&self, rec: &NewRecord<'_>, buf: &mut Vec<u8>) -> Result<()> {
+        if self.opts.compression_point != CompressionPoint::OnReceipt
+            || self.opts.compression == Compression::None
+            || rec.value.is_empty()
+        {
+            return record::encode_record(rec, buf);
+        }
+        let (method, stored) =
+            compress::compress(self.opts.compression, self.opts.zstd_level, rec.value);
+        Stats::add(&self.stats.compression_bytes_in, rec.value.len() as u64);
+        Stats::add(&self.stats.compression_bytes_out, stored.len() as u64);
+        record::encode_stored(
+            &NewRecord {
+                value: &stored,
+                ..*rec
+            },
+            method,
+            buf,
+        )
+    }
+
     /// Opens (or creates) the journal in `dir`, recovering the active file.
     pub fn open(dir: &Path, opts: JournalOptions, stats: Arc<Stats>) -> Result<Journal> {
         ensure_dir(dir)?;
@@ -297,7 +369,10 @@ impl Journal {
                 }
                 for no in &on_disk {
                     if !m.files.iter().any(|e| e.file_no == *no) {
-                        tracing::warn!(path = %dir.join(file::jnl_name(*no)).display(), "journal file not listed in the manifest (left over from an interrupted roll?); ignoring it");
+                        // Left over from an interrupted roll (holds no
+                        // acknowledged record) or compaction (the run it
+                        // replaced or the output that never got listed).
+                        remove_leftover(dir, *no)?;
                     }
                 }
                 let nos: Vec<u64> = m.files.iter().map(|e| e.file_no).collect();
@@ -307,8 +382,10 @@ impl Journal {
                 if on_disk.is_empty() {
                     return Self::create_fresh(dir, opts, stats);
                 }
-                let nos: Vec<u64> = on_disk.iter().copied().collect();
-                let next = match nos.last() {
+                // Compaction gives its output files new (higher) numbers, so
+                // SQN order, not number order, is the order of the files.
+                let nos = order_by_first_sqn(dir, &on_disk)?;
+                let next = match on_disk.last() {
                     Some(n) => n.checked_add(1).ok_or_else(|| {
                         manifest_error(
                             &manifest_path,
@@ -339,6 +416,8 @@ impl Journal {
             active: Mutex::new(active),
             closed: RwLock::new(closed),
             sync_cv: Condvar::new(),
+            compact_lock: Mutex::new(()),
+            compact_fault: std::sync::atomic::AtomicU64::new(u64::MAX),
         };
         if repaired {
             let a = j.active.lock();
@@ -367,6 +446,8 @@ impl Journal {
             closed: RwLock::new(Vec::new()),
             sync: Mutex::new(SyncState::default()),
             sync_cv: Condvar::new(),
+            compact_lock: Mutex::new(()),
+            compact_fault: std::sync::atomic::AtomicU64::new(u64::MAX),
         };
         {
             let a = j.active.lock();
@@ -503,7 +584,7 @@ impl Journal {
             )));
         }
         let mut buf = Vec::new();
-        record::encode_record(rec, &mut buf)?;
+        self.encode_for_append(rec, &mut buf)?;
         let offset = a.size;
         if let Err(e) = a.file.write_all_at(&buf, offset) {
             let err = Error::io("write", &a.path, e);
@@ -546,6 +627,7 @@ impl Journal {
             index: std::mem::take(&mut a.index),
             damage: std::mem::take(&mut a.damage),
             search_hi: prev_hi.max(a.last_sqn),
+            obsolete: std::sync::atomic::AtomicBool::new(false),
         };
         a.file = Arc::new(new_file);
         a.file_no = new_no;
@@ -760,10 +842,19 @@ impl Journal {
         f: &mut dyn FnMut(JournalRecord) -> Result<()>,
     ) -> Result<u64> {
         let mut n = 0u64;
-        let outcome = file::scan(file, path, start, end, min_sqn, &mut |_, _, v| {
+        let stats = &self.stats;
+        let outcome = file::scan(file, path, start, end, min_sqn, &mut |off, _, v| {
             if v.sqn > after_sqn {
-                n += 1;
-                f(v.to_record())?;
+                match v.to_record() {
+                    Ok(rec) => {
+                        n += 1;
+                        f(rec)?;
+                    }
+                    Err(e) => {
+                        tracing::warn!(path = %path.display(), offset = off, sqn = v.sqn, reason = %e.0, "skipping journal record whose value does not decompress");
+                        Stats::incr(&stats.journal_corrupt_records);
+                    }
+                }
             }
             Ok(())
         })?;

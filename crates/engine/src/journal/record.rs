@@ -10,8 +10,16 @@
 //!           expires_at:u64 key_len:u32 meta_len:u32 value_len:u32
 //!           index_len:u32 key metadata value index
 //! kind        := 1 put | 2 delete | 3 key delta (index changes only)
-//! compression := 0 none
+//! compression := 0 none | 1 lz4 | 2 zstd
 //! ```
+//!
+//! `compression` says how the `value` bytes are stored (key, metadata and
+//! index are never compressed); `value_len` is the *stored* length. The
+//! formats are in [`super::compress`]: lz4 is an lz4 block prefixed with the
+//! uncompressed length (`u32` little-endian, `lz4_flex`'s "size prepended"
+//! format), zstd is one zstd frame carrying its content size. A value is
+//! stored compressed only if that is smaller, so every record says for itself
+//! how to read it and files (or stores) with mixed methods stay readable.
 //!
 //! All integers are little-endian. `magic` is [`RECORD_MAGIC`] (the bytes
 //! `CERJ` on disk); it lets a scanner find the next record after a damaged
@@ -70,8 +78,13 @@ impl RecordKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Compression {
     /// Stored as given.
-    #[default]
     None,
+    /// lz4 block format with the uncompressed size prepended (tag 1). Fast
+    /// enough (GB/s) that incompressible values cost little; leveled's default.
+    #[default]
+    Lz4,
+    /// One zstd frame (tag 2); the level is `Config::zstd_level`.
+    Zstd,
 }
 
 impl Compression {
@@ -79,6 +92,8 @@ impl Compression {
     pub fn to_byte(self) -> u8 {
         match self {
             Compression::None => 0,
+            Compression::Lz4 => 1,
+            Compression::Zstd => 2,
         }
     }
 
@@ -86,6 +101,8 @@ impl Compression {
     pub fn from_byte(b: u8) -> Option<Compression> {
         match b {
             0 => Some(Compression::None),
+            1 => Some(Compression::Lz4),
+            2 => Some(Compression::Zstd),
             _ => None,
         }
     }
@@ -157,8 +174,24 @@ pub struct RecordView<'a> {
 }
 
 impl RecordView<'_> {
-    /// Copies the record out (decompressing the value if needed).
-    pub fn to_record(&self) -> JournalRecord {
+    /// Copies the record out, decompressing the value. Fails if the stored
+    /// value does not decompress, or would decompress to more than
+    /// [`limits::VALUE_SIZE_BYTES_CEILING`] bytes.
+    pub fn to_record(&self) -> Result<JournalRecord, DecodeError> {
+        let value = super::compress::decompress(
+            self.compression,
+            self.value,
+            limits::VALUE_SIZE_BYTES_CEILING,
+        )?;
+        Ok(JournalRecord {
+            value,
+            ..self.to_record_meta()
+        })
+    }
+
+    /// Copies the record out *without its value* (`value` is left empty):
+    /// what journal compaction's liveness check needs, at no decompression cost.
+    pub fn to_record_meta(&self) -> JournalRecord {
         JournalRecord {
             sqn: self.sqn,
             kind: self.kind,
@@ -166,10 +199,23 @@ impl RecordView<'_> {
             last_modified_us: self.last_modified_us,
             expires_at: self.expires_at,
             metadata: self.metadata.to_vec(),
-            value: match self.compression {
-                Compression::None => self.value.to_vec(),
-            },
+            value: Vec::new(),
             index: self.index.to_vec(),
+        }
+    }
+
+    /// The record as a [`NewRecord`] whose `value` is the *stored* bytes, for
+    /// re-encoding with [`encode_stored`] and `self.compression`.
+    pub fn as_stored(&self) -> NewRecord<'_> {
+        NewRecord {
+            sqn: self.sqn,
+            kind: self.kind,
+            key: self.key,
+            last_modified_us: self.last_modified_us,
+            expires_at: self.expires_at,
+            metadata: self.metadata,
+            value: self.value,
+            index: self.index,
         }
     }
 }
@@ -185,6 +231,19 @@ fn len32(what: &str, n: usize) -> Result<u32> {
 /// Fails with [`Error::InvalidInput`] if the record would exceed
 /// [`limits::JOURNAL_RECORD_BYTES_MAX`].
 pub fn encode_record(rec: &NewRecord<'_>, out: &mut Vec<u8>) -> Result<()> {
+    encode_stored(rec, Compression::None, out)
+}
+
+/// Encodes `rec` whose `value` holds bytes already stored with `compression`
+/// (for example the output of [`super::compress::compress`]).
+///
+/// Fails with [`Error::InvalidInput`] if the record would exceed
+/// [`limits::JOURNAL_RECORD_BYTES_MAX`].
+pub fn encode_stored(
+    rec: &NewRecord<'_>,
+    compression: Compression,
+    out: &mut Vec<u8>,
+) -> Result<()> {
     let key_len = len32("key", rec.key.len())?;
     let meta_len = len32("metadata", rec.metadata.len())?;
     let value_len = len32("value", rec.value.len())?;
@@ -207,7 +266,7 @@ pub fn encode_record(rec: &NewRecord<'_>, out: &mut Vec<u8>) -> Result<()> {
     out.put_u32(0); // crc, patched below
     out.put_u32(body_len32);
     out.put_u8(rec.kind.to_byte());
-    out.put_u8(Compression::None.to_byte());
+    out.put_u8(compression.to_byte());
     out.put_u64(rec.sqn);
     out.put_u64(rec.last_modified_us);
     out.put_u64(rec.expires_at);
@@ -386,7 +445,7 @@ mod tests {
         encode_record(&sample(7, b"key", b"value"), &mut buf).unwrap();
         let (v, len) = decode_record(&buf).unwrap();
         assert_eq!(len as usize, buf.len());
-        let r = v.to_record();
+        let r = v.to_record().unwrap();
         assert_eq!(r.sqn, 7);
         assert_eq!(r.kind, RecordKind::Put);
         assert_eq!(r.key, b"key");

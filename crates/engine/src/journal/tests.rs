@@ -7,6 +7,9 @@ fn opts(file_bytes: u64) -> JournalOptions {
     JournalOptions {
         file_bytes,
         repair_manifest: false,
+        compression: Compression::None,
+        zstd_level: 1,
+        compression_point: CompressionPoint::OnReceipt,
     }
 }
 
@@ -368,8 +371,8 @@ fn missing_or_damaged_manifest() {
 
     // Repaired.
     let repair = JournalOptions {
-        file_bytes: 1024,
         repair_manifest: true,
+        ..opts(1024)
     };
     let j = Journal::open(d.path(), repair, Arc::new(Stats::default())).unwrap();
     assert_eq!(j.last_sqn(), 80);

@@ -1,0 +1,349 @@
+//! `basalt kv`: one key/value command on an embedded store.
+//!
+//! Buckets, keys and metadata are taken as raw bytes from the arguments;
+//! values come from stdin (`put`) and go to stdout (`get`) unchanged.
+
+use crate::Outcome;
+use anyhow::{bail, Context, Result};
+use basalt_engine::journal::JournalFileInfo;
+use basalt_engine::{limits, Config, Error, Head, Store, StoreStats, SyncStrategy};
+use clap::{Args, Subcommand};
+use serde_json::{json, Value};
+use std::ffi::OsString;
+use std::io::{BufRead, Read, Write};
+use std::os::unix::ffi::OsStringExt;
+use std::path::PathBuf;
+
+/// Options shared by every `kv` command.
+#[derive(Debug, Args)]
+pub struct KvArgs {
+    /// The store's data directory (created if it does not exist).
+    #[arg(long, value_name = "DIR")]
+    data_dir: PathBuf,
+    /// Acknowledge each write only after an fsync covering it.
+    #[arg(long)]
+    sync: bool,
+    /// Largest value accepted by put and import, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = limits::VALUE_SIZE_BYTES_MAX_DEFAULT)]
+    value_max: u64,
+    #[command(subcommand)]
+    command: KvCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum KvCommand {
+    /// Store the bytes read from stdin as the value of BUCKET/KEY.
+    Put {
+        /// User metadata stored with the value (returned by head).
+        #[arg(long, value_name = "TEXT")]
+        meta: Option<OsString>,
+        /// Bucket name.
+        bucket: OsString,
+        /// Key within the bucket.
+        key: OsString,
+    },
+    /// Write the value of BUCKET/KEY to stdout (exit 1 if not found).
+    Get {
+        /// Bucket name.
+        bucket: OsString,
+        /// Key within the bucket.
+        key: OsString,
+    },
+    /// Print the metadata of BUCKET/KEY as one JSON line (exit 1 if not found).
+    Head {
+        /// Bucket name.
+        bucket: OsString,
+        /// Key within the bucket.
+        key: OsString,
+    },
+    /// Delete BUCKET/KEY (deleting a missing key is not an error).
+    Delete {
+        /// Bucket name.
+        bucket: OsString,
+        /// Key within the bucket.
+        key: OsString,
+    },
+    /// List the keys of BUCKET, one a line, sorted.
+    Keys {
+        /// Bucket name.
+        bucket: OsString,
+    },
+    /// Print the store's shape (levels, memtable, SQNs, journal files) and
+    /// counters as JSON. The counters start at zero when the store is
+    /// opened, so they count what this process did (e.g. journal records
+    /// replayed at open).
+    Stats,
+    /// Write lines `bucket<TAB>key<TAB>value` from stdin; print
+    /// `ok<TAB>bucket<TAB>key` after each acknowledged write.
+    ///
+    /// Empty lines are skipped. A malformed line stops the import with an
+    /// error naming its line number (the lines before it stay written). A
+    /// fourth column is reserved for index changes, not supported yet.
+    Import,
+    /// Rebuild the ledger (and a damaged journal manifest) from the journal files.
+    Repair,
+}
+
+/// Runs one `kv` command.
+pub fn run(args: KvArgs) -> Result<Outcome> {
+    let mut config = Config::new(&args.data_dir);
+    config.value_bytes_max = args.value_max;
+    if args.sync {
+        config.sync = SyncStrategy::Sync;
+    }
+    if let KvCommand::Repair = args.command {
+        return repair(config);
+    }
+    let dir = config.dir.clone();
+    let result = Store::open(config)
+        .map_err(anyhow::Error::from)
+        .and_then(|store| {
+            let result = command(&store, args.command, args.value_max);
+            let closed = store.close();
+            let outcome = result?;
+            closed?;
+            Ok(outcome)
+        });
+    result.map_err(|e| with_repair_hint(e, &dir))
+}
+
+/// Damage in the ledger (an SST file) is repaired by rebuilding the ledger
+/// from the journal; say so when an error reports such damage.
+fn with_repair_hint(e: anyhow::Error, dir: &std::path::Path) -> anyhow::Error {
+    let ledger_damage = e.chain().any(|c| match c.downcast_ref::<Error>() {
+        Some(Error::Corrupt { path, .. }) => path.extension().is_some_and(|x| x == "sst"),
+        Some(Error::Closed(why)) => why.starts_with("ledger:") && why.contains("corrupt"),
+        _ => false,
+    });
+    if ledger_damage {
+        e.context(format!(
+            "ledger damage (rebuild the ledger from the journal with `basalt kv --data-dir {} repair`)",
+            dir.display()
+        ))
+    } else {
+        e
+    }
+}
+
+fn command(store: &Store, command: KvCommand, value_max: u64) -> Result<Outcome> {
+    let mut stdout = std::io::stdout().lock();
+    match command {
+        KvCommand::Put { meta, bucket, key } => {
+            let value = read_value(value_max)?;
+            let meta = meta.map(OsString::into_vec).unwrap_or_default();
+            store.put(&bucket.into_vec(), &key.into_vec(), &value, &meta)?;
+        }
+        KvCommand::Get { bucket, key } => {
+            let (bucket, key) = names(bucket, key)?;
+            match store.get(&bucket, &key)? {
+                Some(obj) => {
+                    stdout.write_all(&obj.value).context("write to stdout")?;
+                    stdout.flush().context("write to stdout")?;
+                }
+                None => return Ok(not_found(&bucket, &key)),
+            }
+        }
+        KvCommand::Head { bucket, key } => {
+            let (bucket, key) = names(bucket, key)?;
+            match store.head(&bucket, &key)? {
+                Some(head) => {
+                    writeln!(stdout, "{}", head_json(&bucket, &key, &head))
+                        .context("write to stdout")?;
+                }
+                None => return Ok(not_found(&bucket, &key)),
+            }
+        }
+        KvCommand::Delete { bucket, key } => {
+            store.delete(&bucket.into_vec(), &key.into_vec())?;
+        }
+        KvCommand::Keys { bucket } => {
+            let bucket = bucket.into_vec();
+            check_name("bucket", &bucket)?;
+            let mut failed = None;
+            store.fold_keys(&bucket, &mut |k| {
+                let res = stdout.write_all(k).and_then(|()| stdout.write_all(b"\n"));
+                failed = res.err();
+                failed.is_none()
+            })?;
+            if let Some(e) = failed {
+                return Err(e).context("write to stdout");
+            }
+            stdout.flush().context("write to stdout")?;
+        }
+        KvCommand::Stats => {
+            let text = serde_json::to_string_pretty(&stats_json(&store.stats()))?;
+            writeln!(stdout, "{text}").context("write to stdout")?;
+        }
+        KvCommand::Import => import(store, &mut std::io::stdin().lock(), &mut stdout)?,
+        KvCommand::Repair => bail!("repair must run without an open store"),
+    }
+    Ok(Outcome::Done)
+}
+
+/// The engine checks names on writes; reads answer "not found" for a name no
+/// write could have used, so the CLI refuses those names itself, with the
+/// engine's wording.
+fn check_name(what: &str, name: &[u8]) -> Result<()> {
+    if name.is_empty() {
+        bail!("invalid input: {what} must not be empty");
+    }
+    if name.len() > limits::KEY_SIZE_BYTES_MAX {
+        bail!(
+            "invalid input: {what} is {} bytes; the limit is {} bytes",
+            name.len(),
+            limits::KEY_SIZE_BYTES_MAX
+        );
+    }
+    Ok(())
+}
+
+fn names(bucket: OsString, key: OsString) -> Result<(Vec<u8>, Vec<u8>)> {
+    let (bucket, key) = (bucket.into_vec(), key.into_vec());
+    check_name("bucket", &bucket)?;
+    check_name("key", &key)?;
+    Ok((bucket, key))
+}
+
+fn not_found(bucket: &[u8], key: &[u8]) -> Outcome {
+    eprintln!("basalt: not found: {}/{}", lossy(bucket), lossy(key));
+    Outcome::NotFound
+}
+
+/// Reads the value of `put` from stdin, refusing more than `value_max` bytes
+/// without reading an unbounded amount into memory.
+fn read_value(value_max: u64) -> Result<Vec<u8>> {
+    let mut value = Vec::new();
+    std::io::stdin()
+        .lock()
+        .take(value_max.saturating_add(1))
+        .read_to_end(&mut value)
+        .context("read the value from stdin")?;
+    if value.len() as u64 > value_max {
+        bail!("invalid input: the value on stdin is larger than the limit of {value_max} bytes (--value-max)");
+    }
+    Ok(value)
+}
+
+fn import(store: &Store, input: &mut dyn BufRead, out: &mut dyn Write) -> Result<()> {
+    let mut line = Vec::new();
+    let mut line_no = 0u64;
+    let mut written = 0u64;
+    loop {
+        line.clear();
+        let n = input
+            .read_until(b'\n', &mut line)
+            .with_context(|| format!("read stdin line {}", line_no + 1))?;
+        if n == 0 {
+            break;
+        }
+        line_no += 1;
+        if line.last() == Some(&b'\n') {
+            line.pop();
+        }
+        if line.is_empty() {
+            continue;
+        }
+        let cols: Vec<&[u8]> = line.splitn(4, |&b| b == b'\t').collect();
+        let [bucket, key, value, rest @ ..] = cols.as_slice() else {
+            bail!(
+                "stdin line {line_no}: expected bucket<TAB>key<TAB>value, found {} column(s)",
+                cols.len()
+            );
+        };
+        if rest.first().is_some_and(|c| !c.is_empty()) {
+            bail!("stdin line {line_no}: index changes (4th column) are not supported yet");
+        }
+        store
+            .put(bucket, key, value, b"")
+            .with_context(|| format!("stdin line {line_no}"))?;
+        written += 1;
+        let mut ack = Vec::with_capacity(bucket.len() + key.len() + 5);
+        ack.extend_from_slice(b"ok\t");
+        ack.extend_from_slice(bucket);
+        ack.push(b'\t');
+        ack.extend_from_slice(key);
+        ack.push(b'\n');
+        out.write_all(&ack)
+            .and_then(|()| out.flush())
+            .context("write to stdout")?;
+    }
+    tracing::info!("imported {written} objects from {line_no} lines");
+    Ok(())
+}
+
+fn repair(config: Config) -> Result<Outcome> {
+    let dir = config.dir.clone();
+    let report = Store::repair(config)?;
+    println!(
+        "repaired {}: rebuilt the ledger from the journal, replayed {} records, skipped {} corrupt records",
+        dir.display(),
+        report.replayed,
+        report.corrupt_records
+    );
+    Ok(Outcome::Done)
+}
+
+fn lossy(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn head_json(bucket: &[u8], key: &[u8], head: &Head) -> Value {
+    json!({
+        "bucket": lossy(bucket),
+        "key": lossy(key),
+        "sqn": head.sqn,
+        "size": head.size,
+        "hash": head.value_hash,
+        "hash_hex": format!("{:016x}", head.value_hash),
+        "last_modified": head.last_modified_us,
+        "expires_at": head.expires_at,
+        "metadata": lossy(&head.metadata),
+        "metadata_hex": hex(&head.metadata),
+    })
+}
+
+fn journal_file_json(f: &JournalFileInfo) -> Value {
+    json!({
+        "file_no": f.file_no,
+        "path": f.path.display().to_string(),
+        "first_sqn": f.first_sqn,
+        "last_sqn": f.last_sqn,
+        "size_bytes": f.size_bytes,
+        "active": f.active,
+    })
+}
+
+fn stats_json(s: &StoreStats) -> Value {
+    let counters: serde_json::Map<String, Value> = s
+        .counters
+        .iter()
+        .map(|(name, v)| ((*name).to_string(), json!(v)))
+        .collect();
+    let levels: Vec<Value> = s
+        .levels
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            json!({
+                "level": i,
+                "files": l.files,
+                "bytes": l.bytes,
+                "entries": l.entries,
+                "broken": l.broken,
+            })
+        })
+        .collect();
+    json!({
+        "counters": counters,
+        "levels": levels,
+        "memtable_entries": s.memtable_entries,
+        "persisted_sqn": s.persisted_sqn,
+        "last_sqn": s.last_sqn,
+        "journal_file_count": s.journal_files.len(),
+        "journal_files": s.journal_files.iter().map(journal_file_json).collect::<Vec<_>>(),
+    })
+}

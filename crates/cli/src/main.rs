@@ -1,0 +1,120 @@
+//! `basalt`: the command-line tool of the Basalt key/value store.
+//!
+//! `basalt kv ...` runs one key/value command on an embedded store (the data
+//! directory is opened, used and closed by this process); `basalt dump FILE`
+//! prints and verifies one of the store's files. `basalt bench CONFIG...`
+//! runs basho_bench config files and `basalt bench compare DIR...` compares
+//! runs (both delegated to the `basalt-bench` library). Every error is one line on
+//! stderr (`basalt: error: ...`); see [`EXIT_CODES`] for what the process
+//! returns.
+
+mod dump;
+mod kv;
+
+use clap::{Parser, Subcommand};
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+/// The exit codes, shown by `--help`.
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  success
+  1  not found (kv get / kv head)
+  2  error: bad arguments or input, the store could not be opened or used
+     (locked, missing or damaged manifest, wrong store kind, I/O error),
+     or a file `dump` cannot read or recognise
+  3  `dump` read the file but found damage (the damaged parts are printed)";
+
+/// Basalt's command-line tool.
+#[derive(Debug, Parser)]
+#[command(name = "basalt", version, about, after_help = EXIT_CODES)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Key/value commands on an embedded store in a data directory.
+    #[command(after_help = EXIT_CODES)]
+    Kv(kv::KvArgs),
+    /// Print and verify a store file (journal data/index/manifest, ledger
+    /// MANIFEST or SST), recognised by its magic bytes.
+    #[command(after_help = dump::AFTER_HELP)]
+    Dump(dump::DumpArgs),
+    /// basho_bench-compatible load generator: `basalt bench CONFIG...
+    /// [-d RESULTS_DIR] [-n NAME] [-q]`, `basalt bench compare DIR... [-o OUT]`,
+    /// `basalt bench report DIR`. Exit 1 when `shutdown_on_error` stopped a run.
+    #[command(disable_help_flag = true)]
+    Bench(BenchArgs),
+}
+
+/// Arguments of `basalt bench`, passed as they are to `basalt_bench::cli::run`.
+#[derive(Debug, clap::Args)]
+struct BenchArgs {
+    /// Config files (later ones override earlier ones), or `compare DIR...`.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+    args: Vec<String>,
+}
+
+/// How a command that did not fail ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Exit 0.
+    Done,
+    /// Exit 1: the object asked for does not exist.
+    NotFound,
+    /// Exit 3: `dump` found damage.
+    Damaged,
+    /// Exit with this code (`bench`).
+    Code(u8),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    let result = match cli.command {
+        Command::Kv(args) => kv::run(args),
+        Command::Dump(args) => dump::run(&args),
+        Command::Bench(args) => basalt_bench::cli::run(&args.args)
+            .map(|code| Outcome::Code(u8::try_from(code).unwrap_or(2))),
+    };
+    match result {
+        Ok(Outcome::Done) => ExitCode::SUCCESS,
+        Ok(Outcome::NotFound) => ExitCode::from(1),
+        Ok(Outcome::Damaged) => ExitCode::from(3),
+        Ok(Outcome::Code(c)) => ExitCode::from(c),
+        Err(e) => {
+            eprintln!("basalt: error: {}", one_line(&e));
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Logs go to stderr; the default level is `warn`, `RUST_LOG` overrides it.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+}
+
+/// The error and its causes on one line, leaving out a cause whose text the
+/// line already holds (engine I/O errors print their source themselves).
+fn one_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line.replace('\n', " ")
+}

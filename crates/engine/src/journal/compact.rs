@@ -1,0 +1,443 @@
+//! Journal compaction mechanics: rewrite a run of closed files keeping only
+//! what a [`Liveness`] callback says is still needed, then swap the run for
+//! the new files in the manifest. The policy (which run, when) is in
+//! [`crate::compaction`].
+//!
+//! Steps of [`Journal::compact_run`]:
+//!
+//! 1. Scan every record of the run (oldest first). For each, ask
+//!    [`Liveness::keep`]: keep the record, keep only its index changes (a
+//!    *key delta* record with the same SQN and key, kind 3, no value and no
+//!    metadata), rewrite it as a tombstone (kind 2, same SQN and key), or drop
+//!    it. Kept records are copied with their stored bytes (compressed values
+//!    stay compressed); with [`CompressionPoint::OnCompact`] an uncompressed
+//!    value is compressed now.
+//! 2. Write the output into new files with new numbers (`.jnl`, fsynced, then
+//!    its `.jix` written atomically), rolling at the journal's file size.
+//!    SQNs are unchanged, so the output covers a sub-range of the run's SQN
+//!    range and **the ledger is never rewritten** (it addresses values by key
+//!    and SQN, not by file).
+//! 3. Under the active-file lock (which also serialises rolls, the other
+//!    manifest writer) replace the run by the new files in the in-memory list
+//!    and write the manifest atomically. This is the commit point: a crash
+//!    before it leaves the old run listed (the unlisted new files are removed
+//!    at the next open); a crash after it leaves the new files listed (the
+//!    unlisted old files are removed at the next open).
+//! 4. Mark the old files obsolete. Each is unlinked when its last `Arc` is
+//!    dropped (deferred deletion), so a concurrent fetch, a
+//!    [`super::JournalView`] or a backup never sees a file vanish.
+//!
+//! Any error before the commit point (disk full, I/O error, an injected
+//! fault) abandons the run: the partial output files are deleted and the
+//! journal is unchanged. Appends are never blocked except for the manifest
+//! write of step 3, as with a roll.
+
+use super::compress::{self, CompressionPoint};
+use super::file::{self, ClosedFile};
+use super::record::{self, Compression, JournalRecord, NewRecord, RecordKind};
+use super::{create_data_file, Journal};
+use crate::error::{Error, IoContext, Result};
+use crate::fsutil::write_atomic;
+use crate::stats::Stats;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// What compaction does with one journal record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Keep {
+    /// Copy the record unchanged.
+    Record,
+    /// Replace the record by a key-delta record carrying only these index
+    /// changes (opaque bytes, see the record's `index` field).
+    KeyDelta(Vec<u8>),
+    /// Replace the record by a tombstone with the same SQN and key (value,
+    /// metadata and index dropped): for a put whose ledger entry is gone
+    /// (an expired value reaped by the ledger) but which must still shadow
+    /// older versions of the key when the ledger is rebuilt from the journal.
+    Tombstone,
+    /// Leave the record out.
+    Drop,
+}
+
+/// Decides, for journal compaction, whether a record is still needed. The
+/// store implements it from its ledger.
+pub trait Liveness {
+    /// The fate of `rec`. `rec.value` is **empty** (compaction does not
+    /// decompress values to ask): decide from the kind, key, SQN, expiry,
+    /// metadata and index changes.
+    fn keep(&self, rec: &JournalRecord) -> Result<Keep>;
+}
+
+/// What one [`Journal::compact_run`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CompactedRun {
+    /// Numbers of the files replaced.
+    pub files_in: Vec<u64>,
+    /// Numbers of the files written.
+    pub files_out: Vec<u64>,
+    /// Bytes of the files replaced.
+    pub bytes_in: u64,
+    /// Bytes of the files written.
+    pub bytes_out: u64,
+    /// Records copied as they were (or recompressed).
+    pub records_kept: u64,
+    /// Records left out.
+    pub records_dropped: u64,
+    /// Records reduced to key deltas.
+    pub key_deltas: u64,
+    /// Puts rewritten as tombstones.
+    pub tombstoned: u64,
+    /// Damaged records found (and left out) while reading the run.
+    pub damaged_records: u64,
+}
+
+/// An output file being written.
+struct OutFile {
+    file_no: u64,
+    path: PathBuf,
+    file: File,
+    size: u64,
+    index: Vec<(u64, u64)>,
+}
+
+impl Journal {
+    /// The closed files, oldest first (shared handles).
+    pub fn closed_files(&self) -> Vec<Arc<ClosedFile>> {
+        self.closed.read().clone()
+    }
+
+    /// Reads up to `n` records of `file`, evenly spaced over its index,
+    /// without their values: `(record, stored record length in bytes)`.
+    /// Damaged records are skipped.
+    pub fn sample(&self, file: &ClosedFile, n: usize) -> Result<Vec<(JournalRecord, u64)>> {
+        let count = file.index.len();
+        let take = n.min(count);
+        let mut out = Vec::with_capacity(take);
+        for i in 0..take {
+            // Evenly spaced, deterministic positions.
+            let pos = i * count / take;
+            let Some(&(_, off)) = file.index.get(pos) else {
+                continue;
+            };
+            let end = file.index.get(pos + 1).map_or(file.size, |e| e.1);
+            match file::read_record_at_opt(&file.file, &file.path, off, file.size, false) {
+                Ok(rec) => out.push((rec, end.saturating_sub(off))),
+                Err(e) if e.is_corruption() => {
+                    tracing::warn!(path = %file.path.display(), offset = off, error = %e, "damaged journal record while scoring; ignoring it");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Test hook: the next compaction run fails with an injected "no space
+    /// left on device" error after writing `records` output records, or just
+    /// before its manifest swap if it writes fewer (`u64::MAX` clears it).
+    #[doc(hidden)]
+    pub fn fail_compaction_after(&self, records: u64) {
+        self.compact_fault.store(records, Ordering::Release);
+    }
+
+    fn check_fault(&self, path: &std::path::Path, at_install: bool) -> Result<()> {
+        let left = self.compact_fault.load(Ordering::Acquire);
+        if left == u64::MAX {
+            return Ok(());
+        }
+        if left == 0 || at_install {
+            self.compact_fault.store(u64::MAX, Ordering::Release);
+            return Err(Error::io(
+                "write (injected fault)",
+                path,
+                std::io::Error::from_raw_os_error(28),
+            ));
+        }
+        self.compact_fault.store(left - 1, Ordering::Release);
+        Ok(())
+    }
+
+    /// Compacts `run`, a sequence of adjacent closed files (oldest first, as
+    /// returned by [`Journal::closed_files`]). See the module docs. Runs are
+    /// serialised; on error nothing changed and the partial output is gone.
+    pub fn compact_run(
+        &self,
+        run: &[Arc<ClosedFile>],
+        live: &dyn Liveness,
+    ) -> Result<CompactedRun> {
+        let _serial = self.compact_lock.lock();
+        if run.is_empty() {
+            return Ok(CompactedRun::default());
+        }
+        self.check_adjacent(run)?;
+        let mut outs: Vec<OutFile> = Vec::new();
+        let mut report = CompactedRun {
+            files_in: run.iter().map(|c| c.file_no).collect(),
+            bytes_in: run.iter().map(|c| c.size).sum(),
+            ..CompactedRun::default()
+        };
+        match self.write_run(run, live, &mut outs, &mut report) {
+            Ok(()) => {}
+            Err(e) => {
+                self.discard(&outs);
+                return Err(e);
+            }
+        }
+        if let Err(e) = self.check_fault(&self.dir.join(super::MANIFEST_NAME), true) {
+            self.discard(&outs);
+            return Err(e);
+        }
+        report.files_out = outs.iter().map(|o| o.file_no).collect();
+        report.bytes_out = outs.iter().map(|o| o.size).sum();
+        self.install(run, outs)?;
+        Ok(report)
+    }
+
+    fn check_adjacent(&self, run: &[Arc<ClosedFile>]) -> Result<usize> {
+        let closed = self.closed.read();
+        let start = run
+            .first()
+            .and_then(|f| closed.iter().position(|c| Arc::ptr_eq(c, f)));
+        let ok = start.is_some_and(|s| {
+            run.iter()
+                .enumerate()
+                .all(|(i, f)| closed.get(s + i).is_some_and(|c| Arc::ptr_eq(c, f)))
+        });
+        match (ok, start) {
+            (true, Some(s)) => Ok(s),
+            _ => Err(Error::InvalidInput(
+                "journal compaction run is not a sequence of adjacent closed files".into(),
+            )),
+        }
+    }
+
+    fn write_run(
+        &self,
+        run: &[Arc<ClosedFile>],
+        live: &dyn Liveness,
+        outs: &mut Vec<OutFile>,
+        report: &mut CompactedRun,
+    ) -> Result<()> {
+        let mut buf = Vec::new();
+        for cf in run {
+            let outcome = file::scan(
+                &cf.file,
+                &cf.path,
+                file::JNL_HEADER_LEN,
+                cf.size,
+                0,
+                &mut |_, _, view| {
+                    let meta = view.to_record_meta();
+                    buf.clear();
+                    match live.keep(&meta)? {
+                        Keep::Record => {
+                            self.encode_kept(&view, &mut buf)?;
+                            report.records_kept += 1;
+                        }
+                        Keep::KeyDelta(ix) => {
+                            let rec = NewRecord {
+                                kind: RecordKind::KeyDelta,
+                                metadata: &[],
+                                value: &[],
+                                index: &ix,
+                                ..view.as_stored()
+                            };
+                            record::encode_record(&rec, &mut buf)?;
+                            report.key_deltas += 1;
+                        }
+                        Keep::Tombstone => {
+                            let rec = NewRecord {
+                                kind: RecordKind::Delete,
+                                metadata: &[],
+                                value: &[],
+                                index: &[],
+                                ..view.as_stored()
+                            };
+                            record::encode_record(&rec, &mut buf)?;
+                            report.tombstoned += 1;
+                        }
+                        Keep::Drop => {
+                            report.records_dropped += 1;
+                            return Ok(());
+                        }
+                    }
+                    self.emit(outs, view.sqn, &buf)
+                },
+            )?;
+            for (d, why) in outcome.damage.iter().zip(&outcome.reasons) {
+                tracing::warn!(path = %cf.path.display(), offset = d.offset, len = d.len, reason = %why, "damaged region in a journal file being compacted; its records are lost");
+                report.damaged_records += 1;
+                Stats::incr(&self.stats.journal_corrupt_records);
+            }
+        }
+        if let Some(last) = outs.last_mut() {
+            Self::finish(&self.dir, last)?;
+        }
+        Ok(())
+    }
+
+    /// Encodes a kept record: its stored bytes as they are, or compressed now
+    /// when compression happens at compaction and the value is uncompressed.
+    fn encode_kept(&self, view: &record::RecordView<'_>, buf: &mut Vec<u8>) -> Result<()> {
+        let recompress = self.opts.compression_point == CompressionPoint::OnCompact
+            && self.opts.compression != Compression::None
+            && view.compression == Compression::None
+            && !view.value.is_empty();
+        if !recompress {
+            return record::encode_stored(&view.as_stored(), view.compression, buf);
+        }
+        let (method, stored) =
+            compress::compress(self.opts.compression, self.opts.zstd_level, view.value);
+        Stats::add(&self.stats.compression_bytes_in, view.value.len() as u64);
+        Stats::add(&self.stats.compression_bytes_out, stored.len() as u64);
+        record::encode_stored(
+            &NewRecord {
+                value: &stored,
+                ..view.as_stored()
+            },
+            method,
+            buf,
+        )
+    }
+
+    /// Appends one encoded record to the current output file, starting a new
+    /// one when needed.
+    fn emit(&self, outs: &mut Vec<OutFile>, sqn: u64, bytes: &[u8]) -> Result<()> {
+        let need_new = outs.last().is_none_or(|o| o.size >= self.opts.file_bytes);
+        if need_new {
+            if let Some(last) = outs.last_mut() {
+                Self::finish(&self.dir, last)?;
+            }
+            let file_no = {
+                let mut a = self.active.lock();
+                let no = a.next_file_no;
+                a.next_file_no = no.checked_add(1).ok_or_else(|| {
+                    Error::InvalidInput(format!("journal file number {no} cannot grow further"))
+                })?;
+                no
+            };
+            let (path, file) = create_data_file(&self.dir, file_no)?;
+            outs.push(OutFile {
+                file_no,
+                path,
+                file,
+                size: file::JNL_HEADER_LEN,
+                index: Vec::new(),
+            });
+        }
+        let Some(o) = outs.last_mut() else {
+            return Err(Error::InvalidInput("no compaction output file".into()));
+        };
+        self.check_fault(&o.path, false)?;
+        debug_assert!(o.index.last().is_none_or(|e| e.0 < sqn));
+        o.file.write_all_at(bytes, o.size).ctx("write", &o.path)?;
+        o.index.push((sqn, o.size));
+        o.size += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Makes an output file durable and writes its index.
+    fn finish(dir: &std::path::Path, o: &OutFile) -> Result<()> {
+        o.file.sync_all().ctx("fsync", &o.path)?;
+        write_atomic(
+            &dir.join(file::jix_name(o.file_no)),
+            &file::encode_index(&o.index),
+        )
+    }
+
+    /// Deletes the output files of an abandoned run.
+    fn discard(&self, outs: &[OutFile]) {
+        for o in outs {
+            for p in [o.path.clone(), self.dir.join(file::jix_name(o.file_no))] {
+                if let Err(e) = std::fs::remove_file(&p) {
+                    if e.kind() != std::io::ErrorKind::NotFound {
+                        // The next open removes it anyway (not in the manifest).
+                        tracing::warn!(path = %p.display(), error = %e, "could not delete a partial compaction output file");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Swaps the run for the output files and writes the manifest (the commit
+    /// point), then marks the run obsolete.
+    fn install(&self, run: &[Arc<ClosedFile>], outs: Vec<OutFile>) -> Result<()> {
+        let a = self.active.lock();
+        let start = match self.check_adjacent(run) {
+            Ok(s) => s,
+            Err(e) => {
+                drop(a);
+                self.discard(&outs);
+                return Err(e);
+            }
+        };
+        let new_files: Vec<Arc<ClosedFile>> = {
+            let closed = self.closed.read();
+            let mut hi = start
+                .checked_sub(1)
+                .and_then(|i| closed.get(i))
+                .map_or(0, |c| c.search_hi);
+            outs.iter()
+                .map(|o| {
+                    let last = o.index.last().map_or(0, |e| e.0);
+                    hi = hi.max(last);
+                    // The read-write handle reads as well as a read-only one.
+                    let file = o.file.try_clone().ctx("dup", &o.path)?;
+                    Ok(Arc::new(ClosedFile {
+                        file_no: o.file_no,
+                        path: o.path.clone(),
+                        file,
+                        size: o.size,
+                        index: o.index.clone(),
+                        damage: Vec::new(),
+                        search_hi: hi,
+                        obsolete: AtomicBool::new(false),
+                    }))
+                })
+                .collect::<Result<_>>()
+        }
+        .inspect_err(|_| self.discard(&outs))?;
+        let old: Vec<Arc<ClosedFile>> = self
+            .closed
+            .write()
+            .splice(start..start + run.len(), new_files.iter().cloned())
+            .collect();
+        if let Err(e) = self.write_manifest(&a, &self.closed.read()) {
+            // Put the run back. If the old list can be written again the new
+            // files are surely unlisted and can go; otherwise leave both sets
+            // (the next open keeps whichever the manifest lists).
+            self.closed
+                .write()
+                .splice(start..start + new_files.len(), old.iter().cloned());
+            if self.write_manifest(&a, &self.closed.read()).is_ok() {
+                for f in &new_files {
+                    f.obsolete.store(true, Ordering::Release);
+                }
+            }
+            return Err(e);
+        }
+        drop(a);
+        for f in &old {
+            f.obsolete.store(true, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// Rolls the active file if it holds any record, and returns the closed
+    /// files then (all data written before the call is in them) and the next
+    /// file number. Used by hot backup.
+    pub fn roll_and_list(&self) -> Result<(Vec<Arc<ClosedFile>>, u64)> {
+        self.check_poison()?;
+        let mut a = self.active.lock();
+        if !a.index.is_empty() {
+            if let Err(e) = self.roll(&mut a) {
+                self.poison(format!("journal roll failed earlier: {e}"));
+                return Err(e);
+            }
+        }
+        let closed = self.closed.read().clone();
+        Ok((closed, a.next_file_no))
+    }
+}

@@ -1,0 +1,536 @@
+//! Journal compaction, compression and hot backup, through the store API.
+//!
+//! Deterministic: values come from seeded RNGs; no test depends on timing
+//! (threads synchronise through counters and joins).
+
+use basalt_engine::{Compression, CompressionPoint, Config, Store};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+fn counter(s: &Store, name: &str) -> u64 {
+    s.stats()
+        .counters
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, v)| *v)
+        .unwrap_or_else(|| panic!("no counter {name}"))
+}
+
+fn journal_bytes(s: &Store) -> u64 {
+    s.stats().journal_files.iter().map(|f| f.size_bytes).sum()
+}
+
+fn jnl_files_on_disk(dir: &Path) -> usize {
+    std::fs::read_dir(dir.join("journal"))
+        .expect("test setup")
+        .filter(|e| {
+            e.as_ref()
+                .expect("test setup")
+                .path()
+                .extension()
+                .is_some_and(|x| x == "jnl")
+        })
+        .count()
+}
+
+fn random_value(rng: &mut StdRng, len: usize) -> Vec<u8> {
+    (0..len).map(|_| rng.gen()).collect()
+}
+
+fn key(i: usize) -> Vec<u8> {
+    format!("key-{i:05}").into_bytes()
+}
+
+/// Compacts until no run is worth it; returns the number of runs that did work.
+fn compact_all(s: &Store) -> usize {
+    for n in 0..100 {
+        let r = s.compact_journal().expect("compact");
+        if !r.compacted {
+            return n;
+        }
+        assert!(r.bytes_out <= r.bytes_in, "{r:?}");
+    }
+    panic!("compaction never settled");
+}
+
+fn check_model(s: &Store, model: &BTreeMap<Vec<u8>, Option<Vec<u8>>>) {
+    for (k, v) in model {
+        let got = s.get(b"b", k).expect("get").map(|o| o.value);
+        assert_eq!(
+            got.as_ref(),
+            v.as_ref(),
+            "key {}",
+            String::from_utf8_lossy(k)
+        );
+    }
+}
+
+/// Loads 300 keys, overwrites 90% of them twice: most of the journal is dead.
+fn load_and_overwrite(s: &Store, seed: u64) -> BTreeMap<Vec<u8>, Option<Vec<u8>>> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut model = BTreeMap::new();
+    for round in 0..3 {
+        for i in 0..300 {
+            if round > 0 && i % 10 == 0 {
+                continue;
+            }
+            let v = random_value(&mut rng, 2000);
+            s.put(b"b", &key(i), &v, b"m").expect("test setup");
+            model.insert(key(i), Some(v));
+        }
+    }
+    s.settle().expect("test setup");
+    model
+}
+
+#[test]
+fn compaction_round_trip_reclaims_space() {
+    let d = tempfile::tempdir().expect("test setup");
+    let cfg = Config::test_min(d.path());
+    let s = Store::open(cfg.clone()).expect("test setup");
+    let model = load_and_overwrite(&s, 1);
+    let before = journal_bytes(&s);
+    let runs = compact_all(&s);
+    let after = journal_bytes(&s);
+    assert!(runs > 0);
+    assert!(after < before / 2, "journal {before} -> {after} bytes");
+    assert!(counter(&s, "compaction_runs") >= runs as u64);
+    assert!(counter(&s, "compaction_bytes_reclaimed") > 0);
+    assert!(counter(&s, "compaction_records_dropped") > 300);
+    // Deferred deletion has run: only listed files remain on disk.
+    assert_eq!(jnl_files_on_disk(d.path()), s.stats().journal_files.len());
+    check_model(&s, &model);
+    s.close().expect("test setup");
+    drop(s);
+    let s = Store::open(cfg).expect("test setup");
+    check_model(&s, &model);
+    assert_eq!(counter(&s, "journal_replayed_records"), 0);
+}
+
+#[test]
+fn deleted_keys_stay_deleted_after_compaction_reopen_and_repair() {
+    let d = tempfile::tempdir().expect("test setup");
+    let cfg = Config::test_min(d.path());
+    let s = Store::open(cfg.clone()).expect("test setup");
+    let mut model = load_and_overwrite(&s, 2);
+    for i in (0..300).filter(|i| i % 3 != 0) {
+        s.delete(b"b", &key(i)).expect("test setup");
+        model.insert(key(i), None);
+    }
+    // Enough later writes to persist the tombstones in the ledger.
+    let mut rng = StdRng::seed_from_u64(22);
+    for i in 300..400 {
+        let v = random_value(&mut rng, 2000);
+        s.put(b"b", &key(i), &v, b"").expect("test setup");
+        model.insert(key(i), Some(v));
+    }
+    s.settle().expect("test setup");
+    assert!(compact_all(&s) > 0);
+    check_model(&s, &model);
+    s.close().expect("test setup");
+    drop(s);
+    let s = Store::open(cfg.clone()).expect("test setup");
+    check_model(&s, &model);
+    // Compact again after reopen (scores are recomputed from scratch).
+    compact_all(&s);
+    s.close().expect("test setup");
+    drop(s);
+    let rep = Store::repair(cfg.clone()).expect("test setup");
+    assert!(rep.replayed > 0);
+    let s = Store::open(cfg).expect("test setup");
+    check_model(&s, &model);
+    let live = s.keys(b"b").expect("test setup");
+    let want: Vec<Vec<u8>> = model
+        .iter()
+        .filter(|(_, v)| v.is_some())
+        .map(|(k, _)| k.clone())
+        .collect();
+    assert_eq!(live, want);
+}
+
+#[test]
+fn compaction_concurrent_with_writers_and_readers() {
+    let d = tempfile::tempdir().expect("test setup");
+    let s = Arc::new(Store::open(Config::test_min(d.path())).expect("test setup"));
+    let done = Arc::new(AtomicBool::new(false));
+    let mut writers = Vec::new();
+    for t in 0..2u64 {
+        let s = Arc::clone(&s);
+        writers.push(std::thread::spawn(move || {
+            let mut rng = StdRng::seed_from_u64(100 + t);
+            let mut model = BTreeMap::new();
+            for n in 0..1500 {
+                let k = format!("t{t}-{:03}", rng.gen_range(0..120)).into_bytes();
+                if n % 17 == 0 {
+                    s.delete(b"b", &k).expect("test setup");
+                    model.insert(k, None);
+                } else {
+                    let mut v = k.clone();
+                    v.extend(random_value(&mut rng, 1500));
+                    s.put(b"b", &k, &v, b"").expect("test setup");
+                    model.insert(k, Some(v));
+                }
+            }
+            model
+        }));
+    }
+    let reader = {
+        let (s, done) = (Arc::clone(&s), Arc::clone(&done));
+        std::thread::spawn(move || {
+            let mut rng = StdRng::seed_from_u64(7);
+            let mut reads = 0u64;
+            while !done.load(Ordering::Acquire) || reads < 100 {
+                let k =
+                    format!("t{}-{:03}", rng.gen_range(0..2), rng.gen_range(0..120)).into_bytes();
+                if let Some(o) = s.get(b"b", &k).expect("get during compaction") {
+                    assert!(o.value.starts_with(&k), "value of another key");
+                }
+                reads += 1;
+            }
+        })
+    };
+    let compactor = {
+        let (s, done) = (Arc::clone(&s), Arc::clone(&done));
+        std::thread::spawn(move || {
+            let mut runs = 0;
+            while !done.load(Ordering::Acquire) {
+                if s.compact_journal()
+                    .expect("compact during writes")
+                    .compacted
+                {
+                    runs += 1;
+                }
+            }
+            runs
+        })
+    };
+    let mut model = BTreeMap::new();
+    for w in writers {
+        model.extend(w.join().expect("test setup"));
+    }
+    done.store(true, Ordering::Release);
+    reader.join().expect("test setup");
+    compactor.join().expect("test setup");
+    s.settle().expect("test setup");
+    compact_all(&s);
+    assert!(counter(&s, "compaction_runs") > 0);
+    check_model(&s, &model);
+    let s = Arc::into_inner(s).expect("test setup");
+    s.close().expect("test setup");
+    drop(s);
+    let s = Store::open(Config::test_min(d.path())).expect("test setup");
+    check_model(&s, &model);
+}
+
+#[test]
+fn compression_round_trips_and_mixed_methods() {
+    let d = tempfile::tempdir().expect("test setup");
+    let compressible = b"riak object with siblings; ".repeat(100);
+    let mut rng = StdRng::seed_from_u64(3);
+    let incompressible = random_value(&mut rng, 2700);
+    let mut model = BTreeMap::new();
+    for (round, method) in [Compression::None, Compression::Lz4, Compression::Zstd]
+        .into_iter()
+        .enumerate()
+    {
+        let s = Store::open(Config {
+            compression: method,
+            ..Config::test_min(d.path())
+        })
+        .expect("test setup");
+        let (ka, kb) = (key(round * 2), key(round * 2 + 1));
+        s.put(b"b", &ka, &compressible, b"").expect("test setup");
+        s.put(b"b", &kb, &incompressible, b"").expect("test setup");
+        model.insert(ka, Some(compressible.clone()));
+        model.insert(kb, Some(incompressible.clone()));
+        let (cin, cout) = (
+            counter(&s, "compression_bytes_in"),
+            counter(&s, "compression_bytes_out"),
+        );
+        if method == Compression::None {
+            assert_eq!((cin, cout), (0, 0));
+        } else {
+            assert_eq!(cin, (compressible.len() + incompressible.len()) as u64);
+            // The incompressible value is stored as is; the other shrinks a lot.
+            assert!(
+                cout < incompressible.len() as u64 + compressible.len() as u64 / 4,
+                "{cin} -> {cout}"
+            );
+        }
+        // Every method written so far reads back in this store.
+        check_model(&s, &model);
+        s.close().expect("test setup");
+    }
+    // Mixed methods survive a rebuild from the journal too.
+    Store::repair(Config::test_min(d.path())).expect("test setup");
+    let s = Store::open(Config::test_min(d.path())).expect("test setup");
+    check_model(&s, &model);
+}
+
+#[test]
+fn compression_on_compact_compresses_when_rewriting() {
+    let d = tempfile::tempdir().expect("test setup");
+    let s = Store::open(Config {
+        compression: Compression::Zstd,
+        compression_point: CompressionPoint::OnCompact,
+        ..Config::test_min(d.path())
+    })
+    .expect("test setup");
+    let mut model = BTreeMap::new();
+    for round in 0..3 {
+        for i in 0..200 {
+            if round > 0 && i % 4 == 0 {
+                continue;
+            }
+            let v = format!("value {i} of round {round}; ")
+                .repeat(60)
+                .into_bytes();
+            s.put(b"b", &key(i), &v, b"").expect("test setup");
+            model.insert(key(i), Some(v));
+        }
+    }
+    s.settle().expect("test setup");
+    assert_eq!(
+        counter(&s, "compression_bytes_in"),
+        0,
+        "nothing compressed at receipt"
+    );
+    assert!(compact_all(&s) > 0);
+    let (cin, cout) = (
+        counter(&s, "compression_bytes_in"),
+        counter(&s, "compression_bytes_out"),
+    );
+    assert!(cin > 0 && cout < cin / 4, "{cin} -> {cout}");
+    check_model(&s, &model);
+}
+
+/// Rewrites the stored value bytes of the first record of `key_suffix` in the
+/// journal files of `dir` with `f`, then fixes the record CRC so only the
+/// compressed payload is wrong.
+fn tamper_value(dir: &Path, f: &dyn Fn(&mut Vec<u8>)) -> bool {
+    use basalt_engine::journal::record::{record_crc, BODY_FIXED_LEN, RECORD_HEADER_LEN};
+    for e in std::fs::read_dir(dir.join("journal")).expect("test setup") {
+        let p = e.expect("test setup").path();
+        if p.extension().is_none_or(|x| x != "jnl") {
+            continue;
+        }
+        let mut bytes = std::fs::read(&p).expect("test setup");
+        let mut off = 16;
+        while off + RECORD_HEADER_LEN <= bytes.len() {
+            let u32_at = |b: &[u8], o: usize| {
+                u32::from_le_bytes(b[o..o + 4].try_into().expect("test setup"))
+            };
+            let body_len = u32_at(&bytes, off + 8) as usize;
+            let body_off = off + RECORD_HEADER_LEN;
+            let body = &bytes[body_off..body_off + body_len];
+            let (comp, key_len, meta_len, value_len) = (
+                body[1],
+                u32_at(body, 26) as usize,
+                u32_at(body, 30) as usize,
+                u32_at(body, 34) as usize,
+            );
+            if comp != 0 {
+                let v0 = body_off + BODY_FIXED_LEN + key_len + meta_len;
+                let mut value = bytes[v0..v0 + value_len].to_vec();
+                f(&mut value);
+                assert_eq!(value.len(), value_len);
+                bytes[v0..v0 + value_len].copy_from_slice(&value);
+                let crc = record_crc(body_len as u32, &bytes[body_off..body_off + body_len]);
+                bytes[off + 4..off + 8].copy_from_slice(&crc.to_le_bytes());
+                std::fs::write(&p, &bytes).expect("test setup");
+                return true;
+            }
+            off = body_off + body_len;
+        }
+    }
+    false
+}
+
+#[test]
+fn corrupt_compressed_payload_is_a_corrupt_error() {
+    type Tamper = fn(&mut Vec<u8>);
+    let cases: [(Compression, Tamper); 4] = [
+        // lz4: absurd uncompressed size, refused before allocating.
+        (Compression::Lz4, |v| {
+            v[..4].copy_from_slice(&u32::MAX.to_le_bytes())
+        }),
+        // lz4: garbage block.
+        (Compression::Lz4, |v| {
+            v[4..].iter_mut().for_each(|b| *b = 0xFF)
+        }),
+        // zstd: damaged frame header.
+        (Compression::Zstd, |v| {
+            v[..4].iter_mut().for_each(|b| *b = 0)
+        }),
+        // zstd: damaged content.
+        (Compression::Zstd, |v| {
+            let n = v.len();
+            v[n / 2..].iter_mut().for_each(|b| *b ^= 0x5A)
+        }),
+    ];
+    for (i, (method, tamper)) in cases.into_iter().enumerate() {
+        let d = tempfile::tempdir().expect("test setup");
+        let s = Store::open(Config {
+            compression: method,
+            ..Config::test_min(d.path())
+        })
+        .expect("test setup");
+        let v = b"abcdefgh".repeat(500);
+        s.put(b"b", b"k", &v, b"").expect("test setup");
+        s.put(b"b", b"other", b"x", b"").expect("test setup");
+        assert!(
+            tamper_value(d.path(), &tamper),
+            "case {i}: no compressed record"
+        );
+        let e = s.get(b"b", b"k").unwrap_err();
+        assert!(e.is_corruption(), "case {i}: {e}");
+        assert_eq!(
+            s.get(b"b", b"other")
+                .expect("test setup")
+                .expect("test setup")
+                .value,
+            b"x"
+        );
+    }
+}
+
+#[test]
+fn injected_io_failure_mid_compaction_leaves_store_usable() {
+    let d = tempfile::tempdir().expect("test setup");
+    let cfg = Config::test_min(d.path());
+    let s = Store::open(cfg.clone()).expect("test setup");
+    // A third of the first files stays live, so the run writes output files
+    // before the fault hits.
+    let mut rng = StdRng::seed_from_u64(4);
+    let mut model = BTreeMap::new();
+    for round in 0..2 {
+        for i in (0..300).filter(|i| round == 0 || i % 3 != 0) {
+            let v = random_value(&mut rng, 2000);
+            s.put(b"b", &key(i), &v, b"").expect("test setup");
+            model.insert(key(i), Some(v));
+        }
+    }
+    s.settle().expect("test setup");
+    let files_before = s.stats().journal_files;
+    s.fail_next_compaction_after(40);
+    let e = s.compact_journal().unwrap_err();
+    // Failed while writing an output file (not at the manifest swap).
+    assert!(
+        e.to_string().contains("injected") && e.to_string().contains(".jnl"),
+        "{e}"
+    );
+    assert_eq!(counter(&s, "compaction_failures"), 1);
+    // Nothing changed: same files, no partial output left behind.
+    assert_eq!(s.stats().journal_files, files_before);
+    assert_eq!(jnl_files_on_disk(d.path()), files_before.len());
+    check_model(&s, &model);
+    // Still writable, and the next run succeeds.
+    s.put(b"b", &key(0), b"after", b"").expect("test setup");
+    model.insert(key(0), Some(b"after".to_vec()));
+    assert!(compact_all(&s) > 0);
+    check_model(&s, &model);
+    s.close().expect("test setup");
+    drop(s);
+    let s = Store::open(cfg).expect("test setup");
+    check_model(&s, &model);
+}
+
+#[test]
+fn journal_view_reads_its_moment_and_defers_deletion() {
+    let d = tempfile::tempdir().expect("test setup");
+    let s = Store::open(Config::test_min(d.path())).expect("test setup");
+    let mut rng = StdRng::seed_from_u64(5);
+    let mut first = Vec::new();
+    for i in 0..200 {
+        let v = random_value(&mut rng, 1500);
+        let sqn = s.put(b"b", &key(i), &v, b"").expect("test setup");
+        first.push((sqn, key(i), v));
+    }
+    let view = s.journal_view();
+    let model = load_and_overwrite(&s, 6);
+    assert!(compact_all(&s) > 0);
+    // The replaced files are still on disk: the view holds them.
+    assert!(jnl_files_on_disk(d.path()) > s.stats().journal_files.len());
+    for (sqn, k, v) in &first {
+        let lkey = basalt_engine::key::object(b"b", k);
+        let rec = view
+            .fetch(*sqn, &lkey)
+            .expect("test setup")
+            .expect("old version in view");
+        assert_eq!(&rec.value, v);
+    }
+    let mut n = 0;
+    view.replay(0, &mut |_| {
+        n += 1;
+        Ok(())
+    })
+    .expect("test setup");
+    assert_eq!(n, 200);
+    drop(view);
+    assert_eq!(jnl_files_on_disk(d.path()), s.stats().journal_files.len());
+    check_model(&s, &model);
+}
+
+#[test]
+fn backup_while_writers_run_holds_every_acknowledged_write() {
+    let d = tempfile::tempdir().expect("test setup");
+    let b = tempfile::tempdir().expect("test setup");
+    let dest = b.path().join("backup");
+    let s = Arc::new(Store::open(Config::test_min(d.path())).expect("test setup"));
+    let model = load_and_overwrite(&s, 8);
+    let acked = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let value = |i: u64| format!("w-{i}-").repeat(1 + (i % 50) as usize).into_bytes();
+    let writer = {
+        let (s, acked, stop) = (Arc::clone(&s), Arc::clone(&acked), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let mut i = 0u64;
+            while !stop.load(Ordering::Acquire) || i < 400 {
+                s.put(b"w", format!("{i:06}").as_bytes(), &value(i), b"")
+                    .expect("test setup");
+                i += 1;
+                acked.store(i, Ordering::Release);
+            }
+        })
+    };
+    let mut checks = Vec::new();
+    for round in 0..2 {
+        while acked.load(Ordering::Acquire) < 150 * (round + 1) {
+            std::thread::yield_now();
+        }
+        if round == 1 {
+            s.compact_journal().expect("test setup");
+        }
+        let before = acked.load(Ordering::Acquire);
+        let rep = s.backup(&dest).expect("test setup");
+        if round == 1 {
+            assert!(
+                rep.files_skipped > 0,
+                "second backup is incremental: {rep:?}"
+            );
+        }
+        // Open the backup (it is a complete store) and check it.
+        let bs = Store::open(Config::test_min(&dest)).expect("test setup");
+        for i in 0..before {
+            let got = bs
+                .get(b"w", format!("{i:06}").as_bytes())
+                .expect("test setup");
+            assert_eq!(
+                got.map(|o| o.value),
+                Some(value(i)),
+                "write {i} of {before}"
+            );
+        }
+        check_model(&bs, &model);
+        bs.close().expect("test setup");
+        checks.push(before);
+    }
+    stop.store(true, Ordering::Release);
+    writer.join().expect("test setup");
+    assert_eq!(counter(&s, "backups"), 2);
+    assert!(checks[1] > checks[0]);
+}

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Runs every test of the workspace. Short, fixed-seed versions of the
+# property, crash and corruption tests run by default; set
+# BASALT_LONG_TESTS=1 for the long soak and crash-loop versions, and
+# BASALT_TEST_SEED=<u64> to replay a seed a failure printed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo test --workspace --locked "$@"
