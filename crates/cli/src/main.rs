@@ -2,7 +2,9 @@
 //!
 //! `basalt kv ...` runs one key/value command on an embedded store (the data
 //! directory is opened, used and closed by this process); `basalt dump FILE`
-//! prints and verifies one of the store's files. Every error is one line on
+//! prints and verifies one of the store's files. `basalt bench CONFIG...`
+//! runs basho_bench config files and `basalt bench compare DIR...` compares
+//! runs (both delegated to the `basalt-bench` library). Every error is one line on
 //! stderr (`basalt: error: ...`); see [`EXIT_CODES`] for what the process
 //! returns.
 
@@ -41,6 +43,19 @@ enum Command {
     /// MANIFEST or SST), recognised by its magic bytes.
     #[command(after_help = dump::AFTER_HELP)]
     Dump(dump::DumpArgs),
+    /// basho_bench-compatible load generator: `basalt bench CONFIG...
+    /// [-d RESULTS_DIR] [-n NAME] [-q]`, `basalt bench compare DIR... [-o OUT]`,
+    /// `basalt bench report DIR`. Exit 1 when `shutdown_on_error` stopped a run.
+    #[command(disable_help_flag = true)]
+    Bench(BenchArgs),
+}
+
+/// Arguments of `basalt bench`, passed as they are to `basalt_bench::cli::run`.
+#[derive(Debug, clap::Args)]
+struct BenchArgs {
+    /// Config files (later ones override earlier ones), or `compare DIR...`.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+    args: Vec<String>,
 }
 
 /// How a command that did not fail ended.
@@ -52,6 +67,8 @@ pub enum Outcome {
     NotFound,
     /// Exit 3: `dump` found damage.
     Damaged,
+    /// Exit with this code (`bench`).
+    Code(u8),
 }
 
 fn main() -> ExitCode {
@@ -60,11 +77,14 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Kv(args) => kv::run(args),
         Command::Dump(args) => dump::run(&args),
+        Command::Bench(args) => basalt_bench::cli::run(&args.args)
+            .map(|code| Outcome::Code(u8::try_from(code).unwrap_or(2))),
     };
     match result {
         Ok(Outcome::Done) => ExitCode::SUCCESS,
         Ok(Outcome::NotFound) => ExitCode::from(1),
         Ok(Outcome::Damaged) => ExitCode::from(3),
+        Ok(Outcome::Code(c)) => ExitCode::from(c),
         Err(e) => {
             eprintln!("basalt: error: {}", one_line(&e));
             ExitCode::from(2)

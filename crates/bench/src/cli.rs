@@ -1,0 +1,103 @@
+//! The command line, as a library entry so that the `basalt` binary can
+//! delegate `basalt bench ...` here:
+//!
+//! ```text
+//! basalt-bench CONFIG... [-d RESULTS_DIR] [-n NAME] [-q]
+//! basalt-bench compare DIR... [-o OUT_DIR]
+//! basalt-bench report DIR
+//! ```
+//!
+//! `-d` is the parent of the run directory (default `tests`); the run goes
+//! to `<RESULTS_DIR>/<NAME>` (NAME default: a `YYYYMMDD_HHMMSS` timestamp)
+//! and `<RESULTS_DIR>/current` points at it, as basho_bench does.
+
+use crate::compare;
+use crate::run::{self, RunOptions};
+use anyhow::{bail, Context};
+use std::path::PathBuf;
+
+/// Usage text.
+pub const USAGE: &str = "usage:
+  bench CONFIG... [-d RESULTS_DIR] [-n NAME] [-q]   run basho_bench config files (later files override)
+  bench compare DIR... [-o OUT_DIR]                 compare runs (first = baseline): table + charts
+  bench report DIR                                  (re)write report.md and summary.png of a results dir";
+
+/// Runs the command; returns the process exit code.
+pub fn run(args: &[String]) -> anyhow::Result<i32> {
+    match args.first().map(String::as_str) {
+        None | Some("-h") | Some("--help") | Some("help") => {
+            println!("{USAGE}");
+            Ok(if args.is_empty() { 2 } else { 0 })
+        }
+        Some("compare") => {
+            let mut dirs = Vec::new();
+            let mut out: Option<PathBuf> = None;
+            let mut it = args[1..].iter();
+            while let Some(a) = it.next() {
+                match a.as_str() {
+                    "-o" | "--out" => out = Some(it.next().context("-o needs a directory")?.into()),
+                    s if s.starts_with('-') => bail!("unknown option {s}\n{USAGE}"),
+                    s => dirs.push(PathBuf::from(s)),
+                }
+            }
+            if dirs.is_empty() {
+                bail!("compare needs at least one results directory\n{USAGE}");
+            }
+            let out = out.unwrap_or_else(|| {
+                let parent = dirs[0]
+                    .parent()
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| PathBuf::from("."));
+                parent.join("compare")
+            });
+            let (md, png) = compare::compare(&dirs, &out)?;
+            print!("{}", std::fs::read_to_string(&md).unwrap_or_default());
+            println!("wrote {} and {}", md.display(), png.display());
+            Ok(0)
+        }
+        Some("report") => {
+            let dir = PathBuf::from(args.get(1).context("report needs a results directory")?);
+            let path = crate::report::write_for_dir(&dir)?;
+            crate::chart::summary_png(
+                &crate::output::RunData::load(&dir)?,
+                &dir.join("summary.png"),
+            )?;
+            println!("wrote {}", path.display());
+            Ok(0)
+        }
+        Some(_) => {
+            let mut files = Vec::new();
+            let mut opts = RunOptions {
+                results_parent: PathBuf::from("tests"),
+                ..RunOptions::default()
+            };
+            let mut it = args.iter();
+            while let Some(a) = it.next() {
+                match a.as_str() {
+                    "-d" | "--results-dir" => {
+                        opts.results_parent = it.next().context("-d needs a directory")?.into()
+                    }
+                    "-n" | "--bench-name" => {
+                        opts.name = Some(it.next().context("-n needs a name")?.clone())
+                    }
+                    "-q" | "--quiet" => opts.quiet = true,
+                    s if s.starts_with('-') => bail!("unknown option {s}\n{USAGE}"),
+                    s => files.push(PathBuf::from(s)),
+                }
+            }
+            if files.is_empty() {
+                bail!("no config file given\n{USAGE}");
+            }
+            let out = run::run_files(&files, &opts)?;
+            println!(
+                "{} ok, {} errors, avg {:.1} ops/s\nresults: {}\nreport:  {}",
+                out.ok,
+                out.errors,
+                out.avg_tps,
+                out.dir.display(),
+                out.report.display()
+            );
+            Ok(out.exit_code)
+        }
+    }
+}

@@ -1,0 +1,791 @@
+//! basho_bench configuration: read one or more files of `{Key, Value}.`
+//! terms (a later file overrides an earlier one), apply basho_bench's
+//! defaults, and check every value.
+//!
+//! Keys and defaults follow `shared/reference/basho_bench.md` §1. Keys of
+//! basho_bench that have no meaning here (`log_level`, `code_paths`, hooks,
+//! ...) are accepted and ignored; any other unknown key gives a warning that
+//! names it. Our own keys all start with `basalt_` (see [`BenchConfig`]).
+
+use crate::keygen::{KeyGenError, KeyGenSpec};
+use crate::term::{parse_terms, SyntaxError, Term};
+use crate::valgen::{ValGenError, ValGenSpec};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// basho_bench keys we accept but do not use.
+const IGNORED: &[&str] = &[
+    "log_level",
+    "code_paths",
+    "source_dir",
+    "pre_hook",
+    "post_hook",
+    "stats",
+    "measurement_driver",
+    "measurements",
+    "distribute_work",
+    "remote_nodes",
+    "disable_sequential_int_progress_report",
+    "sequential_int_state_dir",
+    "test_dir",
+    "app_run_mode",
+];
+
+/// Keys this tool reads.
+const KNOWN: &[&str] = &[
+    "mode",
+    "duration",
+    "report_interval",
+    "concurrent",
+    "driver",
+    "operations",
+    "key_generator",
+    "value_generator",
+    "rng_seed",
+    "shutdown_on_error",
+    "value_generator_source_size",
+    "basalt_duration_secs",
+    "basalt_rate_mode",
+    "basalt_backend",
+    "basalt_data_dir",
+    "basalt_stores",
+    "basalt_sync",
+    "basalt_bucket",
+    "basalt_keep_data",
+    "basalt_index_terms",
+];
+
+/// Driver names accepted in `driver`.
+pub const VALID_DRIVERS: &[&str] = &["basalt_embedded", "null"];
+
+/// Backends the embedded driver can open today.
+pub const VALID_BACKENDS: &[&str] = &["leveled"];
+
+/// A configuration error.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A file could not be read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A file is not valid Erlang terms.
+    #[error("{path}:{}: {}", .error.line, .error.message)]
+    Syntax {
+        /// The file.
+        path: PathBuf,
+        /// Where and what.
+        error: SyntaxError,
+    },
+    /// A key has a bad value.
+    #[error("{key}: {message}{}", .at.as_deref().map(|a| format!(" ({a})")).unwrap_or_default())]
+    Invalid {
+        /// The key.
+        key: String,
+        /// What is wrong.
+        message: String,
+        /// `file:line` where the value was given, if it came from a file.
+        at: Option<String>,
+    },
+    /// A bad key generator.
+    #[error(transparent)]
+    KeyGen(#[from] KeyGenError),
+    /// A bad value generator.
+    #[error(transparent)]
+    ValGen(#[from] ValGenError),
+}
+
+/// How fast workers issue requests.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Mode {
+    /// `max` / `{rate, max}`: closed loop, no pause.
+    Max,
+    /// `{rate, N}`: N ops/s per worker on average (exponential gaps).
+    Rate(f64),
+}
+
+/// How `{rate, N}` is scheduled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RateMode {
+    /// basho_bench's behaviour: sleep an exponential gap after each op
+    /// (the sleep ignores service time; latency = service time).
+    #[default]
+    ClosedLoop,
+    /// A per-worker schedule of intended start times (Poisson arrivals);
+    /// a late worker does not sleep, and latency is measured from each
+    /// request's intended start (coordinated omission corrected).
+    OpenLoop,
+}
+
+/// An operation a driver can run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum OpKind {
+    /// Read a value (not found is a success).
+    Get,
+    /// Write a value.
+    Put,
+    /// Get, then put a new value.
+    Update,
+    /// Delete (not found is a success).
+    Delete,
+    /// Read metadata only.
+    Head,
+    /// Range query with return_terms on the index terms `put` writes.
+    IndexQuery,
+    /// `null` driver only: always fails (tests error accounting).
+    AnError,
+}
+
+impl OpKind {
+    /// All operations, with their config names.
+    pub const ALL: &'static [(&'static str, OpKind)] = &[
+        ("get", OpKind::Get),
+        ("put", OpKind::Put),
+        ("update", OpKind::Update),
+        ("delete", OpKind::Delete),
+        ("head", OpKind::Head),
+        ("index_query", OpKind::IndexQuery),
+        ("an_error", OpKind::AnError),
+    ];
+
+    /// The config name.
+    pub fn name(self) -> &'static str {
+        OpKind::ALL
+            .iter()
+            .find(|(_, k)| *k == self)
+            .map_or("?", |(n, _)| n)
+    }
+
+    /// True when the op writes a value (counted as user bytes put).
+    pub fn writes(self) -> bool {
+        matches!(self, OpKind::Put | OpKind::Update)
+    }
+}
+
+/// Which driver runs the operations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DriverKind {
+    /// `basalt_embedded`: stores opened in this process.
+    Embedded,
+    /// `null`: does nothing (harness overhead).
+    Null,
+}
+
+impl DriverKind {
+    /// Operations this driver accepts.
+    pub fn valid_ops(self) -> &'static [&'static str] {
+        match self {
+            DriverKind::Embedded => &["get", "put", "update", "delete", "head", "index_query"],
+            DriverKind::Null => &[
+                "get",
+                "put",
+                "update",
+                "delete",
+                "head",
+                "index_query",
+                "an_error",
+            ],
+        }
+    }
+}
+
+/// One entry of `operations`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpSpec {
+    /// Label (the op name unless `{Label, Op, Weight}` was given).
+    pub label: String,
+    /// The operation.
+    pub op: OpKind,
+    /// Integer weight.
+    pub weight: u32,
+}
+
+impl OpSpec {
+    /// The label as basho_bench writes it in file names: characters
+    /// outside `[0-9A-Za-z]` become `-` (`index_query` → `index-query`).
+    pub fn file_label(&self) -> String {
+        normalize_label(&self.label)
+    }
+}
+
+/// basho_bench's label normalisation for file names.
+pub fn normalize_label(label: &str) -> String {
+    label
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect()
+}
+
+/// `rng_seed`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RngSeed {
+    /// `{A, B, C}`: worker Id seeds with `{A+Id, B+Id, C+Id}`.
+    Fixed(i64, i64, i64),
+    /// `now`: a different seed every run.
+    Now,
+}
+
+impl RngSeed {
+    /// The 64-bit seed of worker `id` (1-based); id 0 is the run itself.
+    pub fn for_worker(self, id: usize) -> u64 {
+        let (a, b, c) = match self {
+            RngSeed::Fixed(a, b, c) => (a, b, c),
+            RngSeed::Now => {
+                let t = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos() as i64)
+                    .unwrap_or(0);
+                (t, t >> 20, t >> 40)
+            }
+        };
+        let id = id as i64;
+        let mut h = xxhash_rust::xxh3::Xxh3::new();
+        for v in [a + id, b + id, c + id] {
+            h.update(&v.to_le_bytes());
+        }
+        h.digest()
+    }
+}
+
+/// The complete, checked configuration of a run.
+#[derive(Debug, Clone)]
+pub struct BenchConfig {
+    /// `mode` (default `{rate, 5}`).
+    pub mode: Mode,
+    /// `basalt_rate_mode`: `closed_loop` (default) or `open_loop`.
+    pub rate_mode: RateMode,
+    /// `duration` in minutes (default 5; floats allowed here), or
+    /// `basalt_duration_secs`; `None` = `infinity`.
+    pub duration: Option<Duration>,
+    /// `report_interval` in seconds (default 10).
+    pub report_interval: Duration,
+    /// `concurrent` workers (default 3).
+    pub concurrent: usize,
+    /// `driver` (basho_bench's default, the HTTP driver, is not available;
+    /// our default is `basalt_embedded`).
+    pub driver: DriverKind,
+    /// `operations` (default `[{get,4},{put,4},{delete,1}]`).
+    pub operations: Vec<OpSpec>,
+    /// `key_generator` (default `{uniform_int, 100000}`).
+    pub key_generator: KeyGenSpec,
+    /// `value_generator` (default `{fixed_bin, 100}`).
+    pub value_generator: ValGenSpec,
+    /// `value_generator_source_size` (default 96 MiB).
+    pub value_source_size: usize,
+    /// `rng_seed` (default `{42, 23, 12}`).
+    pub rng_seed: RngSeed,
+    /// `shutdown_on_error` (default false).
+    pub shutdown_on_error: bool,
+    /// `basalt_backend` (default `leveled`).
+    pub backend: String,
+    /// `basalt_data_dir` (default: `data` inside the results directory).
+    pub data_dir: Option<PathBuf>,
+    /// `basalt_stores`: stores opened side by side (default 1), keys routed by hash.
+    pub stores: usize,
+    /// `basalt_sync`: fsync every put (default false).
+    pub sync: bool,
+    /// `basalt_bucket` (default `<<"test">>`).
+    pub bucket: Vec<u8>,
+    /// `basalt_keep_data`: keep the stores after the run (default false).
+    pub keep_data: bool,
+    /// `basalt_index_terms`: 2i terms written by each put (default 1 when
+    /// `index_query` is among the operations, else 0).
+    pub index_terms: usize,
+    /// The files read, in order.
+    pub files: Vec<PathBuf>,
+}
+
+/// A value with where it came from.
+#[derive(Debug, Clone)]
+struct Located {
+    value: Term,
+    at: String,
+}
+
+/// The merged `{Key, Value}` pairs of several files.
+#[derive(Debug, Clone, Default)]
+pub struct RawConfig {
+    entries: BTreeMap<String, Located>,
+    /// Keys in first-seen order (for warnings).
+    order: Vec<String>,
+    files: Vec<PathBuf>,
+}
+
+impl RawConfig {
+    /// Reads and merges `paths` in order (a later file wins).
+    pub fn from_files<P: AsRef<Path>>(paths: &[P]) -> Result<RawConfig, ConfigError> {
+        let mut raw = RawConfig::default();
+        for p in paths {
+            let p = p.as_ref();
+            let text = std::fs::read_to_string(p).map_err(|source| ConfigError::Io {
+                path: p.to_path_buf(),
+                source,
+            })?;
+            raw.add_text(&text, &p.display().to_string())
+                .map_err(|error| ConfigError::Syntax {
+                    path: p.to_path_buf(),
+                    error,
+                })?;
+            raw.files.push(p.to_path_buf());
+        }
+        Ok(raw)
+    }
+
+    /// Merges the terms of `text` (named `source` in messages).
+    pub fn add_text(&mut self, text: &str, source: &str) -> Result<(), SyntaxError> {
+        for (term, line) in parse_terms(text)? {
+            // Like basho_bench, only {Key, Value} pairs are applied.
+            if let Term::Tuple(items) = term {
+                if let [Term::Atom(k), v] = items.as_slice() {
+                    if !self.entries.contains_key(k) {
+                        self.order.push(k.clone());
+                    }
+                    self.entries.insert(
+                        k.clone(),
+                        Located {
+                            value: v.clone(),
+                            at: format!("{source}:{line}"),
+                        },
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The value of `key`, if given.
+    pub fn get(&self, key: &str) -> Option<&Term> {
+        self.entries.get(key).map(|l| &l.value)
+    }
+
+    /// Keys neither read nor knowingly ignored.
+    pub fn unknown_keys(&self) -> Vec<String> {
+        self.order
+            .iter()
+            .filter(|k| !KNOWN.contains(&k.as_str()) && !IGNORED.contains(&k.as_str()))
+            .cloned()
+            .collect()
+    }
+
+    fn invalid(&self, key: &str, message: impl Into<String>) -> ConfigError {
+        ConfigError::Invalid {
+            key: key.into(),
+            message: message.into(),
+            at: self.entries.get(key).map(|l| l.at.clone()),
+        }
+    }
+
+    fn int(&self, key: &str, default: i64, min: i64) -> Result<i64, ConfigError> {
+        match self.get(key) {
+            None => Ok(default),
+            Some(t) => match t.as_int() {
+                Some(i) if i >= min => Ok(i),
+                _ => Err(self.invalid(key, format!("expected an integer >= {min}, got {t}"))),
+            },
+        }
+    }
+
+    fn bool(&self, key: &str, default: bool) -> Result<bool, ConfigError> {
+        match self.get(key).map(|t| t.as_atom()) {
+            None => Ok(default),
+            Some(Some("true")) => Ok(true),
+            Some(Some("false")) => Ok(false),
+            Some(_) => Err(self.invalid(key, "expected true or false")),
+        }
+    }
+
+    fn text(&self, key: &str) -> Result<Option<String>, ConfigError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(t) => t
+                .as_text()
+                .map(Some)
+                .ok_or_else(|| self.invalid(key, format!("expected a string, got {t}"))),
+        }
+    }
+
+    /// Builds the typed configuration; returns it with the warnings.
+    pub fn build(&self) -> Result<(BenchConfig, Vec<String>), ConfigError> {
+        let mut warnings = Vec::new();
+        let unknown = self.unknown_keys();
+        if !unknown.is_empty() {
+            warnings.push(format!(
+                "unknown config keys (ignored): {}",
+                unknown.join(", ")
+            ));
+        }
+        let mode = match self.get("mode") {
+            None => Mode::Rate(5.0),
+            Some(t) => parse_mode(t).ok_or_else(|| {
+                self.invalid(
+                    "mode",
+                    format!("expected max, {{rate, max}} or {{rate, N}} with N > 0, got {t}"),
+                )
+            })?,
+        };
+        let rate_mode = match self.get("basalt_rate_mode").map(|t| t.as_atom()) {
+            None | Some(Some("closed_loop")) => RateMode::ClosedLoop,
+            Some(Some("open_loop")) => RateMode::OpenLoop,
+            Some(_) => {
+                return Err(self.invalid("basalt_rate_mode", "expected closed_loop or open_loop"))
+            }
+        };
+        if rate_mode == RateMode::OpenLoop && mode == Mode::Max {
+            warnings.push("basalt_rate_mode open_loop has no effect with mode max".into());
+        }
+        let duration = match (self.get("basalt_duration_secs"), self.get("duration")) {
+            (Some(t), _) => match t.as_number() {
+                Some(s) if s > 0.0 && s.is_finite() => Some(Duration::from_secs_f64(s)),
+                _ => {
+                    return Err(self.invalid(
+                        "basalt_duration_secs",
+                        "expected a positive number of seconds",
+                    ))
+                }
+            },
+            (None, None) => Some(Duration::from_secs(5 * 60)),
+            (None, Some(Term::Atom(a))) if a == "infinity" => None,
+            (None, Some(t)) => match t.as_number() {
+                Some(m) if m > 0.0 && m.is_finite() => Some(Duration::from_secs_f64(m * 60.0)),
+                _ => {
+                    return Err(self.invalid(
+                        "duration",
+                        format!("expected minutes (a positive number) or infinity, got {t}"),
+                    ))
+                }
+            },
+        };
+        let report_interval = match self.get("report_interval") {
+            None => Duration::from_secs(10),
+            Some(t) => match t.as_number() {
+                Some(s) if s > 0.0 && s.is_finite() => Duration::from_secs_f64(s),
+                _ => {
+                    return Err(
+                        self.invalid("report_interval", format!("expected seconds > 0, got {t}"))
+                    )
+                }
+            },
+        };
+        let concurrent = self.int("concurrent", 3, 1)? as usize;
+        let driver = match self.get("driver") {
+            None => DriverKind::Embedded,
+            Some(t) => {
+                let name = t.as_atom().unwrap_or_default();
+                match name.strip_prefix("basho_bench_driver_").unwrap_or(name) {
+                    "basalt_embedded" => DriverKind::Embedded,
+                    "null" => DriverKind::Null,
+                    _ => {
+                        return Err(self.invalid(
+                            "driver",
+                            format!("unknown driver {t}; valid: {}", VALID_DRIVERS.join(", ")),
+                        ))
+                    }
+                }
+            }
+        };
+        let operations = match self.get("operations") {
+            None => vec![
+                op("get", OpKind::Get, 4),
+                op("put", OpKind::Put, 4),
+                op("delete", OpKind::Delete, 1),
+            ],
+            Some(t) => self.parse_ops(t, driver)?,
+        };
+        let key_generator = match self.get("key_generator") {
+            None => KeyGenSpec::UniformInt {
+                start: 1,
+                n: 100_000,
+            },
+            Some(t) => KeyGenSpec::from_term(t)?,
+        };
+        let value_generator = match self.get("value_generator") {
+            None => ValGenSpec::FixedBin(100),
+            Some(t) => ValGenSpec::from_term(t)?,
+        };
+        let value_source_size = self.int("value_generator_source_size", 96 * 1048576, 1)? as usize;
+        let rng_seed = match self.get("rng_seed") {
+            None => RngSeed::Fixed(42, 23, 12),
+            Some(Term::Atom(a)) if a == "now" => RngSeed::Now,
+            Some(Term::Tuple(v)) => match v.as_slice() {
+                [Term::Int(a), Term::Int(b), Term::Int(c)] => RngSeed::Fixed(*a, *b, *c),
+                _ => return Err(self.invalid("rng_seed", "expected {A, B, C} or now")),
+            },
+            Some(_) => return Err(self.invalid("rng_seed", "expected {A, B, C} or now")),
+        };
+        let shutdown_on_error = self.bool("shutdown_on_error", false)?;
+        let backend = self
+            .text("basalt_backend")?
+            .unwrap_or_else(|| "leveled".into());
+        if driver == DriverKind::Embedded && !VALID_BACKENDS.contains(&backend.as_str()) {
+            return Err(self.invalid(
+                "basalt_backend",
+                format!(
+                    "backend {backend} not available yet; valid: {}",
+                    VALID_BACKENDS.join(", ")
+                ),
+            ));
+        }
+        let data_dir = self.text("basalt_data_dir")?.map(PathBuf::from);
+        let stores = self.int("basalt_stores", 1, 1)? as usize;
+        let sync = self.bool("basalt_sync", false)?;
+        let bucket = self
+            .text("basalt_bucket")?
+            .map_or_else(|| b"test".to_vec(), String::into_bytes);
+        if bucket.is_empty() {
+            return Err(self.invalid("basalt_bucket", "must not be empty"));
+        }
+        let keep_data = self.bool("basalt_keep_data", false)?;
+        let has_query = operations.iter().any(|o| o.op == OpKind::IndexQuery);
+        let index_terms = self.int("basalt_index_terms", i64::from(has_query), 0)? as usize;
+        if key_generator.is_finite() && duration.is_none() {
+            // Fine: the run ends when every worker's keys run out.
+        } else if duration.is_none() {
+            warnings.push("duration infinity with an endless key generator: the run stops only when interrupted".into());
+        }
+        if matches!(key_generator, KeyGenSpec::SequentialInt(_)) && concurrent > 1 {
+            warnings.push(
+                "sequential_int gives every worker the same keys; partitioned_sequential_int splits them"
+                    .into(),
+            );
+        }
+        Ok((
+            BenchConfig {
+                mode,
+                rate_mode,
+                duration,
+                report_interval,
+                concurrent,
+                driver,
+                operations,
+                key_generator,
+                value_generator,
+                value_source_size,
+                rng_seed,
+                shutdown_on_error,
+                backend,
+                data_dir,
+                stores,
+                sync,
+                bucket,
+                keep_data,
+                index_terms,
+                files: self.files.clone(),
+            },
+            warnings,
+        ))
+    }
+
+    fn parse_ops(&self, t: &Term, driver: DriverKind) -> Result<Vec<OpSpec>, ConfigError> {
+        let Term::List(items) = t else {
+            return Err(self.invalid("operations", "expected a list of {Op, Weight}"));
+        };
+        let valid = driver.valid_ops();
+        let mut out = Vec::new();
+        for item in items {
+            let (label, name, weight) = match item {
+                Term::Tuple(v) => match v.as_slice() {
+                    [Term::Atom(o), w] => (o.clone(), o.as_str(), w),
+                    [l, Term::Atom(o), w] => {
+                        let label = match l {
+                            Term::Tuple(parts) => parts
+                                .iter()
+                                .map(|p| p.as_text().unwrap_or_else(|| p.to_string()))
+                                .collect::<Vec<_>>()
+                                .join("-"),
+                            other => other.as_text().unwrap_or_else(|| other.to_string()),
+                        };
+                        (label, o.as_str(), w)
+                    }
+                    _ => {
+                        return Err(self.invalid(
+                            "operations",
+                            format!("expected {{Op, Weight}} or {{Label, Op, Weight}}, got {item}"),
+                        ))
+                    }
+                },
+                _ => {
+                    return Err(
+                        self.invalid("operations", format!("expected {{Op, Weight}}, got {item}"))
+                    )
+                }
+            };
+            let kind = OpKind::ALL
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, k)| *k)
+                .filter(|_| valid.contains(&name))
+                .ok_or_else(|| {
+                    self.invalid(
+                        "operations",
+                        format!("unknown operation {name}; valid: {}", valid.join(", ")),
+                    )
+                })?;
+            let weight = weight
+                .as_int()
+                .filter(|w| (0..=u32::MAX as i64).contains(w))
+                .ok_or_else(|| self.invalid("operations", format!("bad weight in {item}")))?;
+            if weight > 0 {
+                out.push(OpSpec {
+                    label,
+                    op: kind,
+                    weight: weight as u32,
+                });
+            }
+        }
+        if out.is_empty() {
+            return Err(self.invalid("operations", "no operation with a weight above 0"));
+        }
+        let mut labels: Vec<String> = out.iter().map(OpSpec::file_label).collect();
+        labels.sort();
+        labels.dedup();
+        if labels.len() != out.len() {
+            return Err(self.invalid(
+                "operations",
+                "two operations share a label; use {Label, Op, Weight} to tell them apart",
+            ));
+        }
+        Ok(out)
+    }
+}
+
+fn op(name: &str, op: OpKind, weight: u32) -> OpSpec {
+    OpSpec {
+        label: name.into(),
+        op,
+        weight,
+    }
+}
+
+fn parse_mode(t: &Term) -> Option<Mode> {
+    match t {
+        Term::Atom(a) if a == "max" => Some(Mode::Max),
+        Term::Tuple(v) => match v.as_slice() {
+            [Term::Atom(r), Term::Atom(m)] if r == "rate" && m == "max" => Some(Mode::Max),
+            [Term::Atom(r), n] if r == "rate" => n
+                .as_number()
+                .filter(|n| *n > 0.0 && n.is_finite())
+                .map(Mode::Rate),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+impl BenchConfig {
+    /// Reads, merges and checks `paths`; returns the config and its warnings.
+    pub fn from_files<P: AsRef<Path>>(
+        paths: &[P],
+    ) -> Result<(BenchConfig, Vec<String>), ConfigError> {
+        RawConfig::from_files(paths)?.build()
+    }
+
+    /// Parses config text (tests and examples).
+    pub fn from_text(text: &str) -> Result<(BenchConfig, Vec<String>), ConfigError> {
+        let mut raw = RawConfig::default();
+        raw.add_text(text, "<text>")
+            .map_err(|error| ConfigError::Syntax {
+                path: PathBuf::from("<text>"),
+                error,
+            })?;
+        raw.build()
+    }
+
+    /// Total `{rate, N}` target over all workers (ops/s), if rate-limited.
+    pub fn target_rate(&self) -> Option<f64> {
+        match self.mode {
+            Mode::Max => None,
+            Mode::Rate(n) => Some(n * self.concurrent as f64),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_follow_basho_bench() {
+        let (c, w) = BenchConfig::from_text("").expect("ok");
+        assert_eq!(c.mode, Mode::Rate(5.0));
+        assert_eq!(c.duration, Some(Duration::from_secs(300)));
+        assert_eq!(c.report_interval, Duration::from_secs(10));
+        assert_eq!(c.concurrent, 3);
+        assert_eq!(c.operations.len(), 3);
+        assert_eq!(
+            c.key_generator,
+            KeyGenSpec::UniformInt {
+                start: 1,
+                n: 100_000
+            }
+        );
+        assert_eq!(c.value_generator, ValGenSpec::FixedBin(100));
+        assert_eq!(c.rng_seed, RngSeed::Fixed(42, 23, 12));
+        assert!(!c.shutdown_on_error);
+        assert!(w.is_empty());
+    }
+
+    #[test]
+    fn later_text_overrides_and_unknown_warns() {
+        let mut raw = RawConfig::default();
+        raw.add_text("{mode, max}.\n{concurrent, 8}.\n{frobnicate, 1}.", "a")
+            .expect("ok");
+        raw.add_text(
+            "{concurrent, 2}.\n{mode, {rate, max}}.\n{log_level, info}.",
+            "b",
+        )
+        .expect("ok");
+        let (c, w) = raw.build().expect("ok");
+        assert_eq!(c.concurrent, 2);
+        assert_eq!(c.mode, Mode::Max);
+        assert_eq!(w.len(), 1);
+        assert!(w[0].contains("frobnicate"), "{w:?}");
+    }
+
+    #[test]
+    fn bad_values_name_the_key_and_line() {
+        let e = BenchConfig::from_text("{mode, max}.\n{concurrent, zero}.").expect_err("bad");
+        let s = e.to_string();
+        assert!(s.contains("concurrent") && s.contains("<text>:2"), "{s}");
+        let e = BenchConfig::from_text("{driver, basho_bench_driver_http_raw}.").expect_err("bad");
+        assert!(
+            e.to_string().contains("valid: basalt_embedded, null"),
+            "{e}"
+        );
+        let e = BenchConfig::from_text("{operations, [{get, 1}, {frob, 2}]}.").expect_err("bad");
+        assert!(e.to_string().contains("valid: get, put, update"), "{e}");
+        let e = BenchConfig::from_text("{basalt_backend, rocksdb}.").expect_err("bad");
+        assert!(
+            e.to_string()
+                .contains("backend rocksdb not available yet; valid: leveled"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn labels_and_durations() {
+        let (c, _) = BenchConfig::from_text(
+            "{operations, [{index_query, 1}, {{my, get}, get, 2}]}.\n{duration, 0.05}.\n{basalt_rate_mode, open_loop}.\n{mode, {rate, 20}}.",
+        )
+        .expect("ok");
+        assert_eq!(c.operations[0].file_label(), "index-query");
+        assert_eq!(c.operations[1].label, "my-get");
+        assert_eq!(c.duration, Some(Duration::from_secs(3)));
+        assert_eq!(c.index_terms, 1);
+        assert_eq!(c.rate_mode, RateMode::OpenLoop);
+        assert_eq!(c.target_rate(), Some(60.0));
+        let (c, _) = BenchConfig::from_text("{duration, infinity}.\n{basalt_duration_secs, 2}.")
+            .expect("ok");
+        assert_eq!(c.duration, Some(Duration::from_secs(2)));
+    }
+
+    #[test]
+    fn worker_seeds_differ_and_repeat() {
+        let s = RngSeed::Fixed(42, 23, 12);
+        assert_eq!(s.for_worker(1), s.for_worker(1));
+        assert_ne!(s.for_worker(1), s.for_worker(2));
+    }
+}

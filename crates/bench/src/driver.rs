@@ -1,0 +1,365 @@
+//! Drivers: what one operation does.
+//!
+//! - `basalt_embedded` ([`EmbeddedDriver`]) opens `basalt_stores` stores in
+//!   this process (`<data_dir>/instance.N`, like basho_bench's eleveldb
+//!   driver) and routes each key to one of them by hash. It reaches the
+//!   stores only through [`KvTarget`], the narrow seam where other backends
+//!   plug in: implement `KvTarget` for a backend handle and return it from
+//!   [`open_targets`].
+//! - `null` ([`NullDriver`]) does nothing (or fails, for `an_error`), to
+//!   measure the harness itself.
+//!
+//! `put` writes `basalt_index_terms` secondary-index terms per object in the
+//! field `bench_bin`, derived from the key (so a re-put of a key writes the
+//! same terms and a delete removes them): term *i* is `DDDD|<hex key>` with
+//! `DDDD` = `(xxh3(key) + i) mod 10000`. `index_query` asks the range
+//! `DDDD|` .. `DDDD|~` for a generated key, with return_terms, like the
+//! postcode queries of the seeds' 2i test.
+
+use crate::config::{BenchConfig, OpKind, VALID_BACKENDS};
+use basalt_engine::{IndexChange, IndexQuery, PutOptions, Store, SyncStrategy};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// The index field `put` writes and `index_query` reads.
+pub const INDEX_FIELD: &[u8] = b"bench_bin";
+
+/// Why an operation failed; `reason` becomes the `errors.csv` key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct DriverError {
+    /// A short reason (an error kind rather than a full message, so that
+    /// `errors.csv` groups like errors).
+    pub reason: String,
+}
+
+impl DriverError {
+    /// An error with `reason`.
+    pub fn new(reason: impl Into<String>) -> Self {
+        DriverError {
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Runs operations; one per worker.
+pub trait Driver: Send {
+    /// Runs `op` on `key` (with `value` for writes).
+    fn run(&mut self, op: OpKind, key: &[u8], value: &[u8]) -> Result<(), DriverError>;
+}
+
+/// What the embedded driver needs from a store: the seam for backends.
+///
+/// Implementations are shared by all workers (`Send + Sync`). Errors are
+/// returned as short reasons. "Not found" is not an error.
+pub trait KvTarget: Send + Sync {
+    /// Reads a value; `Ok(false)` when not found.
+    fn get(&self, bucket: &[u8], key: &[u8]) -> Result<bool, DriverError>;
+    /// Writes a value with index terms to add.
+    fn put(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        value: &[u8],
+        index: &[(Vec<u8>, Vec<u8>)],
+    ) -> Result<(), DriverError>;
+    /// Deletes a key, removing the given index terms.
+    fn delete(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        index: &[(Vec<u8>, Vec<u8>)],
+    ) -> Result<(), DriverError>;
+    /// Reads metadata only; `Ok(false)` when not found.
+    fn head(&self, bucket: &[u8], key: &[u8]) -> Result<bool, DriverError>;
+    /// Range query on `field` from `start` to `end` with return_terms;
+    /// returns the number of results.
+    fn index_query(
+        &self,
+        bucket: &[u8],
+        field: &[u8],
+        start: &[u8],
+        end: &[u8],
+    ) -> Result<usize, DriverError>;
+    /// Get then put (Riak's update): the default reads, then writes.
+    fn update(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        value: &[u8],
+        index: &[(Vec<u8>, Vec<u8>)],
+    ) -> Result<(), DriverError> {
+        self.get(bucket, key)?;
+        self.put(bucket, key, value, index)
+    }
+    /// Flushes and closes (end of run).
+    fn close(&self) -> Result<(), DriverError>;
+}
+
+fn engine_reason(e: &basalt_engine::Error) -> DriverError {
+    // The variant name groups errors; the message goes to the log.
+    let s = format!("{e:?}");
+    let kind = s
+        .split(['(', ' ', '{'])
+        .next()
+        .unwrap_or("error")
+        .to_string();
+    DriverError::new(kind)
+}
+
+/// A `basalt_engine` store with a sync choice.
+pub struct EngineTarget {
+    store: Store,
+}
+
+impl EngineTarget {
+    /// Opens (creating) a store at `dir`.
+    pub fn open(dir: &Path, sync: bool) -> Result<EngineTarget, basalt_engine::Error> {
+        let mut cfg = basalt_engine::Config::new(dir);
+        cfg.sync = if sync {
+            SyncStrategy::Sync
+        } else {
+            SyncStrategy::None
+        };
+        Ok(EngineTarget {
+            store: Store::open(cfg)?,
+        })
+    }
+}
+
+impl KvTarget for EngineTarget {
+    fn get(&self, bucket: &[u8], key: &[u8]) -> Result<bool, DriverError> {
+        self.store
+            .get(bucket, key)
+            .map(|o| o.is_some())
+            .map_err(|e| engine_reason(&e))
+    }
+
+    fn put(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        value: &[u8],
+        index: &[(Vec<u8>, Vec<u8>)],
+    ) -> Result<(), DriverError> {
+        let opts = PutOptions {
+            index: index
+                .iter()
+                .map(|(f, t)| IndexChange::add(f.clone(), t.clone()))
+                .collect(),
+            ..PutOptions::default()
+        };
+        self.store
+            .put_with(bucket, key, value, b"", &opts)
+            .map(|_| ())
+            .map_err(|e| engine_reason(&e))
+    }
+
+    fn delete(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        index: &[(Vec<u8>, Vec<u8>)],
+    ) -> Result<(), DriverError> {
+        let opts = PutOptions {
+            index: index
+                .iter()
+                .map(|(f, t)| IndexChange::remove(f.clone(), t.clone()))
+                .collect(),
+            ..PutOptions::default()
+        };
+        self.store
+            .delete_with(bucket, key, &opts)
+            .map(|_| ())
+            .map_err(|e| engine_reason(&e))
+    }
+
+    fn head(&self, bucket: &[u8], key: &[u8]) -> Result<bool, DriverError> {
+        self.store
+            .head(bucket, key)
+            .map(|o| o.is_some())
+            .map_err(|e| engine_reason(&e))
+    }
+
+    fn index_query(
+        &self,
+        bucket: &[u8],
+        field: &[u8],
+        start: &[u8],
+        end: &[u8],
+    ) -> Result<usize, DriverError> {
+        let mut q = IndexQuery::range(bucket, field, start, end);
+        q.return_terms = true;
+        self.store
+            .index_query(&q)
+            .map(|p| p.results.len())
+            .map_err(|e| engine_reason(&e))
+    }
+
+    fn close(&self) -> Result<(), DriverError> {
+        self.store.close().map_err(|e| engine_reason(&e))
+    }
+}
+
+/// Opens the stores of a run under `data_dir` (`instance.1` ...).
+pub fn open_targets(cfg: &BenchConfig, data_dir: &Path) -> Result<Vec<Arc<dyn KvTarget>>, String> {
+    if !VALID_BACKENDS.contains(&cfg.backend.as_str()) {
+        return Err(format!(
+            "backend {} not available yet; valid: {}",
+            cfg.backend,
+            VALID_BACKENDS.join(", ")
+        ));
+    }
+    (1..=cfg.stores)
+        .map(|i| {
+            let dir = data_dir.join(format!("instance.{i}"));
+            EngineTarget::open(&dir, cfg.sync)
+                .map(|t| Arc::new(t) as Arc<dyn KvTarget>)
+                .map_err(|e| format!("opening store {}: {e}", dir.display()))
+        })
+        .collect()
+}
+
+/// The index terms of `key` (see the module doc).
+pub fn index_terms(key: &[u8], n: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let h = xxhash_rust::xxh3::xxh3_64(key);
+    (0..n as u64)
+        .map(|i| {
+            let mut t = format!("{:04}|", (h.wrapping_add(i)) % 10_000).into_bytes();
+            for b in key {
+                t.extend_from_slice(format!("{b:02x}").as_bytes());
+            }
+            (INDEX_FIELD.to_vec(), t)
+        })
+        .collect()
+}
+
+/// The query range `index_query` asks for a generated key.
+pub fn query_range(key: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let d = xxhash_rust::xxh3::xxh3_64(key) % 10_000;
+    (
+        format!("{d:04}|").into_bytes(),
+        format!("{d:04}|~").into_bytes(),
+    )
+}
+
+/// The `basalt_embedded` driver of one worker.
+pub struct EmbeddedDriver {
+    targets: Vec<Arc<dyn KvTarget>>,
+    bucket: Vec<u8>,
+    index_terms: usize,
+    user_bytes: Arc<AtomicU64>,
+}
+
+impl EmbeddedDriver {
+    /// A driver over shared `targets`; adds key+value bytes of each
+    /// successful write to `user_bytes`.
+    pub fn new(
+        targets: Vec<Arc<dyn KvTarget>>,
+        cfg: &BenchConfig,
+        user_bytes: Arc<AtomicU64>,
+    ) -> Self {
+        EmbeddedDriver {
+            targets,
+            bucket: cfg.bucket.clone(),
+            index_terms: cfg.index_terms,
+            user_bytes,
+        }
+    }
+
+    fn target(&self, key: &[u8]) -> &dyn KvTarget {
+        let i = if self.targets.len() == 1 {
+            0
+        } else {
+            (xxhash_rust::xxh3::xxh3_64_with_seed(key, 7) % self.targets.len() as u64) as usize
+        };
+        &*self.targets[i]
+    }
+}
+
+impl Driver for EmbeddedDriver {
+    fn run(&mut self, op: OpKind, key: &[u8], value: &[u8]) -> Result<(), DriverError> {
+        let t = self.target(key);
+        let b = &self.bucket;
+        match op {
+            OpKind::Get => t.get(b, key).map(|_| ()),
+            OpKind::Head => t.head(b, key).map(|_| ()),
+            OpKind::Put | OpKind::Update => {
+                let idx = index_terms(key, self.index_terms);
+                if op == OpKind::Put {
+                    t.put(b, key, value, &idx)?;
+                } else {
+                    t.update(b, key, value, &idx)?;
+                }
+                self.user_bytes
+                    .fetch_add((key.len() + value.len()) as u64, Ordering::Relaxed);
+                Ok(())
+            }
+            OpKind::Delete => t.delete(b, key, &index_terms(key, self.index_terms)),
+            OpKind::IndexQuery => {
+                let (s, e) = query_range(key);
+                // Index entries live with their object: ask every store.
+                for t in &self.targets {
+                    t.index_query(b, INDEX_FIELD, &s, &e)?;
+                }
+                Ok(())
+            }
+            OpKind::AnError => Err(DriverError::new("unsupported_op")),
+        }
+    }
+}
+
+/// basho_bench's null driver: every op succeeds at once, except `an_error`.
+#[derive(Debug, Default)]
+pub struct NullDriver;
+
+impl Driver for NullDriver {
+    fn run(&mut self, op: OpKind, _key: &[u8], _value: &[u8]) -> Result<(), DriverError> {
+        match op {
+            OpKind::AnError => Err(DriverError::new("an_error")),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_ops_round_trip() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let (cfg, _) = BenchConfig::from_text(
+            "{driver, basalt_embedded}.\n{basalt_stores, 2}.\n{operations, [{put,1},{index_query,1}]}.",
+        )
+        .expect("cfg");
+        let targets = open_targets(&cfg, dir.path()).expect("open");
+        let bytes = Arc::new(AtomicU64::new(0));
+        let mut d = EmbeddedDriver::new(targets.clone(), &cfg, bytes.clone());
+        for k in 0..50u32 {
+            d.run(OpKind::Put, k.to_string().as_bytes(), b"value")
+                .expect("put");
+        }
+        assert_eq!(bytes.load(Ordering::Relaxed), (90 + 50 * 5) as u64);
+        d.run(OpKind::Get, b"7", b"").expect("get");
+        d.run(OpKind::Update, b"7", b"v2").expect("update");
+        d.run(OpKind::Head, b"nope", b"").expect("head");
+        let (s, e) = query_range(b"7");
+        let found: usize = targets
+            .iter()
+            .map(|t| t.index_query(b"test", INDEX_FIELD, &s, &e).expect("query"))
+            .sum();
+        assert!(found >= 1);
+        d.run(OpKind::IndexQuery, b"7", b"").expect("query");
+        d.run(OpKind::Delete, b"7", b"").expect("delete");
+        let found: usize = targets
+            .iter()
+            .map(|t| t.index_query(b"test", INDEX_FIELD, &s, &e).expect("query"))
+            .sum();
+        assert_eq!(found, 0);
+        for t in &targets {
+            t.close().expect("close");
+        }
+    }
+}

@@ -1,0 +1,28 @@
+//! `basalt bench`: a basho_bench-compatible load generator.
+//!
+//! It reads basho_bench's Erlang-term config files ([`config`], [`term`])
+//! with basho_bench's meaning and defaults, generates keys and values as
+//! basho_bench does ([`keygen`], [`valgen`]), drives an embedded Basalt store
+//! or nothing ([`driver`]) from worker threads ([`worker`]), measures with
+//! HdrHistograms ([`stats`], [`sysstats`]) and writes basho_bench's CSVs
+//! ([`output`]) plus a report ([`report`]) and charts ([`chart`]).
+//! [`compare`] puts several runs side by side. [`cli::run`] is the command
+//! line; see `ARCHITECTURE.md` ("Bench") and `examples/`.
+
+pub mod chart;
+pub mod cli;
+pub mod compare;
+pub mod config;
+pub mod driver;
+pub mod keygen;
+pub mod output;
+pub mod progress;
+pub mod report;
+pub mod run;
+pub mod stats;
+pub mod sysstats;
+pub mod term;
+pub mod valgen;
+pub mod worker;
+
+pub use config::BenchConfig;

@@ -1,0 +1,318 @@
+//! One benchmark run: prepare the results directory (failing before any
+//! load if it cannot be written), open the stores, start the workers,
+//! write a row per report interval, then `errors.csv`, `report.md` and
+//! `summary.png`.
+
+use crate::config::{BenchConfig, DriverKind, Mode, RateMode};
+use crate::driver::{open_targets, Driver, EmbeddedDriver, KvTarget, NullDriver};
+use crate::output::{self, CsvWriters, OutputError, RunData, SysRow};
+use crate::progress::Progress;
+use crate::report::{self, ReportExtra};
+use crate::stats::{Cumulative, LatencySummary, Stats};
+use crate::sysstats;
+use crate::valgen::ValuePool;
+use crate::worker::{self, WorkerCtx};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A run error.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// Output files.
+    #[error(transparent)]
+    Output(#[from] OutputError),
+    /// The driver could not start (e.g. a store failed to open).
+    #[error("driver: {0}")]
+    Driver(String),
+    /// The chart could not be drawn.
+    #[error(transparent)]
+    Chart(#[from] crate::chart::ChartError),
+}
+
+/// Options that are not part of the config.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Parent of the run directory (basho_bench `-d`, default `tests`).
+    pub results_parent: PathBuf,
+    /// Run name (`-n`, default a timestamp).
+    pub name: Option<String>,
+    /// No progress output.
+    pub quiet: bool,
+}
+
+/// What a run produced.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    /// The run directory.
+    pub dir: PathBuf,
+    /// 0, or 1 when `shutdown_on_error` stopped the run.
+    pub exit_code: i32,
+    /// Successful ops.
+    pub ok: u64,
+    /// Failed ops.
+    pub errors: u64,
+    /// Avg TPS.
+    pub avg_tps: f64,
+    /// The report.
+    pub report: PathBuf,
+}
+
+fn describe(cfg: &BenchConfig) -> Vec<String> {
+    let mode = match (cfg.mode, cfg.rate_mode) {
+        (Mode::Max, _) => "max".to_string(),
+        (Mode::Rate(n), RateMode::ClosedLoop) => format!("{{rate, {n}}} per worker, closed loop"),
+        (Mode::Rate(n), RateMode::OpenLoop) => {
+            format!("{{rate, {n}}} per worker, open loop (latency from intended start)")
+        }
+    };
+    let ops: Vec<String> = cfg
+        .operations
+        .iter()
+        .map(|o| format!("{}:{}", o.label, o.weight))
+        .collect();
+    let mut v = vec![
+        format!("mode: {mode}; concurrent: {}", cfg.concurrent),
+        format!(
+            "duration: {}; report_interval: {} s",
+            cfg.duration.map_or_else(
+                || "infinity".into(),
+                |d| format!("{:.0} s", d.as_secs_f64())
+            ),
+            cfg.report_interval.as_secs_f64()
+        ),
+        format!("operations: {}", ops.join(", ")),
+        format!(
+            "key_generator: {:?}; value_generator: {:?}",
+            cfg.key_generator, cfg.value_generator
+        ),
+    ];
+    match cfg.driver {
+        DriverKind::Embedded => v.push(format!(
+            "driver: basalt_embedded; backend: {}; stores: {}; sync: {}; 2i terms per put: {}",
+            cfg.backend, cfg.stores, cfg.sync, cfg.index_terms
+        )),
+        DriverKind::Null => v.push("driver: null".into()),
+    }
+    v.push(format!(
+        "config: {}",
+        cfg.files
+            .iter()
+            .map(|f| f.display().to_string())
+            .collect::<Vec<_>>()
+            .join(" ")
+    ));
+    v
+}
+
+/// Runs `cfg`; `warnings` are printed and kept in the report.
+pub fn run(
+    cfg: BenchConfig,
+    warnings: &[String],
+    opts: &RunOptions,
+) -> Result<RunOutcome, RunError> {
+    let dir = output::prepare_results_dir(&opts.results_parent, opts.name.as_deref())?;
+    for f in &cfg.files {
+        if let Some(name) = f.file_name() {
+            std::fs::copy(f, dir.join(name)).map_err(|source| OutputError::Io {
+                path: f.clone(),
+                source,
+            })?;
+        }
+    }
+    let labels: Vec<String> = cfg.operations.iter().map(|o| o.file_label()).collect();
+    let open_loop = cfg.rate_mode == RateMode::OpenLoop && matches!(cfg.mode, Mode::Rate(_));
+    let mut csv = CsvWriters::create(&dir, &labels, open_loop)?;
+    let progress = Progress::new(cfg.duration, opts.quiet);
+    for w in warnings {
+        progress.println(&format!("warning: {w}"));
+    }
+    let data_dir = cfg.data_dir.clone().unwrap_or_else(|| dir.join("data"));
+    let user_bytes = Arc::new(AtomicU64::new(0));
+    let targets: Vec<Arc<dyn KvTarget>> = match cfg.driver {
+        DriverKind::Embedded => open_targets(&cfg, &data_dir).map_err(RunError::Driver)?,
+        DriverKind::Null => Vec::new(),
+    };
+    let pool = ValuePool::new(
+        &cfg.value_generator,
+        cfg.value_source_size,
+        cfg.rng_seed.for_worker(0),
+    );
+    let cfg = Arc::new(cfg);
+    let stats = Arc::new(Stats::new(cfg.operations.len()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let exit_code = Arc::new(AtomicI32::new(0));
+    let start = Instant::now();
+    let deadline = cfg.duration.map(|d| start + d);
+    let mut handles = Vec::new();
+    for id in 1..=cfg.concurrent {
+        let driver: Box<dyn Driver> = match cfg.driver {
+            DriverKind::Embedded => Box::new(EmbeddedDriver::new(
+                targets.clone(),
+                &cfg,
+                user_bytes.clone(),
+            )),
+            DriverKind::Null => Box::new(NullDriver),
+        };
+        let ctx = WorkerCtx {
+            id,
+            cfg: cfg.clone(),
+            driver,
+            stats: stats.clone(),
+            stop: stop.clone(),
+            exit_code: exit_code.clone(),
+            pool: pool.clone(),
+            deadline,
+        };
+        let h = std::thread::Builder::new()
+            .name(format!("bench-worker-{id}"))
+            .spawn(move || worker::run(ctx))
+            .map_err(|e| RunError::Driver(format!("spawning a worker: {e}")))?;
+        handles.push(h);
+    }
+
+    let interval = cfg.report_interval;
+    let mut cumulative = Cumulative::new(cfg.operations.len());
+    let mut last = start;
+    let mut next_report = start + interval;
+    let mut last_sys = sysstats::sample();
+    let mut last_user = 0u64;
+    let (mut total_ok, mut total_err) = (0u64, 0u64);
+    loop {
+        let now = Instant::now();
+        let done = stop.load(Ordering::Relaxed)
+            || deadline.is_some_and(|d| now >= d)
+            || handles.iter().all(|h| h.is_finished());
+        // A regular row, unless the run ends within 5% of an interval:
+        // then the final row covers it (no sliver rows).
+        let regular =
+            now >= next_report && deadline.is_none_or(|d| next_report + interval.mul_f64(0.05) < d);
+        if done {
+            stop.store(true, Ordering::SeqCst);
+            for h in handles.drain(..) {
+                let _ = h.join();
+            }
+        }
+        if regular || done {
+            let now = Instant::now();
+            let snaps = stats.take_interval();
+            cumulative.add(&snaps);
+            let ops: Vec<(LatencySummary, u64)> = snaps
+                .iter()
+                .map(|s| (LatencySummary::of(&s.hist), s.errors))
+                .collect();
+            let service: Vec<LatencySummary> = snaps
+                .iter()
+                .map(|s| LatencySummary::of(&s.service))
+                .collect();
+            let sys_now = sysstats::sample();
+            let user_now = user_bytes.load(Ordering::Relaxed);
+            let window = now - last;
+            let cpu_secs = sys_now.cpu_us.saturating_sub(last_sys.cpu_us) as f64 / 1e6;
+            let sys = SysRow {
+                cpu_secs,
+                cpu_pct: if window.as_secs_f64() > 0.0 {
+                    cpu_secs / window.as_secs_f64() * 100.0
+                } else {
+                    0.0
+                },
+                write_bytes: sys_now.write_bytes.saturating_sub(last_sys.write_bytes),
+                wchar: sys_now.wchar.saturating_sub(last_sys.wchar),
+                user_bytes: user_now - last_user,
+            };
+            csv.row(
+                (now - start).as_micros() as u64,
+                window.as_micros() as u64,
+                &ops,
+                &service,
+                &sys,
+            )?;
+            let ok: u64 = ops.iter().map(|(s, _)| s.n).sum();
+            let err: u64 = ops.iter().map(|(_, e)| e).sum();
+            total_ok += ok;
+            total_err += err;
+            progress.update(
+                now - start,
+                deadline.map(|d| d.saturating_duration_since(now)),
+                ok as f64 / window.as_secs_f64().max(1e-9),
+                total_err,
+            );
+            last = now;
+            last_sys = sys_now;
+            last_user = user_now;
+            if regular {
+                next_report += interval;
+            }
+        }
+        if done {
+            break;
+        }
+        let wait = next_report
+            .saturating_duration_since(Instant::now())
+            .min(Duration::from_millis(50));
+        std::thread::sleep(wait.max(Duration::from_millis(1)));
+    }
+    progress.finish();
+    for t in &targets {
+        if let Err(e) = t.close() {
+            progress.println(&format!("warning: closing a store: {e}"));
+        }
+    }
+    drop(targets);
+    if cfg.driver == DriverKind::Embedded && !cfg.keep_data && cfg.data_dir.is_none() {
+        let _ = std::fs::remove_dir_all(&data_dir);
+    }
+    drop(csv);
+    let op_names: Vec<(String, &'static str)> = cfg
+        .operations
+        .iter()
+        .map(|o| (o.label.clone(), o.op.name()))
+        .collect();
+    output::write_errors(&dir, &stats.error_totals(), &op_names)?;
+    let data = RunData::load(&dir)?;
+    let mut header = describe(&cfg);
+    header.extend(warnings.iter().map(|w| format!("warning: {w}")));
+    let extra = ReportExtra {
+        header,
+        totals: labels
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                (
+                    l.clone(),
+                    LatencySummary::of(&cumulative.hists[i]),
+                    cumulative.errors[i],
+                )
+            })
+            .collect(),
+        service: if open_loop {
+            labels
+                .iter()
+                .enumerate()
+                .map(|(i, l)| (l.clone(), LatencySummary::of(&cumulative.service[i])))
+                .collect()
+        } else {
+            Vec::new()
+        },
+    };
+    let report = report::write(&data, &extra)?;
+    crate::chart::summary_png(&data, &dir.join("summary.png"))?;
+    Ok(RunOutcome {
+        dir,
+        exit_code: exit_code.load(Ordering::SeqCst),
+        ok: total_ok,
+        errors: total_err,
+        avg_tps: data.avg_tps(),
+        report,
+    })
+}
+
+/// Runs the config files `paths` (for tests and the CLI).
+pub fn run_files<P: AsRef<Path>>(
+    paths: &[P],
+    opts: &RunOptions,
+) -> Result<RunOutcome, anyhow::Error> {
+    let (cfg, warnings) = BenchConfig::from_files(paths)?;
+    Ok(run(cfg, &warnings, opts)?)
+}

@@ -1,0 +1,148 @@
+//! Config parsing against real basho_bench configs: the Riak 2.9.1
+//! volume-test config printed in seed 003 (copied into `tests/data/`) must
+//! parse with basho_bench's meaning, its NHS-driver keys reported as
+//! unknown, and an override file (later file wins) makes it runnable here.
+//! Also: malformed files give the file and line; unknown generators,
+//! drivers and operations list the valid ones.
+
+use basalt_bench::config::{BenchConfig, DriverKind, Mode, RawConfig};
+use basalt_bench::keygen::KeyGenSpec;
+use basalt_bench::valgen::ValGenSpec;
+use std::path::PathBuf;
+use std::time::Duration;
+
+fn data(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
+}
+
+#[test]
+fn seed_003_config_parses_with_basho_bench_meaning() {
+    let raw = RawConfig::from_files(&[data("seed_003_riak291.config")]).expect("seed 003 parses");
+    assert_eq!(raw.get("duration").and_then(|t| t.as_int()), Some(2880));
+    assert_eq!(raw.get("concurrent").and_then(|t| t.as_int()), Some(100));
+    let unknown = raw.unknown_keys();
+    for k in [
+        "node_name",
+        "alwaysget",
+        "unique",
+        "pb_ips",
+        "replpb_ips",
+        "http_ips",
+        "riakc_pb_replies",
+    ] {
+        assert!(
+            unknown.contains(&k.to_string()),
+            "{k} not reported in {unknown:?}"
+        );
+    }
+    // Its driver is basho_bench's NHS driver: an error listing ours.
+    let e = raw.build().expect_err("nhs driver is not ours");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("basho_bench_driver_nhs") && msg.contains("valid: basalt_embedded, null"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("seed_003_riak291.config:11"),
+        "line of the driver key: {msg}"
+    );
+
+    // A later file overrides the driver and operations.
+    let dir = tempfile::tempdir().expect("tmp");
+    let over = dir.path().join("override.config");
+    std::fs::write(
+        &over,
+        "{driver, basalt_embedded}.\n{operations, [{get, 460}, {update, 200}, {put, 148}]}.\n",
+    )
+    .expect("write");
+    let (cfg, warnings) = BenchConfig::from_files(&[data("seed_003_riak291.config"), over])
+        .expect("merged config builds");
+    assert_eq!(cfg.mode, Mode::Max);
+    assert_eq!(cfg.duration, Some(Duration::from_secs(2880 * 60)));
+    assert_eq!(cfg.report_interval, Duration::from_secs(10));
+    assert_eq!(cfg.concurrent, 100);
+    assert_eq!(cfg.driver, DriverKind::Embedded);
+    assert_eq!(cfg.key_generator, KeyGenSpec::EightyTwentyInt(100_000_000));
+    assert_eq!(
+        cfg.value_generator,
+        ValGenSpec::SemiCompressible {
+            min: 8000,
+            mean: 2000.0,
+            xl_mult: 10.0,
+            xl_prob: 0.2
+        }
+    );
+    assert_eq!(cfg.operations.len(), 3);
+    assert_eq!(warnings.len(), 1);
+    assert!(warnings[0].contains("alwaysget"), "{warnings:?}");
+}
+
+#[test]
+fn every_example_config_is_valid() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).expect("examples dir") {
+        let p = e.expect("entry").path();
+        if p.extension().is_some_and(|x| x == "config") {
+            let (_, warnings) =
+                BenchConfig::from_files(&[&p]).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            assert!(warnings.is_empty(), "{}: {warnings:?}", p.display());
+            n += 1;
+        }
+    }
+    assert!(
+        n >= 6,
+        "expected the quickstart and the scaled seed tests, found {n}"
+    );
+}
+
+#[test]
+fn malformed_file_reports_its_line() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let p = dir.path().join("bad.config");
+    std::fs::write(
+        &p,
+        "{mode, max}.\n% comment\n{duration, 1}\n{concurrent, 2}.\n",
+    )
+    .expect("write");
+    let e = BenchConfig::from_files(&[&p]).expect_err("missing dot");
+    let msg = e.to_string();
+    assert!(msg.contains("bad.config:4"), "{msg}");
+}
+
+#[test]
+fn bad_names_list_the_valid_ones() {
+    let e = BenchConfig::from_text("{key_generator, {zipfian_int, 10}}.").expect_err("keygen");
+    assert!(
+        e.to_string()
+            .contains("valid: sequential_int, partitioned_sequential_int, uniform_int"),
+        "{e}"
+    );
+    let e = BenchConfig::from_text("{value_generator, {random_bin, 10}}.").expect_err("valgen");
+    assert!(
+        e.to_string()
+            .contains("valid: fixed_bin, fixed_char, exponential_bin"),
+        "{e}"
+    );
+    let e = BenchConfig::from_text("{driver, basho_bench_driver_riakc_pb}.").expect_err("driver");
+    assert!(
+        e.to_string().contains("valid: basalt_embedded, null"),
+        "{e}"
+    );
+    let e = BenchConfig::from_text("{operations, [{get_unique, 1}]}.").expect_err("op");
+    assert!(
+        e.to_string()
+            .contains("valid: get, put, update, delete, head, index_query"),
+        "{e}"
+    );
+    let e = BenchConfig::from_text("{basalt_backend, bitcask}.").expect_err("backend");
+    assert!(
+        e.to_string()
+            .contains("backend bitcask not available yet; valid: leveled"),
+        "{e}"
+    );
+    let e = BenchConfig::from_files(&["/nonexistent/x.config"]).expect_err("io");
+    assert!(e.to_string().contains("/nonexistent/x.config"), "{e}");
+}
