@@ -6,8 +6,8 @@
 #   examples/compare.sh [-s SCENARIO] [-d RESULTS_DIR] [BACKEND...]
 #
 # Defaults: SCENARIO examples/quickstart.config, RESULTS_DIR tests/compare-<time>,
-# BACKEND leveled (the only one available until the backend crates land;
-# then e.g. `examples/compare.sh leveled bitcask rocksdb memory`).
+# BACKEND leveled rocksdb bitcask (e.g. `examples/compare.sh leveled bitcask
+# rocksdb rocksdb-blob memory` for all of them).
 # BENCH overrides the command (default: cargo run --release -p basalt-bench --).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +22,7 @@ while getopts "s:d:" opt; do
 done
 shift $((OPTIND - 1))
 backends=("$@")
-[ ${#backends[@]} -eq 0 ] && backends=(leveled)
+[ ${#backends[@]} -eq 0 ] && backends=(leveled rocksdb bitcask)
 if [ -n "${BENCH:-}" ]; then read -r -a bench <<<"$BENCH"; else
   cargo build --release -q -p basalt-bench
   bench=(cargo run --release -q -p basalt-bench --)

@@ -59,8 +59,10 @@ const KNOWN: &[&str] = &[
 /// Driver names accepted in `driver`.
 pub const VALID_DRIVERS: &[&str] = &["basalt_embedded", "null"];
 
-/// Backends the embedded driver can open today.
-pub const VALID_BACKENDS: &[&str] = &["leveled"];
+/// Backends the embedded driver can open (every backend of `basalt-backends`).
+pub fn valid_backends() -> Vec<&'static str> {
+    basalt_backends::backend_names()
+}
 
 /// A configuration error.
 #[derive(Debug, thiserror::Error)]
@@ -520,12 +522,12 @@ impl RawConfig {
         let backend = self
             .text("basalt_backend")?
             .unwrap_or_else(|| "leveled".into());
-        if driver == DriverKind::Embedded && !VALID_BACKENDS.contains(&backend.as_str()) {
+        if driver == DriverKind::Embedded && !valid_backends().contains(&backend.as_str()) {
             return Err(self.invalid(
                 "basalt_backend",
                 format!(
-                    "backend {backend} not available yet; valid: {}",
-                    VALID_BACKENDS.join(", ")
+                    "unknown backend {backend}; valid: {}",
+                    valid_backends().join(", ")
                 ),
             ));
         }
@@ -757,10 +759,10 @@ mod tests {
         );
         let e = BenchConfig::from_text("{operations, [{get, 1}, {frob, 2}]}.").expect_err("bad");
         assert!(e.to_string().contains("valid: get, put, update"), "{e}");
-        let e = BenchConfig::from_text("{basalt_backend, rocksdb}.").expect_err("bad");
+        let e = BenchConfig::from_text("{basalt_backend, leveldb}.").expect_err("bad");
         assert!(
             e.to_string()
-                .contains("backend rocksdb not available yet; valid: leveled"),
+                .contains("unknown backend leveldb; valid: leveled, bitcask"),
             "{e}"
         );
     }

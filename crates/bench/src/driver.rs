@@ -16,7 +16,7 @@
 //! `DDDD|` .. `DDDD|~` for a generated key, with return_terms, like the
 //! postcode queries of the seeds' 2i test.
 
-use crate::config::{BenchConfig, OpKind, VALID_BACKENDS};
+use crate::config::{valid_backends, BenchConfig, OpKind};
 use basalt_engine::{IndexChange, IndexQuery, PutOptions, Store, SyncStrategy};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -202,21 +202,124 @@ impl KvTarget for EngineTarget {
     }
 }
 
-/// Opens the stores of a run under `data_dir` (`instance.1` ...).
+/// Any backend of `basalt-backends`, through the `Backend` trait.
+pub struct BackendTarget {
+    backend: Box<dyn basalt_backend::Backend>,
+}
+
+fn backend_reason(e: &basalt_backend::BackendError) -> DriverError {
+    let s = format!("{e:?}");
+    let kind = s
+        .split(['(', ' ', '{'])
+        .next()
+        .unwrap_or("error")
+        .to_string();
+    DriverError::new(kind)
+}
+
+impl KvTarget for BackendTarget {
+    fn get(&self, bucket: &[u8], key: &[u8]) -> Result<bool, DriverError> {
+        self.backend
+            .get(bucket, key)
+            .map(|o| o.is_some())
+            .map_err(|e| backend_reason(&e))
+    }
+
+    fn put(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        value: &[u8],
+        index: &[(Vec<u8>, Vec<u8>)],
+    ) -> Result<(), DriverError> {
+        let opts = basalt_backend::WriteOptions {
+            index: index
+                .iter()
+                .map(|(f, t)| basalt_backend::IndexChange::add(f.clone(), t.clone()))
+                .collect(),
+            ..basalt_backend::WriteOptions::default()
+        };
+        self.backend
+            .put(bucket, key, value, b"", &opts)
+            .map_err(|e| backend_reason(&e))
+    }
+
+    fn delete(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        index: &[(Vec<u8>, Vec<u8>)],
+    ) -> Result<(), DriverError> {
+        let opts = basalt_backend::WriteOptions {
+            index: index
+                .iter()
+                .map(|(f, t)| basalt_backend::IndexChange::remove(f.clone(), t.clone()))
+                .collect(),
+            ..basalt_backend::WriteOptions::default()
+        };
+        self.backend
+            .delete(bucket, key, &opts)
+            .map_err(|e| backend_reason(&e))
+    }
+
+    fn head(&self, bucket: &[u8], key: &[u8]) -> Result<bool, DriverError> {
+        self.backend
+            .head(bucket, key)
+            .map(|o| o.is_some())
+            .map_err(|e| backend_reason(&e))
+    }
+
+    fn index_query(
+        &self,
+        bucket: &[u8],
+        field: &[u8],
+        start: &[u8],
+        end: &[u8],
+    ) -> Result<usize, DriverError> {
+        let q = basalt_backend::IndexQuery {
+            end: Some(end.to_vec()),
+            return_terms: true,
+            ..basalt_backend::IndexQuery::eq(bucket, field, start)
+        };
+        self.backend
+            .index_query(&q)
+            .map(|p| p.results.len())
+            .map_err(|e| backend_reason(&e))
+    }
+
+    fn close(&self) -> Result<(), DriverError> {
+        self.backend.close().map_err(|e| backend_reason(&e))
+    }
+}
+
+/// Opens the stores of a run under `data_dir` (`instance.1` ...). The
+/// default `leveled` backend opens the engine directly; the others go
+/// through the `Backend` trait.
 pub fn open_targets(cfg: &BenchConfig, data_dir: &Path) -> Result<Vec<Arc<dyn KvTarget>>, String> {
-    if !VALID_BACKENDS.contains(&cfg.backend.as_str()) {
+    if !valid_backends().contains(&cfg.backend.as_str()) {
         return Err(format!(
-            "backend {} not available yet; valid: {}",
+            "unknown backend {}; valid: {}",
             cfg.backend,
-            VALID_BACKENDS.join(", ")
+            valid_backends().join(", ")
         ));
     }
     (1..=cfg.stores)
         .map(|i| {
             let dir = data_dir.join(format!("instance.{i}"));
-            EngineTarget::open(&dir, cfg.sync)
-                .map(|t| Arc::new(t) as Arc<dyn KvTarget>)
-                .map_err(|e| format!("opening store {}: {e}", dir.display()))
+            let target: Result<Arc<dyn KvTarget>, String> = if cfg.backend == "leveled" {
+                EngineTarget::open(&dir, cfg.sync)
+                    .map(|t| Arc::new(t) as Arc<dyn KvTarget>)
+                    .map_err(|e| e.to_string())
+            } else {
+                let bc = basalt_backends::BackendConfig {
+                    sync: cfg.sync,
+                    ..basalt_backends::BackendConfig::default()
+                };
+                basalt_backends::open_backend(&cfg.backend, &dir, &bc)
+                    .map(|backend| Arc::new(BackendTarget { backend }) as Arc<dyn KvTarget>)
+                    .map_err(|e| e.to_string())
+            };
+            target.map_err(|e| format!("opening {} store {}: {e}", cfg.backend, dir.display()))
         })
         .collect()
 }
