@@ -66,6 +66,11 @@ pub struct Config {
     /// Keep a tictac tree of this size up to date on every put and delete
     /// (`None`: no tree, no extra cost on writes).
     pub tictac: Option<TreeSize>,
+    /// With `sync = None`, a background thread fsyncs the active journal
+    /// file whenever this many bytes were appended since its last sync, so a
+    /// file roll never has to write out a huge backlog while writers and
+    /// readers wait (RocksDB's `bytes_per_sync`). 0 turns it off. Default 8 MiB.
+    pub journal_sync_bytes: u64,
     /// How journal values are compressed. Default lz4 (leveled's default):
     /// it costs little CPU even on incompressible values (which are then
     /// stored as they are) and usually shrinks Riak objects noticeably.
@@ -121,6 +126,7 @@ impl Config {
             snapshot_timeout: Duration::from_secs(43_200),
             snapshot_timeout_short: Duration::from_secs(900),
             tictac: None,
+            journal_sync_bytes: 8 * 1024 * 1024,
             compression: Compression::Lz4,
             zstd_level: 1,
             compression_point: CompressionPoint::OnReceipt,

@@ -12,6 +12,7 @@ use crate::config::{Config, SyncStrategy};
 use crate::entry::{value_hash, LedgerValue, Status};
 use crate::error::{Error, Result};
 use crate::index::{self, IndexChange, IndexPage, IndexQuery};
+use crate::journal::flusher::Flusher;
 use crate::journal::{Journal, JournalFileInfo, JournalOptions, NewRecord, RecordKind};
 use crate::journal::{JournalRecord, JournalView};
 use crate::key;
@@ -116,6 +117,8 @@ pub struct Store {
     /// Journal compaction (policy, score cache) and its scheduler thread.
     compactor: Arc<Compactor>,
     scheduler: Mutex<Option<Scheduler>>,
+    /// Background fsyncs of the active journal file (see `journal::flusher`).
+    flusher: Mutex<Option<Flusher>>,
     _lock: DirLock,
 }
 
@@ -214,6 +217,11 @@ impl Store {
         }
         let next_sqn = journal.last_sqn().max(max_seen) + 1;
         let (compactor, scheduler) = start_compaction(&config, &journal, &ledger, &stats)?;
+        let flusher = if config.sync == SyncStrategy::None {
+            Flusher::start(Arc::clone(&journal), config.journal_sync_bytes, &config.dir)?
+        } else {
+            None
+        };
         let store = Store {
             tictac: config.tictac.map(LiveTree::new),
             config,
@@ -225,6 +233,7 @@ impl Store {
             snapshots: SnapshotRegistry::default(),
             compactor,
             scheduler: Mutex::new(scheduler),
+            flusher: Mutex::new(flusher),
             _lock: lock,
         };
         if store.tictac.is_some() {
@@ -617,6 +626,9 @@ impl Store {
         if let Some(mut s) = self.scheduler.lock().take() {
             s.stop();
         }
+        if let Some(mut f) = self.flusher.lock().take() {
+            f.stop();
+        }
         self.ledger.close()?;
         self.journal.close()
     }
@@ -628,6 +640,9 @@ impl Store {
         self.closed.store(true, Ordering::Release);
         if let Some(mut s) = self.scheduler.lock().take() {
             s.stop();
+        }
+        if let Some(mut f) = self.flusher.lock().take() {
+            f.stop();
         }
         self.ledger.abandon();
     }

@@ -204,3 +204,61 @@ fn missing_ledger_manifest_is_a_clear_error_and_repair_fixes_it() {
         assert_eq!(o.value, vec![i as u8; 100]);
     }
 }
+
+#[test]
+fn background_flusher_keeps_the_unsynced_journal_tail_small() {
+    let d = tempfile::tempdir().unwrap();
+    let mut cfg = Config::new(d.path());
+    cfg.journal_sync_bytes = 64 * 1024;
+    let s = Store::open(cfg).unwrap();
+    // Incompressible values (lz4 would shrink a repeated byte to nothing).
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let mut noise = || -> Vec<u8> {
+        (0..4096)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    };
+    for i in 0..64u32 {
+        s.put(b"b", format!("k{i}").as_bytes(), &noise(), b"")
+            .unwrap();
+    }
+    // The flusher polls every 20 ms; wait for the condition, not a duration.
+    let syncs = || {
+        s.stats()
+            .counters
+            .iter()
+            .find(|(n, _)| *n == "journal_syncs")
+            .map_or(0, |(_, v)| *v)
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while syncs() == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(
+        syncs() > 0,
+        "256 KiB written, threshold 64 KiB, no background sync"
+    );
+
+    // Off: no thread, no syncs of its own.
+    let d2 = tempfile::tempdir().unwrap();
+    let mut cfg = Config::new(d2.path());
+    cfg.journal_sync_bytes = 0;
+    let s2 = Store::open(cfg).unwrap();
+    for i in 0..64u32 {
+        s2.put(b"b", format!("k{i}").as_bytes(), &noise(), b"")
+            .unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let syncs2 = s2
+        .stats()
+        .counters
+        .iter()
+        .find(|(n, _)| *n == "journal_syncs")
+        .map_or(0, |(_, v)| *v);
+    assert_eq!(syncs2, 0);
+}

@@ -36,6 +36,7 @@ pub mod compact;
 pub mod compress;
 pub mod dump;
 pub mod file;
+pub mod flusher;
 pub mod manifest;
 pub mod record;
 pub mod view;
@@ -141,6 +142,9 @@ pub struct Journal {
     /// Test fault injection: compaction fails after this many more output
     /// records (`u64::MAX` = never). See [`Journal::fail_compaction_after`].
     compact_fault: std::sync::atomic::AtomicU64,
+    /// Bytes appended since the last fsync of the active file (approximate:
+    /// reset when a sync or roll completes); read by the [`flusher`].
+    unsynced: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Journal {
@@ -418,6 +422,7 @@ impl Journal {
             sync_cv: Condvar::new(),
             compact_lock: Mutex::new(()),
             compact_fault: std::sync::atomic::AtomicU64::new(u64::MAX),
+            unsynced: std::sync::atomic::AtomicU64::new(0),
         };
         if repaired {
             let a = j.active.lock();
@@ -448,6 +453,7 @@ impl Journal {
             sync_cv: Condvar::new(),
             compact_lock: Mutex::new(()),
             compact_fault: std::sync::atomic::AtomicU64::new(u64::MAX),
+            unsynced: std::sync::atomic::AtomicU64::new(0),
         };
         {
             let a = j.active.lock();
@@ -597,6 +603,8 @@ impl Journal {
         a.last_sqn = rec.sqn;
         Stats::incr(&self.stats.journal_records_written);
         Stats::add(&self.stats.journal_bytes_written, len);
+        self.unsynced
+            .fetch_add(len, std::sync::atomic::Ordering::Relaxed);
         if a.size >= self.opts.file_bytes {
             if let Err(e) = self.roll(&mut a) {
                 self.poison(format!("journal roll failed earlier: {e}"));
@@ -606,10 +614,16 @@ impl Journal {
         Ok(())
     }
 
+    /// Bytes appended since the active file was last synced (approximate).
+    pub fn unsynced_bytes(&self) -> u64 {
+        self.unsynced.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Closes the active file and starts the next one. Holds the active lock.
     fn roll(&self, a: &mut Active) -> Result<()> {
         debug_assert!(!a.index.is_empty());
         a.file.sync_all().ctx("fsync", &a.path)?;
+        self.unsynced.store(0, std::sync::atomic::Ordering::Relaxed);
         let jix = self.dir.join(file::jix_name(a.file_no));
         write_atomic(&jix, &file::encode_index(&a.index))?;
         let new_no = a.next_file_no;
@@ -674,6 +688,7 @@ impl Journal {
         let out = match res {
             Ok(()) => {
                 Stats::incr(&self.stats.journal_syncs);
+                self.unsynced.store(0, std::sync::atomic::Ordering::Relaxed);
                 s.synced_sqn = s.synced_sqn.max(upto);
                 if upto < sqn {
                     Err(Error::InvalidInput(format!(

@@ -1,0 +1,88 @@
+//! Background flushing of the active journal file.
+//!
+//! Without it, a store running with `sync = none` leaves every byte of the
+//! active journal file dirty in the page cache until the file is rolled; the
+//! roll's fsync then writes hundreds of megabytes at once while it holds the
+//! journal's active lock, and every put and every GET of a recent value waits
+//! behind it (a periodic latency spike of a few hundred milliseconds). The
+//! flusher keeps the unsynced part of the file small instead: every 20 ms it
+//! checks how many bytes were appended since the last fsync and, past
+//! `journal_sync_bytes`, runs a group-commit sync (RocksDB's `bytes_per_sync`
+//! serves the same purpose).
+
+use super::Journal;
+use crate::error::{IoContext, Result};
+use parking_lot::{Condvar, Mutex};
+use std::path::Path;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How often the flusher looks at the unsynced byte count.
+const POLL: Duration = Duration::from_millis(20);
+
+/// The flusher thread of one store; stopped on drop.
+#[derive(Debug)]
+pub struct Flusher {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Flusher {
+    /// Starts flushing `journal` whenever `threshold_bytes` are unsynced;
+    /// `None` (no thread) when `threshold_bytes` is 0.
+    pub fn start(
+        journal: Arc<Journal>,
+        threshold_bytes: u64,
+        dir: &Path,
+    ) -> Result<Option<Flusher>> {
+        if threshold_bytes == 0 {
+            return Ok(None);
+        }
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let s = Arc::clone(&stop);
+        let handle = std::thread::Builder::new()
+            .name("basalt-journal-flush".into())
+            .spawn(move || loop {
+                {
+                    let (lock, cv) = &*s;
+                    let mut stopped = lock.lock();
+                    if !*stopped {
+                        cv.wait_for(&mut stopped, POLL);
+                    }
+                    if *stopped {
+                        return;
+                    }
+                }
+                if journal.unsynced_bytes() >= threshold_bytes {
+                    if let Err(e) = journal.sync_to(journal.last_sqn()) {
+                        tracing::warn!(target: "basalt::journal", "I0010 background journal flush stopped: {e}");
+                        return;
+                    }
+                }
+            })
+            .ctx("spawn journal flusher thread", dir)?;
+        Ok(Some(Flusher {
+            stop,
+            handle: Some(handle),
+        }))
+    }
+
+    /// Stops the thread and waits for it.
+    pub fn stop(&mut self) {
+        let (lock, cv) = &*self.stop;
+        *lock.lock() = true;
+        cv.notify_all();
+        if let Some(h) = self.handle.take() {
+            if h.join().is_err() {
+                tracing::error!(target: "basalt::journal", "I0011 journal flusher thread panicked");
+            }
+        }
+    }
+}
+
+impl Drop for Flusher {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
