@@ -5,4 +5,6 @@
 # BASALT_TEST_SEED=<u64> to replay a seed a failure printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# RocksDB (for the rocksdb backends), idempotent.
+bash .ci/install-deps.sh
 cargo test --workspace --locked "$@"
