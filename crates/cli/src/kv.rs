@@ -536,9 +536,11 @@ fn backend_command(
             }
             stdout.flush().context("write to stdout")?;
         }
-        KvCommand::Index(_) | KvCommand::Fold(_) | KvCommand::Compact | KvCommand::Backup(_) => {
+        KvCommand::Index(args) => kv_features::index_backend(b, args, &mut stdout)?,
+        KvCommand::Fold(args) => kv_features::fold_backend(b, args, &mut stdout)?,
+        KvCommand::Compact | KvCommand::Backup(_) => {
             bail!(
-                "this command is only available with the leveled backend from the CLI so far (--backend {})",
+                "journal compaction and hot backup belong to the leveled engine; --backend {} has neither",
                 b.name()
             )
         }

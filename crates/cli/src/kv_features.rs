@@ -508,3 +508,133 @@ mod tests {
         );
     }
 }
+
+// ------------------------------------------- the same through the Backend trait
+
+/// The engine head shape for a backend head (for `head_json`).
+fn engine_head(h: &basalt_backend::Head) -> basalt_engine::Head {
+    basalt_engine::Head {
+        sqn: h.version,
+        size: h.size,
+        value_hash: h.value_hash,
+        last_modified_us: h.last_modified_us,
+        expires_at: h.expires_at,
+        metadata: h.metadata.clone(),
+    }
+}
+
+/// `kv index` on any backend with the `indexes` capability (others answer
+/// with their typed "not supported" error). `--count` pages through every
+/// result, as the trait has no count-only query.
+pub fn index_backend(
+    b: &dyn basalt_backend::Backend,
+    args: IndexArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let field = args.field.into_vec();
+    let start = match args.start {
+        Some(s) => s.into_vec(),
+        None if field == basalt_engine::index::BUCKET_FIELD => Vec::new(),
+        None => bail!(
+            "invalid input: an index query on '{}' needs a START term",
+            lossy(&field)
+        ),
+    };
+    let mut query = basalt_backend::IndexQuery {
+        bucket: args.bucket.into_vec(),
+        field,
+        start,
+        end: args.end.map(OsString::into_vec),
+        return_terms: args.return_terms,
+        term_regex: args.regex,
+        max_results: args.max_results,
+        continuation: args.continuation,
+    };
+    if args.count {
+        query.max_results = Some(10_000);
+        let mut n = 0u64;
+        loop {
+            let page = b.index_query(&query)?;
+            n += page.results.len() as u64;
+            match page.continuation {
+                Some(c) => query.continuation = Some(c),
+                None => break,
+            }
+        }
+        writeln!(out, "{n}").context("write to stdout")?;
+        return Ok(());
+    }
+    let page = b.index_query(&query)?;
+    let mut buf = Vec::new();
+    for r in &page.results {
+        if let Some(term) = &r.term {
+            buf.extend_from_slice(term);
+            buf.push(b'\t');
+        }
+        buf.extend_from_slice(&r.key);
+        buf.push(b'\n');
+    }
+    if let Some(c) = &page.continuation {
+        buf.extend_from_slice(b"continuation\t");
+        buf.extend_from_slice(c.as_bytes());
+        buf.push(b'\n');
+    }
+    out.write_all(&buf)
+        .and_then(|()| out.flush())
+        .context("write to stdout")
+}
+
+/// `kv fold` on any backend. Keys come out sorted even from an unordered
+/// backend (bitcask); `heads` needs the `fold_heads` capability.
+pub fn fold_backend(
+    b: &dyn basalt_backend::Backend,
+    args: FoldArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let bucket = args.bucket.into_vec();
+    check_name("bucket", &bucket)?;
+    let started = Instant::now();
+    let mut lines: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    match args.kind {
+        FoldKind::Keys => {
+            b.fold_keys(&bucket, None, &mut |k| {
+                let mut line = k.to_vec();
+                line.push(b'\n');
+                lines.push((k.to_vec(), line));
+                ControlFlow::Continue(())
+            })?;
+        }
+        FoldKind::Heads => {
+            b.fold_heads(
+                Some(&bucket),
+                None,
+                &basalt_backend::FoldOptions::default(),
+                &mut |bk, k, h| {
+                    let mut line = head_json(bk, k, &engine_head(h)).to_string().into_bytes();
+                    line.push(b'\n');
+                    lines.push((k.to_vec(), line));
+                    ControlFlow::Continue(())
+                },
+            )?;
+        }
+        FoldKind::Objects => {
+            b.fold_objects(&bucket, None, &mut |_, k, obj| {
+                let mut line = k.to_vec();
+                line.push(b'\t');
+                line.extend_from_slice(value_field(&obj.value).as_bytes());
+                line.push(b'\n');
+                lines.push((k.to_vec(), line));
+                ControlFlow::Continue(())
+            })?;
+        }
+    }
+    if !b.capabilities().ordered_keys {
+        lines.sort_unstable_by(|x, y| x.0.cmp(&y.0));
+    }
+    for (_, line) in &lines {
+        out.write_all(line).context("write to stdout")?;
+    }
+    out.flush().context("write to stdout")?;
+    eprintln!("{}", rate_line(lines.len() as u64, started.elapsed()));
+    Ok(())
+}

@@ -85,3 +85,84 @@ fn wrong_backend_and_repair_are_user_errors() {
         stderr(&out)
     );
 }
+
+/// 2i and folds through the trait: index queries (with paging and `--count`)
+/// where the backend has indexes, a typed "not supported" error naming the
+/// capability where it has not (bitcask), and folds on every backend.
+#[test]
+fn index_and_fold_through_every_backend() {
+    for backend in BACKENDS {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path();
+        let out = kvb(
+            dir,
+            backend,
+            &["import"],
+            b"u\tk1\tv1\tage_int=30\nu\tk2\tv2\tage_int=40\nu\tk3\tv3\tage_int=50\n",
+        );
+        if backend == "bitcask" {
+            assert_eq!(code(&out), 2, "bitcask accepted index changes");
+            assert!(stderr(&out).contains("indexes"), "{}", stderr(&out));
+            let out = kvb(
+                dir,
+                backend,
+                &["import"],
+                b"u\tk1\tv1\nu\tk2\tv2\nu\tk3\tv3\n",
+            );
+            assert_eq!(code(&out), 0, "{}", stderr(&out));
+            let out = kvb(dir, backend, &["index", "u", "age_int", "0", "100"], b"");
+            assert_eq!(code(&out), 2);
+            assert!(stderr(&out).contains("indexes"), "{}", stderr(&out));
+        } else {
+            assert_eq!(code(&out), 0, "{backend} import: {}", stderr(&out));
+            let out = kvb(
+                dir,
+                backend,
+                &["index", "u", "age_int", "35", "60", "--return-terms"],
+                b"",
+            );
+            assert_eq!(stdout(&out), "40\tk2\n50\tk3\n", "{backend} index");
+            let out = kvb(
+                dir,
+                backend,
+                &["index", "u", "age_int", "0", "100", "--max-results", "2"],
+                b"",
+            );
+            let text = stdout(&out);
+            let cont = text
+                .lines()
+                .find_map(|l| l.strip_prefix("continuation\t"))
+                .unwrap_or_else(|| panic!("{backend}: no continuation in {text:?}"))
+                .to_string();
+            let out = kvb(
+                dir,
+                backend,
+                &["index", "u", "age_int", "0", "100", "--continuation", &cont],
+                b"",
+            );
+            assert_eq!(stdout(&out), "k3\n", "{backend} second page");
+            let out = kvb(
+                dir,
+                backend,
+                &["index", "u", "age_int", "0", "100", "--count"],
+                b"",
+            );
+            assert_eq!(stdout(&out), "3\n", "{backend} count");
+        }
+        let out = kvb(dir, backend, &["fold", "keys", "u"], b"");
+        assert_eq!(stdout(&out), "k1\nk2\nk3\n", "{backend} fold keys");
+        assert!(stderr(&out).contains("keys/s"), "{backend}: no rate");
+        let out = kvb(dir, backend, &["fold", "objects", "u"], b"");
+        assert_eq!(
+            stdout(&out),
+            "k1\tv1\nk2\tv2\nk3\tv3\n",
+            "{backend} fold objects"
+        );
+        let out = kvb(dir, backend, &["compact"], b"");
+        if backend == "leveled" {
+            assert_eq!(code(&out), 0, "{}", stderr(&out));
+        } else {
+            assert_eq!(code(&out), 2, "{backend} compact");
+        }
+    }
+}
