@@ -458,57 +458,6 @@ pub fn backup(store: &Store, args: BackupArgs, out: &mut dyn Write) -> Result<()
     .context("write to stdout")
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pairs_split_at_the_first_equals_sign() {
-        assert_eq!(split_pair(b"f_bin=a=b"), Some((&b"f_bin"[..], &b"a=b"[..])));
-        assert_eq!(split_pair(b"f_bin="), Some((&b"f_bin"[..], &b""[..])));
-        assert_eq!(split_pair(b"=t"), None);
-        assert_eq!(split_pair(b"no-equals"), None);
-    }
-
-    #[test]
-    fn import_column_parses_or_names_the_line() {
-        let c = import_index_column(b"a_bin=x,n_int=5", 7).unwrap();
-        assert_eq!(
-            c,
-            vec![
-                IndexChange::add("a_bin", "x"),
-                IndexChange::add("n_int", "5")
-            ]
-        );
-        assert!(import_index_column(b"", 1).unwrap().is_empty());
-        let e = import_index_column(b"a_bin=x,oops", 7).unwrap_err();
-        assert!(e.to_string().contains("stdin line 7"), "{e}");
-        assert!(import_index_column(b"a_bin=x,", 2).is_err());
-    }
-
-    #[test]
-    fn values_print_as_text_only_when_unambiguous() {
-        assert_eq!(value_field(b"hello world"), "hello world");
-        assert_eq!(value_field(b""), "");
-        assert_eq!(value_field(b"a\tb"), "0x610962");
-        assert_eq!(value_field(b"a\nb"), "0x610a62");
-        assert_eq!(value_field(b"\xff"), "0xff");
-        assert_eq!(value_field(b"0x12"), "0x30783132");
-    }
-
-    #[test]
-    fn rate_line_never_divides_by_zero() {
-        assert_eq!(
-            rate_line(0, Duration::ZERO),
-            "folded 0 keys in 0.0 ms (0 keys/s)"
-        );
-        assert_eq!(
-            rate_line(10, Duration::from_millis(500)),
-            "folded 10 keys in 500.0 ms (20 keys/s)"
-        );
-    }
-}
-
 // ------------------------------------------- the same through the Backend trait
 
 /// The engine head shape for a backend head (for `head_json`).
@@ -637,4 +586,55 @@ pub fn fold_backend(
     out.flush().context("write to stdout")?;
     eprintln!("{}", rate_line(lines.len() as u64, started.elapsed()));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pairs_split_at_the_first_equals_sign() {
+        assert_eq!(split_pair(b"f_bin=a=b"), Some((&b"f_bin"[..], &b"a=b"[..])));
+        assert_eq!(split_pair(b"f_bin="), Some((&b"f_bin"[..], &b""[..])));
+        assert_eq!(split_pair(b"=t"), None);
+        assert_eq!(split_pair(b"no-equals"), None);
+    }
+
+    #[test]
+    fn import_column_parses_or_names_the_line() {
+        let c = import_index_column(b"a_bin=x,n_int=5", 7).unwrap();
+        assert_eq!(
+            c,
+            vec![
+                IndexChange::add("a_bin", "x"),
+                IndexChange::add("n_int", "5")
+            ]
+        );
+        assert!(import_index_column(b"", 1).unwrap().is_empty());
+        let e = import_index_column(b"a_bin=x,oops", 7).unwrap_err();
+        assert!(e.to_string().contains("stdin line 7"), "{e}");
+        assert!(import_index_column(b"a_bin=x,", 2).is_err());
+    }
+
+    #[test]
+    fn values_print_as_text_only_when_unambiguous() {
+        assert_eq!(value_field(b"hello world"), "hello world");
+        assert_eq!(value_field(b""), "");
+        assert_eq!(value_field(b"a\tb"), "0x610962");
+        assert_eq!(value_field(b"a\nb"), "0x610a62");
+        assert_eq!(value_field(b"\xff"), "0xff");
+        assert_eq!(value_field(b"0x12"), "0x30783132");
+    }
+
+    #[test]
+    fn rate_line_never_divides_by_zero() {
+        assert_eq!(
+            rate_line(0, Duration::ZERO),
+            "folded 0 keys in 0.0 ms (0 keys/s)"
+        );
+        assert_eq!(
+            rate_line(10, Duration::from_millis(500)),
+            "folded 10 keys in 500.0 ms (20 keys/s)"
+        );
+    }
 }
