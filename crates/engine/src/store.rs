@@ -651,6 +651,33 @@ impl Store {
 // ---- Journal compaction, hot backup and journal views (see compaction.rs,
 // ---- journal/compact.rs, backup.rs). Kept together to ease merging.
 
+/// `path` made absolute through its nearest existing ancestor, so a
+/// destination that does not exist yet still compares with real paths.
+fn resolve_existing_prefix(path: &Path) -> std::io::Result<std::path::PathBuf> {
+    let mut missing = Vec::new();
+    let mut cur = path.to_path_buf();
+    loop {
+        match cur.canonicalize() {
+            Ok(base) => {
+                let mut out = base;
+                for part in missing.iter().rev() {
+                    out.push(part);
+                }
+                return Ok(out);
+            }
+            Err(e) => {
+                let Some(name) = cur.file_name().map(|n| n.to_os_string()) else {
+                    return Err(e);
+                };
+                missing.push(name);
+                if !cur.pop() || cur.as_os_str().is_empty() {
+                    cur = std::env::current_dir()?;
+                }
+            }
+        }
+    }
+}
+
 /// Creates the store's compactor and (if configured) its scheduler thread.
 fn start_compaction(
     config: &Config,
@@ -695,7 +722,10 @@ impl Store {
     /// [`crate::backup`].
     pub fn backup(&self, dest: &Path) -> Result<BackupReport> {
         self.check_open()?;
-        let same = match (dest.canonicalize(), self.config.dir.canonicalize()) {
+        let same = match (
+            resolve_existing_prefix(dest),
+            self.config.dir.canonicalize(),
+        ) {
             (Ok(a), Ok(b)) => a.starts_with(&b) || b.starts_with(&a),
             _ => false,
         };

@@ -262,3 +262,20 @@ fn background_flusher_keeps_the_unsynced_journal_tail_small() {
         .map_or(0, |(_, v)| *v);
     assert_eq!(syncs2, 0);
 }
+
+#[test]
+fn backup_into_the_store_itself_is_refused_even_before_it_exists() {
+    let d = tempfile::tempdir().unwrap();
+    let s = open(d.path());
+    s.put(b"b", b"k", b"v", b"").unwrap();
+    for dest in [d.path().to_path_buf(), d.path().join("new").join("sub")] {
+        let e = s.backup(&dest).unwrap_err();
+        assert!(
+            e.to_string().contains("overlaps"),
+            "{}: {e}",
+            dest.display()
+        );
+    }
+    let elsewhere = tempfile::tempdir().unwrap();
+    s.backup(&elsewhere.path().join("copy")).unwrap();
+}
