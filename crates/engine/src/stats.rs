@@ -44,6 +44,9 @@ counters! {
     journal_corrupt_records,
     /// Bytes cut from the end of the active journal file at open (torn tail).
     journal_truncated_bytes,
+    /// Bytes of the active journal file read at open to rebuild its index
+    /// (0 after a clean close: the close's checkpoint is used instead).
+    journal_open_scan_bytes,
     /// Journal records replayed into the ledger at open.
     journal_replayed_records,
     /// Memtables written as L0 files.

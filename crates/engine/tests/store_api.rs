@@ -279,3 +279,53 @@ fn backup_into_the_store_itself_is_refused_even_before_it_exists() {
     let elsewhere = tempfile::tempdir().unwrap();
     s.backup(&elsewhere.path().join("copy")).unwrap();
 }
+
+#[test]
+fn clean_reopen_skips_scanning_the_active_journal_file() {
+    let counter = |s: &Store, name: &str| {
+        s.stats()
+            .counters
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or(u64::MAX, |(_, v)| *v)
+    };
+    let d = tempfile::tempdir().unwrap();
+    let cfg = || Config::new(d.path());
+    let s = Store::open(cfg()).unwrap();
+    for i in 0..200u32 {
+        s.put(
+            b"b",
+            format!("k{i}").as_bytes(),
+            &i.to_le_bytes().repeat(100),
+            b"",
+        )
+        .unwrap();
+    }
+    s.close().unwrap();
+    drop(s);
+    let s = Store::open(cfg()).unwrap();
+    assert_eq!(
+        counter(&s, "journal_open_scan_bytes"),
+        0,
+        "clean close: no scan"
+    );
+    for i in 200..300u32 {
+        s.put(
+            b"b",
+            format!("k{i}").as_bytes(),
+            &i.to_le_bytes().repeat(100),
+            b"",
+        )
+        .unwrap();
+    }
+    s.simulate_crash();
+    let s = Store::open(cfg()).unwrap();
+    assert!(
+        counter(&s, "journal_open_scan_bytes") > 0,
+        "after a crash: scan"
+    );
+    for i in 0..300u32 {
+        let o = s.get(b"b", format!("k{i}").as_bytes()).unwrap().unwrap();
+        assert_eq!(o.value, i.to_le_bytes().repeat(100));
+    }
+}

@@ -32,6 +32,7 @@
 //! Lock order: `active` before `closed`; `sync` is never held while taking
 //! either.
 
+pub mod checkpoint;
 pub mod compact;
 pub mod compress;
 pub mod dump;
@@ -487,6 +488,26 @@ impl Journal {
             size = file::JNL_HEADER_LEN;
         }
         file::read_jnl_header(&f, &path, size)?;
+        // A clean close left a checkpoint of this file's index: no scan.
+        if let Some(index) = checkpoint::take(dir, file_no, size)? {
+            if index.first().is_none_or(|&(first, _)| first > prev_hi) {
+                let last_sqn = index.last().map_or(prev_hi, |e| e.0);
+                return Ok(Active {
+                    file_no,
+                    path,
+                    file: Arc::new(f),
+                    size,
+                    index,
+                    damage: Vec::new(),
+                    last_sqn,
+                    next_file_no,
+                });
+            }
+        }
+        Stats::add(
+            &stats.journal_open_scan_bytes,
+            size.saturating_sub(file::JNL_HEADER_LEN),
+        );
         let mut index = Vec::new();
         let outcome = file::scan(
             &f,
@@ -916,6 +937,12 @@ impl Journal {
         self.check_poison()?;
         let a = self.active.lock();
         let res = a.file.sync_all().ctx("fsync", &a.path);
+        if res.is_ok() && a.damage.is_empty() {
+            // Lets the next open skip scanning the active file.
+            if let Err(e) = checkpoint::write(&self.dir, a.file_no, a.size, &a.index) {
+                tracing::warn!(target: "basalt::journal", "I0013 could not write the journal checkpoint (the next open scans instead): {e}");
+            }
+        }
         let last = a.last_sqn;
         drop(a);
         match res {
