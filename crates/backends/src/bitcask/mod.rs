@@ -164,7 +164,38 @@ struct Active {
 struct Writer {
     active: Active,
     stats: HashMap<u32, FileStat>,
+    /// True while a merge job exists (in `job`, or taken out by the step
+    /// that is running it): no second merge starts meanwhile.
     merging: bool,
+    /// The merge under way, advanced a few records per write.
+    job: Option<MergeJob>,
+}
+
+/// Records a write copies for a merge under way: the merge's cost is spread
+/// over the writes that follow its trigger instead of stalling one write
+/// for the whole merge (a multi-second pause at 256 MiB files).
+const MERGE_STEP_RECORDS: usize = 64;
+
+/// An incremental merge: the files to merge and how far it has got.
+struct MergeJob {
+    pick: Vec<u32>,
+    picked: BTreeSet<u32>,
+    /// Index in `pick` of the file being copied (or next to load).
+    next_file: usize,
+    /// The file being copied.
+    current: Option<MergeFile>,
+}
+
+/// One file of a merge, loaded.
+struct MergeFile {
+    id: u32,
+    bytes: Vec<u8>,
+    /// (offset, length) of each intact record.
+    offsets: Vec<(u64, usize)>,
+    /// The next record to look at.
+    pos: usize,
+    /// An older file is not part of the merge: tombstones must be kept.
+    older_unmerged: bool,
 }
 
 type Files = HashMap<u32, Arc<File>>;
@@ -372,6 +403,7 @@ impl Bitcask {
                 active,
                 stats,
                 merging: false,
+                job: None,
             }),
             closed: AtomicBool::new(false),
             merges: AtomicU64::new(0),
@@ -483,6 +515,9 @@ impl Bitcask {
         if w.active.size >= self.opts.max_file_bytes {
             self.roll(&mut w)?;
         }
+        if w.job.is_some() {
+            self.merge_step(&mut w, MERGE_STEP_RECORDS)?;
+        }
         Ok(())
     }
 
@@ -517,38 +552,119 @@ impl Bitcask {
         self.check_open()?;
         let mut w = self.writer.lock();
         let active = w.active.id;
+        while w.job.is_some() {
+            self.merge_step(&mut w, usize::MAX)?;
+        }
         let mut all: Vec<u32> = w.stats.keys().copied().filter(|id| *id != active).collect();
         all.sort_unstable();
-        self.merge_files(&mut w, &all)
+        self.merge_files(&mut w, &all)?;
+        while w.job.is_some() {
+            self.merge_step(&mut w, usize::MAX)?;
+        }
+        Ok(())
     }
 
+    /// Starts a merge of `pick` (a no-op if empty or one is under way); the
+    /// writes that follow advance it ([`MERGE_STEP_RECORDS`] each).
     fn merge_files(&self, w: &mut Writer, pick: &[u32]) -> Result<()> {
-        if pick.is_empty() {
+        if pick.is_empty() || w.merging {
             return Ok(());
         }
         w.merging = true;
-        let r = self.merge_inner(w, pick);
-        w.merging = false;
-        r
+        w.job = Some(MergeJob {
+            pick: pick.to_vec(),
+            picked: pick.iter().copied().collect(),
+            next_file: 0,
+            current: None,
+        });
+        Ok(())
     }
 
-    fn merge_inner(&self, w: &mut Writer, pick: &[u32]) -> Result<()> {
-        let picked: BTreeSet<u32> = pick.iter().copied().collect();
-        for &id in pick {
-            let older_unmerged = w.stats.keys().any(|o| *o < id && !picked.contains(o));
-            let p = data_path(&self.dir, id);
-            let bytes = std::fs::read(&p).map_err(io("read", &p))?;
-            let (recs, _) = format::scan(&bytes);
-            for (offset, r) in recs {
-                let len = format::RECORD_FIXED + r.key.len() + r.meta.len() + r.value.len();
+    /// Copies up to `budget` records of the merge under way; finishes it
+    /// (fsync, unlink the merged files) once every file is copied.
+    fn merge_step(&self, w: &mut Writer, mut budget: usize) -> Result<()> {
+        let Some(mut job) = w.job.take() else {
+            return Ok(());
+        };
+        let r = self.merge_advance(w, &mut job, &mut budget);
+        match r {
+            Ok(true) => {
+                w.merging = false;
+                self.merge_finish(w, &job.pick)
+            }
+            Ok(false) => {
+                w.job = Some(job);
+                Ok(())
+            }
+            Err(e) => {
+                // Abandon the merge: copies already made are harmless (the
+                // keydir points at them; the old records are dead).
+                w.merging = false;
+                Err(e)
+            }
+        }
+    }
+
+    /// Returns true once every picked file has been copied.
+    fn merge_advance(
+        &self,
+        w: &mut Writer,
+        job: &mut MergeJob,
+        budget: &mut usize,
+    ) -> Result<bool> {
+        while *budget > 0 {
+            if job.current.is_none() {
+                let Some(&id) = job.pick.get(job.next_file) else {
+                    return Ok(true);
+                };
+                let older_unmerged = w.stats.keys().any(|o| *o < id && !job.picked.contains(o));
+                let p = data_path(&self.dir, id);
+                let bytes = std::fs::read(&p).map_err(io("read", &p))?;
+                let offsets: Vec<(u64, usize)> = format::scan(&bytes)
+                    .0
+                    .iter()
+                    .map(|(o, r)| {
+                        (
+                            *o,
+                            format::RECORD_FIXED + r.key.len() + r.meta.len() + r.value.len(),
+                        )
+                    })
+                    .collect();
+                job.current = Some(MergeFile {
+                    id,
+                    bytes,
+                    offsets,
+                    pos: 0,
+                    older_unmerged,
+                });
+            }
+            let Some(MergeFile {
+                id,
+                bytes,
+                offsets,
+                pos,
+                older_unmerged,
+            }) = job.current.as_mut()
+            else {
+                continue;
+            };
+            while *budget > 0 && *pos < offsets.len() {
+                let Some(&(offset, len)) = offsets.get(*pos) else {
+                    break;
+                };
+                *pos += 1;
+                *budget -= 1;
                 let raw = bytes
                     .get(offset as usize..offset as usize + len)
                     .unwrap_or_default();
+                let Ok(r) = format::decode_record(raw) else {
+                    continue;
+                };
                 let current = self.keydir.read().get(r.key).copied();
                 let copy = if r.flags == FLAG_PUT {
-                    current.is_some_and(|l| l.file == id && l.offset == offset)
+                    current.is_some_and(|l| l.file == *id && l.offset == offset)
                 } else {
-                    current.is_none() && older_unmerged
+                    current.is_none() && *older_unmerged
                 };
                 if copy {
                     self.append(w, r.key, raw, r.tstamp_us, r.expires_at, r.flags)?;
@@ -557,7 +673,15 @@ impl Bitcask {
                     }
                 }
             }
+            if *pos >= offsets.len() {
+                job.current = None;
+                job.next_file += 1;
+            }
         }
+        Ok(job.current.is_none() && job.next_file >= job.pick.len())
+    }
+
+    fn merge_finish(&self, w: &mut Writer, pick: &[u32]) -> Result<()> {
         let p = data_path(&self.dir, w.active.id);
         w.active.file.sync_all().map_err(io("fsync", &p))?;
         for &id in pick {
