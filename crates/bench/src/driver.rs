@@ -3,8 +3,9 @@
 //! - `basalt_embedded` ([`EmbeddedDriver`]) opens `basalt_stores` stores in
 //!   this process (`<data_dir>/instance.N`, like basho_bench's eleveldb
 //!   driver) and routes each key to one of them by hash. It reaches the
-//!   stores only through [`KvTarget`], the narrow seam where other backends
-//!   plug in: implement `KvTarget` for a backend handle and return it from
+//!   stores only through [`KvTarget`], implemented once for every backend
+//!   of `basalt-backends` (through the `Backend` trait); a new kind of
+//!   target implements `KvTarget` and is returned from
 //!   [`open_targets`].
 //! - `null` ([`NullDriver`]) does nothing (or fails, for `an_error`), to
 //!   measure the harness itself.
@@ -17,7 +18,6 @@
 //! postcode queries of the seeds' 2i test.
 
 use crate::config::{valid_backends, BenchConfig, OpKind};
-use basalt_engine::{IndexChange, IndexQuery, PutOptions, Store, SyncStrategy};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -95,111 +95,6 @@ pub trait KvTarget: Send + Sync {
     }
     /// Flushes and closes (end of run).
     fn close(&self) -> Result<(), DriverError>;
-}
-
-fn engine_reason(e: &basalt_engine::Error) -> DriverError {
-    // The variant name groups errors; the message goes to the log.
-    let s = format!("{e:?}");
-    let kind = s
-        .split(['(', ' ', '{'])
-        .next()
-        .unwrap_or("error")
-        .to_string();
-    DriverError::new(kind)
-}
-
-/// A `basalt_engine` store with a sync choice.
-pub struct EngineTarget {
-    store: Store,
-}
-
-impl EngineTarget {
-    /// Opens (creating) a store at `dir`.
-    pub fn open(dir: &Path, sync: bool) -> Result<EngineTarget, basalt_engine::Error> {
-        let mut cfg = basalt_engine::Config::new(dir);
-        cfg.sync = if sync {
-            SyncStrategy::Sync
-        } else {
-            SyncStrategy::None
-        };
-        Ok(EngineTarget {
-            store: Store::open(cfg)?,
-        })
-    }
-}
-
-impl KvTarget for EngineTarget {
-    fn get(&self, bucket: &[u8], key: &[u8]) -> Result<bool, DriverError> {
-        self.store
-            .get(bucket, key)
-            .map(|o| o.is_some())
-            .map_err(|e| engine_reason(&e))
-    }
-
-    fn put(
-        &self,
-        bucket: &[u8],
-        key: &[u8],
-        value: &[u8],
-        index: &[(Vec<u8>, Vec<u8>)],
-    ) -> Result<(), DriverError> {
-        let opts = PutOptions {
-            index: index
-                .iter()
-                .map(|(f, t)| IndexChange::add(f.clone(), t.clone()))
-                .collect(),
-            ..PutOptions::default()
-        };
-        self.store
-            .put_with(bucket, key, value, b"", &opts)
-            .map(|_| ())
-            .map_err(|e| engine_reason(&e))
-    }
-
-    fn delete(
-        &self,
-        bucket: &[u8],
-        key: &[u8],
-        index: &[(Vec<u8>, Vec<u8>)],
-    ) -> Result<(), DriverError> {
-        let opts = PutOptions {
-            index: index
-                .iter()
-                .map(|(f, t)| IndexChange::remove(f.clone(), t.clone()))
-                .collect(),
-            ..PutOptions::default()
-        };
-        self.store
-            .delete_with(bucket, key, &opts)
-            .map(|_| ())
-            .map_err(|e| engine_reason(&e))
-    }
-
-    fn head(&self, bucket: &[u8], key: &[u8]) -> Result<bool, DriverError> {
-        self.store
-            .head(bucket, key)
-            .map(|o| o.is_some())
-            .map_err(|e| engine_reason(&e))
-    }
-
-    fn index_query(
-        &self,
-        bucket: &[u8],
-        field: &[u8],
-        start: &[u8],
-        end: &[u8],
-    ) -> Result<usize, DriverError> {
-        let mut q = IndexQuery::range(bucket, field, start, end);
-        q.return_terms = true;
-        self.store
-            .index_query(&q)
-            .map(|p| p.results.len())
-            .map_err(|e| engine_reason(&e))
-    }
-
-    fn close(&self) -> Result<(), DriverError> {
-        self.store.close().map_err(|e| engine_reason(&e))
-    }
 }
 
 /// Any backend of `basalt-backends`, through the `Backend` trait.
@@ -292,9 +187,9 @@ impl KvTarget for BackendTarget {
     }
 }
 
-/// Opens the stores of a run under `data_dir` (`instance.1` ...). The
-/// default `leveled` backend opens the engine directly; the others go
-/// through the `Backend` trait.
+/// Opens the stores of a run under `data_dir` (`instance.1` ...), every
+/// backend (the default `leveled` included) through the `Backend` trait, so
+/// a comparison runs the same code path for each.
 pub fn open_targets(cfg: &BenchConfig, data_dir: &Path) -> Result<Vec<Arc<dyn KvTarget>>, String> {
     if !valid_backends().contains(&cfg.backend.as_str()) {
         return Err(format!(
@@ -306,19 +201,13 @@ pub fn open_targets(cfg: &BenchConfig, data_dir: &Path) -> Result<Vec<Arc<dyn Kv
     (1..=cfg.stores)
         .map(|i| {
             let dir = data_dir.join(format!("instance.{i}"));
-            let target: Result<Arc<dyn KvTarget>, String> = if cfg.backend == "leveled" {
-                EngineTarget::open(&dir, cfg.sync)
-                    .map(|t| Arc::new(t) as Arc<dyn KvTarget>)
-                    .map_err(|e| e.to_string())
-            } else {
-                let bc = basalt_backends::BackendConfig {
-                    sync: cfg.sync,
-                    ..basalt_backends::BackendConfig::default()
-                };
-                basalt_backends::open_backend(&cfg.backend, &dir, &bc)
-                    .map(|backend| Arc::new(BackendTarget { backend }) as Arc<dyn KvTarget>)
-                    .map_err(|e| e.to_string())
+            let bc = basalt_backends::BackendConfig {
+                sync: cfg.sync,
+                ..basalt_backends::BackendConfig::default()
             };
+            let target = basalt_backends::open_backend(&cfg.backend, &dir, &bc)
+                .map(|backend| Arc::new(BackendTarget { backend }) as Arc<dyn KvTarget>)
+                .map_err(|e| e.to_string());
             target.map_err(|e| format!("opening {} store {}: {e}", cfg.backend, dir.display()))
         })
         .collect()

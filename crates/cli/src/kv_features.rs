@@ -180,16 +180,32 @@ pub fn index(store: &Store, args: IndexArgs, out: &mut dyn Write) -> Result<()> 
         return Ok(());
     }
     let page = store.index_query(&query)?;
+    write_page(
+        page.results
+            .iter()
+            .map(|r| (r.term.as_deref(), r.key.as_slice())),
+        page.continuation.as_deref(),
+        out,
+    )
+}
+
+/// Prints an index page: `term<TAB>key` (or `key`) lines, then
+/// `continuation<TAB>C` when the page is full.
+fn write_page<'a>(
+    results: impl Iterator<Item = (Option<&'a [u8]>, &'a [u8])>,
+    continuation: Option<&str>,
+    out: &mut dyn Write,
+) -> Result<()> {
     let mut buf = Vec::new();
-    for r in &page.results {
-        if let Some(term) = &r.term {
+    for (term, key) in results {
+        if let Some(term) = term {
             buf.extend_from_slice(term);
             buf.push(b'\t');
         }
-        buf.extend_from_slice(&r.key);
+        buf.extend_from_slice(key);
         buf.push(b'\n');
     }
-    if let Some(c) = &page.continuation {
+    if let Some(c) = continuation {
         buf.extend_from_slice(b"continuation\t");
         buf.extend_from_slice(c.as_bytes());
         buf.push(b'\n');
@@ -514,23 +530,13 @@ pub fn index_backend(
         return Ok(());
     }
     let page = b.index_query(&query)?;
-    let mut buf = Vec::new();
-    for r in &page.results {
-        if let Some(term) = &r.term {
-            buf.extend_from_slice(term);
-            buf.push(b'\t');
-        }
-        buf.extend_from_slice(&r.key);
-        buf.push(b'\n');
-    }
-    if let Some(c) = &page.continuation {
-        buf.extend_from_slice(b"continuation\t");
-        buf.extend_from_slice(c.as_bytes());
-        buf.push(b'\n');
-    }
-    out.write_all(&buf)
-        .and_then(|()| out.flush())
-        .context("write to stdout")
+    write_page(
+        page.results
+            .iter()
+            .map(|r| (r.term.as_deref(), r.key.as_slice())),
+        page.continuation.as_deref(),
+        out,
+    )
 }
 
 /// `kv fold` on any backend. Keys come out sorted even from an unordered
