@@ -457,10 +457,11 @@ impl Node {
             let cur = self.get(bucket, key, &GetOpts::default()).await?;
             match cur {
                 GetOutcome::Found(_) if opts.if_none_match => return Err(RequestError::MatchFound),
-                GetOutcome::Found(o) if opts.if_not_modified => {
-                    if !client.as_ref().is_some_and(|c| c.same_events(&o.vclock)) {
-                        return Err(RequestError::Modified);
-                    }
+                GetOutcome::Found(o)
+                    if opts.if_not_modified
+                        && !client.as_ref().is_some_and(|c| c.same_events(&o.vclock)) =>
+                {
+                    return Err(RequestError::Modified)
                 }
                 GetOutcome::NotFound | GetOutcome::Tombstone(_) if opts.if_not_modified => {
                     return Err(RequestError::NotFound)

@@ -593,7 +593,7 @@ fn full_vnode_queue_answers_overload() {
         let mut threads = Vec::new();
         for _ in 0..4 {
             threads.push(std::thread::spawn(move || {
-                let mut s = TcpStream::connect(addr).expect("connect");
+                let s = TcpStream::connect(addr).expect("connect");
                 s.set_read_timeout(Some(Duration::from_secs(20)))
                     .expect("t");
                 let mut cl = Client(s);
