@@ -11,6 +11,7 @@
 mod dump;
 mod kv;
 mod kv_features;
+mod start;
 
 use clap::{Parser, Subcommand};
 use std::io::IsTerminal;
@@ -48,6 +49,9 @@ enum Command {
     /// `basalt bench report DIR`. Exit 1 when `shutdown_on_error` stopped a run.
     #[command(disable_help_flag = true)]
     Bench(BenchArgs),
+    /// Run a node: Riak's PB API over vnodes (`--print-default-config` for
+    /// the config file). Stops gracefully on SIGTERM / SIGINT.
+    Start(start::StartArgs),
 }
 
 /// Arguments of `basalt bench`, passed as they are to `basalt_bench::cli::run`.
@@ -79,6 +83,7 @@ fn main() -> ExitCode {
         Command::Dump(args) => dump::run(&args),
         Command::Bench(args) => basalt_bench::cli::run(&args.args)
             .map(|code| Outcome::Code(u8::try_from(code).unwrap_or(2))),
+        Command::Start(args) => start::run(args),
     };
     match result {
         Ok(Outcome::Done) => ExitCode::SUCCESS,

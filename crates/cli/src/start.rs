@@ -1,0 +1,87 @@
+//! `basalt start`: runs a node (the PB listener of `basalt-server`) until
+//! SIGTERM or SIGINT, then shuts down gracefully.
+
+use anyhow::Context;
+use basalt_server::config::{Config, DEFAULT_CONFIG};
+use std::path::PathBuf;
+
+/// Arguments of `basalt start`.
+#[derive(Debug, clap::Args)]
+pub struct StartArgs {
+    /// TOML config file (see --print-default-config); flags override it.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Print the default config file and exit.
+    #[arg(long)]
+    print_default_config: bool,
+    /// Data directory.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// PB listen address (default 127.0.0.1:8087).
+    #[arg(long)]
+    pb_listen: Option<String>,
+    /// Node name.
+    #[arg(long)]
+    node_name: Option<String>,
+    /// Backend of every vnode.
+    #[arg(long)]
+    backend: Option<String>,
+    /// Ring size (partitions).
+    #[arg(long)]
+    ring_size: Option<u32>,
+}
+
+/// Runs the node.
+pub fn run(args: StartArgs) -> anyhow::Result<crate::Outcome> {
+    if args.print_default_config {
+        print!("{DEFAULT_CONFIG}");
+        return Ok(crate::Outcome::Done);
+    }
+    let mut config = match &args.config {
+        Some(p) => {
+            let text =
+                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            Config::from_toml(&text)?
+        }
+        None => Config::default(),
+    };
+    if let Some(d) = args.data_dir {
+        config.data_dir = d;
+    }
+    if let Some(a) = args.pb_listen {
+        config.pb_listen = a;
+    }
+    if let Some(n) = args.node_name {
+        config.node_name = n;
+    }
+    if let Some(b) = args.backend {
+        config.backend = b;
+    }
+    if let Some(r) = args.ring_size {
+        config.ring_size = r;
+    }
+    config.validate()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("building the runtime")?;
+    rt.block_on(async move {
+        let shutdown = async {
+            let mut term =
+                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::error!(error = %e, "cannot watch SIGTERM");
+                        std::future::pending::<()>().await;
+                        return;
+                    }
+                };
+            tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM"),
+                _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT"),
+            }
+        };
+        basalt_server::run(config, shutdown).await
+    })?;
+    Ok(crate::Outcome::Done)
+}

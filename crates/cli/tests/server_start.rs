@@ -1,0 +1,106 @@
+//! Process-level test of `basalt start`: runs the binary on a free port with
+//! a temporary data directory, pings it over PB, stores and reads a key,
+//! sends SIGTERM (via `kill -TERM`, as `unsafe` is forbidden) and checks the process exits cleanly.
+
+use basalt_server::pb::{self, code};
+use prost::Message;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn recv(s: &mut TcpStream) -> (u8, Vec<u8>) {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).expect("len");
+    let mut buf = vec![0u8; u32::from_be_bytes(len) as usize];
+    s.read_exact(&mut buf).expect("body");
+    let c = buf.remove(0);
+    (c, buf)
+}
+
+#[test]
+fn start_ping_put_get_sigterm() {
+    let out = Command::new(env!("CARGO_BIN_EXE_basalt"))
+        .args(["start", "--print-default-config"])
+        .output()
+        .expect("run");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("ring_size = 64"));
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_basalt"))
+        .args([
+            "start",
+            "--pb-listen",
+            &addr,
+            "--ring-size",
+            "8",
+            "--node-name",
+            "t@127.0.0.1",
+        ])
+        .arg("--data-dir")
+        .arg(dir.path())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut s = loop {
+        match TcpStream::connect(&addr) {
+            Ok(s) => break s,
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            Err(e) => panic!("node did not start: {e}"),
+        }
+    };
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("t");
+    s.write_all(&pb::frame(code::PING_REQ, &[])).expect("w");
+    assert_eq!(recv(&mut s), (code::PING_RESP, vec![]));
+    let put = pb::RpbPutReq {
+        bucket: b"b".to_vec(),
+        key: Some(b"k".to_vec()),
+        content: pb::RpbContent {
+            value: b"v".to_vec(),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    s.write_all(&pb::frame(code::PUT_REQ, &put.encode_to_vec()))
+        .expect("w");
+    assert_eq!(recv(&mut s).0, code::PUT_RESP);
+    let get = pb::RpbGetReq {
+        bucket: b"b".to_vec(),
+        key: b"k".to_vec(),
+        ..Default::default()
+    };
+    s.write_all(&pb::frame(code::GET_REQ, &get.encode_to_vec()))
+        .expect("w");
+    let (c, body) = recv(&mut s);
+    assert_eq!(c, code::GET_RESP);
+    assert_eq!(
+        pb::RpbGetResp::decode(body.as_slice()).expect("d").content[0].value,
+        b"v"
+    );
+
+    // SIGTERM through kill(1): the workspace forbids `unsafe` (libc::kill),
+    // and `Child::kill` would send SIGKILL.
+    let rc = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(rc.success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break st;
+        }
+        assert!(Instant::now() < deadline, "node did not stop on SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "exit status {status:?}");
+    assert!(dir.path().join("vnodes").join("0").exists());
+}

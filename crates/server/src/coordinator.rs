@@ -1,0 +1,718 @@
+//! The request coordinator of a node: GET as n HEADs + 1 GET with sibling
+//! merge and read repair, PUT through a coordinating vnode then the other
+//! replicas, DELETE as a tombstone PUT, listings and 2i over a covering set.
+
+use crate::config::{Config, ConfigError};
+use crate::object::{Content, RiakObject};
+use crate::props::{BucketProps, PropsError, PropsStore};
+use crate::ring::{actor, key_hash, Ring};
+use crate::vclock::VClock;
+use crate::vnode::{Pending, Vnode, VnodeError, VnodeState};
+use basalt_backend::{BackendError, IndexPage, IndexQuery, IndexResult};
+use parking_lot::{RwLock, RwLockWriteGuard};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// A request that failed; the `Display` text is what goes into `RpbErrorResp`.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    /// Bad input from the client.
+    #[error("{0}")]
+    Invalid(String),
+    /// A vnode queue was full.
+    #[error("overload")]
+    Overload,
+    /// Vnodes did not answer in time.
+    #[error("timeout")]
+    Timeout,
+    /// Fewer replicas answered than the quorum needs (`{r_val_unsatisfied,R,Got}` style).
+    #[error("{{{kind}_val_unsatisfied,{need},{got}}}")]
+    Unsatisfied {
+        /// `r`, `w`, ...
+        kind: &'static str,
+        /// Needed.
+        need: u32,
+        /// Got.
+        got: u32,
+    },
+    /// `if_none_match` and the object exists.
+    #[error("match_found")]
+    MatchFound,
+    /// `if_not_modified` and the clock differs.
+    #[error("modified")]
+    Modified,
+    /// `if_not_modified` and no object.
+    #[error("notfound")]
+    NotFound,
+    /// A storage failure.
+    #[error("storage error: {0}")]
+    Storage(String),
+}
+
+impl From<VnodeError> for RequestError {
+    fn from(e: VnodeError) -> Self {
+        match e {
+            VnodeError::Overload => RequestError::Overload,
+            VnodeError::Timeout => RequestError::Timeout,
+            VnodeError::Backend(BackendError::NotSupported { .. }) => {
+                RequestError::Invalid(e.to_string())
+            }
+            other => RequestError::Storage(other.to_string()),
+        }
+    }
+}
+
+impl From<PropsError> for RequestError {
+    fn from(e: PropsError) -> Self {
+        match e {
+            PropsError::Invalid(m) => RequestError::Invalid(m),
+            other => RequestError::Storage(other.to_string()),
+        }
+    }
+}
+
+/// Failure to open a node.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// Bad configuration.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A vnode's backend did not open.
+    #[error("opening vnode {partition}: {source}")]
+    Backend {
+        /// The partition.
+        partition: u32,
+        /// The error.
+        #[source]
+        source: BackendError,
+    },
+    /// Creating directories or threads failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// The bucket props file is unreadable.
+    #[error(transparent)]
+    Props(#[from] PropsError),
+}
+
+/// Options of a GET.
+#[derive(Debug, Clone, Default)]
+pub struct GetOpts {
+    /// Read quorum (PB encoding).
+    pub r: Option<u32>,
+    /// Primary read quorum.
+    pub pr: Option<u32>,
+    /// Count not-found replies as successes.
+    pub notfound_ok: Option<bool>,
+}
+
+/// What a GET found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GetOutcome {
+    /// No replica has the key.
+    NotFound,
+    /// Every sibling is a tombstone; its clock.
+    Tombstone(VClock),
+    /// The merged object.
+    Found(RiakObject),
+}
+
+/// Options of a PUT or DELETE.
+#[derive(Debug, Clone, Default)]
+pub struct PutOpts {
+    /// Write quorum.
+    pub w: Option<u32>,
+    /// Durable-write quorum.
+    pub dw: Option<u32>,
+    /// Primary-write quorum.
+    pub pw: Option<u32>,
+    /// Fail with `match_found` if the object exists.
+    pub if_none_match: bool,
+    /// Fail unless the stored clock equals the request's.
+    pub if_not_modified: bool,
+}
+
+/// A node: ring, vnodes and bucket props.
+pub struct Node {
+    config: Config,
+    ring: Ring,
+    vnodes: Vec<Vnode>,
+    props: PropsStore,
+    gate: Arc<RwLock<()>>,
+}
+
+/// Seconds and microseconds since the epoch.
+fn now() -> (u64, u32) {
+    let d = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    (d.as_secs(), d.subsec_micros())
+}
+
+/// A random base62 id (vtags and generated keys).
+pub fn unique_id() -> Vec<u8> {
+    const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    let mut n: u128 = rand::random();
+    let mut out = Vec::with_capacity(22);
+    while n > 0 {
+        out.push(ALPHABET[(n % 62) as usize]);
+        n /= 62;
+    }
+    if out.is_empty() {
+        out.push(b'0');
+    }
+    out
+}
+
+/// The coordinating vnode's step of a PUT: the new object from the local
+/// version, the client's clock and the new content (`None` = nothing to
+/// write: a delete of an absent or already deleted object).
+pub fn coordinate(
+    local: Option<&RiakObject>,
+    client: Option<&VClock>,
+    content: Content,
+    props: &BucketProps,
+    actor: &[u8],
+    now_secs: u64,
+) -> Option<RiakObject> {
+    let is_delete = content.deleted;
+    if is_delete && local.is_none_or(|l| l.is_deleted()) {
+        return None;
+    }
+    let mut obj = match local {
+        None => {
+            let vclock = client.cloned().unwrap_or_default();
+            RiakObject {
+                vclock,
+                contents: vec![content],
+            }
+        }
+        Some(l) => {
+            // A delete without a clock deletes what it sees.
+            let client = if is_delete && client.is_none() {
+                Some(&l.vclock)
+            } else {
+                client
+            };
+            let descends = client.is_some_and(|c| c.descends(&l.vclock));
+            let vclock = match client {
+                Some(c) => c.merge(&l.vclock),
+                None => l.vclock.clone(),
+            };
+            if props.last_write_wins || descends || !props.allow_mult {
+                RiakObject {
+                    vclock,
+                    contents: vec![content],
+                }
+            } else {
+                let mut contents: Vec<Content> =
+                    l.contents.iter().filter(|c| !c.deleted).cloned().collect();
+                contents.push(content);
+                RiakObject { vclock, contents }
+            }
+        }
+    };
+    obj.vclock.increment(actor, now_secs);
+    obj.vclock.prune(now_secs, &props.prune());
+    Some(obj)
+}
+
+/// A replica's step: merges an incoming version into the local one; returns
+/// the version to write, if it changes anything.
+pub fn reconcile(
+    local: Option<&RiakObject>,
+    incoming: &RiakObject,
+    props: &BucketProps,
+) -> Option<RiakObject> {
+    match local {
+        None => Some(incoming.clone()),
+        Some(l) if props.last_write_wins => (l != incoming).then(|| incoming.clone()),
+        Some(l) => {
+            let merged = RiakObject::merge(l, incoming, props.allow_mult);
+            (merged != *l).then_some(merged)
+        }
+    }
+}
+
+impl Node {
+    /// Opens every vnode's backend (`<data_dir>/vnodes/<partition>`) and the props file.
+    pub fn open(config: Config) -> Result<Node, OpenError> {
+        config.validate()?;
+        let ring = Ring::new(config.ring_size)
+            .ok_or_else(|| ConfigError(format!("bad ring_size {}", config.ring_size)))?;
+        std::fs::create_dir_all(config.data_dir.join("vnodes"))?;
+        let gate = Arc::new(RwLock::new(()));
+        let bcfg = basalt_backends::BackendConfig {
+            sync: config.sync,
+            ..Default::default()
+        };
+        let mut vnodes = Vec::with_capacity(ring.size() as usize);
+        for p in 0..ring.size() {
+            let dir = config.data_dir.join("vnodes").join(p.to_string());
+            let backend =
+                basalt_backends::open_backend(&config.backend, &dir, &bcfg).map_err(|source| {
+                    OpenError::Backend {
+                        partition: p,
+                        source,
+                    }
+                })?;
+            let state = VnodeState {
+                partition: p,
+                actor: actor(&config.node_name, p),
+                backend,
+                sync: config.sync,
+            };
+            vnodes.push(Vnode::start(
+                state,
+                config.limits.vnode_queue_len,
+                gate.clone(),
+            )?);
+        }
+        let props = PropsStore::open(Some(config.data_dir.join("bucket_props.json")))?;
+        tracing::info!(ring_size = ring.size(), backend = %config.backend, data_dir = %config.data_dir.display(), "vnodes open");
+        Ok(Node {
+            config,
+            ring,
+            vnodes,
+            props,
+            gate,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Bucket properties.
+    pub fn props(&self) -> &PropsStore {
+        &self.props
+    }
+
+    /// Holds every vnode worker before its next job while the guard lives
+    /// (for overload tests and maintenance).
+    pub fn pause_vnodes(&self) -> RwLockWriteGuard<'_, ()> {
+        self.gate.write()
+    }
+
+    /// Stops every vnode (queued jobs finish) and closes the backends.
+    pub fn close(&self) {
+        for v in &self.vnodes {
+            v.shutdown();
+        }
+    }
+
+    fn timeout(&self) -> Duration {
+        Duration::from_millis(self.config.limits.request_timeout_ms)
+    }
+
+    fn preflist(&self, bucket: &[u8], key: &[u8], n: u32) -> Vec<u32> {
+        self.ring.preflist(&key_hash(None, bucket, key), n)
+    }
+
+    fn submit<T, F>(&self, p: u32, f: F) -> Result<Pending<T>, VnodeError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&VnodeState) -> Result<T, VnodeError> + Send + 'static,
+    {
+        self.vnodes
+            .get(p as usize)
+            .ok_or(VnodeError::Closed)?
+            .submit(f)
+    }
+
+    /// GET: HEAD the preference list, wait for `r`, fetch the value from the
+    /// replica(s) holding the winning version(s), merge, read-repair.
+    pub async fn get(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        opts: &GetOpts,
+    ) -> Result<GetOutcome, RequestError> {
+        let props = self.props.get(bucket);
+        let r = props.resolve(opts.r, props.r, "r")?;
+        let pr = props.resolve(opts.pr, props.pr, "pr")?;
+        let notfound_ok = opts.notfound_ok.unwrap_or(props.notfound_ok);
+        let pl = self.preflist(bucket, key, props.n_val);
+        let mut pending = Vec::new();
+        let mut overloaded = false;
+        for &p in &pl {
+            let (b, k) = (bucket.to_vec(), key.to_vec());
+            match self.submit(p, move |st| st.read_head(&b, &k)) {
+                Ok(w) => pending.push((p, w)),
+                Err(VnodeError::Overload) => overloaded = true,
+                Err(e) => tracing::warn!(partition = p, error = %e, "get head"),
+            }
+        }
+        let mut heads: Vec<(u32, Option<RiakObject>)> = Vec::new();
+        for (p, w) in pending {
+            match w.wait(self.timeout()).await {
+                Ok(h) => heads.push((p, h)),
+                Err(VnodeError::Overload) => overloaded = true,
+                Err(e) => tracing::warn!(partition = p, error = %e, "get head"),
+            }
+        }
+        let found: Vec<(u32, RiakObject)> = heads
+            .iter()
+            .filter_map(|(p, h)| h.clone().map(|h| (*p, h)))
+            .collect();
+        let successes = if notfound_ok {
+            heads.len()
+        } else {
+            found.len()
+        } as u32;
+        let need = r.max(pr);
+        if successes < need {
+            if overloaded {
+                return Err(RequestError::Overload);
+            }
+            if found.is_empty() && heads.len() as u32 >= need {
+                return Ok(GetOutcome::NotFound);
+            }
+            return Err(RequestError::Unsatisfied {
+                kind: "r",
+                need,
+                got: successes,
+            });
+        }
+        if found.is_empty() {
+            return Ok(GetOutcome::NotFound);
+        }
+        // Replicas whose clock no other replica dominates, one per distinct clock.
+        let mut winners: Vec<&(u32, RiakObject)> = Vec::new();
+        for f in &found {
+            let dominated = found.iter().any(|o| o.1.vclock.dominates(&f.1.vclock));
+            if !dominated && !winners.iter().any(|w| w.1.vclock.same_events(&f.1.vclock)) {
+                winners.push(f);
+            }
+        }
+        let mut merged: Option<RiakObject> = None;
+        for (p, _) in winners {
+            let (b, k) = (bucket.to_vec(), key.to_vec());
+            let obj = self
+                .submit(*p, move |st| st.read(&b, &k))?
+                .wait(self.timeout())
+                .await?;
+            if let Some(o) = obj {
+                merged = Some(match merged {
+                    None => o,
+                    Some(m) => RiakObject::merge(&m, &o, props.allow_mult),
+                });
+            }
+        }
+        let Some(merged) = merged else {
+            return Ok(GetOutcome::NotFound);
+        };
+        // Read repair: stale or missing replicas get the merged object.
+        for (p, h) in &heads {
+            let stale = h.as_ref().is_none_or(|h| {
+                !h.vclock.same_events(&merged.vclock) || h.contents.len() != merged.contents.len()
+            });
+            if stale {
+                let (b, k, o, pp) = (bucket.to_vec(), key.to_vec(), merged.clone(), props.clone());
+                tracing::debug!(partition = p, "read repair");
+                let _ = self.submit(*p, move |st| {
+                    let local = st.read(&b, &k)?;
+                    if let Some(new) = reconcile(local.as_ref(), &o, &pp) {
+                        st.write(&b, &k, local.as_ref(), &new)?;
+                    }
+                    Ok(())
+                });
+            }
+        }
+        if merged.is_deleted() {
+            Ok(GetOutcome::Tombstone(merged.vclock))
+        } else {
+            Ok(GetOutcome::Found(merged))
+        }
+    }
+
+    /// PUT (and DELETE when `content.deleted`): conditional checks, then the
+    /// coordinating vnode (first in the preference list) builds and writes
+    /// the new version, then the other replicas reconcile it; waits for
+    /// `max(w, dw, pw)` acks. Returns the new object (`None`: nothing written).
+    pub async fn put(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        client: Option<VClock>,
+        mut content: Content,
+        opts: &PutOpts,
+    ) -> Result<Option<RiakObject>, RequestError> {
+        let props = self.props.get(bucket);
+        let w = props.resolve(opts.w, props.w, "w")?;
+        let dw = props.resolve(opts.dw, props.dw, "dw")?;
+        let pw = props.resolve(opts.pw, props.pw, "pw")?;
+        let size = content.value.len();
+        if size > self.config.limits.max_object_bytes {
+            return Err(RequestError::Invalid(format!(
+                "Object too large: {size} bytes (limit {})",
+                self.config.limits.max_object_bytes
+            )));
+        }
+        if size > self.config.limits.warn_object_bytes {
+            tracing::warn!(size, bucket = %String::from_utf8_lossy(bucket), key = %String::from_utf8_lossy(key), "large object");
+        }
+        if opts.if_none_match || opts.if_not_modified {
+            let cur = self.get(bucket, key, &GetOpts::default()).await?;
+            match cur {
+                GetOutcome::Found(_) if opts.if_none_match => return Err(RequestError::MatchFound),
+                GetOutcome::Found(o)
+                    if opts.if_not_modified
+                        && !client.as_ref().is_some_and(|c| c.same_events(&o.vclock)) =>
+                {
+                    return Err(RequestError::Modified)
+                }
+                GetOutcome::NotFound | GetOutcome::Tombstone(_) if opts.if_not_modified => {
+                    return Err(RequestError::NotFound)
+                }
+                _ => {}
+            }
+        }
+        let (secs, usecs) = now();
+        content.last_mod = secs as u32;
+        content.last_mod_usecs = usecs;
+        content.vtag = Some(unique_id());
+        content.value_len = content.value.len() as u32;
+        let pl = self.preflist(bucket, key, props.n_val);
+        let Some((&coord, rest)) = pl.split_first() else {
+            return Err(RequestError::Invalid("empty preference list".into()));
+        };
+        let (b, k, pp) = (bucket.to_vec(), key.to_vec(), props.clone());
+        let new = self
+            .submit(coord, move |st| {
+                let local = st.read(&b, &k)?;
+                let new = coordinate(
+                    local.as_ref(),
+                    client.as_ref(),
+                    content,
+                    &pp,
+                    &st.actor,
+                    secs,
+                );
+                if let Some(n) = &new {
+                    st.write(&b, &k, local.as_ref(), n)?;
+                }
+                Ok(new)
+            })?
+            .wait(self.timeout())
+            .await?;
+        let Some(new) = new else { return Ok(None) };
+        let mut pending = Vec::new();
+        let mut failed = 0u32;
+        for &p in rest {
+            let (b, k, o, pp) = (bucket.to_vec(), key.to_vec(), new.clone(), props.clone());
+            match self.submit(p, move |st| {
+                let local = st.read(&b, &k)?;
+                if let Some(n) = reconcile(local.as_ref(), &o, &pp) {
+                    st.write(&b, &k, local.as_ref(), &n)?;
+                }
+                Ok(())
+            }) {
+                Ok(x) => pending.push(x),
+                Err(e) => {
+                    tracing::warn!(partition = p, error = %e, "replica write");
+                    failed += 1;
+                }
+            }
+        }
+        let mut acks = 1u32;
+        for x in pending {
+            match x.wait(self.timeout()).await {
+                Ok(()) => acks += 1,
+                Err(e) => {
+                    tracing::warn!(error = %e, "replica write");
+                    failed += 1;
+                }
+            }
+        }
+        let need = w.max(dw).max(pw);
+        if acks < need {
+            tracing::warn!(acks, failed, need, "write quorum not met");
+            return Err(RequestError::Unsatisfied {
+                kind: "w",
+                need,
+                got: acks,
+            });
+        }
+        Ok(Some(new))
+    }
+
+    /// Keys of `bucket` that are not tombstones, one batch per covering vnode
+    /// (deduplicated across batches).
+    pub async fn list_keys(
+        &self,
+        bucket: &[u8],
+        mut batch: impl FnMut(Vec<Vec<u8>>),
+    ) -> Result<(), RequestError> {
+        let props = self.props.get(bucket);
+        let mut seen = BTreeSet::new();
+        for p in self.ring.covering_set(props.n_val) {
+            let b = bucket.to_vec();
+            let keys = self
+                .submit(p, move |st| {
+                    let mut keys = Vec::new();
+                    st.backend.fold_keys(&b, None, &mut |k| {
+                        keys.push(k.to_vec());
+                        std::ops::ControlFlow::Continue(())
+                    })?;
+                    let mut live = Vec::new();
+                    for k in keys {
+                        if st.read_head(&b, &k)?.is_some_and(|o| !o.is_deleted()) {
+                            live.push(k);
+                        }
+                    }
+                    Ok(live)
+                })?
+                .wait(self.timeout())
+                .await?;
+            let fresh: Vec<Vec<u8>> = keys
+                .into_iter()
+                .filter(|k| seen.insert(k.clone()))
+                .collect();
+            if !fresh.is_empty() {
+                batch(fresh);
+            }
+        }
+        Ok(())
+    }
+
+    /// Every bucket holding an object on any vnode, sorted.
+    pub async fn list_buckets(&self) -> Result<Vec<Vec<u8>>, RequestError> {
+        let mut all = BTreeSet::new();
+        for p in 0..self.ring.size() {
+            let b = self
+                .submit(p, |st| Ok(st.backend.list_buckets()?))?
+                .wait(self.timeout())
+                .await?;
+            all.extend(b);
+        }
+        Ok(all.into_iter().collect())
+    }
+
+    /// A 2i query over a covering set of vnodes: every vnode's full result,
+    /// merged, deduplicated, sorted by (term, key) and paged here; the
+    /// continuation is `base64(term_len:u32 | term | key)` of the page's last result.
+    pub async fn index_query(&self, q: IndexQuery) -> Result<IndexPage, RequestError> {
+        let props = self.props.get(&q.bucket);
+        let after = match &q.continuation {
+            None => None,
+            Some(c) => Some(
+                decode_continuation(c)
+                    .ok_or_else(|| RequestError::Invalid("invalid continuation".into()))?,
+            ),
+        };
+        let want_terms = q.return_terms;
+        let mut sub = q.clone();
+        sub.max_results = None;
+        sub.continuation = None;
+        sub.return_terms = q.end.is_some() || q.field == b"$key";
+        let mut all: BTreeSet<IndexResult> = BTreeSet::new();
+        for p in self.ring.covering_set(props.n_val) {
+            let sq = sub.clone();
+            let page = self
+                .submit(p, move |st| Ok(st.backend.index_query(&sq)?))?
+                .wait(self.timeout())
+                .await?;
+            all.extend(page.results);
+        }
+        let mut results: Vec<IndexResult> = all
+            .into_iter()
+            .filter(|r| {
+                after.as_ref().is_none_or(|(t, k)| {
+                    (r.term.clone().unwrap_or_default(), r.key.clone()) > (t.clone(), k.clone())
+                })
+            })
+            .collect();
+        let mut continuation = None;
+        if let Some(max) = q.max_results.filter(|m| *m > 0) {
+            if results.len() >= max as usize {
+                results.truncate(max as usize);
+                if let Some(last) = results.last() {
+                    continuation = Some(encode_continuation(
+                        last.term.as_deref().unwrap_or_default(),
+                        &last.key,
+                    ));
+                }
+            }
+        }
+        if !(want_terms && q.end.is_some()) {
+            for r in &mut results {
+                r.term = None;
+            }
+        }
+        Ok(IndexPage {
+            results,
+            continuation,
+        })
+    }
+}
+
+fn encode_continuation(term: &[u8], key: &[u8]) -> String {
+    let mut raw = (term.len() as u32).to_be_bytes().to_vec();
+    raw.extend_from_slice(term);
+    raw.extend_from_slice(key);
+    base64::Engine::encode(&base64::engine::general_purpose::STANDARD, raw)
+}
+
+fn decode_continuation(c: &str) -> Option<(Vec<u8>, Vec<u8>)> {
+    let raw = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, c).ok()?;
+    let len = u32::from_be_bytes(raw.get(..4)?.try_into().ok()?) as usize;
+    let term = raw.get(4..4usize.checked_add(len)?)?.to_vec();
+    let key = raw.get(4 + len..)?.to_vec();
+    Some((term, key))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(v: &[u8]) -> Content {
+        Content {
+            value: v.to_vec(),
+            value_len: v.len() as u32,
+            ..Content::default()
+        }
+    }
+
+    #[test]
+    fn coordinate_siblings_and_resolution() {
+        let props = BucketProps {
+            allow_mult: true,
+            ..BucketProps::default()
+        };
+        let o1 = coordinate(None, None, c(b"a"), &props, b"n/1", 10).unwrap_or_default();
+        let o2 = coordinate(Some(&o1), None, c(b"b"), &props, b"n/1", 11).unwrap_or_default();
+        assert_eq!(o2.contents.len(), 2);
+        assert_eq!(o2.vclock.counter(b"n/1"), 2);
+        let o3 = coordinate(Some(&o2), Some(&o2.vclock), c(b"c"), &props, b"n/1", 12)
+            .unwrap_or_default();
+        assert_eq!(o3.contents.len(), 1);
+        let single = coordinate(
+            Some(&o1),
+            None,
+            c(b"b"),
+            &BucketProps::default(),
+            b"n/1",
+            11,
+        )
+        .unwrap_or_default();
+        assert_eq!(single.contents.len(), 1);
+        let mut tomb = c(b"");
+        tomb.deleted = true;
+        assert!(coordinate(None, None, tomb.clone(), &props, b"n/1", 1).is_none());
+        assert!(
+            coordinate(Some(&o3), None, tomb, &props, b"n/1", 13).is_some_and(|o| o.is_deleted())
+        );
+    }
+
+    #[test]
+    fn continuation_roundtrip() {
+        let c = encode_continuation(b"t", b"k");
+        assert_eq!(
+            decode_continuation(&c),
+            Some((b"t".to_vec(), b"k".to_vec()))
+        );
+        assert_eq!(decode_continuation("!!"), None);
+    }
+}

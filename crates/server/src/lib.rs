@@ -1,0 +1,28 @@
+//! A Basalt node speaking Riak's Protocol Buffers API (first slice: the
+//! default bucket type on one node).
+//!
+//! * [`pb`]: framing and hand-written `prost` messages of riak.proto / riak_kv.proto;
+//! * [`object`]: Riak objects (siblings) and their storage encoding;
+//! * [`vclock`]: vector clocks with pruning;
+//! * [`ring`]: Riak's key hash and preference lists;
+//! * [`vnode`]: one backend per partition behind a bounded queue;
+//! * [`coordinator`]: GET / PUT / DELETE / listings / 2i over the vnodes;
+//! * [`props`]: bucket properties;
+//! * [`server`]: the TCP listener and request dispatch;
+//! * [`config`]: the TOML configuration.
+
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod coordinator;
+pub mod object;
+pub mod pb;
+pub mod props;
+pub mod ring;
+pub mod server;
+pub mod vclock;
+pub mod vnode;
+
+pub use config::Config;
+pub use coordinator::Node;
+pub use server::{run, serve, ServerHandle, SERVER_VERSION};

@@ -1,0 +1,443 @@
+//! Riak objects: a vector clock and one or more contents (siblings), and how
+//! they are stored in a backend.
+//!
+//! # Storage encoding (version 1)
+//!
+//! An object is split in two so that a backend HEAD answers without reading
+//! any value:
+//!
+//! * backend **metadata** = `01 | vclock_len:u32 | vclock (see [`crate::vclock`]) |
+//!   n:u32 | n × sibling-metadata`, where sibling-metadata is
+//!   `value_len:u32 | flags:u8 (bit 0 = deleted) | last_mod:u32 | last_mod_usecs:u32 |
+//!   content_type | charset | content_encoding | vtag` (each `len:u32 | bytes`, length
+//!   `u32::MAX` = absent) `| usermeta_n:u32 | pairs | indexes_n:u32 | pairs | links_n:u32 | links`;
+//!   a pair is `key | value` (bytes as above), a link `bucket | key | tag`;
+//! * backend **value** = the sibling values concatenated in order (lengths in
+//!   the metadata).
+//!
+//! All integers are big-endian.
+
+use crate::pb::{RpbContent, RpbLink, RpbPair};
+use crate::vclock::VClock;
+
+/// Why stored bytes could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("corrupt object encoding: {0}")]
+pub struct DecodeError(pub &'static str);
+
+/// One sibling.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Content {
+    /// The value (empty for tombstones and for heads).
+    pub value: Vec<u8>,
+    /// Length of the value as stored (kept when the value is left out).
+    pub value_len: u32,
+    /// Content type.
+    pub content_type: Option<Vec<u8>>,
+    /// Charset.
+    pub charset: Option<Vec<u8>>,
+    /// Content encoding.
+    pub content_encoding: Option<Vec<u8>>,
+    /// Version tag (unique per write).
+    pub vtag: Option<Vec<u8>>,
+    /// Last modified, seconds.
+    pub last_mod: u32,
+    /// Last modified, microseconds part.
+    pub last_mod_usecs: u32,
+    /// User metadata.
+    pub usermeta: Vec<(Vec<u8>, Vec<u8>)>,
+    /// 2i entries (field, term).
+    pub indexes: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Links (bucket, key, tag).
+    pub links: Vec<(Vec<u8>, Vec<u8>, Vec<u8>)>,
+    /// Tombstone.
+    pub deleted: bool,
+}
+
+impl Content {
+    /// Last-modified as microseconds since the epoch.
+    pub fn last_mod_us(&self) -> u64 {
+        u64::from(self.last_mod) * 1_000_000 + u64::from(self.last_mod_usecs)
+    }
+
+    /// From a PB content (`value_len` taken from the value).
+    pub fn from_pb(c: RpbContent) -> Content {
+        Content {
+            value_len: c.value.len() as u32,
+            value: c.value,
+            content_type: c.content_type,
+            charset: c.charset,
+            content_encoding: c.content_encoding,
+            vtag: c.vtag,
+            last_mod: c.last_mod.unwrap_or(0),
+            last_mod_usecs: c.last_mod_usecs.unwrap_or(0),
+            usermeta: c
+                .usermeta
+                .into_iter()
+                .map(|p| (p.key, p.value.unwrap_or_default()))
+                .collect(),
+            indexes: c
+                .indexes
+                .into_iter()
+                .map(|p| (p.key, p.value.unwrap_or_default()))
+                .collect(),
+            links: c
+                .links
+                .into_iter()
+                .map(|l| {
+                    (
+                        l.bucket.unwrap_or_default(),
+                        l.key.unwrap_or_default(),
+                        l.tag.unwrap_or_default(),
+                    )
+                })
+                .collect(),
+            deleted: c.deleted.unwrap_or(false),
+        }
+    }
+
+    /// To a PB content; `with_value = false` sends `<<>>` (head).
+    pub fn to_pb(&self, with_value: bool) -> RpbContent {
+        RpbContent {
+            value: if with_value {
+                self.value.clone()
+            } else {
+                Vec::new()
+            },
+            content_type: self.content_type.clone(),
+            charset: self.charset.clone(),
+            content_encoding: self.content_encoding.clone(),
+            vtag: self.vtag.clone(),
+            links: self
+                .links
+                .iter()
+                .map(|(b, k, t)| RpbLink {
+                    bucket: Some(b.clone()),
+                    key: Some(k.clone()),
+                    tag: Some(t.clone()),
+                })
+                .collect(),
+            last_mod: Some(self.last_mod),
+            last_mod_usecs: Some(self.last_mod_usecs),
+            usermeta: pairs(&self.usermeta),
+            indexes: pairs(&self.indexes),
+            deleted: if self.deleted { Some(true) } else { None },
+        }
+    }
+}
+
+fn pairs(v: &[(Vec<u8>, Vec<u8>)]) -> Vec<RpbPair> {
+    v.iter()
+        .map(|(k, v)| RpbPair {
+            key: k.clone(),
+            value: Some(v.clone()),
+        })
+        .collect()
+}
+
+/// A Riak object.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RiakObject {
+    /// The causal history.
+    pub vclock: VClock,
+    /// The siblings (at least one in a stored object).
+    pub contents: Vec<Content>,
+}
+
+impl RiakObject {
+    /// True if every sibling is a tombstone.
+    pub fn is_deleted(&self) -> bool {
+        self.contents.iter().all(|c| c.deleted)
+    }
+
+    /// The 2i entries of the live siblings, sorted and deduplicated.
+    pub fn index_entries(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut v: Vec<(Vec<u8>, Vec<u8>)> = self
+            .contents
+            .iter()
+            .filter(|c| !c.deleted)
+            .flat_map(|c| c.indexes.iter().cloned())
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    /// Total size of the sibling values.
+    pub fn value_bytes(&self) -> usize {
+        self.contents.iter().map(|c| c.value.len()).sum()
+    }
+
+    /// The backend metadata encoding (module docs).
+    pub fn encode_metadata(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(64);
+        out.push(1u8);
+        let vc = self.vclock.encode();
+        put_bytes(&mut out, Some(&vc));
+        out.extend_from_slice(&(self.contents.len() as u32).to_be_bytes());
+        for c in &self.contents {
+            out.extend_from_slice(&(c.value.len() as u32).to_be_bytes());
+            out.push(u8::from(c.deleted));
+            out.extend_from_slice(&c.last_mod.to_be_bytes());
+            out.extend_from_slice(&c.last_mod_usecs.to_be_bytes());
+            for f in [&c.content_type, &c.charset, &c.content_encoding, &c.vtag] {
+                put_bytes(&mut out, f.as_deref());
+            }
+            for list in [&c.usermeta, &c.indexes] {
+                out.extend_from_slice(&(list.len() as u32).to_be_bytes());
+                for (k, v) in list {
+                    put_bytes(&mut out, Some(k));
+                    put_bytes(&mut out, Some(v));
+                }
+            }
+            out.extend_from_slice(&(c.links.len() as u32).to_be_bytes());
+            for (b, k, t) in &c.links {
+                put_bytes(&mut out, Some(b));
+                put_bytes(&mut out, Some(k));
+                put_bytes(&mut out, Some(t));
+            }
+        }
+        out
+    }
+
+    /// The backend value: sibling values concatenated.
+    pub fn encode_value(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.value_bytes());
+        for c in &self.contents {
+            out.extend_from_slice(&c.value);
+        }
+        out
+    }
+
+    /// Decodes the metadata; values are left empty (a head).
+    pub fn decode_metadata(meta: &[u8]) -> Result<RiakObject, DecodeError> {
+        let mut r = Reader { buf: meta, pos: 0 };
+        if r.u8()? != 1 {
+            return Err(DecodeError("unknown metadata version"));
+        }
+        let vc = r.bytes()?.ok_or(DecodeError("missing vclock"))?;
+        let vclock = VClock::decode(&vc).map_err(|e| DecodeError(e.0))?;
+        let n = r.u32()?;
+        let mut contents = Vec::new();
+        for _ in 0..n {
+            let value_len = r.u32()?;
+            let deleted = r.u8()? & 1 == 1;
+            let last_mod = r.u32()?;
+            let last_mod_usecs = r.u32()?;
+            let content_type = r.bytes()?;
+            let charset = r.bytes()?;
+            let content_encoding = r.bytes()?;
+            let vtag = r.bytes()?;
+            let mut lists = [Vec::new(), Vec::new()];
+            for list in &mut lists {
+                let m = r.u32()?;
+                for _ in 0..m {
+                    let k = r.bytes()?.unwrap_or_default();
+                    let v = r.bytes()?.unwrap_or_default();
+                    list.push((k, v));
+                }
+            }
+            let [usermeta, indexes] = lists;
+            let m = r.u32()?;
+            let mut links = Vec::new();
+            for _ in 0..m {
+                let b = r.bytes()?.unwrap_or_default();
+                let k = r.bytes()?.unwrap_or_default();
+                let t = r.bytes()?.unwrap_or_default();
+                links.push((b, k, t));
+            }
+            contents.push(Content {
+                value: Vec::new(),
+                value_len,
+                content_type,
+                charset,
+                content_encoding,
+                vtag,
+                last_mod,
+                last_mod_usecs,
+                usermeta,
+                indexes,
+                links,
+                deleted,
+            });
+        }
+        if r.pos != meta.len() {
+            return Err(DecodeError("trailing metadata bytes"));
+        }
+        Ok(RiakObject { vclock, contents })
+    }
+
+    /// Decodes metadata and value.
+    pub fn decode(meta: &[u8], value: &[u8]) -> Result<RiakObject, DecodeError> {
+        let mut obj = RiakObject::decode_metadata(meta)?;
+        let mut pos = 0usize;
+        for c in &mut obj.contents {
+            let end = pos
+                .checked_add(c.value_len as usize)
+                .ok_or(DecodeError("value length overflow"))?;
+            c.value = value
+                .get(pos..end)
+                .ok_or(DecodeError("value shorter than the metadata says"))?
+                .to_vec();
+            pos = end;
+        }
+        if pos != value.len() {
+            return Err(DecodeError("value longer than the metadata says"));
+        }
+        Ok(obj)
+    }
+
+    /// Merges two versions as `riak_object:syntactic_merge` + `reconcile`:
+    /// a descendant wins; concurrent versions become siblings (deduplicated
+    /// by vtag and last-modified) under the merged clock, or, without
+    /// `allow_mult`, the sibling with the latest last-modified time.
+    pub fn merge(a: &RiakObject, b: &RiakObject, allow_mult: bool) -> RiakObject {
+        if a.vclock.descends(&b.vclock) {
+            return a.clone();
+        }
+        if b.vclock.descends(&a.vclock) {
+            return b.clone();
+        }
+        let mut contents = a.contents.clone();
+        for c in &b.contents {
+            let dup = contents.iter().any(|x| {
+                x.vtag == c.vtag && x.last_mod_us() == c.last_mod_us() && x.deleted == c.deleted
+            });
+            if !dup {
+                contents.push(c.clone());
+            }
+        }
+        let mut merged = RiakObject {
+            vclock: a.vclock.merge(&b.vclock),
+            contents,
+        };
+        if !allow_mult {
+            merged.resolve_latest();
+        }
+        merged
+    }
+
+    /// Keeps only the sibling with the latest last-modified time.
+    pub fn resolve_latest(&mut self) {
+        if self.contents.len() > 1 {
+            let mut best = 0;
+            for (i, c) in self.contents.iter().enumerate() {
+                if c.last_mod_us() > self.contents[best].last_mod_us() {
+                    best = i;
+                }
+            }
+            let keep = self.contents.swap_remove(best);
+            self.contents = vec![keep];
+        }
+    }
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: Option<&[u8]>) {
+    match b {
+        Some(b) => {
+            out.extend_from_slice(&(b.len() as u32).to_be_bytes());
+            out.extend_from_slice(b);
+        }
+        None => out.extend_from_slice(&u32::MAX.to_be_bytes()),
+    }
+}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl Reader<'_> {
+    fn take(&mut self, n: usize) -> Result<&[u8], DecodeError> {
+        let end = self
+            .pos
+            .checked_add(n)
+            .ok_or(DecodeError("length overflow"))?;
+        let s = self
+            .buf
+            .get(self.pos..end)
+            .ok_or(DecodeError("truncated metadata"))?;
+        self.pos = end;
+        Ok(s)
+    }
+    fn u8(&mut self) -> Result<u8, DecodeError> {
+        Ok(self.take(1)?[0])
+    }
+    fn u32(&mut self) -> Result<u32, DecodeError> {
+        let s = self.take(4)?;
+        Ok(u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
+    }
+    fn bytes(&mut self) -> Result<Option<Vec<u8>>, DecodeError> {
+        let n = self.u32()?;
+        if n == u32::MAX {
+            return Ok(None);
+        }
+        Ok(Some(self.take(n as usize)?.to_vec()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn content(v: &[u8], t: u32) -> Content {
+        Content {
+            value: v.to_vec(),
+            value_len: v.len() as u32,
+            content_type: Some(b"text/plain".to_vec()),
+            vtag: Some(format!("v{t}").into_bytes()),
+            last_mod: t,
+            usermeta: vec![(b"m".to_vec(), b"1".to_vec())],
+            indexes: vec![(b"f_bin".to_vec(), b"x".to_vec())],
+            links: vec![(b"b".to_vec(), b"k".to_vec(), b"t".to_vec())],
+            ..Content::default()
+        }
+    }
+
+    #[test]
+    fn roundtrip_and_corruption() {
+        let mut vc = VClock::new();
+        vc.increment(b"a", 1);
+        let o = RiakObject {
+            vclock: vc,
+            contents: vec![content(b"one", 1), content(b"two!", 2)],
+        };
+        let meta = o.encode_metadata();
+        let val = o.encode_value();
+        assert_eq!(RiakObject::decode(&meta, &val), Ok(o.clone()));
+        let head = RiakObject::decode_metadata(&meta).unwrap_or_default();
+        assert_eq!(head.contents[1].value_len, 4);
+        for cut in 0..meta.len() {
+            assert!(RiakObject::decode_metadata(&meta[..cut]).is_err());
+        }
+        assert!(RiakObject::decode(&meta, &val[1..]).is_err());
+    }
+
+    #[test]
+    fn merge_concurrent_and_descendant() {
+        let mut a = VClock::new();
+        a.increment(b"x", 1);
+        let mut b = a.clone();
+        b.increment(b"y", 2);
+        let mut c = a.clone();
+        c.increment(b"z", 3);
+        let ob = RiakObject {
+            vclock: b,
+            contents: vec![content(b"b", 2)],
+        };
+        let oc = RiakObject {
+            vclock: c,
+            contents: vec![content(b"c", 3)],
+        };
+        let oa = RiakObject {
+            vclock: a,
+            contents: vec![content(b"a", 1)],
+        };
+        assert_eq!(RiakObject::merge(&oa, &ob, true), ob);
+        let m = RiakObject::merge(&ob, &oc, true);
+        assert_eq!(m.contents.len(), 2);
+        let m1 = RiakObject::merge(&ob, &oc, false);
+        assert_eq!(m1.contents.len(), 1);
+        assert_eq!(m1.contents[0].value, b"c");
+    }
+}

@@ -1,0 +1,521 @@
+//! The PB listener: one tokio task per connection, one request at a time
+//! per connection (as Riak), graceful shutdown (stop accepting, finish the
+//! request in flight, close idle connections, then close the vnodes).
+
+use crate::config::Config;
+use crate::coordinator::{unique_id, GetOpts, GetOutcome, Node, OpenError, PutOpts, RequestError};
+use crate::object::{Content, RiakObject};
+use crate::pb::{self, code, frame, frame_msg, FrameError};
+use crate::vclock::VClock;
+use basalt_backend::IndexQuery;
+use prost::Message;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+/// The `server_version` reported by server info: Riak KV's last 3.2 line,
+/// so clients enable every KV feature (the Python client needs `X.Y.Z` ≥ 2.1).
+pub const SERVER_VERSION: &str = "3.2.0";
+
+/// Errors starting or running a server.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The node did not open.
+    #[error(transparent)]
+    Open(#[from] OpenError),
+    /// Binding or accepting failed.
+    #[error("listener {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The runtime could not be built.
+    #[error("runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// Opens the node, binds `config.pb_listen` and serves until `shutdown`
+/// resolves; then finishes in-flight requests and closes the vnodes.
+pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), ServerError> {
+    let addr = config.pb_listen.clone();
+    let listener = TcpListener::bind(&addr)
+        .await
+        .map_err(|source| ServerError::Listen { addr, source })?;
+    let node = Arc::new(tokio::task::block_in_place(|| Node::open(config))?);
+    serve(listener, node, shutdown).await
+}
+
+/// Serves PB on `listener` until `shutdown` resolves, then closes `node`.
+pub async fn serve(
+    listener: TcpListener,
+    node: Arc<Node>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServerError> {
+    let local = listener.local_addr().ok();
+    tracing::info!(addr = ?local, node = %node.config().node_name, "PB listener up");
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut conns = JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => break,
+            acc = listener.accept() => match acc {
+                Ok((sock, peer)) => {
+                    let node = node.clone();
+                    let stop = stop_rx.clone();
+                    conns.spawn(async move { connection(sock, peer, node, stop).await });
+                }
+                Err(e) => tracing::warn!(error = %e, "accept"),
+            },
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+    tracing::info!("shutting down: finishing in-flight requests");
+    drop(listener);
+    let _ = stop_tx.send(true);
+    while conns.join_next().await.is_some() {}
+    tokio::task::block_in_place(|| node.close());
+    tracing::info!("vnodes closed");
+    Ok(())
+}
+
+/// A server running on its own runtime thread (tests, embedding).
+pub struct ServerHandle {
+    addr: SocketAddr,
+    node: Arc<Node>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<Result<(), ServerError>>>,
+}
+
+impl ServerHandle {
+    /// Opens the node and starts serving on `config.pb_listen` (port 0 = any).
+    pub fn spawn(config: Config) -> Result<ServerHandle, ServerError> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(ServerError::Runtime)?;
+        let addr = config.pb_listen.clone();
+        let listener =
+            rt.block_on(TcpListener::bind(&addr))
+                .map_err(|source| ServerError::Listen {
+                    addr: addr.clone(),
+                    source,
+                })?;
+        let local = listener
+            .local_addr()
+            .map_err(|source| ServerError::Listen { addr, source })?;
+        let node = Arc::new(Node::open(config)?);
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let n2 = node.clone();
+        let thread = std::thread::spawn(move || {
+            rt.block_on(serve(listener, n2, async {
+                let _ = rx.await;
+            }))
+        });
+        Ok(ServerHandle {
+            addr: local,
+            node,
+            stop: Some(tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The node.
+    pub fn node(&self) -> &Arc<Node> {
+        &self.node
+    }
+
+    /// Graceful shutdown; waits for it.
+    pub fn shutdown(mut self) -> Result<(), ServerError> {
+        self.stop_and_join()
+    }
+
+    fn stop_and_join(&mut self) -> Result<(), ServerError> {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        match self.thread.take().map(|t| t.join()) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err(ServerError::Runtime(std::io::Error::other(
+                "server thread panicked",
+            ))),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        let _ = self.stop_and_join();
+    }
+}
+
+fn error_frame(msg: impl std::fmt::Display) -> Vec<u8> {
+    frame_msg(
+        code::ERROR_RESP,
+        &pb::RpbErrorResp {
+            errmsg: msg.to_string().into_bytes(),
+            errcode: 0,
+        },
+    )
+}
+
+async fn connection(
+    mut sock: TcpStream,
+    peer: SocketAddr,
+    node: Arc<Node>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let max = node.config().limits.max_frame_bytes;
+    let mut client_id = unique_id();
+    client_id.truncate(4);
+    loop {
+        let next = tokio::select! {
+            f = pb::read_frame(&mut sock, max) => f,
+            _ = stop.changed() => break,
+        };
+        let (c, body) = match next {
+            Ok(Some(f)) => f,
+            Ok(None) => break,
+            Err(FrameError::Empty) => {
+                if sock.write_all(&error_frame("Empty frame")).await.is_err() {
+                    break;
+                }
+                continue;
+            }
+            Err(e @ FrameError::TooLarge { .. }) => {
+                tracing::warn!(%peer, error = %e, "closing connection");
+                let _ = sock.write_all(&error_frame(&e)).await;
+                break;
+            }
+            Err(FrameError::Io(_)) => break,
+        };
+        let out = match handle(&node, &mut client_id, c, &body).await {
+            Ok(frames) => frames,
+            Err(e) => vec![error_frame(e)],
+        };
+        let mut ok = true;
+        for f in out {
+            if sock.write_all(&f).await.is_err() {
+                ok = false;
+                break;
+            }
+        }
+        if !ok || *stop.borrow() {
+            break;
+        }
+    }
+}
+
+fn decode<M: Message + Default>(body: &[u8]) -> Result<M, RequestError> {
+    M::decode(body).map_err(|e| RequestError::Invalid(format!("malformed message: {e}")))
+}
+
+fn check_type(t: &Option<Vec<u8>>) -> Result<(), RequestError> {
+    match t.as_deref() {
+        None | Some(b"default") => Ok(()),
+        Some(b"") => Err(RequestError::Invalid(
+            "Bucket type cannot be zero-length".into(),
+        )),
+        Some(other) => Err(RequestError::Invalid(format!(
+            "Invalid bucket type: {} (only the default type exists)",
+            String::from_utf8_lossy(other)
+        ))),
+    }
+}
+
+fn check_bk(bucket: &[u8], key: Option<&[u8]>) -> Result<(), RequestError> {
+    if bucket.is_empty() {
+        return Err(RequestError::Invalid("Bucket cannot be zero-length".into()));
+    }
+    if key.is_some_and(<[u8]>::is_empty) {
+        return Err(RequestError::Invalid("Key cannot be zero-length".into()));
+    }
+    Ok(())
+}
+
+fn decode_vclock(v: &Option<Vec<u8>>) -> Result<Option<VClock>, RequestError> {
+    match v {
+        None => Ok(None),
+        Some(b) => VClock::decode(b)
+            .map(Some)
+            .map_err(|e| RequestError::Invalid(e.to_string())),
+    }
+}
+
+fn contents_pb(o: &RiakObject, with_values: bool) -> Vec<pb::RpbContent> {
+    o.contents.iter().map(|c| c.to_pb(with_values)).collect()
+}
+
+async fn handle(
+    node: &Node,
+    client_id: &mut Vec<u8>,
+    c: u8,
+    body: &[u8],
+) -> Result<Vec<Vec<u8>>, RequestError> {
+    Ok(match c {
+        code::PING_REQ => vec![frame(code::PING_RESP, &[])],
+        code::GET_CLIENT_ID_REQ => vec![frame_msg(
+            code::GET_CLIENT_ID_RESP,
+            &pb::RpbGetClientIdResp {
+                client_id: client_id.clone(),
+            },
+        )],
+        code::SET_CLIENT_ID_REQ => {
+            let r: pb::RpbSetClientIdReq = decode(body)?;
+            *client_id = r.client_id;
+            vec![frame(code::SET_CLIENT_ID_RESP, &[])]
+        }
+        code::GET_SERVER_INFO_REQ => vec![frame_msg(
+            code::GET_SERVER_INFO_RESP,
+            &pb::RpbGetServerInfoResp {
+                node: Some(node.config().node_name.clone().into_bytes()),
+                server_version: Some(SERVER_VERSION.as_bytes().to_vec()),
+            },
+        )],
+        code::GET_REQ => {
+            let r: pb::RpbGetReq = decode(body)?;
+            check_type(&r.r#type)?;
+            check_bk(&r.bucket, Some(&r.key))?;
+            let if_modified = decode_vclock(&r.if_modified)?;
+            let opts = GetOpts {
+                r: r.r,
+                pr: r.pr,
+                notfound_ok: r.notfound_ok,
+            };
+            let resp = match node.get(&r.bucket, &r.key, &opts).await? {
+                GetOutcome::NotFound => pb::RpbGetResp::default(),
+                GetOutcome::Tombstone(vc) => pb::RpbGetResp {
+                    vclock: r.deletedvclock.unwrap_or(false).then(|| vc.encode()),
+                    ..Default::default()
+                },
+                GetOutcome::Found(o) => {
+                    if if_modified.is_some_and(|v| v.same_events(&o.vclock)) {
+                        pb::RpbGetResp {
+                            unchanged: Some(true),
+                            ..Default::default()
+                        }
+                    } else {
+                        pb::RpbGetResp {
+                            content: contents_pb(&o, !r.head.unwrap_or(false)),
+                            vclock: Some(o.vclock.encode()),
+                            unchanged: None,
+                        }
+                    }
+                }
+            };
+            vec![frame_msg(code::GET_RESP, &resp)]
+        }
+        code::PUT_REQ => {
+            let r: pb::RpbPutReq = decode(body)?;
+            check_type(&r.r#type)?;
+            check_bk(&r.bucket, r.key.as_deref())?;
+            let client = decode_vclock(&r.vclock)?;
+            let (key, generated) = match r.key {
+                Some(k) => (k, false),
+                None => (unique_id(), true),
+            };
+            let mut content = Content::from_pb(r.content);
+            content.deleted = false;
+            let opts = PutOpts {
+                w: r.w,
+                dw: r.dw,
+                pw: r.pw,
+                if_none_match: r.if_none_match.unwrap_or(false),
+                if_not_modified: r.if_not_modified.unwrap_or(false),
+            };
+            let obj = node.put(&r.bucket, &key, client, content, &opts).await?;
+            let mut resp = pb::RpbPutResp {
+                key: generated.then_some(key),
+                ..Default::default()
+            };
+            let body = r.return_body.unwrap_or(false);
+            if let Some(o) = obj.filter(|_| body || r.return_head.unwrap_or(false)) {
+                resp.content = contents_pb(&o, body);
+                resp.vclock = Some(o.vclock.encode());
+            }
+            vec![frame_msg(code::PUT_RESP, &resp)]
+        }
+        code::DEL_REQ => {
+            let r: pb::RpbDelReq = decode(body)?;
+            check_type(&r.r#type)?;
+            check_bk(&r.bucket, Some(&r.key))?;
+            let client = decode_vclock(&r.vclock)?;
+            let tomb = Content {
+                deleted: true,
+                ..Content::default()
+            };
+            let opts = PutOpts {
+                w: r.w,
+                dw: r.dw,
+                pw: r.pw,
+                ..Default::default()
+            };
+            node.put(&r.bucket, &r.key, client, tomb, &opts).await?;
+            vec![frame(code::DEL_RESP, &[])]
+        }
+        code::LIST_BUCKETS_REQ => {
+            let r: pb::RpbListBucketsReq = decode(body)?;
+            check_type(&r.r#type)?;
+            let buckets = node.list_buckets().await?;
+            if r.stream.unwrap_or(false) {
+                vec![
+                    frame_msg(
+                        code::LIST_BUCKETS_RESP,
+                        &pb::RpbListBucketsResp {
+                            buckets,
+                            done: None,
+                        },
+                    ),
+                    frame_msg(
+                        code::LIST_BUCKETS_RESP,
+                        &pb::RpbListBucketsResp {
+                            buckets: vec![],
+                            done: Some(true),
+                        },
+                    ),
+                ]
+            } else {
+                vec![frame_msg(
+                    code::LIST_BUCKETS_RESP,
+                    &pb::RpbListBucketsResp {
+                        buckets,
+                        done: None,
+                    },
+                )]
+            }
+        }
+        code::LIST_KEYS_REQ => {
+            let r: pb::RpbListKeysReq = decode(body)?;
+            check_type(&r.r#type)?;
+            check_bk(&r.bucket, None)?;
+            let mut frames = Vec::new();
+            node.list_keys(&r.bucket, |keys| {
+                frames.push(frame_msg(
+                    code::LIST_KEYS_RESP,
+                    &pb::RpbListKeysResp { keys, done: None },
+                ));
+            })
+            .await?;
+            frames.push(frame_msg(
+                code::LIST_KEYS_RESP,
+                &pb::RpbListKeysResp {
+                    keys: vec![],
+                    done: Some(true),
+                },
+            ));
+            frames
+        }
+        code::GET_BUCKET_REQ => {
+            let r: pb::RpbGetBucketReq = decode(body)?;
+            check_type(&r.r#type)?;
+            check_bk(&r.bucket, None)?;
+            let props = node.props().get(&r.bucket).to_pb();
+            vec![frame_msg(
+                code::GET_BUCKET_RESP,
+                &pb::RpbGetBucketResp { props },
+            )]
+        }
+        code::SET_BUCKET_REQ => {
+            let r: pb::RpbSetBucketReq = decode(body)?;
+            check_type(&r.r#type)?;
+            check_bk(&r.bucket, None)?;
+            node.props().set(&r.bucket, &r.props)?;
+            vec![frame(code::SET_BUCKET_RESP, &[])]
+        }
+        code::RESET_BUCKET_REQ => {
+            let r: pb::RpbResetBucketReq = decode(body)?;
+            check_type(&r.r#type)?;
+            check_bk(&r.bucket, None)?;
+            node.props().reset(&r.bucket)?;
+            vec![frame(code::RESET_BUCKET_RESP, &[])]
+        }
+        code::INDEX_REQ => {
+            let r: pb::RpbIndexReq = decode(body)?;
+            check_type(&r.r#type)?;
+            check_bk(&r.bucket, None)?;
+            if r.return_body.unwrap_or(false) || r.stream.unwrap_or(false) {
+                return Err(RequestError::Invalid(
+                    "index stream and return_body are not supported yet".into(),
+                ));
+            }
+            let (start, end) = match r.qtype {
+                pb::INDEX_EQ => (
+                    r.key
+                        .ok_or_else(|| RequestError::Invalid("eq query needs key".into()))?,
+                    None,
+                ),
+                pb::INDEX_RANGE => (
+                    r.range_min.ok_or_else(|| {
+                        RequestError::Invalid("range query needs range_min".into())
+                    })?,
+                    Some(r.range_max.ok_or_else(|| {
+                        RequestError::Invalid("range query needs range_max".into())
+                    })?),
+                ),
+                other => {
+                    return Err(RequestError::Invalid(format!(
+                        "unknown index query type {other}"
+                    )))
+                }
+            };
+            let term_regex = match r.term_regex {
+                None => None,
+                Some(b) => Some(
+                    String::from_utf8(b)
+                        .map_err(|_| RequestError::Invalid("term_regex is not UTF-8".into()))?,
+                ),
+            };
+            let continuation = match r.continuation {
+                None => None,
+                Some(b) => Some(
+                    String::from_utf8(b)
+                        .map_err(|_| RequestError::Invalid("invalid continuation".into()))?,
+                ),
+            };
+            let q = IndexQuery {
+                bucket: r.bucket,
+                field: r.index,
+                start,
+                end,
+                return_terms: r.return_terms.unwrap_or(false),
+                term_regex,
+                max_results: r.max_results,
+                continuation,
+            };
+            let page = node.index_query(q).await?;
+            let mut resp = pb::RpbIndexResp {
+                continuation: page.continuation.map(String::into_bytes),
+                ..Default::default()
+            };
+            for res in page.results {
+                match res.term {
+                    Some(t) => resp.results.push(pb::RpbPair {
+                        key: t,
+                        value: Some(res.key),
+                    }),
+                    None => resp.keys.push(res.key),
+                }
+            }
+            vec![frame_msg(code::INDEX_RESP, &resp)]
+        }
+        other => {
+            return Err(RequestError::Invalid(format!(
+                "Unknown message code: {other}"
+            )))
+        }
+    })
+}

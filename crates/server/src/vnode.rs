@@ -1,0 +1,192 @@
+//! Vnodes: one backend instance per ring partition, under
+//! `<data_dir>/vnodes/<partition>`, each served by its own worker thread
+//! that takes jobs from a **bounded** queue. A full queue answers
+//! [`VnodeError::Overload`] at once; memory never grows without bound.
+//!
+//! A job is a closure run on the worker against the vnode's [`VnodeState`],
+//! so a read-modify-write (the PUT coordinator's step) is atomic per vnode.
+
+use crate::object::{DecodeError, RiakObject};
+use basalt_backend::{Backend, BackendError, IndexChange, WriteOptions};
+use parking_lot::{Mutex, RwLock};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+/// Errors of a vnode call.
+#[derive(Debug, thiserror::Error)]
+pub enum VnodeError {
+    /// The vnode's queue is full.
+    #[error("overload")]
+    Overload,
+    /// No answer within the request timeout.
+    #[error("timeout")]
+    Timeout,
+    /// The vnode is shut down.
+    #[error("vnode closed")]
+    Closed,
+    /// The backend failed.
+    #[error("backend: {0}")]
+    Backend(#[from] BackendError),
+    /// A stored object did not decode.
+    #[error("{0}")]
+    Decode(#[from] DecodeError),
+}
+
+/// What a job sees: the partition and its backend.
+pub struct VnodeState {
+    /// Partition number (0-based ring position).
+    pub partition: u32,
+    /// The vclock actor of this vnode.
+    pub actor: Vec<u8>,
+    /// The store.
+    pub backend: Box<dyn Backend>,
+    /// Sync writes.
+    pub sync: bool,
+}
+
+impl VnodeState {
+    /// The stored object (with values).
+    pub fn read(&self, bucket: &[u8], key: &[u8]) -> Result<Option<RiakObject>, VnodeError> {
+        match self.backend.get(bucket, key)? {
+            None => Ok(None),
+            Some(o) => Ok(Some(RiakObject::decode(&o.head.metadata, &o.value)?)),
+        }
+    }
+
+    /// The stored object without values (a backend HEAD).
+    pub fn read_head(&self, bucket: &[u8], key: &[u8]) -> Result<Option<RiakObject>, VnodeError> {
+        match self.backend.head(bucket, key)? {
+            None => Ok(None),
+            Some(h) => Ok(Some(RiakObject::decode_metadata(&h.metadata)?)),
+        }
+    }
+
+    /// Writes `new` over `old` (the current stored version), with the 2i
+    /// changes between them.
+    pub fn write(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        old: Option<&RiakObject>,
+        new: &RiakObject,
+    ) -> Result<(), VnodeError> {
+        let before = old.map(RiakObject::index_entries).unwrap_or_default();
+        let after = new.index_entries();
+        let mut index = Vec::new();
+        for e in &before {
+            if after.binary_search(e).is_err() {
+                index.push(IndexChange::remove(e.0.clone(), e.1.clone()));
+            }
+        }
+        for e in &after {
+            if before.binary_search(e).is_err() {
+                index.push(IndexChange::add(e.0.clone(), e.1.clone()));
+            }
+        }
+        let opts = WriteOptions {
+            sync: self.sync,
+            index,
+            ..WriteOptions::default()
+        };
+        self.backend.put(
+            bucket,
+            key,
+            &new.encode_value(),
+            &new.encode_metadata(),
+            &opts,
+        )?;
+        Ok(())
+    }
+}
+
+type Job = Box<dyn FnOnce(&VnodeState) + Send>;
+
+/// One vnode: its queue and worker.
+pub struct Vnode {
+    tx: Mutex<Option<mpsc::Sender<Job>>>,
+    worker: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Vnode {
+    /// Starts the worker of `state` with a queue of `queue_len` jobs;
+    /// `gate` is read-locked before each job (tests pause vnodes with it).
+    pub fn start(
+        state: VnodeState,
+        queue_len: usize,
+        gate: Arc<RwLock<()>>,
+    ) -> std::io::Result<Vnode> {
+        let (tx, mut rx) = mpsc::channel::<Job>(queue_len.max(1));
+        let worker = std::thread::Builder::new()
+            .name(format!("vnode-{}", state.partition))
+            .spawn(move || {
+                while let Some(job) = rx.blocking_recv() {
+                    drop(gate.read());
+                    job(&state);
+                }
+                if let Err(e) = state.backend.close() {
+                    tracing::error!(partition = state.partition, error = %e, "closing vnode backend");
+                }
+            })?;
+        Ok(Vnode {
+            tx: Mutex::new(Some(tx)),
+            worker: Mutex::new(Some(worker)),
+        })
+    }
+
+    /// Runs `f` on the vnode and waits for its result; `Overload` if the
+    /// queue is full.
+    pub async fn call<T, F>(&self, timeout: Duration, f: F) -> Result<T, VnodeError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&VnodeState) -> Result<T, VnodeError> + Send + 'static,
+    {
+        self.submit(f)?.wait(timeout).await
+    }
+
+    /// Queues `f` without waiting; `Overload` if the queue is full.
+    pub fn submit<T, F>(&self, f: F) -> Result<Pending<T>, VnodeError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&VnodeState) -> Result<T, VnodeError> + Send + 'static,
+    {
+        let tx = self.tx.lock().clone().ok_or(VnodeError::Closed)?;
+        let (reply_tx, reply_rx) = oneshot::channel();
+        let job: Job = Box::new(move |st| {
+            let _ = reply_tx.send(f(st));
+        });
+        tx.try_send(job).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => VnodeError::Overload,
+            mpsc::error::TrySendError::Closed(_) => VnodeError::Closed,
+        })?;
+        Ok(Pending { rx: reply_rx })
+    }
+
+    /// Closes the queue, lets the worker finish queued jobs, closes the
+    /// backend and joins the worker.
+    pub fn shutdown(&self) {
+        self.tx.lock().take();
+        if let Some(w) = self.worker.lock().take() {
+            if w.join().is_err() {
+                tracing::error!("a vnode worker panicked");
+            }
+        }
+    }
+}
+
+/// A queued job's result.
+pub struct Pending<T> {
+    rx: oneshot::Receiver<Result<T, VnodeError>>,
+}
+
+impl<T> Pending<T> {
+    /// Waits up to `timeout` for the result.
+    pub async fn wait(self, timeout: Duration) -> Result<T, VnodeError> {
+        match tokio::time::timeout(timeout, self.rx).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err(VnodeError::Closed),
+            Err(_) => Err(VnodeError::Timeout),
+        }
+    }
+}

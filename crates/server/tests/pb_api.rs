@@ -1,0 +1,660 @@
+//! PB API tests: each test starts an in-process node (memory backend, ring
+//! of 8, ephemeral port) with `ServerHandle::spawn` and drives it with a small
+//! blocking PB client written here (std TCP, the crate's `prost` messages).
+
+use basalt_server::pb::{self, code};
+use basalt_server::{Config, ServerHandle};
+use prost::Message;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+fn start(tweak: impl FnOnce(&mut Config)) -> (ServerHandle, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut c = Config {
+        data_dir: dir.path().to_path_buf(),
+        pb_listen: "127.0.0.1:0".into(),
+        ring_size: 8,
+        backend: "memory".into(),
+        ..Config::default()
+    };
+    tweak(&mut c);
+    (ServerHandle::spawn(c).expect("spawn"), dir)
+}
+
+struct Client(TcpStream);
+
+impl Client {
+    fn connect(h: &ServerHandle) -> Client {
+        let s = TcpStream::connect(h.addr()).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(20)))
+            .expect("timeout");
+        Client(s)
+    }
+    fn send(&mut self, c: u8, body: &[u8]) {
+        self.0.write_all(&pb::frame(c, body)).expect("write");
+    }
+    fn recv(&mut self) -> Option<(u8, Vec<u8>)> {
+        let mut len = [0u8; 4];
+        self.0.read_exact(&mut len).ok()?;
+        let mut buf = vec![0u8; u32::from_be_bytes(len) as usize];
+        self.0.read_exact(&mut buf).ok()?;
+        let c = buf.remove(0);
+        Some((c, buf))
+    }
+    /// Sends a request, returns the reply; panics on an ErrorResp.
+    fn call<M: Message>(&mut self, c: u8, m: &M, want: u8) -> Vec<u8> {
+        match self.try_call(c, m) {
+            Ok((rc, body)) => {
+                assert_eq!(rc, want, "reply code");
+                body
+            }
+            Err(e) => panic!("error reply: {e}"),
+        }
+    }
+    fn try_call<M: Message>(&mut self, c: u8, m: &M) -> Result<(u8, Vec<u8>), String> {
+        self.send(c, &m.encode_to_vec());
+        let (rc, body) = self.recv().expect("reply");
+        if rc == code::ERROR_RESP {
+            let e = pb::RpbErrorResp::decode(body.as_slice()).expect("error resp");
+            return Err(String::from_utf8_lossy(&e.errmsg).into_owned());
+        }
+        Ok((rc, body))
+    }
+    fn ping(&mut self) {
+        self.send(code::PING_REQ, &[]);
+        assert_eq!(self.recv(), Some((code::PING_RESP, vec![])));
+    }
+    fn put(&mut self, req: pb::RpbPutReq) -> pb::RpbPutResp {
+        let b = self.call(code::PUT_REQ, &req, code::PUT_RESP);
+        pb::RpbPutResp::decode(b.as_slice()).expect("put resp")
+    }
+    fn get(&mut self, req: pb::RpbGetReq) -> pb::RpbGetResp {
+        let b = self.call(code::GET_REQ, &req, code::GET_RESP);
+        pb::RpbGetResp::decode(b.as_slice()).expect("get resp")
+    }
+}
+
+fn put_req(bucket: &str, key: &str, value: &str) -> pb::RpbPutReq {
+    pb::RpbPutReq {
+        bucket: bucket.into(),
+        key: Some(key.into()),
+        content: pb::RpbContent {
+            value: value.into(),
+            content_type: Some(b"text/plain".to_vec()),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+fn get_req(bucket: &str, key: &str) -> pb::RpbGetReq {
+    pb::RpbGetReq {
+        bucket: bucket.into(),
+        key: key.into(),
+        ..Default::default()
+    }
+}
+
+fn set_props(c: &mut Client, bucket: &str, props: pb::RpbBucketProps) {
+    c.call(
+        code::SET_BUCKET_REQ,
+        &pb::RpbSetBucketReq {
+            bucket: bucket.into(),
+            props,
+            r#type: None,
+        },
+        code::SET_BUCKET_RESP,
+    );
+}
+
+#[test]
+fn ping_server_info_client_id() {
+    let (h, _d) = start(|_| {});
+    let mut c = Client::connect(&h);
+    c.ping();
+    c.send(code::GET_SERVER_INFO_REQ, &[]);
+    let (rc, body) = c.recv().expect("reply");
+    assert_eq!(rc, code::GET_SERVER_INFO_RESP);
+    let info = pb::RpbGetServerInfoResp::decode(body.as_slice()).expect("decode");
+    assert_eq!(info.server_version.as_deref(), Some(&b"3.2.0"[..]));
+    assert_eq!(info.node.as_deref(), Some(&b"basalt@127.0.0.1"[..]));
+    c.call(
+        code::SET_CLIENT_ID_REQ,
+        &pb::RpbSetClientIdReq {
+            client_id: b"abcd".to_vec(),
+        },
+        code::SET_CLIENT_ID_RESP,
+    );
+    c.send(code::GET_CLIENT_ID_REQ, &[]);
+    let (_, body) = c.recv().expect("reply");
+    assert_eq!(
+        pb::RpbGetClientIdResp::decode(body.as_slice())
+            .expect("d")
+            .client_id,
+        b"abcd"
+    );
+    h.shutdown().expect("shutdown");
+}
+
+#[test]
+fn put_get_roundtrip_metadata_notfound_and_head() {
+    let (h, _d) = start(|_| {});
+    let mut c = Client::connect(&h);
+    // not found: an empty GetResp
+    c.send(code::GET_REQ, &get_req("b", "nope").encode_to_vec());
+    assert_eq!(c.recv(), Some((code::GET_RESP, vec![])));
+    let mut req = put_req("b", "k", "hello");
+    req.content.charset = Some(b"utf-8".to_vec());
+    req.content.usermeta = vec![pb::RpbPair {
+        key: b"color".to_vec(),
+        value: Some(b"blue".to_vec()),
+    }];
+    req.content.indexes = vec![pb::RpbPair {
+        key: b"age_int".to_vec(),
+        value: Some(b"42".to_vec()),
+    }];
+    req.return_body = Some(true);
+    let pr = c.put(req);
+    assert_eq!(pr.content.len(), 1);
+    assert_eq!(pr.content[0].value, b"hello");
+    assert!(pr.key.is_none());
+    let g = c.get(get_req("b", "k"));
+    assert_eq!(g.content.len(), 1);
+    let ct = &g.content[0];
+    assert_eq!(ct.value, b"hello");
+    assert_eq!(ct.content_type.as_deref(), Some(&b"text/plain"[..]));
+    assert_eq!(ct.charset.as_deref(), Some(&b"utf-8"[..]));
+    assert_eq!(ct.usermeta[0].value.as_deref(), Some(&b"blue"[..]));
+    assert_eq!(ct.indexes[0].key, b"age_int");
+    assert!(ct.vtag.is_some() && ct.last_mod.unwrap_or(0) > 0);
+    assert_eq!(g.vclock, pr.vclock);
+    // head: metadata, empty value
+    let mut hr = get_req("b", "k");
+    hr.head = Some(true);
+    let hg = c.get(hr);
+    assert_eq!(hg.content[0].value, b"");
+    assert_eq!(hg.content[0].usermeta, g.content[0].usermeta);
+    // if_modified with the current clock -> unchanged
+    let mut im = get_req("b", "k");
+    im.if_modified = g.vclock.clone();
+    assert_eq!(c.get(im).unchanged, Some(true));
+    // server-generated key
+    let mut gen = put_req("b", "x", "generated");
+    gen.key = None;
+    let key = c.put(gen).key.expect("generated key");
+    assert_eq!(
+        c.get(get_req("b", std::str::from_utf8(&key).expect("utf8")))
+            .content[0]
+            .value,
+        b"generated"
+    );
+}
+
+#[test]
+fn vclock_increments_delete_and_deletedvclock() {
+    let (h, _d) = start(|_| {});
+    let mut c = Client::connect(&h);
+    c.put(put_req("b", "k", "v1"));
+    let v1 = c.get(get_req("b", "k")).vclock.expect("vclock");
+    let mut p2 = put_req("b", "k", "v2");
+    p2.vclock = Some(v1.clone());
+    c.put(p2);
+    let g2 = c.get(get_req("b", "k"));
+    let v2 = g2.vclock.expect("vclock");
+    assert_ne!(v1, v2);
+    let c1 = basalt_server::vclock::VClock::decode(&v1).expect("decode");
+    let c2 = basalt_server::vclock::VClock::decode(&v2).expect("decode");
+    assert!(c2.dominates(&c1));
+    assert_eq!(g2.content[0].value, b"v2");
+    c.call(
+        code::DEL_REQ,
+        &pb::RpbDelReq {
+            bucket: b"b".to_vec(),
+            key: b"k".to_vec(),
+            vclock: Some(v2),
+            ..Default::default()
+        },
+        code::DEL_RESP,
+    );
+    let g = c.get(get_req("b", "k"));
+    assert!(g.content.is_empty() && g.vclock.is_none());
+    let mut dv = get_req("b", "k");
+    dv.deletedvclock = Some(true);
+    let g = c.get(dv);
+    assert!(g.content.is_empty());
+    let tomb =
+        basalt_server::vclock::VClock::decode(&g.vclock.expect("tombstone clock")).expect("decode");
+    assert!(tomb.dominates(&c2));
+    // deleting a missing key is fine
+    c.call(
+        code::DEL_REQ,
+        &pb::RpbDelReq {
+            bucket: b"b".to_vec(),
+            key: b"missing".to_vec(),
+            ..Default::default()
+        },
+        code::DEL_RESP,
+    );
+}
+
+#[test]
+fn siblings_resolution_lww_and_conditional_puts() {
+    let (h, _d) = start(|_| {});
+    let mut c = Client::connect(&h);
+    set_props(
+        &mut c,
+        "multi",
+        pb::RpbBucketProps {
+            allow_mult: Some(true),
+            ..Default::default()
+        },
+    );
+    c.put(put_req("multi", "k", "a"));
+    c.put(put_req("multi", "k", "b"));
+    let g = c.get(get_req("multi", "k"));
+    let mut vals: Vec<Vec<u8>> = g.content.iter().map(|x| x.value.clone()).collect();
+    vals.sort();
+    assert_eq!(vals, vec![b"a".to_vec(), b"b".to_vec()]);
+    let mut fix = put_req("multi", "k", "merged");
+    fix.vclock = g.vclock;
+    fix.return_body = Some(true);
+    let r = c.put(fix);
+    assert_eq!(r.content.len(), 1);
+    let g = c.get(get_req("multi", "k"));
+    assert_eq!(g.content.len(), 1);
+    assert_eq!(g.content[0].value, b"merged");
+    // default bucket: no siblings, last writer wins
+    c.put(put_req("plain", "k", "a"));
+    c.put(put_req("plain", "k", "b"));
+    assert_eq!(c.get(get_req("plain", "k")).content.len(), 1);
+    // last_write_wins
+    set_props(
+        &mut c,
+        "lww",
+        pb::RpbBucketProps {
+            last_write_wins: Some(true),
+            ..Default::default()
+        },
+    );
+    c.put(put_req("lww", "k", "a"));
+    c.put(put_req("lww", "k", "b"));
+    let g = c.get(get_req("lww", "k"));
+    assert_eq!(g.content.len(), 1);
+    assert_eq!(g.content[0].value, b"b");
+    // if_none_match on an existing key
+    let mut inm = put_req("plain", "k", "x");
+    inm.if_none_match = Some(true);
+    assert_eq!(c.try_call(code::PUT_REQ, &inm), Err("match_found".into()));
+    let mut inm2 = put_req("plain", "new", "x");
+    inm2.if_none_match = Some(true);
+    c.put(inm2);
+    // if_not_modified
+    let mut inm3 = put_req("plain", "k", "x");
+    inm3.if_not_modified = Some(true);
+    inm3.vclock = Some(basalt_server::vclock::VClock::new().encode());
+    assert_eq!(c.try_call(code::PUT_REQ, &inm3), Err("modified".into()));
+    let mut inm4 = put_req("plain", "absent", "x");
+    inm4.if_not_modified = Some(true);
+    assert_eq!(c.try_call(code::PUT_REQ, &inm4), Err("notfound".into()));
+    // return_head: metadata without values
+    let mut rh = put_req("plain", "k", "headme");
+    rh.return_head = Some(true);
+    let r = c.put(rh);
+    assert_eq!(r.content[0].value, b"");
+    assert!(r.vclock.is_some());
+}
+
+#[test]
+fn list_buckets_keys_and_bucket_props() {
+    let (h, _d) = start(|_| {});
+    let mut c = Client::connect(&h);
+    for i in 0..20 {
+        c.put(put_req("lb1", &format!("k{i:02}"), "v"));
+    }
+    c.put(put_req("lb2", "x", "v"));
+    c.call(
+        code::DEL_REQ,
+        &pb::RpbDelReq {
+            bucket: b"lb1".to_vec(),
+            key: b"k00".to_vec(),
+            ..Default::default()
+        },
+        code::DEL_RESP,
+    );
+    let b = c.call(
+        code::LIST_BUCKETS_REQ,
+        &pb::RpbListBucketsReq::default(),
+        code::LIST_BUCKETS_RESP,
+    );
+    let buckets = pb::RpbListBucketsResp::decode(b.as_slice())
+        .expect("d")
+        .buckets;
+    assert!(buckets.contains(&b"lb1".to_vec()) && buckets.contains(&b"lb2".to_vec()));
+    c.send(
+        code::LIST_KEYS_REQ,
+        &pb::RpbListKeysReq {
+            bucket: b"lb1".to_vec(),
+            ..Default::default()
+        }
+        .encode_to_vec(),
+    );
+    let mut keys = Vec::new();
+    loop {
+        let (rc, body) = c.recv().expect("frame");
+        assert_eq!(rc, code::LIST_KEYS_RESP);
+        let r = pb::RpbListKeysResp::decode(body.as_slice()).expect("d");
+        keys.extend(r.keys);
+        if r.done == Some(true) {
+            break;
+        }
+    }
+    keys.sort();
+    assert_eq!(keys.len(), 19, "deleted key not listed, no duplicates");
+    assert_eq!(keys[0], b"k01");
+    // props get / set / reset
+    let get = |c: &mut Client| {
+        let b = c.call(
+            code::GET_BUCKET_REQ,
+            &pb::RpbGetBucketReq {
+                bucket: b"pp".to_vec(),
+                r#type: None,
+            },
+            code::GET_BUCKET_RESP,
+        );
+        pb::RpbGetBucketResp::decode(b.as_slice()).expect("d").props
+    };
+    let p = get(&mut c);
+    assert_eq!(
+        (p.n_val, p.allow_mult, p.notfound_ok),
+        (Some(3), Some(false), Some(true))
+    );
+    set_props(
+        &mut c,
+        "pp",
+        pb::RpbBucketProps {
+            n_val: Some(2),
+            allow_mult: Some(true),
+            ..Default::default()
+        },
+    );
+    let p = get(&mut c);
+    assert_eq!((p.n_val, p.allow_mult), (Some(2), Some(true)));
+    c.call(
+        code::RESET_BUCKET_REQ,
+        &pb::RpbResetBucketReq {
+            bucket: b"pp".to_vec(),
+            r#type: None,
+        },
+        code::RESET_BUCKET_RESP,
+    );
+    assert_eq!(get(&mut c).n_val, Some(3));
+    // invalid quorum and unknown type
+    let mut bad = get_req("pp", "k");
+    bad.r = Some(7);
+    assert!(c
+        .try_call(code::GET_REQ, &bad)
+        .is_err_and(|e| e.contains("r_val_violation")));
+    let mut typed = get_req("pp", "k");
+    typed.r#type = Some(b"maps".to_vec());
+    assert!(c
+        .try_call(code::GET_REQ, &typed)
+        .is_err_and(|e| e.contains("bucket type")));
+    assert!(c
+        .try_call(code::GET_REQ, &get_req("", "k"))
+        .is_err_and(|e| e.contains("zero-length")));
+}
+
+#[test]
+fn secondary_index_eq_range_paging_regex() {
+    let (h, _d) = start(|_| {});
+    let mut c = Client::connect(&h);
+    for i in 0..10 {
+        let mut p = put_req("ix", &format!("k{i}"), "v");
+        p.content.indexes = vec![
+            pb::RpbPair {
+                key: b"n_int".to_vec(),
+                value: Some(i.to_string().into_bytes()),
+            },
+            pb::RpbPair {
+                key: b"color_bin".to_vec(),
+                value: Some(if i % 2 == 0 {
+                    b"red".to_vec()
+                } else {
+                    b"blue".to_vec()
+                }),
+            },
+        ];
+        c.put(p);
+    }
+    let q = |c: &mut Client, req: pb::RpbIndexReq| {
+        let b = c.call(code::INDEX_REQ, &req, code::INDEX_RESP);
+        pb::RpbIndexResp::decode(b.as_slice()).expect("d")
+    };
+    let base = pb::RpbIndexReq {
+        bucket: b"ix".to_vec(),
+        ..Default::default()
+    };
+    let r = q(
+        &mut c,
+        pb::RpbIndexReq {
+            index: b"color_bin".to_vec(),
+            qtype: pb::INDEX_EQ,
+            key: Some(b"red".to_vec()),
+            ..base.clone()
+        },
+    );
+    assert_eq!(
+        r.keys,
+        vec![
+            b"k0".to_vec(),
+            b"k2".to_vec(),
+            b"k4".to_vec(),
+            b"k6".to_vec(),
+            b"k8".to_vec()
+        ]
+    );
+    let range = pb::RpbIndexReq {
+        index: b"n_int".to_vec(),
+        qtype: pb::INDEX_RANGE,
+        range_min: Some(b"3".to_vec()),
+        range_max: Some(b"7".to_vec()),
+        ..base.clone()
+    };
+    let r = q(&mut c, range.clone());
+    assert_eq!(r.keys.len(), 5);
+    let r = q(
+        &mut c,
+        pb::RpbIndexReq {
+            return_terms: Some(true),
+            ..range.clone()
+        },
+    );
+    assert_eq!(r.results.len(), 5);
+    assert_eq!(
+        r.results[0],
+        pb::RpbPair {
+            key: b"3".to_vec(),
+            value: Some(b"k3".to_vec())
+        }
+    );
+    // paging: 2 + 2 + 1
+    let mut got = Vec::new();
+    let mut cont = None;
+    for _ in 0..5 {
+        let r = q(
+            &mut c,
+            pb::RpbIndexReq {
+                max_results: Some(2),
+                continuation: cont.clone(),
+                ..range.clone()
+            },
+        );
+        got.extend(r.keys);
+        cont = r.continuation;
+        if cont.is_none() {
+            break;
+        }
+    }
+    assert_eq!(
+        got,
+        vec![
+            b"k3".to_vec(),
+            b"k4".to_vec(),
+            b"k5".to_vec(),
+            b"k6".to_vec(),
+            b"k7".to_vec()
+        ]
+    );
+    let r = q(
+        &mut c,
+        pb::RpbIndexReq {
+            index: b"color_bin".to_vec(),
+            qtype: pb::INDEX_RANGE,
+            range_min: Some(b"a".to_vec()),
+            range_max: Some(b"z".to_vec()),
+            term_regex: Some(b"^bl".to_vec()),
+            ..base.clone()
+        },
+    );
+    assert_eq!(r.keys.len(), 5);
+    // an update moves the index entry
+    let mut p = put_req("ix", "k0", "v");
+    p.content.indexes = vec![pb::RpbPair {
+        key: b"color_bin".to_vec(),
+        value: Some(b"green".to_vec()),
+    }];
+    c.put(p);
+    let r = q(
+        &mut c,
+        pb::RpbIndexReq {
+            index: b"color_bin".to_vec(),
+            qtype: pb::INDEX_EQ,
+            key: Some(b"red".to_vec()),
+            ..base
+        },
+    );
+    assert_eq!(r.keys.len(), 4);
+}
+
+#[test]
+fn bad_frames_fuzz_keep_the_node_serving() {
+    let (h, _d) = start(|c| c.limits.max_frame_bytes = 4096);
+    let mut good = Client::connect(&h);
+    good.ping();
+    // unknown code and malformed bodies: ErrorResp, connection kept
+    let mut c = Client::connect(&h);
+    c.send(99, &[]);
+    let (rc, body) = c.recv().expect("reply");
+    assert_eq!(rc, code::ERROR_RESP);
+    let e = pb::RpbErrorResp::decode(body.as_slice()).expect("d");
+    assert_eq!(e.errmsg, b"Unknown message code: 99");
+    c.send(code::GET_REQ, &[0xFF, 0xFF, 0xFF]);
+    assert_eq!(c.recv().map(|f| f.0), Some(code::ERROR_RESP));
+    c.send(code::PUT_REQ, &[]); // required fields missing
+    assert_eq!(c.recv().map(|f| f.0), Some(code::ERROR_RESP));
+    c.ping();
+    // oversized frame: ErrorResp then closed
+    let mut big = Client::connect(&h);
+    big.0.write_all(&100_000u32.to_be_bytes()).expect("w");
+    assert_eq!(big.recv().map(|f| f.0), Some(code::ERROR_RESP));
+    // random and truncated frames, fixed seed
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0xBA5A17);
+    for _ in 0..200 {
+        let mut s = TcpStream::connect(h.addr()).expect("connect");
+        s.set_read_timeout(Some(Duration::from_millis(200)))
+            .expect("t");
+        let len = rng.gen_range(0..64);
+        let mut junk: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+        if rng.gen_bool(0.5) && junk.len() > 5 {
+            let body = junk.len() - 4;
+            junk[..4].copy_from_slice(&(body as u32).to_be_bytes());
+            junk[4] = rng.gen_range(0..32);
+        }
+        let _ = s.write_all(&junk);
+        let mut sink = [0u8; 256];
+        let _ = s.read(&mut sink);
+    }
+    good.ping();
+    let mut fresh = Client::connect(&h);
+    fresh.put(put_req("after", "fuzz", "ok"));
+    assert_eq!(fresh.get(get_req("after", "fuzz")).content[0].value, b"ok");
+}
+
+#[test]
+fn full_vnode_queue_answers_overload() {
+    let (h, _d) = start(|c| c.limits.vnode_queue_len = 1);
+    let mut c = Client::connect(&h);
+    c.put(put_req("o", "k", "v"));
+    let addr = h.addr();
+    let results = {
+        let _pause = h.node().pause_vnodes();
+        let mut threads = Vec::new();
+        for _ in 0..4 {
+            threads.push(std::thread::spawn(move || {
+                let s = TcpStream::connect(addr).expect("connect");
+                s.set_read_timeout(Some(Duration::from_secs(20)))
+                    .expect("t");
+                let mut cl = Client(s);
+                cl.try_call(code::GET_REQ, &get_req("o", "k")).map(|_| ())
+            }));
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        threads
+    };
+    let results: Vec<Result<(), String>> = results
+        .into_iter()
+        .map(|t| t.join().expect("join"))
+        .collect();
+    assert!(
+        results.iter().any(|r| r == &Err("overload".to_string())),
+        "{results:?}"
+    );
+    assert!(results.iter().any(Result::is_ok), "{results:?}");
+    assert_eq!(c.get(get_req("o", "k")).content[0].value, b"v");
+}
+
+#[test]
+fn data_survives_restart_on_leveled() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = Config {
+        data_dir: dir.path().to_path_buf(),
+        pb_listen: "127.0.0.1:0".into(),
+        ring_size: 4,
+        backend: "leveled".into(),
+        ..Config::default()
+    };
+    let h = ServerHandle::spawn(config.clone()).expect("spawn");
+    let mut c = Client::connect(&h);
+    c.put(put_req("persist", "k", "durable"));
+    set_props(
+        &mut c,
+        "persist",
+        pb::RpbBucketProps {
+            allow_mult: Some(true),
+            ..Default::default()
+        },
+    );
+    drop(c);
+    h.shutdown().expect("shutdown");
+    let h = ServerHandle::spawn(config).expect("respawn");
+    let mut c = Client::connect(&h);
+    assert_eq!(c.get(get_req("persist", "k")).content[0].value, b"durable");
+    let b = c.call(
+        code::GET_BUCKET_REQ,
+        &pb::RpbGetBucketReq {
+            bucket: b"persist".to_vec(),
+            r#type: None,
+        },
+        code::GET_BUCKET_RESP,
+    );
+    assert_eq!(
+        pb::RpbGetBucketResp::decode(b.as_slice())
+            .expect("d")
+            .props
+            .allow_mult,
+        Some(true)
+    );
+}
