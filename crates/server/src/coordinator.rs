@@ -2,6 +2,7 @@
 //! merge and read repair, PUT through a coordinating vnode then the other
 //! replicas, DELETE as a tombstone PUT, listings and 2i over a covering set.
 
+use crate::btypes::{split_storage_bucket, BucketTypes};
 use crate::config::{Config, ConfigError};
 use crate::object::{Content, RiakObject};
 use crate::props::{BucketProps, PropsError, PropsStore};
@@ -138,6 +139,7 @@ pub struct Node {
     ring: Ring,
     vnodes: Vec<Vnode>,
     props: PropsStore,
+    types: Arc<BucketTypes>,
     gate: Arc<RwLock<()>>,
 }
 
@@ -268,13 +270,20 @@ impl Node {
                 gate.clone(),
             )?);
         }
-        let props = PropsStore::open(Some(config.data_dir.join("bucket_props.json")))?;
+        let types = Arc::new(BucketTypes::open(Some(
+            config.data_dir.join("bucket_types.json"),
+        ))?);
+        let props = PropsStore::open(
+            Some(config.data_dir.join("bucket_props.json")),
+            types.clone(),
+        )?;
         tracing::info!(ring_size = ring.size(), backend = %config.backend, data_dir = %config.data_dir.display(), "vnodes open");
         Ok(Node {
             config,
             ring,
             vnodes,
             props,
+            types,
             gate,
         })
     }
@@ -287,6 +296,16 @@ impl Node {
     /// Bucket properties.
     pub fn props(&self) -> &PropsStore {
         &self.props
+    }
+
+    /// The bucket-type registry.
+    pub fn types(&self) -> &BucketTypes {
+        &self.types
+    }
+
+    /// The `n_val` primary partitions of a key (`bucket` = storage bucket).
+    pub fn preflist_of(&self, bucket: &[u8], key: &[u8]) -> Vec<u32> {
+        self.preflist(bucket, key, self.props.get(bucket).n_val)
     }
 
     /// Holds every vnode worker before its next job while the guard lives
@@ -307,7 +326,8 @@ impl Node {
     }
 
     fn preflist(&self, bucket: &[u8], key: &[u8], n: u32) -> Vec<u32> {
-        self.ring.preflist(&key_hash(None, bucket, key), n)
+        let (btype, name) = split_storage_bucket(bucket);
+        self.ring.preflist(&key_hash(btype, name, key), n)
     }
 
     fn submit<T, F>(&self, p: u32, f: F) -> Result<Pending<T>, VnodeError>

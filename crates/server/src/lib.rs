@@ -8,11 +8,13 @@
 //! * [`vnode`]: one backend per partition behind a bounded queue;
 //! * [`coordinator`]: GET / PUT / DELETE / listings / 2i over the vnodes;
 //! * [`props`]: bucket properties;
+//! * [`btypes`]: bucket types, typed-bucket keying, preflists, admin requests;
 //! * [`server`]: the TCP listener and request dispatch;
 //! * [`config`]: the TOML configuration.
 
 #![warn(missing_docs)]
 
+pub mod btypes;
 pub mod config;
 pub mod coordinator;
 pub mod object;

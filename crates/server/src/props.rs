@@ -1,14 +1,16 @@
 //! Bucket properties: Riak's defaults for the `default` bucket type, and
-//! per-bucket overrides (get / set / reset) held in memory and persisted as
-//! JSON in `<data_dir>/bucket_props.json` (written to a temporary file and
-//! renamed).
+//! per-bucket overrides (get / set / reset) on top of the bucket type's
+//! props, held in memory and persisted as JSON in
+//! `<data_dir>/bucket_props.json` (temp file, fsync, rename, fsync dir).
 
+use crate::btypes::{atomic_write, split_storage_bucket, BucketTypes};
 use crate::pb::{quorum, RpbBucketProps};
 use crate::vclock::PruneProps;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// The properties of one bucket (quorum fields keep the PB encoding:
 /// a number, or one of [`quorum`]'s symbolic values).
@@ -171,11 +173,93 @@ impl BucketProps {
     }
 }
 
-/// Per-bucket properties of the default bucket type.
+/// The properties a bucket overrides on top of its type's props (fields
+/// absent = inherited). A props file written before bucket types held
+/// complete props; it loads as overrides of every field.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+#[allow(missing_docs)]
+pub struct PropsPatch {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub n_val: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allow_mult: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_write_wins: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub r: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub w: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pr: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pw: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dw: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rw: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notfound_ok: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub basic_quorum: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub small_vclock: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub big_vclock: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub young_vclock: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub old_vclock: Option<u32>,
+}
+
+macro_rules! patch_fields {
+    ($m:ident) => {
+        $m!(
+            n_val,
+            allow_mult,
+            last_write_wins,
+            r,
+            w,
+            pr,
+            pw,
+            dw,
+            rw,
+            notfound_ok,
+            basic_quorum,
+            small_vclock,
+            big_vclock,
+            young_vclock,
+            old_vclock
+        )
+    };
+}
+
+impl PropsPatch {
+    /// Applies the overrides to `base`.
+    pub fn apply_to(&self, base: &mut BucketProps) {
+        macro_rules! f {
+            ($($f:ident),*) => { $( if let Some(v) = self.$f { base.$f = v; } )* };
+        }
+        patch_fields!(f);
+    }
+
+    /// Adds the fields present in `p`.
+    pub fn merge_pb(&mut self, p: &RpbBucketProps) {
+        macro_rules! f {
+            ($($f:ident),*) => { $( if p.$f.is_some() { self.$f = p.$f; } )* };
+        }
+        patch_fields!(f);
+    }
+}
+
+/// Per-bucket property overrides, keyed by storage bucket
+/// ([`crate::btypes::storage_bucket`]); a bucket's props are its type's
+/// props ([`crate::btypes::BucketTypes`]) with its overrides applied.
 #[derive(Debug)]
 pub struct PropsStore {
     path: Option<PathBuf>,
-    buckets: Mutex<BTreeMap<String, BucketProps>>,
+    buckets: Mutex<BTreeMap<String, PropsPatch>>,
+    types: Arc<BucketTypes>,
 }
 
 fn bucket_key(bucket: &[u8]) -> String {
@@ -184,7 +268,7 @@ fn bucket_key(bucket: &[u8]) -> String {
 
 impl PropsStore {
     /// Loads `path` if it exists (`None` = memory only).
-    pub fn open(path: Option<PathBuf>) -> Result<PropsStore, PropsError> {
+    pub fn open(path: Option<PathBuf>, types: Arc<BucketTypes>) -> Result<PropsStore, PropsError> {
         let mut buckets = BTreeMap::new();
         if let Some(p) = &path {
             match std::fs::read(p) {
@@ -206,31 +290,32 @@ impl PropsStore {
         Ok(PropsStore {
             path,
             buckets: Mutex::new(buckets),
+            types,
         })
     }
 
-    /// The props of `bucket`.
+    /// The props of a storage bucket: its type's props, then its overrides.
     pub fn get(&self, bucket: &[u8]) -> BucketProps {
-        self.buckets
-            .lock()
-            .get(&bucket_key(bucket))
-            .cloned()
-            .unwrap_or_default()
+        let (btype, _) = split_storage_bucket(bucket);
+        let mut props = self.types.props_of(btype);
+        if let Some(p) = self.buckets.lock().get(&bucket_key(bucket)) {
+            p.apply_to(&mut props);
+        }
+        props
     }
 
-    /// Sets the fields present in `p`.
+    /// Sets the fields present in `p` (validated against the resolved props).
     pub fn set(&self, bucket: &[u8], p: &RpbBucketProps) -> Result<(), PropsError> {
+        self.get(bucket).apply(p)?;
         let mut map = self.buckets.lock();
-        let mut props = map.get(&bucket_key(bucket)).cloned().unwrap_or_default();
-        props.apply(p)?;
         let mut next = map.clone();
-        next.insert(bucket_key(bucket), props);
+        next.entry(bucket_key(bucket)).or_default().merge_pb(p);
         self.persist(&next)?;
         *map = next;
         Ok(())
     }
 
-    /// Back to the defaults.
+    /// Back to the type's props.
     pub fn reset(&self, bucket: &[u8]) -> Result<(), PropsError> {
         let mut map = self.buckets.lock();
         let mut next = map.clone();
@@ -240,20 +325,17 @@ impl PropsStore {
         Ok(())
     }
 
-    fn persist(&self, map: &BTreeMap<String, BucketProps>) -> Result<(), PropsError> {
+    fn persist(&self, map: &BTreeMap<String, PropsPatch>) -> Result<(), PropsError> {
         let Some(path) = &self.path else {
             return Ok(());
-        };
-        let err = |e: std::io::Error| PropsError::Io {
-            path: path.clone(),
-            reason: e.to_string(),
         };
         let json = serde_json::to_vec_pretty(map).map_err(|e| PropsError::Io {
             path: path.clone(),
             reason: e.to_string(),
         })?;
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, json).map_err(err)?;
-        std::fs::rename(&tmp, path).map_err(err)
+        atomic_write(path, &json).map_err(|e| PropsError::Io {
+            path: path.clone(),
+            reason: e.to_string(),
+        })
     }
 }

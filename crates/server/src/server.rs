@@ -224,19 +224,6 @@ fn decode<M: Message + Default>(body: &[u8]) -> Result<M, RequestError> {
     M::decode(body).map_err(|e| RequestError::Invalid(format!("malformed message: {e}")))
 }
 
-fn check_type(t: &Option<Vec<u8>>) -> Result<(), RequestError> {
-    match t.as_deref() {
-        None | Some(b"default") => Ok(()),
-        Some(b"") => Err(RequestError::Invalid(
-            "Bucket type cannot be zero-length".into(),
-        )),
-        Some(other) => Err(RequestError::Invalid(format!(
-            "Invalid bucket type: {} (only the default type exists)",
-            String::from_utf8_lossy(other)
-        ))),
-    }
-}
-
 fn check_bk(bucket: &[u8], key: Option<&[u8]>) -> Result<(), RequestError> {
     if bucket.is_empty() {
         return Err(RequestError::Invalid("Bucket cannot be zero-length".into()));
@@ -288,7 +275,7 @@ async fn handle(
         )],
         code::GET_REQ => {
             let r: pb::RpbGetReq = decode(body)?;
-            check_type(&r.r#type)?;
+            let sb = node.types().storage_bucket(r.r#type.as_deref(), &r.bucket)?;
             check_bk(&r.bucket, Some(&r.key))?;
             let if_modified = decode_vclock(&r.if_modified)?;
             let opts = GetOpts {
@@ -296,7 +283,7 @@ async fn handle(
                 pr: r.pr,
                 notfound_ok: r.notfound_ok,
             };
-            let resp = match node.get(&r.bucket, &r.key, &opts).await? {
+            let resp = match node.get(&sb, &r.key, &opts).await? {
                 GetOutcome::NotFound => pb::RpbGetResp::default(),
                 GetOutcome::Tombstone(vc) => pb::RpbGetResp {
                     vclock: r.deletedvclock.unwrap_or(false).then(|| vc.encode()),
@@ -321,7 +308,7 @@ async fn handle(
         }
         code::PUT_REQ => {
             let r: pb::RpbPutReq = decode(body)?;
-            check_type(&r.r#type)?;
+            let sb = node.types().storage_bucket(r.r#type.as_deref(), &r.bucket)?;
             check_bk(&r.bucket, r.key.as_deref())?;
             let client = decode_vclock(&r.vclock)?;
             let (key, generated) = match r.key {
@@ -337,7 +324,7 @@ async fn handle(
                 if_none_match: r.if_none_match.unwrap_or(false),
                 if_not_modified: r.if_not_modified.unwrap_or(false),
             };
-            let obj = node.put(&r.bucket, &key, client, content, &opts).await?;
+            let obj = node.put(&sb, &key, client, content, &opts).await?;
             let mut resp = pb::RpbPutResp {
                 key: generated.then_some(key),
                 ..Default::default()
@@ -351,7 +338,7 @@ async fn handle(
         }
         code::DEL_REQ => {
             let r: pb::RpbDelReq = decode(body)?;
-            check_type(&r.r#type)?;
+            let sb = node.types().storage_bucket(r.r#type.as_deref(), &r.bucket)?;
             check_bk(&r.bucket, Some(&r.key))?;
             let client = decode_vclock(&r.vclock)?;
             let tomb = Content {
@@ -364,13 +351,21 @@ async fn handle(
                 pw: r.pw,
                 ..Default::default()
             };
-            node.put(&r.bucket, &r.key, client, tomb, &opts).await?;
+            node.put(&sb, &r.key, client, tomb, &opts).await?;
             vec![frame(code::DEL_RESP, &[])]
         }
         code::LIST_BUCKETS_REQ => {
             let r: pb::RpbListBucketsReq = decode(body)?;
-            check_type(&r.r#type)?;
-            let buckets = node.list_buckets().await?;
+            let btype = node.types().resolve(r.r#type.as_deref())?;
+            let buckets = node
+                .list_buckets()
+                .await?
+                .into_iter()
+                .filter_map(|sb| match crate::btypes::split_storage_bucket(&sb) {
+                    (t, b) if t == btype.as_deref() => Some(b.to_vec()),
+                    _ => None,
+                })
+                .collect();
             if r.stream.unwrap_or(false) {
                 vec![
                     frame_msg(
@@ -400,10 +395,9 @@ async fn handle(
         }
         code::LIST_KEYS_REQ => {
             let r: pb::RpbListKeysReq = decode(body)?;
-            check_type(&r.r#type)?;
-            check_bk(&r.bucket, None)?;
+            let sb = node.types().storage_bucket(r.r#type.as_deref(), &r.bucket)?;
             let mut frames = Vec::new();
-            node.list_keys(&r.bucket, |keys| {
+            node.list_keys(&sb, |keys| {
                 frames.push(frame_msg(
                     code::LIST_KEYS_RESP,
                     &pb::RpbListKeysResp { keys, done: None },
@@ -421,9 +415,8 @@ async fn handle(
         }
         code::GET_BUCKET_REQ => {
             let r: pb::RpbGetBucketReq = decode(body)?;
-            check_type(&r.r#type)?;
-            check_bk(&r.bucket, None)?;
-            let props = node.props().get(&r.bucket).to_pb();
+            let sb = node.types().storage_bucket(r.r#type.as_deref(), &r.bucket)?;
+            let props = node.props().get(&sb).to_pb();
             vec![frame_msg(
                 code::GET_BUCKET_RESP,
                 &pb::RpbGetBucketResp { props },
@@ -431,22 +424,19 @@ async fn handle(
         }
         code::SET_BUCKET_REQ => {
             let r: pb::RpbSetBucketReq = decode(body)?;
-            check_type(&r.r#type)?;
-            check_bk(&r.bucket, None)?;
-            node.props().set(&r.bucket, &r.props)?;
+            let sb = node.types().storage_bucket(r.r#type.as_deref(), &r.bucket)?;
+            node.props().set(&sb, &r.props)?;
             vec![frame(code::SET_BUCKET_RESP, &[])]
         }
         code::RESET_BUCKET_REQ => {
             let r: pb::RpbResetBucketReq = decode(body)?;
-            check_type(&r.r#type)?;
-            check_bk(&r.bucket, None)?;
-            node.props().reset(&r.bucket)?;
+            let sb = node.types().storage_bucket(r.r#type.as_deref(), &r.bucket)?;
+            node.props().reset(&sb)?;
             vec![frame(code::RESET_BUCKET_RESP, &[])]
         }
         code::INDEX_REQ => {
             let r: pb::RpbIndexReq = decode(body)?;
-            check_type(&r.r#type)?;
-            check_bk(&r.bucket, None)?;
+            let sb = node.types().storage_bucket(r.r#type.as_deref(), &r.bucket)?;
             if r.return_body.unwrap_or(false) || r.stream.unwrap_or(false) {
                 return Err(RequestError::Invalid(
                     "index stream and return_body are not supported yet".into(),
@@ -487,7 +477,7 @@ async fn handle(
                 ),
             };
             let q = IndexQuery {
-                bucket: r.bucket,
+                bucket: sb,
                 field: r.index,
                 start,
                 end,
@@ -512,10 +502,13 @@ async fn handle(
             }
             vec![frame_msg(code::INDEX_RESP, &resp)]
         }
-        other => {
-            return Err(RequestError::Invalid(format!(
-                "Unknown message code: {other}"
-            )))
-        }
+        other => match crate::btypes::handle(node, other, body)? {
+            Some(frames) => frames,
+            None => {
+                return Err(RequestError::Invalid(format!(
+                    "Unknown message code: {other}"
+                )))
+            }
+        },
     })
 }

@@ -399,7 +399,7 @@ fn list_buckets_keys_and_bucket_props() {
     typed.r#type = Some(b"maps".to_vec());
     assert!(c
         .try_call(code::GET_REQ, &typed)
-        .is_err_and(|e| e.contains("bucket type")));
+        .is_err_and(|e| e.contains("No bucket-type named 'maps'")));
     assert!(c
         .try_call(code::GET_REQ, &get_req("", "k"))
         .is_err_and(|e| e.contains("zero-length")));
