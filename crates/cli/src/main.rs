@@ -8,6 +8,7 @@
 //! stderr (`basalt: error: ...`); see [`EXIT_CODES`] for what the process
 //! returns.
 
+mod admin;
 mod dump;
 mod kv;
 mod kv_features;
@@ -21,7 +22,7 @@ use std::process::ExitCode;
 const EXIT_CODES: &str = "\
 Exit codes:
   0  success
-  1  not found (kv get / kv head)
+  1  not found (kv get / kv head); `admin`: the node refused the request
   2  error: bad arguments or input, the store could not be opened or used
      (locked, missing or damaged manifest, wrong store kind, I/O error),
      or a file `dump` cannot read or recognise
@@ -52,6 +53,10 @@ enum Command {
     /// Run a node: Riak's PB API over vnodes (`--print-default-config` for
     /// the config file). Stops gracefully on SIGTERM / SIGINT.
     Start(start::StartArgs),
+    /// Administer a running node over its PB port: `basalt admin --node
+    /// ADDR bucket-type create|activate|list|status|update ...` (exit 1 when
+    /// the node refuses, 2 on bad arguments or JSON).
+    Admin(admin::AdminArgs),
 }
 
 /// Arguments of `basalt bench`, passed as they are to `basalt_bench::cli::run`.
@@ -84,6 +89,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => basalt_bench::cli::run(&args.args)
             .map(|code| Outcome::Code(u8::try_from(code).unwrap_or(2))),
         Command::Start(args) => start::run(args),
+        Command::Admin(args) => admin::run(args),
     };
     match result {
         Ok(Outcome::Done) => ExitCode::SUCCESS,
