@@ -85,7 +85,10 @@ impl Drop for Node {
 #[test]
 fn admin_bucket_type_create_activate_list_status() {
     let node = Node::start();
-    assert_eq!(node.admin(&["list"]), (0, "default (active)\n".into(), String::new()));
+    assert_eq!(
+        node.admin(&["list"]),
+        (0, "default (active)\n".into(), String::new())
+    );
 
     let (rc, out, _) = node.admin(&[
         "create",
@@ -97,11 +100,20 @@ fn admin_bucket_type_create_activate_list_status() {
 
     let (rc, out, _) = node.admin(&["status", "maps_t"]);
     assert_eq!(rc, 0);
-    assert!(out.starts_with("maps_t has been created and may be activated\n\n"), "{out}");
-    assert!(out.contains("allow_mult: true\n") && out.contains("n_val: 3\n"), "{out}");
+    assert!(
+        out.starts_with("maps_t has been created and may be activated\n\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("allow_mult: true\n") && out.contains("n_val: 3\n"),
+        "{out}"
+    );
 
     let (rc, out, _) = node.admin(&["list"]);
-    assert_eq!((rc, out.as_str()), (0, "default (active)\nmaps_t (not active)\n"));
+    assert_eq!(
+        (rc, out.as_str()),
+        (0, "default (active)\nmaps_t (not active)\n")
+    );
 
     assert_eq!(
         node.admin(&["activate", "maps_t"]),
@@ -112,7 +124,10 @@ fn admin_bucket_type_create_activate_list_status() {
     assert!(out.starts_with("maps_t is active\n\n"), "{out}");
     assert!(out.contains("w: quorum\n"), "{out}");
     let (rc, out, _) = node.admin(&["list"]);
-    assert_eq!((rc, out.as_str()), (0, "default (active)\nmaps_t (active)\n"));
+    assert_eq!(
+        (rc, out.as_str()),
+        (0, "default (active)\nmaps_t (active)\n")
+    );
 
     // update, then status shows it
     let (rc, out, _) = node.admin(&["update", "maps_t", r#"{"props":{"w":"one"}}"#]);
@@ -136,10 +151,16 @@ fn admin_bucket_type_create_activate_list_status() {
     // bad JSON or props: exit 2, nothing sent
     let (rc, out, err) = node.admin(&["create", "bad", r#"{"props":{"n_val":3"#]);
     assert_eq!((rc, out.as_str()), (2, ""));
-    assert!(err.contains("basalt: error: bad bucket type props: invalid JSON"), "{err}");
+    assert!(
+        err.contains("basalt: error: bad bucket type props: invalid JSON"),
+        "{err}"
+    );
     let (rc, _, err) = node.admin(&["create", "bad", r#"{"props":{"colour":"red"}}"#]);
     assert_eq!(rc, 2);
-    assert!(err.contains("unsupported bucket property \"colour\""), "{err}");
+    assert!(
+        err.contains("unsupported bucket property \"colour\""),
+        "{err}"
+    );
     let (rc, _, err) = node.admin(&["create", "bad", r#"{"n_val":3}"#]);
     assert_eq!(rc, 2);
     assert!(err.contains("expected {\"props\""), "{err}");

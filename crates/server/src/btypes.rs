@@ -243,9 +243,8 @@ impl BucketTypes {
         if let Some(p) = &path {
             match std::fs::read(p) {
                 Ok(bytes) => {
-                    types = serde_json::from_slice(&bytes).map_err(|e| {
-                        std::io::Error::other(format!("{}: {e}", p.display()))
-                    })?
+                    types = serde_json::from_slice(&bytes)
+                        .map_err(|e| std::io::Error::other(format!("{}: {e}", p.display())))?
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(e),
@@ -617,8 +616,8 @@ mod tests {
         let path = dir.path().join("bucket_types.json");
         let reg = BucketTypes::open(Some(path.clone())).unwrap_or_else(|e| panic!("{e}"));
         assert!(reg.resolve(Some(b"t")).is_err());
-        let p = props_from_json(r#"{"props":{"n_val":2,"w":"one"}}"#)
-            .unwrap_or_else(|e| panic!("{e}"));
+        let p =
+            props_from_json(r#"{"props":{"n_val":2,"w":"one"}}"#).unwrap_or_else(|e| panic!("{e}"));
         assert!(reg.create(b"t", &p).is_ok());
         let e = reg.resolve(Some(b"t")).err().map(|e| e.to_string());
         assert_eq!(e.as_deref(), Some("Bucket-type 't' is not active"));
@@ -628,7 +627,10 @@ mod tests {
         let again = BucketTypes::open(Some(path)).unwrap_or_else(|e| panic!("{e}"));
         let t = again.get("t").unwrap_or_else(|| panic!("lost"));
         assert_eq!(t.status, TypeStatus::Active);
-        assert_eq!((t.props.n_val, t.props.w, t.props.allow_mult), (2, quorum::ONE, true));
+        assert_eq!(
+            (t.props.n_val, t.props.w, t.props.allow_mult),
+            (2, quorum::ONE, true)
+        );
         assert!(props_from_json("{").is_err());
         assert!(props_from_json(r#"{"props":{"bogus":1}}"#).is_err());
     }

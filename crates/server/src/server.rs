@@ -275,7 +275,9 @@ async fn handle(
         )],
         code::GET_REQ => {
             let r: pb::RpbGetReq = decode(body)?;
-            let sb = node.types().storage_bucket(r.r#type.as_deref(), &r.bucket)?;
+            let sb = node
+                .types()
+                .storage_bucket(r.r#type.as_deref(), &r.bucket)?;
             check_bk(&r.bucket, Some(&r.key))?;
             let if_modified = decode_vclock(&r.if_modified)?;
             let opts = GetOpts {
@@ -308,7 +310,9 @@ async fn handle(
         }
         code::PUT_REQ => {
             let r: pb::RpbPutReq = decode(body)?;
-            let sb = node.types().storage_bucket(r.r#type.as_deref(), &r.bucket)?;
+            let sb = node
+                .types()
+                .storage_bucket(r.r#type.as_deref(), &r.bucket)?;
             check_bk(&r.bucket, r.key.as_deref())?;
             let client = decode_vclock(&r.vclock)?;
             let (key, generated) = match r.key {
@@ -338,7 +342,9 @@ async fn handle(
         }
         code::DEL_REQ => {
             let r: pb::RpbDelReq = decode(body)?;
-            let sb = node.types().storage_bucket(r.r#type.as_deref(), &r.bucket)?;
+            let sb = node
+                .types()
+                .storage_bucket(r.r#type.as_deref(), &r.bucket)?;
             check_bk(&r.bucket, Some(&r.key))?;
             let client = decode_vclock(&r.vclock)?;
             let tomb = Content {
@@ -395,7 +401,9 @@ async fn handle(
         }
         code::LIST_KEYS_REQ => {
             let r: pb::RpbListKeysReq = decode(body)?;
-            let sb = node.types().storage_bucket(r.r#type.as_deref(), &r.bucket)?;
+            let sb = node
+                .types()
+                .storage_bucket(r.r#type.as_deref(), &r.bucket)?;
             let mut frames = Vec::new();
             node.list_keys(&sb, |keys| {
                 frames.push(frame_msg(
@@ -415,7 +423,9 @@ async fn handle(
         }
         code::GET_BUCKET_REQ => {
             let r: pb::RpbGetBucketReq = decode(body)?;
-            let sb = node.types().storage_bucket(r.r#type.as_deref(), &r.bucket)?;
+            let sb = node
+                .types()
+                .storage_bucket(r.r#type.as_deref(), &r.bucket)?;
             let props = node.props().get(&sb).to_pb();
             vec![frame_msg(
                 code::GET_BUCKET_RESP,
@@ -424,19 +434,25 @@ async fn handle(
         }
         code::SET_BUCKET_REQ => {
             let r: pb::RpbSetBucketReq = decode(body)?;
-            let sb = node.types().storage_bucket(r.r#type.as_deref(), &r.bucket)?;
+            let sb = node
+                .types()
+                .storage_bucket(r.r#type.as_deref(), &r.bucket)?;
             node.props().set(&sb, &r.props)?;
             vec![frame(code::SET_BUCKET_RESP, &[])]
         }
         code::RESET_BUCKET_REQ => {
             let r: pb::RpbResetBucketReq = decode(body)?;
-            let sb = node.types().storage_bucket(r.r#type.as_deref(), &r.bucket)?;
+            let sb = node
+                .types()
+                .storage_bucket(r.r#type.as_deref(), &r.bucket)?;
             node.props().reset(&sb)?;
             vec![frame(code::RESET_BUCKET_RESP, &[])]
         }
         code::INDEX_REQ => {
             let r: pb::RpbIndexReq = decode(body)?;
-            let sb = node.types().storage_bucket(r.r#type.as_deref(), &r.bucket)?;
+            let sb = node
+                .types()
+                .storage_bucket(r.r#type.as_deref(), &r.bucket)?;
             if r.return_body.unwrap_or(false) || r.stream.unwrap_or(false) {
                 return Err(RequestError::Invalid(
                     "index stream and return_body are not supported yet".into(),

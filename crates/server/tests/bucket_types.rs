@@ -236,8 +236,7 @@ fn admin_create_activate_list_status() {
     assert_eq!(s.types[0].props.allow_mult, Some(false));
     c.activate("t1");
     assert!(status(&mut c, "t1").expect("status").types[0].active);
-    assert!(status(&mut c, "nope")
-        .is_err_and(|e| e == "nope is not an existing bucket type"));
+    assert!(status(&mut c, "nope").is_err_and(|e| e == "nope is not an existing bucket type"));
     // re-creating an active type is refused; activating twice is fine
     let again = c.try_call(
         bt::ADMIN_TYPE_CREATE_REQ,
@@ -257,7 +256,9 @@ fn admin_create_activate_list_status() {
         },
         code::GET_BUCKET_RESP,
     );
-    let p = pb::RpbGetBucketResp::decode(b.as_slice()).expect("props").props;
+    let p = pb::RpbGetBucketResp::decode(b.as_slice())
+        .expect("props")
+        .props;
     assert_eq!((p.allow_mult, p.n_val), (Some(true), Some(3)));
     c.ping();
 }
@@ -337,7 +338,10 @@ fn typed_bucket_is_isolated_from_default() {
 fn props_inherit_type_then_bucket_overrides() {
     let (h, _d) = start();
     let mut c = Client::connect(&h);
-    c.create("two", r#"{"props":{"n_val":2,"allow_mult":false,"w":"one"}}"#);
+    c.create(
+        "two",
+        r#"{"props":{"n_val":2,"allow_mult":false,"w":"one"}}"#,
+    );
     c.activate("two");
     let p = c.bucket_props(Some("two"), "b");
     assert_eq!((p.n_val, p.allow_mult), (Some(2), Some(false)));
@@ -401,7 +405,8 @@ fn unknown_or_inactive_type_is_refused_connection_kept() {
     let (h, _d) = start();
     let mut c = Client::connect(&h);
     c.create("later", r#"{"props":{}}"#);
-    let get = |c: &mut Client, t: &str| c.try_call(code::GET_REQ, &Client::get_req(Some(t), "b", "k"));
+    let get =
+        |c: &mut Client, t: &str| c.try_call(code::GET_REQ, &Client::get_req(Some(t), "b", "k"));
     assert!(get(&mut c, "nope").is_err_and(|e| e == "No bucket-type named 'nope'"));
     c.ping();
     assert!(get(&mut c, "later").is_err_and(|e| e == "Bucket-type 'later' is not active"));
