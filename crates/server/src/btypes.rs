@@ -388,15 +388,20 @@ impl BucketTypes {
     /// Updates an existing type's props (`n_val` cannot change).
     pub fn update(&self, name: &[u8], p: &RpbBucketProps) -> Result<(), RequestError> {
         let name = type_name(name)?;
-        let cur = self
-            .get(name)
-            .ok_or_else(|| bad(format!("No bucket-type named '{name}'")))?;
+        let mut map = self.types.lock();
+        let cur = match (name, map.get(name)) {
+            (_, Some(t)) => t.clone(),
+            ("default", None) => BucketType {
+                status: TypeStatus::Active,
+                props: BucketProps::default(),
+            },
+            _ => return Err(bad(format!("No bucket-type named '{name}'"))),
+        };
         let mut props = cur.props.clone();
         props.apply(p)?;
         if props.n_val != cur.props.n_val {
             return Err(bad("n_val cannot be modified for existing bucket type"));
         }
-        let mut map = self.types.lock();
         let mut next = map.clone();
         next.insert(
             name.to_string(),
@@ -608,6 +613,19 @@ mod tests {
         assert_eq!(sb, b"\0bt\0\0\x02t1b");
         assert_eq!(split_storage_bucket(&sb), (Some(&b"t1"[..]), &b"b"[..]));
         assert_eq!(storage_bucket(None, b"b"), b"b");
+    }
+
+    #[test]
+    fn typed_key_hash_is_term_to_binary_of_type_bucket_key() {
+        use sha1::{Digest, Sha1};
+        // term_to_binary({{<<"t">>, <<"b">>}, <<"k">>})
+        let t = [
+            131u8, 104, 2, 104, 2, 109, 0, 0, 0, 1, b't', 109, 0, 0, 0, 1, b'b', 109, 0, 0, 0, 1,
+            b'k',
+        ];
+        let want: [u8; 20] = Sha1::digest(t).into();
+        assert_eq!(crate::ring::key_hash(Some(b"t"), b"b", b"k"), want);
+        assert_ne!(crate::ring::key_hash(None, b"b", b"k"), want);
     }
 
     #[test]

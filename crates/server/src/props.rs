@@ -306,8 +306,12 @@ impl PropsStore {
 
     /// Sets the fields present in `p` (validated against the resolved props).
     pub fn set(&self, bucket: &[u8], p: &RpbBucketProps) -> Result<(), PropsError> {
-        self.get(bucket).apply(p)?;
         let mut map = self.buckets.lock();
+        let mut check = self.types.props_of(split_storage_bucket(bucket).0);
+        if let Some(cur) = map.get(&bucket_key(bucket)) {
+            cur.apply_to(&mut check);
+        }
+        check.apply(p)?;
         let mut next = map.clone();
         next.entry(bucket_key(bucket)).or_default().merge_pb(p);
         self.persist(&next)?;
