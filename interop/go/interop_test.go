@@ -630,3 +630,51 @@ func TestSpecialIndexes(t *testing.T) {
 		t.Fatalf("$key range: %v", got)
 	}
 }
+
+func TestQuorumOptionsAndTermRegex(t *testing.T) {
+	b := bucket("quorum")
+	obj := text("q")
+	obj.AddToIndex("word_bin", "apple")
+	cmd, err := riak.NewStoreValueCommandBuilder().WithBucket(b).WithKey("a").WithContent(obj).
+		WithW(3).WithDw(2).WithPw(1).WithTimeout(2 * time.Second).Build()
+	exec(t, cmd, err)
+	obj2 := text("q")
+	obj2.AddToIndex("word_bin", "banana")
+	store(t, b, "b", obj2, nil, false)
+
+	get, err := riak.NewFetchValueCommandBuilder().WithBucket(b).WithKey("a").
+		WithR(1).WithPr(1).WithNotFoundOk(false).WithBasicQuorum(true).WithTimeout(2 * time.Second).Build()
+	exec(t, get, err)
+	if v := values(get.(*riak.FetchValueCommand).Response.Values); len(v) != 1 || v[0] != "q" {
+		t.Fatalf("fetch with r=1 pr=1: %v", v)
+	}
+
+	resp := query(t, riak.NewSecondaryIndexQueryCommandBuilder().WithBucket(b).
+		WithIndexName("word_bin").WithRange("a", "z").WithTermRegex("^ban"))
+	if got := keysOf(resp.Results); len(got) != 1 || got[0] != "b" {
+		t.Fatalf("term regex: %v", got)
+	}
+}
+
+// TestReadmeExample is the Go example of README.md "Running a node" (keep
+// them in sync), with the address from BASALT_PB_ADDR and t.Fatal for
+// log.Fatal.
+func TestReadmeExample(t *testing.T) {
+	c, err := riak.NewClient(&riak.NewClientOptions{RemoteAddresses: []string{os.Getenv("BASALT_PB_ADDR")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	obj := &riak.Object{ContentType: "text/plain", Value: []byte("hello")}
+	put, _ := riak.NewStoreValueCommandBuilder().WithBucket("greetings").WithKey("en").WithContent(obj).Build()
+	if err := c.Execute(put); err != nil {
+		t.Fatal(err)
+	}
+	get, _ := riak.NewFetchValueCommandBuilder().WithBucket("greetings").WithKey("en").Build()
+	if err := c.Execute(get); err != nil {
+		t.Fatal(err)
+	}
+	if v := string(get.(*riak.FetchValueCommand).Response.Values[0].Value); v != "hello" {
+		t.Fatalf("got %q", v)
+	}
+}
