@@ -3,8 +3,14 @@
 # property, crash and corruption tests run by default; set
 # BASALT_LONG_TESTS=1 for the long soak and crash-loop versions, and
 # BASALT_TEST_SEED=<u64> to replay a seed a failure printed.
+# Last, interop/run.sh drives a real `basalt start` node with the Go Riak
+# client (needs Go; ~3 s once built, ~30 s with a cold Go cache);
+# BASALT_INTEROP=0 skips it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # RocksDB (for the rocksdb backends), idempotent.
 bash .ci/install-deps.sh
 cargo test --workspace --locked "$@"
+if [[ "${BASALT_INTEROP:-1}" != 0 ]]; then
+  bash interop/run.sh
+fi

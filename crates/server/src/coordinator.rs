@@ -636,14 +636,28 @@ impl Node {
                 .await?;
             all.extend(page.results);
         }
+        // `_int` terms order numerically (as Riak), not as decimal text.
+        let int = q.field.ends_with(b"_int");
+        let cmp = |ta: &[u8], ka: &[u8], tb: &[u8], kb: &[u8]| {
+            index_term_cmp(int, ta, tb).then_with(|| ka.cmp(kb))
+        };
         let mut results: Vec<IndexResult> = all
             .into_iter()
             .filter(|r| {
                 after.as_ref().is_none_or(|(t, k)| {
-                    (r.term.clone().unwrap_or_default(), r.key.clone()) > (t.clone(), k.clone())
+                    cmp(r.term.as_deref().unwrap_or_default(), &r.key, t, k)
+                        == std::cmp::Ordering::Greater
                 })
             })
             .collect();
+        results.sort_by(|a, b| {
+            cmp(
+                a.term.as_deref().unwrap_or_default(),
+                &a.key,
+                b.term.as_deref().unwrap_or_default(),
+                &b.key,
+            )
+        });
         let mut continuation = None;
         if let Some(max) = q.max_results.filter(|m| *m > 0) {
             if results.len() >= max as usize {
@@ -665,6 +679,16 @@ impl Node {
             results,
             continuation,
         })
+    }
+}
+
+/// Orders two 2i terms: numerically when `int` and both parse as `i64`
+/// (`_int` fields), else bytewise.
+fn index_term_cmp(int: bool, a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    let parse = |t: &[u8]| std::str::from_utf8(t).ok()?.parse::<i64>().ok();
+    match (int, parse(a), parse(b)) {
+        (true, Some(x), Some(y)) => x.cmp(&y),
+        _ => a.cmp(b),
     }
 }
 
@@ -724,6 +748,15 @@ mod tests {
         assert!(
             coordinate(Some(&o3), None, tomb, &props, b"n/1", 13).is_some_and(|o| o.is_deleted())
         );
+    }
+
+    #[test]
+    fn int_terms_order_numerically() {
+        use std::cmp::Ordering::*;
+        assert_eq!(index_term_cmp(true, b"-2", b"-1"), Less);
+        assert_eq!(index_term_cmp(true, b"9", b"10"), Less);
+        assert_eq!(index_term_cmp(true, b"-1", b"0"), Less);
+        assert_eq!(index_term_cmp(false, b"9", b"10"), Greater);
     }
 
     #[test]
