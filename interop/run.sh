@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Interop tests: drives a real `basalt start` process with the real Go Riak
-# client (github.com/basho/riak-go-client, pinned in interop/go/go.mod).
+# client (github.com/basho/riak-go-client, pinned in interop/go/go.mod), then
+# with the real Node.js client (npm basho-riak-client 2.4.0, pinned in
+# interop/node/package-lock.json).
 #
 #   bash interop/run.sh            # debug build of basalt (reuses target/)
 #   BASALT_INTEROP_PROFILE=release bash interop/run.sh
@@ -13,6 +15,12 @@
 # SIGTERM and checks it exits 0. Exits non-zero on any failure. The first
 # run downloads the Go modules from the proxy (GOPROXY); later runs work
 # offline from the module cache (go.sum pins every module).
+#
+# After the Go tests, against the same node: `npm ci --no-audit --no-fund`
+# in interop/node when node_modules is missing or older than
+# package-lock.json (needs the npm registry the first time), then
+# `node --test` there. Needs node >= 18 and npm; BASALT_INTEROP_NODE=0 skips
+# the Node part (the extra args above go to `go test` only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -21,6 +29,17 @@ if ! command -v go >/dev/null 2>&1; then
   echo "interop/run.sh: 'go' not found. The interop tests need Go >= 1.22" >&2
   echo "  (https://go.dev/dl/); CI machines have it." >&2
   exit 2
+fi
+
+run_node=${BASALT_INTEROP_NODE:-1}
+if [[ $run_node != 0 ]]; then
+  for tool in node npm; do
+    if ! command -v "$tool" >/dev/null 2>&1; then
+      echo "interop/run.sh: '$tool' not found. The Node interop tests need Node.js >= 18" >&2
+      echo "  with npm (https://nodejs.org/); set BASALT_INTEROP_NODE=0 to skip them." >&2
+      exit 2
+    fi
+  done
 fi
 
 profile=${BASALT_INTEROP_PROFILE:-debug}
@@ -94,6 +113,26 @@ status=0
 if [[ $status -ne 0 ]]; then
   echo "interop: go test failed ($status); node log tail:" >&2
   tail -40 "$tmp/node.log" >&2
+fi
+
+if [[ $run_node != 0 ]]; then
+  node_test_status=0
+  (
+    cd "$root/interop/node"
+    if [[ ! -d node_modules || package-lock.json -nt node_modules/.package-lock.json ]]; then
+      echo "== interop: npm ci (interop/node)"
+      npm ci --no-audit --no-fund
+    fi
+    echo "== interop: node --test (basho-riak-client)"
+    BASALT_PB_ADDR="127.0.0.1:$port" node --test
+  ) || node_test_status=$?
+  if [[ $node_test_status -ne 0 ]]; then
+    echo "interop: node tests failed ($node_test_status); node log tail:" >&2
+    tail -40 "$tmp/node.log" >&2
+    status=$node_test_status
+  fi
+else
+  echo "== interop: BASALT_INTEROP_NODE=0, skipping the Node client tests"
 fi
 
 # Graceful stop: SIGTERM, then the node must exit 0 within 20 s.

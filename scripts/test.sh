@@ -3,9 +3,10 @@
 # property, crash and corruption tests run by default; set
 # BASALT_LONG_TESTS=1 for the long soak and crash-loop versions, and
 # BASALT_TEST_SEED=<u64> to replay a seed a failure printed.
-# Last, interop/run.sh drives a real `basalt start` node with the Go Riak
-# client (needs Go; ~3 s once built, ~30 s with a cold Go cache);
-# BASALT_INTEROP=0 skips it.
+# Last, interop/run.sh drives a real `basalt start` node with the Go and
+# Node.js Riak clients (needs Go, node and npm; ~4 s once built, ~30 s with
+# cold Go/npm caches); BASALT_INTEROP=0 skips it, BASALT_INTEROP_NODE=0
+# only its Node part.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # RocksDB (for the rocksdb backends), idempotent.

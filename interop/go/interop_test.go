@@ -11,8 +11,8 @@
 // found, vclock round trip, siblings with allow_mult=true and their
 // resolution, conditional put (IfNoneMatch), ReturnBody, generated keys,
 // 2i (_int/_bin exact match, range with return terms, MaxResults +
-// continuation paging), list buckets and list keys (streaming and not),
-// fetch/store/reset bucket props.
+// continuation paging, streaming with a callback and paging), list buckets
+// and list keys (streaming and not), fetch/store/reset bucket props.
 //
 // Not covered, because the server does not support it yet (ARCHITECTURE.md
 // "Server", "Missing"):
@@ -23,7 +23,7 @@
 //   - CRDTs (DtFetch/DtUpdate 80-83, legacy counters 50-53);
 //   - MapReduce (23/24);
 //   - search / Yokozuna (27/28, 54-60);
-//   - 2i streaming (Index stream=true) and 2i return_body (42);
+//   - 2i return_body (42);
 //   - CS bucket fold (40/41), Riak TS (90-104), security (253-255).
 package interop
 
@@ -364,6 +364,46 @@ func TestSecondaryIndexes(t *testing.T) {
 		for i, k := range seen {
 			if k != fmt.Sprintf("key%02d", i) {
 				t.Fatalf("key %d is %s (order or duplicates): %v", i, k, seen)
+			}
+		}
+	})
+
+	t.Run("streaming with terms and paging", func(t *testing.T) {
+		var seen []*riak.SecondaryIndexQueryResult
+		var cont []byte
+		pages := 0
+		for {
+			calls := 0
+			builder := riak.NewSecondaryIndexQueryCommandBuilder().WithBucket(b).
+				WithIndexName("age_int").WithIntRange(0, 1000).WithReturnKeyAndIndex(true).
+				WithMaxResults(10).WithStreaming(true).
+				WithCallback(func(rs []*riak.SecondaryIndexQueryResult) error {
+					calls++
+					seen = append(seen, rs...)
+					return nil
+				})
+			if cont != nil {
+				builder = builder.WithContinuation(cont)
+			}
+			resp := query(t, builder)
+			pages++
+			if calls < 2 {
+				t.Fatalf("page %d: %d callbacks, want data frames then done", pages, calls)
+			}
+			if len(resp.Continuation) == 0 {
+				break
+			}
+			cont = resp.Continuation
+			if pages > 10 {
+				t.Fatal("paging does not end")
+			}
+		}
+		if len(seen) != n || pages != 3 {
+			t.Fatalf("pages %d, results %d", pages, len(seen))
+		}
+		for i, r := range seen {
+			if string(r.IndexKey) != fmt.Sprint(100+i) || string(r.ObjectKey) != fmt.Sprintf("key%02d", i) {
+				t.Fatalf("result %d: term %q key %q", i, r.IndexKey, r.ObjectKey)
 			}
 		}
 	})

@@ -17,6 +17,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+/// Results per `RpbIndexResp` frame of a streamed 2i query.
+const INDEX_STREAM_CHUNK: usize = 100;
+
 /// The `server_version` reported by server info: Riak KV's last 3.2 line,
 /// so clients enable every KV feature (the Python client needs `X.Y.Z` ≥ 2.1).
 pub const SERVER_VERSION: &str = "3.2.0";
@@ -453,11 +456,12 @@ async fn handle(
             let sb = node
                 .types()
                 .storage_bucket(r.r#type.as_deref(), &r.bucket)?;
-            if r.return_body.unwrap_or(false) || r.stream.unwrap_or(false) {
+            if r.return_body.unwrap_or(false) {
                 return Err(RequestError::Invalid(
-                    "index stream and return_body are not supported yet".into(),
+                    "index return_body is not supported yet".into(),
                 ));
             }
+            let stream = r.stream.unwrap_or(false);
             let (start, end) = match r.qtype {
                 pb::INDEX_EQ => (
                     r.key
@@ -503,20 +507,42 @@ async fn handle(
                 continuation,
             };
             let page = node.index_query(q).await?;
-            let mut resp = pb::RpbIndexResp {
-                continuation: page.continuation.map(String::into_bytes),
-                ..Default::default()
-            };
-            for res in page.results {
-                match res.term {
-                    Some(t) => resp.results.push(pb::RpbPair {
-                        key: t,
-                        value: Some(res.key),
-                    }),
-                    None => resp.keys.push(res.key),
+            let continuation = page.continuation.map(String::into_bytes);
+            let to_resp = |results: &[basalt_backend::IndexResult]| {
+                let mut resp = pb::RpbIndexResp::default();
+                for res in results {
+                    match &res.term {
+                        Some(t) => resp.results.push(pb::RpbPair {
+                            key: t.clone(),
+                            value: Some(res.key.clone()),
+                        }),
+                        None => resp.keys.push(res.key.clone()),
+                    }
                 }
+                resp
+            };
+            if stream {
+                // As Riak: frames of keys / results (none when empty), then
+                // `{done = true, continuation?}`.
+                let mut frames: Vec<_> = page
+                    .results
+                    .chunks(INDEX_STREAM_CHUNK)
+                    .map(|c| frame_msg(code::INDEX_RESP, &to_resp(c)))
+                    .collect();
+                frames.push(frame_msg(
+                    code::INDEX_RESP,
+                    &pb::RpbIndexResp {
+                        continuation,
+                        done: Some(true),
+                        ..Default::default()
+                    },
+                ));
+                frames
+            } else {
+                let mut resp = to_resp(&page.results);
+                resp.continuation = continuation;
+                vec![frame_msg(code::INDEX_RESP, &resp)]
             }
-            vec![frame_msg(code::INDEX_RESP, &resp)]
         }
         other => match crate::btypes::handle(node, other, body)? {
             Some(frames) => frames,

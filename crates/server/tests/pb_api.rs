@@ -586,6 +586,98 @@ fn int_index_results_and_paging_are_numeric() {
     assert_eq!(paged, want);
 }
 
+/// `stream = true`: frames of keys / results (100 per frame), then a final
+/// `{done = true}` frame carrying the continuation when the page is full.
+#[test]
+fn secondary_index_streaming_frames_done_and_continuation() {
+    let (h, _d) = start(|_| {});
+    let mut c = Client::connect(&h);
+    for i in 0..250 {
+        let mut p = put_req("ixs", &format!("k{i:03}"), "v");
+        p.content.indexes = vec![pb::RpbPair {
+            key: b"n_int".to_vec(),
+            value: Some(i.to_string().into_bytes()),
+        }];
+        c.put(p);
+    }
+    // Sends a streamed query, returns (data frames, done frame).
+    let stream = |c: &mut Client, req: &pb::RpbIndexReq| {
+        c.send(code::INDEX_REQ, &req.encode_to_vec());
+        let mut frames = Vec::new();
+        loop {
+            let (rc, body) = c.recv().expect("frame");
+            assert_eq!(rc, code::INDEX_RESP, "reply code");
+            let r = pb::RpbIndexResp::decode(body.as_slice()).expect("d");
+            if r.done == Some(true) {
+                assert!(r.keys.is_empty() && r.results.is_empty());
+                return (frames, r);
+            }
+            assert!(r.continuation.is_none(), "continuation before done");
+            frames.push(r);
+        }
+    };
+    let range = pb::RpbIndexReq {
+        bucket: b"ixs".to_vec(),
+        index: b"n_int".to_vec(),
+        qtype: pb::INDEX_RANGE,
+        range_min: Some(b"0".to_vec()),
+        range_max: Some(b"1000".to_vec()),
+        stream: Some(true),
+        ..Default::default()
+    };
+    let (frames, done) = stream(&mut c, &range);
+    assert_eq!(
+        frames.iter().map(|f| f.keys.len()).collect::<Vec<_>>(),
+        vec![100, 100, 50]
+    );
+    assert!(done.continuation.is_none());
+    let keys: Vec<Vec<u8>> = frames.into_iter().flat_map(|f| f.keys).collect();
+    let want: Vec<Vec<u8>> = (0..250).map(|i| format!("k{i:03}").into_bytes()).collect();
+    assert_eq!(keys, want);
+    // return terms + paging: 150 then 100, continuation only in done frames
+    let mut got = Vec::new();
+    let mut cont = None;
+    let mut pages = 0;
+    loop {
+        let req = pb::RpbIndexReq {
+            return_terms: Some(true),
+            max_results: Some(150),
+            continuation: cont.clone(),
+            ..range.clone()
+        };
+        let (frames, done) = stream(&mut c, &req);
+        pages += 1;
+        got.extend(frames.into_iter().flat_map(|f| f.results));
+        cont = done.continuation;
+        if cont.is_none() {
+            break;
+        }
+        assert!(pages < 5, "paging does not end");
+    }
+    assert_eq!(pages, 2);
+    assert_eq!(got.len(), 250);
+    assert_eq!(
+        got[149],
+        pb::RpbPair {
+            key: b"149".to_vec(),
+            value: Some(b"k149".to_vec())
+        }
+    );
+    // eq query with no match: the done frame alone
+    let (frames, done) = stream(
+        &mut c,
+        &pb::RpbIndexReq {
+            qtype: pb::INDEX_EQ,
+            key: Some(b"9999".to_vec()),
+            ..range.clone()
+        },
+    );
+    assert!(frames.is_empty());
+    assert!(done.continuation.is_none());
+    // the connection keeps serving
+    c.ping();
+}
+
 #[test]
 fn bad_frames_fuzz_keep_the_node_serving() {
     let (h, _d) = start(|c| c.limits.max_frame_bytes = 4096);
