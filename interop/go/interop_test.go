@@ -18,7 +18,7 @@
 // admin bucket-type`): store/fetch/delete in a typed bucket isolated from
 // the same name in default, allow_mult per type, list keys / list buckets
 // per type, 2i in a typed bucket (exact, range, paging), FetchBucketTypeProps
-// / StoreBucketTypeProps (31/32, n_val change refused), FetchPreflist
+// / StoreBucketTypeProps (31/32, n_val change as in Riak), FetchPreflist
 // (33/34), unknown and inactive types → error for every request kind.
 //
 // Not covered, because the server does not support it yet (ARCHITECTURE.md
