@@ -10,7 +10,8 @@
 #   extra args go to `go test`, e.g.: bash interop/run.sh -run Siblings -v
 #
 # Builds basalt, starts a node on a free loopback port with a temporary data
-# dir, waits for it to answer a PB ping (up to ~10 s), runs `go test ./...`
+# dir, waits for it to answer a PB ping (up to ~10 s), creates the bucket
+# types the tests use (`basalt admin bucket-type`), runs `go test ./...`
 # in interop/go with BASALT_PB_ADDR=127.0.0.1:PORT, stops the node with
 # SIGTERM and checks it exits 0. Exits non-zero on any failure. The first
 # run downloads the Go modules from the proxy (GOPROXY); later runs work
@@ -104,6 +105,19 @@ if [[ -z $port ]]; then
   exit 1
 fi
 echo "== interop: basalt pid $pid on 127.0.0.1:$port"
+
+# Bucket types the Go tests use, made with the real admin CLI (like
+# `riak admin bucket-type`): `plain` (what the Go client's own integration
+# tests expect), `nomult` (allow_mult false), `interop_props` (changed by
+# StoreBucketTypeProps) and `interop_inactive` (created, never activated).
+admin() { "$bin" admin --node "127.0.0.1:$port" bucket-type "$@" >/dev/null; }
+for t in plain interop_props; do
+  admin create "$t" '{"props":{}}'
+  admin activate "$t"
+done
+admin create nomult '{"props":{"allow_mult":false}}'
+admin activate nomult
+admin create interop_inactive '{"props":{}}'
 
 status=0
 (

@@ -14,12 +14,17 @@
 // continuation paging, streaming with a callback and paging), list buckets
 // and list keys (streaming and not), fetch/store/reset bucket props.
 //
+// Covered (bucket_types_test.go; run.sh creates the types with `basalt
+// admin bucket-type`): store/fetch/delete in a typed bucket isolated from
+// the same name in default, allow_mult per type, list keys / list buckets
+// per type, 2i in a typed bucket (exact, range, paging), FetchBucketTypeProps
+// / StoreBucketTypeProps (31/32, n_val change as in Riak), FetchPreflist
+// (33/34), unknown and inactive types → error for every request kind.
+//
 // Not covered, because the server does not support it yet (ARCHITECTURE.md
 // "Server", "Missing"):
-//   - bucket types other than "default" (RpbGetBucketTypeReq 31,
-//     RpbSetBucketTypeReq 32; the client's integration suite needs `plain`,
-//     `counters`, `sets`, `maps`, `hlls`, ...);
-//   - FetchPreflistCommand (RpbGetBucketKeyPreflistReq 33/34);
+//   - the CRDT bucket types of the Go client's own integration suite
+//     (`counters`, `sets`, `gsets`, `maps`, `hlls`: need data types);
 //   - CRDTs (DtFetch/DtUpdate 80-83, legacy counters 50-53);
 //   - MapReduce (23/24);
 //   - search / Yokozuna (27/28, 54-60);

@@ -385,7 +385,7 @@ impl BucketTypes {
         Ok(())
     }
 
-    /// Updates an existing type's props (`n_val` cannot change).
+    /// Updates an existing type's props (`n_val` included, as in Riak).
     pub fn update(&self, name: &[u8], p: &RpbBucketProps) -> Result<(), RequestError> {
         let name = type_name(name)?;
         let mut map = self.types.lock();
@@ -397,11 +397,10 @@ impl BucketTypes {
             },
             _ => return Err(bad(format!("No bucket-type named '{name}'"))),
         };
+        // n_val may change, as in Riak (riak_kv_bucket:validate/4 refuses it
+        // only for strongly consistent types, which Basalt does not have).
         let mut props = cur.props.clone();
         props.apply(p)?;
-        if props.n_val != cur.props.n_val {
-            return Err(bad("n_val cannot be modified for existing bucket type"));
-        }
         let mut next = map.clone();
         next.insert(
             name.to_string(),

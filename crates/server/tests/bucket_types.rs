@@ -376,17 +376,6 @@ fn props_inherit_type_then_bucket_overrides() {
         code::SET_BUCKET_RESP,
     );
     assert_eq!(c.bucket_props(Some("two"), "b").notfound_ok, Some(false));
-    let n_change = c.try_call(
-        bt::SET_BUCKET_TYPE_REQ,
-        &RpbSetBucketTypeReq {
-            r#type: b"two".to_vec(),
-            props: pb::RpbBucketProps {
-                n_val: Some(5),
-                ..Default::default()
-            },
-        },
-    );
-    assert!(n_change.is_err_and(|e| e.contains("n_val cannot be modified")));
     // reset: back to the type's props
     c.call(
         code::RESET_BUCKET_REQ,
@@ -491,6 +480,76 @@ fn preflist_returns_n_val_primaries_with_distinct_partitions() {
             },
         )
         .is_err_and(|e| e.contains("No bucket-type named")));
+}
+
+// Regression: Riak lets RpbSetBucketTypeReq change a type's n_val (only
+// strongly consistent types refuse it); the Go client's own integration
+// test TestSetAndResetBucketTypeProperties sets `plain`'s n_val to 4 and
+// back to 3. Basalt used to refuse every n_val change.
+#[test]
+fn type_n_val_update_is_allowed_like_riak() {
+    let (h, _d) = start();
+    let mut c = Client::connect(&h);
+    c.create("plain", r#"{"props":{}}"#);
+    c.activate("plain");
+    c.put(Some("plain"), "b", "k", "v");
+    let type_props = |c: &mut Client| {
+        let body = c.call(
+            bt::GET_BUCKET_TYPE_REQ,
+            &RpbGetBucketTypeReq {
+                r#type: b"plain".to_vec(),
+            },
+            code::GET_BUCKET_RESP,
+        );
+        pb::RpbGetBucketResp::decode(body.as_slice())
+            .expect("type props")
+            .props
+    };
+    let preflist_len = |c: &mut Client| {
+        let b = c.call(
+            bt::GET_BUCKET_KEY_PREFLIST_REQ,
+            &RpbGetBucketKeyPreflistReq {
+                bucket: b"b".to_vec(),
+                key: b"k".to_vec(),
+                r#type: Some(b"plain".to_vec()),
+            },
+            bt::GET_BUCKET_KEY_PREFLIST_RESP,
+        );
+        RpbGetBucketKeyPreflistResp::decode(b.as_slice())
+            .expect("preflist")
+            .preflist
+            .len()
+    };
+    for n in [4u32, 2, 3] {
+        c.call(
+            bt::SET_BUCKET_TYPE_REQ,
+            &RpbSetBucketTypeReq {
+                r#type: b"plain".to_vec(),
+                props: pb::RpbBucketProps {
+                    n_val: Some(n),
+                    ..Default::default()
+                },
+            },
+            code::SET_BUCKET_RESP,
+        );
+        assert_eq!(type_props(&mut c).n_val, Some(n));
+        assert_eq!(c.bucket_props(Some("plain"), "b").n_val, Some(n));
+        assert_eq!(preflist_len(&mut c), n as usize);
+        assert_eq!(c.get(Some("plain"), "b", "k"), vec![b"v".to_vec()]);
+    }
+    // Still validated: an n_val out of range is refused.
+    let bad = c.try_call(
+        bt::SET_BUCKET_TYPE_REQ,
+        &RpbSetBucketTypeReq {
+            r#type: b"plain".to_vec(),
+            props: pb::RpbBucketProps {
+                n_val: Some(0),
+                ..Default::default()
+            },
+        },
+    );
+    assert!(bad.is_err_and(|e| e.contains("n_val")));
+    assert_eq!(type_props(&mut c).n_val, Some(3));
 }
 
 #[test]
