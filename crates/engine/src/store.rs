@@ -209,6 +209,7 @@ impl Store {
             if let Some(v) = ledger_value(&rec) {
                 batch.push((rec.key, v));
             }
+            ledger.admit()?;
             ledger.insert_batch(batch)
         })?;
         Stats::add(&stats.journal_replayed_records, replayed);
@@ -344,6 +345,9 @@ impl Store {
         let sqn = {
             let mut w = self.write.lock();
             self.check_open()?;
+            // Back-pressure (or a refusal) before anything is written, so a
+            // write that returns an error has left no trace.
+            self.ledger.admit()?;
             let sqn = w.next_sqn;
             let rec = NewRecord {
                 sqn,

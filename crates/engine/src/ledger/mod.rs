@@ -236,28 +236,27 @@ impl Ledger {
         self.shared.state.read().persisted_sqn
     }
 
-    /// Inserts one change. The caller serialises inserts (the store's write
-    /// lock) so that SQNs reach the memtable in order. May wait for the
-    /// clerk when the ledger is behind.
-    pub fn insert(&self, key: Vec<u8>, value: LedgerValue) -> Result<()> {
+    /// Waits until the ledger can take another change (back-pressure: too
+    /// many frozen memtables or L0 files), or refuses with an error when it
+    /// cannot catch up (poisoned, or stuck behind a failing job or a damaged
+    /// file). Call it *before* the change is written anywhere (the journal
+    /// included), so a refused write leaves no trace; inserts never fail.
+    pub fn admit(&self) -> Result<()> {
         self.shared.check_poison()?;
-        let full = {
-            let state = self.shared.state.read();
-            state.mem.insert(key, value);
-            state.mem.bytes() >= self.shared.opts.memtable_bytes
-        };
-        if full {
-            self.shared.freeze();
-            self.shared.throttle()?;
-        }
-        Ok(())
+        self.shared.throttle()
+    }
+
+    /// Inserts one change. The caller serialises inserts (the store's write
+    /// lock) so that SQNs reach the memtable in order, and calls
+    /// [`Ledger::admit`] first.
+    pub fn insert(&self, key: Vec<u8>, value: LedgerValue) -> Result<()> {
+        self.insert_batch(vec![(key, value)])
     }
 
     /// Inserts several changes into the same memtable at once, so no flush
     /// can persist some of them without the others (an object entry and the
     /// index entries of the same SQN). Same caller contract as [`Ledger::insert`].
     pub fn insert_batch(&self, entries: Vec<(Vec<u8>, LedgerValue)>) -> Result<()> {
-        self.shared.check_poison()?;
         let full = {
             let state = self.shared.state.read();
             for (key, value) in entries {
@@ -267,7 +266,6 @@ impl Ledger {
         };
         if full {
             self.shared.freeze();
-            self.shared.throttle()?;
         }
         Ok(())
     }
