@@ -1,4 +1,4 @@
-//! `basalt start`: runs a node (the PB listener of `basalt-server`) until
+//! `basalt start`: runs a node (the PB and HTTP listeners of `basalt-server`) until
 //! SIGTERM or SIGINT, then shuts down gracefully.
 
 use anyhow::Context;
@@ -20,6 +20,9 @@ pub struct StartArgs {
     /// PB listen address (default 127.0.0.1:8087).
     #[arg(long)]
     pb_listen: Option<String>,
+    /// HTTP listen address (default 127.0.0.1:8098; "" disables HTTP).
+    #[arg(long)]
+    http_listen: Option<String>,
     /// Node name.
     #[arg(long)]
     node_name: Option<String>,
@@ -50,6 +53,9 @@ pub fn run(args: StartArgs) -> anyhow::Result<crate::Outcome> {
     }
     if let Some(a) = args.pb_listen {
         config.pb_listen = a;
+    }
+    if let Some(a) = args.http_listen {
+        config.http_listen = a;
     }
     if let Some(n) = args.node_name {
         config.node_name = n;

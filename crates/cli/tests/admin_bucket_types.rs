@@ -26,7 +26,7 @@ impl Node {
         let addr = format!("127.0.0.1:{port}");
         let child = Command::new(env!("CARGO_BIN_EXE_basalt"))
             .args(["start", "--pb-listen", &addr, "--ring-size", "8"])
-            .args(["--backend", "memory"])
+            .args(["--backend", "memory", "--http-listen", ""])
             .arg("--data-dir")
             .arg(dir.path())
             .stderr(Stdio::null())

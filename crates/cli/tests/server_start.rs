@@ -1,5 +1,5 @@
 //! Process-level test of `basalt start`: runs the binary on a free port with
-//! a temporary data directory, pings it over PB, stores and reads a key,
+//! a temporary data directory, pings it over PB and HTTP, stores and reads a key,
 //! sends SIGTERM (via `kill -TERM`, as `unsafe` is forbidden) and checks the process exits cleanly.
 
 use basalt_server::pb::{self, code};
@@ -33,6 +33,12 @@ fn start_ping_put_get_sigterm() {
         .expect("addr")
         .port();
     let addr = format!("127.0.0.1:{port}");
+    let http_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let http_addr = format!("127.0.0.1:{http_port}");
     let mut child = Command::new(env!("CARGO_BIN_EXE_basalt"))
         .args([
             "start",
@@ -42,6 +48,8 @@ fn start_ping_put_get_sigterm() {
             "8",
             "--node-name",
             "t@127.0.0.1",
+            "--http-listen",
+            &http_addr,
         ])
         .arg("--data-dir")
         .arg(dir.path())
@@ -60,6 +68,16 @@ fn start_ping_put_get_sigterm() {
         .expect("t");
     s.write_all(&pb::frame(code::PING_REQ, &[])).expect("w");
     assert_eq!(recv(&mut s), (code::PING_RESP, vec![]));
+    // The HTTP API of the same node: curl-like GET /ping.
+    let mut h = TcpStream::connect(&http_addr).expect("http connect");
+    h.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("t");
+    h.write_all(b"GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .expect("w");
+    let mut resp = String::new();
+    h.read_to_string(&mut resp).expect("read");
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    assert!(resp.ends_with("\r\n\r\nOK\n"), "{resp}");
     let put = pb::RpbPutReq {
         bucket: b"b".to_vec(),
         key: Some(b"k".to_vec()),

@@ -12,6 +12,8 @@ node_name = "basalt@127.0.0.1"
 data_dir = "./data"
 # Protocol Buffers listener (Riak's default port).
 pb_listen = "127.0.0.1:8087"
+# HTTP listener (Riak's default port); "" disables the HTTP API.
+http_listen = "127.0.0.1:8098"
 # Number of ring partitions (vnodes); a power of two, 1..=1024.
 ring_size = 64
 # Storage backend of every vnode: leveled, bitcask, rocksdb, rocksdb-blob, memory.
@@ -70,6 +72,8 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// PB listen address.
     pub pb_listen: String,
+    /// HTTP listen address; empty = no HTTP listener.
+    pub http_listen: String,
     /// Ring partitions.
     pub ring_size: u32,
     /// Backend name.
@@ -86,6 +90,7 @@ impl Default for Config {
             node_name: "basalt@127.0.0.1".into(),
             data_dir: PathBuf::from("./data"),
             pb_listen: "127.0.0.1:8087".into(),
+            http_listen: "127.0.0.1:8098".into(),
             ring_size: 64,
             backend: "leveled".into(),
             sync: false,

@@ -12,6 +12,7 @@ use crate::vnode::{Pending, Vnode, VnodeError, VnodeState};
 use basalt_backend::{BackendError, IndexPage, IndexQuery, IndexResult};
 use parking_lot::{RwLock, RwLockWriteGuard};
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -133,8 +134,20 @@ pub struct PutOpts {
     pub if_not_modified: bool,
 }
 
+/// Operation counters of a node (all APIs), for `/stats`.
+#[derive(Debug, Default)]
+pub struct NodeStats {
+    /// GETs coordinated.
+    pub gets: AtomicU64,
+    /// PUTs coordinated (deletes excluded).
+    pub puts: AtomicU64,
+    /// DELETEs (tombstone PUTs) coordinated.
+    pub deletes: AtomicU64,
+}
+
 /// A node: ring, vnodes and bucket props.
 pub struct Node {
+    stats: NodeStats,
     config: Config,
     ring: Ring,
     vnodes: Vec<Vnode>,
@@ -279,6 +292,7 @@ impl Node {
         )?;
         tracing::info!(ring_size = ring.size(), backend = %config.backend, data_dir = %config.data_dir.display(), "vnodes open");
         Ok(Node {
+            stats: NodeStats::default(),
             config,
             ring,
             vnodes,
@@ -286,6 +300,16 @@ impl Node {
             types,
             gate,
         })
+    }
+
+    /// Operation counters.
+    pub fn stats(&self) -> &NodeStats {
+        &self.stats
+    }
+
+    /// Jobs waiting in each vnode's queue, by partition.
+    pub fn vnode_queue_lengths(&self) -> Vec<usize> {
+        self.vnodes.iter().map(Vnode::queue_len).collect()
     }
 
     /// The configuration.
@@ -349,6 +373,7 @@ impl Node {
         key: &[u8],
         opts: &GetOpts,
     ) -> Result<GetOutcome, RequestError> {
+        self.stats.gets.fetch_add(1, Ordering::Relaxed);
         let props = self.props.get(bucket);
         let r = props.resolve(opts.r, props.r, "r")?;
         let pr = props.resolve(opts.pr, props.pr, "pr")?;
@@ -459,6 +484,12 @@ impl Node {
         mut content: Content,
         opts: &PutOpts,
     ) -> Result<Option<RiakObject>, RequestError> {
+        let counter = if content.deleted {
+            &self.stats.deletes
+        } else {
+            &self.stats.puts
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
         let props = self.props.get(bucket);
         let w = props.resolve(opts.w, props.w, "w")?;
         let dw = props.resolve(opts.dw, props.dw, "dw")?;

@@ -10,6 +10,7 @@
 //! * [`props`]: bucket properties;
 //! * [`btypes`]: bucket types, typed-bucket keying, preflists, admin requests;
 //! * [`server`]: the TCP listener and request dispatch;
+//! * [`http`]: Riak's HTTP API (ping, stats, resource map, objects);
 //! * [`config`]: the TOML configuration.
 
 #![warn(missing_docs)]
@@ -17,6 +18,7 @@
 pub mod btypes;
 pub mod config;
 pub mod coordinator;
+pub mod http;
 pub mod object;
 pub mod pb;
 pub mod props;
@@ -27,4 +29,4 @@ pub mod vnode;
 
 pub use config::Config;
 pub use coordinator::Node;
-pub use server::{run, serve, ServerHandle, SERVER_VERSION};
+pub use server::{run, serve, serve_all, ServerHandle, SERVER_VERSION};

@@ -44,15 +44,26 @@ pub enum ServerError {
     Runtime(std::io::Error),
 }
 
-/// Opens the node, binds `config.pb_listen` and serves until `shutdown`
-/// resolves; then finishes in-flight requests and closes the vnodes.
-pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), ServerError> {
-    let addr = config.pb_listen.clone();
-    let listener = TcpListener::bind(&addr)
+async fn bind(addr: &str) -> Result<TcpListener, ServerError> {
+    TcpListener::bind(addr)
         .await
-        .map_err(|source| ServerError::Listen { addr, source })?;
+        .map_err(|source| ServerError::Listen {
+            addr: addr.to_string(),
+            source,
+        })
+}
+
+/// Opens the node, binds `config.pb_listen` (and `config.http_listen` unless
+/// empty) and serves until `shutdown` resolves; then finishes in-flight
+/// requests and closes the vnodes.
+pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), ServerError> {
+    let listener = bind(&config.pb_listen).await?;
+    let http = match config.http_listen.as_str() {
+        "" => None,
+        a => Some(bind(a).await?),
+    };
     let node = Arc::new(tokio::task::block_in_place(|| Node::open(config))?);
-    serve(listener, node, shutdown).await
+    serve_all(listener, http, node, shutdown).await
 }
 
 /// Serves PB on `listener` until `shutdown` resolves, then closes `node`.
@@ -61,9 +72,26 @@ pub async fn serve(
     node: Arc<Node>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServerError> {
+    serve_all(listener, None, node, shutdown).await
+}
+
+/// Serves PB on `listener` and, when given, the HTTP API on `http`, both over
+/// `node`, until `shutdown` resolves; then stops both and closes `node`.
+pub async fn serve_all(
+    listener: TcpListener,
+    http: Option<TcpListener>,
+    node: Arc<Node>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServerError> {
     let local = listener.local_addr().ok();
     tracing::info!(addr = ?local, node = %node.config().node_name, "PB listener up");
     let (stop_tx, stop_rx) = watch::channel(false);
+    let http_task = http.map(|l| {
+        let mut stop = stop_rx.clone();
+        tokio::spawn(crate::http::serve(l, node.clone(), async move {
+            let _ = stop.wait_for(|s| *s).await;
+        }))
+    });
     let mut conns = JoinSet::new();
     tokio::pin!(shutdown);
     loop {
@@ -84,6 +112,13 @@ pub async fn serve(
     drop(listener);
     let _ = stop_tx.send(true);
     while conns.join_next().await.is_some() {}
+    if let Some(t) = http_task {
+        match t.await {
+            Ok(Err(e)) => tracing::warn!(error = %e, "HTTP listener"),
+            Err(e) => tracing::warn!(error = %e, "HTTP listener task"),
+            Ok(Ok(())) => {}
+        }
+    }
     tokio::task::block_in_place(|| node.close());
     tracing::info!("vnodes closed");
     Ok(())
@@ -92,13 +127,15 @@ pub async fn serve(
 /// A server running on its own runtime thread (tests, embedding).
 pub struct ServerHandle {
     addr: SocketAddr,
+    http_addr: Option<SocketAddr>,
     node: Arc<Node>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<Result<(), ServerError>>>,
 }
 
 impl ServerHandle {
-    /// Opens the node and starts serving on `config.pb_listen` (port 0 = any).
+    /// Opens the node and starts serving PB on `config.pb_listen` and HTTP
+    /// on `config.http_listen` unless empty (port 0 = any).
     pub fn spawn(config: Config) -> Result<ServerHandle, ServerError> {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -115,16 +152,28 @@ impl ServerHandle {
         let local = listener
             .local_addr()
             .map_err(|source| ServerError::Listen { addr, source })?;
+        let http = match config.http_listen.as_str() {
+            "" => None,
+            a => Some(rt.block_on(bind(a))?),
+        };
+        let http_addr = match &http {
+            Some(l) => Some(l.local_addr().map_err(|source| ServerError::Listen {
+                addr: config.http_listen.clone(),
+                source,
+            })?),
+            None => None,
+        };
         let node = Arc::new(Node::open(config)?);
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let n2 = node.clone();
         let thread = std::thread::spawn(move || {
-            rt.block_on(serve(listener, n2, async {
+            rt.block_on(serve_all(listener, http, n2, async {
                 let _ = rx.await;
             }))
         });
         Ok(ServerHandle {
             addr: local,
+            http_addr,
             node,
             stop: Some(tx),
             thread: Some(thread),
@@ -134,6 +183,11 @@ impl ServerHandle {
     /// The bound address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The bound HTTP address, if the HTTP API is on.
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http_addr
     }
 
     /// The node.

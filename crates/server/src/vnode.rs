@@ -163,6 +163,14 @@ impl Vnode {
         Ok(Pending { rx: reply_rx })
     }
 
+    /// Jobs waiting in the queue (0 once shut down).
+    pub fn queue_len(&self) -> usize {
+        self.tx
+            .lock()
+            .as_ref()
+            .map_or(0, |tx| tx.max_capacity() - tx.capacity())
+    }
+
     /// Closes the queue, lets the worker finish queued jobs, closes the
     /// backend and joins the worker.
     pub fn shutdown(&self) {

@@ -25,6 +25,7 @@ fn start_in(dir: &Path, backend: &str) -> ServerHandle {
     let c = Config {
         data_dir: dir.to_path_buf(),
         pb_listen: "127.0.0.1:0".into(),
+        http_listen: String::new(),
         ring_size: 8,
         backend: backend.into(),
         ..Config::default()

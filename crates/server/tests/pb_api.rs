@@ -14,6 +14,7 @@ fn start(tweak: impl FnOnce(&mut Config)) -> (ServerHandle, tempfile::TempDir) {
     let mut c = Config {
         data_dir: dir.path().to_path_buf(),
         pb_listen: "127.0.0.1:0".into(),
+        http_listen: String::new(),
         ring_size: 8,
         backend: "memory".into(),
         ..Config::default()
@@ -763,6 +764,7 @@ fn data_survives_restart_on_leveled() {
     let config = Config {
         data_dir: dir.path().to_path_buf(),
         pb_listen: "127.0.0.1:0".into(),
+        http_listen: String::new(),
         ring_size: 4,
         backend: "leveled".into(),
         ..Config::default()
