@@ -86,7 +86,7 @@ for attempt in 1 2 3 4 5; do
   p=$((20000 + RANDOM % 40000))
   port_in_use "$p" && continue
   rm -rf "$tmp/data"
-  "$bin" start --data-dir "$tmp/data" --pb-listen "127.0.0.1:$p" >"$tmp/node.log" 2>&1 &
+  "$bin" start --data-dir "$tmp/data" --pb-listen "127.0.0.1:$p" --http-listen "" >"$tmp/node.log" 2>&1 &
   pid=$!
   for _ in $(seq 1 100); do # ~10 s
     if pb_ping "$p"; then port=$p; break; fi
