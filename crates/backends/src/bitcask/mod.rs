@@ -741,6 +741,43 @@ impl Bitcask {
     }
 }
 
+/// The live keys of `bucket` (within `range`) in `keydir`: (encoded key,
+/// object key, location), unordered.
+fn bucket_keys(
+    keydir: &HashMap<Vec<u8>, Loc>,
+    bucket: &[u8],
+    range: Option<&KeyRange>,
+) -> Vec<(Vec<u8>, Vec<u8>, Loc)> {
+    let prefix = key::prefix(KeyKind::Object, &[bucket]);
+    let now = now_secs();
+    keydir
+        .iter()
+        .filter(|(k, l)| k.starts_with(&prefix) && !expired(l.expires_at, now))
+        .filter_map(|(k, l)| {
+            let (_, key) = key::decode_object(k).ok()?;
+            range
+                .is_none_or(|r| r.contains(&key))
+                .then(|| (k.clone(), key, *l))
+        })
+        .collect()
+}
+
+/// Passes each key to `f` until it breaks.
+fn fold_key_list(keys: impl Iterator<Item = Vec<u8>>, f: &mut KeyFn<'_>) -> FoldOutcome {
+    let mut out = FoldOutcome {
+        complete: true,
+        ..FoldOutcome::default()
+    };
+    for k in keys {
+        out.passed += 1;
+        if f(&k).is_break() {
+            out.complete = false;
+            break;
+        }
+    }
+    out
+}
+
 /// A copy of the keydir with its files pinned: snapshots and folds.
 struct Frozen<'a> {
     owner: &'a Bitcask,
@@ -750,18 +787,7 @@ struct Frozen<'a> {
 
 impl Frozen<'_> {
     fn keys_of(&self, bucket: &[u8], range: Option<&KeyRange>) -> Vec<(Vec<u8>, Vec<u8>, Loc)> {
-        let prefix = key::prefix(KeyKind::Object, &[bucket]);
-        let now = now_secs();
-        self.keydir
-            .iter()
-            .filter(|(k, l)| k.starts_with(&prefix) && !expired(l.expires_at, now))
-            .filter_map(|(k, l)| {
-                let (_, key) = key::decode_object(k).ok()?;
-                range
-                    .is_none_or(|r| r.contains(&key))
-                    .then(|| (k.clone(), key, *l))
-            })
-            .collect()
+        bucket_keys(&self.keydir, bucket, range)
     }
 
     fn read(&self, ekey: &[u8], loc: &Loc) -> Result<Object> {
@@ -790,18 +816,10 @@ impl BackendSnapshot for Frozen<'_> {
         range: Option<&KeyRange>,
         f: &mut KeyFn<'_>,
     ) -> Result<FoldOutcome> {
-        let mut out = FoldOutcome {
-            complete: true,
-            ..FoldOutcome::default()
-        };
-        for (_, k, _) in self.keys_of(bucket, range) {
-            out.passed += 1;
-            if f(&k).is_break() {
-                out.complete = false;
-                break;
-            }
-        }
-        Ok(out)
+        Ok(fold_key_list(
+            self.keys_of(bucket, range).into_iter().map(|(_, k, _)| k),
+            f,
+        ))
     }
     fn fold_heads(
         &self,
@@ -902,28 +920,8 @@ impl Backend for Bitcask {
     ) -> Result<FoldOutcome> {
         self.check_open()?;
         // Only the bucket's keys are copied (no whole-keydir copy).
-        let prefix = key::prefix(KeyKind::Object, &[bucket]);
-        let now = now_secs();
-        let keys: Vec<Vec<u8>> = self
-            .keydir
-            .read()
-            .iter()
-            .filter(|(k, l)| k.starts_with(&prefix) && !expired(l.expires_at, now))
-            .filter_map(|(k, _)| key::decode_object(k).ok().map(|(_, key)| key))
-            .filter(|key| range.is_none_or(|r| r.contains(key)))
-            .collect();
-        let mut out = FoldOutcome {
-            complete: true,
-            ..FoldOutcome::default()
-        };
-        for k in keys {
-            out.passed += 1;
-            if f(&k).is_break() {
-                out.complete = false;
-                break;
-            }
-        }
-        Ok(out)
+        let keys = bucket_keys(&self.keydir.read(), bucket, range);
+        Ok(fold_key_list(keys.into_iter().map(|(_, k, _)| k), f))
     }
 
     fn fold_heads(
