@@ -294,6 +294,7 @@ pub struct WriteOptions {
 
 /// A secondary-index query (Riak's `RpbIndexReq`); the same semantics as the
 /// leveled engine's (`$bucket`, `$key`, `_bin`, `_int`, regex, paging).
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct IndexQuery {
     /// The bucket.
@@ -338,6 +339,7 @@ impl IndexQuery {
 }
 
 /// One index query result.
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct IndexResult {
     /// The term, when `return_terms` applies.
@@ -347,6 +349,7 @@ pub struct IndexResult {
 }
 
 /// One page of index results, in (term, key) order.
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct IndexPage {
     /// The results.

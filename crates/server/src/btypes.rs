@@ -457,14 +457,13 @@ pub fn handle(node: &Node, c: u8, body: &[u8]) -> Result<Option<Vec<Vec<u8>>>, R
             if r.key.is_empty() {
                 return Err(bad("Key cannot be zero-length"));
             }
-            let nodename = node.config().node_name.clone().into_bytes();
             let preflist = node
                 .preflist_of(&sb, &r.key)
                 .into_iter()
-                .map(|p| RpbBucketKeyPreflistItem {
-                    partition: i64::from(p),
-                    node: nodename.clone(),
-                    primary: true,
+                .map(|t| RpbBucketKeyPreflistItem {
+                    partition: i64::from(t.partition),
+                    node: t.node.into_bytes(),
+                    primary: t.primary,
                 })
                 .collect();
             vec![frame_msg(

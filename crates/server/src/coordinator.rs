@@ -3,18 +3,24 @@
 //! replicas, DELETE as a tombstone PUT, listings and 2i over a covering set.
 
 use crate::btypes::{split_storage_bucket, BucketTypes};
+use crate::cluster::Cluster;
 use crate::config::{Config, ConfigError};
 use crate::object::{Content, RiakObject};
 use crate::props::{BucketProps, PropsError, PropsStore};
-use crate::ring::{actor, key_hash, Ring};
+use crate::ring::{key_hash, Ring};
+use crate::routing::Target;
 use crate::vclock::VClock;
-use crate::vnode::{Pending, Vnode, VnodeError, VnodeState};
+use crate::vnode::{Vnode, VnodeError};
+use crate::vnodereq::{VnodeReply, VnodeReq, WireObject};
 use basalt_backend::{BackendError, IndexPage, IndexQuery, IndexResult};
-use parking_lot::{RwLock, RwLockWriteGuard};
-use std::collections::BTreeSet;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::FutureExt;
+use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::sync::mpsc;
 
 /// A request that failed; the `Display` text is what goes into `RpbErrorResp`.
 #[derive(Debug, thiserror::Error)]
@@ -145,16 +151,28 @@ pub struct NodeStats {
     pub deletes: AtomicU64,
 }
 
-/// A node: ring, vnodes and bucket props.
+/// A node: ring, vnodes, bucket props and its cluster view.
 pub struct Node {
     stats: NodeStats,
-    config: Config,
-    ring: Ring,
-    vnodes: Vec<Vnode>,
+    pub(crate) config: Config,
+    pub(crate) ring: Ring,
+    pub(crate) vnodes: RwLock<BTreeMap<u32, Arc<Vnode>>>,
     props: PropsStore,
     types: Arc<BucketTypes>,
-    gate: Arc<RwLock<()>>,
+    pub(crate) gate: Arc<RwLock<()>>,
+    pub(crate) cluster: Cluster,
+    background: mpsc::Sender<(Target, VnodeReq)>,
+    background_rx: Mutex<Option<mpsc::Receiver<(Target, VnodeReq)>>>,
+    this: OnceLock<Weak<Node>>,
 }
+
+type FanOutFuture<'a> = std::pin::Pin<
+    Box<dyn std::future::Future<Output = (Target, Result<VnodeReply, VnodeError>)> + Send + 'a>,
+>;
+type FanOut<'a> = FuturesUnordered<FanOutFuture<'a>>;
+
+/// Background vnode requests (read repair) waiting to be sent.
+const BACKGROUND_QUEUE: usize = 10_000;
 
 /// Seconds and microseconds since the epoch.
 fn now() -> (u64, u32) {
@@ -250,39 +268,24 @@ pub fn reconcile(
 }
 
 impl Node {
-    /// Opens every vnode's backend (`<data_dir>/vnodes/<partition>`) and the props file.
+    /// Opens the node: checks that the data directory belongs to this node
+    /// name (`<data_dir>/NODE`), loads the cluster state and opens the vnodes
+    /// of the partitions it owns or still holds data for
+    /// (`<data_dir>/vnodes/<partition>`).
     pub fn open(config: Config) -> Result<Node, OpenError> {
         config.validate()?;
         let ring = Ring::new(config.ring_size)
             .ok_or_else(|| ConfigError(format!("bad ring_size {}", config.ring_size)))?;
         std::fs::create_dir_all(config.data_dir.join("vnodes"))?;
+        check_node_name(&config)?;
+        let cluster = Cluster::open(
+            &config.node_name,
+            config.ring_size,
+            Some(config.data_dir.clone()),
+            config.limits.max_frame_bytes,
+        )
+        .map_err(|e| ConfigError(e.0))?;
         let gate = Arc::new(RwLock::new(()));
-        let bcfg = basalt_backends::BackendConfig {
-            sync: config.sync,
-            ..Default::default()
-        };
-        let mut vnodes = Vec::with_capacity(ring.size() as usize);
-        for p in 0..ring.size() {
-            let dir = config.data_dir.join("vnodes").join(p.to_string());
-            let backend =
-                basalt_backends::open_backend(&config.backend, &dir, &bcfg).map_err(|source| {
-                    OpenError::Backend {
-                        partition: p,
-                        source,
-                    }
-                })?;
-            let state = VnodeState {
-                partition: p,
-                actor: actor(&config.node_name, p),
-                backend,
-                sync: config.sync,
-            };
-            vnodes.push(Vnode::start(
-                state,
-                config.limits.vnode_queue_len,
-                gate.clone(),
-            )?);
-        }
         let types = Arc::new(BucketTypes::open(Some(
             config.data_dir.join("bucket_types.json"),
         ))?);
@@ -290,16 +293,75 @@ impl Node {
             Some(config.data_dir.join("bucket_props.json")),
             types.clone(),
         )?;
-        tracing::info!(ring_size = ring.size(), backend = %config.backend, data_dir = %config.data_dir.display(), "vnodes open");
-        Ok(Node {
+        let (background, background_rx) = mpsc::channel(BACKGROUND_QUEUE);
+        let node = Node {
             stats: NodeStats::default(),
             config,
             ring,
-            vnodes,
+            vnodes: RwLock::new(BTreeMap::new()),
             props,
             types,
             gate,
-        })
+            cluster,
+            background,
+            background_rx: Mutex::new(Some(background_rx)),
+            this: OnceLock::new(),
+        };
+        let mut open: BTreeSet<u32> = node
+            .cluster
+            .with_state(|s| s.owned_by(&node.config.node_name))
+            .into_iter()
+            .collect();
+        for e in std::fs::read_dir(node.config.data_dir.join("vnodes"))? {
+            if let Some(p) = e?.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) {
+                if p < node.ring.size() {
+                    open.insert(p);
+                }
+            }
+        }
+        for p in open {
+            let v = node.open_vnode(p).map_err(|e| match e {
+                VnodeError::Backend(source) => OpenError::Backend {
+                    partition: p,
+                    source,
+                },
+                other => OpenError::Io(std::io::Error::other(other.to_string())),
+            })?;
+            node.vnodes.write().insert(p, Arc::new(v));
+        }
+        tracing::info!(ring_size = node.ring.size(), vnodes = node.vnodes.read().len(), backend = %node.config.backend, data_dir = %node.config.data_dir.display(), "vnodes open");
+        Ok(node)
+    }
+
+    /// The cluster view.
+    pub fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+
+    /// Sends queued background requests (read repair) until the node is
+    /// dropped; started once by the server.
+    pub fn start_background(self: &Arc<Self>) {
+        let _ = self.this.set(Arc::downgrade(self));
+        let Some(mut rx) = self.background_rx.lock().take() else {
+            return;
+        };
+        let node = Arc::downgrade(self);
+        tokio::spawn(async move {
+            while let Some((t, req)) = rx.recv().await {
+                let Some(n) = node.upgrade() else { break };
+                tokio::spawn(async move {
+                    if let Err(e) = n.vcall(&t, req).await {
+                        tracing::debug!(partition = t.partition, node = %t.node, error = %e, "background request");
+                    }
+                });
+            }
+        });
+    }
+
+    fn background(&self, t: Target, req: VnodeReq) {
+        if self.background.try_send((t, req)).is_err() {
+            tracing::debug!("background queue full: a read repair is dropped");
+        }
     }
 
     /// Operation counters.
@@ -307,9 +369,9 @@ impl Node {
         &self.stats
     }
 
-    /// Jobs waiting in each vnode's queue, by partition.
+    /// Jobs waiting in each local vnode's queue, by partition.
     pub fn vnode_queue_lengths(&self) -> Vec<usize> {
-        self.vnodes.iter().map(Vnode::queue_len).collect()
+        self.vnodes.read().values().map(|v| v.queue_len()).collect()
     }
 
     /// The configuration.
@@ -327,9 +389,10 @@ impl Node {
         &self.types
     }
 
-    /// The `n_val` primary partitions of a key (`bucket` = storage bucket).
-    pub fn preflist_of(&self, bucket: &[u8], key: &[u8]) -> Vec<u32> {
-        self.preflist(bucket, key, self.props.get(bucket).n_val)
+    /// The `n_val` vnodes of a key (`bucket` = storage bucket), with
+    /// fallbacks for primaries whose node is down.
+    pub fn preflist_of(&self, bucket: &[u8], key: &[u8]) -> Vec<Target> {
+        self.key_targets(bucket, key, self.props.get(bucket).n_val)
     }
 
     /// Holds every vnode worker before its next job while the guard lives
@@ -340,33 +403,55 @@ impl Node {
 
     /// Stops every vnode (queued jobs finish) and closes the backends.
     pub fn close(&self) {
-        for v in &self.vnodes {
+        let all: Vec<Arc<Vnode>> = self.vnodes.read().values().cloned().collect();
+        for v in all {
             v.shutdown();
         }
     }
 
-    fn timeout(&self) -> Duration {
+    pub(crate) fn timeout(&self) -> Duration {
         Duration::from_millis(self.config.limits.request_timeout_ms)
     }
 
-    fn preflist(&self, bucket: &[u8], key: &[u8], n: u32) -> Vec<u32> {
+    fn key_targets(&self, bucket: &[u8], key: &[u8], n: u32) -> Vec<Target> {
         let (btype, name) = split_storage_bucket(bucket);
-        self.ring.preflist(&key_hash(btype, name, key), n)
+        self.targets(&key_hash(btype, name, key), n)
     }
 
-    fn submit<T, F>(&self, p: u32, f: F) -> Result<Pending<T>, VnodeError>
-    where
-        T: Send + 'static,
-        F: FnOnce(&VnodeState) -> Result<T, VnodeError> + Send + 'static,
-    {
-        self.vnodes
-            .get(p as usize)
-            .ok_or(VnodeError::Closed)?
-            .submit(f)
+    /// Sends `req` to each target at once; the replies as they come. When
+    /// the node runs under a server, each call is its own task, so calls
+    /// still running when the caller stops waiting (quorum reached) finish
+    /// anyway.
+    fn fan_out<'a>(&'a self, targets: &[Target], req: impl Fn() -> VnodeReq) -> FanOut<'a> {
+        let this = self.this.get().and_then(Weak::upgrade);
+        targets
+            .iter()
+            .map(|t| {
+                let (t, r) = (t.clone(), req());
+                let f: FanOutFuture<'a> = match &this {
+                    Some(node) => {
+                        let (node, t2) = (node.clone(), t.clone());
+                        let h = tokio::spawn(async move { node.vcall(&t2, r).await });
+                        Box::pin(async move {
+                            let res = h
+                                .await
+                                .unwrap_or_else(|e| Err(VnodeError::Remote(format!("task: {e}"))));
+                            (t, res)
+                        })
+                    }
+                    None => Box::pin(async move {
+                        let res = self.vcall(&t, r).await;
+                        (t, res)
+                    }),
+                };
+                f
+            })
+            .collect()
     }
 
-    /// GET: HEAD the preference list, wait for `r`, fetch the value from the
-    /// replica(s) holding the winning version(s), merge, read-repair.
+    /// GET: HEAD the `n` vnodes, wait for `r` (and `pr` primaries), GET the
+    /// value of each winning version from the least-queued replica holding
+    /// it, merge, read-repair stale replicas in the background.
     pub async fn get(
         &self,
         bucket: &[u8],
@@ -378,66 +463,102 @@ impl Node {
         let r = props.resolve(opts.r, props.r, "r")?;
         let pr = props.resolve(opts.pr, props.pr, "pr")?;
         let notfound_ok = opts.notfound_ok.unwrap_or(props.notfound_ok);
-        let pl = self.preflist(bucket, key, props.n_val);
-        let mut pending = Vec::new();
+        let targets = self.key_targets(bucket, key, props.n_val);
+        let head_req = || VnodeReq::Head {
+            bucket: bucket.to_vec(),
+            key: key.to_vec(),
+        };
+        let mut replies = self.fan_out(&targets, head_req);
+        let mut heads: Vec<(Target, Option<RiakObject>, u32)> = Vec::new();
         let mut overloaded = false;
-        for &p in &pl {
-            let (b, k) = (bucket.to_vec(), key.to_vec());
-            match self.submit(p, move |st| st.read_head(&b, &k)) {
-                Ok(w) => pending.push((p, w)),
+        let enough = |heads: &[(Target, Option<RiakObject>, u32)]| {
+            let ok = |h: &&(Target, Option<RiakObject>, u32)| notfound_ok || h.1.is_some();
+            let got = heads.iter().filter(ok).count() as u32;
+            let primaries = heads.iter().filter(ok).filter(|h| h.0.primary).count() as u32;
+            got >= r && primaries >= pr
+        };
+        while let Some((t, res)) = replies.next().await {
+            match res {
+                Ok(VnodeReply::Object(h, q)) => match h.map(|w| w.head()).transpose() {
+                    Ok(h) => heads.push((t, h, q)),
+                    Err(e) => tracing::warn!(partition = t.partition, error = %e, "get head"),
+                },
+                Ok(other) => tracing::warn!(?other, "unexpected head reply"),
                 Err(VnodeError::Overload) => overloaded = true,
-                Err(e) => tracing::warn!(partition = p, error = %e, "get head"),
+                Err(e) => {
+                    tracing::warn!(partition = t.partition, node = %t.node, error = %e, "get head")
+                }
+            }
+            if enough(&heads) {
+                // Replies already in hand also count for read repair.
+                while let Some(Some((t, Ok(VnodeReply::Object(h, q))))) =
+                    replies.next().now_or_never()
+                {
+                    if let Ok(h) = h.map(|w| w.head()).transpose() {
+                        heads.push((t, h, q));
+                    }
+                }
+                break;
             }
         }
-        let mut heads: Vec<(u32, Option<RiakObject>)> = Vec::new();
-        for (p, w) in pending {
-            match w.wait(self.timeout()).await {
-                Ok(h) => heads.push((p, h)),
-                Err(VnodeError::Overload) => overloaded = true,
-                Err(e) => tracing::warn!(partition = p, error = %e, "get head"),
-            }
-        }
-        let found: Vec<(u32, RiakObject)> = heads
+        drop(replies);
+        let found: Vec<(&Target, &RiakObject, u32)> = heads
             .iter()
-            .filter_map(|(p, h)| h.clone().map(|h| (*p, h)))
+            .filter_map(|(t, h, q)| h.as_ref().map(|h| (t, h, *q)))
             .collect();
-        let successes = if notfound_ok {
-            heads.len()
-        } else {
-            found.len()
-        } as u32;
-        let need = r.max(pr);
-        if successes < need {
+        if !enough(&heads) {
+            let got = if notfound_ok {
+                heads.len()
+            } else {
+                found.len()
+            } as u32;
             if overloaded {
                 return Err(RequestError::Overload);
             }
+            let need = r.max(pr);
             if found.is_empty() && heads.len() as u32 >= need {
                 return Ok(GetOutcome::NotFound);
             }
             return Err(RequestError::Unsatisfied {
-                kind: "r",
-                need,
-                got: successes,
+                kind: if got >= r { "pr" } else { "r" },
+                need: if got >= r { pr } else { r },
+                got,
             });
         }
         if found.is_empty() {
             return Ok(GetOutcome::NotFound);
         }
-        // Replicas whose clock no other replica dominates, one per distinct clock.
-        let mut winners: Vec<&(u32, RiakObject)> = Vec::new();
+        // One replica per distinct clock that no other replica dominates:
+        // the least-queued one holding it.
+        let mut winners: Vec<(&Target, &RiakObject, u32)> = Vec::new();
         for f in &found {
-            let dominated = found.iter().any(|o| o.1.vclock.dominates(&f.1.vclock));
-            if !dominated && !winners.iter().any(|w| w.1.vclock.same_events(&f.1.vclock)) {
-                winners.push(f);
+            if found.iter().any(|o| o.1.vclock.dominates(&f.1.vclock)) {
+                continue;
+            }
+            match winners
+                .iter_mut()
+                .find(|w| w.1.vclock.same_events(&f.1.vclock))
+            {
+                Some(w) if f.2 < w.2 => *w = *f,
+                Some(_) => {}
+                None => winners.push(*f),
             }
         }
         let mut merged: Option<RiakObject> = None;
-        for (p, _) in winners {
-            let (b, k) = (bucket.to_vec(), key.to_vec());
-            let obj = self
-                .submit(*p, move |st| st.read(&b, &k))?
-                .wait(self.timeout())
+        for (t, _, _) in winners {
+            let reply = self
+                .vcall(
+                    t,
+                    VnodeReq::Get {
+                        bucket: bucket.to_vec(),
+                        key: key.to_vec(),
+                    },
+                )
                 .await?;
+            let obj = match reply {
+                VnodeReply::Object(Some(w), _) => Some(w.object()?),
+                _ => None,
+            };
             if let Some(o) = obj {
                 merged = Some(match merged {
                     None => o,
@@ -449,20 +570,22 @@ impl Node {
             return Ok(GetOutcome::NotFound);
         };
         // Read repair: stale or missing replicas get the merged object.
-        for (p, h) in &heads {
+        let wire = WireObject::full(&merged);
+        for (t, h, _) in &heads {
             let stale = h.as_ref().is_none_or(|h| {
                 !h.vclock.same_events(&merged.vclock) || h.contents.len() != merged.contents.len()
             });
             if stale {
-                let (b, k, o, pp) = (bucket.to_vec(), key.to_vec(), merged.clone(), props.clone());
-                tracing::debug!(partition = p, "read repair");
-                let _ = self.submit(*p, move |st| {
-                    let local = st.read(&b, &k)?;
-                    if let Some(new) = reconcile(local.as_ref(), &o, &pp) {
-                        st.write(&b, &k, local.as_ref(), &new)?;
-                    }
-                    Ok(())
-                });
+                tracing::debug!(partition = t.partition, node = %t.node, "read repair");
+                self.background(
+                    t.clone(),
+                    VnodeReq::Reconcile {
+                        bucket: bucket.to_vec(),
+                        key: key.to_vec(),
+                        object: wire.clone(),
+                        props: props.clone(),
+                    },
+                );
             }
         }
         if merged.is_deleted() {
@@ -473,9 +596,10 @@ impl Node {
     }
 
     /// PUT (and DELETE when `content.deleted`): conditional checks, then the
-    /// coordinating vnode (first in the preference list) builds and writes
-    /// the new version, then the other replicas reconcile it; waits for
-    /// `max(w, dw, pw)` acks. Returns the new object (`None`: nothing written).
+    /// coordinating vnode (first of the key's vnodes) builds and writes the
+    /// new version, then the other replicas reconcile it; returns once
+    /// `max(w, dw)` vnodes (of which `pw` primaries) acknowledged.
+    /// Returns the new object (`None`: nothing written).
     pub async fn put(
         &self,
         bucket: &[u8],
@@ -525,68 +649,80 @@ impl Node {
         content.last_mod_usecs = usecs;
         content.vtag = Some(unique_id());
         content.value_len = content.value.len() as u32;
-        let pl = self.preflist(bucket, key, props.n_val);
-        let Some((&coord, rest)) = pl.split_first() else {
-            return Err(RequestError::Invalid("empty preference list".into()));
-        };
-        let (b, k, pp) = (bucket.to_vec(), key.to_vec(), props.clone());
-        let new = self
-            .submit(coord, move |st| {
-                let local = st.read(&b, &k)?;
-                let new = coordinate(
-                    local.as_ref(),
-                    client.as_ref(),
-                    content,
-                    &pp,
-                    &st.actor,
-                    secs,
-                );
-                if let Some(n) = &new {
-                    st.write(&b, &k, local.as_ref(), n)?;
-                }
-                Ok(new)
-            })?
-            .wait(self.timeout())
-            .await?;
-        let Some(new) = new else { return Ok(None) };
-        let mut pending = Vec::new();
-        let mut failed = 0u32;
-        for &p in rest {
-            let (b, k, o, pp) = (bucket.to_vec(), key.to_vec(), new.clone(), props.clone());
-            match self.submit(p, move |st| {
-                let local = st.read(&b, &k)?;
-                if let Some(n) = reconcile(local.as_ref(), &o, &pp) {
-                    st.write(&b, &k, local.as_ref(), &n)?;
-                }
-                Ok(())
-            }) {
-                Ok(x) => pending.push(x),
-                Err(e) => {
-                    tracing::warn!(partition = p, error = %e, "replica write");
-                    failed += 1;
-                }
-            }
-        }
-        let mut acks = 1u32;
-        for x in pending {
-            match x.wait(self.timeout()).await {
-                Ok(()) => acks += 1,
-                Err(e) => {
-                    tracing::warn!(error = %e, "replica write");
-                    failed += 1;
-                }
-            }
-        }
-        let need = w.max(dw).max(pw);
-        if acks < need {
-            tracing::warn!(acks, failed, need, "write quorum not met");
+        let targets = self.key_targets(bucket, key, props.n_val);
+        let need = w.max(dw);
+        let primaries_up = targets.iter().filter(|t| t.primary).count() as u32;
+        if primaries_up < pw {
             return Err(RequestError::Unsatisfied {
-                kind: "w",
-                need,
-                got: acks,
+                kind: "pw",
+                need: pw,
+                got: primaries_up,
             });
         }
-        Ok(Some(new))
+        let Some((coord, rest)) = targets.split_first() else {
+            return Err(RequestError::Invalid("empty preference list".into()));
+        };
+        let req = VnodeReq::Coordinate {
+            bucket: bucket.to_vec(),
+            key: key.to_vec(),
+            client: client.as_ref().map(VClock::encode),
+            content: WireObject::full(&RiakObject {
+                vclock: VClock::default(),
+                contents: vec![content],
+            }),
+            props: props.clone(),
+            now_secs: secs,
+        };
+        let new = match self.vcall(coord, req).await? {
+            VnodeReply::Written(None) => return Ok(None),
+            VnodeReply::Written(Some(w)) => w,
+            other => {
+                return Err(RequestError::Storage(format!(
+                    "unexpected coordinator reply {other:?}"
+                )))
+            }
+        };
+        let mut acks = 1u32;
+        let mut primary_acks = u32::from(coord.primary);
+        let mut failed = 0u32;
+        let replica_req = || VnodeReq::Reconcile {
+            bucket: bucket.to_vec(),
+            key: key.to_vec(),
+            object: new.clone(),
+            props: props.clone(),
+        };
+        let mut replies = self.fan_out(rest, replica_req);
+        while acks < need || primary_acks < pw {
+            let Some((t, res)) = replies.next().await else {
+                break;
+            };
+            match res {
+                Ok(_) => {
+                    acks += 1;
+                    primary_acks += u32::from(t.primary);
+                }
+                Err(e) => {
+                    tracing::warn!(partition = t.partition, node = %t.node, error = %e, "replica write");
+                    failed += 1;
+                }
+            }
+        }
+        drop(replies);
+        if acks < need || primary_acks < pw {
+            tracing::warn!(acks, failed, need, "write quorum not met");
+            let (kind, need, got) = if acks < need {
+                ("w", need, acks)
+            } else {
+                ("pw", pw, primary_acks)
+            };
+            return Err(RequestError::Unsatisfied { kind, need, got });
+        }
+        Ok(Some(new.object()?))
+    }
+
+    fn coverage_or_err(&self, n: u32) -> Result<Vec<Target>, RequestError> {
+        self.coverage(n)
+            .ok_or_else(|| RequestError::Invalid("insufficient_vnodes_available".into()))
     }
 
     /// Keys of `bucket` that are not tombstones, one batch per covering vnode
@@ -598,25 +734,18 @@ impl Node {
     ) -> Result<(), RequestError> {
         let props = self.props.get(bucket);
         let mut seen = BTreeSet::new();
-        for p in self.ring.covering_set(props.n_val) {
-            let b = bucket.to_vec();
-            let keys = self
-                .submit(p, move |st| {
-                    let mut keys = Vec::new();
-                    st.backend.fold_keys(&b, None, &mut |k| {
-                        keys.push(k.to_vec());
-                        std::ops::ControlFlow::Continue(())
-                    })?;
-                    let mut live = Vec::new();
-                    for k in keys {
-                        if st.read_head(&b, &k)?.is_some_and(|o| !o.is_deleted()) {
-                            live.push(k);
-                        }
-                    }
-                    Ok(live)
-                })?
-                .wait(self.timeout())
+        for t in self.coverage_or_err(props.n_val)? {
+            let reply = self
+                .vcall(
+                    &t,
+                    VnodeReq::ListKeys {
+                        bucket: bucket.to_vec(),
+                    },
+                )
                 .await?;
+            let VnodeReply::Keys(keys) = reply else {
+                return Err(RequestError::Storage("unexpected list keys reply".into()));
+            };
             let fresh: Vec<Vec<u8>> = keys
                 .into_iter()
                 .filter(|k| seen.insert(k.clone()))
@@ -631,12 +760,17 @@ impl Node {
     /// Every bucket holding an object on any vnode, sorted.
     pub async fn list_buckets(&self) -> Result<Vec<Vec<u8>>, RequestError> {
         let mut all = BTreeSet::new();
-        for p in 0..self.ring.size() {
-            let b = self
-                .submit(p, |st| Ok(st.backend.list_buckets()?))?
-                .wait(self.timeout())
-                .await?;
-            all.extend(b);
+        let targets = self.coverage_or_err(1)?;
+        let mut replies = self.fan_out(&targets, || VnodeReq::ListBuckets);
+        while let Some((_, res)) = replies.next().await {
+            match res? {
+                VnodeReply::Buckets(b) => all.extend(b),
+                _ => {
+                    return Err(RequestError::Storage(
+                        "unexpected list buckets reply".into(),
+                    ))
+                }
+            }
         }
         Ok(all.into_iter().collect())
     }
@@ -659,14 +793,15 @@ impl Node {
         sub.continuation = None;
         sub.return_terms = q.end.is_some() || q.field == b"$key";
         let mut all: BTreeSet<IndexResult> = BTreeSet::new();
-        for p in self.ring.covering_set(props.n_val) {
-            let sq = sub.clone();
-            let page = self
-                .submit(p, move |st| Ok(st.backend.index_query(&sq)?))?
-                .wait(self.timeout())
-                .await?;
-            all.extend(page.results);
+        let targets = self.coverage_or_err(props.n_val)?;
+        let mut replies = self.fan_out(&targets, || VnodeReq::Index(sub.clone()));
+        while let Some((_, res)) = replies.next().await {
+            match res? {
+                VnodeReply::Index(page) => all.extend(page.results),
+                _ => return Err(RequestError::Storage("unexpected index reply".into())),
+            }
         }
+        drop(replies);
         // `_int` terms order numerically (as Riak), not as decimal text.
         let int = q.field.ends_with(b"_int");
         let cmp = |ta: &[u8], ka: &[u8], tb: &[u8], kb: &[u8]| {
@@ -710,6 +845,27 @@ impl Node {
             results,
             continuation,
         })
+    }
+}
+
+/// Refuses a data directory written by a node of another name: the vnodes'
+/// clocks and the cluster state belong to the name in `<data_dir>/NODE`.
+fn check_node_name(config: &Config) -> Result<(), OpenError> {
+    let path = config.data_dir.join("NODE");
+    match std::fs::read_to_string(&path) {
+        Ok(name) if name.trim() == config.node_name => Ok(()),
+        Ok(name) => Err(OpenError::Config(ConfigError(format!(
+            "data directory {} belongs to node {:?}, not {:?}; start it with --node-name {} or use another --data-dir",
+            config.data_dir.display(),
+            name.trim(),
+            config.node_name,
+            name.trim()
+        )))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            crate::btypes::atomic_write(&path, format!("{}\n", config.node_name).as_bytes())?;
+            Ok(())
+        }
+        Err(e) => Err(OpenError::Io(e)),
     }
 }
 

@@ -6,6 +6,9 @@
 //! * [`vclock`]: vector clocks with pruning;
 //! * [`ring`]: Riak's key hash and preference lists;
 //! * [`vnode`]: one backend per partition behind a bounded queue;
+//! * [`vnodereq`]: the requests a vnode serves, local or remote;
+//! * [`routing`]: primaries, fallbacks, covering sets, local or remote calls;
+//! * [`cluster`]: membership, gossip, inter-node transport, handoff;
 //! * [`coordinator`]: GET / PUT / DELETE / listings / 2i over the vnodes;
 //! * [`props`]: bucket properties;
 //! * [`btypes`]: bucket types, typed-bucket keying, preflists, admin requests;
@@ -16,6 +19,7 @@
 #![warn(missing_docs)]
 
 pub mod btypes;
+pub mod cluster;
 pub mod config;
 pub mod coordinator;
 pub mod http;
@@ -23,9 +27,11 @@ pub mod object;
 pub mod pb;
 pub mod props;
 pub mod ring;
+pub mod routing;
 pub mod server;
 pub mod vclock;
 pub mod vnode;
+pub mod vnodereq;
 
 pub use config::Config;
 pub use coordinator::Node;

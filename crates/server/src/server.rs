@@ -85,6 +85,14 @@ pub async fn serve_all(
 ) -> Result<(), ServerError> {
     let local = listener.local_addr().ok();
     tracing::info!(addr = ?local, node = %node.config().node_name, "PB listener up");
+    let http_local = http.as_ref().and_then(|l| l.local_addr().ok());
+    node.cluster().set_my_addrs(
+        &local.map(|a| a.to_string()).unwrap_or_default(),
+        &http_local.map(|a| a.to_string()).unwrap_or_default(),
+    );
+    node.start_background();
+    node.start_gossip();
+    node.start_handoff();
     let (stop_tx, stop_rx) = watch::channel(false);
     let http_task = http.map(|l| {
         let mut stop = stop_rx.clone();
@@ -260,6 +268,15 @@ async fn connection(
             }
             Err(FrameError::Io(_)) => break,
         };
+        if c == crate::cluster::transport::CLUSTER_REQ {
+            // Another node: this connection carries cluster messages from now on.
+            let n = node.clone();
+            crate::cluster::transport::serve_conn(sock, body, max, move |m| {
+                n.clone().handle_msg(m)
+            })
+            .await;
+            return;
+        }
         let out = match handle(&node, &mut client_id, c, &body).await {
             Ok(frames) => frames,
             Err(e) => vec![error_frame(e)],
@@ -597,6 +614,13 @@ async fn handle(
                 resp.continuation = continuation;
                 vec![frame_msg(code::INDEX_RESP, &resp)]
             }
+        }
+        crate::cluster::control::ADMIN_CLUSTER_REQ => {
+            let text = node.admin_request(body).await?;
+            vec![frame(
+                crate::cluster::control::ADMIN_CLUSTER_RESP,
+                text.as_bytes(),
+            )]
         }
         other => match crate::btypes::handle(node, other, body)? {
             Some(frames) => frames,

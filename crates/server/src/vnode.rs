@@ -32,6 +32,9 @@ pub enum VnodeError {
     /// A stored object did not decode.
     #[error("{0}")]
     Decode(#[from] DecodeError),
+    /// Another node failed or could not be reached.
+    #[error("{0}")]
+    Remote(String),
 }
 
 /// What a job sees: the partition and its backend.

@@ -1,0 +1,358 @@
+//! Clustering: several nodes share one ring.
+//!
+//! * [`state`]: the gossiped [`ClusterState`] (members, owners, pending
+//!   transfers, staged changes) and the claim algorithm;
+//! * [`transport`]: request/reply messaging between nodes over the PB port;
+//! * [`Cluster`]: this node's view — its state (persisted in
+//!   `<data_dir>/cluster.json`), which peers answer (failure detection) and
+//!   the handoffs under way.
+//!
+//! Membership is a gossiped, versioned state as `riak_core`'s ring: only the
+//! claimant changes it, every node pushes its state to every other member
+//! each [`GOSSIP_INTERVAL`] and adopts a higher version it receives. A peer
+//! that has not answered for [`DOWN_AFTER`] is treated as down: requests
+//! use fallback vnodes instead (sloppy quorum) until it answers again.
+
+pub mod control;
+pub mod handoff;
+pub mod state;
+pub mod transport;
+
+pub use state::{ClusterError, ClusterState, Member, MemberStatus, Staged};
+
+use crate::btypes::atomic_write;
+use crate::vnodereq::{VnodeReply, VnodeReq};
+use parking_lot::{Mutex, RwLock};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use transport::Peers;
+
+/// How often a node pushes its state to the other members.
+pub const GOSSIP_INTERVAL: Duration = Duration::from_millis(500);
+/// A peer silent for this long is down.
+pub const DOWN_AFTER: Duration = Duration::from_millis(2000);
+/// Timeout of gossip and admin calls between nodes.
+pub const CONTROL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A request from another node.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Msg {
+    /// Serve `req` on the local vnode of `partition`. `primary`: the sender
+    /// believes this node owns it (a stale belief is forwarded once to the
+    /// real owner unless `forwarded`).
+    Vnode {
+        /// Partition.
+        partition: u32,
+        /// Sent to the owner (not a fallback).
+        primary: bool,
+        /// Already forwarded once.
+        forwarded: bool,
+        /// The request.
+        req: VnodeReq,
+    },
+    /// Handoff batch for the local vnode of `partition`: merge each object.
+    Handoff {
+        /// Partition.
+        partition: u32,
+        /// (storage bucket, key, object).
+        objects: Vec<(Vec<u8>, Vec<u8>, crate::vnodereq::WireObject)>,
+    },
+    /// The sender's state; the reply carries the receiver's.
+    Gossip(ClusterState),
+    /// A node asks to join (sent to any member, forwarded to the claimant).
+    Join {
+        /// Its name.
+        node: String,
+        /// Its PB address.
+        addr: String,
+        /// Its HTTP address.
+        http: String,
+        /// Its ring size.
+        ring_size: u32,
+    },
+    /// An admin change (forwarded to the claimant).
+    Admin(AdminCmd),
+    /// The old owner finished handing `partition` to `to`.
+    TransferDone {
+        /// Partition.
+        partition: u32,
+        /// Old owner.
+        from: String,
+        /// New owner.
+        to: String,
+    },
+}
+
+/// Changes run by the claimant.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum AdminCmd {
+    /// Stage a leave.
+    Leave(String),
+    /// Show the staged changes and the transfers they start.
+    Plan,
+    /// Apply the staged changes.
+    Commit,
+    /// Drop the staged changes.
+    Clear,
+}
+
+/// A reply to a [`Msg`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Reply {
+    /// A vnode's answer.
+    Vnode(Result<VnodeReply, WireError>),
+    /// A cluster state.
+    State(ClusterState),
+    /// Text for the admin (plan output...).
+    Text(String),
+    /// Refused, with the reason.
+    Refused(String),
+    /// Done.
+    Ok,
+}
+
+/// A vnode error as it crosses the wire.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum WireError {
+    /// Queue full.
+    #[error("overload")]
+    Overload,
+    /// No answer in time.
+    #[error("timeout")]
+    Timeout,
+    /// Anything else.
+    #[error("{0}")]
+    Other(String),
+}
+
+/// What a handoff moves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HandoffKind {
+    /// Ownership moves to a new owner (after a commit).
+    Ownership,
+    /// A fallback or leftover vnode returns its data to the owner.
+    Hinted,
+}
+
+/// A handoff under way (progress for `ring-status`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Handoff {
+    /// Kind.
+    pub kind: HandoffKind,
+    /// Receiving node.
+    pub target: String,
+    /// Objects sent so far in this pass.
+    pub sent: u64,
+    /// Resume point: the last (bucket, key) the target acknowledged.
+    pub cursor: Option<(Vec<u8>, Vec<u8>)>,
+    /// A write forwarded during the pass failed: run another pass.
+    pub dirty: bool,
+    /// The pass finished; waiting for the ring to move.
+    pub done: bool,
+}
+
+/// This node's cluster view.
+pub struct Cluster {
+    me: String,
+    state: RwLock<ClusterState>,
+    path: Option<PathBuf>,
+    /// Connections to peers.
+    pub peers: Peers,
+    seen: Mutex<HashMap<String, Instant>>,
+    down: Mutex<HashMap<String, Instant>>,
+    handoffs: Mutex<BTreeMap<u32, Handoff>>,
+}
+
+impl Cluster {
+    /// Loads `<dir>/cluster.json`, or starts a one-node cluster owning
+    /// every partition.
+    pub fn open(
+        me: &str,
+        ring_size: u32,
+        dir: Option<PathBuf>,
+        max_frame: usize,
+    ) -> Result<Cluster, ClusterError> {
+        let path = dir.map(|d| d.join("cluster.json"));
+        let loaded = match &path {
+            Some(p) if p.exists() => {
+                let text = std::fs::read_to_string(p)
+                    .map_err(|e| ClusterError(format!("reading {}: {e}", p.display())))?;
+                let s: ClusterState = serde_json::from_str(&text)
+                    .map_err(|e| ClusterError(format!("parsing {}: {e}", p.display())))?;
+                if s.ring_size != ring_size {
+                    return Err(ClusterError(format!(
+                        "{} records ring_size {} but the config says {ring_size}; a node keeps its ring size",
+                        p.display(),
+                        s.ring_size
+                    )));
+                }
+                s.check()?;
+                Some(s)
+            }
+            _ => None,
+        };
+        let state = match loaded {
+            Some(s) => s,
+            None => ClusterState::new(me, "", "", ring_size, hex_id()),
+        };
+        let c = Cluster {
+            me: me.to_string(),
+            state: RwLock::new(state),
+            path,
+            peers: Peers::new(max_frame),
+            seen: Mutex::new(HashMap::new()),
+            down: Mutex::new(HashMap::new()),
+            handoffs: Mutex::new(BTreeMap::new()),
+        };
+        c.persist();
+        Ok(c)
+    }
+
+    /// This node's name.
+    pub fn me(&self) -> &str {
+        &self.me
+    }
+
+    /// A copy of the state.
+    pub fn state(&self) -> ClusterState {
+        self.state.read().clone()
+    }
+
+    /// Reads the state under the lock.
+    pub fn with_state<T>(&self, f: impl FnOnce(&ClusterState) -> T) -> T {
+        f(&self.state.read())
+    }
+
+    /// Changes the state and persists it; `f`'s result is returned.
+    pub fn update<T>(&self, f: impl FnOnce(&mut ClusterState) -> T) -> T {
+        let r = f(&mut self.state.write());
+        self.persist();
+        r
+    }
+
+    /// Adopts `s` if it is a newer state of this cluster; true if adopted.
+    pub fn adopt(&self, s: &ClusterState) -> bool {
+        let adopted = {
+            let mut cur = self.state.write();
+            if s.newer_than(&cur) && s.check().is_ok() {
+                *cur = s.clone();
+                true
+            } else {
+                false
+            }
+        };
+        if adopted {
+            tracing::info!(version = s.version, "adopted cluster state");
+            self.persist();
+        }
+        adopted
+    }
+
+    /// Replaces the state with another cluster's (this node joined it).
+    pub fn replace(&self, s: ClusterState) {
+        *self.state.write() = s;
+        self.persist();
+    }
+
+    fn persist(&self) {
+        let Some(p) = &self.path else { return };
+        let json = match serde_json::to_vec_pretty(&*self.state.read()) {
+            Ok(j) => j,
+            Err(e) => {
+                tracing::error!(error = %e, "encoding the cluster state");
+                return;
+            }
+        };
+        if let Err(e) = atomic_write(p, &json) {
+            tracing::error!(error = %e, path = %p.display(), "saving the cluster state");
+        }
+    }
+
+    /// Records that `node` answered.
+    pub fn saw(&self, node: &str) {
+        self.seen.lock().insert(node.to_string(), Instant::now());
+        self.down.lock().remove(node);
+    }
+
+    /// Records that `node` did not answer.
+    pub fn missed(&self, node: &str) {
+        let last = self.seen.lock().get(node).copied();
+        if last.is_none_or(|t| t.elapsed() >= DOWN_AFTER) {
+            self.down
+                .lock()
+                .entry(node.to_string())
+                .or_insert_with(Instant::now);
+        }
+    }
+
+    /// Whether `node` is believed up (this node always is).
+    pub fn is_up(&self, node: &str) -> bool {
+        node == self.me || !self.down.lock().contains_key(node)
+    }
+
+    /// The PB address of a member.
+    pub fn addr_of(&self, node: &str) -> Option<String> {
+        self.state
+            .read()
+            .members
+            .get(node)
+            .map(|m| m.addr.clone())
+            .filter(|a| !a.is_empty())
+    }
+
+    /// Sets this node's advertised addresses in its own member entry.
+    pub fn set_my_addrs(&self, pb: &str, http: &str) {
+        let me = self.me.clone();
+        let changed = self.update(|s| match s.members.get_mut(&me) {
+            Some(m) if m.addr != pb || m.http != http => {
+                m.addr = pb.to_string();
+                m.http = http.to_string();
+                s.version += 1;
+                true
+            }
+            _ => false,
+        });
+        if changed {
+            tracing::info!(pb, http, "advertised addresses set");
+        }
+    }
+
+    /// The handoffs under way.
+    pub fn handoffs(&self) -> BTreeMap<u32, Handoff> {
+        self.handoffs.lock().clone()
+    }
+
+    /// Runs `f` on the handoff table.
+    pub fn with_handoffs<T>(&self, f: impl FnOnce(&mut BTreeMap<u32, Handoff>) -> T) -> T {
+        f(&mut self.handoffs.lock())
+    }
+
+    /// Sends `msg` to `node` (by name) with `timeout`, tracking liveness.
+    pub async fn call(
+        &self,
+        node: &str,
+        msg: &Msg,
+        timeout: Duration,
+    ) -> Result<Reply, transport::PeerError> {
+        let addr = self
+            .addr_of(node)
+            .ok_or_else(|| transport::PeerError::Unreachable {
+                addr: node.to_string(),
+                reason: "no known address".into(),
+            })?;
+        let r = self.peers.call(&addr, msg, timeout).await;
+        match &r {
+            Ok(_) => self.saw(node),
+            Err(transport::PeerError::Overload(_)) => {}
+            Err(_) => self.missed(node),
+        }
+        r
+    }
+}
+
+/// A random 16-hex-digit id.
+pub fn hex_id() -> String {
+    format!("{:016x}", rand::random::<u64>())
+}

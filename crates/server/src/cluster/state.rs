@@ -1,0 +1,505 @@
+//! The cluster state every node holds and gossips: members, the owner of
+//! each ring partition, pending ownership transfers and staged changes.
+//!
+//! Only the **claimant** (the lowest-named `valid` member) changes the state;
+//! each change bumps `version`, and a node adopts any state of its cluster
+//! with a higher version (see [`ClusterState::newer_than`]). A transfer of
+//! partition `p` is pending while `next[p]` is set: requests keep going to
+//! `owners[p]` until the old owner has handed its data to the new one and
+//! the claimant records the move.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A member's status, as `riak admin member-status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MemberStatus {
+    /// Joined, waiting for a commit to take partitions.
+    Joining,
+    /// A full member.
+    Valid,
+    /// Handing its partitions away; removed when it owns none.
+    Leaving,
+}
+
+impl MemberStatus {
+    /// Lower-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            MemberStatus::Joining => "joining",
+            MemberStatus::Valid => "valid",
+            MemberStatus::Leaving => "leaving",
+        }
+    }
+}
+
+/// One member node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Member {
+    /// Its PB address (how other nodes and admin tools reach it).
+    pub addr: String,
+    /// Its HTTP address (may be empty).
+    pub http: String,
+    /// Status.
+    pub status: MemberStatus,
+}
+
+/// A change staged by `cluster join` / `cluster leave`, applied by commit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Staged {
+    /// The node joins.
+    Join(String),
+    /// The node leaves.
+    Leave(String),
+}
+
+/// The gossiped state of a cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterState {
+    /// Random id given when the first node created the cluster.
+    pub cluster_id: String,
+    /// Partitions of the ring (fixed for the cluster's life).
+    pub ring_size: u32,
+    /// Bumped by every change.
+    pub version: u64,
+    /// Members by node name.
+    pub members: BTreeMap<String, Member>,
+    /// Owner node name of each partition.
+    pub owners: Vec<String>,
+    /// Pending ownership transfers: partition → new owner.
+    pub next: BTreeMap<u32, String>,
+    /// Changes waiting for `cluster commit`.
+    pub staged: Vec<Staged>,
+}
+
+/// A change the claimant refuses.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ClusterError(pub String);
+
+/// The claim's aim: no node holds two partitions within this distance
+/// (Riak's `target_n_val`; 3 = the default `n_val`), where the member
+/// count allows.
+pub const TARGET_N_VAL: u32 = 3;
+
+impl ClusterState {
+    /// A new one-node cluster owning every partition.
+    pub fn new(node: &str, addr: &str, http: &str, ring_size: u32, cluster_id: String) -> Self {
+        let mut members = BTreeMap::new();
+        members.insert(
+            node.to_string(),
+            Member {
+                addr: addr.to_string(),
+                http: http.to_string(),
+                status: MemberStatus::Valid,
+            },
+        );
+        ClusterState {
+            cluster_id,
+            ring_size,
+            version: 1,
+            members,
+            owners: vec![node.to_string(); ring_size as usize],
+            next: BTreeMap::new(),
+            staged: Vec::new(),
+        }
+    }
+
+    /// Whether `self` should replace `mine` (same cluster, higher version).
+    pub fn newer_than(&self, mine: &ClusterState) -> bool {
+        self.cluster_id == mine.cluster_id && self.version > mine.version
+    }
+
+    /// The member that applies changes: the lowest-named valid member.
+    pub fn claimant(&self) -> Option<&str> {
+        self.members
+            .iter()
+            .find(|(_, m)| m.status == MemberStatus::Valid)
+            .map(|(n, _)| n.as_str())
+    }
+
+    /// The owner of partition `p`.
+    pub fn owner(&self, p: u32) -> &str {
+        self.owners.get(p as usize).map_or("", String::as_str)
+    }
+
+    /// Partitions owned by `node`.
+    pub fn owned_by(&self, node: &str) -> Vec<u32> {
+        (0..self.ring_size)
+            .filter(|&p| self.owner(p) == node)
+            .collect()
+    }
+
+    /// Adds `node` as a joining member and stages its join.
+    pub fn add_joining(
+        &mut self,
+        node: &str,
+        addr: &str,
+        http: &str,
+        ring_size: u32,
+    ) -> Result<(), ClusterError> {
+        if ring_size != self.ring_size {
+            return Err(ClusterError(format!(
+                "node {node} runs ring_size {ring_size}, this cluster {}; a node joins only a cluster of its own ring size",
+                self.ring_size
+            )));
+        }
+        if let Some(m) = self.members.get(node) {
+            if m.addr == addr {
+                return Ok(()); // already joined: idempotent
+            }
+            return Err(ClusterError(format!(
+                "a member named {node} already exists at {}",
+                m.addr
+            )));
+        }
+        self.members.insert(
+            node.to_string(),
+            Member {
+                addr: addr.to_string(),
+                http: http.to_string(),
+                status: MemberStatus::Joining,
+            },
+        );
+        self.staged.push(Staged::Join(node.to_string()));
+        self.version += 1;
+        Ok(())
+    }
+
+    /// Stages `node`'s leave.
+    pub fn stage_leave(&mut self, node: &str) -> Result<(), ClusterError> {
+        match self.members.get(node) {
+            None => return Err(ClusterError(format!("{node} is not a member"))),
+            Some(m) if m.status != MemberStatus::Valid => {
+                return Err(ClusterError(format!(
+                    "{node} is {}, only a valid member can leave",
+                    m.status.name()
+                )))
+            }
+            Some(_) => {}
+        }
+        let valid = self
+            .members
+            .values()
+            .filter(|m| m.status == MemberStatus::Valid)
+            .count();
+        let leaving = self
+            .staged
+            .iter()
+            .filter(|s| matches!(s, Staged::Leave(_)))
+            .count();
+        if valid <= leaving + 1 {
+            return Err(ClusterError(
+                "the last valid member cannot leave the cluster".into(),
+            ));
+        }
+        if !self.staged.contains(&Staged::Leave(node.to_string())) {
+            self.staged.push(Staged::Leave(node.to_string()));
+            self.version += 1;
+        }
+        Ok(())
+    }
+
+    /// Drops the staged changes (joining members that were staged go too).
+    pub fn clear_staged(&mut self) {
+        for s in std::mem::take(&mut self.staged) {
+            if let Staged::Join(n) = s {
+                if self
+                    .members
+                    .get(&n)
+                    .is_some_and(|m| m.status == MemberStatus::Joining)
+                {
+                    self.members.remove(&n);
+                }
+            }
+        }
+        self.version += 1;
+    }
+
+    /// The members that will hold partitions once the staged changes apply.
+    fn planned_members(&self) -> Vec<String> {
+        let leaving: Vec<&String> = self
+            .staged
+            .iter()
+            .filter_map(|s| match s {
+                Staged::Leave(n) => Some(n),
+                Staged::Join(_) => None,
+            })
+            .collect();
+        self.members
+            .iter()
+            .filter(|(n, m)| {
+                m.status != MemberStatus::Leaving
+                    && !leaving.contains(n)
+                    && (m.status == MemberStatus::Valid
+                        || self.staged.contains(&Staged::Join((*n).clone())))
+            })
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+
+    /// The transfers a commit would start: (partition, from, to).
+    pub fn plan(&self) -> Vec<(u32, String, String)> {
+        let target = claim(&self.effective_owners(), &self.planned_members());
+        (0..self.ring_size)
+            .filter_map(|p| {
+                let cur = &self.effective_owners()[p as usize];
+                let new = &target[p as usize];
+                (cur != new).then(|| (p, cur.clone(), new.clone()))
+            })
+            .collect()
+    }
+
+    /// Owners once the pending transfers complete.
+    fn effective_owners(&self) -> Vec<String> {
+        let mut o = self.owners.clone();
+        for (p, n) in &self.next {
+            if let Some(slot) = o.get_mut(*p as usize) {
+                *slot = n.clone();
+            }
+        }
+        o
+    }
+
+    /// Applies the staged changes: joiners become valid, leavers leaving,
+    /// and every partition whose owner changes gets a pending transfer.
+    pub fn commit(&mut self) -> Result<Vec<(u32, String, String)>, ClusterError> {
+        if self.staged.is_empty() {
+            return Err(ClusterError("no staged changes to commit".into()));
+        }
+        let plan = self.plan();
+        for s in std::mem::take(&mut self.staged) {
+            let (n, status) = match s {
+                Staged::Join(n) => (n, MemberStatus::Valid),
+                Staged::Leave(n) => (n, MemberStatus::Leaving),
+            };
+            if let Some(m) = self.members.get_mut(&n) {
+                m.status = status;
+            }
+        }
+        for (p, _, to) in &plan {
+            if self.owner(*p) == to {
+                self.next.remove(p);
+            } else {
+                self.next.insert(*p, to.clone());
+            }
+        }
+        self.version += 1;
+        self.remove_idle_leavers();
+        Ok(plan)
+    }
+
+    /// Records a finished transfer of `p` to `to`.
+    pub fn transfer_done(&mut self, p: u32, from: &str, to: &str) -> bool {
+        if self.next.get(&p).map(String::as_str) != Some(to) || self.owner(p) != from {
+            return false;
+        }
+        self.next.remove(&p);
+        if let Some(slot) = self.owners.get_mut(p as usize) {
+            *slot = to.to_string();
+        }
+        self.version += 1;
+        self.remove_idle_leavers();
+        true
+    }
+
+    /// Leaving members that own nothing and send nothing are removed.
+    fn remove_idle_leavers(&mut self) {
+        let idle: Vec<String> = self
+            .members
+            .iter()
+            .filter(|(n, m)| {
+                m.status == MemberStatus::Leaving
+                    && !self.owners.iter().any(|o| o == *n)
+                    && !self.next.values().any(|o| o == *n)
+            })
+            .map(|(n, _)| n.clone())
+            .collect();
+        for n in idle {
+            self.members.remove(&n);
+        }
+    }
+
+    /// Checks the invariants (every owner a member, sizes agree).
+    pub fn check(&self) -> Result<(), ClusterError> {
+        if self.owners.len() != self.ring_size as usize {
+            return Err(ClusterError("owner list does not match ring size".into()));
+        }
+        for (p, o) in self.owners.iter().enumerate() {
+            if !self.members.contains_key(o) {
+                return Err(ClusterError(format!(
+                    "partition {p} owned by non-member {o}"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Spreads `ring_size` partitions over `members`: each member gets
+/// `ring_size / members` (or one more). Walking the ring, a partition stays
+/// with its current owner while that owner is not ahead of its even share
+/// and holds nothing within [`TARGET_N_VAL`] positions; otherwise it goes
+/// to the member furthest behind its share that holds nothing that near,
+/// so consecutive partitions (one preference list) land on distinct nodes
+/// where the counts allow, and a joining node's partitions are spread
+/// around the ring.
+pub fn claim(current: &[String], members: &[String]) -> Vec<String> {
+    let size = current.len();
+    if members.is_empty() || size == 0 {
+        return current.to_vec();
+    }
+    let k = members.len();
+    // Larger quotas go to the members holding the most now.
+    let mut by_holding: Vec<&String> = members.iter().collect();
+    by_holding.sort_by_key(|m| std::cmp::Reverse(current.iter().filter(|o| o == m).count()));
+    let quotas: BTreeMap<&str, usize> = by_holding
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (m.as_str(), size / k + usize::from(i < size % k)))
+        .collect();
+    let mut count: BTreeMap<&str, usize> = members.iter().map(|m| (m.as_str(), 0)).collect();
+    // Fewer members than a preference list cannot be spaced: balance only.
+    let spacing = if k >= TARGET_N_VAL as usize {
+        (TARGET_N_VAL as usize).min(size)
+    } else {
+        1
+    };
+    let mut target: Vec<&str> = Vec::with_capacity(size);
+    for p in 0..size {
+        // Conflicts with the previous `spacing - 1` picks, and (for the
+        // ring's wrap) with the first ones.
+        let near = |m: &str, target: &[&str]| {
+            (1..spacing)
+                .filter(|d| {
+                    (*d <= p && target[p - d] == m)
+                        || (p + d >= size && target.get(p + d - size) == Some(&m))
+                })
+                .count()
+        };
+        // How far behind its even share a member is (larger = more behind).
+        let behind = |m: &str| {
+            let share = quotas[m] as f64 * (p + 1) as f64 / size as f64;
+            share - count[m] as f64
+        };
+        let open: Vec<&str> = members
+            .iter()
+            .map(String::as_str)
+            .filter(|m| count[m] < quotas[m])
+            .collect();
+        debug_assert!(!open.is_empty(), "quotas sum to the ring size");
+        let cur = current[p].as_str();
+        let best = open
+            .iter()
+            .copied()
+            .min_by(|a, b| {
+                near(a, &target)
+                    .cmp(&near(b, &target))
+                    .then(behind(b).total_cmp(&behind(a)))
+                    .then(a.cmp(b))
+            })
+            .unwrap_or(cur);
+        let keep = open.contains(&cur) && near(cur, &target) == 0 && behind(cur) > -1.0;
+        let catch_up = best != cur && near(best, &target) == 0 && behind(best) >= 1.0;
+        let pick = if keep && !catch_up { cur } else { best };
+        *count.entry(pick).or_default() += 1;
+        target.push(pick);
+    }
+    target.into_iter().map(str::to_string).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("n{i}")).collect()
+    }
+
+    /// Windows of `n` consecutive partitions with a node twice.
+    fn violations(owners: &[String], n: usize) -> usize {
+        let size = owners.len();
+        (0..size)
+            .filter(|p| {
+                let mut seen: Vec<&String> = (0..n).map(|d| &owners[(p + d) % size]).collect();
+                seen.sort();
+                seen.dedup();
+                seen.len() != n
+            })
+            .count()
+    }
+
+    #[test]
+    fn claim_balances_and_spaces() {
+        for k in 1..=6usize {
+            for size in [8usize, 16, 64, 128] {
+                let cur = vec!["n0".to_string(); size];
+                let owners = claim(&cur, &names(k));
+                assert_eq!(owners.len(), size);
+                for m in names(k) {
+                    let c = owners.iter().filter(|o| **o == m).count();
+                    assert!(
+                        c == size / k || c == size / k + 1,
+                        "k={k} size={size} {m} {c}"
+                    );
+                }
+                if k >= 3 {
+                    // A perfect spread needs size % k == 0; else only the
+                    // ring's wrap may break it.
+                    let v = violations(&owners, 3);
+                    let allowed = if size % k == 0 { 0 } else { 2 };
+                    assert!(
+                        v <= allowed,
+                        "k={k} size={size} {v} bad windows: {owners:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn claim_moves_little_on_join() {
+        let three = claim(&vec!["n0".to_string(); 64], &names(3));
+        let four = claim(&three, &names(4));
+        let moved = three.iter().zip(&four).filter(|(a, b)| a != b).count();
+        assert!(moved <= 24, "moved {moved} of 64 (16 is the least)");
+        assert!(violations(&four, 3) == 0, "{four:?}");
+    }
+
+    #[test]
+    fn join_plan_commit_transfer() {
+        let mut s = ClusterState::new("a", "127.0.0.1:1", "", 16, "c1".into());
+        assert!(s.add_joining("b", "127.0.0.1:2", "", 32).is_err());
+        s.add_joining("b", "127.0.0.1:2", "", 16).ok();
+        s.add_joining("c", "127.0.0.1:3", "", 16).ok();
+        assert_eq!(s.claimant(), Some("a"));
+        let plan = s.plan();
+        assert!(!plan.is_empty());
+        let v = s.version;
+        let done = s.commit().unwrap_or_default();
+        assert_eq!(done, plan);
+        assert!(s.version > v);
+        assert_eq!(s.owned_by("a").len(), 16, "owners move only on transfer");
+        for (p, from, to) in &plan {
+            assert!(s.transfer_done(*p, from, to));
+        }
+        assert!(s.next.is_empty());
+        for n in ["a", "b", "c"] {
+            let c = s.owned_by(n).len();
+            assert!(c == 5 || c == 6, "{n} owns {c}");
+        }
+        s.check().ok();
+        assert!(s.check().is_ok());
+        // leave: c's partitions move away, then c is removed
+        s.stage_leave("c").ok();
+        let plan = s.commit().unwrap_or_default();
+        let others = plan.iter().filter(|(_, from, _)| from != "c").count();
+        assert!(others <= 4, "{others} moves not from the leaver: {plan:?}");
+        for (p, from, to) in &plan {
+            assert!(s.transfer_done(*p, from, to));
+        }
+        assert!(!s.members.contains_key("c"));
+        assert!(s.stage_leave("b").is_ok());
+        assert!(s.stage_leave("a").is_err(), "last valid member stays");
+    }
+}

@@ -1,0 +1,267 @@
+//! Inter-node messaging over the PB port: frames of Riak's framing with
+//! Basalt-only codes — 252 a request (`id:u64` + postcard [`Msg`]), 253 its
+//! reply (`id:u64` + postcard [`Reply`]). A PB connection whose first frame
+//! is a 252 becomes a cluster connection; requests on it are served
+//! concurrently (at most [`MAX_INFLIGHT`] at once, then the reader waits:
+//! back-pressure) and replies may come back in any order.
+//!
+//! The client side keeps one multiplexed connection per peer address;
+//! at most [`MAX_INFLIGHT`] requests wait on it (more answer `Overload`),
+//! every call has a timeout, and a broken connection fails its waiting
+//! calls at once and is re-dialled (connect timeout [`CONNECT_TIMEOUT`])
+//! by the next call.
+
+use super::{Msg, Reply};
+use crate::pb::{frame, read_frame};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot, Semaphore};
+
+/// Frame code of a cluster request.
+pub const CLUSTER_REQ: u8 = 252;
+/// Frame code of a cluster reply.
+pub const CLUSTER_RESP: u8 = 253;
+/// Requests in flight per connection.
+pub const MAX_INFLIGHT: usize = 4096;
+/// Dial timeout.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Why a call to a peer failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum PeerError {
+    /// Could not connect.
+    #[error("cannot reach node at {addr}: {reason}")]
+    Unreachable {
+        /// Address.
+        addr: String,
+        /// Why.
+        reason: String,
+    },
+    /// The connection broke before the reply.
+    #[error("connection to {0} lost")]
+    Lost(String),
+    /// No reply in time.
+    #[error("no reply from {0} in time")]
+    Timeout(String),
+    /// Too many requests waiting on the connection.
+    #[error("too many requests in flight to {0}")]
+    Overload(String),
+    /// A reply or request that does not decode.
+    #[error("bad cluster message: {0}")]
+    Codec(String),
+}
+
+/// Encodes `id` + postcard of `m` as a frame of `code`.
+pub fn encode<T: serde::Serialize>(code: u8, id: u64, m: &T) -> Result<Vec<u8>, PeerError> {
+    let mut body = id.to_be_bytes().to_vec();
+    let enc = postcard::to_allocvec(m).map_err(|e| PeerError::Codec(e.to_string()))?;
+    body.extend_from_slice(&enc);
+    Ok(frame(code, &body))
+}
+
+/// Splits a frame body into `id` and the decoded message.
+pub fn decode<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<(u64, T), PeerError> {
+    let (id, rest) = body
+        .split_first_chunk::<8>()
+        .ok_or_else(|| PeerError::Codec("frame shorter than its id".into()))?;
+    let m = postcard::from_bytes(rest).map_err(|e| PeerError::Codec(e.to_string()))?;
+    Ok((u64::from_be_bytes(*id), m))
+}
+
+type Waiters = Arc<Mutex<HashMap<u64, oneshot::Sender<Reply>>>>;
+
+struct Conn {
+    tx: mpsc::Sender<Vec<u8>>,
+    waiters: Waiters,
+    alive: Arc<AtomicBool>,
+}
+
+/// Connections to peers, by address.
+pub struct Peers {
+    conns: Mutex<HashMap<String, Arc<Conn>>>,
+    next_id: AtomicU64,
+    max_frame: usize,
+}
+
+impl Peers {
+    /// No connections yet; frames up to `max_frame` bytes.
+    pub fn new(max_frame: usize) -> Peers {
+        Peers {
+            conns: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            max_frame,
+        }
+    }
+
+    async fn conn(&self, addr: &str) -> Result<Arc<Conn>, PeerError> {
+        if let Some(c) = self.conns.lock().get(addr) {
+            if c.alive.load(Ordering::Acquire) {
+                return Ok(c.clone());
+            }
+        }
+        let unreachable = |reason: String| PeerError::Unreachable {
+            addr: addr.to_string(),
+            reason,
+        };
+        let sock = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
+            .await
+            .map_err(|_| unreachable("connect timed out".into()))?
+            .map_err(|e| unreachable(e.to_string()))?;
+        let _ = sock.set_nodelay(true);
+        let (mut rd, mut wr) = sock.into_split();
+        let (tx, mut rx) = mpsc::channel::<Vec<u8>>(MAX_INFLIGHT);
+        let waiters: Waiters = Arc::new(Mutex::new(HashMap::new()));
+        let alive = Arc::new(AtomicBool::new(true));
+        let conn = Arc::new(Conn {
+            tx,
+            waiters: waiters.clone(),
+            alive: alive.clone(),
+        });
+        let a2 = alive.clone();
+        tokio::spawn(async move {
+            while let Some(f) = rx.recv().await {
+                if wr.write_all(&f).await.is_err() {
+                    break;
+                }
+            }
+            a2.store(false, Ordering::Release);
+        });
+        let max = self.max_frame;
+        tokio::spawn(async move {
+            while let Ok(Some((code, body))) = read_frame(&mut rd, max).await {
+                if code != CLUSTER_RESP {
+                    break;
+                }
+                let Ok((id, reply)) = decode::<Reply>(&body) else {
+                    break;
+                };
+                if let Some(w) = waiters.lock().remove(&id) {
+                    let _ = w.send(reply);
+                }
+            }
+            alive.store(false, Ordering::Release);
+            // Dropping the senders fails every waiting call at once.
+            waiters.lock().clear();
+        });
+        self.conns.lock().insert(addr.to_string(), conn.clone());
+        Ok(conn)
+    }
+
+    /// Sends `msg` to the node at `addr` and waits up to `timeout` for its reply.
+    pub async fn call(&self, addr: &str, msg: &Msg, timeout: Duration) -> Result<Reply, PeerError> {
+        let fut = async {
+            let conn = self.conn(addr).await?;
+            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+            let (tx, rx) = oneshot::channel();
+            {
+                let mut w = conn.waiters.lock();
+                if w.len() >= MAX_INFLIGHT {
+                    return Err(PeerError::Overload(addr.to_string()));
+                }
+                w.insert(id, tx);
+            }
+            let f = encode(CLUSTER_REQ, id, msg)?;
+            if f.len() > self.max_frame {
+                conn.waiters.lock().remove(&id);
+                return Err(PeerError::Codec(format!(
+                    "message of {} bytes over the frame limit",
+                    f.len()
+                )));
+            }
+            if conn.tx.try_send(f).is_err() {
+                conn.waiters.lock().remove(&id);
+                return Err(PeerError::Overload(addr.to_string()));
+            }
+            let guard = WaiterGuard {
+                waiters: &conn.waiters,
+                id,
+            };
+            let r = rx.await.map_err(|_| PeerError::Lost(addr.to_string()));
+            drop(guard);
+            r
+        };
+        match tokio::time::timeout(timeout, fut).await {
+            Ok(r) => r,
+            Err(_) => Err(PeerError::Timeout(addr.to_string())),
+        }
+    }
+}
+
+/// Removes a waiter when its call ends (timeout included).
+struct WaiterGuard<'a> {
+    waiters: &'a Waiters,
+    id: u64,
+}
+
+impl Drop for WaiterGuard<'_> {
+    fn drop(&mut self) {
+        self.waiters.lock().remove(&self.id);
+    }
+}
+
+/// Serves a cluster connection whose first request frame body is `first`:
+/// each request runs in its own task through `handler`.
+pub async fn serve_conn<H, F>(sock: TcpStream, first: Vec<u8>, max_frame: usize, handler: H)
+where
+    H: Fn(Msg) -> F + Send + Sync + 'static,
+    F: std::future::Future<Output = Reply> + Send + 'static,
+{
+    let _ = sock.set_nodelay(true);
+    let (mut rd, mut wr) = sock.into_split();
+    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(MAX_INFLIGHT);
+    let writer = tokio::spawn(async move {
+        while let Some(f) = rx.recv().await {
+            if wr.write_all(&f).await.is_err() {
+                break;
+            }
+        }
+    });
+    let slots = Arc::new(Semaphore::new(MAX_INFLIGHT));
+    let handler = Arc::new(handler);
+    let mut next = Some(first);
+    loop {
+        let body = match next.take() {
+            Some(b) => b,
+            None => match read_frame(&mut rd, max_frame).await {
+                Ok(Some((CLUSTER_REQ, b))) => b,
+                Ok(Some((code, _))) => {
+                    tracing::warn!(code, "unexpected frame on a cluster connection; closing it");
+                    break;
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::debug!(error = %e, "cluster connection ends");
+                    break;
+                }
+            },
+        };
+        let (id, msg) = match decode::<Msg>(&body) {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::warn!(error = %e, "undecodable cluster request; closing the connection");
+                break;
+            }
+        };
+        let Ok(permit) = slots.clone().acquire_owned().await else {
+            break;
+        };
+        let (h, tx) = (handler.clone(), tx.clone());
+        tokio::spawn(async move {
+            let reply = h(msg).await;
+            match encode(CLUSTER_RESP, id, &reply) {
+                Ok(f) => {
+                    let _ = tx.send(f).await;
+                }
+                Err(e) => tracing::warn!(error = %e, "encoding a cluster reply"),
+            }
+            drop(permit);
+        });
+    }
+    drop(tx);
+    let _ = writer.await;
+}

@@ -1,0 +1,280 @@
+//! Where a request goes: the vnodes of a key (primaries, or fallbacks for
+//! primaries whose node is down), covering sets for listings and 2i, and
+//! the call itself — run on the local vnode (opened on first use) or sent
+//! to the node that holds it.
+
+use crate::cluster::transport::PeerError;
+use crate::cluster::{HandoffKind, Msg, Reply, WireError};
+use crate::coordinator::Node;
+use crate::ring::actor;
+use crate::vnode::{Vnode, VnodeError, VnodeState};
+use crate::vnodereq::{VnodeReply, VnodeReq, WireObject};
+use std::sync::Arc;
+
+/// One vnode a request goes to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// The partition (of the key's preference list).
+    pub partition: u32,
+    /// The node that serves it.
+    pub node: String,
+    /// `node` owns `partition` (else it is a fallback).
+    pub primary: bool,
+}
+
+impl From<PeerError> for VnodeError {
+    fn from(e: PeerError) -> Self {
+        match e {
+            PeerError::Timeout(_) => VnodeError::Timeout,
+            PeerError::Overload(_) => VnodeError::Overload,
+            other => VnodeError::Remote(other.to_string()),
+        }
+    }
+}
+
+impl From<WireError> for VnodeError {
+    fn from(e: WireError) -> Self {
+        match e {
+            WireError::Overload => VnodeError::Overload,
+            WireError::Timeout => VnodeError::Timeout,
+            WireError::Other(m) => VnodeError::Remote(m),
+        }
+    }
+}
+
+fn wire(e: VnodeError) -> WireError {
+    match e {
+        VnodeError::Overload => WireError::Overload,
+        VnodeError::Timeout => WireError::Timeout,
+        other => WireError::Other(other.to_string()),
+    }
+}
+
+impl Node {
+    /// The vnodes of a key: its `n` preference-list partitions on their
+    /// owners; a partition whose owner is down goes to a fallback — the
+    /// owner of the next partition after the list whose node is up
+    /// (`riak_core_apl` style sloppy quorum).
+    pub fn targets(&self, hash: &[u8; 20], n: u32) -> Vec<Target> {
+        let pl = self.ring.preflist(hash, n);
+        let size = self.ring.size();
+        self.cluster.with_state(|s| {
+            let mut out = Vec::with_capacity(pl.len());
+            let mut next_fallback = pl.last().map_or(0, |l| l + 1);
+            let mut scanned = pl.len() as u32;
+            for &p in &pl {
+                let owner = s.owner(p);
+                if self.cluster.is_up(owner) {
+                    out.push(Target {
+                        partition: p,
+                        node: owner.to_string(),
+                        primary: true,
+                    });
+                    continue;
+                }
+                while scanned < size {
+                    let q = next_fallback % size;
+                    next_fallback += 1;
+                    scanned += 1;
+                    let o = s.owner(q);
+                    if self.cluster.is_up(o) {
+                        out.push(Target {
+                            partition: p,
+                            node: o.to_string(),
+                            primary: false,
+                        });
+                        break;
+                    }
+                }
+            }
+            out
+        })
+    }
+
+    /// Vnodes that together hold every key stored with `n` replicas: walking
+    /// the ring, each pick is the furthest partition (within `n` of the
+    /// first uncovered one) whose owner is up. `None` if some keys have no
+    /// replica on an up node.
+    pub fn coverage(&self, n: u32) -> Option<Vec<Target>> {
+        let size = self.ring.size();
+        let n = n.clamp(1, size);
+        self.cluster.with_state(|s| {
+            let mut out = Vec::new();
+            // Keys whose first primary is f live on f..f+n-1.
+            let mut f = 0u32;
+            while f < size {
+                let pick = (0..n)
+                    .rev()
+                    .map(|d| (f + d) % size)
+                    .find(|&q| self.cluster.is_up(s.owner(q)))?;
+                out.push(Target {
+                    partition: pick,
+                    node: s.owner(pick).to_string(),
+                    primary: true,
+                });
+                let d = (pick + size - f) % size;
+                f += d + 1;
+            }
+            Some(out)
+        })
+    }
+
+    /// The local vnode of `p`, opened (its backend under
+    /// `<data_dir>/vnodes/<p>`) on first use.
+    pub(crate) fn local_vnode(&self, p: u32) -> Result<Arc<Vnode>, VnodeError> {
+        if p >= self.ring.size() {
+            return Err(VnodeError::Remote(format!("no partition {p}")));
+        }
+        if let Some(v) = self.vnodes.read().get(&p) {
+            return Ok(v.clone());
+        }
+        let mut all = self.vnodes.write();
+        if let Some(v) = all.get(&p) {
+            return Ok(v.clone());
+        }
+        let v = Arc::new(self.open_vnode(p)?);
+        all.insert(p, v.clone());
+        Ok(v)
+    }
+
+    pub(crate) fn open_vnode(&self, p: u32) -> Result<Vnode, VnodeError> {
+        let dir = self.config.data_dir.join("vnodes").join(p.to_string());
+        let bcfg = basalt_backends::BackendConfig {
+            sync: self.config.sync,
+            ..Default::default()
+        };
+        let backend = basalt_backends::open_backend(&self.config.backend, &dir, &bcfg)?;
+        let state = VnodeState {
+            partition: p,
+            actor: actor(&self.config.node_name, p),
+            backend,
+            sync: self.config.sync,
+        };
+        Vnode::start(state, self.config.limits.vnode_queue_len, self.gate.clone())
+            .map_err(|e| VnodeError::Remote(format!("starting vnode {p}: {e}")))
+    }
+
+    /// Runs `req` on the local vnode of `p`. A write to a vnode being handed
+    /// off is forwarded to the receiving node too.
+    pub(crate) async fn local_call(&self, p: u32, req: VnodeReq) -> Result<VnodeReply, VnodeError> {
+        let v = self.local_vnode(p)?;
+        let qlen = v.queue_len() as u32;
+        let write = req.is_write();
+        let props = match &req {
+            VnodeReq::Coordinate { props, .. } | VnodeReq::Reconcile { props, .. } => {
+                Some(props.clone())
+            }
+            _ => None,
+        };
+        let bk = match &req {
+            VnodeReq::Coordinate { bucket, key, .. } | VnodeReq::Reconcile { bucket, key, .. } => {
+                Some((bucket.clone(), key.clone()))
+            }
+            _ => None,
+        };
+        let reply = v
+            .submit(move |st| st.execute(req, qlen))?
+            .wait(self.timeout())
+            .await?;
+        if write {
+            if let (VnodeReply::Written(Some(obj)), Some((bucket, key)), Some(props)) =
+                (&reply, bk, props)
+            {
+                self.forward_during_handoff(p, bucket, key, obj.clone(), props)
+                    .await;
+            }
+        }
+        Ok(reply)
+    }
+
+    async fn forward_during_handoff(
+        &self,
+        p: u32,
+        bucket: Vec<u8>,
+        key: Vec<u8>,
+        object: WireObject,
+        props: crate::props::BucketProps,
+    ) {
+        let Some(target) = self
+            .cluster
+            .with_handoffs(|h| h.get(&p).map(|h| h.target.clone()))
+        else {
+            return;
+        };
+        let msg = Msg::Vnode {
+            partition: p,
+            primary: false,
+            forwarded: true,
+            req: VnodeReq::Reconcile {
+                bucket,
+                key,
+                object,
+                props,
+            },
+        };
+        let ok = matches!(
+            self.cluster.call(&target, &msg, self.timeout()).await,
+            Ok(Reply::Vnode(Ok(_)))
+        );
+        if !ok {
+            tracing::warn!(partition = p, %target, "forwarding a write during handoff failed; another pass will follow");
+            self.cluster.with_handoffs(|h| {
+                if let Some(h) = h.get_mut(&p) {
+                    h.dirty = true;
+                }
+            });
+        }
+    }
+
+    /// Runs `req` on the vnode `t` (local or remote).
+    pub async fn vcall(&self, t: &Target, req: VnodeReq) -> Result<VnodeReply, VnodeError> {
+        if t.node == self.cluster.me() {
+            return self.local_call(t.partition, req).await;
+        }
+        let msg = Msg::Vnode {
+            partition: t.partition,
+            primary: t.primary,
+            forwarded: false,
+            req,
+        };
+        match self.cluster.call(&t.node, &msg, self.timeout()).await? {
+            Reply::Vnode(r) => Ok(r?),
+            other => Err(VnodeError::Remote(format!("unexpected reply {other:?}"))),
+        }
+    }
+
+    /// Serves a vnode request from another node: locally, unless it was
+    /// meant for the owner and this node no longer owns the partition
+    /// (the sender's ring is stale) — then it is forwarded once to the owner.
+    pub(crate) async fn serve_vnode_msg(
+        &self,
+        partition: u32,
+        primary: bool,
+        forwarded: bool,
+        req: VnodeReq,
+    ) -> Reply {
+        let me = self.cluster.me().to_string();
+        let owner = self.cluster.with_state(|s| {
+            let o = s.owner(partition).to_string();
+            let receiving = s.next.get(&partition) == Some(&me);
+            (o, receiving)
+        });
+        let handing_off = self
+            .cluster
+            .with_handoffs(|h| h.get(&partition).map(|h| h.kind == HandoffKind::Ownership))
+            .unwrap_or(false);
+        if primary && !forwarded && owner.0 != me && !owner.1 && !handing_off {
+            let msg = Msg::Vnode {
+                partition,
+                primary: true,
+                forwarded: true,
+                req,
+            };
+            return match self.cluster.call(&owner.0, &msg, self.timeout()).await {
+                Ok(r) => r,
+                Err(e) => Reply::Vnode(Err(wire(e.into()))),
+            };
+        }
+        Reply::Vnode(self.local_call(partition, req).await.map_err(wire))
+    }
+}

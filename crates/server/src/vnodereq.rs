@@ -1,0 +1,278 @@
+//! The requests a vnode serves, as data: the coordinator sends the same
+//! [`VnodeReq`] to a local vnode (run on its worker) or, over the cluster
+//! transport, to a vnode on another node. Objects travel in their storage
+//! encoding ([`WireObject`]: metadata + value bytes).
+
+use crate::coordinator::{coordinate, reconcile};
+use crate::object::{Content, RiakObject};
+use crate::props::BucketProps;
+use crate::vclock::VClock;
+use crate::vnode::{VnodeError, VnodeState};
+use basalt_backend::{IndexPage, IndexQuery, KeyRange};
+use serde::{Deserialize, Serialize};
+use std::ops::ControlFlow;
+
+/// An object in its storage encoding.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireObject {
+    /// [`RiakObject::encode_metadata`].
+    pub meta: Vec<u8>,
+    /// [`RiakObject::encode_value`] (empty for a head).
+    pub value: Vec<u8>,
+}
+
+impl WireObject {
+    /// Encodes `o` (with values).
+    pub fn full(o: &RiakObject) -> WireObject {
+        WireObject {
+            meta: o.encode_metadata(),
+            value: o.encode_value(),
+        }
+    }
+
+    /// Decodes (with values).
+    pub fn object(&self) -> Result<RiakObject, VnodeError> {
+        Ok(RiakObject::decode(&self.meta, &self.value)?)
+    }
+
+    /// Decodes the metadata only.
+    pub fn head(&self) -> Result<RiakObject, VnodeError> {
+        Ok(RiakObject::decode_metadata(&self.meta)?)
+    }
+}
+
+/// A request to one vnode.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum VnodeReq {
+    /// The object's metadata.
+    Head {
+        /// Storage bucket.
+        bucket: Vec<u8>,
+        /// Key.
+        key: Vec<u8>,
+    },
+    /// The whole object.
+    Get {
+        /// Storage bucket.
+        bucket: Vec<u8>,
+        /// Key.
+        key: Vec<u8>,
+    },
+    /// The coordinating step of a PUT ([`coordinate`]): read, build, write.
+    Coordinate {
+        /// Storage bucket.
+        bucket: Vec<u8>,
+        /// Key.
+        key: Vec<u8>,
+        /// The client's clock, encoded.
+        client: Option<Vec<u8>>,
+        /// The new content, as a one-sibling object.
+        content: WireObject,
+        /// The bucket's props.
+        props: BucketProps,
+        /// The coordinator's clock (seconds).
+        now_secs: u64,
+    },
+    /// A replica's step ([`reconcile`]): merge the incoming version.
+    Reconcile {
+        /// Storage bucket.
+        bucket: Vec<u8>,
+        /// Key.
+        key: Vec<u8>,
+        /// The version to merge.
+        object: WireObject,
+        /// The bucket's props.
+        props: BucketProps,
+    },
+    /// Keys of a bucket that are not tombstones.
+    ListKeys {
+        /// Storage bucket.
+        bucket: Vec<u8>,
+    },
+    /// Buckets holding anything.
+    ListBuckets,
+    /// A whole (unpaged) 2i query.
+    Index(IndexQuery),
+    /// The next `limit` objects in (bucket, key) order after `after`, for
+    /// handoff.
+    Fold {
+        /// Resume after this (bucket, key).
+        after: Option<(Vec<u8>, Vec<u8>)>,
+        /// Batch size.
+        limit: u32,
+    },
+}
+
+impl VnodeReq {
+    /// Whether the request may change the vnode's data.
+    pub fn is_write(&self) -> bool {
+        matches!(
+            self,
+            VnodeReq::Coordinate { .. } | VnodeReq::Reconcile { .. }
+        )
+    }
+}
+
+/// A vnode's answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum VnodeReply {
+    /// A head or object (`None`: not found) and the vnode's queue length.
+    Object(Option<WireObject>, u32),
+    /// What a write stored (`None`: nothing changed).
+    Written(Option<WireObject>),
+    /// Keys.
+    Keys(Vec<Vec<u8>>),
+    /// Buckets.
+    Buckets(Vec<Vec<u8>>),
+    /// 2i results.
+    Index(IndexPage),
+    /// Handoff batch: (bucket, key, object); empty = the end.
+    Batch(Vec<(Vec<u8>, Vec<u8>, WireObject)>),
+}
+
+/// A handoff batch stops once its values and metadata pass this size.
+pub const FOLD_BATCH_BYTES: usize = 4 << 20;
+
+/// Largest key + 1: the inclusive end of "every key" ranges.
+fn key_range_from(start: &[u8]) -> KeyRange {
+    KeyRange::new(start, &[0xFF; 65_537])
+}
+
+impl VnodeState {
+    /// Serves `req`; `queue_len` is reported back by reads.
+    pub fn execute(&self, req: VnodeReq, queue_len: u32) -> Result<VnodeReply, VnodeError> {
+        match req {
+            VnodeReq::Head { bucket, key } => {
+                let h = self.backend.head(&bucket, &key)?.map(|h| WireObject {
+                    meta: h.metadata,
+                    value: Vec::new(),
+                });
+                Ok(VnodeReply::Object(h, queue_len))
+            }
+            VnodeReq::Get { bucket, key } => {
+                let o = self.backend.get(&bucket, &key)?.map(|o| WireObject {
+                    meta: o.head.metadata,
+                    value: o.value,
+                });
+                Ok(VnodeReply::Object(o, queue_len))
+            }
+            VnodeReq::Coordinate {
+                bucket,
+                key,
+                client,
+                content,
+                props,
+                now_secs,
+            } => {
+                let client = match client {
+                    None => None,
+                    Some(b) => Some(
+                        VClock::decode(&b)
+                            .map_err(|e| VnodeError::Decode(crate::object::DecodeError(e.0)))?,
+                    ),
+                };
+                let content: Content = content
+                    .object()?
+                    .contents
+                    .into_iter()
+                    .next()
+                    .unwrap_or_default();
+                let local = self.read(&bucket, &key)?;
+                let new = coordinate(
+                    local.as_ref(),
+                    client.as_ref(),
+                    content,
+                    &props,
+                    &self.actor,
+                    now_secs,
+                );
+                if let Some(n) = &new {
+                    self.write(&bucket, &key, local.as_ref(), n)?;
+                }
+                Ok(VnodeReply::Written(new.as_ref().map(WireObject::full)))
+            }
+            VnodeReq::Reconcile {
+                bucket,
+                key,
+                object,
+                props,
+            } => {
+                let incoming = object.object()?;
+                let local = self.read(&bucket, &key)?;
+                let new = reconcile(local.as_ref(), &incoming, &props);
+                if let Some(n) = &new {
+                    self.write(&bucket, &key, local.as_ref(), n)?;
+                }
+                Ok(VnodeReply::Written(new.as_ref().map(WireObject::full)))
+            }
+            VnodeReq::ListKeys { bucket } => {
+                let mut keys = Vec::new();
+                self.backend.fold_keys(&bucket, None, &mut |k| {
+                    keys.push(k.to_vec());
+                    ControlFlow::Continue(())
+                })?;
+                let mut live = Vec::with_capacity(keys.len());
+                for k in keys {
+                    if self
+                        .read_head(&bucket, &k)?
+                        .is_some_and(|o| !o.is_deleted())
+                    {
+                        live.push(k);
+                    }
+                }
+                Ok(VnodeReply::Keys(live))
+            }
+            VnodeReq::ListBuckets => Ok(VnodeReply::Buckets(self.backend.list_buckets()?)),
+            VnodeReq::Index(q) => Ok(VnodeReply::Index(self.backend.index_query(&q)?)),
+            VnodeReq::Fold { after, limit } => self.fold_batch(after, limit),
+        }
+    }
+
+    fn fold_batch(
+        &self,
+        after: Option<(Vec<u8>, Vec<u8>)>,
+        limit: u32,
+    ) -> Result<VnodeReply, VnodeError> {
+        let limit = limit.max(1) as usize;
+        let mut out: Vec<(Vec<u8>, Vec<u8>, WireObject)> = Vec::new();
+        let mut bytes = 0usize;
+        for bucket in self.backend.list_buckets()? {
+            if after.as_ref().is_some_and(|(b, _)| bucket < *b) {
+                continue;
+            }
+            let start: &[u8] = match &after {
+                Some((b, k)) if *b == bucket => k,
+                _ => &[],
+            };
+            let skip = after
+                .as_ref()
+                .filter(|(b, _)| *b == bucket)
+                .map(|(_, k)| k.clone());
+            let range = key_range_from(start);
+            self.backend
+                .fold_objects(&bucket, Some(&range), &mut |_, key, o| {
+                    if skip.as_deref() == Some(key) {
+                        return ControlFlow::Continue(());
+                    }
+                    bytes += key.len() + o.head.metadata.len() + o.value.len();
+                    out.push((
+                        bucket.clone(),
+                        key.to_vec(),
+                        WireObject {
+                            meta: o.head.metadata,
+                            value: o.value,
+                        },
+                    ));
+                    if out.len() >= limit || bytes >= FOLD_BATCH_BYTES {
+                        ControlFlow::Break(())
+                    } else {
+                        ControlFlow::Continue(())
+                    }
+                })?;
+            if out.len() >= limit || bytes >= FOLD_BATCH_BYTES {
+                break;
+            }
+        }
+        Ok(VnodeReply::Batch(out))
+    }
+}
