@@ -1,15 +1,24 @@
 //! `basalt admin --node ADDR bucket-type ...`: manages the bucket types of a
-//! running node over its PB port, like `riak admin bucket-type`. create,
+//! running node over its PB port, like `riak admin bucket-type`;
+//! `basalt admin --node ADDR cluster ...|member-status|ring-status` sends a
+//! cluster command line (admin code 247, see
+//! `basalt_server::cluster::control`) and prints the node's answer. create,
 //! activate, list and status use Basalt's private admin codes (240–246, see
 //! `basalt_server::btypes`); update is Riak's `RpbSetBucketTypeReq` (32).
 
 use anyhow::{bail, Context};
 use basalt_server::btypes::{self, code as bt, BasaltBucketTypeListResp, BasaltBucketTypeReq};
+use basalt_server::cluster::control::ADMIN_CLUSTER_REQ;
 use basalt_server::pb::{self, code};
 use prost::Message;
 use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
+
+/// How long to wait for a node to accept the connection.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long to wait for a node's reply.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Arguments of `basalt admin`.
 #[derive(Debug, clap::Args)]
@@ -26,6 +35,34 @@ enum AdminCommand {
     /// Bucket types: create, activate, list, status, update.
     #[command(subcommand)]
     BucketType(BucketTypeCommand),
+    /// Cluster membership, staged as `riak admin cluster`: join, leave,
+    /// plan, commit, clear.
+    #[command(subcommand)]
+    Cluster(ClusterCommand),
+    /// Members, their status, ring share and whether they are up.
+    MemberStatus,
+    /// Pending ownership transfers and the handoffs running on the node.
+    RingStatus,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum ClusterCommand {
+    /// Make the node (--node) join the cluster of the node at ADDR (its PB address).
+    Join {
+        /// PB address of any member of the cluster to join.
+        addr: String,
+    },
+    /// Stage the leave of NODE (default: the node addressed by --node).
+    Leave {
+        /// Node name.
+        node: Option<String>,
+    },
+    /// Show the staged changes and the partition transfers they start.
+    Plan,
+    /// Apply the staged changes.
+    Commit,
+    /// Drop the staged changes.
+    Clear,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -61,11 +98,18 @@ enum BucketTypeCommand {
 /// One blocking PB round trip: `Ok(Err(msg))` when the node answered with
 /// an `RpbErrorResp`.
 fn call(node: &str, c: u8, body: &[u8]) -> anyhow::Result<Result<(u8, Vec<u8>), String>> {
-    let mut s = TcpStream::connect(node).with_context(|| format!("connecting to node {node}"))?;
-    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let addr = node
+        .to_socket_addrs()
+        .with_context(|| format!("resolving node address {node}"))?
+        .next()
+        .with_context(|| format!("node address {node} resolves to nothing"))?;
+    let mut s = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
+        .with_context(|| format!("cannot reach node {node}"))?;
+    s.set_read_timeout(Some(REPLY_TIMEOUT))?;
     s.write_all(&pb::frame(c, body))?;
     let mut len = [0u8; 4];
-    s.read_exact(&mut len).context("reading the reply")?;
+    s.read_exact(&mut len)
+        .with_context(|| format!("no reply from node {node}"))?;
     let mut buf = vec![0u8; u32::from_be_bytes(len) as usize];
     s.read_exact(&mut buf).context("reading the reply")?;
     if buf.is_empty() {
@@ -86,8 +130,35 @@ fn props(json: Option<&str>) -> anyhow::Result<pb::RpbBucketProps> {
 
 /// Runs `basalt admin`; exit 1 when the node refuses the request.
 pub fn run(args: AdminArgs) -> anyhow::Result<crate::Outcome> {
-    let AdminCommand::BucketType(cmd) = args.command;
     let node = args.node.as_str();
+    let line = match &args.command {
+        AdminCommand::BucketType(_) => None,
+        AdminCommand::MemberStatus => Some("member-status".to_string()),
+        AdminCommand::RingStatus => Some("ring-status".to_string()),
+        AdminCommand::Cluster(c) => Some(match c {
+            ClusterCommand::Join { addr } => format!("join {addr}"),
+            ClusterCommand::Leave { node: Some(n) } => format!("leave {n}"),
+            ClusterCommand::Leave { node: None } => "leave".to_string(),
+            ClusterCommand::Plan => "plan".to_string(),
+            ClusterCommand::Commit => "commit".to_string(),
+            ClusterCommand::Clear => "clear".to_string(),
+        }),
+    };
+    if let Some(line) = line {
+        return match call(node, ADMIN_CLUSTER_REQ, line.as_bytes())? {
+            Ok((_, body)) => {
+                print!("{}", String::from_utf8_lossy(&body));
+                Ok(crate::Outcome::Done)
+            }
+            Err(msg) => {
+                eprintln!("{msg}");
+                Ok(crate::Outcome::Code(1))
+            }
+        };
+    }
+    let AdminCommand::BucketType(cmd) = args.command else {
+        return Ok(crate::Outcome::Done);
+    };
     let req = |name: &str, props: Option<pb::RpbBucketProps>| {
         BasaltBucketTypeReq {
             r#type: name.as_bytes().to_vec(),

@@ -423,6 +423,18 @@ impl Node {
     /// still running when the caller stops waiting (quorum reached) finish
     /// anyway.
     fn fan_out<'a>(&'a self, targets: &[Target], req: impl Fn() -> VnodeReq) -> FanOut<'a> {
+        self.fan_out_with(targets, req, None)
+    }
+
+    /// [`Self::fan_out`]; with `sloppy` = (key hash, n), a write whose
+    /// primary turns out unreachable is retried on that partition's
+    /// fallback, even after the caller stopped waiting.
+    fn fan_out_with<'a>(
+        &'a self,
+        targets: &[Target],
+        req: impl Fn() -> VnodeReq,
+        sloppy: Option<([u8; 20], u32)>,
+    ) -> FanOut<'a> {
         let this = self.this.get().and_then(Weak::upgrade);
         targets
             .iter()
@@ -431,7 +443,8 @@ impl Node {
                 let f: FanOutFuture<'a> = match &this {
                     Some(node) => {
                         let (node, t2) = (node.clone(), t.clone());
-                        let h = tokio::spawn(async move { node.vcall(&t2, r).await });
+                        let h =
+                            tokio::spawn(async move { node.vcall_sloppy(&t2, r, sloppy).await });
                         Box::pin(async move {
                             let res = h
                                 .await
@@ -440,7 +453,7 @@ impl Node {
                         })
                     }
                     None => Box::pin(async move {
-                        let res = self.vcall(&t, r).await;
+                        let res = self.vcall_sloppy(&t, r, sloppy).await;
                         (t, res)
                     }),
                 };
@@ -659,9 +672,9 @@ impl Node {
                 got: primaries_up,
             });
         }
-        let Some((coord, rest)) = targets.split_first() else {
+        if targets.is_empty() {
             return Err(RequestError::Invalid("empty preference list".into()));
-        };
+        }
         let req = VnodeReq::Coordinate {
             bucket: bucket.to_vec(),
             key: key.to_vec(),
@@ -673,7 +686,42 @@ impl Node {
             props: props.clone(),
             now_secs: secs,
         };
-        let new = match self.vcall(coord, req).await? {
+        // A local vnode coordinates if the key has one here (no extra hop,
+        // no wait on a slow peer), else the first; an unreachable one is
+        // skipped (it counts as a failed replica).
+        let me = self.cluster.me();
+        let local = targets.iter().position(|t| t.node == me);
+        let order: Vec<usize> = local
+            .into_iter()
+            .chain((0..targets.len()).filter(|&i| Some(i) != local))
+            .collect();
+        let mut coordinated = None;
+        let mut last_err = None;
+        let mut tried = Vec::new();
+        for i in order {
+            let t = &targets[i];
+            tried.push(i);
+            match self.vcall(t, req.clone()).await {
+                Ok(reply) => {
+                    coordinated = Some((i, reply));
+                    break;
+                }
+                Err(e @ (VnodeError::Remote(_) | VnodeError::Closed)) => {
+                    tracing::warn!(partition = t.partition, node = %t.node, error = %e, "coordinating vnode unavailable; trying the next");
+                    last_err = Some(e);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let Some((ci, reply)) = coordinated else {
+            return Err(last_err.map_or(RequestError::Timeout, RequestError::from));
+        };
+        let coord = &targets[ci];
+        let rest: Vec<Target> = (0..targets.len())
+            .filter(|i| !tried.contains(i))
+            .map(|i| targets[i].clone())
+            .collect();
+        let new = match reply {
             VnodeReply::Written(None) => return Ok(None),
             VnodeReply::Written(Some(w)) => w,
             other => {
@@ -691,7 +739,9 @@ impl Node {
             object: new.clone(),
             props: props.clone(),
         };
-        let mut replies = self.fan_out(rest, replica_req);
+        let (btype, bname) = split_storage_bucket(bucket);
+        let sloppy = Some((key_hash(btype, bname, key), props.n_val));
+        let mut replies = self.fan_out_with(&rest, replica_req, sloppy);
         while acks < need || primary_acks < pw {
             let Some((t, res)) = replies.next().await else {
                 break;

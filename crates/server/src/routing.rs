@@ -243,6 +243,36 @@ impl Node {
         }
     }
 
+    /// [`Self::vcall`]; with `sloppy` = (key hash, n), a request to a
+    /// primary whose node cannot be reached (now marked down) goes to the
+    /// partition's fallback instead.
+    pub async fn vcall_sloppy(
+        &self,
+        t: &Target,
+        req: VnodeReq,
+        sloppy: Option<([u8; 20], u32)>,
+    ) -> Result<VnodeReply, VnodeError> {
+        let Some((hash, n)) = sloppy.filter(|_| t.primary && t.node != self.cluster.me()) else {
+            return self.vcall(t, req).await;
+        };
+        match self.vcall(t, req.clone()).await {
+            Err(VnodeError::Remote(e)) => {
+                let fallback = self
+                    .targets(&hash, n)
+                    .into_iter()
+                    .find(|f| f.partition == t.partition && !f.primary);
+                match fallback {
+                    Some(f) => {
+                        tracing::debug!(partition = f.partition, node = %f.node, "write retried on a fallback");
+                        self.vcall(&f, req).await
+                    }
+                    None => Err(VnodeError::Remote(e)),
+                }
+            }
+            r => r,
+        }
+    }
+
     /// Serves a vnode request from another node: locally, unless it was
     /// meant for the owner and this node no longer owns the partition
     /// (the sender's ring is stale) — then it is forwarded once to the owner.

@@ -61,14 +61,22 @@ impl Node {
             } else {
                 (HandoffKind::Hinted, owner)
             };
-            let finished = self.cluster.with_handoffs(|h| {
-                h.get(&p)
-                    .is_some_and(|h| h.done && h.kind == HandoffKind::Ownership)
+            let (mut finished, dirty) = self.cluster.with_handoffs(|h| {
+                h.get(&p).map_or((false, false), |h| {
+                    (h.done && h.kind == HandoffKind::Ownership, h.dirty)
+                })
             });
             if finished && kind == HandoffKind::Hinted {
-                // The ring moved after our ownership handoff: drop the copy.
-                self.drop_vnode(p);
-                continue;
+                if dirty {
+                    // A write reached our copy after the pass and could not
+                    // be forwarded: hand the copy over again (hinted).
+                    self.cluster.with_handoffs(|h| h.remove(&p));
+                    finished = false;
+                } else {
+                    // The ring moved after our ownership handoff: drop the copy.
+                    self.drop_vnode(p);
+                    continue;
+                }
             }
             if finished || !self.cluster.is_up(&target) {
                 continue;
@@ -209,7 +217,24 @@ impl Node {
         if let Some(v) = v {
             v.shutdown(); // queued writes finish (and are forwarded) first
         }
-        self.cluster.with_handoffs(|h| h.remove(&p));
+        let dirty = self
+            .cluster
+            .with_handoffs(|h| h.remove(&p).is_some_and(|h| h.dirty));
+        if dirty {
+            // A write it took could not be forwarded: keep the data, reopen
+            // the vnode, hand it off again on a later round.
+            tracing::warn!(
+                partition = p,
+                "vnode took writes during its last handoff; keeping it"
+            );
+            match self.open_vnode(p) {
+                Ok(v) => {
+                    self.vnodes.write().insert(p, Arc::new(v));
+                }
+                Err(e) => tracing::error!(partition = p, error = %e, "reopening a vnode"),
+            }
+            return;
+        }
         let dir = self.config.data_dir.join("vnodes").join(p.to_string());
         match std::fs::remove_dir_all(&dir) {
             Ok(()) => tracing::info!(partition = p, "handed-off vnode deleted"),

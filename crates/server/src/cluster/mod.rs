@@ -287,6 +287,14 @@ impl Cluster {
         }
     }
 
+    /// Records that `node` cannot be reached.
+    pub fn mark_down(&self, node: &str) {
+        self.down
+            .lock()
+            .entry(node.to_string())
+            .or_insert_with(Instant::now);
+    }
+
     /// Whether `node` is believed up (this node always is).
     pub fn is_up(&self, node: &str) -> bool {
         node == self.me || !self.down.lock().contains_key(node)
@@ -346,6 +354,10 @@ impl Cluster {
         match &r {
             Ok(_) => self.saw(node),
             Err(transport::PeerError::Overload(_)) => {}
+            // A refused or broken connection is a certain sign: down at once.
+            Err(transport::PeerError::Unreachable { .. } | transport::PeerError::Lost(_)) => {
+                self.mark_down(node)
+            }
             Err(_) => self.missed(node),
         }
         r

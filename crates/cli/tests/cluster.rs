@@ -1,0 +1,419 @@
+//! Cluster tests with real processes: `basalt start` nodes on 127.0.0.1,
+//! joined with `basalt admin cluster ...`, loaded through PB, then faults:
+//! a node SIGKILLed mid-load (then restarted: hinted handoff), a node joining
+//! and another leaving under load, and a SIGSTOPped (slow) node.
+//!
+//! The scenarios run one at a time (they share the machine's two cores).
+//! Sizes are small for CI; `BASALT_LONG_TESTS=1` multiplies the load.
+
+use basalt_server::pb::{self, code};
+use prost::Message;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn long() -> bool {
+    std::env::var("BASALT_LONG_TESTS").is_ok_and(|v| v == "1")
+}
+
+/// A temporary directory for the nodes; kept (and printed) when
+/// `BASALT_KEEP_TEST_DIRS` is set, to read the node logs after a failure.
+fn test_dir() -> (PathBuf, Option<tempfile::TempDir>) {
+    let d = tempfile::tempdir().expect("tempdir");
+    if std::env::var_os("BASALT_KEEP_TEST_DIRS").is_some() {
+        let p = d.keep();
+        eprintln!("node data and logs in {}", p.display());
+        (p, None)
+    } else {
+        (d.path().to_path_buf(), Some(d))
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+struct NodeProc {
+    name: String,
+    pb: String,
+    dir: PathBuf,
+    child: Option<Child>,
+}
+
+impl NodeProc {
+    fn new(root: &std::path::Path, i: usize) -> NodeProc {
+        NodeProc {
+            name: format!("n{i}@127.0.0.1"),
+            pb: format!("127.0.0.1:{}", free_port()),
+            dir: root.join(format!("n{i}")),
+            child: None,
+        }
+    }
+
+    fn start(&mut self) {
+        let log = std::fs::File::create(self.dir.with_extension("log")).expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_basalt"))
+            .args([
+                "start",
+                "--ring-size",
+                "16",
+                "--backend",
+                "leveled",
+                "--http-listen",
+                "",
+            ])
+            .args(["--node-name", &self.name, "--pb-listen", &self.pb])
+            .arg("--data-dir")
+            .arg(&self.dir)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn basalt start");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while TcpStream::connect(&self.pb).is_err() {
+            assert!(Instant::now() < deadline, "{} did not start", self.name);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn signal(&self, sig: &str) {
+        if let Some(c) = &self.child {
+            let ok = Command::new("kill")
+                .args([sig, &c.id().to_string()])
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "kill {sig} {}", self.name);
+        }
+    }
+
+    fn kill9(&mut self) {
+        self.signal("-KILL");
+        if let Some(mut c) = self.child.take() {
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for NodeProc {
+    fn drop(&mut self) {
+        self.signal("-CONT");
+        self.kill9();
+    }
+}
+
+fn admin(node: &str, args: &[&str]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_basalt"))
+        .args(["admin", "--node", node])
+        .args(args)
+        .output()
+        .expect("run basalt admin");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Joins `nodes[1..]` to `nodes[0]`, commits and waits for the transfers.
+fn form_cluster(nodes: &[NodeProc]) {
+    for n in &nodes[1..] {
+        let (ok, out) = admin(&n.pb, &["cluster", "join", &nodes[0].pb]);
+        assert!(ok, "join: {out}");
+    }
+    let (ok, out) = admin(&nodes[0].pb, &["cluster", "plan"]);
+    assert!(ok && out.contains("Transfers after commit"), "plan: {out}");
+    let (ok, out) = admin(&nodes[0].pb, &["cluster", "commit"]);
+    assert!(ok, "commit: {out}");
+    settle(&nodes[0].pb);
+}
+
+/// Waits until the ring has no pending transfers.
+fn settle(node: &str) {
+    wait_for("transfers to finish", Duration::from_secs(60), || {
+        admin(node, &["ring-status"])
+            .1
+            .contains("pending ownership transfers: 0")
+    });
+}
+
+/// A blocking PB client.
+struct Client {
+    s: TcpStream,
+}
+
+impl Client {
+    fn connect(addr: &str) -> Client {
+        let s = TcpStream::connect(addr).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(70)))
+            .expect("timeout");
+        Client { s }
+    }
+
+    fn call<M: Message>(&mut self, c: u8, m: &M) -> Result<(u8, Vec<u8>), String> {
+        self.s
+            .write_all(&pb::frame(c, &m.encode_to_vec()))
+            .map_err(|e| e.to_string())?;
+        let mut len = [0u8; 4];
+        self.s.read_exact(&mut len).map_err(|e| e.to_string())?;
+        let mut buf = vec![0u8; u32::from_be_bytes(len) as usize];
+        self.s.read_exact(&mut buf).map_err(|e| e.to_string())?;
+        let rc = buf.remove(0);
+        if rc == code::ERROR_RESP {
+            let e = pb::RpbErrorResp::decode(buf.as_slice()).map_err(|e| e.to_string())?;
+            return Err(String::from_utf8_lossy(&e.errmsg).into_owned());
+        }
+        Ok((rc, buf))
+    }
+
+    fn put(&mut self, key: &str, value: &str) -> Result<(), String> {
+        let req = pb::RpbPutReq {
+            bucket: b"b".to_vec(),
+            key: Some(key.as_bytes().to_vec()),
+            content: pb::RpbContent {
+                value: value.as_bytes().to_vec(),
+                ..Default::default()
+            },
+            w: Some(2),
+            ..Default::default()
+        };
+        self.call(code::PUT_REQ, &req).map(|_| ())
+    }
+
+    fn get(
+        &mut self,
+        key: &str,
+        r: u32,
+        pr: u32,
+        notfound_ok: bool,
+    ) -> Result<Option<Vec<u8>>, String> {
+        let req = pb::RpbGetReq {
+            bucket: b"b".to_vec(),
+            key: key.as_bytes().to_vec(),
+            r: Some(r),
+            pr: Some(pr),
+            notfound_ok: Some(notfound_ok),
+            ..Default::default()
+        };
+        let (_, body) = self.call(code::GET_REQ, &req)?;
+        let resp = pb::RpbGetResp::decode(body.as_slice()).map_err(|e| e.to_string())?;
+        Ok(resp.content.first().map(|c| c.value.clone()))
+    }
+}
+
+/// Writes keys `prefix0..` through `addrs` (round robin), w=2, and reads
+/// back each key written so far at r=2, until `stop`; returns
+/// (keys written, failed requests with their errors).
+fn load(
+    addrs: Vec<String>,
+    prefix: &'static str,
+    stop: Arc<AtomicBool>,
+    written: Arc<AtomicU64>,
+) -> std::thread::JoinHandle<Vec<String>> {
+    std::thread::spawn(move || {
+        let mut clients: Vec<Client> = addrs.iter().map(|a| Client::connect(a)).collect();
+        let mut failures = Vec::new();
+        let mut i = 0u64;
+        while !stop.load(Ordering::Acquire) {
+            let c = &mut clients[(i as usize) % addrs.len()];
+            let key = format!("{prefix}{i}");
+            match c.put(&key, &format!("v{i}")) {
+                Ok(()) => {
+                    written.store(i + 1, Ordering::Release);
+                }
+                Err(e) => failures.push(format!("put {key}: {e}")),
+            }
+            let probe = format!("{prefix}{}", i / 2);
+            match c.get(&probe, 2, 0, true) {
+                Ok(Some(v)) if v == format!("v{}", i / 2).into_bytes() => {}
+                Ok(other) => failures.push(format!("get {probe}: {other:?}")),
+                Err(e) => failures.push(format!("get {probe}: {e}")),
+            }
+            i += 1;
+        }
+        failures
+    })
+}
+
+#[test]
+fn kill_one_node_mid_load_then_hinted_handoff_repairs_it() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (root, _guard) = test_dir();
+    let mut nodes: Vec<NodeProc> = (1..=3).map(|i| NodeProc::new(&root, i)).collect();
+    for n in &mut nodes {
+        n.start();
+    }
+    form_cluster(&nodes);
+    let (ok, status) = admin(&nodes[0].pb, &["member-status"]);
+    assert!(ok && status.matches("valid").count() == 3, "{status}");
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let written = Arc::new(AtomicU64::new(0));
+    let target = if long() { 3000 } else { 300 };
+    let h = load(
+        vec![nodes[0].pb.clone(), nodes[1].pb.clone()],
+        "k",
+        stop.clone(),
+        written.clone(),
+    );
+    wait_for("load before the kill", Duration::from_secs(60), || {
+        written.load(Ordering::Acquire) >= target / 3
+    });
+    nodes[2].kill9();
+    wait_for("load after the kill", Duration::from_secs(120), || {
+        written.load(Ordering::Acquire) >= target
+    });
+    stop.store(true, Ordering::Release);
+    let failures = h.join().expect("load thread");
+    assert!(
+        failures.is_empty(),
+        "{} failed requests: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(5)]
+    );
+    let n = written.load(Ordering::Acquire);
+
+    // Back up: hinted handoff must give it every key it missed. A GET at
+    // r=3, pr=3 with notfound_ok=false only succeeds when all three
+    // primaries hold the key (a failed GET does no read repair).
+    nodes[2].start();
+    let mut c = Client::connect(&nodes[0].pb);
+    let mut missing = Vec::new();
+    wait_for("hinted handoff", Duration::from_secs(60), || {
+        missing = (0..n)
+            .map(|i| format!("k{i}"))
+            .filter(|k| c.get(k, 3, 3, false).map_or(true, |v| v.is_none()))
+            .collect();
+        if !missing.is_empty() {
+            let e = c.get(&missing[0], 3, 3, false);
+            eprintln!(
+                "{} of {n} keys not yet on all primaries ({}: {e:?})",
+                missing.len(),
+                missing[0]
+            );
+        }
+        missing.is_empty()
+    });
+    let (_, ring) = admin(&nodes[0].pb, &["ring-status"]);
+    assert!(ring.contains("pending ownership transfers: 0"), "{ring}");
+}
+
+#[test]
+fn join_and_leave_under_load_lose_nothing() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (root, _guard) = test_dir();
+    let mut nodes: Vec<NodeProc> = (1..=4).map(|i| NodeProc::new(&root, i)).collect();
+    for n in &mut nodes {
+        n.start();
+    }
+    form_cluster(&nodes[..3]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let written = Arc::new(AtomicU64::new(0));
+    let h = load(
+        vec![nodes[0].pb.clone(), nodes[1].pb.clone()],
+        "j",
+        stop.clone(),
+        written.clone(),
+    );
+    let step = if long() { 1000 } else { 100 };
+    wait_for("load", Duration::from_secs(60), || {
+        written.load(Ordering::Acquire) >= step
+    });
+    // n4 joins under load.
+    let (ok, out) = admin(&nodes[3].pb, &["cluster", "join", &nodes[0].pb]);
+    assert!(ok, "join: {out}");
+    let (ok, out) = admin(&nodes[1].pb, &["cluster", "commit"]);
+    assert!(ok, "commit: {out}");
+    settle(&nodes[0].pb);
+    wait_for("load", Duration::from_secs(60), || {
+        written.load(Ordering::Acquire) >= 2 * step
+    });
+    // n3 leaves under load.
+    let (ok, out) = admin(&nodes[0].pb, &["cluster", "leave", &nodes[2].name]);
+    assert!(ok, "leave: {out}");
+    let (ok, out) = admin(&nodes[0].pb, &["cluster", "commit"]);
+    assert!(ok, "commit: {out}");
+    settle(&nodes[0].pb);
+    wait_for("n3 to be removed", Duration::from_secs(60), || {
+        !admin(&nodes[0].pb, &["member-status"])
+            .1
+            .contains(&nodes[2].name)
+    });
+    wait_for("load", Duration::from_secs(60), || {
+        written.load(Ordering::Acquire) >= 3 * step
+    });
+    stop.store(true, Ordering::Release);
+    let failures = h.join().expect("load thread");
+    assert!(
+        failures.is_empty(),
+        "{} failed requests: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(5)]
+    );
+    // Every key readable from the new node, n3 gone for good.
+    nodes[2].kill9();
+    let n = written.load(Ordering::Acquire);
+    let mut c = Client::connect(&nodes[3].pb);
+    for i in 0..n {
+        let k = format!("j{i}");
+        assert_eq!(
+            c.get(&k, 2, 0, false),
+            Ok(Some(format!("v{i}").into_bytes())),
+            "{k}"
+        );
+    }
+    let (_, status) = admin(&nodes[3].pb, &["member-status"]);
+    assert_eq!(status.matches("valid").count(), 3, "{status}");
+}
+
+#[test]
+fn stopped_node_does_not_stall_gets() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (root, _guard) = test_dir();
+    let mut nodes: Vec<NodeProc> = (1..=3).map(|i| NodeProc::new(&root, i)).collect();
+    for n in &mut nodes {
+        n.start();
+    }
+    form_cluster(&nodes);
+    let mut c = Client::connect(&nodes[0].pb);
+    let keys = 100;
+    for i in 0..keys {
+        c.put(&format!("s{i}"), &format!("v{i}")).expect("put");
+    }
+    nodes[2].signal("-STOP");
+    let mut worst = Duration::ZERO;
+    let until = Instant::now() + Duration::from_secs(if long() { 30 } else { 5 });
+    let mut i = 0;
+    while Instant::now() < until {
+        let k = format!("s{}", i % keys);
+        let t = Instant::now();
+        let v = c.get(&k, 2, 0, true);
+        worst = worst.max(t.elapsed());
+        assert_eq!(v, Ok(Some(format!("v{}", i % keys).into_bytes())), "{k}");
+        i += 1;
+    }
+    nodes[2].signal("-CONT");
+    // The request timeout is 60 s: a GET waiting on the stopped node would
+    // take that long; HEAD-first GETs need only the two live replicas.
+    assert!(worst < Duration::from_secs(2), "slowest GET took {worst:?}");
+    eprintln!("{i} GETs with one node stopped, slowest {worst:?}");
+}
