@@ -9,9 +9,10 @@ use crate::props::{BucketProps, PropsError, PropsStore};
 use crate::ring::{actor, key_hash, Ring};
 use crate::vclock::VClock;
 use crate::vnode::{Pending, Vnode, VnodeError, VnodeState};
-use basalt_backend::{BackendError, IndexPage, IndexQuery, IndexResult};
+use basalt_backend::{BackendError, Capability, IndexPage, IndexQuery, IndexResult, KeyRange};
 use parking_lot::{RwLock, RwLockWriteGuard};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -366,12 +367,31 @@ impl Node {
     }
 
     /// GET: HEAD the preference list, wait for `r`, fetch the value from the
-    /// replica(s) holding the winning version(s), merge, read-repair.
+    /// replica(s) holding the winning version(s), merge, read-repair. Uses
+    /// the bucket's `basic_quorum` prop (see [`Node::get_with_basic_quorum`]).
     pub async fn get(
         &self,
         bucket: &[u8],
         key: &[u8],
         opts: &GetOpts,
+    ) -> Result<GetOutcome, RequestError> {
+        self.get_with_basic_quorum(bucket, key, opts, None).await
+    }
+
+    /// [`Node::get`] with Riak's `basic_quorum` (`None` = the bucket's prop):
+    /// as `riak_kv_get_core`, the GET gives up once `fail_threshold`
+    /// replicas answered not found (only counted when `notfound_ok` is off)
+    /// or failed, where `fail_threshold = n - max(r, pr) + 1`, lowered to
+    /// `min(n / 2 + 1, that)` by `basic_quorum`. Replies are taken in
+    /// preference-list order. Giving up early answers not found when no
+    /// replica failed and none answered a live object, else the quorum
+    /// error; it does no read repair.
+    pub async fn get_with_basic_quorum(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        opts: &GetOpts,
+        basic_quorum: Option<bool>,
     ) -> Result<GetOutcome, RequestError> {
         self.stats.gets.fetch_add(1, Ordering::Relaxed);
         let props = self.props.get(bucket);
@@ -390,11 +410,21 @@ impl Node {
             }
         }
         let mut heads: Vec<(u32, Option<RiakObject>)> = Vec::new();
-        for (p, w) in pending {
+        let fail_fast = FailFast::new(
+            pl.len(),
+            r.max(pr),
+            notfound_ok,
+            basic_quorum.unwrap_or(props.basic_quorum),
+        );
+        let submit_fails = pl.len() - pending.len();
+        for (i, (p, w)) in pending.into_iter().enumerate() {
             match w.wait(self.timeout()).await {
                 Ok(h) => heads.push((p, h)),
                 Err(VnodeError::Overload) => overloaded = true,
                 Err(e) => tracing::warn!(partition = p, error = %e, "get head"),
+            }
+            if let Some(out) = fail_fast.check(&heads, submit_fails + i + 1, overloaded) {
+                return out;
             }
         }
         let found: Vec<(u32, RiakObject)> = heads
@@ -590,12 +620,14 @@ impl Node {
     }
 
     /// Keys of `bucket` that are not tombstones, one batch per covering vnode
-    /// (deduplicated across batches).
-    pub async fn list_keys(
-        &self,
-        bucket: &[u8],
-        mut batch: impl FnMut(Vec<Vec<u8>>),
-    ) -> Result<(), RequestError> {
+    /// (deduplicated across batches), handed to `batch` as each vnode
+    /// answers; `batch` resolving to `false` (the client went away) stops
+    /// the listing.
+    pub async fn list_keys<F, Fut>(&self, bucket: &[u8], mut batch: F) -> Result<(), RequestError>
+    where
+        F: FnMut(Vec<Vec<u8>>) -> Fut,
+        Fut: Future<Output = bool>,
+    {
         let props = self.props.get(bucket);
         let mut seen = BTreeSet::new();
         for p in self.ring.covering_set(props.n_val) {
@@ -621,8 +653,8 @@ impl Node {
                 .into_iter()
                 .filter(|k| seen.insert(k.clone()))
                 .collect();
-            if !fresh.is_empty() {
-                batch(fresh);
+            if !fresh.is_empty() && !batch(fresh).await {
+                break;
             }
         }
         Ok(())
@@ -710,6 +742,360 @@ impl Node {
             results,
             continuation,
         })
+    }
+}
+
+/// Objects each covering vnode reads per round of a CS bucket fold.
+pub const CS_FOLD_BATCH: usize = 100;
+
+/// Above every valid key (keys are at most 64 KiB): the open end of a range.
+static KEY_ABOVE_ALL: [u8; 65_537] = [0xFF; 65_537];
+
+/// A CS bucket fold (`RpbCSBucketReq`): the objects of one bucket whose keys
+/// lie between `start` and `end`, in key order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CsFold {
+    /// The storage bucket.
+    pub bucket: Vec<u8>,
+    /// First key.
+    pub start: Vec<u8>,
+    /// `start` itself is included (Riak's default: true).
+    pub start_incl: bool,
+    /// Last key; `None` = to the end of the bucket.
+    pub end: Option<Vec<u8>>,
+    /// `end` itself is included (Riak's default: false).
+    pub end_incl: bool,
+    /// Resume after the page that returned this continuation.
+    pub continuation: Option<Vec<u8>>,
+    /// Page size (0 or `None` = everything).
+    pub max_results: Option<u32>,
+}
+
+/// One covering vnode's position in a CS bucket fold.
+struct FoldCursor {
+    partition: u32,
+    /// The last key this vnode returned (the next round starts after it).
+    after: Option<Vec<u8>>,
+    /// The vnode has nothing more in the range.
+    done: bool,
+}
+
+/// One round of a CS bucket fold on a vnode: the (at most `limit`) smallest
+/// keys of `bucket` in the range, with their stored objects (tombstones
+/// included, so a newer tombstone on one replica hides an older live copy on
+/// another), the last key chosen (a key may vanish between the key fold
+/// and its read) and whether more keys remain.
+#[allow(clippy::too_many_arguments)]
+fn cs_fold_batch(
+    st: &VnodeState,
+    bucket: &[u8],
+    from: &[u8],
+    from_incl: bool,
+    end: Option<&[u8]>,
+    end_incl: bool,
+    limit: usize,
+) -> Result<CsBatch, VnodeError> {
+    let range = KeyRange::new(from, end.unwrap_or(&KEY_ABOVE_ALL));
+    let ordered = st.backend.capabilities().has(Capability::OrderedKeys);
+    let mut keys: BTreeSet<Vec<u8>> = BTreeSet::new();
+    let mut more = false;
+    st.backend.fold_keys(bucket, Some(&range), &mut |k| {
+        let above = if from_incl { k >= from } else { k > from };
+        let below = end.is_none_or(|e| if end_incl { k <= e } else { k < e });
+        if above && below {
+            keys.insert(k.to_vec());
+            if keys.len() > limit {
+                more = true;
+                keys.pop_last();
+                if ordered {
+                    return std::ops::ControlFlow::Break(());
+                }
+            }
+        }
+        std::ops::ControlFlow::Continue(())
+    })?;
+    let last = keys.last().cloned();
+    let mut out = Vec::with_capacity(keys.len());
+    for k in keys {
+        if let Some(o) = st.read(bucket, &k)? {
+            out.push((k, o));
+        }
+    }
+    Ok((out, last, more))
+}
+
+/// A vnode's round of a CS bucket fold: objects, last key, more to come.
+type CsBatch = (Vec<(Vec<u8>, RiakObject)>, Option<Vec<u8>>, bool);
+
+fn encode_cs_continuation(key: &[u8]) -> Vec<u8> {
+    let mut raw = vec![1u8];
+    raw.extend_from_slice(key);
+    base64::Engine::encode(&base64::engine::general_purpose::STANDARD, raw).into_bytes()
+}
+
+fn decode_cs_continuation(c: &[u8]) -> Option<Vec<u8>> {
+    let raw = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, c).ok()?;
+    match raw.split_first() {
+        Some((1, key)) if !key.is_empty() => Some(key.to_vec()),
+        _ => None,
+    }
+}
+
+/// `riak_kv_get_core`'s early end of a GET (see [`Node::get_with_basic_quorum`]);
+/// only applied with `basic_quorum`.
+#[derive(Debug, Clone, Copy)]
+struct FailFast {
+    /// Not-found + failed replies that end the GET (`None`: wait for all).
+    threshold: Option<usize>,
+    need: usize,
+    notfound_ok: bool,
+}
+
+impl FailFast {
+    fn new(n: usize, need: u32, notfound_ok: bool, basic_quorum: bool) -> FailFast {
+        let need = need as usize;
+        let threshold = basic_quorum.then(|| (n / 2 + 1).min((n + 1).saturating_sub(need)));
+        FailFast {
+            threshold,
+            need,
+            notfound_ok,
+        }
+    }
+
+    /// After `answered` replicas answered (or failed), `heads` being the
+    /// answers: the GET's result if it ends now.
+    fn check(
+        &self,
+        heads: &[(u32, Option<RiakObject>)],
+        answered: usize,
+        overloaded: bool,
+    ) -> Option<Result<GetOutcome, RequestError>> {
+        let threshold = self.threshold?;
+        let notfounds = if self.notfound_ok {
+            0
+        } else {
+            heads.iter().filter(|h| h.1.is_none()).count()
+        };
+        let oks = heads.len() - notfounds;
+        let fails = answered.saturating_sub(heads.len());
+        if oks >= self.need || notfounds + fails < threshold {
+            return None;
+        }
+        let live = heads
+            .iter()
+            .any(|h| h.1.as_ref().is_some_and(|o| !o.is_deleted()));
+        Some(if fails == 0 && !live {
+            Ok(GetOutcome::NotFound)
+        } else if overloaded {
+            Err(RequestError::Overload)
+        } else {
+            Err(RequestError::Unsatisfied {
+                kind: "r",
+                need: self.need as u32,
+                got: oks as u32,
+            })
+        })
+    }
+}
+
+impl Node {
+    /// A CS bucket fold over a covering set of vnodes. Each round asks every
+    /// covering vnode that is not finished for its next [`CS_FOLD_BATCH`]
+    /// keys after its own cursor (one job per vnode), merges the copies of a
+    /// key (as a GET's merge; no quorum, no read repair), and hands `emit`
+    /// the keys up to the smallest cursor of the unfinished vnodes, in key
+    /// order, tombstones left out. So memory stays at about a batch per
+    /// vnode whatever the range. `emit` resolving to `false` stops the fold.
+    /// Returns the continuation when `max_results` filled the page.
+    pub async fn cs_bucket_fold<F, Fut>(
+        &self,
+        q: &CsFold,
+        mut emit: F,
+    ) -> Result<Option<Vec<u8>>, RequestError>
+    where
+        F: FnMut(Vec<(Vec<u8>, RiakObject)>) -> Fut,
+        Fut: Future<Output = bool>,
+    {
+        let props = self.props.get(&q.bucket);
+        let (from, from_incl) = match &q.continuation {
+            None => (q.start.clone(), q.start_incl),
+            Some(c) => {
+                let after = decode_cs_continuation(c)
+                    .ok_or_else(|| RequestError::Invalid("invalid continuation".into()))?;
+                if after < q.start {
+                    (q.start.clone(), q.start_incl)
+                } else {
+                    (after, false)
+                }
+            }
+        };
+        let max = q.max_results.filter(|m| *m > 0).map(|m| m as usize);
+        let mut cursors: Vec<FoldCursor> = self
+            .ring
+            .covering_set(props.n_val)
+            .into_iter()
+            .map(|partition| FoldCursor {
+                partition,
+                after: None,
+                done: false,
+            })
+            .collect();
+        let mut pending: BTreeMap<Vec<u8>, RiakObject> = BTreeMap::new();
+        let mut sent = 0usize;
+        loop {
+            let mut jobs = Vec::new();
+            for (i, c) in cursors.iter().enumerate().filter(|(_, c)| !c.done) {
+                let (b, end, end_incl) = (q.bucket.clone(), q.end.clone(), q.end_incl);
+                let (lo, lo_incl) = match &c.after {
+                    Some(a) => (a.clone(), false),
+                    None => (from.clone(), from_incl),
+                };
+                let job = self.submit(c.partition, move |st| {
+                    cs_fold_batch(
+                        st,
+                        &b,
+                        &lo,
+                        lo_incl,
+                        end.as_deref(),
+                        end_incl,
+                        CS_FOLD_BATCH,
+                    )
+                })?;
+                jobs.push((i, job));
+            }
+            for (i, job) in jobs {
+                let (objs, last, more) = job.wait(self.timeout()).await?;
+                let c = &mut cursors[i];
+                c.done = !more;
+                if last.is_some() {
+                    c.after = last;
+                }
+                for (k, o) in objs {
+                    let merged = match pending.remove(&k) {
+                        Some(m) => RiakObject::merge(&m, &o, props.allow_mult),
+                        None => o,
+                    };
+                    pending.insert(k, merged);
+                }
+            }
+            // Every key up to the smallest cursor of an unfinished vnode is
+            // final: no vnode can still return a smaller one.
+            let safe: Option<Vec<u8>> = cursors
+                .iter()
+                .filter(|c| !c.done)
+                .filter_map(|c| c.after.clone())
+                .min();
+            let finished = cursors.iter().all(|c| c.done);
+            let rest = match &safe {
+                Some(s) if !finished => {
+                    let mut rest = pending.split_off(s);
+                    if let Some(v) = rest.remove(s) {
+                        pending.insert(s.clone(), v);
+                    }
+                    rest
+                }
+                _ => BTreeMap::new(),
+            };
+            let ready = std::mem::replace(&mut pending, rest);
+            let mut batch = Vec::new();
+            let mut full = false;
+            for (k, o) in ready {
+                if o.is_deleted() {
+                    continue;
+                }
+                batch.push((k, o));
+                sent += 1;
+                if max.is_some_and(|m| sent >= m) {
+                    full = true;
+                    break;
+                }
+            }
+            let last = batch.last().map(|(k, _)| k.clone());
+            if !batch.is_empty() && !emit(batch).await {
+                return Ok(None);
+            }
+            if full {
+                return Ok(last.map(|k| encode_cs_continuation(&k)));
+            }
+            if finished {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// DELETE: a tombstone PUT ([`Node::put`]), then, unless the config's
+    /// `delete_mode` is `keep`, a task that waits the mode's delay and reaps
+    /// the tombstone ([`Node::reap_tombstone`]). Reaps pending at shutdown
+    /// are dropped (the tombstones stay, as in Riak after a vnode restart).
+    /// Must run inside a tokio runtime.
+    pub async fn delete(
+        self: &Arc<Self>,
+        bucket: &[u8],
+        key: &[u8],
+        client: Option<VClock>,
+        opts: &PutOpts,
+    ) -> Result<(), RequestError> {
+        let tomb = Content {
+            deleted: true,
+            ..Content::default()
+        };
+        let written = self.put(bucket, key, client, tomb, opts).await?;
+        let delay = self.config.delete_mode.delay();
+        if let (Some(obj), Some(delay)) = (written, delay) {
+            if obj.is_deleted() {
+                let node = Arc::clone(self);
+                let (b, k) = (bucket.to_vec(), key.to_vec());
+                tokio::spawn(async move {
+                    tokio::time::sleep(delay).await;
+                    match node.reap_tombstone(&b, &k, &obj.vclock).await {
+                        Ok(n) => tracing::debug!(replicas = n, "tombstone reap"),
+                        Err(e) => tracing::debug!(error = %e, "tombstone reap"),
+                    }
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes a tombstone from the backends of its `n_val` replicas if all
+    /// of them hold it with exactly this clock (Riak's reap: every replica
+    /// must agree); each replica re-checks the clock in the same job as the
+    /// removal, so a write that raced the reap survives. Returns the
+    /// replicas reaped (0 when not all held the tombstone).
+    pub async fn reap_tombstone(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        vclock: &VClock,
+    ) -> Result<usize, RequestError> {
+        let props = self.props.get(bucket);
+        let pl = self.preflist(bucket, key, props.n_val);
+        let mut heads = Vec::with_capacity(pl.len());
+        for &p in &pl {
+            let (b, k) = (bucket.to_vec(), key.to_vec());
+            heads.push(self.submit(p, move |st| st.read_head(&b, &k))?);
+        }
+        for h in heads {
+            let same = h
+                .wait(self.timeout())
+                .await?
+                .is_some_and(|o| o.is_deleted() && o.vclock.same_events(vclock));
+            if !same {
+                return Ok(0);
+            }
+        }
+        let mut jobs = Vec::with_capacity(pl.len());
+        for &p in &pl {
+            let (b, k, vc) = (bucket.to_vec(), key.to_vec(), vclock.clone());
+            jobs.push(self.submit(p, move |st| st.reap_tombstone(&b, &k, &vc))?);
+        }
+        let mut reaped = 0;
+        for j in jobs {
+            if j.wait(self.timeout()).await? {
+                reaped += 1;
+            }
+        }
+        Ok(reaped)
     }
 }
 
