@@ -1,6 +1,7 @@
 //! The request coordinator of a node: GET as n HEADs + 1 GET with sibling
 //! merge and read repair, PUT through a coordinating vnode then the other
-//! replicas, DELETE as a tombstone PUT, listings and 2i over a covering set.
+//! replicas, DELETE as a tombstone PUT (then tombstone reaping per
+//! `delete_mode`), listings, 2i and the CS bucket fold over a covering set.
 
 use crate::btypes::{split_storage_bucket, BucketTypes};
 use crate::config::{Config, ConfigError};
@@ -1174,6 +1175,69 @@ mod tests {
         assert_eq!(index_term_cmp(true, b"9", b"10"), Less);
         assert_eq!(index_term_cmp(true, b"-1", b"0"), Less);
         assert_eq!(index_term_cmp(false, b"9", b"10"), Greater);
+    }
+
+    #[test]
+    fn fail_fast_follows_riak_get_core() {
+        let obj = |deleted: bool| {
+            let mut c = c(b"v");
+            c.deleted = deleted;
+            Some(RiakObject {
+                vclock: VClock::default(),
+                contents: vec![c],
+            })
+        };
+        // n = 3, r = 1, notfound_ok = false: basic_quorum gives up after 2
+        // not-founds (a majority); without it, never early.
+        let ff = FailFast::new(3, 1, false, true);
+        assert_eq!(ff.threshold, Some(2));
+        assert!(ff.check(&[(0, None)], 1, false).is_none());
+        assert!(matches!(
+            ff.check(&[(0, None), (1, None)], 2, false),
+            Some(Ok(GetOutcome::NotFound))
+        ));
+        assert!(FailFast::new(3, 1, false, false)
+            .check(&[(0, None), (1, None)], 2, false)
+            .is_none());
+        // r = 3: one not-found already makes r unreachable.
+        assert_eq!(FailFast::new(3, 3, false, true).threshold, Some(1));
+        // Tombstones and not-founds → not found; a live object → r error.
+        assert!(matches!(
+            FailFast::new(3, 2, false, true).check(
+                &[(0, obj(true)), (1, None), (2, None)],
+                3,
+                false
+            ),
+            Some(Ok(GetOutcome::NotFound))
+        ));
+        assert!(matches!(
+            FailFast::new(3, 2, false, true).check(
+                &[(0, obj(false)), (1, None), (2, None)],
+                3,
+                false
+            ),
+            Some(Err(RequestError::Unsatisfied {
+                need: 2,
+                got: 1,
+                ..
+            }))
+        ));
+        // notfound_ok: not-founds are successes; failures still count.
+        let ok = FailFast::new(3, 2, true, true);
+        assert!(ok.check(&[(0, None), (1, None)], 2, false).is_none());
+        assert!(matches!(
+            ok.check(&[], 2, true),
+            Some(Err(RequestError::Overload))
+        ));
+    }
+
+    #[test]
+    fn cs_continuation_roundtrip() {
+        let c = encode_cs_continuation(b"key");
+        assert_eq!(decode_cs_continuation(&c), Some(b"key".to_vec()));
+        assert_eq!(decode_cs_continuation(b"!!"), None);
+        let empty = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, [1u8]);
+        assert_eq!(decode_cs_continuation(empty.as_bytes()), None);
     }
 
     #[test]

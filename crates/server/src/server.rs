@@ -1,6 +1,8 @@
 //! The PB listener: one tokio task per connection, one request at a time
-//! per connection (as Riak), graceful shutdown (stop accepting, finish the
-//! request in flight, close idle connections, then close the vnodes).
+//! per connection (as Riak), streamed replies written to the socket as they
+//! are produced through a bounded channel (back-pressure from slow
+//! readers), graceful shutdown (stop accepting, finish the request in
+//! flight, close idle connections, then close the vnodes).
 
 use crate::config::Config;
 use crate::coordinator::{
