@@ -869,8 +869,9 @@ fn cs_req(bucket: &str, start: &str, end: Option<&str>) -> pb::RpbCsBucketReq {
 
 #[test]
 fn cs_bucket_fold_ranges_incl_flags_tombstones_and_paging() {
-    // memory is ordered; bitcask is not (the vnode then keeps the smallest keys).
-    for backend in ["memory", "bitcask"] {
+    // memory and leveled are ordered; bitcask is not (the vnode then keeps
+    // the smallest keys).
+    for backend in ["memory", "leveled", "bitcask"] {
         let (h, _d) = start(|c| {
             c.backend = backend.into();
             c.delete_mode = basalt_server::config::DeleteMode::Keep;
