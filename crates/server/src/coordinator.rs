@@ -379,14 +379,14 @@ impl Node {
         self.get_with_basic_quorum(bucket, key, opts, None).await
     }
 
-    /// [`Node::get`] with Riak's `basic_quorum` (`None` = the bucket's prop):
-    /// as `riak_kv_get_core`, the GET gives up once `fail_threshold`
-    /// replicas answered not found (only counted when `notfound_ok` is off)
-    /// or failed, where `fail_threshold = n - max(r, pr) + 1`, lowered to
-    /// `min(n / 2 + 1, that)` by `basic_quorum`. Replies are taken in
-    /// preference-list order. Giving up early answers not found when no
+    /// [`Node::get`] with Riak's `basic_quorum` (`None` = the bucket's prop).
+    /// With it, as `riak_kv_get_core`'s fail threshold, the GET gives up
+    /// once `min(n / 2 + 1, n - max(r, pr) + 1)` replicas answered not
+    /// found (counted only when `notfound_ok` is off) or failed, replies
+    /// taken in preference-list order; giving up answers not found when no
     /// replica failed and none answered a live object, else the quorum
-    /// error; it does no read repair.
+    /// error (or `overload`), and does no read repair. Without it the GET
+    /// waits for every replica.
     pub async fn get_with_basic_quorum(
         &self,
         bucket: &[u8],
