@@ -232,7 +232,8 @@ mod tests {
         assert_eq!(s.p99, 99);
         assert_eq!(s.max, 100);
         assert!((s.mean - 50.5).abs() < 0.01, "{}", s.mean);
-        assert_eq!(l.summary_at(Op::Put, 0).max, 5_000);
+        // 3 significant digits: within 0.1%.
+        assert!((5_000..=5_005).contains(&l.summary_at(Op::Put, 0).max));
         assert_eq!(l.summary_at(Op::Delete, 0).count, 0);
         // Still in the window five slots later; gone after six.
         assert_eq!(l.summary_at(Op::Get, 5).count, 100);

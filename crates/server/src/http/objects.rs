@@ -518,9 +518,12 @@ async fn fetch(node: &Node, loc: &Loc<'_>, k: &str, p: &Params, h: &HeaderMap) -
     }
 }
 
+/// A stored link: (bucket, key, tag).
+type Link = (Vec<u8>, Vec<u8>, Vec<u8>);
+
 /// Parses a `Link` request header into (bucket, key, tag) links; the
 /// `rel="up"` entry Riak sends back is ignored.
-fn parse_links(v: &str) -> Result<Vec<(Vec<u8>, Vec<u8>, Vec<u8>)>, String> {
+fn parse_links(v: &str) -> Result<Vec<Link>, String> {
     let mut out = Vec::new();
     for entry in v.split(',').map(str::trim).filter(|e| !e.is_empty()) {
         let malformed = || format!("Invalid Link header entry: \"{entry}\"");
