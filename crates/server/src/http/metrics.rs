@@ -80,7 +80,10 @@ pub async fn stats(State(node): Shared) -> Response {
             let n = op.name();
             // Riak's names: node_gets (recent count), node_get_fsm_time_*.
             obj.insert(format!("node_{n}s"), l.count.into());
-            obj.insert(format!("node_{n}_fsm_time_mean"), l.mean.round().into());
+            obj.insert(
+                format!("node_{n}_fsm_time_mean"),
+                (l.mean.round() as u64).into(),
+            );
             obj.insert(format!("node_{n}_fsm_time_median"), l.median.into());
             obj.insert(format!("node_{n}_fsm_time_95"), l.p95.into());
             obj.insert(format!("node_{n}_fsm_time_99"), l.p99.into());

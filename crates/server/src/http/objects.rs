@@ -297,6 +297,28 @@ fn accepts_multipart(h: &HeaderMap) -> bool {
         .is_some_and(|a| a.contains("multipart/mixed"))
 }
 
+/// A part header's name as Riak writes it (`Content-Type`, `Etag`,
+/// `X-Riak-Meta-<name as stored>`).
+fn part_header_name(n: &str) -> String {
+    for (lower, canon) in [
+        ("x-riak-meta-", "X-Riak-Meta-"),
+        ("x-riak-index-", "X-Riak-Index-"),
+    ] {
+        if let Some(rest) = n.strip_prefix(lower) {
+            return format!("{canon}{rest}");
+        }
+    }
+    n.split('-')
+        .map(|w| {
+            let mut c = w.chars();
+            c.next()
+                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+                .unwrap_or_default()
+        })
+        .collect::<Vec<_>>()
+        .join("-")
+}
+
 /// The siblings as a `multipart/mixed` body (as `riak_kv_wm_object`).
 fn multipart(loc: &Loc<'_>, o: &RiakObject) -> Response {
     let boundary = String::from_utf8_lossy(&unique_id()).into_owned();
@@ -304,7 +326,7 @@ fn multipart(loc: &Loc<'_>, o: &RiakObject) -> Response {
     for c in &o.contents {
         body.extend_from_slice(format!("\r\n--{boundary}\r\n").as_bytes());
         for (n, v) in content_headers(loc, c) {
-            body.extend_from_slice(n.as_str().as_bytes());
+            body.extend_from_slice(part_header_name(n.as_str()).as_bytes());
             body.extend_from_slice(b": ");
             body.extend_from_slice(v.as_bytes());
             body.extend_from_slice(b"\r\n");
@@ -757,6 +779,14 @@ mod tests {
         assert_eq!(parse_quorum("r", "one"), Ok(quorum::ONE));
         assert_eq!(parse_quorum("r", "2"), Ok(2));
         assert!(parse_quorum("r", "most").is_err());
+    }
+
+    #[test]
+    fn part_header_names_as_riak() {
+        assert_eq!(part_header_name("content-type"), "Content-Type");
+        assert_eq!(part_header_name("etag"), "Etag");
+        assert_eq!(part_header_name("x-riak-meta-who"), "X-Riak-Meta-who");
+        assert_eq!(part_header_name("x-riak-index-n_int"), "X-Riak-Index-n_int");
     }
 
     #[test]
