@@ -1,5 +1,5 @@
-//! A Basalt node speaking Riak's Protocol Buffers API (first slice: the
-//! default bucket type on one node).
+//! A Basalt node speaking Riak's Protocol Buffers and HTTP APIs (one node,
+//! bucket types).
 //!
 //! * [`pb`]: framing and hand-written `prost` messages of riak.proto / riak_kv.proto;
 //! * [`object`]: Riak objects (siblings) and their storage encoding;

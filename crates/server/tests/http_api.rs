@@ -1,7 +1,10 @@
 //! Riak HTTP API tests: a node with PB and HTTP listeners (`ServerHandle`),
 //! driven with raw HTTP/1.1 over `std::net::TcpStream` (`Connection: close`).
 //! Covers /ping, the resource map, /stats, object GET/HEAD/PUT/POST/DELETE
-//! with headers, vclock round trips vs siblings, 2i headers and bad input.
+//! with headers, vclock round trips vs siblings, 2i headers and bad input,
+//! bucket and type props, key and bucket listings (plain and chunked), 2i
+//! queries (paging, terms, regex, multipart streaming), multipart siblings,
+//! links and conditional requests, /stats latencies and /metrics.
 
 use basalt_backend::IndexQuery;
 use basalt_server::config::Config;
