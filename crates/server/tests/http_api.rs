@@ -417,6 +417,49 @@ fn bad_input_is_rejected_and_the_node_keeps_serving() {
             400,
             "nope",
         ),
+        (
+            get(&h, "/buckets/b/keys/k?notfound_ok=maybe"),
+            400,
+            "notfound_ok",
+        ),
+        (
+            req(&h, "PUT", "/buckets/b/keys/k?returnbody=yes", &[ct], b"v"),
+            400,
+            "returnbody",
+        ),
+        (
+            req(
+                &h,
+                "PUT",
+                "/buckets/b/keys/k",
+                &[ct, ("Link", "broken")],
+                b"v",
+            ),
+            400,
+            "Link",
+        ),
+        (
+            req(
+                &h,
+                "GET",
+                "/buckets/b/keys/k",
+                &[("If-Unmodified-Since", "soon")],
+                b"",
+            ),
+            400,
+            "If-Unmodified-Since",
+        ),
+        (
+            req(
+                &h,
+                "PUT",
+                "/buckets/b/props",
+                &[("Content-Type", "application/json")],
+                br#"{"props":{"n_val":"three"}}"#,
+            ),
+            400,
+            "n_val",
+        ),
     ];
     for (r, status, reason) in cases {
         assert_eq!(r.status, status, "{}", r.text());

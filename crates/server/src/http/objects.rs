@@ -404,8 +404,12 @@ impl Conditions {
         let s = |name: &header::HeaderName| -> Result<Option<&str>, Response> {
             h.get(name)
                 .map(|v| {
-                    v.to_str()
-                        .map_err(|_| bad(format!("Malformed {name} header")))
+                    v.to_str().map_err(|_| {
+                        bad(format!(
+                            "Malformed {} header",
+                            part_header_name(name.as_str())
+                        ))
+                    })
                 })
                 .transpose()
         };
@@ -420,8 +424,12 @@ impl Conditions {
         let date = |name: &header::HeaderName| -> Result<Option<SystemTime>, Response> {
             s(name)?
                 .map(|v| {
-                    httpdate::parse_http_date(v)
-                        .map_err(|_| bad(format!("Malformed {name} header: \"{v}\"")))
+                    httpdate::parse_http_date(v).map_err(|_| {
+                        bad(format!(
+                            "Malformed {} header: \"{v}\"",
+                            part_header_name(name.as_str())
+                        ))
+                    })
                 })
                 .transpose()
         };
