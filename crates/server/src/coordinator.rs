@@ -59,9 +59,9 @@ impl From<VnodeError> for RequestError {
         match e {
             VnodeError::Overload => RequestError::Overload,
             VnodeError::Timeout => RequestError::Timeout,
-            VnodeError::Backend(BackendError::NotSupported { .. }) => {
-                RequestError::Invalid(e.to_string())
-            }
+            VnodeError::Backend(
+                BackendError::NotSupported { .. } | BackendError::InvalidInput(_),
+            ) => RequestError::Invalid(e.to_string()),
             other => RequestError::Storage(other.to_string()),
         }
     }
@@ -145,6 +145,8 @@ pub struct NodeStats {
     pub puts: AtomicU64,
     /// DELETEs (tombstone PUTs) coordinated.
     pub deletes: AtomicU64,
+    /// Latency of each coordinated operation (all APIs).
+    pub latency: crate::latency::Latencies,
 }
 
 /// A node: ring, vnodes and bucket props.
@@ -395,6 +397,7 @@ impl Node {
         basic_quorum: Option<bool>,
     ) -> Result<GetOutcome, RequestError> {
         self.stats.gets.fetch_add(1, Ordering::Relaxed);
+        let _timer = self.stats.latency.timer(crate::latency::Op::Get);
         let props = self.props.get(bucket);
         let r = props.resolve(opts.r, props.r, "r")?;
         let pr = props.resolve(opts.pr, props.pr, "pr")?;
@@ -521,6 +524,11 @@ impl Node {
             &self.stats.puts
         };
         counter.fetch_add(1, Ordering::Relaxed);
+        let _timer = self.stats.latency.timer(if content.deleted {
+            crate::latency::Op::Delete
+        } else {
+            crate::latency::Op::Put
+        });
         let props = self.props.get(bucket);
         let w = props.resolve(opts.w, props.w, "w")?;
         let dw = props.resolve(opts.dw, props.dw, "dw")?;
@@ -659,6 +667,21 @@ impl Node {
             }
         }
         Ok(())
+    }
+
+    /// Each vnode's backend statistics, by partition (a vnode whose queue
+    /// is full or that does not answer in time is left out).
+    pub async fn backend_stats(&self) -> Vec<(u32, basalt_backend::BackendStats)> {
+        let mut out = Vec::new();
+        for p in 0..self.ring.size() {
+            let Ok(pending) = self.submit(p, |st| Ok(st.backend.stats()?)) else {
+                continue;
+            };
+            if let Ok(s) = pending.wait(self.timeout()).await {
+                out.push((p, s));
+            }
+        }
+        out
     }
 
     /// Every bucket holding an object on any vnode, sorted.
