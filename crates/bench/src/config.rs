@@ -186,7 +186,10 @@ impl OpKind {
         ("get_pb", OpKind::GetPb),
         ("alwaysget_pb", OpKind::AlwaysGetPb),
         ("alwaysget_updatewith2i", OpKind::AlwaysGetUpdateWith2i),
-        ("alwaysget_updatewithout2i", OpKind::AlwaysGetUpdateWithout2i),
+        (
+            "alwaysget_updatewithout2i",
+            OpKind::AlwaysGetUpdateWithout2i,
+        ),
         ("put_unique", OpKind::PutUnique),
         ("get_unique", OpKind::GetUnique),
     ];
@@ -275,7 +278,10 @@ impl DriverKind {
 
     /// True for the drivers that talk to a node over the network.
     pub fn is_network(self) -> bool {
-        matches!(self, DriverKind::RiakcPb | DriverKind::Nhs | DriverKind::HttpRaw)
+        matches!(
+            self,
+            DriverKind::RiakcPb | DriverKind::Nhs | DriverKind::HttpRaw
+        )
     }
 }
 
@@ -855,7 +861,8 @@ mod tests {
         assert!(s.contains("concurrent") && s.contains("<text>:2"), "{s}");
         let e = BenchConfig::from_text("{driver, basho_bench_driver_http}.").expect_err("bad");
         assert!(
-            e.to_string().contains("valid: basalt_embedded, null, riakc_pb"),
+            e.to_string()
+                .contains("valid: basalt_embedded, null, riakc_pb"),
             "{e}"
         );
         let e = BenchConfig::from_text("{operations, [{get, 1}, {frob, 2}]}.").expect_err("bad");

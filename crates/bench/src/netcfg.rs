@@ -217,7 +217,13 @@ fn ip_text(t: &Term) -> Option<String> {
                 None
             }
         }
-        Term::Str(_) | Term::Atom(_) | Term::Bin(_) => t.as_text().filter(|s| !s.is_empty()),
+        // A host name or IP text: letters, digits, '.', '-', '_', ':'
+        // (IPv6), with at least one letter or digit (so `...` is refused).
+        Term::Str(_) | Term::Atom(_) | Term::Bin(_) => t.as_text().filter(|s| {
+            s.chars().any(|c| c.is_ascii_alphanumeric())
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':'))
+        }),
         _ => None,
     }
 }
@@ -302,10 +308,7 @@ impl RawConfig {
             None => Ok(default),
             Some(t) => match t.as_int() {
                 Some(ms) if (1..=3_600_000).contains(&ms) => Ok(Duration::from_millis(ms as u64)),
-                _ => Err(self.invalid(
-                    key,
-                    format!("expected milliseconds 1..3600000, got {t}"),
-                )),
+                _ => Err(self.invalid(key, format!("expected milliseconds 1..3600000, got {t}"))),
             },
         }
     }
@@ -341,10 +344,7 @@ impl RawConfig {
         match t.as_atom() {
             Some("key_order") => Ok(KeyOrder::KeyOrder),
             Some("skew_order") => Ok(KeyOrder::SkewOrder),
-            _ => Err(self.invalid(
-                key,
-                format!("expected key_order or skew_order, got {t}"),
-            )),
+            _ => Err(self.invalid(key, format!("expected key_order or skew_order, got {t}"))),
         }
     }
 

@@ -68,8 +68,8 @@ use crate::config::{BenchConfig, OpKind};
 use crate::driver::{Driver, DriverError, Outcome};
 use crate::netcfg::{HttpOptions, KeyOrder, NetOptions, NhsOptions, PbOptions, Target};
 use crate::riakpb::{resolve, PbClient, PbError};
-use base64::Engine;
 use basalt_server::pb;
+use base64::Engine;
 use rand::rngs::StdRng;
 use rand::{Rng, RngCore, SeedableRng};
 use std::io;
@@ -102,10 +102,9 @@ pub const LASTMOD_FIELD: &[u8] = b"lastmodified_bin";
 fn io_phrase(e: &io::Error) -> String {
     match e.kind() {
         io::ErrorKind::ConnectionRefused => "connection refused".into(),
-        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => format!(
-            "no answer within {} s",
-            CONNECT_TIMEOUT.as_secs()
-        ),
+        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => {
+            format!("no answer within {} s", CONNECT_TIMEOUT.as_secs())
+        }
         _ => e.to_string(),
     }
 }
@@ -113,8 +112,12 @@ fn io_phrase(e: &io::Error) -> String {
 /// Connects to `t` within [`CONNECT_TIMEOUT`]; the error is the message
 /// of a run that cannot start.
 fn connect_checked(t: &Target, proto: &str) -> Result<(SocketAddr, PbClient), String> {
-    let addr = resolve(&t.host, t.port)
-        .map_err(|e| format!("cannot reach {proto} at {t}: cannot resolve {}: {e}", t.host))?;
+    let addr = resolve(&t.host, t.port).map_err(|e| {
+        format!(
+            "cannot reach {proto} at {t}: cannot resolve {}: {e}",
+            t.host
+        )
+    })?;
     let c = PbClient::connect(addr, CONNECT_TIMEOUT, CONNECT_TIMEOUT)
         .map_err(|e| format!("cannot reach {proto} at {t}: {}", io_phrase(&e)))?;
     Ok((addr, c))
@@ -288,8 +291,8 @@ pub fn pick_dateofbirth(delta: i64, dashes: bool) -> String {
     // Gregorian seconds of 1970-01-01.
     const UNIX_EPOCH_GREGORIAN: i64 = 62_167_219_200;
     let unix = delta + 61_000_000_000 - UNIX_EPOCH_GREGORIAN;
-    let d = time::OffsetDateTime::from_unix_timestamp(unix)
-        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    let d =
+        time::OffsetDateTime::from_unix_timestamp(unix).unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
     let (y, m, day) = (d.year(), u8::from(d.month()), d.day());
     if dashes {
         format!("{y}-{m:02}-{day:02}")
@@ -325,7 +328,12 @@ pub fn generate_indexes<R: Rng>(rng: &mut R, postcodes: u32, dashes: bool) -> Ve
     let name = b64_name(rng);
     let n = rng.gen_range(1..=postcodes.max(1));
     let mut out: Vec<pb::RpbPair> = (0..n)
-        .map(|_| pair(POSTCODE_FIELD, format!("{}|{name}", district(rng)).into_bytes()))
+        .map(|_| {
+            pair(
+                POSTCODE_FIELD,
+                format!("{}|{name}", district(rng)).into_bytes(),
+            )
+        })
         .collect();
     let dob = pick_dateofbirth(rng.gen_range(1..=2_500_000_000), dashes);
     out.push(pair(
@@ -475,7 +483,11 @@ impl Driver for RiakcPbDriver {
                 let r: i64 = self.rng.gen_range(1..=2_500_000_000);
                 let start = pick_dateofbirth(r, true);
                 let end = pick_dateofbirth(r + self.rng.gen_range(1..=86_400 * 3), true);
-                self.query(DOB_FIELD, start.into_bytes(), format!("{end}|").into_bytes())
+                self.query(
+                    DOB_FIELD,
+                    start.into_bytes(),
+                    format!("{end}|").into_bytes(),
+                )
             }
             _ => Err(DriverError::new("unsupported_op")),
         }
@@ -734,7 +746,11 @@ impl Driver for HttpDriver {
                 None => Err(DriverError::new("not_found")),
             },
             OpKind::Delete => {
-                let r = self.client.delete(&url).send().map_err(|e| http_reason(&e))?;
+                let r = self
+                    .client
+                    .delete(&url)
+                    .send()
+                    .map_err(|e| http_reason(&e))?;
                 let status = r.status();
                 r.bytes().map_err(|e| http_reason(&e))?;
                 if status.is_success() || status.as_u16() == 404 {
@@ -772,7 +788,10 @@ mod tests {
             for p in &pcs {
                 let t = String::from_utf8(p.value.clone().unwrap_or_default()).expect("utf8");
                 let (d, name) = t.split_once('|').expect("bar");
-                assert!(d.chars().next().is_some_and(|c| c.is_ascii_uppercase()), "{t}");
+                assert!(
+                    d.chars().next().is_some_and(|c| c.is_ascii_uppercase()),
+                    "{t}"
+                );
                 assert_eq!(name.len(), 8, "{t}");
             }
             let dob = ix.iter().find(|p| p.key == DOB_FIELD).expect("dob");
@@ -799,7 +818,10 @@ mod tests {
 
     #[test]
     fn unique_keys_follow_the_order() {
-        assert_eq!(unique_key(7, 42, KeyOrder::KeyOrder), b"000000000007000000000042");
+        assert_eq!(
+            unique_key(7, 42, KeyOrder::KeyOrder),
+            b"000000000007000000000042"
+        );
         let a = unique_key(1, 42, KeyOrder::SkewOrder);
         let b = unique_key(2, 42, KeyOrder::SkewOrder);
         assert_ne!(a, b);

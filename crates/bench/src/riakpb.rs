@@ -39,12 +39,10 @@ impl PbError {
 
 /// Resolves `host:port` to its first address.
 pub fn resolve(host: &str, port: u16) -> io::Result<SocketAddr> {
-    (host, port).to_socket_addrs()?.next().ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::NotFound,
-            format!("{host} has no address"),
-        )
-    })
+    (host, port)
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("{host} has no address")))
 }
 
 /// One connection.
