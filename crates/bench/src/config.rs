@@ -8,6 +8,7 @@
 //! names it. Our own keys all start with `basalt_` (see [`BenchConfig`]).
 
 use crate::keygen::{KeyGenError, KeyGenSpec};
+use crate::netcfg::NetOptions;
 use crate::term::{parse_terms, SyntaxError, Term};
 use crate::valgen::{ValGenError, ValGenSpec};
 use std::collections::BTreeMap;
@@ -56,8 +57,9 @@ const KNOWN: &[&str] = &[
     "basalt_index_terms",
 ];
 
-/// Driver names accepted in `driver`.
-pub const VALID_DRIVERS: &[&str] = &["basalt_embedded", "null"];
+/// Driver names accepted in `driver` (each also with the
+/// `basho_bench_driver_` prefix).
+pub const VALID_DRIVERS: &[&str] = &["basalt_embedded", "null", "riakc_pb", "nhs", "http_raw"];
 
 /// Backends the embedded driver can open (every backend of `basalt-backends`).
 pub fn valid_backends() -> Vec<&'static str> {
@@ -140,6 +142,30 @@ pub enum OpKind {
     IndexQuery,
     /// `null` driver only: always fails (tests error accounting).
     AnError,
+    /// Get; not found is an error.
+    GetExisting,
+    /// Update; not found is an error.
+    UpdateExisting,
+    /// Get (not found: a new object), replace the 2i terms with generated
+    /// postcode / date-of-birth / last-modified terms, put.
+    UpdateWith2i,
+    /// 2i range query with return_terms on `postcode_bin`.
+    QueryPostcode,
+    /// 2i range query with return_terms on `dateofbirth_bin`.
+    QueryDob,
+    /// NHS: get from the record bucket (not found is a success).
+    GetPb,
+    /// NHS: get one of this worker's "always get" keys; not found is an error.
+    AlwaysGetPb,
+    /// NHS: grow the "always get" key set or update one of its keys, with
+    /// new 2i terms.
+    AlwaysGetUpdateWith2i,
+    /// NHS: as `AlwaysGetUpdateWith2i`, keeping the object's 2i terms.
+    AlwaysGetUpdateWithout2i,
+    /// NHS: put a new object with a unique key in the document bucket.
+    PutUnique,
+    /// NHS: get one of the unique keys put so far.
+    GetUnique,
 }
 
 impl OpKind {
@@ -152,6 +178,20 @@ impl OpKind {
         ("head", OpKind::Head),
         ("index_query", OpKind::IndexQuery),
         ("an_error", OpKind::AnError),
+        ("get_existing", OpKind::GetExisting),
+        ("update_existing", OpKind::UpdateExisting),
+        ("update_with2i", OpKind::UpdateWith2i),
+        ("query_postcode", OpKind::QueryPostcode),
+        ("query_dob", OpKind::QueryDob),
+        ("get_pb", OpKind::GetPb),
+        ("alwaysget_pb", OpKind::AlwaysGetPb),
+        ("alwaysget_updatewith2i", OpKind::AlwaysGetUpdateWith2i),
+        (
+            "alwaysget_updatewithout2i",
+            OpKind::AlwaysGetUpdateWithout2i,
+        ),
+        ("put_unique", OpKind::PutUnique),
+        ("get_unique", OpKind::GetUnique),
     ];
 
     /// The config name.
@@ -162,9 +202,17 @@ impl OpKind {
             .map_or("?", |(n, _)| n)
     }
 
-    /// True when the op writes a value (counted as user bytes put).
+    /// True when the op writes a value from the value generator.
     pub fn writes(self) -> bool {
-        matches!(self, OpKind::Put | OpKind::Update)
+        matches!(
+            self,
+            OpKind::Put
+                | OpKind::Update
+                | OpKind::UpdateExisting
+                | OpKind::UpdateWith2i
+                | OpKind::AlwaysGetUpdateWith2i
+                | OpKind::AlwaysGetUpdateWithout2i
+        )
     }
 }
 
@@ -175,6 +223,12 @@ pub enum DriverKind {
     Embedded,
     /// `null`: does nothing (harness overhead).
     Null,
+    /// `basho_bench_driver_riakc_pb`: a Riak node over Protocol Buffers.
+    RiakcPb,
+    /// `basho_bench_driver_nhs`: the NHS workload over Protocol Buffers.
+    Nhs,
+    /// `basho_bench_driver_http_raw`: a Riak node over HTTP.
+    HttpRaw,
 }
 
 impl DriverKind {
@@ -191,7 +245,43 @@ impl DriverKind {
                 "index_query",
                 "an_error",
             ],
+            DriverKind::RiakcPb => &[
+                "get",
+                "get_existing",
+                "put",
+                "update",
+                "update_existing",
+                "update_with2i",
+                "delete",
+                "query_postcode",
+                "query_dob",
+            ],
+            DriverKind::Nhs => &[
+                "get_pb",
+                "update_with2i",
+                "alwaysget_pb",
+                "alwaysget_updatewith2i",
+                "alwaysget_updatewithout2i",
+                "put_unique",
+                "get_unique",
+            ],
+            DriverKind::HttpRaw => &[
+                "get",
+                "get_existing",
+                "put",
+                "update",
+                "update_existing",
+                "delete",
+            ],
         }
+    }
+
+    /// True for the drivers that talk to a node over the network.
+    pub fn is_network(self) -> bool {
+        matches!(
+            self,
+            DriverKind::RiakcPb | DriverKind::Nhs | DriverKind::HttpRaw
+        )
     }
 }
 
@@ -297,6 +387,9 @@ pub struct BenchConfig {
     /// `basalt_index_terms`: 2i terms written by each put (default 1 when
     /// `index_query` is among the operations, else 0).
     pub index_terms: usize,
+    /// The network driver's options (`None` for `basalt_embedded` and
+    /// `null`); see [`crate::netcfg`].
+    pub net: Option<NetOptions>,
     /// The files read, in order.
     pub files: Vec<PathBuf>,
 }
@@ -368,12 +461,16 @@ impl RawConfig {
     pub fn unknown_keys(&self) -> Vec<String> {
         self.order
             .iter()
-            .filter(|k| !KNOWN.contains(&k.as_str()) && !IGNORED.contains(&k.as_str()))
+            .filter(|k| {
+                !KNOWN.contains(&k.as_str())
+                    && !IGNORED.contains(&k.as_str())
+                    && !crate::netcfg::KNOWN_KEYS.contains(&k.as_str())
+            })
             .cloned()
             .collect()
     }
 
-    fn invalid(&self, key: &str, message: impl Into<String>) -> ConfigError {
+    pub(crate) fn invalid(&self, key: &str, message: impl Into<String>) -> ConfigError {
         ConfigError::Invalid {
             key: key.into(),
             message: message.into(),
@@ -381,7 +478,7 @@ impl RawConfig {
         }
     }
 
-    fn int(&self, key: &str, default: i64, min: i64) -> Result<i64, ConfigError> {
+    pub(crate) fn int(&self, key: &str, default: i64, min: i64) -> Result<i64, ConfigError> {
         match self.get(key) {
             None => Ok(default),
             Some(t) => match t.as_int() {
@@ -400,7 +497,7 @@ impl RawConfig {
         }
     }
 
-    fn text(&self, key: &str) -> Result<Option<String>, ConfigError> {
+    pub(crate) fn text(&self, key: &str) -> Result<Option<String>, ConfigError> {
         match self.get(key) {
             None => Ok(None),
             Some(t) => t
@@ -480,6 +577,9 @@ impl RawConfig {
                 match name.strip_prefix("basho_bench_driver_").unwrap_or(name) {
                     "basalt_embedded" => DriverKind::Embedded,
                     "null" => DriverKind::Null,
+                    "riakc_pb" => DriverKind::RiakcPb,
+                    "nhs" => DriverKind::Nhs,
+                    "http_raw" => DriverKind::HttpRaw,
                     _ => {
                         return Err(self.invalid(
                             "driver",
@@ -541,6 +641,12 @@ impl RawConfig {
             return Err(self.invalid("basalt_bucket", "must not be empty"));
         }
         let keep_data = self.bool("basalt_keep_data", false)?;
+        let net = match driver {
+            DriverKind::RiakcPb => Some(NetOptions::RiakcPb(self.pb_options()?)),
+            DriverKind::Nhs => Some(NetOptions::Nhs(self.nhs_options()?)),
+            DriverKind::HttpRaw => Some(NetOptions::HttpRaw(self.http_options()?)),
+            DriverKind::Embedded | DriverKind::Null => None,
+        };
         let has_query = operations.iter().any(|o| o.op == OpKind::IndexQuery);
         let index_terms = self.int("basalt_index_terms", i64::from(has_query), 0)? as usize;
         if key_generator.is_finite() && duration.is_none() {
@@ -575,6 +681,7 @@ impl RawConfig {
                 bucket,
                 keep_data,
                 index_terms,
+                net,
                 files: self.files.clone(),
             },
             warnings,
@@ -752,9 +859,10 @@ mod tests {
         let e = BenchConfig::from_text("{mode, max}.\n{concurrent, zero}.").expect_err("bad");
         let s = e.to_string();
         assert!(s.contains("concurrent") && s.contains("<text>:2"), "{s}");
-        let e = BenchConfig::from_text("{driver, basho_bench_driver_http_raw}.").expect_err("bad");
+        let e = BenchConfig::from_text("{driver, basho_bench_driver_http}.").expect_err("bad");
         assert!(
-            e.to_string().contains("valid: basalt_embedded, null"),
+            e.to_string()
+                .contains("valid: basalt_embedded, null, riakc_pb"),
             "{e}"
         );
         let e = BenchConfig::from_text("{operations, [{get, 1}, {frob, 2}]}.").expect_err("bad");

@@ -43,10 +43,20 @@ impl DriverError {
     }
 }
 
+/// What a successful operation reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Done: timed and counted.
+    Done,
+    /// basho_bench's `silent`: nothing was done (e.g. the NHS driver's
+    /// `alwaysget_pb` before its key set is large enough); not counted.
+    Silent,
+}
+
 /// Runs operations; one per worker.
 pub trait Driver: Send {
     /// Runs `op` on `key` (with `value` for writes).
-    fn run(&mut self, op: OpKind, key: &[u8], value: &[u8]) -> Result<(), DriverError>;
+    fn run(&mut self, op: OpKind, key: &[u8], value: &[u8]) -> Result<Outcome, DriverError>;
 }
 
 /// What the embedded driver needs from a store: the seam for backends.
@@ -271,7 +281,13 @@ impl EmbeddedDriver {
 }
 
 impl Driver for EmbeddedDriver {
-    fn run(&mut self, op: OpKind, key: &[u8], value: &[u8]) -> Result<(), DriverError> {
+    fn run(&mut self, op: OpKind, key: &[u8], value: &[u8]) -> Result<Outcome, DriverError> {
+        self.run_op(op, key, value).map(|()| Outcome::Done)
+    }
+}
+
+impl EmbeddedDriver {
+    fn run_op(&mut self, op: OpKind, key: &[u8], value: &[u8]) -> Result<(), DriverError> {
         let t = self.target(key);
         let b = &self.bucket;
         match op {
@@ -297,7 +313,7 @@ impl Driver for EmbeddedDriver {
                 }
                 Ok(())
             }
-            OpKind::AnError => Err(DriverError::new("unsupported_op")),
+            _ => Err(DriverError::new("unsupported_op")),
         }
     }
 }
@@ -307,10 +323,10 @@ impl Driver for EmbeddedDriver {
 pub struct NullDriver;
 
 impl Driver for NullDriver {
-    fn run(&mut self, op: OpKind, _key: &[u8], _value: &[u8]) -> Result<(), DriverError> {
+    fn run(&mut self, op: OpKind, _key: &[u8], _value: &[u8]) -> Result<Outcome, DriverError> {
         match op {
             OpKind::AnError => Err(DriverError::new("an_error")),
-            _ => Ok(()),
+            _ => Ok(Outcome::Done),
         }
     }
 }

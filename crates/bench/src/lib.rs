@@ -3,7 +3,8 @@
 //! It reads basho_bench's Erlang-term config files ([`config`], [`term`])
 //! with basho_bench's meaning and defaults, generates keys and values as
 //! basho_bench does ([`keygen`], [`valgen`]), drives an embedded Basalt store
-//! or nothing ([`driver`]) from worker threads ([`worker`]), measures with
+//! or nothing ([`driver`]), or a live node over Riak's PB or HTTP API
+//! ([`netdriver`], [`netcfg`], [`riakpb`]) from worker threads ([`worker`]), measures with
 //! HdrHistograms ([`stats`], [`sysstats`]) and writes basho_bench's CSVs
 //! ([`output`]) plus a report ([`report`]) and charts ([`chart`]).
 //! [`compare`] puts several runs side by side. [`cli::run`] is the command
@@ -15,9 +16,12 @@ pub mod compare;
 pub mod config;
 pub mod driver;
 pub mod keygen;
+pub mod netcfg;
+pub mod netdriver;
 pub mod output;
 pub mod progress;
 pub mod report;
+pub mod riakpb;
 pub mod run;
 pub mod stats;
 pub mod sysstats;

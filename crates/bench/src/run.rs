@@ -5,6 +5,7 @@
 
 use crate::config::{BenchConfig, DriverKind, Mode, RateMode};
 use crate::driver::{open_targets, Driver, EmbeddedDriver, KvTarget, NullDriver};
+use crate::netdriver::{check_reachable, NetShared};
 use crate::output::{self, CsvWriters, OutputError, RunData, SysRow};
 use crate::progress::Progress;
 use crate::report::{self, ReportExtra};
@@ -94,6 +95,19 @@ fn describe(cfg: &BenchConfig) -> Vec<String> {
             cfg.backend, cfg.stores, cfg.sync, cfg.index_terms
         )),
         DriverKind::Null => v.push("driver: null".into()),
+        DriverKind::RiakcPb | DriverKind::Nhs | DriverKind::HttpRaw => {
+            let name = match cfg.driver {
+                DriverKind::RiakcPb => "basho_bench_driver_riakc_pb",
+                DriverKind::Nhs => "basho_bench_driver_nhs",
+                _ => "basho_bench_driver_http_raw",
+            };
+            let targets: Vec<String> = cfg
+                .net
+                .as_ref()
+                .map(|n| n.targets().iter().map(|t| t.to_string()).collect())
+                .unwrap_or_default();
+            v.push(format!("driver: {name}; nodes: {}", targets.join(" ")));
+        }
     }
     v.push(format!(
         "config: {}",
@@ -112,6 +126,14 @@ pub fn run(
     warnings: &[String],
     opts: &RunOptions,
 ) -> Result<RunOutcome, RunError> {
+    // A live node must answer before anything is written.
+    let net = match &cfg.net {
+        Some(n) => {
+            check_reachable(n).map_err(RunError::Driver)?;
+            Some(NetShared::new(&cfg, n.clone()))
+        }
+        None => None,
+    };
     let dir = output::prepare_results_dir(&opts.results_parent, opts.name.as_deref())?;
     for f in &cfg.files {
         if let Some(name) = f.file_name() {
@@ -132,7 +154,7 @@ pub fn run(
     let user_bytes = Arc::new(AtomicU64::new(0));
     let targets: Vec<Arc<dyn KvTarget>> = match cfg.driver {
         DriverKind::Embedded => open_targets(&cfg, &data_dir).map_err(RunError::Driver)?,
-        DriverKind::Null => Vec::new(),
+        _ => Vec::new(),
     };
     let pool = ValuePool::new(
         &cfg.value_generator,
@@ -143,18 +165,25 @@ pub fn run(
     let stats = Arc::new(Stats::new(cfg.operations.len()));
     let stop = Arc::new(AtomicBool::new(false));
     let exit_code = Arc::new(AtomicI32::new(0));
-    let start = Instant::now();
-    let deadline = cfg.duration.map(|d| start + d);
-    let mut handles = Vec::new();
+    // Every driver first (network drivers connect here), then the workers.
+    let mut drivers = Vec::with_capacity(cfg.concurrent);
     for id in 1..=cfg.concurrent {
-        let driver: Box<dyn Driver> = match cfg.driver {
-            DriverKind::Embedded => Box::new(EmbeddedDriver::new(
+        let driver: Box<dyn Driver> = match (&net, cfg.driver) {
+            (Some(n), _) => n.driver(&cfg, id).map_err(RunError::Driver)?,
+            (None, DriverKind::Embedded) => Box::new(EmbeddedDriver::new(
                 targets.clone(),
                 &cfg,
                 user_bytes.clone(),
             )),
-            DriverKind::Null => Box::new(NullDriver),
+            (None, _) => Box::new(NullDriver),
         };
+        drivers.push(driver);
+    }
+    let start = Instant::now();
+    let deadline = cfg.duration.map(|d| start + d);
+    let mut handles = Vec::new();
+    for (i, driver) in drivers.into_iter().enumerate() {
+        let id = i + 1;
         let ctx = WorkerCtx {
             id,
             cfg: cfg.clone(),

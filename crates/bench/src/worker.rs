@@ -18,7 +18,7 @@
 //! the worker.
 
 use crate::config::{BenchConfig, Mode, RateMode};
-use crate::driver::Driver;
+use crate::driver::{Driver, Outcome};
 use crate::keygen::KeyGen;
 use crate::stats::Stats;
 use crate::valgen::{ValGen, ValuePool};
@@ -132,7 +132,8 @@ pub fn run(mut ctx: WorkerCtx) {
         let res = ctx.driver.run(spec.op, &key, value);
         let t1 = Instant::now();
         match res {
-            Ok(()) => ctx.stats.record(
+            Ok(Outcome::Silent) => {}
+            Ok(Outcome::Done) => ctx.stats.record(
                 i,
                 micros(t1 - t0),
                 intended.map(|it| micros(t1.saturating_duration_since(it))),

@@ -1,7 +1,7 @@
 //! Config parsing against real basho_bench configs: the Riak 2.9.1
 //! volume-test config printed in seed 003 (copied into `tests/data/`) must
-//! parse with basho_bench's meaning, its NHS-driver keys reported as
-//! unknown, and an override file (later file wins) makes it runnable here.
+//! parse with basho_bench's meaning (its NHS-driver keys known), and an
+//! override file (later file wins) makes it runnable here.
 //! Also: malformed files give the file and line; unknown generators,
 //! drivers and operations list the valid ones.
 
@@ -22,36 +22,36 @@ fn seed_003_config_parses_with_basho_bench_meaning() {
     let raw = RawConfig::from_files(&[data("seed_003_riak291.config")]).expect("seed 003 parses");
     assert_eq!(raw.get("duration").and_then(|t| t.as_int()), Some(2880));
     assert_eq!(raw.get("concurrent").and_then(|t| t.as_int()), Some(100));
-    let unknown = raw.unknown_keys();
-    for k in [
-        "node_name",
-        "alwaysget",
-        "unique",
-        "pb_ips",
-        "replpb_ips",
-        "http_ips",
-        "riakc_pb_replies",
-    ] {
-        assert!(
-            unknown.contains(&k.to_string()),
-            "{k} not reported in {unknown:?}"
-        );
-    }
-    // Its driver is basho_bench's NHS driver: an error listing ours.
-    let e = raw.build().expect_err("nhs driver is not ours");
+    assert!(raw.unknown_keys().is_empty(), "{:?}", raw.unknown_keys());
+    // The one operation we lack (the replication check) is named, with its line.
+    let e = raw.build().expect_err("checkrepl");
     let msg = e.to_string();
     assert!(
-        msg.contains("basho_bench_driver_nhs") && msg.contains("valid: basalt_embedded, null"),
+        msg.contains("unknown operation put_unique_checkrepl")
+            && msg.contains("valid: get_pb")
+            && msg.contains("seed_003_riak291.config:26"),
         "{msg}"
     );
-    assert!(
-        msg.contains("seed_003_riak291.config:11"),
-        "line of the driver key: {msg}"
-    );
-
-    // A later file overrides the driver and operations.
     let dir = tempfile::tempdir().expect("tmp");
     let over = dir.path().join("override.config");
+    std::fs::write(
+        &over,
+        "{operations, [{alwaysget_pb, 460}, {alwaysget_updatewithout2i, 200}, {put_unique, 148}, {get_unique, 190}]}.\n",
+    )
+    .expect("write");
+    // The elided address list `[ ... ]` is refused, naming the key.
+    let e = BenchConfig::from_files(&[data("seed_003_riak291.config"), over.clone()])
+        .expect_err("elided pb_ips");
+    assert!(e.to_string().contains("pb_ips"), "{e}");
+    let ips = dir.path().join("ips.config");
+    std::fs::write(&ips, "{pb_ips, [\"127.0.0.1\"]}.\n").expect("write");
+    let (cfg, warnings) =
+        BenchConfig::from_files(&[data("seed_003_riak291.config"), ips.clone(), over.clone()])
+            .expect("nhs config builds");
+    assert_eq!(cfg.driver, DriverKind::Nhs);
+    assert!(warnings.is_empty(), "{warnings:?}");
+
+    // A later file overrides the driver and operations.
     std::fs::write(
         &over,
         "{driver, basalt_embedded}.\n{operations, [{get, 460}, {update, 200}, {put, 148}]}.\n",
@@ -75,8 +75,7 @@ fn seed_003_config_parses_with_basho_bench_meaning() {
         }
     );
     assert_eq!(cfg.operations.len(), 3);
-    assert_eq!(warnings.len(), 1);
-    assert!(warnings[0].contains("alwaysget"), "{warnings:?}");
+    assert!(warnings.is_empty(), "{warnings:?}");
 }
 
 #[test]
@@ -96,6 +95,30 @@ fn every_example_config_is_valid() {
         n >= 6,
         "expected the quickstart and the scaled seed tests, found {n}"
     );
+}
+
+#[test]
+fn every_live_example_config_is_valid() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let mut names = Vec::new();
+    for e in std::fs::read_dir(&dir).expect("examples dir") {
+        let p = e.expect("entry").path();
+        if p.extension().is_some_and(|x| x == "config") {
+            let (cfg, warnings) =
+                BenchConfig::from_files(&[&p]).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            assert!(warnings.is_empty(), "{}: {warnings:?}", p.display());
+            assert!(cfg.driver.is_network(), "{}", p.display());
+            names.push(p.file_name().map(|n| n.to_string_lossy().into_owned()));
+        }
+    }
+    for want in [
+        "live_pb_quick.config",
+        "live_seed_291.config",
+        "live_pareto_8kb.config",
+        "live_2i.config",
+    ] {
+        assert!(names.contains(&Some(want.to_string())), "{want} missing");
+    }
 }
 
 #[test]
@@ -126,9 +149,10 @@ fn bad_names_list_the_valid_ones() {
             .contains("valid: fixed_bin, fixed_char, exponential_bin"),
         "{e}"
     );
-    let e = BenchConfig::from_text("{driver, basho_bench_driver_riakc_pb}.").expect_err("driver");
+    let e = BenchConfig::from_text("{driver, basho_bench_driver_riakc_java}.").expect_err("driver");
     assert!(
-        e.to_string().contains("valid: basalt_embedded, null"),
+        e.to_string()
+            .contains("valid: basalt_embedded, null, riakc_pb, nhs, http_raw"),
         "{e}"
     );
     let e = BenchConfig::from_text("{operations, [{get_unique, 1}]}.").expect_err("op");

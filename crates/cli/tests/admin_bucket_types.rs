@@ -182,5 +182,5 @@ fn admin_unreachable_node_exits_2() {
         .output()
         .expect("run");
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("connecting to node"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot reach node"));
 }

@@ -59,7 +59,7 @@ fn bench_run_and_compare_through_basalt() {
     assert!(stdout(&out).contains("Avg TPS"), "{}", stdout(&out));
     assert!(cmp.join("compare.png").exists());
 
-    std::fs::write(&cfg, "{driver, basho_bench_driver_http_raw}.\n").unwrap();
+    std::fs::write(&cfg, "{driver, basho_bench_driver_riakc_java}.\n").unwrap();
     let out = basalt(&["bench", cfg.to_str().unwrap(), "-q"], b"");
     assert_eq!(code(&out), 2);
     let err = stderr(&out);

@@ -25,6 +25,7 @@ fn start_ping_put_get_sigterm() {
         .output()
         .expect("run");
     assert!(String::from_utf8_lossy(&out.stdout).contains("ring_size = 64"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("delete_mode = 3000"));
 
     let dir = tempfile::tempdir().expect("tempdir");
     let port = std::net::TcpListener::bind("127.0.0.1:0")

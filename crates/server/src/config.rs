@@ -20,6 +20,11 @@ ring_size = 64
 backend = "leveled"
 # Sync every write to stable storage before acknowledging it.
 sync = false
+# Tombstone reaping after a PB DELETE (Riak's delete_mode): a number of
+# milliseconds (reap that long after the delete, once all n replicas hold the
+# same tombstone), "immediate" (the same check, no delay) or "keep" (never
+# reap: tombstones stay, as with Riak's `keep`).
+delete_mode = 3000
 
 [limits]
 # Largest PB frame accepted (bytes, counting the message code).
@@ -80,8 +85,77 @@ pub struct Config {
     pub backend: String,
     /// Sync writes.
     pub sync: bool,
+    /// Tombstone reaping after a delete.
+    pub delete_mode: DeleteMode,
     /// Limits.
     pub limits: Limits,
+}
+
+/// Riak's `delete_mode`: what happens to a tombstone once all `n` replicas
+/// hold it. In TOML: a number of milliseconds, `"immediate"` or `"keep"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "DeleteModeRepr", into = "DeleteModeRepr")]
+pub enum DeleteMode {
+    /// Never reap.
+    Keep,
+    /// Reap at once.
+    Immediate,
+    /// Reap after this many milliseconds.
+    DelayMs(u64),
+}
+
+impl DeleteMode {
+    /// Riak's default: 3 s.
+    pub const DEFAULT: DeleteMode = DeleteMode::DelayMs(3000);
+
+    /// The delay before reaping; `None` for `keep`.
+    pub fn delay(self) -> Option<std::time::Duration> {
+        match self {
+            DeleteMode::Keep => None,
+            DeleteMode::Immediate => Some(std::time::Duration::ZERO),
+            DeleteMode::DelayMs(ms) => Some(std::time::Duration::from_millis(ms)),
+        }
+    }
+}
+
+impl Default for DeleteMode {
+    fn default() -> Self {
+        DeleteMode::DEFAULT
+    }
+}
+
+/// The TOML form of [`DeleteMode`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+enum DeleteModeRepr {
+    Ms(u64),
+    Word(String),
+}
+
+impl TryFrom<DeleteModeRepr> for DeleteMode {
+    type Error = String;
+    fn try_from(r: DeleteModeRepr) -> Result<Self, String> {
+        match r {
+            DeleteModeRepr::Ms(ms) => Ok(DeleteMode::DelayMs(ms)),
+            DeleteModeRepr::Word(w) => match w.as_str() {
+                "keep" => Ok(DeleteMode::Keep),
+                "immediate" => Ok(DeleteMode::Immediate),
+                other => Err(format!(
+                    "delete_mode must be a number of milliseconds, \"immediate\" or \"keep\", got {other:?}"
+                )),
+            },
+        }
+    }
+}
+
+impl From<DeleteMode> for DeleteModeRepr {
+    fn from(m: DeleteMode) -> Self {
+        match m {
+            DeleteMode::Keep => DeleteModeRepr::Word("keep".into()),
+            DeleteMode::Immediate => DeleteModeRepr::Word("immediate".into()),
+            DeleteMode::DelayMs(ms) => DeleteModeRepr::Ms(ms),
+        }
+    }
 }
 
 impl Default for Config {
@@ -94,6 +168,7 @@ impl Default for Config {
             ring_size: 64,
             backend: "leveled".into(),
             sync: false,
+            delete_mode: DeleteMode::DEFAULT,
             limits: Limits::default(),
         }
     }
@@ -147,5 +222,25 @@ mod tests {
         assert_eq!(c, Some(Config::default()));
         assert!(Config::from_toml("ring_size = 6").is_err());
         assert!(Config::from_toml("bogus = 1").is_err());
+    }
+
+    #[test]
+    fn delete_mode_forms() {
+        let mode = |t: &str| Config::from_toml(t).map(|c| c.delete_mode).ok();
+        assert_eq!(mode("delete_mode = 250"), Some(DeleteMode::DelayMs(250)));
+        assert_eq!(mode("delete_mode = \"keep\""), Some(DeleteMode::Keep));
+        assert_eq!(
+            mode("delete_mode = \"immediate\""),
+            Some(DeleteMode::Immediate)
+        );
+        assert_eq!(mode(""), Some(DeleteMode::DelayMs(3000)));
+        assert_eq!(mode("delete_mode = \"later\""), None);
+        assert_eq!(mode("delete_mode = -1"), None);
+        let c = Config {
+            delete_mode: DeleteMode::Keep,
+            ..Config::default()
+        };
+        let text = toml::to_string(&c).unwrap_or_default();
+        assert_eq!(Config::from_toml(&text).ok(), Some(c));
     }
 }

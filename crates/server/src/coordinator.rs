@@ -1,6 +1,7 @@
 //! The request coordinator of a node: GET as n HEADs + 1 GET with sibling
 //! merge and read repair, PUT through a coordinating vnode then the other
-//! replicas, DELETE as a tombstone PUT, listings and 2i over a covering set.
+//! replicas, DELETE as a tombstone PUT (then tombstone reaping per
+//! `delete_mode`), listings, 2i and the CS bucket fold over a covering set.
 
 use crate::btypes::{split_storage_bucket, BucketTypes};
 use crate::cluster::Cluster;
@@ -10,13 +11,14 @@ use crate::props::{BucketProps, PropsError, PropsStore};
 use crate::ring::{key_hash, Ring};
 use crate::routing::Target;
 use crate::vclock::VClock;
-use crate::vnode::{Vnode, VnodeError};
+use crate::vnode::{Vnode, VnodeError, VnodeState};
 use crate::vnodereq::{VnodeReply, VnodeReq, WireObject};
-use basalt_backend::{BackendError, IndexPage, IndexQuery, IndexResult};
-use futures_util::stream::{FuturesUnordered, StreamExt};
+use basalt_backend::{BackendError, Capability, IndexPage, IndexQuery, IndexResult, KeyRange};
+use futures_util::stream::{FuturesOrdered, FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
 use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -63,9 +65,9 @@ impl From<VnodeError> for RequestError {
         match e {
             VnodeError::Overload => RequestError::Overload,
             VnodeError::Timeout => RequestError::Timeout,
-            VnodeError::Backend(BackendError::NotSupported { .. }) => {
-                RequestError::Invalid(e.to_string())
-            }
+            VnodeError::Backend(
+                BackendError::NotSupported { .. } | BackendError::InvalidInput(_),
+            ) => RequestError::Invalid(e.to_string()),
             other => RequestError::Storage(other.to_string()),
         }
     }
@@ -149,6 +151,8 @@ pub struct NodeStats {
     pub puts: AtomicU64,
     /// DELETEs (tombstone PUTs) coordinated.
     pub deletes: AtomicU64,
+    /// Latency of each coordinated operation (all APIs).
+    pub latency: crate::latency::Latencies,
 }
 
 /// A node: ring, vnodes, bucket props and its cluster view.
@@ -170,6 +174,9 @@ type FanOutFuture<'a> = std::pin::Pin<
     Box<dyn std::future::Future<Output = (Target, Result<VnodeReply, VnodeError>)> + Send + 'a>,
 >;
 type FanOut<'a> = FuturesUnordered<FanOutFuture<'a>>;
+type Replies<'a> = std::pin::Pin<
+    Box<dyn futures_util::Stream<Item = (Target, Result<VnodeReply, VnodeError>)> + Send + 'a>,
+>;
 
 /// Background vnode requests (read repair) waiting to be sent.
 const BACKGROUND_QUEUE: usize = 10_000;
@@ -435,6 +442,16 @@ impl Node {
         req: impl Fn() -> VnodeReq,
         sloppy: Option<([u8; 20], u32)>,
     ) -> FanOut<'a> {
+        self.fan_out_vec(targets, req, sloppy).into_iter().collect()
+    }
+
+    /// The calls of [`Self::fan_out_with`], in `targets` order.
+    fn fan_out_vec<'a>(
+        &'a self,
+        targets: &[Target],
+        req: impl Fn() -> VnodeReq,
+        sloppy: Option<([u8; 20], u32)>,
+    ) -> Vec<FanOutFuture<'a>> {
         let this = self.this.get().and_then(Weak::upgrade);
         targets
             .iter()
@@ -465,13 +482,32 @@ impl Node {
     /// GET: HEAD the `n` vnodes, wait for `r` (and `pr` primaries), GET the
     /// value of each winning version from the least-queued replica holding
     /// it, merge, read-repair stale replicas in the background.
+    /// Uses the bucket's `basic_quorum` prop (see [`Node::get_with_basic_quorum`]).
     pub async fn get(
         &self,
         bucket: &[u8],
         key: &[u8],
         opts: &GetOpts,
     ) -> Result<GetOutcome, RequestError> {
+        self.get_with_basic_quorum(bucket, key, opts, None).await
+    }
+
+    /// [`Node::get`] with Riak's `basic_quorum` (`None` = the bucket's prop).
+    /// With it, as `riak_kv_get_core`'s fail threshold, the GET gives up
+    /// once `min(n / 2 + 1, n - max(r, pr) + 1)` replicas answered not
+    /// found (counted only when `notfound_ok` is off) or failed, replies
+    /// taken as they arrive; giving up answers not found when no replica
+    /// failed and none answered a live object, else the quorum error (or
+    /// `overload`), and does no read repair.
+    pub async fn get_with_basic_quorum(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        opts: &GetOpts,
+        basic_quorum: Option<bool>,
+    ) -> Result<GetOutcome, RequestError> {
         self.stats.gets.fetch_add(1, Ordering::Relaxed);
+        let _timer = self.stats.latency.timer(crate::latency::Op::Get);
         let props = self.props.get(bucket);
         let r = props.resolve(opts.r, props.r, "r")?;
         let pr = props.resolve(opts.pr, props.pr, "pr")?;
@@ -481,9 +517,25 @@ impl Node {
             bucket: bucket.to_vec(),
             key: key.to_vec(),
         };
-        let mut replies = self.fan_out(&targets, head_req);
+        // Replies are taken as they come; when every vnode is local (one
+        // node) they are taken in preference-list order, which costs
+        // nothing and makes single-node results repeatable.
+        let calls = self.fan_out_vec(&targets, head_req, None);
+        let me = self.cluster.me();
+        let mut replies: Replies<'_> = if targets.iter().all(|t| t.node == me) {
+            Box::pin(calls.into_iter().collect::<FuturesOrdered<_>>())
+        } else {
+            Box::pin(calls.into_iter().collect::<FuturesUnordered<_>>())
+        };
         let mut heads: Vec<(Target, Option<RiakObject>, u32)> = Vec::new();
         let mut overloaded = false;
+        let fail_fast = FailFast::new(
+            targets.len(),
+            r.max(pr),
+            notfound_ok,
+            basic_quorum.unwrap_or(props.basic_quorum),
+        );
+        let mut answered = 0usize;
         let enough = |heads: &[(Target, Option<RiakObject>, u32)]| {
             let ok = |h: &&(Target, Option<RiakObject>, u32)| notfound_ok || h.1.is_some();
             let got = heads.iter().filter(ok).count() as u32;
@@ -501,6 +553,11 @@ impl Node {
                 Err(e) => {
                     tracing::warn!(partition = t.partition, node = %t.node, error = %e, "get head")
                 }
+            }
+            answered += 1;
+            let seen: Vec<Option<&RiakObject>> = heads.iter().map(|h| h.1.as_ref()).collect();
+            if let Some(out) = fail_fast.check(&seen, answered, overloaded) {
+                return out;
             }
             if enough(&heads) {
                 // Replies already in hand also count for read repair.
@@ -627,6 +684,11 @@ impl Node {
             &self.stats.puts
         };
         counter.fetch_add(1, Ordering::Relaxed);
+        let _timer = self.stats.latency.timer(if content.deleted {
+            crate::latency::Op::Delete
+        } else {
+            crate::latency::Op::Put
+        });
         let props = self.props.get(bucket);
         let w = props.resolve(opts.w, props.w, "w")?;
         let dw = props.resolve(opts.dw, props.dw, "dw")?;
@@ -776,12 +838,14 @@ impl Node {
     }
 
     /// Keys of `bucket` that are not tombstones, one batch per covering vnode
-    /// (deduplicated across batches).
-    pub async fn list_keys(
-        &self,
-        bucket: &[u8],
-        mut batch: impl FnMut(Vec<Vec<u8>>),
-    ) -> Result<(), RequestError> {
+    /// (deduplicated across batches), handed to `batch` as each vnode
+    /// answers; `batch` resolving to `false` (the client went away) stops
+    /// the listing.
+    pub async fn list_keys<F, Fut>(&self, bucket: &[u8], mut batch: F) -> Result<(), RequestError>
+    where
+        F: FnMut(Vec<Vec<u8>>) -> Fut,
+        Fut: Future<Output = bool>,
+    {
         let props = self.props.get(bucket);
         let mut seen = BTreeSet::new();
         for t in self.coverage_or_err(props.n_val)? {
@@ -800,11 +864,32 @@ impl Node {
                 .into_iter()
                 .filter(|k| seen.insert(k.clone()))
                 .collect();
-            if !fresh.is_empty() {
-                batch(fresh);
+            if !fresh.is_empty() && !batch(fresh).await {
+                break;
             }
         }
         Ok(())
+    }
+
+    /// Each local vnode's backend statistics, by partition (a vnode whose
+    /// queue is full or that does not answer in time is left out).
+    pub async fn backend_stats(&self) -> Vec<(u32, basalt_backend::BackendStats)> {
+        let local: Vec<(u32, Arc<Vnode>)> = self
+            .vnodes
+            .read()
+            .iter()
+            .map(|(p, v)| (*p, v.clone()))
+            .collect();
+        let mut out = Vec::new();
+        for (p, v) in local {
+            let Ok(pending) = v.submit(|st| Ok(st.backend.stats()?)) else {
+                continue;
+            };
+            if let Ok(s) = pending.wait(self.timeout()).await {
+                out.push((p, s));
+            }
+        }
+        out
     }
 
     /// Every bucket holding an object on any vnode, sorted.
@@ -895,6 +980,368 @@ impl Node {
             results,
             continuation,
         })
+    }
+}
+
+/// Objects each covering vnode reads per round of a CS bucket fold.
+pub const CS_FOLD_BATCH: usize = 100;
+
+/// Above every valid key (keys are at most 64 KiB): the open end of a range.
+static KEY_ABOVE_ALL: [u8; 65_537] = [0xFF; 65_537];
+
+/// A CS bucket fold (`RpbCSBucketReq`): the objects of one bucket whose keys
+/// lie between `start` and `end`, in key order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CsFold {
+    /// The storage bucket.
+    pub bucket: Vec<u8>,
+    /// First key.
+    pub start: Vec<u8>,
+    /// `start` itself is included (Riak's default: true).
+    pub start_incl: bool,
+    /// Last key; `None` = to the end of the bucket.
+    pub end: Option<Vec<u8>>,
+    /// `end` itself is included (Riak's default: false).
+    pub end_incl: bool,
+    /// Resume after the page that returned this continuation.
+    pub continuation: Option<Vec<u8>>,
+    /// Page size (0 or `None` = everything).
+    pub max_results: Option<u32>,
+}
+
+/// One covering vnode's position in a CS bucket fold.
+struct FoldCursor {
+    target: Target,
+    /// The last key this vnode returned (the next round starts after it).
+    after: Option<Vec<u8>>,
+    /// The vnode has nothing more in the range.
+    done: bool,
+}
+
+/// One round of a CS bucket fold on a vnode: the (at most `limit`) smallest
+/// keys of `bucket` in the range, with their stored objects (tombstones
+/// included, so a newer tombstone on one replica hides an older live copy on
+/// another), the last key chosen (a key may vanish between the key fold
+/// and its read) and whether more keys remain.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn cs_fold_batch(
+    st: &VnodeState,
+    bucket: &[u8],
+    from: &[u8],
+    from_incl: bool,
+    end: Option<&[u8]>,
+    end_incl: bool,
+    limit: usize,
+) -> Result<CsBatch, VnodeError> {
+    let range = KeyRange::new(from, end.unwrap_or(&KEY_ABOVE_ALL));
+    let ordered = st.backend.capabilities().has(Capability::OrderedKeys);
+    let mut keys: BTreeSet<Vec<u8>> = BTreeSet::new();
+    let mut more = false;
+    st.backend.fold_keys(bucket, Some(&range), &mut |k| {
+        let above = if from_incl { k >= from } else { k > from };
+        let below = end.is_none_or(|e| if end_incl { k <= e } else { k < e });
+        if above && below {
+            keys.insert(k.to_vec());
+            if keys.len() > limit {
+                more = true;
+                keys.pop_last();
+                if ordered {
+                    return std::ops::ControlFlow::Break(());
+                }
+            }
+        }
+        std::ops::ControlFlow::Continue(())
+    })?;
+    let last = keys.last().cloned();
+    let mut out = Vec::with_capacity(keys.len());
+    for k in keys {
+        if let Some(o) = st.read(bucket, &k)? {
+            out.push((k, o));
+        }
+    }
+    Ok((out, last, more))
+}
+
+/// A vnode's round of a CS bucket fold: objects, last key, more to come.
+pub(crate) type CsBatch = (Vec<(Vec<u8>, RiakObject)>, Option<Vec<u8>>, bool);
+
+fn encode_cs_continuation(key: &[u8]) -> Vec<u8> {
+    let mut raw = vec![1u8];
+    raw.extend_from_slice(key);
+    base64::Engine::encode(&base64::engine::general_purpose::STANDARD, raw).into_bytes()
+}
+
+fn decode_cs_continuation(c: &[u8]) -> Option<Vec<u8>> {
+    let raw = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, c).ok()?;
+    match raw.split_first() {
+        Some((1, key)) if !key.is_empty() => Some(key.to_vec()),
+        _ => None,
+    }
+}
+
+/// `riak_kv_get_core`'s early end of a GET (see [`Node::get_with_basic_quorum`]);
+/// only applied with `basic_quorum`.
+#[derive(Debug, Clone, Copy)]
+struct FailFast {
+    /// Not-found + failed replies that end the GET (`None`: wait for all).
+    threshold: Option<usize>,
+    need: usize,
+    notfound_ok: bool,
+}
+
+impl FailFast {
+    fn new(n: usize, need: u32, notfound_ok: bool, basic_quorum: bool) -> FailFast {
+        let need = need as usize;
+        let threshold = basic_quorum.then(|| (n / 2 + 1).min((n + 1).saturating_sub(need)));
+        FailFast {
+            threshold,
+            need,
+            notfound_ok,
+        }
+    }
+
+    /// After `answered` replicas answered (or failed), `heads` being the
+    /// answers: the GET's result if it ends now.
+    fn check(
+        &self,
+        heads: &[Option<&RiakObject>],
+        answered: usize,
+        overloaded: bool,
+    ) -> Option<Result<GetOutcome, RequestError>> {
+        let threshold = self.threshold?;
+        let notfounds = if self.notfound_ok {
+            0
+        } else {
+            heads.iter().filter(|h| h.is_none()).count()
+        };
+        let oks = heads.len() - notfounds;
+        let fails = answered.saturating_sub(heads.len());
+        if oks >= self.need || notfounds + fails < threshold {
+            return None;
+        }
+        let live = heads.iter().any(|h| h.is_some_and(|o| !o.is_deleted()));
+        Some(if fails == 0 && !live {
+            Ok(GetOutcome::NotFound)
+        } else if overloaded {
+            Err(RequestError::Overload)
+        } else {
+            Err(RequestError::Unsatisfied {
+                kind: "r",
+                need: self.need as u32,
+                got: oks as u32,
+            })
+        })
+    }
+}
+
+impl Node {
+    /// A CS bucket fold over a covering set of vnodes. Each round asks every
+    /// covering vnode that is not finished for its next [`CS_FOLD_BATCH`]
+    /// keys after its own cursor (one job per vnode), merges the copies of a
+    /// key (as a GET's merge; no quorum, no read repair), and hands `emit`
+    /// the keys up to the smallest cursor of the unfinished vnodes, in key
+    /// order, tombstones left out. So memory stays at about a batch per
+    /// vnode whatever the range. `emit` resolving to `false` stops the fold.
+    /// Returns the continuation when `max_results` filled the page.
+    pub async fn cs_bucket_fold<F, Fut>(
+        &self,
+        q: &CsFold,
+        mut emit: F,
+    ) -> Result<Option<Vec<u8>>, RequestError>
+    where
+        F: FnMut(Vec<(Vec<u8>, RiakObject)>) -> Fut,
+        Fut: Future<Output = bool>,
+    {
+        let props = self.props.get(&q.bucket);
+        let (from, from_incl) = match &q.continuation {
+            None => (q.start.clone(), q.start_incl),
+            Some(c) => {
+                let after = decode_cs_continuation(c)
+                    .ok_or_else(|| RequestError::Invalid("invalid continuation".into()))?;
+                if after < q.start {
+                    (q.start.clone(), q.start_incl)
+                } else {
+                    (after, false)
+                }
+            }
+        };
+        let max = q.max_results.filter(|m| *m > 0).map(|m| m as usize);
+        let mut cursors: Vec<FoldCursor> = self
+            .coverage_or_err(props.n_val)?
+            .into_iter()
+            .map(|target| FoldCursor {
+                target,
+                after: None,
+                done: false,
+            })
+            .collect();
+        let mut pending: BTreeMap<Vec<u8>, RiakObject> = BTreeMap::new();
+        let mut sent = 0usize;
+        loop {
+            let mut jobs = Vec::new();
+            for (i, c) in cursors.iter().enumerate().filter(|(_, c)| !c.done) {
+                let (lo, lo_incl) = match &c.after {
+                    Some(a) => (a.clone(), false),
+                    None => (from.clone(), from_incl),
+                };
+                let req = VnodeReq::CsFold {
+                    bucket: q.bucket.clone(),
+                    from: lo,
+                    from_incl: lo_incl,
+                    end: q.end.clone(),
+                    end_incl: q.end_incl,
+                    limit: CS_FOLD_BATCH as u32,
+                };
+                let t = c.target.clone();
+                jobs.push(async move { (i, self.vcall(&t, req).await) });
+            }
+            for (i, reply) in futures_util::future::join_all(jobs).await {
+                let VnodeReply::CsBatch(wire, last, more) = reply? else {
+                    return Err(RequestError::Storage("unexpected CS fold reply".into()));
+                };
+                let mut objs = Vec::with_capacity(wire.len());
+                for (k, w) in wire {
+                    objs.push((k, w.object()?));
+                }
+                let c = &mut cursors[i];
+                c.done = !more;
+                if last.is_some() {
+                    c.after = last;
+                }
+                for (k, o) in objs {
+                    let merged = match pending.remove(&k) {
+                        Some(m) => RiakObject::merge(&m, &o, props.allow_mult),
+                        None => o,
+                    };
+                    pending.insert(k, merged);
+                }
+            }
+            // Every key up to the smallest cursor of an unfinished vnode is
+            // final: no vnode can still return a smaller one.
+            let safe: Option<Vec<u8>> = cursors
+                .iter()
+                .filter(|c| !c.done)
+                .filter_map(|c| c.after.clone())
+                .min();
+            let finished = cursors.iter().all(|c| c.done);
+            let rest = match &safe {
+                Some(s) if !finished => {
+                    let mut rest = pending.split_off(s);
+                    if let Some(v) = rest.remove(s) {
+                        pending.insert(s.clone(), v);
+                    }
+                    rest
+                }
+                _ => BTreeMap::new(),
+            };
+            let ready = std::mem::replace(&mut pending, rest);
+            let mut batch = Vec::new();
+            let mut full = false;
+            for (k, o) in ready {
+                if o.is_deleted() {
+                    continue;
+                }
+                batch.push((k, o));
+                sent += 1;
+                if max.is_some_and(|m| sent >= m) {
+                    full = true;
+                    break;
+                }
+            }
+            let last = batch.last().map(|(k, _)| k.clone());
+            if !batch.is_empty() && !emit(batch).await {
+                return Ok(None);
+            }
+            if full {
+                return Ok(last.map(|k| encode_cs_continuation(&k)));
+            }
+            if finished {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// DELETE: a tombstone PUT ([`Node::put`]), then, unless the config's
+    /// `delete_mode` is `keep`, a task that waits the mode's delay and reaps
+    /// the tombstone ([`Node::reap_tombstone`]). Reaps pending at shutdown
+    /// are dropped (the tombstones stay, as in Riak after a vnode restart).
+    /// Must run inside a tokio runtime.
+    pub async fn delete(
+        self: &Arc<Self>,
+        bucket: &[u8],
+        key: &[u8],
+        client: Option<VClock>,
+        opts: &PutOpts,
+    ) -> Result<(), RequestError> {
+        let tomb = Content {
+            deleted: true,
+            ..Content::default()
+        };
+        let written = self.put(bucket, key, client, tomb, opts).await?;
+        let delay = self.config.delete_mode.delay();
+        if let (Some(obj), Some(delay)) = (written, delay) {
+            if obj.is_deleted() {
+                let node = Arc::clone(self);
+                let (b, k) = (bucket.to_vec(), key.to_vec());
+                tokio::spawn(async move {
+                    tokio::time::sleep(delay).await;
+                    match node.reap_tombstone(&b, &k, &obj.vclock).await {
+                        Ok(n) => tracing::debug!(replicas = n, "tombstone reap"),
+                        Err(e) => tracing::debug!(error = %e, "tombstone reap"),
+                    }
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes a tombstone from the backends of its `n_val` replicas if all
+    /// of them hold it with exactly this clock (Riak's reap: every replica
+    /// must agree); each replica re-checks the clock in the same job as the
+    /// removal, so a write that raced the reap survives. Returns the
+    /// replicas reaped (0 when not all held the tombstone).
+    pub async fn reap_tombstone(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        vclock: &VClock,
+    ) -> Result<usize, RequestError> {
+        let props = self.props.get(bucket);
+        let targets = self.key_targets(bucket, key, props.n_val);
+        // Every replica must be a reachable primary holding this tombstone.
+        if targets.len() < props.n_val as usize || targets.iter().any(|t| !t.primary) {
+            return Ok(0);
+        }
+        let head = || VnodeReq::Head {
+            bucket: bucket.to_vec(),
+            key: key.to_vec(),
+        };
+        let mut replies = self.fan_out(&targets, head);
+        while let Some((_, res)) = replies.next().await {
+            let same = match res? {
+                VnodeReply::Object(Some(w), _) => w
+                    .head()
+                    .is_ok_and(|o| o.is_deleted() && o.vclock.same_events(vclock)),
+                _ => false,
+            };
+            if !same {
+                return Ok(0);
+            }
+        }
+        drop(replies);
+        let reap = || VnodeReq::ReapTombstone {
+            bucket: bucket.to_vec(),
+            key: key.to_vec(),
+            vclock: vclock.encode(),
+        };
+        let mut reaped = 0;
+        let mut replies = self.fan_out(&targets, reap);
+        while let Some((_, res)) = replies.next().await {
+            if matches!(res?, VnodeReply::Reaped(true)) {
+                reaped += 1;
+            }
+        }
+        Ok(reaped)
     }
 }
 
@@ -994,6 +1441,62 @@ mod tests {
         assert_eq!(index_term_cmp(true, b"9", b"10"), Less);
         assert_eq!(index_term_cmp(true, b"-1", b"0"), Less);
         assert_eq!(index_term_cmp(false, b"9", b"10"), Greater);
+    }
+
+    #[test]
+    fn fail_fast_follows_riak_get_core() {
+        let obj = |deleted: bool| {
+            let mut c = c(b"v");
+            c.deleted = deleted;
+            RiakObject {
+                vclock: VClock::default(),
+                contents: vec![c],
+            }
+        };
+        let (dead, live) = (obj(true), obj(false));
+        // n = 3, r = 1, notfound_ok = false: basic_quorum gives up after 2
+        // not-founds (a majority); without it, never early.
+        let ff = FailFast::new(3, 1, false, true);
+        assert_eq!(ff.threshold, Some(2));
+        assert!(ff.check(&[None], 1, false).is_none());
+        assert!(matches!(
+            ff.check(&[None, None], 2, false),
+            Some(Ok(GetOutcome::NotFound))
+        ));
+        assert!(FailFast::new(3, 1, false, false)
+            .check(&[None, None], 2, false)
+            .is_none());
+        // r = 3: one not-found already makes r unreachable.
+        assert_eq!(FailFast::new(3, 3, false, true).threshold, Some(1));
+        // Tombstones and not-founds → not found; a live object → r error.
+        assert!(matches!(
+            FailFast::new(3, 2, false, true).check(&[Some(&dead), None, None], 3, false),
+            Some(Ok(GetOutcome::NotFound))
+        ));
+        assert!(matches!(
+            FailFast::new(3, 2, false, true).check(&[Some(&live), None, None], 3, false),
+            Some(Err(RequestError::Unsatisfied {
+                need: 2,
+                got: 1,
+                ..
+            }))
+        ));
+        // notfound_ok: not-founds are successes; failures still count.
+        let ok = FailFast::new(3, 2, true, true);
+        assert!(ok.check(&[None, None], 2, false).is_none());
+        assert!(matches!(
+            ok.check(&[], 2, true),
+            Some(Err(RequestError::Overload))
+        ));
+    }
+
+    #[test]
+    fn cs_continuation_roundtrip() {
+        let c = encode_cs_continuation(b"key");
+        assert_eq!(decode_cs_continuation(&c), Some(b"key".to_vec()));
+        assert_eq!(decode_cs_continuation(b"!!"), None);
+        let empty = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, [1u8]);
+        assert_eq!(decode_cs_continuation(empty.as_bytes()), None);
     }
 
     #[test]

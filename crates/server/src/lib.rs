@@ -1,5 +1,5 @@
-//! A Basalt node speaking Riak's Protocol Buffers API (first slice: the
-//! default bucket type on one node).
+//! A Basalt node speaking Riak's Protocol Buffers and HTTP APIs (one node,
+//! bucket types).
 //!
 //! * [`pb`]: framing and hand-written `prost` messages of riak.proto / riak_kv.proto;
 //! * [`object`]: Riak objects (siblings) and their storage encoding;
@@ -13,7 +13,8 @@
 //! * [`props`]: bucket properties;
 //! * [`btypes`]: bucket types, typed-bucket keying, preflists, admin requests;
 //! * [`server`]: the TCP listener and request dispatch;
-//! * [`http`]: Riak's HTTP API (ping, stats, resource map, objects);
+//! * [`http`]: Riak's HTTP API (objects, props, listings, 2i, stats, metrics);
+//! * [`latency`]: per-operation latency histograms over a recent window;
 //! * [`config`]: the TOML configuration.
 
 #![warn(missing_docs)]
@@ -23,6 +24,7 @@ pub mod cluster;
 pub mod config;
 pub mod coordinator;
 pub mod http;
+pub mod latency;
 pub mod object;
 pub mod pb;
 pub mod props;

@@ -44,6 +44,8 @@ pub mod code {
     pub const INDEX_RESP: u8 = 26;
     pub const RESET_BUCKET_REQ: u8 = 29;
     pub const RESET_BUCKET_RESP: u8 = 30;
+    pub const CS_BUCKET_REQ: u8 = 40;
+    pub const CS_BUCKET_RESP: u8 = 41;
 }
 
 /// Quorum values with a special meaning in PB `uint32` quorum fields.
@@ -580,6 +582,56 @@ pub struct RpbIndexResp {
     #[prost(bytes = "vec", optional, tag = "3")]
     pub continuation: Option<Vec<u8>>,
     #[prost(bool, optional, tag = "4")]
+    pub done: Option<bool>,
+}
+
+/// `RpbCSBucketReq` (40): a range fold over a bucket's objects.
+#[derive(Clone, PartialEq, Message)]
+#[allow(missing_docs)]
+pub struct RpbCsBucketReq {
+    #[prost(bytes = "vec", required, tag = "1")]
+    pub bucket: Vec<u8>,
+    #[prost(bytes = "vec", required, tag = "2")]
+    pub start_key: Vec<u8>,
+    #[prost(bytes = "vec", optional, tag = "3")]
+    pub end_key: Option<Vec<u8>>,
+    /// Default true.
+    #[prost(bool, optional, tag = "4")]
+    pub start_incl: Option<bool>,
+    /// Default false.
+    #[prost(bool, optional, tag = "5")]
+    pub end_incl: Option<bool>,
+    #[prost(bytes = "vec", optional, tag = "6")]
+    pub continuation: Option<Vec<u8>>,
+    #[prost(uint32, optional, tag = "7")]
+    pub max_results: Option<u32>,
+    #[prost(uint32, optional, tag = "8")]
+    pub timeout: Option<u32>,
+    #[prost(bytes = "vec", optional, tag = "9")]
+    pub r#type: Option<Vec<u8>>,
+    #[prost(bytes = "vec", optional, tag = "10")]
+    pub cover_context: Option<Vec<u8>>,
+}
+
+/// `RpbIndexObject`: one object of a CS bucket fold.
+#[derive(Clone, PartialEq, Message)]
+#[allow(missing_docs)]
+pub struct RpbIndexObject {
+    #[prost(bytes = "vec", required, tag = "1")]
+    pub key: Vec<u8>,
+    #[prost(message, required, tag = "2")]
+    pub object: RpbGetResp,
+}
+
+/// `RpbCSBucketResp` (41).
+#[derive(Clone, PartialEq, Message)]
+#[allow(missing_docs)]
+pub struct RpbCsBucketResp {
+    #[prost(message, repeated, tag = "1")]
+    pub objects: Vec<RpbIndexObject>,
+    #[prost(bytes = "vec", optional, tag = "2")]
+    pub continuation: Option<Vec<u8>>,
+    #[prost(bool, optional, tag = "3")]
     pub done: Option<bool>,
 }
 

@@ -1,9 +1,13 @@
 //! The PB listener: one tokio task per connection, one request at a time
-//! per connection (as Riak), graceful shutdown (stop accepting, finish the
-//! request in flight, close idle connections, then close the vnodes).
+//! per connection (as Riak), streamed replies written to the socket as they
+//! are produced through a bounded channel (back-pressure from slow
+//! readers), graceful shutdown (stop accepting, finish the request in
+//! flight, close idle connections, then close the vnodes).
 
 use crate::config::Config;
-use crate::coordinator::{unique_id, GetOpts, GetOutcome, Node, OpenError, PutOpts, RequestError};
+use crate::coordinator::{
+    unique_id, CsFold, GetOpts, GetOutcome, Node, OpenError, PutOpts, RequestError,
+};
 use crate::object::{Content, RiakObject};
 use crate::pb::{self, code, frame, frame_msg, FrameError};
 use crate::vclock::VClock;
@@ -14,11 +18,26 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
 /// Results per `RpbIndexResp` frame of a streamed 2i query.
 const INDEX_STREAM_CHUNK: usize = 100;
+
+/// Keys per `RpbListKeysResp` frame at most (a vnode's batch is split so a
+/// frame stays far below clients' frame limits).
+pub const LIST_KEYS_FRAME_KEYS: usize = 1000;
+
+/// Objects per `RpbCSBucketResp` frame at most.
+pub const CS_BUCKET_FRAME_OBJECTS: usize = 100;
+
+/// Frames of a streamed reply queued between the request's handler and the
+/// connection's socket writer; when the client reads slowly the handler
+/// waits (back-pressure), so a listing never builds all its frames in memory.
+pub const STREAM_QUEUE_FRAMES: usize = 8;
+
+/// Where a handler sends the frames of a streamed reply.
+type FrameTx = mpsc::Sender<Vec<u8>>;
 
 /// The `server_version` reported by server info: Riak KV's last 3.2 line,
 /// so clients enable every KV feature (the Python client needs `X.Y.Z` ≥ 2.1).
@@ -277,17 +296,33 @@ async fn connection(
             .await;
             return;
         }
-        let out = match handle(&node, &mut client_id, c, &body).await {
-            Ok(frames) => frames,
-            Err(e) => vec![error_frame(e)],
-        };
-        let mut ok = true;
-        for f in out {
-            if sock.write_all(&f).await.is_err() {
-                ok = false;
-                break;
+        // The handler sends streamed frames through a bounded channel while
+        // this task writes them out; its final frames (or its error) follow.
+        let (tx, rx) = mpsc::channel::<Vec<u8>>(STREAM_QUEUE_FRAMES);
+        let work = async {
+            let out = match handle(&node, &mut client_id, c, &body, &tx).await {
+                Ok(frames) => frames,
+                Err(e) => vec![error_frame(e)],
+            };
+            for f in out {
+                if tx.send(f).await.is_err() {
+                    break;
+                }
             }
-        }
+            drop(tx);
+        };
+        let sock_w = &mut sock;
+        let write = async move {
+            let mut rx = rx;
+            while let Some(f) = rx.recv().await {
+                if sock_w.write_all(&f).await.is_err() {
+                    // Dropping `rx` makes the handler's next send fail.
+                    return false;
+                }
+            }
+            true
+        };
+        let ((), ok) = tokio::join!(work, write);
         if !ok || *stop.borrow() {
             break;
         }
@@ -321,11 +356,14 @@ fn contents_pb(o: &RiakObject, with_values: bool) -> Vec<pb::RpbContent> {
     o.contents.iter().map(|c| c.to_pb(with_values)).collect()
 }
 
+/// Handles one request: returns the reply's frames, after sending any
+/// streamed frames through `out` (a send error = the client went away).
 async fn handle(
-    node: &Node,
+    node: &Arc<Node>,
     client_id: &mut Vec<u8>,
     c: u8,
     body: &[u8],
+    out: &FrameTx,
 ) -> Result<Vec<Vec<u8>>, RequestError> {
     Ok(match c {
         code::PING_REQ => vec![frame(code::PING_RESP, &[])],
@@ -359,7 +397,10 @@ async fn handle(
                 pr: r.pr,
                 notfound_ok: r.notfound_ok,
             };
-            let resp = match node.get(&sb, &r.key, &opts).await? {
+            let resp = match node
+                .get_with_basic_quorum(&sb, &r.key, &opts, r.basic_quorum)
+                .await?
+            {
                 GetOutcome::NotFound => pb::RpbGetResp::default(),
                 GetOutcome::Tombstone(vc) => pb::RpbGetResp {
                     vclock: r.deletedvclock.unwrap_or(false).then(|| vc.encode()),
@@ -421,17 +462,13 @@ async fn handle(
                 .storage_bucket(r.r#type.as_deref(), &r.bucket)?;
             check_bk(&r.bucket, Some(&r.key))?;
             let client = decode_vclock(&r.vclock)?;
-            let tomb = Content {
-                deleted: true,
-                ..Content::default()
-            };
             let opts = PutOpts {
                 w: r.w,
                 dw: r.dw,
                 pw: r.pw,
                 ..Default::default()
             };
-            node.put(&sb, &r.key, client, tomb, &opts).await?;
+            node.delete(&sb, &r.key, client, &opts).await?;
             vec![frame(code::DEL_RESP, &[])]
         }
         code::LIST_BUCKETS_REQ => {
@@ -478,22 +515,39 @@ async fn handle(
             let sb = node
                 .types()
                 .storage_bucket(r.r#type.as_deref(), &r.bucket)?;
-            let mut frames = Vec::new();
+            // Each covering vnode's batch is sent as soon as it is read.
             node.list_keys(&sb, |keys| {
-                frames.push(frame_msg(
-                    code::LIST_KEYS_RESP,
-                    &pb::RpbListKeysResp { keys, done: None },
-                ));
+                let out = out.clone();
+                async move {
+                    let mut keys = keys.into_iter();
+                    loop {
+                        let chunk: Vec<Vec<u8>> =
+                            keys.by_ref().take(LIST_KEYS_FRAME_KEYS).collect();
+                        if chunk.is_empty() {
+                            return true;
+                        }
+                        let resp = pb::RpbListKeysResp {
+                            keys: chunk,
+                            done: None,
+                        };
+                        if out
+                            .send(frame_msg(code::LIST_KEYS_RESP, &resp))
+                            .await
+                            .is_err()
+                        {
+                            return false;
+                        }
+                    }
+                }
             })
             .await?;
-            frames.push(frame_msg(
+            vec![frame_msg(
                 code::LIST_KEYS_RESP,
                 &pb::RpbListKeysResp {
                     keys: vec![],
                     done: Some(true),
                 },
-            ));
-            frames
+            )]
         }
         code::GET_BUCKET_REQ => {
             let r: pb::RpbGetBucketReq = decode(body)?;
@@ -595,25 +649,91 @@ async fn handle(
             if stream {
                 // As Riak: frames of keys / results (none when empty), then
                 // `{done = true, continuation?}`.
-                let mut frames: Vec<_> = page
-                    .results
-                    .chunks(INDEX_STREAM_CHUNK)
-                    .map(|c| frame_msg(code::INDEX_RESP, &to_resp(c)))
-                    .collect();
-                frames.push(frame_msg(
+                for c in page.results.chunks(INDEX_STREAM_CHUNK) {
+                    if out
+                        .send(frame_msg(code::INDEX_RESP, &to_resp(c)))
+                        .await
+                        .is_err()
+                    {
+                        return Ok(vec![]);
+                    }
+                }
+                vec![frame_msg(
                     code::INDEX_RESP,
                     &pb::RpbIndexResp {
                         continuation,
                         done: Some(true),
                         ..Default::default()
                     },
-                ));
-                frames
+                )]
             } else {
                 let mut resp = to_resp(&page.results);
                 resp.continuation = continuation;
                 vec![frame_msg(code::INDEX_RESP, &resp)]
             }
+        }
+        code::CS_BUCKET_REQ => {
+            let r: pb::RpbCsBucketReq = decode(body)?;
+            let sb = node
+                .types()
+                .storage_bucket(r.r#type.as_deref(), &r.bucket)?;
+            check_bk(&r.bucket, None)?;
+            if r.cover_context.is_some() {
+                return Err(RequestError::Invalid(
+                    "cover_context is not supported".into(),
+                ));
+            }
+            let q = CsFold {
+                bucket: sb,
+                start: r.start_key,
+                start_incl: r.start_incl.unwrap_or(true),
+                end: r.end_key,
+                end_incl: r.end_incl.unwrap_or(false),
+                continuation: r.continuation,
+                max_results: r.max_results,
+            };
+            // Objects stream in key order as the fold's rounds produce them,
+            // then `{done = true, continuation?}`.
+            let continuation = node
+                .cs_bucket_fold(&q, |objs| {
+                    let out = out.clone();
+                    async move {
+                        for chunk in objs.chunks(CS_BUCKET_FRAME_OBJECTS) {
+                            let resp = pb::RpbCsBucketResp {
+                                objects: chunk
+                                    .iter()
+                                    .map(|(k, o)| pb::RpbIndexObject {
+                                        key: k.clone(),
+                                        object: pb::RpbGetResp {
+                                            content: contents_pb(o, true),
+                                            vclock: Some(o.vclock.encode()),
+                                            unchanged: None,
+                                        },
+                                    })
+                                    .collect(),
+                                continuation: None,
+                                done: None,
+                            };
+                            if out
+                                .send(frame_msg(code::CS_BUCKET_RESP, &resp))
+                                .await
+                                .is_err()
+                            {
+                                return false;
+                            }
+                        }
+                        true
+                    }
+                })
+                .await?;
+            vec![frame_msg(
+                code::CS_BUCKET_RESP,
+                &pb::RpbCsBucketResp {
+                    objects: vec![],
+                    continuation,
+                    done: Some(true),
+                },
+            )]
         }
         crate::cluster::control::ADMIN_CLUSTER_REQ => {
             let text = node.admin_request(body).await?;

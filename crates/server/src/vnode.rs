@@ -102,6 +102,27 @@ impl VnodeState {
         )?;
         Ok(())
     }
+
+    /// Removes the stored object if it is a tombstone with the same events
+    /// as `vclock` (tombstone reaping); true if removed.
+    pub fn reap_tombstone(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        vclock: &crate::vclock::VClock,
+    ) -> Result<bool, VnodeError> {
+        let same = self
+            .read_head(bucket, key)?
+            .is_some_and(|o| o.is_deleted() && o.vclock.same_events(vclock));
+        if same {
+            let opts = WriteOptions {
+                sync: self.sync,
+                ..WriteOptions::default()
+            };
+            self.backend.delete(bucket, key, &opts)?;
+        }
+        Ok(same)
+    }
 }
 
 type Job = Box<dyn FnOnce(&VnodeState) + Send>;

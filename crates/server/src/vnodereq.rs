@@ -93,6 +93,31 @@ pub enum VnodeReq {
     ListBuckets,
     /// A whole (unpaged) 2i query.
     Index(IndexQuery),
+    /// One round of a CS bucket fold: the `limit` smallest keys of the
+    /// range with their objects ([`crate::coordinator::cs_fold_batch`]).
+    CsFold {
+        /// Storage bucket.
+        bucket: Vec<u8>,
+        /// Start key.
+        from: Vec<u8>,
+        /// `from` itself included.
+        from_incl: bool,
+        /// End key (`None` = to the end).
+        end: Option<Vec<u8>>,
+        /// `end` itself included.
+        end_incl: bool,
+        /// Keys per round.
+        limit: u32,
+    },
+    /// Removes the tombstone of a key if it still has this clock.
+    ReapTombstone {
+        /// Storage bucket.
+        bucket: Vec<u8>,
+        /// Key.
+        key: Vec<u8>,
+        /// The tombstone's clock, encoded.
+        vclock: Vec<u8>,
+    },
     /// The next `limit` objects in (bucket, key) order after `after`, for
     /// handoff.
     Fold {
@@ -126,6 +151,10 @@ pub enum VnodeReply {
     Buckets(Vec<Vec<u8>>),
     /// 2i results.
     Index(IndexPage),
+    /// A CS fold round: (key, object), the last key chosen, more to come.
+    CsBatch(Vec<(Vec<u8>, WireObject)>, Option<Vec<u8>>, bool),
+    /// Whether a tombstone was reaped.
+    Reaped(bool),
     /// Handoff batch: (bucket, key, object); empty = the end.
     Batch(Vec<(Vec<u8>, Vec<u8>, WireObject)>),
 }
@@ -225,6 +254,38 @@ impl VnodeState {
             VnodeReq::ListBuckets => Ok(VnodeReply::Buckets(self.backend.list_buckets()?)),
             VnodeReq::Index(q) => Ok(VnodeReply::Index(self.backend.index_query(&q)?)),
             VnodeReq::Fold { after, limit } => self.fold_batch(after, limit),
+            VnodeReq::CsFold {
+                bucket,
+                from,
+                from_incl,
+                end,
+                end_incl,
+                limit,
+            } => {
+                let (objs, last, more) = crate::coordinator::cs_fold_batch(
+                    self,
+                    &bucket,
+                    &from,
+                    from_incl,
+                    end.as_deref(),
+                    end_incl,
+                    limit as usize,
+                )?;
+                let wire = objs
+                    .iter()
+                    .map(|(k, o)| (k.clone(), WireObject::full(o)))
+                    .collect();
+                Ok(VnodeReply::CsBatch(wire, last, more))
+            }
+            VnodeReq::ReapTombstone {
+                bucket,
+                key,
+                vclock,
+            } => {
+                let vc = VClock::decode(&vclock)
+                    .map_err(|e| VnodeError::Decode(crate::object::DecodeError(e.0)))?;
+                Ok(VnodeReply::Reaped(self.reap_tombstone(&bucket, &key, &vc)?))
+            }
         }
     }
 

@@ -1,7 +1,10 @@
 //! Riak HTTP API tests: a node with PB and HTTP listeners (`ServerHandle`),
 //! driven with raw HTTP/1.1 over `std::net::TcpStream` (`Connection: close`).
 //! Covers /ping, the resource map, /stats, object GET/HEAD/PUT/POST/DELETE
-//! with headers, vclock round trips vs siblings, 2i headers and bad input.
+//! with headers, vclock round trips vs siblings, 2i headers and bad input,
+//! bucket and type props, key and bucket listings (plain and chunked), 2i
+//! queries (paging, terms, regex, multipart streaming), multipart siblings,
+//! links and conditional requests, /stats latencies and /metrics.
 
 use basalt_backend::IndexQuery;
 use basalt_server::config::Config;
@@ -73,11 +76,75 @@ fn req(h: &ServerHandle, method: &str, path: &str, headers: &[(&str, &str)], bod
         .filter_map(|l| l.split_once(": "))
         .map(|(n, v)| (n.to_string(), v.to_string()))
         .collect();
-    Resp {
+    let mut r = Resp {
         status,
         headers,
         body: raw[split + 4..].to_vec(),
+    };
+    if r.header("transfer-encoding")
+        .is_some_and(|t| t.eq_ignore_ascii_case("chunked"))
+    {
+        r.body = dechunk(&r.body);
     }
+    r
+}
+
+/// Decodes a chunked body, checking the framing.
+fn dechunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let eol = b
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .expect("chunk size line");
+        let size = usize::from_str_radix(std::str::from_utf8(&b[..eol]).expect("utf8"), 16)
+            .expect("hex chunk size");
+        b = &b[eol + 2..];
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&b[..size]);
+        assert_eq!(&b[size..size + 2], b"\r\n", "chunk end");
+        b = &b[size + 2..];
+    }
+}
+
+/// Concatenated JSON objects (a streamed listing).
+fn json_stream(b: &[u8]) -> Vec<serde_json::Value> {
+    serde_json::Deserializer::from_slice(b)
+        .into_iter::<serde_json::Value>()
+        .map(|v| v.expect("json object"))
+        .collect()
+}
+
+fn json_body(r: &Resp) -> serde_json::Value {
+    serde_json::from_slice(&r.body).unwrap_or_else(|e| panic!("{e}: {}", r.text()))
+}
+
+fn strings(v: &serde_json::Value) -> Vec<String> {
+    let mut out: Vec<String> = v
+        .as_array()
+        .expect("array")
+        .iter()
+        .map(|s| s.as_str().expect("string").to_string())
+        .collect();
+    out.sort();
+    out
+}
+
+fn put(h: &ServerHandle, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Resp {
+    let mut all = vec![("Content-Type", "text/plain")];
+    all.extend_from_slice(headers);
+    req(h, "PUT", path, &all, body)
+}
+
+/// Creates and activates bucket type `t` (custom-type defaults: allow_mult).
+fn make_type(h: &ServerHandle, t: &str) {
+    let types = h.node().types();
+    types
+        .create(t.as_bytes(), &RpbBucketProps::default())
+        .expect("create type");
+    types.activate(t.as_bytes()).expect("activate type");
 }
 
 fn get(h: &ServerHandle, path: &str) -> Resp {
@@ -350,6 +417,49 @@ fn bad_input_is_rejected_and_the_node_keeps_serving() {
             400,
             "nope",
         ),
+        (
+            get(&h, "/buckets/b/keys/k?notfound_ok=maybe"),
+            400,
+            "notfound_ok",
+        ),
+        (
+            req(&h, "PUT", "/buckets/b/keys/k?returnbody=yes", &[ct], b"v"),
+            400,
+            "returnbody",
+        ),
+        (
+            req(
+                &h,
+                "PUT",
+                "/buckets/b/keys/k",
+                &[ct, ("Link", "broken")],
+                b"v",
+            ),
+            400,
+            "Link",
+        ),
+        (
+            req(
+                &h,
+                "GET",
+                "/buckets/b/keys/k",
+                &[("If-Unmodified-Since", "soon")],
+                b"",
+            ),
+            400,
+            "If-Unmodified-Since",
+        ),
+        (
+            req(
+                &h,
+                "PUT",
+                "/buckets/b/props",
+                &[("Content-Type", "application/json")],
+                br#"{"props":{"n_val":"three"}}"#,
+            ),
+            400,
+            "n_val",
+        ),
     ];
     for (r, status, reason) in cases {
         assert_eq!(r.status, status, "{}", r.text());
@@ -358,4 +468,552 @@ fn bad_input_is_rejected_and_the_node_keeps_serving() {
     }
     assert_eq!(get(&h, "/buckets/b/keys/k").status, 404);
     assert_eq!(get(&h, "/ping").text(), "OK\n");
+}
+
+#[test]
+fn bucket_and_type_props() {
+    let (h, _d) = start();
+    let r = get(&h, "/buckets/p/props");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    let v = json_body(&r);
+    assert_eq!(v["props"]["name"], "p");
+    assert_eq!(v["props"]["n_val"], 3);
+    assert_eq!(v["props"]["allow_mult"], false);
+    assert_eq!(v["props"]["r"], "quorum");
+    let json_ct = [("Content-Type", "application/json")];
+    let r = req(
+        &h,
+        "PUT",
+        "/buckets/p/props",
+        &json_ct,
+        br#"{"props":{"allow_mult":true,"n_val":2,"w":"one","name":"p"}}"#,
+    );
+    assert_eq!(r.status, 204, "{}", r.text());
+    let v = json_body(&get(&h, "/buckets/p/props"));
+    assert_eq!(
+        (
+            &v["props"]["allow_mult"],
+            &v["props"]["n_val"],
+            &v["props"]["w"]
+        ),
+        (&true.into(), &2.into(), &"one".into())
+    );
+    // Bad bodies: 400 (JSON, property), 415 (content type), 413 (size).
+    let r = req(&h, "PUT", "/buckets/p/props", &json_ct, b"{nope");
+    assert_eq!(r.status, 400);
+    assert!(r.text().contains("Invalid JSON"), "{}", r.text());
+    let r = req(
+        &h,
+        "PUT",
+        "/buckets/p/props",
+        &json_ct,
+        br#"{"props":{"bogus":1}}"#,
+    );
+    assert_eq!(r.status, 400);
+    assert!(r.text().contains("bogus"), "{}", r.text());
+    let r = req(
+        &h,
+        "PUT",
+        "/buckets/p/props",
+        &[("Content-Type", "text/plain")],
+        br#"{"props":{}}"#,
+    );
+    assert_eq!(r.status, 415);
+    let big = vec![b' '; 70 * 1024];
+    assert_eq!(
+        req(&h, "PUT", "/buckets/p/props", &json_ct, &big).status,
+        413
+    );
+    assert_eq!(json_body(&get(&h, "/buckets/p/props"))["props"]["n_val"], 2);
+    // DELETE resets to the type's props.
+    assert_eq!(req(&h, "DELETE", "/buckets/p/props", &[], b"").status, 204);
+    assert_eq!(
+        json_body(&get(&h, "/buckets/p/props"))["props"]["allow_mult"],
+        false
+    );
+
+    // Bucket types: GET / PUT /types/T/props; typed buckets inherit.
+    make_type(&h, "tp");
+    let v = json_body(&get(&h, "/types/tp/props"));
+    assert_eq!(
+        (&v["props"]["allow_mult"], &v["props"]["active"]),
+        (&true.into(), &true.into())
+    );
+    let r = req(
+        &h,
+        "PUT",
+        "/types/tp/props",
+        &json_ct,
+        br#"{"props":{"n_val":1}}"#,
+    );
+    assert_eq!(r.status, 204, "{}", r.text());
+    assert_eq!(json_body(&get(&h, "/types/tp/props"))["props"]["n_val"], 1);
+    let v = json_body(&get(&h, "/types/tp/buckets/x/props"));
+    assert_eq!(
+        (&v["props"]["n_val"], &v["props"]["bucket_type"]),
+        (&1.into(), &"tp".into())
+    );
+    let r = req(
+        &h,
+        "PUT",
+        "/types/tp/buckets/x/props",
+        &json_ct,
+        br#"{"props":{"n_val":2}}"#,
+    );
+    assert_eq!(r.status, 204);
+    assert_eq!(
+        json_body(&get(&h, "/types/tp/buckets/x/props"))["props"]["n_val"],
+        2
+    );
+    // The default-type bucket of the same name is untouched.
+    assert_eq!(json_body(&get(&h, "/buckets/x/props"))["props"]["n_val"], 3);
+    assert_eq!(get(&h, "/types/nope/props").status, 404);
+    assert_eq!(get(&h, "/types/nope/buckets/x/props").status, 400);
+}
+
+#[test]
+fn key_and_bucket_listing() {
+    let (h, _d) = start();
+    let mut want = Vec::new();
+    for i in 0..25 {
+        let k = format!("k{i:02}");
+        assert_eq!(
+            put(&h, &format!("/buckets/l/keys/{k}"), &[], b"v").status,
+            204
+        );
+        want.push(k);
+    }
+    put(&h, "/buckets/l2/keys/a", &[], b"v");
+    put(&h, "/buckets/l/keys/gone", &[], b"v");
+    req(&h, "DELETE", "/buckets/l/keys/gone", &[], b"");
+    make_type(&h, "lt");
+    put(&h, "/types/lt/buckets/tb/keys/tk", &[], b"v");
+
+    let r = get(&h, "/buckets/l/keys?keys=true");
+    assert_eq!(r.status, 200);
+    assert_eq!(strings(&json_body(&r)["keys"]), want);
+    // Streamed: chunked {"keys":[...]} objects, the last one empty.
+    let r = get(&h, "/buckets/l/keys?keys=stream");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("transfer-encoding"), Some("chunked"));
+    let objs = json_stream(&r.body);
+    assert!(objs.len() >= 2, "{objs:?}");
+    assert_eq!(
+        objs.last().map(|o| o["keys"].clone()),
+        Some(serde_json::json!([]))
+    );
+    let mut got: Vec<String> = objs.iter().flat_map(|o| strings(&o["keys"])).collect();
+    got.sort();
+    assert_eq!(got, want);
+    // No keys parameter: no listing (as Riak's API v2).
+    assert_eq!(
+        json_body(&get(&h, "/buckets/l/keys")),
+        serde_json::json!({})
+    );
+    assert_eq!(get(&h, "/buckets/l/keys?keys=maybe").status, 400);
+    // Typed forms.
+    let r = get(&h, "/types/lt/buckets/tb/keys?keys=true");
+    assert_eq!(strings(&json_body(&r)["keys"]), ["tk"]);
+
+    let r = get(&h, "/buckets?buckets=true");
+    assert_eq!(strings(&json_body(&r)["buckets"]), ["l", "l2"]);
+    let r = get(&h, "/buckets?buckets=stream");
+    let mut got: Vec<String> = json_stream(&r.body)
+        .iter()
+        .flat_map(|o| strings(&o["buckets"]))
+        .collect();
+    got.sort();
+    assert_eq!(got, ["l", "l2"]);
+    let r = get(&h, "/types/lt/buckets?buckets=true");
+    assert_eq!(strings(&json_body(&r)["buckets"]), ["tb"]);
+    assert_eq!(get(&h, "/buckets").status, 400);
+    assert_eq!(get(&h, "/types/nope/buckets?buckets=true").status, 400);
+}
+
+#[test]
+fn secondary_index_queries() {
+    let (h, _d) = start();
+    for (k, age, name) in [
+        ("alice", "30", "al"),
+        ("bob", "25", "bo"),
+        ("carol", "35", "ca"),
+        ("dave", "30", "da"),
+        ("erin", "-5", "er"),
+    ] {
+        let r = put(
+            &h,
+            &format!("/buckets/people/keys/{k}"),
+            &[
+                ("X-Riak-Index-age_int", age),
+                ("X-Riak-Index-name_bin", name),
+            ],
+            b"v",
+        );
+        assert_eq!(r.status, 204);
+    }
+    put(
+        &h,
+        "/buckets/other/keys/zed",
+        &[("X-Riak-Index-age_int", "30")],
+        b"v",
+    );
+    let keys = |path: &str| {
+        let r = get(&h, path);
+        assert_eq!(r.status, 200, "{path}: {}", r.text());
+        strings(&json_body(&r)["keys"])
+    };
+    assert_eq!(keys("/buckets/people/index/age_int/30"), ["alice", "dave"]);
+    assert_eq!(keys("/buckets/people/index/age_int/030"), ["alice", "dave"]);
+    assert_eq!(
+        keys("/buckets/people/index/age_int/-10/26"),
+        ["bob", "erin"]
+    );
+    assert_eq!(keys("/buckets/people/index/name_bin/b/d"), ["bob", "carol"]);
+    assert_eq!(
+        keys("/types/default/buckets/people/index/name_bin/al"),
+        ["alice"]
+    );
+    assert_eq!(
+        keys("/buckets/people/index/$bucket/people"),
+        ["alice", "bob", "carol", "dave", "erin"]
+    );
+    assert_eq!(
+        keys("/buckets/people/index/$key/b/dave"),
+        ["bob", "carol", "dave"]
+    );
+    assert_eq!(
+        keys("/buckets/people/index/name_bin/a/z?term_regex=%5E%5Bab%5D"),
+        ["alice", "bob"]
+    );
+
+    // return_terms on a range: [{"term":"key"}] in term order.
+    let v = json_body(&get(
+        &h,
+        "/buckets/people/index/age_int/0/40?return_terms=true",
+    ));
+    assert_eq!(
+        v["results"],
+        serde_json::json!([{"25":"bob"},{"30":"alice"},{"30":"dave"},{"35":"carol"}])
+    );
+    // Pagination: a full page carries a continuation.
+    let v = json_body(&get(&h, "/buckets/people/index/age_int/0/40?max_results=3"));
+    assert_eq!(v["keys"], serde_json::json!(["bob", "alice", "dave"]));
+    let c = v["continuation"]
+        .as_str()
+        .expect("continuation")
+        .to_string();
+    let enc: String = c
+        .bytes()
+        .map(|b| match b {
+            b'+' | b'/' | b'=' => format!("%{b:02X}"),
+            b => (b as char).to_string(),
+        })
+        .collect();
+    let v = json_body(&get(
+        &h,
+        &format!("/buckets/people/index/age_int/0/40?max_results=3&continuation={enc}"),
+    ));
+    assert_eq!(v["keys"], serde_json::json!(["carol"]));
+    assert!(v.get("continuation").is_none(), "{v}");
+
+    // stream=true: multipart/mixed of application/json parts.
+    let r = get(
+        &h,
+        "/buckets/people/index/age_int/0/40?stream=true&max_results=2&return_terms=true",
+    );
+    assert_eq!(r.status, 200);
+    let ct = r.header("content-type").expect("ct").to_string();
+    let boundary = ct
+        .strip_prefix("multipart/mixed;boundary=")
+        .expect("multipart")
+        .to_string();
+    let body = r.text();
+    assert!(
+        body.ends_with(&format!("\r\n--{boundary}--\r\n")),
+        "{body:?}"
+    );
+    let parts: Vec<serde_json::Value> = body
+        .split(&format!("\r\n--{boundary}"))
+        .filter_map(|p| p.split_once("\r\n\r\n"))
+        .map(|(head, json)| {
+            assert!(head.contains("Content-Type: application/json"), "{head}");
+            serde_json::from_str(json).expect("part json")
+        })
+        .collect();
+    assert_eq!(parts.len(), 2, "{parts:?}");
+    assert_eq!(
+        parts[0]["results"],
+        serde_json::json!([{"25":"bob"},{"30":"alice"}])
+    );
+    assert!(parts[1]["continuation"].is_string());
+
+    // Bad queries: 400 with a reason; then the node keeps serving.
+    for (path, reason) in [
+        ("/buckets/people/index/age/30", "unknown index field"),
+        ("/buckets/people/index/age_int/thirty", "not an integer"),
+        ("/buckets/people/index/age_int/1/x", "not an integer"),
+        (
+            "/buckets/people/index/age_int/1?max_results=0",
+            "max_results",
+        ),
+        (
+            "/buckets/people/index/age_int/1?return_terms=maybe",
+            "return_terms",
+        ),
+        (
+            "/buckets/people/index/age_int/1/2?term_regex=a",
+            "integer queries",
+        ),
+        (
+            "/buckets/people/index/name_bin/a/b?term_regex=(",
+            "regular expression",
+        ),
+        (
+            "/buckets/people/index/name_bin/a/b?continuation=!!",
+            "continuation",
+        ),
+        ("/buckets/people/index/$bucket/a/b", "$bucket"),
+        ("/types/nope/buckets/people/index/name_bin/a", "nope"),
+    ] {
+        let r = get(&h, path);
+        assert_eq!(r.status, 400, "{path}: {}", r.text());
+        assert!(r.text().contains(reason), "{path}: {}", r.text());
+        assert_eq!(r.header("content-type"), Some("text/plain"));
+    }
+    assert_eq!(keys("/buckets/people/index/age_int/35"), ["carol"]);
+}
+
+#[test]
+fn siblings_as_multipart_or_vtag_list() {
+    let (h, _d) = start();
+    let r = req(
+        &h,
+        "PUT",
+        "/buckets/sib/props",
+        &[("Content-Type", "application/json")],
+        br#"{"props":{"allow_mult":true}}"#,
+    );
+    assert_eq!(r.status, 204);
+    put(
+        &h,
+        "/buckets/sib/keys/k",
+        &[("X-Riak-Meta-Who", "one"), ("X-Riak-Index-n_int", "1")],
+        b"first",
+    );
+    req(
+        &h,
+        "PUT",
+        "/buckets/sib/keys/k",
+        &[("Content-Type", "application/json")],
+        b"{\"second\":2}",
+    );
+    let r = req(
+        &h,
+        "GET",
+        "/buckets/sib/keys/k",
+        &[("Accept", "multipart/mixed, application/json, */*;q=0.5")],
+        b"",
+    );
+    assert_eq!(r.status, 300);
+    assert!(r.header("x-riak-vclock").is_some());
+    let ct = r.header("content-type").expect("ct").to_string();
+    let boundary = ct
+        .strip_prefix("multipart/mixed; boundary=")
+        .expect("multipart")
+        .to_string();
+    let body = r.text();
+    assert!(body.ends_with(&format!("\r\n--{boundary}--\r\n")));
+    let parts: Vec<(String, String)> = body
+        .split(&format!("\r\n--{boundary}"))
+        .filter_map(|p| p.strip_prefix("\r\n"))
+        .filter_map(|p| p.split_once("\r\n\r\n"))
+        .map(|(h, v)| (h.to_lowercase(), v.to_string()))
+        .collect();
+    assert_eq!(parts.len(), 2, "{body:?}");
+    let first = parts.iter().find(|(_, v)| v == "first").expect("first");
+    assert!(
+        first.0.starts_with("content-type: text/plain"),
+        "{}",
+        first.0
+    );
+    assert!(first.0.contains("x-riak-meta-who: one"), "{}", first.0);
+    assert!(first.0.contains("x-riak-index-n_int: 1"), "{}", first.0);
+    assert!(first.0.contains("etag: \""), "{}", first.0);
+    assert!(first.0.contains("last-modified: "), "{}", first.0);
+    assert!(
+        first.0.contains("link: </buckets/sib>; rel=\"up\""),
+        "{}",
+        first.0
+    );
+    let second = parts
+        .iter()
+        .find(|(_, v)| v == "{\"second\":2}")
+        .expect("2nd");
+    assert!(second.0.contains("content-type: application/json"));
+
+    // Without multipart in Accept: the vtag list; ?vtag= picks one.
+    let r = get(&h, "/buckets/sib/keys/k");
+    assert_eq!(r.status, 300);
+    let vtags: Vec<String> = r.text().lines().skip(1).map(str::to_string).collect();
+    assert_eq!(vtags.len(), 2);
+    let values: Vec<String> = vtags
+        .iter()
+        .map(|v| get(&h, &format!("/buckets/sib/keys/k?vtag={v}")).text())
+        .collect();
+    assert!(values.contains(&"first".to_string()), "{values:?}");
+    assert_eq!(get(&h, "/buckets/sib/keys/k?vtag=nope").status, 404);
+    // returnbody with siblings answers 300 too.
+    let r = req(
+        &h,
+        "PUT",
+        "/buckets/sib/keys/k?returnbody=true",
+        &[
+            ("Content-Type", "text/plain"),
+            ("Accept", "multipart/mixed"),
+        ],
+        b"third",
+    );
+    assert_eq!(r.status, 300);
+    // Part headers as Riak writes them.
+    assert_eq!(r.text().matches("\r\nEtag: \"").count(), 3, "{}", r.text());
+    assert_eq!(r.text().matches("\r\nContent-Type: text/plain").count(), 2);
+}
+
+#[test]
+fn links_etags_and_conditional_requests() {
+    let (h, _d) = start();
+    let r = put(
+        &h,
+        "/buckets/c/keys/k",
+        &[(
+            "Link",
+            "</buckets/c>; rel=\"up\", </buckets/people/keys/bob>; riaktag=\"friend\"",
+        )],
+        b"v1",
+    );
+    assert_eq!(r.status, 204);
+    let r = get(&h, "/buckets/c/keys/k");
+    let link = r.header("link").expect("link");
+    assert!(link.contains("</buckets/c>; rel=\"up\""), "{link}");
+    assert!(
+        link.contains("</buckets/people/keys/bob>; riaktag=\"friend\""),
+        "{link}"
+    );
+    let etag = r.header("etag").expect("etag").to_string();
+    let lm = r
+        .header("last-modified")
+        .expect("last-modified")
+        .to_string();
+    let vclock = r.header("x-riak-vclock").expect("vclock").to_string();
+
+    let cond = |hdrs: &[(&str, &str)]| req(&h, "GET", "/buckets/c/keys/k", hdrs, b"").status;
+    assert_eq!(cond(&[("If-None-Match", &etag)]), 304);
+    assert_eq!(cond(&[("If-None-Match", "\"other\"")]), 200);
+    assert_eq!(cond(&[("If-Match", &etag)]), 200);
+    assert_eq!(cond(&[("If-Match", "\"other\"")]), 412);
+    assert_eq!(cond(&[("If-Modified-Since", &lm)]), 304);
+    assert_eq!(
+        cond(&[("If-Modified-Since", "Sat, 01 Jan 2000 00:00:00 GMT")]),
+        200
+    );
+    assert_eq!(
+        cond(&[("If-Unmodified-Since", "Sat, 01 Jan 2000 00:00:00 GMT")]),
+        412
+    );
+    assert_eq!(cond(&[("If-Modified-Since", "yesterday")]), 400);
+
+    // PUT conditions: 412 on failure, the write goes through otherwise.
+    let ct = ("Content-Type", "text/plain");
+    let put_status = |k: &str, hdrs: &[(&str, &str)], v: &[u8]| {
+        let mut all = vec![ct];
+        all.extend_from_slice(hdrs);
+        req(&h, "PUT", &format!("/buckets/c/keys/{k}"), &all, v).status
+    };
+    assert_eq!(put_status("k", &[("If-None-Match", "*")], b"x"), 412);
+    assert_eq!(put_status("new", &[("If-None-Match", "*")], b"x"), 204);
+    assert_eq!(put_status("k", &[("If-Match", "\"other\"")], b"x"), 412);
+    assert_eq!(
+        put_status("absent", &[("If-Match", "\"other\"")], b"x"),
+        412
+    );
+    assert_eq!(get(&h, "/buckets/c/keys/k").text(), "v1");
+    assert_eq!(
+        put_status(
+            "k",
+            &[("If-Match", &etag), ("X-Riak-Vclock", &vclock)],
+            b"v2"
+        ),
+        204
+    );
+    // X-Riak-If-Not-Modified: the clock read before v2 is stale now.
+    assert_eq!(
+        put_status("k", &[("X-Riak-If-Not-Modified", &vclock)], b"v3"),
+        412
+    );
+    assert_eq!(get(&h, "/buckets/c/keys/k").text(), "v2");
+    // Malformed Link headers are refused.
+    let r = put(
+        &h,
+        "/buckets/c/keys/k",
+        &[("Link", "<nowhere>; riaktag=\"t\"")],
+        b"x",
+    );
+    assert_eq!(r.status, 400);
+    assert!(r.text().contains("Link"), "{}", r.text());
+    assert_eq!(get(&h, "/buckets/c/keys/k").text(), "v2");
+}
+
+#[test]
+fn stats_latencies_and_prometheus_metrics() {
+    let (h, _d) = start();
+    put(&h, "/buckets/m/keys/k", &[], b"v");
+    get(&h, "/buckets/m/keys/k");
+    // A request through the coordinator directly (as the PB API does) is
+    // counted too.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("rt");
+    rt.block_on(h.node().get(b"m", b"k", &Default::default()))
+        .expect("get");
+    let s = json_body(&get(&h, "/stats"));
+    assert_eq!(s["node_gets_total"], 2);
+    assert_eq!(s["node_gets"], 2);
+    assert_eq!(s["node_puts"], 1);
+    for f in ["mean", "median", "95", "99", "100"] {
+        assert!(s[format!("node_get_fsm_time_{f}")].is_number(), "{f}: {s}");
+        assert!(s[format!("node_put_fsm_time_{f}")].is_number(), "{f}: {s}");
+    }
+    assert!(s["node_get_fsm_time_100"].as_u64().is_some_and(|v| v > 0));
+    assert_eq!(s["riak_kv_vnodeq_total"], 0);
+    assert_eq!(s["backend_vnodes_reporting"], 8);
+    assert!(s["backend_stats"].is_object());
+
+    let r = get(&h, "/metrics");
+    assert_eq!(r.status, 200);
+    assert!(r
+        .header("content-type")
+        .is_some_and(|c| c.starts_with("text/plain; version=0.0.4")));
+    let m = r.text();
+    for line in [
+        "# TYPE basalt_node_gets_total counter",
+        "basalt_node_gets_total 2",
+        "basalt_node_puts_total 1",
+        "basalt_node_deletes_total 0",
+        "# TYPE basalt_node_op_latency_microseconds summary",
+        "basalt_node_op_latency_microseconds_count{op=\"get\"} 2",
+        "basalt_node_op_latency_microseconds_count{op=\"put\"} 1",
+        "# TYPE basalt_vnode_queue_length gauge",
+        "basalt_vnode_queue_length{partition=\"7\"} 0",
+        "# TYPE basalt_backend_disk_bytes gauge",
+    ] {
+        assert!(m.lines().any(|l| l == line), "{line} in\n{m}");
+    }
+    assert!(m.contains("basalt_node_op_latency_microseconds{op=\"get\",quantile=\"0.99\"} "));
+    // Every sample line is `name[{labels}] value` with a numeric value.
+    for l in m.lines().filter(|l| !l.starts_with('#')) {
+        let (_, v) = l.rsplit_once(' ').expect("sample");
+        assert!(v.parse::<f64>().is_ok(), "{l}");
+    }
 }

@@ -801,3 +801,368 @@ fn data_survives_restart_on_leveled() {
         Some(true)
     );
 }
+
+fn del(c: &mut Client, bucket: &str, key: &str) {
+    c.call(
+        code::DEL_REQ,
+        &pb::RpbDelReq {
+            bucket: bucket.into(),
+            key: key.into(),
+            ..Default::default()
+        },
+        code::DEL_RESP,
+    );
+}
+
+fn list_buckets(c: &mut Client) -> Vec<Vec<u8>> {
+    let b = c.call(
+        code::LIST_BUCKETS_REQ,
+        &pb::RpbListBucketsReq::default(),
+        code::LIST_BUCKETS_RESP,
+    );
+    pb::RpbListBucketsResp::decode(b.as_slice())
+        .expect("d")
+        .buckets
+}
+
+/// Sends a CS bucket fold; returns the object frames and the done frame.
+fn cs_fold(
+    c: &mut Client,
+    req: &pb::RpbCsBucketReq,
+) -> Result<(Vec<pb::RpbCsBucketResp>, pb::RpbCsBucketResp), String> {
+    c.send(code::CS_BUCKET_REQ, &req.encode_to_vec());
+    let mut frames = Vec::new();
+    loop {
+        let (rc, body) = c.recv().expect("frame");
+        if rc == code::ERROR_RESP {
+            let e = pb::RpbErrorResp::decode(body.as_slice()).expect("error resp");
+            return Err(String::from_utf8_lossy(&e.errmsg).into_owned());
+        }
+        assert_eq!(rc, code::CS_BUCKET_RESP, "reply code");
+        let r = pb::RpbCsBucketResp::decode(body.as_slice()).expect("d");
+        if r.done == Some(true) {
+            assert!(r.objects.is_empty(), "objects in the done frame");
+            return Ok((frames, r));
+        }
+        assert!(r.continuation.is_none(), "continuation before done");
+        assert!(!r.objects.is_empty(), "empty object frame");
+        frames.push(r);
+    }
+}
+
+fn cs_keys(frames: &[pb::RpbCsBucketResp]) -> Vec<String> {
+    frames
+        .iter()
+        .flat_map(|f| &f.objects)
+        .map(|o| String::from_utf8_lossy(&o.key).into_owned())
+        .collect()
+}
+
+fn cs_req(bucket: &str, start: &str, end: Option<&str>) -> pb::RpbCsBucketReq {
+    pb::RpbCsBucketReq {
+        bucket: bucket.into(),
+        start_key: start.into(),
+        end_key: end.map(Into::into),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn cs_bucket_fold_ranges_incl_flags_tombstones_and_paging() {
+    // memory and leveled are ordered; bitcask is not (the vnode then keeps
+    // the smallest keys).
+    for backend in ["memory", "leveled", "bitcask"] {
+        let (h, _d) = start(|c| {
+            c.backend = backend.into();
+            c.delete_mode = basalt_server::config::DeleteMode::Keep;
+        });
+        let mut c = Client::connect(&h);
+        for i in 0..250 {
+            c.put(put_req("cs", &format!("k{i:03}"), &format!("v{i}")));
+        }
+        c.put(put_req("cs2", "k100", "other bucket"));
+        del(&mut c, "cs", "k105");
+        let fmt = |r: std::ops::Range<u32>, skip: u32| -> Vec<String> {
+            r.filter(|i| *i != skip)
+                .map(|i| format!("k{i:03}"))
+                .collect()
+        };
+        // Defaults: start included, end excluded; the tombstone is left out.
+        let (frames, done) = cs_fold(&mut c, &cs_req("cs", "k100", Some("k110"))).expect("fold");
+        assert_eq!(cs_keys(&frames), fmt(100..110, 105), "{backend}");
+        assert!(done.continuation.is_none());
+        let o = &frames[0].objects[0];
+        assert_eq!(o.object.content.len(), 1);
+        assert_eq!(o.object.content[0].value, b"v100");
+        assert_eq!(
+            o.object.content[0].content_type.as_deref(),
+            Some(&b"text/plain"[..])
+        );
+        assert!(o.object.vclock.as_ref().is_some_and(|v| !v.is_empty()));
+        // The fold's vclock is the object's: a PUT with it replaces, no sibling.
+        let mut p = put_req("cs", "k100", "v100b");
+        p.vclock = o.object.vclock.clone();
+        c.put(p);
+        // Flags flipped.
+        let mut req = cs_req("cs", "k100", Some("k110"));
+        req.start_incl = Some(false);
+        req.end_incl = Some(true);
+        let (frames, _) = cs_fold(&mut c, &req).expect("fold");
+        assert_eq!(cs_keys(&frames), fmt(101..111, 105), "{backend}");
+        // No end key: to the end of the bucket.
+        let (frames, _) = cs_fold(&mut c, &cs_req("cs", "k240", None)).expect("fold");
+        assert_eq!(cs_keys(&frames), fmt(240..250, 999));
+        // Empty range, unknown bucket: only the done frame.
+        let (frames, done) = cs_fold(&mut c, &cs_req("cs", "k300", None)).expect("fold");
+        assert!(frames.is_empty() && done.continuation.is_none());
+        let (frames, _) = cs_fold(&mut c, &cs_req("nope", "", None)).expect("fold");
+        assert!(frames.is_empty());
+        // Whole bucket in pages of 60: frames of at most 100 objects, the
+        // continuation only in the done frame of a full page.
+        let mut all = Vec::new();
+        let mut pages = Vec::new();
+        let mut cont = None;
+        loop {
+            let mut req = cs_req("cs", "", None);
+            req.max_results = Some(60);
+            req.continuation = cont.take();
+            let (frames, done) = cs_fold(&mut c, &req).expect("page");
+            assert!(frames.iter().all(|f| f.objects.len() <= 100));
+            let keys = cs_keys(&frames);
+            pages.push(keys.len());
+            all.extend(keys);
+            match done.continuation {
+                Some(k) => cont = Some(k),
+                None => break,
+            }
+        }
+        assert_eq!(pages, vec![60, 60, 60, 60, 9], "{backend}");
+        assert_eq!(all, fmt(0..250, 105), "sorted, deduplicated, {backend}");
+        // Without a page size: everything in one stream, several frames.
+        let (frames, done) = cs_fold(&mut c, &cs_req("cs", "", None)).expect("fold");
+        assert_eq!(cs_keys(&frames), fmt(0..250, 105));
+        assert!(frames.len() >= 3, "{} frames", frames.len());
+        assert!(done.continuation.is_none());
+        let k100 = frames
+            .iter()
+            .flat_map(|f| &f.objects)
+            .find(|o| o.key == b"k100")
+            .expect("k100");
+        assert_eq!(k100.object.content.len(), 1);
+        assert_eq!(k100.object.content[0].value, b"v100b");
+        // Bad input: an error, and the connection keeps serving.
+        let mut req = cs_req("cs", "", None);
+        req.continuation = Some(b"garbage!".to_vec());
+        assert_eq!(
+            cs_fold(&mut c, &req).err().as_deref(),
+            Some("invalid continuation")
+        );
+        assert!(cs_fold(&mut c, &cs_req("", "a", None)).is_err());
+        c.ping();
+        h.shutdown().expect("shutdown");
+    }
+}
+
+#[test]
+fn list_keys_streams_many_keys_in_several_frames() {
+    let (h, _d) = start(|_| {});
+    let mut c = Client::connect(&h);
+    const N: usize = 20_000;
+    // Pipelined in batches (the connection answers in order).
+    for batch in 0..N / 500 {
+        for i in batch * 500..(batch + 1) * 500 {
+            let req = put_req("many", &format!("key{i:05}"), "v");
+            c.send(code::PUT_REQ, &req.encode_to_vec());
+        }
+        for _ in 0..500 {
+            assert_eq!(c.recv().map(|f| f.0), Some(code::PUT_RESP));
+        }
+    }
+    let list = pb::RpbListKeysReq {
+        bucket: b"many".to_vec(),
+        ..Default::default()
+    };
+    c.send(code::LIST_KEYS_REQ, &list.encode_to_vec());
+    let mut sizes = Vec::new();
+    let mut keys = Vec::new();
+    loop {
+        let (rc, body) = c.recv().expect("frame");
+        assert_eq!(rc, code::LIST_KEYS_RESP);
+        let r = pb::RpbListKeysResp::decode(body.as_slice()).expect("d");
+        if r.done == Some(true) {
+            assert!(r.keys.is_empty());
+            break;
+        }
+        sizes.push(r.keys.len());
+        keys.extend(r.keys);
+    }
+    assert!(sizes.len() >= 20, "frames: {sizes:?}");
+    assert!(
+        sizes
+            .iter()
+            .all(|s| (1..=basalt_server::server::LIST_KEYS_FRAME_KEYS).contains(s)),
+        "{sizes:?}"
+    );
+    keys.sort();
+    let want: Vec<Vec<u8>> = (0..N).map(|i| format!("key{i:05}").into_bytes()).collect();
+    assert_eq!(keys, want, "every key exactly once");
+    // A client that leaves mid-stream does not disturb the node.
+    let mut quitter = Client::connect(&h);
+    quitter.send(code::LIST_KEYS_REQ, &list.encode_to_vec());
+    assert_eq!(quitter.recv().map(|f| f.0), Some(code::LIST_KEYS_RESP));
+    drop(quitter);
+    let mut c2 = Client::connect(&h);
+    c2.ping();
+    assert_eq!(c2.get(get_req("many", "key12345")).content[0].value, b"v");
+    h.shutdown().expect("shutdown");
+}
+
+#[test]
+fn basic_quorum_fails_fast_on_a_majority_of_notfounds() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = Config {
+        data_dir: dir.path().to_path_buf(),
+        pb_listen: "127.0.0.1:0".into(),
+        http_listen: String::new(),
+        ring_size: 8,
+        backend: "leveled".into(),
+        ..Config::default()
+    };
+    let h = ServerHandle::spawn(config.clone()).expect("spawn");
+    let mut c = Client::connect(&h);
+    c.put(put_req("bq", "k", "v"));
+    let pl = h.node().preflist_of(b"bq", b"k");
+    assert_eq!(pl.len(), 3);
+    drop(c);
+    h.shutdown().expect("shutdown");
+    // The first two replicas lose the object: only the third holds it.
+    for p in &pl[..2] {
+        std::fs::remove_dir_all(dir.path().join("vnodes").join(p.partition.to_string()))
+            .expect("rm");
+    }
+    let h = ServerHandle::spawn(config).expect("respawn");
+    let mut c = Client::connect(&h);
+    let req =
+        |basic_quorum: Option<bool>, notfound_ok: Option<bool>, r: Option<u32>| pb::RpbGetReq {
+            r,
+            basic_quorum,
+            notfound_ok,
+            ..get_req("bq", "k")
+        };
+    // r = 1, notfound_ok = false: two not-founds are a majority of 3.
+    let got = c.get(req(Some(true), Some(false), Some(1)));
+    assert!(got.content.is_empty() && got.vclock.is_none(), "{got:?}");
+    // The same from the bucket props.
+    set_props(
+        &mut c,
+        "bq",
+        pb::RpbBucketProps {
+            basic_quorum: Some(true),
+            notfound_ok: Some(false),
+            ..Default::default()
+        },
+    );
+    let got = c.get(req(None, None, Some(1)));
+    assert!(got.content.is_empty(), "{got:?}");
+    // Without basic_quorum and r = 2, one answer is not enough: an r error.
+    assert_eq!(
+        c.try_call(code::GET_REQ, &req(Some(false), None, None))
+            .err()
+            .as_deref(),
+        Some("{r_val_unsatisfied,2,1}")
+    );
+    // Without basic_quorum and r = 1, the third replica's answer counts
+    // (and read repair restores the other two).
+    let got = c.get(req(Some(false), None, Some(1)));
+    assert_eq!(
+        got.content.first().map(|x| x.value.clone()),
+        Some(b"v".to_vec())
+    );
+    // Read repair runs in the background: within a few seconds the other
+    // two replicas hold it and the basic_quorum GET finds it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let got = c.get(req(None, None, Some(1)));
+        if got.content.first().map(|x| x.value.clone()) == Some(b"v".to_vec()) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "read repair did not land: {got:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // A missing key under basic_quorum is still a plain not found.
+    let got = c.get(pb::RpbGetReq {
+        key: b"absent".to_vec(),
+        ..req(Some(true), Some(false), None)
+    });
+    assert!(got.content.is_empty());
+    h.shutdown().expect("shutdown");
+}
+
+fn tombstone_clock(c: &mut Client, bucket: &str, key: &str) -> Option<Vec<u8>> {
+    let got = c.get(pb::RpbGetReq {
+        deletedvclock: Some(true),
+        ..get_req(bucket, key)
+    });
+    assert!(got.content.is_empty(), "deleted");
+    got.vclock
+}
+
+#[test]
+fn tombstones_are_reaped_after_delete_mode_and_kept_with_keep() {
+    use basalt_server::config::DeleteMode;
+    // keep: the tombstone stays (its clock is readable, its bucket listed).
+    let (h, _d) = start(|c| c.delete_mode = DeleteMode::Keep);
+    let mut c = Client::connect(&h);
+    c.put(put_req("kept", "k", "v"));
+    del(&mut c, "kept", "k");
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(tombstone_clock(&mut c, "kept", "k").is_some());
+    assert!(list_buckets(&mut c).contains(&b"kept".to_vec()));
+    h.shutdown().expect("shutdown");
+
+    // 300 ms: the tombstone goes once every replica holds it.
+    let (h, _d) = start(|c| c.delete_mode = DeleteMode::DelayMs(300));
+    let mut c = Client::connect(&h);
+    c.put(put_req("reap", "gone", "v"));
+    c.put(put_req("reap", "back", "v1"));
+    del(&mut c, "reap", "gone");
+    del(&mut c, "reap", "back");
+    // Rewritten before the delay ends: the reap must leave it alone.
+    c.put(put_req("reap", "back", "v2"));
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while tombstone_clock(&mut c, "reap", "gone").is_some() {
+        assert!(std::time::Instant::now() < deadline, "tombstone not reaped");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(c.get(get_req("reap", "back")).content[0].value, b"v2");
+    let mut c2 = Client::connect(&h);
+    let list = pb::RpbListKeysReq {
+        bucket: b"reap".to_vec(),
+        ..Default::default()
+    };
+    let b = c2.call(code::LIST_KEYS_REQ, &list, code::LIST_KEYS_RESP);
+    let mut keys = pb::RpbListKeysResp::decode(b.as_slice()).expect("d").keys;
+    while let Some((_, body)) = c2.recv() {
+        let r = pb::RpbListKeysResp::decode(body.as_slice()).expect("d");
+        keys.extend(r.keys);
+        if r.done == Some(true) {
+            break;
+        }
+    }
+    assert_eq!(keys, vec![b"back".to_vec()]);
+
+    // A bucket holding only a reaped tombstone is no longer listed.
+    c.put(put_req("reap_only", "k", "v"));
+    del(&mut c, "reap_only", "k");
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while list_buckets(&mut c).contains(&b"reap_only".to_vec()) {
+        assert!(std::time::Instant::now() < deadline, "bucket still listed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(tombstone_clock(&mut c, "reap_only", "k").is_none());
+    h.shutdown().expect("shutdown");
+}

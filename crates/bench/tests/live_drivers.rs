@@ -1,0 +1,319 @@
+//! The network drivers against a live node started in this process
+//! (`ServerHandle::spawn`: memory backend, ring of 8, PB and HTTP on
+//! ephemeral ports). Each run is short (a fixed number of keys or about
+//! two seconds); the assertions are on outcomes, never on speed: ops
+//! succeeded, no errors, and what was written reads back (values over PB
+//! and HTTP, 2i terms through range queries). A run against a closed port
+//! must fail before any load with a message naming the address.
+
+use basalt_bench::riakpb::PbClient;
+use basalt_bench::run::{run_files, RunOptions, RunOutcome};
+use basalt_server::pb;
+use basalt_server::{Config, ServerHandle};
+use std::path::Path;
+use std::time::Duration;
+
+fn start() -> (ServerHandle, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = Config {
+        data_dir: dir.path().join("node"),
+        pb_listen: "127.0.0.1:0".into(),
+        http_listen: "127.0.0.1:0".into(),
+        ring_size: 8,
+        backend: "memory".into(),
+        ..Config::default()
+    };
+    (ServerHandle::spawn(c).expect("spawn"), dir)
+}
+
+fn run(dir: &Path, name: &str, text: &str) -> anyhow::Result<RunOutcome> {
+    let cfg = dir.join(format!("{name}.config"));
+    std::fs::write(&cfg, text).expect("write config");
+    run_files(
+        &[cfg],
+        &RunOptions {
+            results_parent: dir.join("results"),
+            name: Some(name.into()),
+            quiet: true,
+        },
+    )
+}
+
+fn assert_clean(out: &RunOutcome, what: &str) {
+    assert!(out.ok > 0, "{what}: no successful ops");
+    assert_eq!(out.errors, 0, "{what}: errors, see {}", out.dir.display());
+    assert_eq!(out.exit_code, 0, "{what}");
+}
+
+fn pb_client(h: &ServerHandle) -> PbClient {
+    PbClient::connect(h.addr(), Duration::from_secs(2), Duration::from_secs(20)).expect("connect")
+}
+
+fn get_value(c: &mut PbClient, bucket: &[u8], key: &[u8]) -> Option<Vec<u8>> {
+    let req = pb::RpbGetReq {
+        bucket: bucket.to_vec(),
+        key: key.to_vec(),
+        ..Default::default()
+    };
+    c.get(&req)
+        .expect("get")
+        .map(|r| r.content[0].value.clone())
+}
+
+fn range_count(c: &mut PbClient, bucket: &[u8], field: &[u8], min: &[u8], max: &[u8]) -> usize {
+    let req = pb::RpbIndexReq {
+        bucket: bucket.to_vec(),
+        index: field.to_vec(),
+        qtype: pb::INDEX_RANGE,
+        range_min: Some(min.to_vec()),
+        range_max: Some(max.to_vec()),
+        return_terms: Some(true),
+        ..Default::default()
+    };
+    let r = c.index(&req).expect("index query");
+    r.results.len() + r.keys.len()
+}
+
+#[test]
+fn riakc_pb_driver_runs_every_op_and_its_writes_read_back() {
+    let (h, dir) = start();
+    let ips = format!(
+        "{{riakc_pb_ips, [{{\"127.0.0.1\", {}}}]}}.\n",
+        h.addr().port()
+    );
+    // 1. Load 100 keys of 500 bytes, then read them back over PB.
+    let out = run(
+        dir.path(),
+        "pb_load",
+        &format!(
+            "{ips}{{driver, basho_bench_driver_riakc_pb}}.\n{{mode, max}}.\n{{concurrent, 2}}.\n\
+             {{duration, infinity}}.\n{{riakc_pb_replies, 1}}.\n\
+             {{key_generator, {{int_to_str, {{partitioned_sequential_int, 100}}}}}}.\n\
+             {{value_generator, {{fixed_bin, 500}}}}.\n{{operations, [{{put, 1}}]}}.\n"
+        ),
+    )
+    .expect("load run");
+    assert_clean(&out, "load");
+    assert_eq!(out.ok, 100);
+    let mut c = pb_client(&h);
+    for k in 0..100 {
+        let v = get_value(&mut c, b"test", k.to_string().as_bytes());
+        assert_eq!(v.map(|v| v.len()), Some(500), "key {k}");
+    }
+    // 2. Every key exists now: get_existing and update_existing must not fail.
+    let out = run(
+        dir.path(),
+        "pb_existing",
+        &format!(
+            "{ips}{{driver, riakc_pb}}.\n{{mode, max}}.\n{{concurrent, 2}}.\n\
+             {{basalt_duration_secs, 2}}.\n{{report_interval, 1}}.\n\
+             {{key_generator, {{int_to_str, {{uniform_int, 0, 100}}}}}}.\n\
+             {{value_generator, {{fixed_bin, 700}}}}.\n\
+             {{operations, [{{get_existing, 3}}, {{update_existing, 1}}]}}.\n"
+        ),
+    )
+    .expect("existing run");
+    assert_clean(&out, "existing");
+    // Updates carried the vclock: no siblings appeared.
+    for k in 0..100 {
+        let req = pb::RpbGetReq {
+            bucket: b"test".to_vec(),
+            key: k.to_string().into_bytes(),
+            ..Default::default()
+        };
+        let r = c.get(&req).expect("get").expect("found");
+        assert_eq!(r.content.len(), 1, "key {k} has siblings");
+    }
+    // 3. The full mix, 2i included, on a fresh bucket.
+    let out = run(
+        dir.path(),
+        "pb_mix",
+        &format!(
+            "{ips}{{driver, basho_bench_driver_riakc_pb}}.\n{{riakc_pb_bucket, <<\"mix\">>}}.\n\
+             {{mode, max}}.\n{{concurrent, 3}}.\n{{basalt_duration_secs, 2}}.\n{{report_interval, 1}}.\n\
+             {{key_generator, {{int_to_str, {{pareto_int, 2000}}}}}}.\n\
+             {{value_generator, {{fixed_bin, 1000}}}}.\n{{basalt_2i_max_results, 100}}.\n\
+             {{operations, [{{get, 4}}, {{put, 1}}, {{update, 2}}, {{update_with2i, 2}}, \
+             {{delete, 1}}, {{query_postcode, 1}}, {{query_dob, 1}}]}}.\n"
+        ),
+    )
+    .expect("mix run");
+    assert_clean(&out, "mix");
+    assert!(range_count(&mut c, b"mix", b"postcode_bin", b"A", b"Z~") > 0);
+    assert!(range_count(&mut c, b"mix", b"dateofbirth_bin", b"1900", b"2100") > 0);
+    assert!(range_count(&mut c, b"mix", b"lastmodified_bin", b"2000", b"9999") > 0);
+    h.shutdown().expect("shutdown");
+}
+
+#[test]
+fn nhs_driver_runs_the_seed_ops() {
+    let (h, dir) = start();
+    let out = run(
+        dir.path(),
+        "nhs",
+        &format!(
+            "{{driver, basho_bench_driver_nhs}}.\n{{pb_ips, [\"127.0.0.1\"]}}.\n{{pb_port, {}}}.\n\
+             {{node_name, testnode1}}.\n{{mode, max}}.\n{{concurrent, 2}}.\n\
+             {{basalt_duration_secs, 2}}.\n{{report_interval, 1}}.\n\
+             {{key_generator, {{eightytwenty_int, 1000}}}}.\n\
+             {{value_generator, {{semi_compressible, 800, 200, 10, 0.2}}}}.\n\
+             {{alwaysget, {{60, 5, key_order}}}}.\n{{unique, {{1000, skew_order}}}}.\n\
+             {{riakc_pb_replies, 1}}.\n\
+             {{operations, [{{alwaysget_pb, 46}}, {{alwaysget_updatewithout2i, 20}}, \
+             {{alwaysget_updatewith2i, 5}}, {{put_unique, 15}}, {{get_unique, 19}}, \
+             {{get_pb, 5}}, {{update_with2i, 5}}]}}.\n",
+            h.addr().port()
+        ),
+    )
+    .expect("nhs run");
+    assert_clean(&out, "nhs");
+    // alwaysget_pb was counted (not only silent) once the key sets grew.
+    let summary = std::fs::read_to_string(out.dir.join("alwaysget-pb_latencies.csv"))
+        .expect("alwaysget latencies");
+    let gets: u64 = summary
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split(',').nth(2)?.trim().parse::<u64>().ok())
+        .sum();
+    assert!(gets > 0, "no counted alwaysget_pb:\n{summary}");
+    let mut c = pb_client(&h);
+    // put_unique wrote documents with a last-modified term; the record
+    // updates wrote postcode and date-of-birth terms (YYYYMMDD).
+    assert!(
+        range_count(
+            &mut c,
+            b"domainDocument",
+            b"lastmodified_bin",
+            b"2000",
+            b"9999"
+        ) > 0
+    );
+    assert!(range_count(&mut c, b"domainRecord", b"postcode_bin", b"A", b"Z~") > 0);
+    assert!(
+        range_count(
+            &mut c,
+            b"domainRecord",
+            b"dateofbirth_bin",
+            b"19000101",
+            b"21000101"
+        ) > 0
+    );
+    h.shutdown().expect("shutdown");
+}
+
+#[test]
+fn http_raw_driver_runs_and_its_writes_read_back() {
+    let (h, dir) = start();
+    let http = h.http_addr().expect("http listener");
+    let ips = format!(
+        "{{driver, basho_bench_driver_http_raw}}.\n{{http_raw_ips, [\"127.0.0.1\"]}}.\n\
+         {{http_raw_port, {}}}.\n{{http_raw_path, \"/buckets/web/keys\"}}.\n",
+        http.port()
+    );
+    let out = run(
+        dir.path(),
+        "http_load",
+        &format!(
+            "{ips}{{mode, max}}.\n{{concurrent, 2}}.\n{{duration, infinity}}.\n\
+             {{key_generator, {{int_to_str, {{partitioned_sequential_int, 50}}}}}}.\n\
+             {{value_generator, {{fixed_bin, 300}}}}.\n{{operations, [{{put, 1}}]}}.\n"
+        ),
+    )
+    .expect("http load");
+    assert_clean(&out, "http load");
+    assert_eq!(out.ok, 50);
+    let client = reqwest::blocking::Client::new();
+    for k in 0..50 {
+        let r = client
+            .get(format!("http://{http}/buckets/web/keys/{k}"))
+            .send()
+            .expect("GET");
+        assert_eq!(r.status().as_u16(), 200, "key {k}");
+        assert!(r.headers().contains_key("x-riak-vclock"));
+        assert_eq!(r.bytes().expect("body").len(), 300, "key {k}");
+    }
+    // The same keys over PB too (one node, two APIs).
+    let mut c = pb_client(&h);
+    assert_eq!(get_value(&mut c, b"web", b"7").map(|v| v.len()), Some(300));
+    let out = run(
+        dir.path(),
+        "http_mix",
+        &format!(
+            "{ips}{{mode, max}}.\n{{concurrent, 2}}.\n{{basalt_duration_secs, 2}}.\n\
+             {{report_interval, 1}}.\n\
+             {{key_generator, {{int_to_str, {{uniform_int, 0, 50}}}}}}.\n\
+             {{value_generator, {{fixed_bin, 400}}}}.\n\
+             {{operations, [{{get, 3}}, {{put, 1}}, {{update, 2}}, {{delete, 1}}]}}.\n"
+        ),
+    )
+    .expect("http mix");
+    assert_clean(&out, "http mix");
+    // Updates sent the vclock: a re-read key has one value, no siblings.
+    let r = client
+        .get(format!("http://{http}/buckets/web/keys/7"))
+        .send()
+        .expect("GET");
+    assert_ne!(r.status().as_u16(), 300, "siblings on key 7");
+    h.shutdown().expect("shutdown");
+}
+
+#[test]
+fn a_closed_port_fails_fast_with_a_clear_message() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").port()
+    };
+    let e = run(
+        dir.path(),
+        "closed",
+        &format!(
+            "{{driver, basho_bench_driver_riakc_pb}}.\n{{riakc_pb_ips, [{{127,0,0,1}}]}}.\n\
+             {{riakc_pb_port, {port}}}.\n{{operations, [{{get, 1}}]}}.\n"
+        ),
+    )
+    .expect_err("nothing listens");
+    let msg = format!("{e:#}");
+    assert!(
+        msg.contains(&format!(
+            "cannot reach Riak PB at 127.0.0.1:{port}: connection refused"
+        )),
+        "{msg}"
+    );
+    // Nothing was written: the check runs before the results directory.
+    assert!(!dir.path().join("results").exists());
+
+    let e = run(
+        dir.path(),
+        "closed_http",
+        &format!(
+            "{{driver, http_raw}}.\n{{http_raw_ips, [{{\"127.0.0.1\", {port}}}]}}.\n\
+             {{operations, [{{get, 1}}]}}.\n"
+        ),
+    )
+    .expect_err("nothing listens");
+    assert!(
+        format!("{e:#}").contains(&format!(
+            "cannot reach Riak HTTP at 127.0.0.1:{port}: connection refused"
+        )),
+        "{e:#}"
+    );
+
+    // The binary exits non-zero with the message on stderr.
+    let cfg = dir.path().join("closed.config");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_basalt-bench"))
+        .arg(&cfg)
+        .arg("-q")
+        .arg("-d")
+        .arg(dir.path().join("results"))
+        .output()
+        .expect("run basalt-bench");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "cannot reach Riak PB at 127.0.0.1:{port}: connection refused"
+        )),
+        "{stderr}"
+    );
+}
