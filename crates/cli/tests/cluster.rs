@@ -60,12 +60,16 @@ impl NodeProc {
     }
 
     fn start(&mut self) {
+        self.start_with_ring(16);
+    }
+
+    fn start_with_ring(&mut self, ring: u32) {
         let log = std::fs::File::create(self.dir.with_extension("log")).expect("log file");
         let child = Command::new(env!("CARGO_BIN_EXE_basalt"))
             .args([
                 "start",
                 "--ring-size",
-                "16",
+                &ring.to_string(),
                 "--backend",
                 "leveled",
                 "--http-listen",
@@ -416,4 +420,55 @@ fn stopped_node_does_not_stall_gets() {
     // take that long; HEAD-first GETs need only the two live replicas.
     assert!(worst < Duration::from_secs(2), "slowest GET took {worst:?}");
     eprintln!("{i} GETs with one node stopped, slowest {worst:?}");
+}
+
+#[test]
+fn bad_joins_and_foreign_data_dirs_are_refused_with_reasons() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (root, _guard) = test_dir();
+    let mut nodes: Vec<NodeProc> = (1..=4).map(|i| NodeProc::new(&root, i)).collect();
+    nodes[0].start();
+    nodes[1].start_with_ring(32);
+    nodes[2].start();
+    nodes[3].start();
+    // Another ring size.
+    let (ok, out) = admin(&nodes[1].pb, &["cluster", "join", &nodes[0].pb]);
+    assert!(!ok && out.contains("ring_size 32"), "{out}");
+    // n3 and n4 form a cluster; n3 may not then join n1's.
+    form_cluster(&nodes[2..]);
+    let (ok, out) = admin(&nodes[2].pb, &["cluster", "join", &nodes[0].pb]);
+    assert!(
+        !ok && out.contains("already a member of a cluster"),
+        "{out}"
+    );
+    // Nothing to commit; an unknown command; a node that is not there.
+    let (ok, out) = admin(&nodes[0].pb, &["cluster", "commit"]);
+    assert!(!ok && out.contains("no staged changes"), "{out}");
+    let dead = format!("127.0.0.1:{}", free_port());
+    let t = Instant::now();
+    let (ok, out) = admin(&dead, &["member-status"]);
+    assert!(!ok && out.contains("cannot reach node"), "{out}");
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    // n1's data directory under another node name.
+    nodes[0].kill9();
+    let out = Command::new(env!("CARGO_BIN_EXE_basalt"))
+        .args([
+            "start",
+            "--ring-size",
+            "16",
+            "--http-listen",
+            "",
+            "--node-name",
+            "other@127.0.0.1",
+        ])
+        .args(["--pb-listen", &format!("127.0.0.1:{}", free_port())])
+        .arg("--data-dir")
+        .arg(&nodes[0].dir)
+        .output()
+        .expect("run basalt start");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("belongs to node"),
+        "{err}"
+    );
 }
