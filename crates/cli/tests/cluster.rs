@@ -190,8 +190,12 @@ impl Client {
     }
 
     fn put(&mut self, key: &str, value: &str) -> Result<(), String> {
+        self.put_in("b", key, value)
+    }
+
+    fn put_in(&mut self, bucket: &str, key: &str, value: &str) -> Result<(), String> {
         let req = pb::RpbPutReq {
-            bucket: b"b".to_vec(),
+            bucket: bucket.as_bytes().to_vec(),
             key: Some(key.as_bytes().to_vec()),
             content: pb::RpbContent {
                 value: value.as_bytes().to_vec(),
@@ -471,4 +475,63 @@ fn bad_joins_and_foreign_data_dirs_are_refused_with_reasons() {
         !out.status.success() && err.contains("belongs to node"),
         "{err}"
     );
+}
+
+#[test]
+fn bucket_types_and_props_reach_every_node() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (root, _guard) = test_dir();
+    let mut nodes: Vec<NodeProc> = (1..=3).map(|i| NodeProc::new(&root, i)).collect();
+    for n in &mut nodes {
+        n.start();
+    }
+    form_cluster(&nodes);
+    // A bucket type created and activated on n1 ...
+    let (ok, out) = admin(
+        &nodes[0].pb,
+        &["bucket-type", "create", "maps", r#"{"props":{"n_val":3}}"#],
+    );
+    assert!(ok, "{out}");
+    let (ok, out) = admin(&nodes[0].pb, &["bucket-type", "activate", "maps"]);
+    assert!(ok, "{out}");
+    // ... and bucket props set on n2 ...
+    let mut c2 = Client::connect(&nodes[1].pb);
+    let set = pb::RpbSetBucketReq {
+        bucket: b"pp".to_vec(),
+        props: pb::RpbBucketProps {
+            allow_mult: Some(true),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    c2.call(code::SET_BUCKET_REQ, &set)
+        .expect("set bucket props");
+    // ... reach n3 by gossip.
+    let mut c3 = Client::connect(&nodes[2].pb);
+    wait_for("props and type on n3", Duration::from_secs(20), || {
+        let get = pb::RpbGetBucketReq {
+            bucket: b"pp".to_vec(),
+            ..Default::default()
+        };
+        let props = c3
+            .call(code::GET_BUCKET_REQ, &get)
+            .ok()
+            .and_then(|(_, b)| pb::RpbGetBucketResp::decode(b.as_slice()).ok())
+            .map(|r| r.props);
+        let active = admin(&nodes[2].pb, &["bucket-type", "status", "maps"])
+            .1
+            .contains("maps is active");
+        active && props.is_some_and(|p| p.allow_mult == Some(true))
+    });
+    // n3 coordinates with them: two blind writes become siblings.
+    c3.put_in("pp", "k", "a").expect("put");
+    c3.put_in("pp", "k", "b").expect("put");
+    let get = pb::RpbGetReq {
+        bucket: b"pp".to_vec(),
+        key: b"k".to_vec(),
+        ..Default::default()
+    };
+    let (_, body) = c3.call(code::GET_REQ, &get).expect("get");
+    let resp = pb::RpbGetResp::decode(body.as_slice()).expect("decode");
+    assert_eq!(resp.content.len(), 2, "{resp:?}");
 }

@@ -203,6 +203,10 @@ pub struct BucketType {
     pub status: TypeStatus,
     /// The type's props (complete).
     pub props: BucketProps,
+    /// When it last changed (ms since the epoch; cluster merge: the later
+    /// entry wins).
+    #[serde(default)]
+    pub stamp: u64,
 }
 
 /// The default props of a new (non-default) type: Riak 2.x's, `allow_mult = true`.
@@ -263,6 +267,7 @@ impl BucketTypes {
             ("default", None) => Some(BucketType {
                 status: TypeStatus::Active,
                 props: BucketProps::default(),
+                stamp: 0,
             }),
             (_, t) => t,
         }
@@ -275,6 +280,7 @@ impl BucketTypes {
             self.get("default").unwrap_or_else(|| BucketType {
                 status: TypeStatus::Active,
                 props: BucketProps::default(),
+                stamp: 0,
             }),
         )];
         out.extend(
@@ -351,11 +357,13 @@ impl BucketTypes {
             )));
         }
         let mut next = map.clone();
+        let prev = map.get(name).map_or(0, |t| t.stamp);
         next.insert(
             name.to_string(),
             BucketType {
                 status: TypeStatus::Created,
                 props,
+                stamp: crate::props::stamp_after(prev),
             },
         );
         self.persist(&next)?;
@@ -379,6 +387,7 @@ impl BucketTypes {
         let mut next = map.clone();
         if let Some(t) = next.get_mut(name) {
             t.status = TypeStatus::Active;
+            t.stamp = crate::props::stamp_after(t.stamp);
         }
         self.persist(&next)?;
         *map = next;
@@ -394,6 +403,7 @@ impl BucketTypes {
             ("default", None) => BucketType {
                 status: TypeStatus::Active,
                 props: BucketProps::default(),
+                stamp: 0,
             },
             _ => return Err(bad(format!("No bucket-type named '{name}'"))),
         };
@@ -407,11 +417,36 @@ impl BucketTypes {
             BucketType {
                 status: cur.status,
                 props,
+                stamp: crate::props::stamp_after(cur.stamp),
             },
         );
         self.persist(&next)?;
         *map = next;
         Ok(())
+    }
+
+    /// Every registered type (for the cluster's metadata exchange).
+    pub fn snapshot(&self) -> BTreeMap<String, BucketType> {
+        self.types.lock().clone()
+    }
+
+    /// Takes each type of `other` that is newer than ours; true if any was.
+    pub fn merge(&self, other: &BTreeMap<String, BucketType>) -> Result<bool, RequestError> {
+        let mut map = self.types.lock();
+        let newer: Vec<(&String, &BucketType)> = other
+            .iter()
+            .filter(|(k, t)| map.get(*k).is_none_or(|m| t.stamp > m.stamp))
+            .collect();
+        if newer.is_empty() {
+            return Ok(false);
+        }
+        let mut next = map.clone();
+        for (k, t) in newer {
+            next.insert(k.clone(), t.clone());
+        }
+        self.persist(&next)?;
+        *map = next;
+        Ok(true)
     }
 
     fn persist(&self, map: &BTreeMap<String, BucketType>) -> Result<(), RequestError> {

@@ -210,6 +210,23 @@ pub struct PropsPatch {
     pub young_vclock: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub old_vclock: Option<u32>,
+    /// When this entry last changed (ms since the epoch; cluster merge:
+    /// the later entry wins).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub stamp: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+/// A change stamp after `prev`: the wall clock in ms, or `prev + 1` if the
+/// clock has not moved past it.
+pub fn stamp_after(prev: u64) -> u64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    now.max(prev + 1)
 }
 
 macro_rules! patch_fields {
@@ -313,20 +330,54 @@ impl PropsStore {
         }
         check.apply(p)?;
         let mut next = map.clone();
-        next.entry(bucket_key(bucket)).or_default().merge_pb(p);
+        let e = next.entry(bucket_key(bucket)).or_default();
+        e.merge_pb(p);
+        e.stamp = stamp_after(e.stamp);
         self.persist(&next)?;
         *map = next;
         Ok(())
     }
 
-    /// Back to the type's props.
+    /// Back to the type's props (an empty, stamped entry, so the reset wins
+    /// over older overrides when clusters merge).
     pub fn reset(&self, bucket: &[u8]) -> Result<(), PropsError> {
         let mut map = self.buckets.lock();
         let mut next = map.clone();
-        next.remove(&bucket_key(bucket));
+        let prev = next.get(&bucket_key(bucket)).map_or(0, |e| e.stamp);
+        next.insert(
+            bucket_key(bucket),
+            PropsPatch {
+                stamp: stamp_after(prev),
+                ..PropsPatch::default()
+            },
+        );
         self.persist(&next)?;
         *map = next;
         Ok(())
+    }
+
+    /// Every bucket's overrides (for the cluster's metadata exchange).
+    pub fn snapshot(&self) -> BTreeMap<String, PropsPatch> {
+        self.buckets.lock().clone()
+    }
+
+    /// Takes each entry of `other` that is newer than ours; true if any was.
+    pub fn merge(&self, other: &BTreeMap<String, PropsPatch>) -> Result<bool, PropsError> {
+        let mut map = self.buckets.lock();
+        let newer: Vec<(&String, &PropsPatch)> = other
+            .iter()
+            .filter(|(k, e)| map.get(*k).is_none_or(|m| e.stamp > m.stamp))
+            .collect();
+        if newer.is_empty() {
+            return Ok(false);
+        }
+        let mut next = map.clone();
+        for (k, e) in newer {
+            next.insert(k.clone(), e.clone());
+        }
+        self.persist(&next)?;
+        *map = next;
+        Ok(true)
     }
 
     fn persist(&self, map: &BTreeMap<String, PropsPatch>) -> Result<(), PropsError> {

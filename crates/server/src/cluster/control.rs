@@ -32,11 +32,12 @@ impl Node {
                     .await
             }
             Msg::Handoff { partition, objects } => self.receive_handoff(partition, objects).await,
-            Msg::Gossip(s) => {
+            Msg::Gossip(s, meta) => {
                 if s.cluster_id == self.cluster.with_state(|m| m.cluster_id.clone()) {
                     self.cluster.adopt(&s);
+                    self.merge_meta(&meta);
                 }
-                Reply::State(self.cluster.state())
+                Reply::Gossip(self.cluster.state(), self.meta())
             }
             Msg::Join {
                 node,
@@ -240,19 +241,56 @@ impl Node {
                 .collect();
             (s.clone(), peers)
         });
-        let msg = Msg::Gossip(mine);
+        let msg = Msg::Gossip(mine, self.meta());
         let calls = peers.iter().map(|p| {
             let msg = &msg;
             async move { (p, self.cluster.call(p, msg, GOSSIP_TIMEOUT).await) }
         });
         for (p, r) in futures_util::future::join_all(calls).await {
             match r {
-                Ok(Reply::State(s)) => {
-                    self.cluster.adopt(&s);
+                Ok(Reply::Gossip(s, meta)) => {
+                    if s.cluster_id == self.cluster.with_state(|m| m.cluster_id.clone()) {
+                        self.cluster.adopt(&s);
+                        self.merge_meta(&meta);
+                    }
                 }
                 Ok(_) => {}
                 Err(e) => tracing::debug!(peer = %p, error = %e, "gossip"),
             }
+        }
+    }
+
+    /// This node's bucket metadata.
+    pub fn meta(&self) -> super::Meta {
+        super::Meta {
+            props: serde_json::to_string(&self.props().snapshot()).unwrap_or_default(),
+            types: serde_json::to_string(&self.types().snapshot()).unwrap_or_default(),
+        }
+    }
+
+    /// Takes the newer entries of another node's bucket metadata.
+    pub fn merge_meta(&self, meta: &super::Meta) {
+        let types: std::collections::BTreeMap<String, crate::btypes::BucketType> =
+            match serde_json::from_str(&meta.types) {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::warn!(error = %e, "bad bucket types from a peer");
+                    return;
+                }
+            };
+        let props: std::collections::BTreeMap<String, crate::props::PropsPatch> =
+            match serde_json::from_str(&meta.props) {
+                Ok(p) => p,
+                Err(e) => {
+                    tracing::warn!(error = %e, "bad bucket props from a peer");
+                    return;
+                }
+            };
+        if let Err(e) = self.types().merge(&types) {
+            tracing::warn!(error = %e, "merging bucket types from a peer");
+        }
+        if let Err(e) = self.props().merge(&props) {
+            tracing::warn!(error = %e, "merging bucket props from a peer");
         }
     }
 

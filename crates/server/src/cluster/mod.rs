@@ -59,8 +59,9 @@ pub enum Msg {
         /// (storage bucket, key, object).
         objects: Vec<(Vec<u8>, Vec<u8>, crate::vnodereq::WireObject)>,
     },
-    /// The sender's state; the reply carries the receiver's.
-    Gossip(ClusterState),
+    /// The sender's state and bucket metadata; the reply carries the
+    /// receiver's ([`Reply::Gossip`]).
+    Gossip(ClusterState, Meta),
     /// A node asks to join (sent to any member, forwarded to the claimant).
     Join {
         /// Its name.
@@ -85,6 +86,19 @@ pub enum Msg {
     },
 }
 
+/// Bucket metadata every node exchanges with every gossip: bucket props
+/// overrides and bucket types, merged entry by entry (the later change
+/// stamp wins), so a props or type change made on any node reaches all.
+/// Both maps travel as JSON text: their serde attributes (skipped empty
+/// fields) need a self-describing format, which postcard is not.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Meta {
+    /// Per-bucket overrides by storage-bucket key, as JSON.
+    pub props: String,
+    /// Bucket types by name, as JSON.
+    pub types: String,
+}
+
 /// Changes run by the claimant.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum AdminCmd {
@@ -105,6 +119,8 @@ pub enum Reply {
     Vnode(Result<VnodeReply, WireError>),
     /// A cluster state.
     State(ClusterState),
+    /// A cluster state and bucket metadata (the answer to a gossip).
+    Gossip(ClusterState, Meta),
     /// Text for the admin (plan output...).
     Text(String),
     /// Refused, with the reason.

@@ -265,3 +265,62 @@ where
     drop(tx);
     let _ = writer.await;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::{ClusterState, Meta};
+    use crate::vnodereq::{VnodeReply, VnodeReq, WireObject};
+
+    #[test]
+    fn messages_roundtrip_through_frames() {
+        let state = ClusterState::new("a", "127.0.0.1:1", "", 8, "c".into());
+        let msgs = [
+            Msg::Gossip(
+                state.clone(),
+                Meta {
+                    props: r#"{"YQ==":{"allow_mult":true,"stamp":5}}"#.into(),
+                    types: "{}".into(),
+                },
+            ),
+            Msg::Vnode {
+                partition: 3,
+                primary: true,
+                forwarded: false,
+                req: VnodeReq::Coordinate {
+                    bucket: b"b".to_vec(),
+                    key: b"k".to_vec(),
+                    client: None,
+                    content: WireObject {
+                        meta: vec![1, 2],
+                        value: vec![3],
+                    },
+                    props: crate::props::BucketProps::default(),
+                    now_secs: 9,
+                },
+            },
+            Msg::Vnode {
+                partition: 1,
+                primary: false,
+                forwarded: true,
+                req: VnodeReq::Index(basalt_backend::IndexQuery::range(
+                    b"b", b"f_int", b"1", b"9",
+                )),
+            },
+        ];
+        for (i, m) in msgs.iter().enumerate() {
+            let f = encode(CLUSTER_REQ, i as u64, m).unwrap_or_default();
+            // frame = len:4 | code | id:8 | postcard
+            assert_eq!(f.get(4), Some(&CLUSTER_REQ));
+            let (id, back): (u64, Msg) = decode(&f[5..]).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(id, i as u64);
+            assert_eq!(format!("{back:?}"), format!("{m:?}"));
+        }
+        let reply = Reply::Vnode(Ok(VnodeReply::Index(basalt_backend::IndexPage::default())));
+        let f = encode(CLUSTER_RESP, 7, &reply).unwrap_or_default();
+        let (id, back): (u64, Reply) = decode(&f[5..]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((id, format!("{back:?}")), (7, format!("{reply:?}")));
+        assert!(decode::<Msg>(&[0, 1, 2]).is_err());
+        assert!(decode::<Msg>(&[0, 0, 0, 0, 0, 0, 0, 1, 0xFF, 0xFF]).is_err());
+    }
+}
