@@ -138,6 +138,15 @@ fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
     }
 }
 
+/// Starts `n` nodes (ring 16) under `root`.
+fn start_nodes(root: &std::path::Path, n: usize) -> Vec<NodeProc> {
+    let mut nodes: Vec<NodeProc> = (1..=n).map(|i| NodeProc::new(root, i)).collect();
+    for node in &mut nodes {
+        node.start();
+    }
+    nodes
+}
+
 /// Joins `nodes[1..]` to `nodes[0]`, commits and waits for the transfers.
 fn form_cluster(nodes: &[NodeProc]) {
     for n in &nodes[1..] {
@@ -266,10 +275,7 @@ fn load(
 fn kill_one_node_mid_load_then_hinted_handoff_repairs_it() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (root, _guard) = test_dir();
-    let mut nodes: Vec<NodeProc> = (1..=3).map(|i| NodeProc::new(&root, i)).collect();
-    for n in &mut nodes {
-        n.start();
-    }
+    let mut nodes = start_nodes(&root, 3);
     form_cluster(&nodes);
     let (ok, status) = admin(&nodes[0].pb, &["member-status"]);
     assert!(ok && status.matches("valid").count() == 3, "{status}");
@@ -329,10 +335,7 @@ fn kill_one_node_mid_load_then_hinted_handoff_repairs_it() {
 fn join_and_leave_under_load_lose_nothing() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (root, _guard) = test_dir();
-    let mut nodes: Vec<NodeProc> = (1..=4).map(|i| NodeProc::new(&root, i)).collect();
-    for n in &mut nodes {
-        n.start();
-    }
+    let mut nodes = start_nodes(&root, 4);
     form_cluster(&nodes[..3]);
     let stop = Arc::new(AtomicBool::new(false));
     let written = Arc::new(AtomicU64::new(0));
@@ -397,10 +400,7 @@ fn join_and_leave_under_load_lose_nothing() {
 fn stopped_node_does_not_stall_gets() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (root, _guard) = test_dir();
-    let mut nodes: Vec<NodeProc> = (1..=3).map(|i| NodeProc::new(&root, i)).collect();
-    for n in &mut nodes {
-        n.start();
-    }
+    let nodes = start_nodes(&root, 3);
     form_cluster(&nodes);
     let mut c = Client::connect(&nodes[0].pb);
     let keys = 100;
@@ -481,10 +481,7 @@ fn bad_joins_and_foreign_data_dirs_are_refused_with_reasons() {
 fn bucket_types_and_props_reach_every_node() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (root, _guard) = test_dir();
-    let mut nodes: Vec<NodeProc> = (1..=3).map(|i| NodeProc::new(&root, i)).collect();
-    for n in &mut nodes {
-        n.start();
-    }
+    let nodes = start_nodes(&root, 3);
     form_cluster(&nodes);
     // A bucket type created and activated on n1 ...
     let (ok, out) = admin(

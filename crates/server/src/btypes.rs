@@ -433,17 +433,9 @@ impl BucketTypes {
     /// Takes each type of `other` that is newer than ours; true if any was.
     pub fn merge(&self, other: &BTreeMap<String, BucketType>) -> Result<bool, RequestError> {
         let mut map = self.types.lock();
-        let newer: Vec<(&String, &BucketType)> = other
-            .iter()
-            .filter(|(k, t)| map.get(*k).is_none_or(|m| t.stamp > m.stamp))
-            .collect();
-        if newer.is_empty() {
+        let Some(next) = crate::props::merge_newer(&map, other, |t| t.stamp) else {
             return Ok(false);
-        }
-        let mut next = map.clone();
-        for (k, t) in newer {
-            next.insert(k.clone(), t.clone());
-        }
+        };
         self.persist(&next)?;
         *map = next;
         Ok(true)

@@ -220,6 +220,23 @@ fn is_zero(v: &u64) -> bool {
     *v == 0
 }
 
+/// `mine` with every entry of `other` whose stamp is later than ours
+/// (`None`: nothing newer).
+pub fn merge_newer<V: Clone>(
+    mine: &BTreeMap<String, V>,
+    other: &BTreeMap<String, V>,
+    stamp: impl Fn(&V) -> u64,
+) -> Option<BTreeMap<String, V>> {
+    let mut next: Option<BTreeMap<String, V>> = None;
+    for (k, v) in other {
+        if mine.get(k).is_none_or(|m| stamp(v) > stamp(m)) {
+            next.get_or_insert_with(|| mine.clone())
+                .insert(k.clone(), v.clone());
+        }
+    }
+    next
+}
+
 /// A change stamp after `prev`: the wall clock in ms, or `prev + 1` if the
 /// clock has not moved past it.
 pub fn stamp_after(prev: u64) -> u64 {
@@ -364,17 +381,9 @@ impl PropsStore {
     /// Takes each entry of `other` that is newer than ours; true if any was.
     pub fn merge(&self, other: &BTreeMap<String, PropsPatch>) -> Result<bool, PropsError> {
         let mut map = self.buckets.lock();
-        let newer: Vec<(&String, &PropsPatch)> = other
-            .iter()
-            .filter(|(k, e)| map.get(*k).is_none_or(|m| e.stamp > m.stamp))
-            .collect();
-        if newer.is_empty() {
+        let Some(next) = merge_newer(&map, other, |e| e.stamp) else {
             return Ok(false);
-        }
-        let mut next = map.clone();
-        for (k, e) in newer {
-            next.insert(k.clone(), e.clone());
-        }
+        };
         self.persist(&next)?;
         *map = next;
         Ok(true)

@@ -89,23 +89,9 @@ impl Node {
 
     async fn run_handoff(&self, p: u32, kind: HandoffKind, target: &str) -> Result<(), String> {
         self.cluster.with_handoffs(|h| {
-            let e = h.entry(p).or_insert_with(|| Handoff {
-                kind,
-                target: target.to_string(),
-                sent: 0,
-                cursor: None,
-                dirty: false,
-                done: false,
-            });
+            let e = h.entry(p).or_insert_with(|| Handoff::new(kind, target));
             if e.target != target || e.kind != kind {
-                *e = Handoff {
-                    kind,
-                    target: target.to_string(),
-                    sent: 0,
-                    cursor: None,
-                    dirty: false,
-                    done: false,
-                };
+                *e = Handoff::new(kind, target);
             }
         });
         tracing::info!(partition = p, ?kind, %target, "handoff starts");

@@ -169,6 +169,20 @@ pub struct Handoff {
     pub done: bool,
 }
 
+impl Handoff {
+    /// A handoff of `kind` to `target`, nothing sent yet.
+    pub fn new(kind: HandoffKind, target: &str) -> Handoff {
+        Handoff {
+            kind,
+            target: target.to_string(),
+            sent: 0,
+            cursor: None,
+            dirty: false,
+            done: false,
+        }
+    }
+}
+
 /// This node's cluster view.
 pub struct Cluster {
     me: String,
