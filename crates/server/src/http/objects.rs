@@ -739,7 +739,9 @@ async fn store(
     Ok(resp)
 }
 
-async fn delete(node: &Node, loc: &Loc<'_>, k: &str, p: &Params, h: &HeaderMap) -> HttpResult {
+/// DELETE: a tombstone over the current clock (the request's
+/// `X-Riak-Vclock` if given), reaped per `delete_mode` as PB deletes.
+async fn delete(node: &Arc<Node>, loc: &Loc<'_>, k: &str, p: &Params, h: &HeaderMap) -> HttpResult {
     let client = client_vclock(h)?;
     let opts = GetOpts {
         r: p.r.or(p.rw),
@@ -756,21 +758,16 @@ async fn delete(node: &Node, loc: &Loc<'_>, k: &str, p: &Params, h: &HeaderMap) 
         }
         GetOutcome::Found(o) => o.vclock,
     };
-    let tomb = Content {
-        deleted: true,
-        ..Content::default()
-    };
     let opts = PutOpts {
         w: p.w.or(p.rw),
         dw: p.dw,
         pw: p.pw,
         ..Default::default()
     };
-    node.put(
+    node.delete(
         &loc.sb,
         k.as_bytes(),
         Some(client.unwrap_or(current)),
-        tomb,
         &opts,
     )
     .await
