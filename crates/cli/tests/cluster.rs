@@ -101,6 +101,27 @@ impl NodeProc {
         }
     }
 
+    /// SIGTERM; true if the process exited 0 within 20 s.
+    fn terminate(&mut self) -> bool {
+        self.signal("-TERM");
+        let Some(mut c) = self.child.take() else {
+            return false;
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            match c.try_wait() {
+                Ok(Some(status)) => return status.success(),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(50))
+                }
+                _ => {
+                    self.child = Some(c);
+                    return false;
+                }
+            }
+        }
+    }
+
     fn kill9(&mut self) {
         self.signal("-KILL");
         if let Some(mut c) = self.child.take() {
@@ -531,4 +552,11 @@ fn bucket_types_and_props_reach_every_node() {
     let (_, body) = c3.call(code::GET_REQ, &get).expect("get");
     let resp = pb::RpbGetResp::decode(body.as_slice()).expect("decode");
     assert_eq!(resp.content.len(), 2, "{resp:?}");
+    // Graceful shutdown of a clustered node while its peers still gossip
+    // to it, then of the others.
+    drop((c2, c3));
+    let mut nodes = nodes;
+    for n in &mut nodes {
+        assert!(n.terminate(), "{} did not exit 0 after SIGTERM", n.name);
+    }
 }

@@ -290,7 +290,7 @@ async fn connection(
         if c == crate::cluster::transport::CLUSTER_REQ {
             // Another node: this connection carries cluster messages from now on.
             let n = node.clone();
-            crate::cluster::transport::serve_conn(sock, body, max, move |m| {
+            crate::cluster::transport::serve_conn(sock, body, max, stop.clone(), move |m| {
                 n.clone().handle_msg(m)
             })
             .await;

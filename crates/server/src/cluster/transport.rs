@@ -205,9 +205,15 @@ impl Drop for WaiterGuard<'_> {
 }
 
 /// Serves a cluster connection whose first request frame body is `first`:
-/// each request runs in its own task through `handler`.
-pub async fn serve_conn<H, F>(sock: TcpStream, first: Vec<u8>, max_frame: usize, handler: H)
-where
+/// each request runs in its own task through `handler`. Stops reading when
+/// `stop` turns true (node shutdown); requests already taken finish.
+pub async fn serve_conn<H, F>(
+    sock: TcpStream,
+    first: Vec<u8>,
+    max_frame: usize,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+    handler: H,
+) where
     H: Fn(Msg) -> F + Send + Sync + 'static,
     F: std::future::Future<Output = Reply> + Send + 'static,
 {
@@ -225,9 +231,15 @@ where
     let handler = Arc::new(handler);
     let mut next = Some(first);
     loop {
+        if *stop.borrow() {
+            break;
+        }
         let body = match next.take() {
             Some(b) => b,
-            None => match read_frame(&mut rd, max_frame).await {
+            None => match tokio::select! {
+                f = read_frame(&mut rd, max_frame) => f,
+                _ = stop.changed() => break,
+            } {
                 Ok(Some((CLUSTER_REQ, b))) => b,
                 Ok(Some((code, _))) => {
                     tracing::warn!(code, "unexpected frame on a cluster connection; closing it");
