@@ -22,6 +22,21 @@
 # package-lock.json (needs the npm registry the first time), then
 # `node --test` there. Needs node >= 18 and npm; BASALT_INTEROP_NODE=0 skips
 # the Node part (the extra args above go to `go test` only).
+#
+# Last, the cluster stage (BASALT_INTEROP_CLUSTER=0 skips it): three nodes
+# on free loopback ports (own data dirs under the temp dir, --node-name
+# nN@127.0.0.1, --ring-size 16, no HTTP), `basalt admin --node ADDRn
+# cluster join ADDR1` for nodes 2 and 3, `cluster commit` on node 1, a wait
+# (up to 60 s) until node 1's `ring-status` prints "pending ownership
+# transfers: 0", the bucket type `cluster_mult` created and activated on
+# every node (types are per node for now), then `go test -run '^TestCluster'`
+# in interop/go (cluster_test.go) with BASALT_CLUSTER_ADDRS=ADDR1,ADDR2,ADDR3
+# and BASALT_PB_ADDR unset, then SIGTERM to the three nodes, each of which
+# must exit 0 within 20 s. The extra args are not passed to this `go test`.
+# It prints how long the stage took: ~4 s with a debug build when the nodes
+# stop promptly. KNOWN BUG (ARCHITECTURE.md "Interop tests"): a clustered
+# node does not finish a SIGTERM shutdown while its peers keep their cluster
+# connections to it open, so today the stage waits the 20 s and fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -56,15 +71,28 @@ fi
 [[ -x $bin ]] || { echo "interop/run.sh: no basalt binary at $bin" >&2; exit 1; }
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/basalt-interop.XXXXXX")
-pid=""
+# Every basalt process this script started and has not yet seen exit.
+pids=()
 cleanup() {
-  if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  fi
+  local p
+  for p in "${pids[@]}"; do
+    if kill -0 "$p" 2>/dev/null; then
+      kill -KILL "$p" 2>/dev/null || true
+      wait "$p" 2>/dev/null || true
+    fi
+  done
   rm -rf "$tmp"
 }
 trap cleanup EXIT
+# forget_pid PID: drops an exited (and waited for) process from pids, so that
+# cleanup never signals a recycled pid.
+forget_pid() {
+  local p keep=()
+  for p in "${pids[@]}"; do
+    [[ $p == "$1" ]] || keep+=("$p")
+  done
+  pids=("${keep[@]}")
+}
 
 # 1 if something answers a PB ping (00 00 00 01 01 -> 00 00 00 01 02) on $1.
 pb_ping() {
@@ -80,30 +108,77 @@ pb_ping() {
 
 port_in_use() { (exec 2>/dev/null 3<>"/dev/tcp/127.0.0.1/$1"); }
 
-# Start the node on a random free port (retry if another process took it).
-port=""
-for attempt in 1 2 3 4 5; do
-  p=$((20000 + RANDOM % 40000))
-  port_in_use "$p" && continue
-  rm -rf "$tmp/data"
-  "$bin" start --data-dir "$tmp/data" --pb-listen "127.0.0.1:$p" --http-listen "" >"$tmp/node.log" 2>&1 &
-  pid=$!
-  for _ in $(seq 1 100); do # ~10 s
-    if pb_ping "$p"; then port=$p; break; fi
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
+# start_node DATA_DIR LOG [basalt start args...]: starts a node on a random
+# free port (retries another port if it does not come up) and waits for a PB
+# ping (~10 s). Sets started_pid and started_port; returns 1 on failure.
+start_node() {
+  local dir=$1 log=$2 attempt p pid
+  shift 2
+  started_pid="" started_port=""
+  for attempt in 1 2 3 4 5; do
+    p=$((20000 + RANDOM % 40000))
+    port_in_use "$p" && continue
+    rm -rf "$dir"
+    "$bin" start --data-dir "$dir" --pb-listen "127.0.0.1:$p" --http-listen "" "$@" >"$log" 2>&1 &
+    pid=$!
+    pids+=("$pid")
+    for _ in $(seq 1 100); do # ~10 s
+      if pb_ping "$p"; then
+        started_pid=$pid started_port=$p
+        return 0
+      fi
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    echo "interop: node on port $p did not come up (attempt $attempt):" >&2
+    tail -20 "$log" >&2
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    forget_pid "$pid"
   done
-  [[ -n $port ]] && break
-  echo "interop: node on port $p did not come up (attempt $attempt):" >&2
-  tail -20 "$tmp/node.log" >&2
-  kill -KILL "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-  pid=""
-done
-if [[ -z $port ]]; then
+  return 1
+}
+
+# stop_nodes LABEL:PID:LOG...: SIGTERM to all at once; each must exit with
+# status 0 within 20 s of it. Returns 1 if one did not (a node still running
+# is SIGKILLed by cleanup at exit).
+stop_nodes() {
+  local spec label pid log rc=0 node_status deadline
+  for spec in "$@"; do
+    IFS=: read -r label pid log <<<"$spec"
+    kill -TERM "$pid"
+  done
+  deadline=$((SECONDS + 20))
+  for spec in "$@"; do
+    IFS=: read -r label pid log <<<"$spec"
+    while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do
+      sleep 0.1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+      echo "interop: $label (pid $pid) did not exit within 20 s of SIGTERM; log tail:" >&2
+      tail -20 "$log" >&2
+      rc=1
+      continue
+    fi
+    node_status=0
+    wait "$pid" || node_status=$?
+    forget_pid "$pid"
+    if [[ $node_status -ne 0 ]]; then
+      echo "interop: $label exited with status $node_status after SIGTERM; log tail:" >&2
+      tail -40 "$log" >&2
+      rc=1
+    else
+      echo "== interop: $label stopped cleanly"
+    fi
+  done
+  return "$rc"
+}
+
+if ! start_node "$tmp/data" "$tmp/node.log"; then
   echo "interop/run.sh: could not start basalt" >&2
   exit 1
 fi
+pid=$started_pid port=$started_port
 echo "== interop: basalt pid $pid on 127.0.0.1:$port"
 
 # Bucket types the Go tests use, made with the real admin CLI (like
@@ -122,7 +197,7 @@ admin create interop_inactive '{"props":{}}'
 status=0
 (
   cd "$root/interop/go"
-  BASALT_PB_ADDR="127.0.0.1:$port" go test -count=1 "$@" ./...
+  env -u BASALT_CLUSTER_ADDRS BASALT_PB_ADDR="127.0.0.1:$port" go test -count=1 "$@" ./...
 ) || status=$?
 if [[ $status -ne 0 ]]; then
   echo "interop: go test failed ($status); node log tail:" >&2
@@ -150,26 +225,79 @@ else
 fi
 
 # Graceful stop: SIGTERM, then the node must exit 0 within 20 s.
-kill -TERM "$pid"
-node_status=""
-for _ in $(seq 1 200); do
-  if ! kill -0 "$pid" 2>/dev/null; then
-    node_status=0
-    wait "$pid" || node_status=$?
-    break
+stop_nodes "basalt:$pid:$tmp/node.log" || status=1
+
+# The cluster stage: see the header. Returns 1 on any failure.
+cluster_stage() {
+  local t0 i out addrs=() specs=() deadline ring
+  t0=$(date +%s%N)
+  for i in 1 2 3; do
+    # info logs (joins, handoffs) for the log tails printed on a failure
+    if ! RUST_LOG=${RUST_LOG:-info} start_node "$tmp/cluster/n$i" "$tmp/cluster/n$i.log" --node-name "n$i@127.0.0.1" --ring-size 16; then
+      echo "interop: could not start cluster node n$i" >&2
+      return 1
+    fi
+    addrs+=("127.0.0.1:$started_port")
+    specs+=("n$i@127.0.0.1:$started_pid:$tmp/cluster/n$i.log")
+  done
+  echo "== interop: cluster nodes n1..n3 on ${addrs[*]}"
+  cadmin() { "$bin" admin --node "$@"; }
+  for i in 1 2; do
+    if ! out=$(cadmin "${addrs[i]}" cluster join "${addrs[0]}" 2>&1); then
+      echo "interop: n$((i + 1)) cluster join ${addrs[0]} failed: $out" >&2
+      return 1
+    fi
+  done
+  if ! out=$(cadmin "${addrs[0]}" cluster commit 2>&1); then
+    echo "interop: cluster commit failed: $out" >&2
+    return 1
   fi
-  sleep 0.1
-done
-pid_was=$pid
-if [[ -z $node_status ]]; then
-  echo "interop: basalt (pid $pid_was) did not exit within 20 s of SIGTERM" >&2
-  status=1
-elif [[ $node_status -ne 0 ]]; then
-  echo "interop: basalt exited with status $node_status after SIGTERM; log tail:" >&2
-  tail -40 "$tmp/node.log" >&2
-  status=1
+  echo "== interop: $out"
+  deadline=$((SECONDS + 60))
+  until ring=$(cadmin "${addrs[0]}" ring-status 2>&1) && [[ $ring == *"pending ownership transfers: 0"* ]]; do
+    if ((SECONDS >= deadline)); then
+      echo "interop: ownership transfers not finished 60 s after the commit; n1 ring-status:" >&2
+      echo "$ring" >&2
+      return 1
+    fi
+    sleep 0.2
+  done
+  echo "== interop: cluster settled after $(( ($(date +%s%N) - t0) / 1000000 )) ms (since the first start)"
+  # Bucket types are per node for now: create the test's type on every node.
+  for i in 0 1 2; do
+    if ! out=$(cadmin "${addrs[i]}" bucket-type create cluster_mult '{"props":{"allow_mult":true}}' 2>&1 &&
+      cadmin "${addrs[i]}" bucket-type activate cluster_mult 2>&1); then
+      echo "interop: bucket type cluster_mult on n$((i + 1)) failed: $out" >&2
+      return 1
+    fi
+  done
+  local go_status=0
+  (
+    cd "$root/interop/go"
+    env -u BASALT_PB_ADDR BASALT_CLUSTER_ADDRS="$(IFS=,; echo "${addrs[*]}")" \
+      go test -count=1 -run '^TestCluster' ./...
+  ) || go_status=$?
+  if [[ $go_status -ne 0 ]]; then
+    echo "interop: cluster go test failed ($go_status); node log tails:" >&2
+    for i in 1 2 3; do
+      echo "--- n$i" >&2
+      tail -20 "$tmp/cluster/n$i.log" >&2
+    done
+  fi
+  local stop_status=0
+  stop_nodes "${specs[@]}" || stop_status=1
+  echo "== interop: cluster stage took $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+  [[ $go_status -eq 0 && $stop_status -eq 0 ]]
+}
+
+if [[ ${BASALT_INTEROP_CLUSTER:-1} != 0 ]]; then
+  echo "== interop: cluster stage (3 nodes, ring 16)"
+  mkdir -p "$tmp/cluster"
+  if ! cluster_stage; then
+    echo "interop: cluster stage failed" >&2
+    status=1
+  fi
 else
-  pid=""
-  echo "== interop: basalt stopped cleanly"
+  echo "== interop: BASALT_INTEROP_CLUSTER=0, skipping the cluster stage"
 fi
 exit "$status"

@@ -20,6 +20,7 @@ import (
 // request takes more than 10 s (an error must come back, not a hang).
 func tryExec(t *testing.T, cmd riak.Command, err error) error {
 	t.Helper()
+	needNode(t)
 	if err != nil {
 		t.Fatalf("build %T: %v", cmd, err)
 	}
