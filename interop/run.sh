@@ -29,7 +29,8 @@
 # cluster join ADDR1` for nodes 2 and 3, `cluster commit` on node 1, a wait
 # (up to 60 s) until node 1's `ring-status` prints "pending ownership
 # transfers: 0", the bucket type `cluster_mult` created and activated on
-# every node (types are per node for now), then `go test -run '^TestCluster'`
+# node 1 and awaited (up to 20 s) on nodes 2 and 3 (types travel with the
+# gossip), then `go test -run '^TestCluster'`
 # in interop/go (cluster_test.go) with BASALT_CLUSTER_ADDRS=ADDR1,ADDR2,ADDR3
 # and BASALT_PB_ADDR unset, then SIGTERM to the three nodes, each of which
 # must exit 0 within 20 s. The extra args are not passed to this `go test`.
@@ -263,13 +264,22 @@ cluster_stage() {
     sleep 0.2
   done
   echo "== interop: cluster settled after $(( ($(date +%s%N) - t0) / 1000000 )) ms (since the first start)"
-  # Bucket types are per node for now: create the test's type on every node.
-  for i in 0 1 2; do
-    if ! out=$(cadmin "${addrs[i]}" bucket-type create cluster_mult '{"props":{"allow_mult":true}}' 2>&1 &&
-      cadmin "${addrs[i]}" bucket-type activate cluster_mult 2>&1); then
-      echo "interop: bucket type cluster_mult on n$((i + 1)) failed: $out" >&2
-      return 1
-    fi
+  # The test's bucket type, created on n1 only: it must reach n2 and n3 by
+  # gossip (bucket types are cluster-wide).
+  if ! out=$(cadmin "${addrs[0]}" bucket-type create cluster_mult '{"props":{"allow_mult":true}}' 2>&1 &&
+    cadmin "${addrs[0]}" bucket-type activate cluster_mult 2>&1); then
+    echo "interop: bucket type cluster_mult on n1 failed: $out" >&2
+    return 1
+  fi
+  for i in 1 2; do
+    deadline=$((SECONDS + 20))
+    until out=$(cadmin "${addrs[i]}" bucket-type status cluster_mult 2>&1) && [[ $out == *"cluster_mult is active"* ]]; do
+      if ((SECONDS >= deadline)); then
+        echo "interop: bucket type cluster_mult did not reach n$((i + 1)) in 20 s: $out" >&2
+        return 1
+      fi
+      sleep 0.2
+    done
   done
   local go_status=0
   (
