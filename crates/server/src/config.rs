@@ -25,6 +25,10 @@ sync = false
 # same tombstone), "immediate" (the same check, no delay) or "keep" (never
 # reap: tombstones stay, as with Riak's `keep`).
 delete_mode = 3000
+# Active anti-entropy in a cluster: every this many seconds a node compares
+# (tictac trees) the replicas of each preference list it leads and repairs
+# keys that differ or are missing; 0 turns it off.
+aae_interval_secs = 300
 
 [limits]
 # Largest PB frame accepted (bytes, counting the message code).
@@ -87,6 +91,8 @@ pub struct Config {
     pub sync: bool,
     /// Tombstone reaping after a delete.
     pub delete_mode: DeleteMode,
+    /// Seconds between anti-entropy rounds (0 = off).
+    pub aae_interval_secs: u64,
     /// Limits.
     pub limits: Limits,
 }
@@ -169,6 +175,7 @@ impl Default for Config {
             backend: "leveled".into(),
             sync: false,
             delete_mode: DeleteMode::DEFAULT,
+            aae_interval_secs: 300,
             limits: Limits::default(),
         }
     }

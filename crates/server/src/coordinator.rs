@@ -153,6 +153,10 @@ pub struct NodeStats {
     pub deletes: AtomicU64,
     /// Latency of each coordinated operation (all APIs).
     pub latency: crate::latency::Latencies,
+    /// Anti-entropy exchanges run.
+    pub aae_exchanges: AtomicU64,
+    /// Keys repaired by anti-entropy.
+    pub aae_repairs: AtomicU64,
 }
 
 /// A node: ring, vnodes, bucket props and its cluster view.

@@ -118,6 +118,25 @@ pub enum VnodeReq {
         /// The tombstone's clock, encoded.
         vclock: Vec<u8>,
     },
+    /// Anti-entropy: the tictac tree (xxsmall: 4096 segment hashes) of the
+    /// keys whose first primary is `first` (one preference list), each key
+    /// hashed with its vclock.
+    AaeTree {
+        /// Ring size (to place keys).
+        ring_size: u32,
+        /// The preference list's first partition.
+        first: u32,
+    },
+    /// Anti-entropy: (bucket, key, vclock hash) of the keys of preference
+    /// list `first` in these segments.
+    AaeKeys {
+        /// Ring size.
+        ring_size: u32,
+        /// The preference list's first partition.
+        first: u32,
+        /// Segments of the xxsmall tree.
+        segments: Vec<u32>,
+    },
     /// The next `limit` objects in (bucket, key) order after `after`, for
     /// handoff.
     Fold {
@@ -155,9 +174,19 @@ pub enum VnodeReply {
     CsBatch(Vec<(Vec<u8>, WireObject)>, Option<Vec<u8>>, bool),
     /// Whether a tombstone was reaped.
     Reaped(bool),
+    /// An anti-entropy tree: one hash per segment.
+    AaeTree(Vec<u64>),
+    /// Anti-entropy keys: (bucket, key, vclock hash).
+    AaeKeys(Vec<(Vec<u8>, Vec<u8>, u64)>),
     /// Handoff batch: (bucket, key, object); empty = the end.
     Batch(Vec<(Vec<u8>, Vec<u8>, WireObject)>),
 }
+
+/// Callback of an anti-entropy fold: (bucket, key, segment, hash).
+type AaeFn<'a> = dyn FnMut(&[u8], &[u8], u32, u64) + 'a;
+
+/// The anti-entropy tree size: 4096 segments (32 KiB of hashes per tree).
+pub const AAE_TREE: basalt_backend::TreeSize = basalt_backend::TreeSize::XXSmall;
 
 /// A handoff batch stops once its values and metadata pass this size.
 pub const FOLD_BATCH_BYTES: usize = 4 << 20;
@@ -254,6 +283,27 @@ impl VnodeState {
             VnodeReq::ListBuckets => Ok(VnodeReply::Buckets(self.backend.list_buckets()?)),
             VnodeReq::Index(q) => Ok(VnodeReply::Index(self.backend.index_query(&q)?)),
             VnodeReq::Fold { after, limit } => self.fold_batch(after, limit),
+            VnodeReq::AaeTree { ring_size, first } => {
+                let mut tree = vec![0u64; AAE_TREE.segments() as usize];
+                self.aae_fold(ring_size, first, None, &mut |_, _, seg, h| {
+                    if let Some(slot) = tree.get_mut(seg as usize) {
+                        *slot ^= h;
+                    }
+                })?;
+                Ok(VnodeReply::AaeTree(tree))
+            }
+            VnodeReq::AaeKeys {
+                ring_size,
+                first,
+                segments,
+            } => {
+                let want: std::collections::BTreeSet<u32> = segments.into_iter().collect();
+                let mut out = Vec::new();
+                self.aae_fold(ring_size, first, Some(&want), &mut |b, k, _, h| {
+                    out.push((b.to_vec(), k.to_vec(), h));
+                })?;
+                Ok(VnodeReply::AaeKeys(out))
+            }
             VnodeReq::CsFold {
                 bucket,
                 from,
@@ -287,6 +337,49 @@ impl VnodeState {
                 Ok(VnodeReply::Reaped(self.reap_tombstone(&bucket, &key, &vc)?))
             }
         }
+    }
+
+    /// Calls `f(bucket, key, segment, hash)` for every key of this vnode
+    /// whose first primary (in a ring of `ring_size`) is `first` (and whose
+    /// segment is in `segments`, if given); `hash` mixes the key with its
+    /// vclock, so two replicas agree on a segment only if they hold the
+    /// same versions of the same keys.
+    fn aae_fold(
+        &self,
+        ring_size: u32,
+        first: u32,
+        segments: Option<&std::collections::BTreeSet<u32>>,
+        f: &mut AaeFn<'_>,
+    ) -> Result<(), VnodeError> {
+        let ring = crate::ring::Ring::new(ring_size)
+            .ok_or_else(|| VnodeError::Remote(format!("bad ring size {ring_size}")))?;
+        for bucket in self.backend.list_buckets()? {
+            let (btype, name) = crate::btypes::split_storage_bucket(&bucket);
+            let mut keys = Vec::new();
+            self.backend.fold_keys(&bucket, None, &mut |k| {
+                let hash = crate::ring::key_hash(btype, name, k);
+                if ring.first_primary(&hash) == first {
+                    let seg = basalt_backend::segment_of(&bucket, k, AAE_TREE);
+                    if segments.is_none_or(|s| s.contains(&seg)) {
+                        keys.push((k.to_vec(), seg));
+                    }
+                }
+                ControlFlow::Continue(())
+            })?;
+            for (k, seg) in keys {
+                let Some(head) = self.backend.head(&bucket, &k)? else {
+                    continue;
+                };
+                let clock = RiakObject::decode_metadata(&head.metadata)?.vclock.encode();
+                let mut buf = Vec::with_capacity(bucket.len() + k.len() + clock.len() + 8);
+                for part in [&bucket[..], &k[..], &clock[..]] {
+                    buf.extend_from_slice(&(part.len() as u32).to_be_bytes());
+                    buf.extend_from_slice(part);
+                }
+                f(&bucket, &k, seg, xxhash_rust::xxh3::xxh3_64(&buf));
+            }
+        }
+        Ok(())
     }
 
     fn fold_batch(

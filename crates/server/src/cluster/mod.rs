@@ -13,6 +13,7 @@
 //! that has not answered for [`DOWN_AFTER`] is treated as down: requests
 //! use fallback vnodes instead (sloppy quorum) until it answers again.
 
+pub mod aae;
 pub mod control;
 pub mod handoff;
 pub mod state;
