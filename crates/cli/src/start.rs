@@ -20,6 +20,10 @@ pub struct StartArgs {
     /// PB listen address (default 127.0.0.1:8087).
     #[arg(long)]
     pb_listen: Option<String>,
+    /// PB address advertised to the other nodes of a cluster (default: the
+    /// bound --pb-listen address; set it when binding 0.0.0.0).
+    #[arg(long)]
+    advertise_pb: Option<String>,
     /// HTTP listen address (default 127.0.0.1:8098; "" disables HTTP).
     #[arg(long)]
     http_listen: Option<String>,
@@ -53,6 +57,9 @@ pub fn run(args: StartArgs) -> anyhow::Result<crate::Outcome> {
     }
     if let Some(a) = args.pb_listen {
         config.pb_listen = a;
+    }
+    if let Some(a) = args.advertise_pb {
+        config.advertise_pb = a;
     }
     if let Some(a) = args.http_listen {
         config.http_listen = a;

@@ -12,6 +12,9 @@ node_name = "basalt@127.0.0.1"
 data_dir = "./data"
 # Protocol Buffers listener (Riak's default port).
 pb_listen = "127.0.0.1:8087"
+# The PB address other nodes and admin tools use to reach this node in a
+# cluster; "" = the bound pb_listen address (set it when binding 0.0.0.0).
+advertise_pb = ""
 # HTTP listener (Riak's default port); "" disables the HTTP API.
 http_listen = "127.0.0.1:8098"
 # Number of ring partitions (vnodes); a power of two, 1..=1024.
@@ -81,6 +84,8 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// PB listen address.
     pub pb_listen: String,
+    /// PB address advertised to the cluster; empty = the bound address.
+    pub advertise_pb: String,
     /// HTTP listen address; empty = no HTTP listener.
     pub http_listen: String,
     /// Ring partitions.
@@ -170,6 +175,7 @@ impl Default for Config {
             node_name: "basalt@127.0.0.1".into(),
             data_dir: PathBuf::from("./data"),
             pb_listen: "127.0.0.1:8087".into(),
+            advertise_pb: String::new(),
             http_listen: "127.0.0.1:8098".into(),
             ring_size: 64,
             backend: "leveled".into(),

@@ -105,8 +105,12 @@ pub async fn serve_all(
     let local = listener.local_addr().ok();
     tracing::info!(addr = ?local, node = %node.config().node_name, "PB listener up");
     let http_local = http.as_ref().and_then(|l| l.local_addr().ok());
+    let advertised = match node.config().advertise_pb.as_str() {
+        "" => local.map(|a| a.to_string()).unwrap_or_default(),
+        a => a.to_string(),
+    };
     node.cluster().set_my_addrs(
-        &local.map(|a| a.to_string()).unwrap_or_default(),
+        &advertised,
         &http_local.map(|a| a.to_string()).unwrap_or_default(),
     );
     node.start_background();
