@@ -43,6 +43,17 @@ enum AdminCommand {
     MemberStatus,
     /// Pending ownership transfers and the handoffs running on the node.
     RingStatus,
+    /// Replication to another cluster: status, fullsync.
+    #[command(subcommand)]
+    Repl(ReplCommand),
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum ReplCommand {
+    /// Sinks, queue length and counters of the node.
+    Status,
+    /// Run a full-sync with the sink cluster now and print what it pushed.
+    Fullsync,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -135,6 +146,8 @@ pub fn run(args: AdminArgs) -> anyhow::Result<crate::Outcome> {
         AdminCommand::BucketType(_) => None,
         AdminCommand::MemberStatus => Some("member-status".to_string()),
         AdminCommand::RingStatus => Some("ring-status".to_string()),
+        AdminCommand::Repl(ReplCommand::Status) => Some("repl-status".to_string()),
+        AdminCommand::Repl(ReplCommand::Fullsync) => Some("repl-fullsync".to_string()),
         AdminCommand::Cluster(c) => Some(match c {
             ClusterCommand::Join { addr } => format!("join {addr}"),
             ClusterCommand::Leave { node: Some(n) } => format!("leave {n}"),

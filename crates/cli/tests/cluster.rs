@@ -1,7 +1,8 @@
 //! Cluster tests with real processes: `basalt start` nodes on 127.0.0.1,
 //! joined with `basalt admin cluster ...`, loaded through PB, then faults:
 //! a node SIGKILLed mid-load (then restarted: hinted handoff), a node joining
-//! and another leaving under load, and a SIGSTOPped (slow) node.
+//! and another leaving under load, a SIGSTOPped (slow) node, anti-entropy,
+//! and replication from one cluster to another (real-time and full-sync).
 //!
 //! The scenarios run one at a time (they share the machine's two cores).
 //! Sizes are small for CI; `BASALT_LONG_TESTS=1` multiplies the load.
@@ -242,6 +243,15 @@ impl Client {
             ..Default::default()
         };
         self.call(code::PUT_REQ, &req).map(|_| ())
+    }
+
+    fn delete(&mut self, key: &str) -> Result<(), String> {
+        let req = pb::RpbDelReq {
+            bucket: b"b".to_vec(),
+            key: key.as_bytes().to_vec(),
+            ..Default::default()
+        };
+        self.call(code::DEL_REQ, &req).map(|_| ())
     }
 
     fn get(
@@ -613,4 +623,70 @@ fn anti_entropy_repairs_a_replica_that_lost_its_data() {
         "no anti-entropy repair logged"
     );
     eprintln!("{missing} of {keys} keys lacked a replica; anti-entropy repaired them");
+}
+
+#[test]
+fn replication_real_time_then_full_sync_after_drops() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (root, _guard) = test_dir();
+    // Sink cluster: one node. Source cluster: one node replicating to it,
+    // with a queue of 20 writes.
+    let mut sink = NodeProc::new(&root, 2);
+    sink.start();
+    let config = root.join("repl.toml");
+    let text = format!("[repl]\nsinks = [\"{}\"]\nqueue_len = 20\n", sink.pb);
+    std::fs::write(&config, text).expect("config");
+    let mut source = NodeProc::new(&root, 1);
+    source.config = Some(config);
+    source.start();
+    let mut a = Client::connect(&source.pb);
+    let n = if long() { 1000 } else { 100 };
+    for i in 0..n {
+        a.put(&format!("r{i}"), &format!("v{i}"))
+            .expect("put on the source");
+    }
+    let mut b = Client::connect(&sink.pb);
+    let on_sink =
+        |b: &mut Client, k: &str, v: &str| b.get(k, 1, 0, true) == Ok(Some(v.as_bytes().to_vec()));
+    wait_for("real-time replication", Duration::from_secs(30), || {
+        (0..n).all(|i| on_sink(&mut b, &format!("r{i}"), &format!("v{i}")))
+    });
+    a.delete("r0").expect("delete");
+    wait_for("the delete to replicate", Duration::from_secs(30), || {
+        b.get("r0", 1, 0, true) == Ok(None)
+    });
+    // The sink goes down: writes queue up, the queue overflows.
+    sink.kill9();
+    for i in 0..n {
+        a.put(&format!("f{i}"), &format!("w{i}"))
+            .expect("put on the source");
+    }
+    let (_, status) = admin(&source.pb, &["repl", "status"]);
+    assert!(!status.contains("dropped: 0\n"), "{status}");
+    sink.start();
+    let mut b = Client::connect(&sink.pb);
+    wait_for("the queue to drain", Duration::from_secs(30), || {
+        admin(&source.pb, &["repl", "status"])
+            .1
+            .contains("queue: 0 ")
+    });
+    let missing = (0..n)
+        .filter(|i| !on_sink(&mut b, &format!("f{i}"), &format!("w{i}")))
+        .count();
+    assert!(
+        missing > 0,
+        "the queue dropped writes, yet the sink has them all"
+    );
+    let (ok, out) = admin(&source.pb, &["repl", "fullsync"]);
+    assert!(ok && out.contains("objects pushed"), "{out}");
+    for i in 0..n {
+        let (k, v) = (format!("f{i}"), format!("w{i}"));
+        assert!(on_sink(&mut b, &k, &v), "{k} after full-sync: {out}");
+    }
+    let (_, again) = admin(&source.pb, &["repl", "fullsync"]);
+    assert!(
+        again.contains(" 0 dirty segments"),
+        "a second full-sync finds nothing: {again}"
+    );
+    eprintln!("{missing} of {n} writes were dropped while the sink was down; full-sync: {out}");
 }

@@ -33,6 +33,18 @@ delete_mode = 3000
 # keys that differ or are missing; 0 turns it off.
 aae_interval_secs = 300
 
+[repl]
+# Replication to another Basalt cluster (one way): PB addresses of nodes of
+# the sink cluster, e.g. ["10.0.0.5:8087", "10.0.0.6:8087"]. Every write
+# coordinated here is queued and sent (real-time); empty = off.
+sinks = []
+# Writes waiting to be sent; when full the oldest are dropped (and counted);
+# a full-sync repairs them.
+queue_len = 100000
+# Seconds between automatic full-syncs (tictac trees of both clusters
+# compared, differing keys pushed); 0 = only `basalt admin repl fullsync`.
+fullsync_interval_secs = 0
+
 [limits]
 # Largest PB frame accepted (bytes, counting the message code).
 max_frame_bytes = 67108864
@@ -98,6 +110,8 @@ pub struct Config {
     pub delete_mode: DeleteMode,
     /// Seconds between anti-entropy rounds (0 = off).
     pub aae_interval_secs: u64,
+    /// Replication to another cluster.
+    pub repl: crate::repl::ReplConfig,
     /// Limits.
     pub limits: Limits,
 }
@@ -182,6 +196,7 @@ impl Default for Config {
             sync: false,
             delete_mode: DeleteMode::DEFAULT,
             aae_interval_secs: 300,
+            repl: crate::repl::ReplConfig::default(),
             limits: Limits::default(),
         }
     }

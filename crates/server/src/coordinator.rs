@@ -172,12 +172,13 @@ pub struct Node {
     background: mpsc::Sender<(Target, VnodeReq)>,
     background_rx: Mutex<Option<mpsc::Receiver<(Target, VnodeReq)>>>,
     this: OnceLock<Weak<Node>>,
+    pub(crate) repl: crate::repl::ReplQueue,
 }
 
-type FanOutFuture<'a> = std::pin::Pin<
+pub(crate) type FanOutFuture<'a> = std::pin::Pin<
     Box<dyn std::future::Future<Output = (Target, Result<VnodeReply, VnodeError>)> + Send + 'a>,
 >;
-type FanOut<'a> = FuturesUnordered<FanOutFuture<'a>>;
+pub(crate) type FanOut<'a> = FuturesUnordered<FanOutFuture<'a>>;
 type Replies<'a> = std::pin::Pin<
     Box<dyn futures_util::Stream<Item = (Target, Result<VnodeReply, VnodeError>)> + Send + 'a>,
 >;
@@ -317,6 +318,7 @@ impl Node {
             background,
             background_rx: Mutex::new(Some(background_rx)),
             this: OnceLock::new(),
+            repl: crate::repl::ReplQueue::default(),
         };
         let mut open: BTreeSet<u32> = node
             .cluster
@@ -424,7 +426,7 @@ impl Node {
         Duration::from_millis(self.config.limits.request_timeout_ms)
     }
 
-    fn key_targets(&self, bucket: &[u8], key: &[u8], n: u32) -> Vec<Target> {
+    pub(crate) fn key_targets(&self, bucket: &[u8], key: &[u8], n: u32) -> Vec<Target> {
         let (btype, name) = split_storage_bucket(bucket);
         self.targets(&key_hash(btype, name, key), n)
     }
@@ -433,7 +435,11 @@ impl Node {
     /// the node runs under a server, each call is its own task, so calls
     /// still running when the caller stops waiting (quorum reached) finish
     /// anyway.
-    fn fan_out<'a>(&'a self, targets: &[Target], req: impl Fn() -> VnodeReq) -> FanOut<'a> {
+    pub(crate) fn fan_out<'a>(
+        &'a self,
+        targets: &[Target],
+        req: impl Fn() -> VnodeReq,
+    ) -> FanOut<'a> {
         self.fan_out_with(targets, req, None)
     }
 
@@ -833,6 +839,7 @@ impl Node {
             };
             return Err(RequestError::Unsatisfied { kind, need, got });
         }
+        self.replicate(bucket, key, &new);
         Ok(Some(new.object()?))
     }
 

@@ -9,6 +9,7 @@
 //! * [`vnodereq`]: the requests a vnode serves, local or remote;
 //! * [`routing`]: primaries, fallbacks, covering sets, local or remote calls;
 //! * [`cluster`]: membership, gossip, inter-node transport, handoff;
+//! * [`repl`]: replication to another cluster (real-time queue, full-sync);
 //! * [`coordinator`]: GET / PUT / DELETE / listings / 2i over the vnodes;
 //! * [`props`]: bucket properties;
 //! * [`btypes`]: bucket types, typed-bucket keying, preflists, admin requests;
@@ -28,6 +29,7 @@ pub mod latency;
 pub mod object;
 pub mod pb;
 pub mod props;
+pub mod repl;
 pub mod ring;
 pub mod routing;
 pub mod server;

@@ -96,6 +96,13 @@ impl Node {
     /// first uncovered one) whose owner is up. `None` if some keys have no
     /// replica on an up node.
     pub fn coverage(&self, n: u32) -> Option<Vec<Target>> {
+        Some(self.coverage_plan(n)?.into_iter().map(|(t, _)| t).collect())
+    }
+
+    /// [`Self::coverage`] with, for each target, the first primaries it
+    /// answers for: every partition appears in exactly one list, so a fold
+    /// filtered by them counts each key once.
+    pub fn coverage_plan(&self, n: u32) -> Option<Vec<(Target, Vec<u32>)>> {
         let size = self.ring.size();
         let n = n.clamp(1, size);
         self.cluster.with_state(|s| {
@@ -107,12 +114,16 @@ impl Node {
                     .rev()
                     .map(|d| (f + d) % size)
                     .find(|&q| self.cluster.is_up(s.owner(q)))?;
-                out.push(Target {
-                    partition: pick,
-                    node: s.owner(pick).to_string(),
-                    primary: true,
-                });
                 let d = (pick + size - f) % size;
+                let firsts: Vec<u32> = (f..=f + d).filter(|x| *x < size).collect();
+                out.push((
+                    Target {
+                        partition: pick,
+                        node: s.owner(pick).to_string(),
+                        primary: true,
+                    },
+                    firsts,
+                ));
                 f += d + 1;
             }
             Some(out)

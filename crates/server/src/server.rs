@@ -117,6 +117,7 @@ pub async fn serve_all(
     node.start_gossip();
     node.start_handoff();
     node.start_aae();
+    node.start_repl();
     let (stop_tx, stop_rx) = watch::channel(false);
     let http_task = http.map(|l| {
         let mut stop = stop_rx.clone();

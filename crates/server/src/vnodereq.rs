@@ -124,16 +124,16 @@ pub enum VnodeReq {
     AaeTree {
         /// Ring size (to place keys).
         ring_size: u32,
-        /// The preference list's first partition.
-        first: u32,
+        /// First partitions of the preference lists to include.
+        firsts: Vec<u32>,
     },
     /// Anti-entropy: (bucket, key, vclock hash) of the keys of preference
     /// list `first` in these segments.
     AaeKeys {
         /// Ring size.
         ring_size: u32,
-        /// The preference list's first partition.
-        first: u32,
+        /// First partitions of the preference lists to include.
+        firsts: Vec<u32>,
         /// Segments of the xxsmall tree.
         segments: Vec<u32>,
     },
@@ -283,9 +283,10 @@ impl VnodeState {
             VnodeReq::ListBuckets => Ok(VnodeReply::Buckets(self.backend.list_buckets()?)),
             VnodeReq::Index(q) => Ok(VnodeReply::Index(self.backend.index_query(&q)?)),
             VnodeReq::Fold { after, limit } => self.fold_batch(after, limit),
-            VnodeReq::AaeTree { ring_size, first } => {
+            VnodeReq::AaeTree { ring_size, firsts } => {
+                let firsts: std::collections::BTreeSet<u32> = firsts.into_iter().collect();
                 let mut tree = vec![0u64; AAE_TREE.segments() as usize];
-                self.aae_fold(ring_size, first, None, &mut |_, _, seg, h| {
+                self.aae_fold(ring_size, &firsts, None, &mut |_, _, seg, h| {
                     if let Some(slot) = tree.get_mut(seg as usize) {
                         *slot ^= h;
                     }
@@ -294,12 +295,13 @@ impl VnodeState {
             }
             VnodeReq::AaeKeys {
                 ring_size,
-                first,
+                firsts,
                 segments,
             } => {
+                let firsts: std::collections::BTreeSet<u32> = firsts.into_iter().collect();
                 let want: std::collections::BTreeSet<u32> = segments.into_iter().collect();
                 let mut out = Vec::new();
-                self.aae_fold(ring_size, first, Some(&want), &mut |b, k, _, h| {
+                self.aae_fold(ring_size, &firsts, Some(&want), &mut |b, k, _, h| {
                     out.push((b.to_vec(), k.to_vec(), h));
                 })?;
                 Ok(VnodeReply::AaeKeys(out))
@@ -340,14 +342,14 @@ impl VnodeState {
     }
 
     /// Calls `f(bucket, key, segment, hash)` for every key of this vnode
-    /// whose first primary (in a ring of `ring_size`) is `first` (and whose
+    /// whose first primary (in a ring of `ring_size`) is in `firsts` (and whose
     /// segment is in `segments`, if given); `hash` mixes the key with its
     /// vclock, so two replicas agree on a segment only if they hold the
     /// same versions of the same keys.
     fn aae_fold(
         &self,
         ring_size: u32,
-        first: u32,
+        firsts: &std::collections::BTreeSet<u32>,
         segments: Option<&std::collections::BTreeSet<u32>>,
         f: &mut AaeFn<'_>,
     ) -> Result<(), VnodeError> {
@@ -358,7 +360,7 @@ impl VnodeState {
             let mut keys = Vec::new();
             self.backend.fold_keys(&bucket, None, &mut |k| {
                 let hash = crate::ring::key_hash(btype, name, k);
-                if ring.first_primary(&hash) == first {
+                if firsts.contains(&ring.first_primary(&hash)) {
                     let seg = basalt_backend::segment_of(&bucket, k, AAE_TREE);
                     if segments.is_none_or(|s| s.contains(&seg)) {
                         keys.push((k.to_vec(), seg));

@@ -112,7 +112,7 @@ impl Node {
         for t in &targets {
             let req = VnodeReq::AaeTree {
                 ring_size: size,
-                first,
+                firsts: vec![first],
             };
             match self.vcall(t, req).await.map_err(|e| e.to_string())? {
                 VnodeReply::AaeTree(tree) => trees.push(tree),
@@ -137,7 +137,7 @@ impl Node {
         for (i, t) in targets.iter().enumerate() {
             let req = VnodeReq::AaeKeys {
                 ring_size: size,
-                first,
+                firsts: vec![first],
                 segments: dirty.clone(),
             };
             let VnodeReply::AaeKeys(list) = self.vcall(t, req).await.map_err(|e| e.to_string())?

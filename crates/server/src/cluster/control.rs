@@ -57,6 +57,15 @@ impl Node {
                     Err(e) => Reply::Refused(e),
                 }
             }
+            Msg::ReplPut(objects) => self.apply_repl(objects).await,
+            Msg::ReplTree => match self.repl_tree().await {
+                Ok(t) => Reply::Tree(t),
+                Err(e) => Reply::Refused(e),
+            },
+            Msg::ReplKeys(segments) => match self.repl_keys(segments).await {
+                Ok(k) => Reply::Keys(k),
+                Err(e) => Reply::Refused(e),
+            },
             Msg::Admin(cmd) => match self.admin(cmd).await {
                 Ok(text) => Reply::Text(text),
                 Err(e) => Reply::Refused(e),
@@ -137,8 +146,15 @@ impl Node {
             ["clear"] => self.admin(AdminCmd::Clear).await,
             ["member-status"] => Ok(self.member_status()),
             ["ring-status"] => Ok(self.ring_status()),
+            ["repl-status"] => Ok(self.repl_status()),
+            ["repl-fullsync"] => self.fullsync().await.map(|r| {
+                format!(
+                    "full-sync done: {} dirty segments, {} objects pushed\n",
+                    r.dirty_segments, r.pushed
+                )
+            }),
             _ => Err(format!(
-                "unknown cluster command {line:?}: join ADDR | leave [NODE] | plan | commit | clear | member-status | ring-status"
+                "unknown cluster command {line:?}: join ADDR | leave [NODE] | plan | commit | clear | member-status | ring-status | repl-status | repl-fullsync"
             )),
         };
         r.map_err(RequestError::Invalid)

@@ -76,6 +76,12 @@ pub enum Msg {
     },
     /// An admin change (forwarded to the claimant).
     Admin(AdminCmd),
+    /// Replication from a source cluster: merge these objects here.
+    ReplPut(Vec<crate::repl::ReplObject>),
+    /// Full-sync: this cluster's key tree.
+    ReplTree,
+    /// Full-sync: this cluster's keys in these segments.
+    ReplKeys(Vec<u32>),
     /// The old owner finished handing `partition` to `to`.
     TransferDone {
         /// Partition.
@@ -126,6 +132,10 @@ pub enum Reply {
     Text(String),
     /// Refused, with the reason.
     Refused(String),
+    /// A full-sync tree.
+    Tree(Vec<u64>),
+    /// Full-sync keys: (bucket, key, clock hash).
+    Keys(Vec<(Vec<u8>, Vec<u8>, u64)>),
     /// Done.
     Ok,
 }
