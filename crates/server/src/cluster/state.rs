@@ -178,6 +178,9 @@ impl ClusterState {
             }
             Some(_) => {}
         }
+        if self.staged.contains(&Staged::Leave(node.to_string())) {
+            return Ok(()); // already staged
+        }
         let valid = self
             .members
             .values()
@@ -193,10 +196,8 @@ impl ClusterState {
                 "the last valid member cannot leave the cluster".into(),
             ));
         }
-        if !self.staged.contains(&Staged::Leave(node.to_string())) {
-            self.staged.push(Staged::Leave(node.to_string()));
-            self.version += 1;
-        }
+        self.staged.push(Staged::Leave(node.to_string()));
+        self.version += 1;
         Ok(())
     }
 
