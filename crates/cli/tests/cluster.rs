@@ -309,6 +309,18 @@ fn load(
     })
 }
 
+/// Stops a [`load`] and asserts it saw no failed request.
+fn finish_load(stop: &AtomicBool, h: std::thread::JoinHandle<Vec<String>>) {
+    stop.store(true, Ordering::Release);
+    let failures = h.join().expect("load thread");
+    assert!(
+        failures.is_empty(),
+        "{} failed requests: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(5)]
+    );
+}
+
 #[test]
 fn kill_one_node_mid_load_then_hinted_handoff_repairs_it() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -334,14 +346,7 @@ fn kill_one_node_mid_load_then_hinted_handoff_repairs_it() {
     wait_for("load after the kill", Duration::from_secs(120), || {
         written.load(Ordering::Acquire) >= target
     });
-    stop.store(true, Ordering::Release);
-    let failures = h.join().expect("load thread");
-    assert!(
-        failures.is_empty(),
-        "{} failed requests: {:?}",
-        failures.len(),
-        &failures[..failures.len().min(5)]
-    );
+    finish_load(&stop, h);
     let n = written.load(Ordering::Acquire);
 
     // Back up: hinted handoff must give it every key it missed. A GET at
@@ -410,14 +415,7 @@ fn join_and_leave_under_load_lose_nothing() {
     wait_for("load", Duration::from_secs(60), || {
         written.load(Ordering::Acquire) >= 3 * step
     });
-    stop.store(true, Ordering::Release);
-    let failures = h.join().expect("load thread");
-    assert!(
-        failures.is_empty(),
-        "{} failed requests: {:?}",
-        failures.len(),
-        &failures[..failures.len().min(5)]
-    );
+    finish_load(&stop, h);
     // Every key readable from the new node, n3 gone for good.
     nodes[2].kill9();
     let n = written.load(Ordering::Acquire);
