@@ -385,6 +385,60 @@ impl Node {
         Ok(result)
     }
 
+    /// Anti-entropy and replication counters: (name, value, help), for
+    /// `/stats` and `/metrics` (`repl_queue` is a gauge, the rest counters).
+    pub fn cluster_counters(&self) -> Vec<(&'static str, u64, &'static str)> {
+        let (s, r) = (self.stats(), &self.repl.stats);
+        let ld = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        vec![
+            (
+                "aae_exchanges_total",
+                ld(&s.aae_exchanges),
+                "Anti-entropy exchanges run by this node.",
+            ),
+            (
+                "aae_repairs_total",
+                ld(&s.aae_repairs),
+                "Keys repaired by anti-entropy.",
+            ),
+            (
+                "repl_sent_total",
+                ld(&r.sent),
+                "Objects replicated to the sink cluster (real-time).",
+            ),
+            (
+                "repl_dropped_total",
+                ld(&r.dropped),
+                "Real-time replication entries dropped (queue full).",
+            ),
+            (
+                "repl_errors_total",
+                ld(&r.errors),
+                "Failed real-time replication batches.",
+            ),
+            (
+                "repl_received_total",
+                ld(&r.received),
+                "Objects received from a source cluster.",
+            ),
+            (
+                "repl_fullsyncs_total",
+                ld(&r.fullsyncs),
+                "Full-syncs completed.",
+            ),
+            (
+                "repl_fullsync_pushed_total",
+                ld(&r.fullsync_pushed),
+                "Objects pushed by full-syncs.",
+            ),
+            (
+                "repl_queue",
+                self.repl.len() as u64,
+                "Writes waiting in the real-time replication queue.",
+            ),
+        ]
+    }
+
     /// `repl-status`: sinks, queue and counters.
     pub fn repl_status(&self) -> String {
         let s = &self.repl.stats;

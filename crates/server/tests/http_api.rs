@@ -189,6 +189,8 @@ fn ping_root_and_stats() {
     assert_eq!(s["node_puts_total"], 1);
     assert_eq!(s["node_deletes_total"], 1);
     assert_eq!(s["node_gets_total"], 3); // two GETs + the delete's read
+    assert_eq!(s["aae_exchanges_total"], 0); // one node: no anti-entropy
+    assert_eq!(s["repl_sent_total"], 0); // no sink configured
     assert_eq!(s["vnode_queue_lengths"].as_array().map(Vec::len), Some(8));
 }
 
@@ -1007,6 +1009,10 @@ fn stats_latencies_and_prometheus_metrics() {
         "# TYPE basalt_vnode_queue_length gauge",
         "basalt_vnode_queue_length{partition=\"7\"} 0",
         "# TYPE basalt_backend_disk_bytes gauge",
+        "# TYPE basalt_aae_repairs_total counter",
+        "basalt_aae_repairs_total 0",
+        "# TYPE basalt_repl_queue gauge",
+        "basalt_repl_queue 0",
     ] {
         assert!(m.lines().any(|l| l == line), "{line} in\n{m}");
     }

@@ -75,6 +75,9 @@ pub async fn stats(State(node): Shared) -> Response {
         "backend_vnodes_reporting": answered,
     });
     if let Some(obj) = m.as_object_mut() {
+        for (name, v, _) in node.cluster_counters() {
+            obj.insert(name.to_string(), v.into());
+        }
         for op in Op::ALL {
             let l = s.latency.summary(op);
             let n = op.name();
@@ -127,6 +130,15 @@ pub fn render(node: &Node, counters: &BTreeMap<String, u64>, disk: u64) -> Strin
         ),
     ] {
         let n = family(&mut out, name, "counter", help);
+        let _ = writeln!(out, "{n} {v}");
+    }
+    for (name, v, help) in node.cluster_counters() {
+        let kind = if name.ends_with("_total") {
+            "counter"
+        } else {
+            "gauge"
+        };
+        let n = family(&mut out, &format!("basalt_{name}"), kind, help);
         let _ = writeln!(out, "{n} {v}");
     }
     let n = family(
