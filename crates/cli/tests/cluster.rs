@@ -675,8 +675,16 @@ fn replication_real_time_then_full_sync_after_drops() {
         missing > 0,
         "the queue dropped writes, yet the sink has them all"
     );
+    // A bucket type made on the source reaches the sink with the full-sync.
+    let (ok, made) = admin(
+        &source.pb,
+        &["bucket-type", "create", "replt", "{\"props\":{}}"],
+    );
+    assert!(ok, "{made}");
     let (ok, out) = admin(&source.pb, &["repl", "fullsync"]);
     assert!(ok && out.contains("objects pushed"), "{out}");
+    let (_, status) = admin(&sink.pb, &["bucket-type", "status", "replt"]);
+    assert!(status.contains("replt has been created"), "{status}");
     for i in 0..n {
         let (k, v) = (format!("f{i}"), format!("w{i}"));
         assert!(on_sink(&mut b, &k, &v), "{k} after full-sync: {out}");

@@ -18,7 +18,8 @@
 //!   source holds with another clock than the sink (or that the sink lacks)
 //!   is read here and pushed. Keys only the sink holds are left alone (one
 //!   way). The trees do not depend on ring size, so clusters of different
-//!   ring sizes compare.
+//!   ring sizes compare. Each full-sync first sends the source's bucket
+//!   types and props, which the sink merges by change stamp (as gossip).
 
 use crate::cluster::{Msg, Reply, CONTROL_TIMEOUT};
 use crate::coordinator::{GetOpts, GetOutcome, Node};
@@ -324,6 +325,12 @@ impl Node {
                 .await
                 .map_err(|e| e.to_string())
         };
+        // Bucket types and props first (merged by change stamp, as gossip).
+        match call(Msg::ReplMeta(self.meta())).await? {
+            Reply::Ok => {}
+            Reply::Refused(e) => return Err(e),
+            other => return Err(format!("unexpected reply {other:?}")),
+        }
         let mine = self.repl_tree().await?;
         let theirs = match call(Msg::ReplTree).await? {
             Reply::Tree(t) => t,

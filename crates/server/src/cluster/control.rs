@@ -58,6 +58,10 @@ impl Node {
                 }
             }
             Msg::ReplPut(objects) => self.apply_repl(objects).await,
+            Msg::ReplMeta(meta) => {
+                self.merge_meta(&meta);
+                Reply::Ok
+            }
             Msg::ReplTree => match self.repl_tree().await {
                 Ok(t) => Reply::Tree(t),
                 Err(e) => Reply::Refused(e),

@@ -80,6 +80,8 @@ pub enum Msg {
     ReplPut(Vec<crate::repl::ReplObject>),
     /// Full-sync: this cluster's key tree.
     ReplTree,
+    /// Full-sync: the source's bucket props and types, merged here.
+    ReplMeta(Meta),
     /// Full-sync: this cluster's keys in these segments.
     ReplKeys(Vec<u32>),
     /// The old owner finished handing `partition` to `to`.
