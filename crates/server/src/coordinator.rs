@@ -173,6 +173,8 @@ pub struct Node {
     background_rx: Mutex<Option<mpsc::Receiver<(Target, VnodeReq)>>>,
     this: OnceLock<Weak<Node>>,
     pub(crate) repl: crate::repl::ReplQueue,
+    pub(crate) closing: std::sync::atomic::AtomicBool,
+    pub(crate) restarts: Mutex<std::collections::HashMap<u32, std::time::Instant>>,
 }
 
 pub(crate) type FanOutFuture<'a> = std::pin::Pin<
@@ -319,6 +321,8 @@ impl Node {
             background_rx: Mutex::new(Some(background_rx)),
             this: OnceLock::new(),
             repl: crate::repl::ReplQueue::default(),
+            closing: std::sync::atomic::AtomicBool::new(false),
+            restarts: Mutex::new(std::collections::HashMap::new()),
         };
         let mut open: BTreeSet<u32> = node
             .cluster
@@ -416,6 +420,8 @@ impl Node {
 
     /// Stops every vnode (queued jobs finish) and closes the backends.
     pub fn close(&self) {
+        self.closing
+            .store(true, std::sync::atomic::Ordering::Release);
         let all: Vec<Arc<Vnode>> = self.vnodes.read().values().cloned().collect();
         for v in all {
             v.shutdown();

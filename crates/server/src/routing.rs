@@ -11,6 +11,9 @@ use crate::vnode::{Vnode, VnodeError, VnodeState};
 use crate::vnodereq::{VnodeReply, VnodeReq, WireObject};
 use std::sync::Arc;
 
+/// A vnode whose backend closed itself is reopened at most this often.
+pub const VNODE_RESTART_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// One vnode a request goes to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
@@ -183,10 +186,25 @@ impl Node {
             }
             _ => None,
         };
-        let reply = v
+        let retry = req.clone();
+        let reply = match v
             .submit(move |st| st.execute(req, qlen))?
             .wait(self.timeout())
-            .await?;
+            .await
+        {
+            // The backend gave up (e.g. a journal write failed on a full
+            // disk): reopen the vnode — recovery checks what is on disk —
+            // and run the request once more.
+            Err(VnodeError::Backend(basalt_backend::BackendError::Closed(reason)))
+                if self.restart_vnode(p, &v, &reason) =>
+            {
+                let v = self.local_vnode(p)?;
+                v.submit(move |st| st.execute(retry, 0))?
+                    .wait(self.timeout())
+                    .await?
+            }
+            r => r?,
+        };
         if write {
             if let (VnodeReply::Written(Some(obj)), Some((bucket, key)), Some(props)) =
                 (&reply, bk, props)
@@ -235,6 +253,58 @@ impl Node {
                 }
             });
         }
+    }
+
+    /// Replaces the local vnode `v` of `p` (its backend closed itself after
+    /// a failure) with a freshly opened one, at most once per
+    /// [`VNODE_RESTART_EVERY`] per partition and never while the node
+    /// closes; true if a working vnode is now in place.
+    fn restart_vnode(&self, p: u32, v: &Arc<Vnode>, reason: &str) -> bool {
+        if self.closing.load(std::sync::atomic::Ordering::Acquire) {
+            return false;
+        }
+        {
+            let mut last = self.restarts.lock();
+            if last
+                .get(&p)
+                .is_some_and(|t| t.elapsed() < VNODE_RESTART_EVERY)
+            {
+                return false;
+            }
+            last.insert(p, std::time::Instant::now());
+        }
+        let mut all = self.vnodes.write();
+        if !all.get(&p).is_some_and(|cur| Arc::ptr_eq(cur, v)) {
+            return true; // another request restarted it already
+        }
+        tracing::warn!(
+            partition = p,
+            reason,
+            "vnode backend closed itself; reopening it"
+        );
+        all.remove(&p);
+        drop(all);
+        v.shutdown();
+        match self.open_vnode(p) {
+            Ok(fresh) => {
+                self.vnodes.write().insert(p, Arc::new(fresh));
+                true
+            }
+            Err(e) => {
+                tracing::error!(partition = p, error = %e, "reopening a vnode failed; it opens again on next use");
+                false
+            }
+        }
+    }
+
+    /// Test hook: closes the backend of the local vnode of `p` as a failed
+    /// journal write would (requests then meet `closed`).
+    #[doc(hidden)]
+    pub async fn fault_close_vnode_backend(&self, p: u32) -> Result<(), VnodeError> {
+        let v = self.local_vnode(p)?;
+        v.submit(|st| Ok(st.backend.close()?))?
+            .wait(self.timeout())
+            .await
     }
 
     /// Runs `req` on the vnode `t` (local or remote).

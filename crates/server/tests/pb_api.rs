@@ -1166,3 +1166,48 @@ fn tombstones_are_reaped_after_delete_mode_and_kept_with_keep() {
     assert!(tombstone_clock(&mut c, "reap_only", "k").is_none());
     h.shutdown().expect("shutdown");
 }
+
+#[test]
+fn a_vnode_whose_backend_closed_itself_is_reopened() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = Config {
+        data_dir: dir.path().to_path_buf(),
+        pb_listen: "127.0.0.1:0".into(),
+        http_listen: String::new(),
+        ring_size: 4,
+        backend: "leveled".into(),
+        ..Config::default()
+    };
+    let h = ServerHandle::spawn(config).expect("spawn");
+    let mut c = Client::connect(&h);
+    // One replica only, so nothing else could answer for it.
+    set_props(
+        &mut c,
+        "one",
+        pb::RpbBucketProps {
+            n_val: Some(1),
+            ..Default::default()
+        },
+    );
+    c.put(put_req("one", "k", "v1"));
+    let p = h.node().preflist_of(b"one", b"k")[0].partition;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    // The backend closes itself (as after a failed journal write): the next
+    // request reopens the vnode and succeeds, data intact.
+    rt.block_on(h.node().fault_close_vnode_backend(p))
+        .expect("close backend");
+    assert_eq!(c.get(get_req("one", "k")).content[0].value, b"v1");
+    c.put(put_req("one", "k2", "v2"));
+    assert_eq!(c.get(get_req("one", "k2")).content[0].value, b"v2");
+    // A second failure within the restart interval is reported (the only
+    // replica failed), not looped on; the node keeps serving.
+    rt.block_on(h.node().fault_close_vnode_backend(p))
+        .expect("close backend");
+    let err = c.try_call(code::GET_REQ, &get_req("one", "k"));
+    assert_eq!(err.err().as_deref(), Some("{r_val_unsatisfied,1,0}"));
+    c.put(put_req("other", "k", "v"));
+    c.ping();
+}
