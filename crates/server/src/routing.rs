@@ -186,7 +186,10 @@ impl Node {
             }
             _ => None,
         };
-        let retry = req.clone();
+        // Reads are cheap to keep for a retry; writes (which carry values)
+        // are not cloned on this hot path: a write that meets a closed
+        // backend fails as a replica, and the vnode is reopened for the next.
+        let retry = (!write).then(|| req.clone());
         let reply = match v
             .submit(move |st| st.execute(req, qlen))?
             .wait(self.timeout())
@@ -198,6 +201,11 @@ impl Node {
             Err(VnodeError::Backend(basalt_backend::BackendError::Closed(reason)))
                 if self.restart_vnode(p, &v, &reason) =>
             {
+                let Some(retry) = retry else {
+                    return Err(VnodeError::Remote(format!(
+                        "vnode {p} was reopened after its backend closed ({reason}); write not applied"
+                    )));
+                };
                 let v = self.local_vnode(p)?;
                 v.submit(move |st| st.execute(retry, 0))?
                     .wait(self.timeout())
