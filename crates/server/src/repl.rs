@@ -448,22 +448,24 @@ impl Node {
 
     /// `repl-status`: sinks, queue and counters.
     pub fn repl_status(&self) -> String {
-        let s = &self.repl.stats;
-        format!(
-            "sinks: {}\nqueue: {} (limit {})\nsent: {}\ndropped: {}\nerrors: {}\nreceived: {}\nfullsyncs: {}\nfullsync pushed: {}\n",
-            if self.config.repl.sinks.is_empty() {
-                "(none)".to_string()
-            } else {
-                self.config.repl.sinks.join(", ")
-            },
+        let sinks = if self.config.repl.sinks.is_empty() {
+            "(none)".to_string()
+        } else {
+            self.config.repl.sinks.join(", ")
+        };
+        let mut out = format!(
+            "sinks: {sinks}\nqueue: {} (limit {})\n",
             self.repl.len(),
-            self.config.repl.queue_len,
-            s.sent.load(Ordering::Relaxed),
-            s.dropped.load(Ordering::Relaxed),
-            s.errors.load(Ordering::Relaxed),
-            s.received.load(Ordering::Relaxed),
-            s.fullsyncs.load(Ordering::Relaxed),
-            s.fullsync_pushed.load(Ordering::Relaxed),
-        )
+            self.config.repl.queue_len
+        );
+        for (name, v, _) in self.cluster_counters() {
+            if let Some(c) = name
+                .strip_prefix("repl_")
+                .and_then(|n| n.strip_suffix("_total"))
+            {
+                out.push_str(&format!("{}: {v}\n", c.replace('_', " ")));
+            }
+        }
+        out
     }
 }

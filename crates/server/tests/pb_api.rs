@@ -9,16 +9,21 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-fn start(tweak: impl FnOnce(&mut Config)) -> (ServerHandle, tempfile::TempDir) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut c = Config {
+/// A node config in `dir` on a free PB port, no HTTP.
+fn test_config(dir: &tempfile::TempDir, ring_size: u32, backend: &str) -> Config {
+    Config {
         data_dir: dir.path().to_path_buf(),
         pb_listen: "127.0.0.1:0".into(),
         http_listen: String::new(),
-        ring_size: 8,
-        backend: "memory".into(),
+        ring_size,
+        backend: backend.into(),
         ..Config::default()
-    };
+    }
+}
+
+fn start(tweak: impl FnOnce(&mut Config)) -> (ServerHandle, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut c = test_config(&dir, 8, "memory");
     tweak(&mut c);
     (ServerHandle::spawn(c).expect("spawn"), dir)
 }
@@ -761,14 +766,7 @@ fn full_vnode_queue_answers_overload() {
 #[test]
 fn data_survives_restart_on_leveled() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = Config {
-        data_dir: dir.path().to_path_buf(),
-        pb_listen: "127.0.0.1:0".into(),
-        http_listen: String::new(),
-        ring_size: 4,
-        backend: "leveled".into(),
-        ..Config::default()
-    };
+    let config = test_config(&dir, 4, "leveled");
     let h = ServerHandle::spawn(config.clone()).expect("spawn");
     let mut c = Client::connect(&h);
     c.put(put_req("persist", "k", "durable"));
@@ -1020,14 +1018,7 @@ fn list_keys_streams_many_keys_in_several_frames() {
 #[test]
 fn basic_quorum_fails_fast_on_a_majority_of_notfounds() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = Config {
-        data_dir: dir.path().to_path_buf(),
-        pb_listen: "127.0.0.1:0".into(),
-        http_listen: String::new(),
-        ring_size: 8,
-        backend: "leveled".into(),
-        ..Config::default()
-    };
+    let config = test_config(&dir, 8, "leveled");
     let h = ServerHandle::spawn(config.clone()).expect("spawn");
     let mut c = Client::connect(&h);
     c.put(put_req("bq", "k", "v"));
@@ -1170,14 +1161,7 @@ fn tombstones_are_reaped_after_delete_mode_and_kept_with_keep() {
 #[test]
 fn a_vnode_whose_backend_closed_itself_is_reopened() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = Config {
-        data_dir: dir.path().to_path_buf(),
-        pb_listen: "127.0.0.1:0".into(),
-        http_listen: String::new(),
-        ring_size: 4,
-        backend: "leveled".into(),
-        ..Config::default()
-    };
+    let config = test_config(&dir, 4, "leveled");
     let h = ServerHandle::spawn(config).expect("spawn");
     let mut c = Client::connect(&h);
     // One replica only, so nothing else could answer for it.
