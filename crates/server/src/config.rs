@@ -56,6 +56,12 @@ warn_object_bytes = 5242880
 vnode_queue_len = 1000
 # Time a request may wait for its vnodes (milliseconds) before `timeout`.
 request_timeout_ms = 60000
+# A GET whose quorum answered only "not found" waits up to this long
+# (milliseconds) for the replicas that have not answered yet, so a write
+# held by a slower replica (e.g. while a node restarts) is still found.
+# 0 = answer at once, as Riak does with notfound_ok. `basic_quorum` GETs
+# never wait.
+notfound_wait_ms = 1000
 "#;
 
 /// Size and queue limits.
@@ -72,6 +78,8 @@ pub struct Limits {
     pub vnode_queue_len: usize,
     /// Vnode request timeout.
     pub request_timeout_ms: u64,
+    /// Extra wait of a GET whose quorum answered only "not found".
+    pub notfound_wait_ms: u64,
 }
 
 impl Default for Limits {
@@ -82,6 +90,7 @@ impl Default for Limits {
             warn_object_bytes: 5 * 1024 * 1024,
             vnode_queue_len: 1000,
             request_timeout_ms: 60_000,
+            notfound_wait_ms: 1000,
         }
     }
 }

@@ -157,6 +157,11 @@ pub struct NodeStats {
     pub aae_exchanges: AtomicU64,
     /// Keys repaired by anti-entropy.
     pub aae_repairs: AtomicU64,
+    /// GETs whose quorum answered only "not found" and that waited for the
+    /// other replicas (`notfound_wait_ms`).
+    pub notfound_waits: AtomicU64,
+    /// Of those, GETs that a later replica answered with the object.
+    pub notfound_rescues: AtomicU64,
 }
 
 /// A node: ring, vnodes, bucket props and its cluster view.
@@ -214,6 +219,14 @@ pub fn unique_id() -> Vec<u8> {
 /// The coordinating vnode's step of a PUT: the new object from the local
 /// version, the client's clock and the new content (`None` = nothing to
 /// write: a delete of an absent or already deleted object).
+///
+/// The write is a new event of `actor` (one past the highest counter of
+/// `actor` the local version or the client has seen); the new sibling
+/// carries it as its dot. With `allow_mult` (and not `last_write_wins`),
+/// the local live siblings the client has **not** seen stay beside it
+/// (their dots are not covered by the client's clock); those it has seen
+/// are superseded. A write without a clock has seen nothing, so it adds a
+/// sibling, as in Riak.
 pub fn coordinate(
     local: Option<&RiakObject>,
     client: Option<&VClock>,
@@ -226,41 +239,51 @@ pub fn coordinate(
     if is_delete && local.is_none_or(|l| l.is_deleted()) {
         return None;
     }
-    let mut obj = match local {
-        None => {
-            let vclock = client.cloned().unwrap_or_default();
-            RiakObject {
-                vclock,
-                contents: vec![content],
-            }
-        }
+    let empty = VClock::new();
+    let (mut vclock, kept) = match local {
+        None => (client.cloned().unwrap_or_default(), Vec::new()),
         Some(l) => {
             // A delete without a clock deletes what it sees.
             let client = if is_delete && client.is_none() {
-                Some(&l.vclock)
+                &l.vclock
             } else {
-                client
+                client.unwrap_or(&empty)
             };
-            let descends = client.is_some_and(|c| c.descends(&l.vclock));
-            let vclock = match client {
-                Some(c) => c.merge(&l.vclock),
-                None => l.vclock.clone(),
-            };
-            if props.last_write_wins || descends || !props.allow_mult {
-                RiakObject {
-                    vclock,
-                    contents: vec![content],
-                }
+            let kept: Vec<Content> = if props.last_write_wins || !props.allow_mult {
+                Vec::new()
             } else {
-                let mut contents: Vec<Content> =
-                    l.contents.iter().filter(|c| !c.deleted).cloned().collect();
-                contents.push(content);
-                RiakObject { vclock, contents }
-            }
+                l.contents
+                    .iter()
+                    .filter(|c| !c.deleted)
+                    .filter(|c| match &c.dot {
+                        Some(d) => !d.covered_by(client),
+                        None => !client.descends(&l.vclock),
+                    })
+                    .cloned()
+                    .collect()
+            };
+            (client.merge(&l.vclock), kept)
         }
     };
-    obj.vclock.increment(actor, now_secs);
+    vclock.increment(actor, now_secs);
+    let dot = crate::object::Dot {
+        actor: actor.to_vec(),
+        counter: vclock.counter(actor),
+    };
+    let mut content = content;
+    content.dot = Some(dot);
+    let mut contents = kept;
+    contents.push(content);
+    let mut obj = RiakObject { vclock, contents };
     obj.vclock.prune(now_secs, &props.prune());
+    // A sibling whose actor was pruned from the clock can no longer be
+    // told apart by its dot: it falls back to the clock-only rule.
+    for c in &mut obj.contents {
+        if c.dot.as_ref().is_some_and(|d| !d.covered_by(&obj.vclock)) {
+            c.dot = None;
+        }
+    }
+    obj.canonicalize();
     Some(obj)
 }
 
@@ -273,7 +296,12 @@ pub fn reconcile(
 ) -> Option<RiakObject> {
     match local {
         None => Some(incoming.clone()),
-        Some(l) if props.last_write_wins => (l != incoming).then(|| incoming.clone()),
+        // Last write wins: the later sibling by last-modified (ties by
+        // vtag), so every replica keeps the same one whatever the order.
+        Some(l) if props.last_write_wins => {
+            let merged = RiakObject::merge(l, incoming, false);
+            (merged != *l).then_some(merged)
+        }
         Some(l) => {
             let merged = RiakObject::merge(l, incoming, props.allow_mult);
             (merged != *l).then_some(merged)
@@ -552,13 +580,27 @@ impl Node {
             basic_quorum.unwrap_or(props.basic_quorum),
         );
         let mut answered = 0usize;
+        // A quorum of "not found" waits this long for the other replicas
+        // (see `Limits::notfound_wait_ms`); `basic_quorum` asked not to.
+        let notfound_wait = (!basic_quorum.unwrap_or(props.basic_quorum))
+            .then(|| Duration::from_millis(self.config.limits.notfound_wait_ms))
+            .filter(|d| !d.is_zero());
+        let mut deadline: Option<tokio::time::Instant> = None;
         let enough = |heads: &[(Target, Option<RiakObject>, u32)]| {
             let ok = |h: &&(Target, Option<RiakObject>, u32)| notfound_ok || h.1.is_some();
             let got = heads.iter().filter(ok).count() as u32;
             let primaries = heads.iter().filter(ok).filter(|h| h.0.primary).count() as u32;
             got >= r && primaries >= pr
         };
-        while let Some((t, res)) = replies.next().await {
+        loop {
+            let next = match deadline {
+                None => replies.next().await,
+                Some(d) => match tokio::time::timeout_at(d, replies.next()).await {
+                    Ok(next) => next,
+                    Err(_) => break,
+                },
+            };
+            let Some((t, res)) = next else { break };
             match res {
                 Ok(VnodeReply::Object(h, q)) => match h.map(|w| w.head()).transpose() {
                     Ok(h) => heads.push((t, h, q)),
@@ -576,6 +618,22 @@ impl Node {
                 return out;
             }
             if enough(&heads) {
+                let found_any = heads.iter().any(|h| h.1.is_some());
+                if !found_any && answered < targets.len() {
+                    if let Some(wait) = notfound_wait {
+                        // Only "not found" so far: a replica yet to answer
+                        // may hold an acknowledged write (e.g. the others
+                        // restarted or were not written yet).
+                        if deadline.is_none() {
+                            self.stats.notfound_waits.fetch_add(1, Ordering::Relaxed);
+                            deadline = Some(tokio::time::Instant::now() + wait);
+                        }
+                        continue;
+                    }
+                }
+                if found_any && deadline.is_some() {
+                    self.stats.notfound_rescues.fetch_add(1, Ordering::Relaxed);
+                }
                 // Replies already in hand also count for read repair.
                 while let Some(Some((t, Ok(VnodeReply::Object(h, q))))) =
                     replies.next().now_or_never()
@@ -614,17 +672,14 @@ impl Node {
         if found.is_empty() {
             return Ok(GetOutcome::NotFound);
         }
-        // One replica per distinct clock that no other replica dominates:
-        // the least-queued one holding it.
+        // One replica per distinct version (clock and siblings) whose clock
+        // no other replica dominates: the least-queued one holding it.
         let mut winners: Vec<(&Target, &RiakObject, u32)> = Vec::new();
         for f in &found {
             if found.iter().any(|o| o.1.vclock.dominates(&f.1.vclock)) {
                 continue;
             }
-            match winners
-                .iter_mut()
-                .find(|w| w.1.vclock.same_events(&f.1.vclock))
-            {
+            match winners.iter_mut().find(|w| w.1.same_state(f.1)) {
                 Some(w) if f.2 < w.2 => *w = *f,
                 Some(_) => {}
                 None => winners.push(*f),
@@ -658,9 +713,7 @@ impl Node {
         // Read repair: stale or missing replicas get the merged object.
         let wire = WireObject::full(&merged);
         for (t, h, _) in &heads {
-            let stale = h.as_ref().is_none_or(|h| {
-                !h.vclock.same_events(&merged.vclock) || h.contents.len() != merged.contents.len()
-            });
+            let stale = h.as_ref().is_none_or(|h| !h.same_state(&merged));
             if stale {
                 tracing::debug!(partition = t.partition, node = %t.node, "read repair");
                 self.background(

@@ -35,6 +35,7 @@ pub mod routing;
 pub mod server;
 pub mod vclock;
 pub mod vnode;
+pub mod vnode_id;
 pub mod vnodereq;
 
 pub use config::Config;

@@ -1,29 +1,75 @@
 //! Riak objects: a vector clock and one or more contents (siblings), and how
 //! they are stored in a backend.
 //!
-//! # Storage encoding (version 1)
+//! # Dotted siblings
+//!
+//! Every sibling written since storage version 2 carries its **dot**: the
+//! (actor, counter) event of the vnode that coordinated its write (Riak's
+//! dotted version vectors, `dvv_enabled`). The object's clock covers the
+//! dots of all its siblings. A merge keeps a sibling of one side unless the
+//! other side's clock covers its dot and the other side does not hold it
+//! (it saw that write and superseded it), so a merge is a join: replicas
+//! that exchange their versions in any order, any number of times, end with
+//! the same siblings under the same clock ([`RiakObject::merge`]), and a
+//! write that a client read and overwrote never comes back as a sibling.
+//! Siblings stored by version 1 have no dot; they keep version 1's rule
+//! (dropped only when the other side's clock dominates theirs).
+//!
+//! **Invariant**: two versions with the same clock hold the same siblings.
+//! A merge that meets two versions breaking it keeps the union of their
+//! siblings (nothing is lost) and counts it in [`DIVERGENT_MERGES`].
+//!
+//! # Storage encoding (version 2; version 1 is still read)
 //!
 //! An object is split in two so that a backend HEAD answers without reading
 //! any value:
 //!
-//! * backend **metadata** = `01 | vclock_len:u32 | vclock (see [`crate::vclock`]) |
+//! * backend **metadata** = `02 | vclock_len:u32 | vclock (see [`crate::vclock`]) |
 //!   n:u32 | n × sibling-metadata`, where sibling-metadata is
 //!   `value_len:u32 | flags:u8 (bit 0 = deleted) | last_mod:u32 | last_mod_usecs:u32 |
 //!   content_type | charset | content_encoding | vtag` (each `len:u32 | bytes`, length
-//!   `u32::MAX` = absent) `| usermeta_n:u32 | pairs | indexes_n:u32 | pairs | links_n:u32 | links`;
-//!   a pair is `key | value` (bytes as above), a link `bucket | key | tag`;
+//!   `u32::MAX` = absent) `| usermeta_n:u32 | pairs | indexes_n:u32 | pairs | links_n:u32 | links
+//!   | dot_actor | dot_counter:u64` (version 2 only; `dot_actor` absent = no dot, and then
+//!   no counter follows); a pair is `key | value` (bytes as above), a link `bucket | key | tag`;
 //! * backend **value** = the sibling values concatenated in order (lengths in
 //!   the metadata).
 //!
-//! All integers are big-endian.
+//! All integers are big-endian. Siblings are kept in a canonical order (by
+//! dot, then vtag), so equal versions encode to equal bytes.
 
 use crate::pb::{RpbContent, RpbLink, RpbPair};
 use crate::vclock::VClock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Merges that met two versions with the same clock but different siblings
+/// (the invariant in the module docs broken, e.g. by data written before
+/// dotted siblings); exported in `/stats` as `divergent_merges_total`.
+pub static DIVERGENT_MERGES: AtomicU64 = AtomicU64::new(0);
+
+/// The event that wrote a sibling: the coordinating vnode's actor and its
+/// counter after the write.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Dot {
+    /// Actor id (see [`crate::ring::actor`]).
+    pub actor: Vec<u8>,
+    /// The actor's counter for this event.
+    pub counter: u64,
+}
+
+impl Dot {
+    /// True if `clock` has seen this event.
+    pub fn covered_by(&self, clock: &VClock) -> bool {
+        clock.counter(&self.actor) >= self.counter
+    }
+}
 
 /// Why stored bytes could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("corrupt object encoding: {0}")]
 pub struct DecodeError(pub &'static str);
+
+/// What identifies a sibling: (dot, vtag, last-modified µs, tombstone).
+type SiblingId<'a> = (Option<&'a Dot>, Option<&'a [u8]>, u64, bool);
 
 /// One sibling.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -52,6 +98,8 @@ pub struct Content {
     pub links: Vec<(Vec<u8>, Vec<u8>, Vec<u8>)>,
     /// Tombstone.
     pub deleted: bool,
+    /// The event that wrote this sibling (`None`: stored before dots).
+    pub dot: Option<Dot>,
 }
 
 impl Content {
@@ -93,7 +141,20 @@ impl Content {
                 })
                 .collect(),
             deleted: c.deleted.unwrap_or(false),
+            dot: None,
         }
+    }
+
+    /// What identifies a sibling across replicas: its dot, vtag,
+    /// last-modified time and tombstone flag (not its value bytes, which a
+    /// head leaves out).
+    fn identity(&self) -> SiblingId<'_> {
+        (
+            self.dot.as_ref(),
+            self.vtag.as_deref(),
+            self.last_mod_us(),
+            self.deleted,
+        )
     }
 
     /// To a PB content; `with_value = false` sends `<<>>` (head).
@@ -170,8 +231,14 @@ impl RiakObject {
 
     /// The backend metadata encoding (module docs).
     pub fn encode_metadata(&self) -> Vec<u8> {
+        debug_assert!(
+            self.contents
+                .iter()
+                .all(|c| c.dot.as_ref().is_none_or(|d| d.covered_by(&self.vclock))),
+            "a sibling's dot must be covered by its object's clock"
+        );
         let mut out = Vec::with_capacity(64);
-        out.push(1u8);
+        out.push(2u8);
         let vc = self.vclock.encode();
         put_bytes(&mut out, Some(&vc));
         out.extend_from_slice(&(self.contents.len() as u32).to_be_bytes());
@@ -196,6 +263,13 @@ impl RiakObject {
                 put_bytes(&mut out, Some(k));
                 put_bytes(&mut out, Some(t));
             }
+            match &c.dot {
+                Some(d) => {
+                    put_bytes(&mut out, Some(&d.actor));
+                    out.extend_from_slice(&d.counter.to_be_bytes());
+                }
+                None => put_bytes(&mut out, None),
+            }
         }
         out
     }
@@ -212,7 +286,8 @@ impl RiakObject {
     /// Decodes the metadata; values are left empty (a head).
     pub fn decode_metadata(meta: &[u8]) -> Result<RiakObject, DecodeError> {
         let mut r = Reader { buf: meta, pos: 0 };
-        if r.u8()? != 1 {
+        let version = r.u8()?;
+        if version != 1 && version != 2 {
             return Err(DecodeError("unknown metadata version"));
         }
         let vc = r.bytes()?.ok_or(DecodeError("missing vclock"))?;
@@ -246,6 +321,16 @@ impl RiakObject {
                 let t = r.bytes()?.unwrap_or_default();
                 links.push((b, k, t));
             }
+            let dot = match version {
+                2 => match r.bytes()? {
+                    Some(actor) => Some(Dot {
+                        actor,
+                        counter: r.u64()?,
+                    }),
+                    None => None,
+                },
+                _ => None,
+            };
             contents.push(Content {
                 value: Vec::new(),
                 value_len,
@@ -259,6 +344,7 @@ impl RiakObject {
                 indexes,
                 links,
                 deleted,
+                dot,
             });
         }
         if r.pos != meta.len() {
@@ -287,42 +373,114 @@ impl RiakObject {
         Ok(obj)
     }
 
-    /// Merges two versions as `riak_object:syntactic_merge` + `reconcile`:
-    /// a descendant wins; concurrent versions become siblings (deduplicated
-    /// by vtag and last-modified) under the merged clock, or, without
-    /// `allow_mult`, the sibling with the latest last-modified time.
+    /// Merges two versions (a replica's step, read repair, handoff,
+    /// anti-entropy): the join of the module docs. From each side, a sibling
+    /// is kept if the other side holds it too, or if the other side's clock
+    /// has not seen it (its dot is not covered; a sibling without a dot:
+    /// the other clock does not dominate its object's clock). The clock is
+    /// the least clock descending both. Without `allow_mult` the latest
+    /// sibling is kept ([`RiakObject::resolve_latest`]).
     pub fn merge(a: &RiakObject, b: &RiakObject, allow_mult: bool) -> RiakObject {
-        if a.vclock.descends(&b.vclock) {
-            return a.clone();
-        }
-        if b.vclock.descends(&a.vclock) {
-            return b.clone();
-        }
-        let mut contents = a.contents.clone();
-        for c in &b.contents {
-            let dup = contents.iter().any(|x| {
-                x.vtag == c.vtag && x.last_mod_us() == c.last_mod_us() && x.deleted == c.deleted
-            });
-            if !dup {
-                contents.push(c.clone());
+        let equal_clocks = a.vclock.same_events(&b.vclock);
+        let mut contents: Vec<Content> = Vec::with_capacity(a.contents.len() + b.contents.len());
+        for (this, other) in [(a, b), (b, a)] {
+            for c in &this.contents {
+                let held = other.contents.iter().any(|o| o.identity() == c.identity());
+                let seen = match &c.dot {
+                    Some(d) => d.covered_by(&other.vclock),
+                    None => other.vclock.dominates(&this.vclock),
+                };
+                // With equal clocks the invariant says both sides hold the
+                // same siblings; if not, keep the union (lose nothing).
+                let keep = held || !seen || equal_clocks;
+                if keep && !contents.iter().any(|x| x.identity() == c.identity()) {
+                    contents.push(c.clone());
+                }
             }
+        }
+        if equal_clocks && !a.same_siblings(b) {
+            DIVERGENT_MERGES.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                siblings_a = a.contents.len(),
+                siblings_b = b.contents.len(),
+                "two replicas hold different siblings under one clock; keeping the union"
+            );
+        }
+        if contents.is_empty() {
+            // Unreachable when every dot was issued once; keep both sides
+            // rather than an object without contents.
+            debug_assert!(false, "a merge dropped every sibling");
+            contents = a.contents.iter().chain(&b.contents).cloned().collect();
         }
         let mut merged = RiakObject {
             vclock: a.vclock.merge(&b.vclock),
             contents,
         };
+        merged.canonicalize();
         if !allow_mult {
             merged.resolve_latest();
         }
         merged
     }
 
-    /// Keeps only the sibling with the latest last-modified time.
+    /// Puts the siblings in the canonical order (by dot, then vtag and
+    /// last-modified time).
+    pub fn canonicalize(&mut self) {
+        self.contents
+            .sort_by(|x, y| x.identity().cmp(&y.identity()));
+    }
+
+    /// True if both hold the same siblings (by identity: dot, vtag,
+    /// last-modified, tombstone flag), in any order.
+    pub fn same_siblings(&self, other: &RiakObject) -> bool {
+        fn ids(o: &RiakObject) -> Vec<SiblingId<'_>> {
+            let mut v: Vec<_> = o.contents.iter().map(Content::identity).collect();
+            v.sort();
+            v
+        }
+        self.contents.len() == other.contents.len() && ids(self) == ids(other)
+    }
+
+    /// True if both are the same version: the same events in their clocks
+    /// and the same siblings. What read repair and anti-entropy compare.
+    pub fn same_state(&self, other: &RiakObject) -> bool {
+        self.vclock.same_events(&other.vclock) && self.same_siblings(other)
+    }
+
+    /// A hash of the version a replica holds (clock events and sibling
+    /// identities, not timestamps of clock entries), for anti-entropy:
+    /// two replicas hash alike only if they hold the same state.
+    pub fn state_hash(&self) -> u64 {
+        let mut buf = Vec::with_capacity(64);
+        for e in self.vclock.entries() {
+            put_bytes(&mut buf, Some(&e.actor));
+            buf.extend_from_slice(&e.counter.to_be_bytes());
+        }
+        let mut ids: Vec<_> = self.contents.iter().map(Content::identity).collect();
+        ids.sort();
+        for (dot, vtag, lm, deleted) in ids {
+            match dot {
+                Some(d) => {
+                    put_bytes(&mut buf, Some(&d.actor));
+                    buf.extend_from_slice(&d.counter.to_be_bytes());
+                }
+                None => put_bytes(&mut buf, None),
+            }
+            put_bytes(&mut buf, vtag);
+            buf.extend_from_slice(&lm.to_be_bytes());
+            buf.push(u8::from(deleted));
+        }
+        xxhash_rust::xxh3::xxh3_64(&buf)
+    }
+
+    /// Keeps only the latest sibling: the greatest last-modified time, ties
+    /// broken by vtag then dot, so every replica picks the same one.
     pub fn resolve_latest(&mut self) {
         if self.contents.len() > 1 {
             let mut best = 0;
             for (i, c) in self.contents.iter().enumerate() {
-                if c.last_mod_us() > self.contents[best].last_mod_us() {
+                let b = &self.contents[best];
+                if (c.last_mod_us(), &c.vtag, &c.dot) > (b.last_mod_us(), &b.vtag, &b.dot) {
                     best = i;
                 }
             }
@@ -366,6 +524,12 @@ impl Reader<'_> {
     fn u32(&mut self) -> Result<u32, DecodeError> {
         let s = self.take(4)?;
         Ok(u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
+    }
+    fn u64(&mut self) -> Result<u64, DecodeError> {
+        let s = self.take(8)?;
+        let mut b = [0u8; 8];
+        b.copy_from_slice(s);
+        Ok(u64::from_be_bytes(b))
     }
     fn bytes(&mut self) -> Result<Option<Vec<u8>>, DecodeError> {
         let n = self.u32()?;

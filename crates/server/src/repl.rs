@@ -409,6 +409,21 @@ impl Node {
                 "Keys repaired by anti-entropy.",
             ),
             (
+                "get_notfound_waits_total",
+                ld(&s.notfound_waits),
+                "GETs whose quorum answered only not-found and that waited for the other replicas.",
+            ),
+            (
+                "get_notfound_rescues_total",
+                ld(&s.notfound_rescues),
+                "Of those, GETs that a later replica answered with the object.",
+            ),
+            (
+                "divergent_merges_total",
+                crate::object::DIVERGENT_MERGES.load(Ordering::Relaxed),
+                "Merges that met one clock over different siblings (kept the union).",
+            ),
+            (
                 "repl_sent_total",
                 ld(&r.sent),
                 "Objects replicated to the sink cluster (real-time).",

@@ -74,9 +74,11 @@ impl Ring {
     }
 }
 
-/// The vclock actor of a vnode: `<node name>/<partition>`.
-pub fn actor(node: &str, partition: u32) -> Vec<u8> {
-    format!("{node}/{partition}").into_bytes()
+/// The vclock actor of a vnode incarnation:
+/// `<node name>/<partition>/<incarnation id, 16 hex digits>` (see
+/// [`crate::vnode_id`] for when the id changes).
+pub fn actor(node: &str, partition: u32, incarnation: u64) -> Vec<u8> {
+    format!("{node}/{partition}/{incarnation:016x}").into_bytes()
 }
 
 #[cfg(test)]

@@ -157,12 +157,16 @@ impl Node {
             sync: self.config.sync,
             ..Default::default()
         };
+        let incarnation = crate::vnode_id::start(&dir)
+            .map_err(|e| VnodeError::Remote(format!("vnode {p} status file: {e}")))?;
         let backend = basalt_backends::open_backend(&self.config.backend, &dir, &bcfg)?;
         let state = VnodeState {
             partition: p,
-            actor: actor(&self.config.node_name, p),
+            actor: actor(&self.config.node_name, p, incarnation),
             backend,
             sync: self.config.sync,
+            incarnation: Some((dir, incarnation)),
+            tainted: std::sync::atomic::AtomicBool::new(false),
         };
         Vnode::start(state, self.config.limits.vnode_queue_len, self.gate.clone())
             .map_err(|e| VnodeError::Remote(format!("starting vnode {p}: {e}")))
@@ -313,6 +317,18 @@ impl Node {
         v.submit(|st| Ok(st.backend.close()?))?
             .wait(self.timeout())
             .await
+    }
+
+    /// Test hook: holds the worker of the local vnode of `p` for `d` (a
+    /// slow disk), without waiting for it; requests queue behind it.
+    #[doc(hidden)]
+    pub fn fault_stall_vnode(&self, p: u32, d: std::time::Duration) -> Result<(), VnodeError> {
+        let v = self.local_vnode(p)?;
+        drop(v.submit(move |_| {
+            std::thread::sleep(d);
+            Ok(())
+        })?);
+        Ok(())
     }
 
     /// Runs `req` on the vnode `t` (local or remote).

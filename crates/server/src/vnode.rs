@@ -47,6 +47,12 @@ pub struct VnodeState {
     pub backend: Box<dyn Backend>,
     /// Sync writes.
     pub sync: bool,
+    /// The backend's directory and the incarnation id (see
+    /// [`crate::vnode_id`]); `None` for a vnode without a status file.
+    pub incarnation: Option<(std::path::PathBuf, u64)>,
+    /// Set when a write failed: the vnode may have lost an event it
+    /// issued, so its next start draws a new incarnation id.
+    pub tainted: std::sync::atomic::AtomicBool,
 }
 
 impl VnodeState {
@@ -93,13 +99,18 @@ impl VnodeState {
             index,
             ..WriteOptions::default()
         };
-        self.backend.put(
+        let res = self.backend.put(
             bucket,
             key,
             &new.encode_value(),
             &new.encode_metadata(),
             &opts,
-        )?;
+        );
+        if res.is_err() {
+            self.tainted
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        res?;
         Ok(())
     }
 
@@ -122,6 +133,26 @@ impl VnodeState {
             self.backend.delete(bucket, key, &opts)?;
         }
         Ok(same)
+    }
+}
+
+impl VnodeState {
+    /// After the backend closed without error: records a clean shutdown,
+    /// unless a write failed in this incarnation.
+    fn mark_clean(&self) {
+        let Some((dir, id)) = &self.incarnation else {
+            return;
+        };
+        if self.tainted.load(std::sync::atomic::Ordering::Relaxed) {
+            tracing::warn!(
+                partition = self.partition,
+                "a write failed in this vnode incarnation; the next start draws a new id"
+            );
+            return;
+        }
+        if let Err(e) = crate::vnode_id::mark_clean(dir, *id) {
+            tracing::error!(partition = self.partition, error = %e, "recording a clean vnode shutdown");
+        }
     }
 }
 
@@ -149,8 +180,11 @@ impl Vnode {
                     drop(gate.read());
                     job(&state);
                 }
-                if let Err(e) = state.backend.close() {
-                    tracing::error!(partition = state.partition, error = %e, "closing vnode backend");
+                match state.backend.close() {
+                    Err(e) => {
+                        tracing::error!(partition = state.partition, error = %e, "closing vnode backend")
+                    }
+                    Ok(()) => state.mark_clean(),
                 }
             })?;
         Ok(Vnode {

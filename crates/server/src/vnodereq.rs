@@ -120,14 +120,14 @@ pub enum VnodeReq {
     },
     /// Anti-entropy: the tictac tree (xxsmall: 4096 segment hashes) of the
     /// keys whose first primary is `first` (one preference list), each key
-    /// hashed with its vclock.
+    /// hashed with its state (clock and siblings).
     AaeTree {
         /// Ring size (to place keys).
         ring_size: u32,
         /// First partitions of the preference lists to include.
         firsts: Vec<u32>,
     },
-    /// Anti-entropy: (bucket, key, vclock hash) of the keys of preference
+    /// Anti-entropy: (bucket, key, state hash) of the keys of preference
     /// list `first` in these segments.
     AaeKeys {
         /// Ring size.
@@ -343,9 +343,10 @@ impl VnodeState {
 
     /// Calls `f(bucket, key, segment, hash)` for every key of this vnode
     /// whose first primary (in a ring of `ring_size`) is in `firsts` (and whose
-    /// segment is in `segments`, if given); `hash` mixes the key with its
-    /// vclock, so two replicas agree on a segment only if they hold the
-    /// same versions of the same keys.
+    /// segment is in `segments`, if given); `hash` mixes the key with the
+    /// state it holds (clock and siblings, [`RiakObject::state_hash`]), so
+    /// two replicas agree on a segment only if they hold the same versions
+    /// of the same keys — also when one clock covers different siblings.
     fn aae_fold(
         &self,
         ring_size: u32,
@@ -372,9 +373,11 @@ impl VnodeState {
                 let Some(head) = self.backend.head(&bucket, &k)? else {
                     continue;
                 };
-                let clock = RiakObject::decode_metadata(&head.metadata)?.vclock.encode();
-                let mut buf = Vec::with_capacity(bucket.len() + k.len() + clock.len() + 8);
-                for part in [&bucket[..], &k[..], &clock[..]] {
+                let state = RiakObject::decode_metadata(&head.metadata)?
+                    .state_hash()
+                    .to_be_bytes();
+                let mut buf = Vec::with_capacity(bucket.len() + k.len() + 24);
+                for part in [&bucket[..], &k[..], &state[..]] {
                     buf.extend_from_slice(&(part.len() as u32).to_be_bytes());
                     buf.extend_from_slice(part);
                 }

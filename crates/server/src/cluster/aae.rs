@@ -5,9 +5,10 @@
 //! Every [`Config::aae_interval_secs`](crate::config::Config), a node
 //! exchanges each preference list whose first partition it owns (so each
 //! list is exchanged by one node): every replica vnode folds its keys of
-//! that list into a 4096-segment tree (each key hashed with its vclock);
+//! that list into a 4096-segment tree (each key hashed with its state: clock
+//! and siblings, so one clock over different siblings is seen too);
 //! segments where the trees differ are dirty; the replicas list their keys
-//! in at most [`MAX_DIRTY_SEGMENTS`] dirty segments; every key whose clock
+//! in at most [`MAX_DIRTY_SEGMENTS`] dirty segments; every key whose state
 //! differs or that some replica lacks is repaired by a GET at `r = n`,
 //! whose read repair writes the merged object to the stale replicas.
 //! Exchanges are skipped while ownership transfers are pending or when a

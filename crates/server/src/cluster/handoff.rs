@@ -222,6 +222,12 @@ impl Node {
             return;
         }
         let dir = self.config.data_dir.join("vnodes").join(p.to_string());
+        // The status file goes first: a crash between the two leaves data
+        // without a status, which starts a new incarnation (safe).
+        if let Err(e) = crate::vnode_id::remove(&dir) {
+            tracing::error!(partition = p, error = %e, "deleting a handed-off vnode's status");
+            return;
+        }
         match std::fs::remove_dir_all(&dir) {
             Ok(()) => tracing::info!(partition = p, "handed-off vnode deleted"),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

@@ -1,0 +1,150 @@
+//! A node's behaviour when its replicas disagree because of a fault, driven
+//! through the node's own API (one node, its n replicas are local vnodes):
+//!
+//! * a GET whose first replicas answer "not found" while a later one holds
+//!   the object finds it (`notfound_wait_ms`), as after a node restart that
+//!   left two replicas behind; with `notfound_wait_ms = 0` (Riak's
+//!   behaviour) the same GET answers not found;
+//! * a vnode keeps its vclock actor across a clean restart and takes a new
+//!   one after an unclean stop (its status file left `open`).
+
+use basalt_server::config::Config;
+use basalt_server::coordinator::{GetOpts, GetOutcome, PutOpts};
+use basalt_server::object::{Content, RiakObject};
+use basalt_server::server::ServerHandle;
+use basalt_server::vnodereq::{VnodeReq, WireObject};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+fn config(dir: &tempfile::TempDir, backend: &str) -> Config {
+    Config {
+        data_dir: dir.path().to_path_buf(),
+        pb_listen: "127.0.0.1:0".into(),
+        http_listen: String::new(),
+        ring_size: 8,
+        backend: backend.into(),
+        ..Config::default()
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+fn content(v: &[u8]) -> Content {
+    Content {
+        value: v.to_vec(),
+        value_len: v.len() as u32,
+        ..Content::default()
+    }
+}
+
+/// Writes `v` through the node, then copies the stored object into the
+/// third replica only of a second key, so its first two replicas (asked
+/// first, answering first on one node) have never seen it.
+fn only_last_replica_holds(h: &ServerHandle, rt: &tokio::runtime::Runtime, key: &[u8]) {
+    let node = h.node();
+    let obj = rt
+        .block_on(node.put(b"b", b"seed", None, content(b"v"), &PutOpts::default()))
+        .expect("put")
+        .expect("written");
+    let targets = node.preflist_of(b"b", key);
+    assert_eq!(targets.len(), 3);
+    let req = VnodeReq::Reconcile {
+        bucket: b"b".to_vec(),
+        key: key.to_vec(),
+        object: WireObject::full(&obj),
+        props: node.props().get(b"b"),
+    };
+    rt.block_on(node.vcall(&targets[2], req))
+        .expect("replica write");
+    // That replica answers last, well after the other two.
+    node.fault_stall_vnode(targets[2].partition, Duration::from_millis(300))
+        .expect("stall");
+}
+
+#[test]
+fn a_quorum_of_not_found_waits_for_the_replica_that_holds_the_key() {
+    let rt = runtime();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let h = ServerHandle::spawn(config(&dir, "memory")).expect("spawn");
+    only_last_replica_holds(&h, &rt, b"k");
+    let opts = GetOpts {
+        r: Some(2),
+        notfound_ok: Some(true),
+        ..GetOpts::default()
+    };
+    let got = rt.block_on(h.node().get(b"b", b"k", &opts)).expect("get");
+    assert!(matches!(got, GetOutcome::Found(ref o) if o.contents[0].value == b"v"));
+    let stats = h.node().stats();
+    assert_eq!(stats.notfound_waits.load(Ordering::Relaxed), 1);
+    assert_eq!(stats.notfound_rescues.load(Ordering::Relaxed), 1);
+    // A key nobody holds still answers not found (after every replica).
+    let none = rt
+        .block_on(h.node().get(b"b", b"absent", &opts))
+        .expect("get");
+    assert_eq!(none, GetOutcome::NotFound);
+    h.shutdown().expect("shutdown");
+
+    // Riak's behaviour, kept as an option: the first two "not found" win.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut c = config(&dir, "memory");
+    c.limits.notfound_wait_ms = 0;
+    let h = ServerHandle::spawn(c).expect("spawn");
+    only_last_replica_holds(&h, &rt, b"k");
+    let got = rt.block_on(h.node().get(b"b", b"k", &opts)).expect("get");
+    assert_eq!(got, GetOutcome::NotFound);
+    h.shutdown().expect("shutdown");
+}
+
+/// The actors in the clock of `key` after one more write through the node.
+fn actors_after_write(dir: &tempfile::TempDir, rt: &tokio::runtime::Runtime) -> Vec<Vec<u8>> {
+    let h = ServerHandle::spawn(config(dir, "leveled")).expect("spawn");
+    let node = h.node().clone();
+    let clock = match rt
+        .block_on(node.get(b"b", b"k", &GetOpts::default()))
+        .expect("get")
+    {
+        GetOutcome::Found(o) => Some(o.vclock),
+        _ => None,
+    };
+    let obj: RiakObject = rt
+        .block_on(node.put(b"b", b"k", clock, content(b"v"), &PutOpts::default()))
+        .expect("put")
+        .expect("written");
+    drop(node);
+    h.shutdown().expect("shutdown");
+    obj.vclock
+        .entries()
+        .iter()
+        .map(|e| e.actor.clone())
+        .collect()
+}
+
+#[test]
+fn a_vnode_takes_a_new_actor_only_after_an_unclean_stop() {
+    let rt = runtime();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let first = actors_after_write(&dir, &rt);
+    assert_eq!(first.len(), 1, "one coordinating vnode");
+    // Clean restart: the same actor counts on.
+    assert_eq!(actors_after_write(&dir, &rt), first);
+    // An unclean stop: every vnode's status file says `open`.
+    for e in std::fs::read_dir(dir.path().join("vnodes")).expect("vnodes") {
+        let path = e.expect("entry").path();
+        if path.is_dir() {
+            basalt_server::vnode_id::start(&path).expect("mark open");
+        }
+    }
+    let after = actors_after_write(&dir, &rt);
+    assert_eq!(after.len(), 2, "a new incarnation adds an actor: {after:?}");
+    assert!(after.contains(&first[0]));
+    let partition_of = |a: &[u8]| {
+        let s = String::from_utf8_lossy(a).into_owned();
+        s.rsplit_once('/').map(|(p, _)| p.to_string())
+    };
+    assert_eq!(partition_of(&after[0]), partition_of(&after[1]));
+}
