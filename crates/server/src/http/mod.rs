@@ -5,7 +5,8 @@
 //!   (GET, HEAD, PUT, POST, DELETE; siblings, links, conditional headers);
 //! * [`buckets`]: bucket and bucket-type props, bucket and key listings;
 //! * [`index`]: 2i queries;
-//! * [`metrics`]: `/stats` (JSON) and `/metrics` (Prometheus text).
+//! * [`metrics`]: `/stats` (JSON) and `/metrics` (Prometheus text);
+//! * [`replicas`]: `/basalt/replicas/...`: each replica's state of a key.
 //!
 //! Errors are plain text with Riak's status codes (400 bad input, 404, 412,
 //! 413, 415, 503 overload / quorum, 500).
@@ -17,6 +18,7 @@ pub mod buckets;
 pub mod index;
 pub mod metrics;
 pub mod objects;
+pub mod replicas;
 
 use crate::coordinator::{Node, RequestError};
 use axum::body::{Body, Bytes};
@@ -58,6 +60,14 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/ping", get(|| async { text(StatusCode::OK, "OK") }))
         .route("/stats", get(metrics::stats))
         .route("/metrics", get(metrics::metrics))
+        .route(
+            "/basalt/replicas/buckets/{b}/keys/{k}",
+            get(replicas::replicas_default),
+        )
+        .route(
+            "/basalt/replicas/types/{t}/buckets/{b}/keys/{k}",
+            get(replicas::replicas_typed),
+        )
         .route("/buckets", get(bk::list_buckets_default))
         .route("/types/{t}/buckets", get(bk::list_buckets_typed))
         .route("/types/{t}/props", any(bk::type_props))
