@@ -221,26 +221,53 @@ impl Node {
             if let (VnodeReply::Written(Some(obj)), Some((bucket, key)), Some(props)) =
                 (&reply, bk, props)
             {
-                self.forward_during_handoff(p, bucket, key, obj.clone(), props)
-                    .await;
+                if !self
+                    .forward_during_handoff(p, &v, bucket, key, obj.clone(), props)
+                    .await
+                {
+                    return Err(VnodeError::Remote(format!(
+                        "partition {p}: the write reached a vnode that was being deleted after its handoff, and could not be forwarded"
+                    )));
+                }
             }
         }
         Ok(reply)
     }
 
+    /// Forwards a write that `v` (the local vnode of `p`) took to the node
+    /// it hands off to. A vnode that handoff has already removed from the
+    /// vnode table (its data is about to be deleted) forwards to the
+    /// handoff target, or else to the partition's owner, even when the
+    /// handoff's record is gone. False if such a write could not be
+    /// forwarded: it must not count as a replica.
     async fn forward_during_handoff(
         &self,
         p: u32,
+        v: &Arc<Vnode>,
         bucket: Vec<u8>,
         key: Vec<u8>,
         object: WireObject,
         props: crate::props::BucketProps,
-    ) {
-        let Some(target) = self
+    ) -> bool {
+        let dropping = !self
+            .vnodes
+            .read()
+            .get(&p)
+            .is_some_and(|cur| Arc::ptr_eq(cur, v));
+        let handoff = self
             .cluster
-            .with_handoffs(|h| h.get(&p).map(|h| h.target.clone()))
-        else {
-            return;
+            .with_handoffs(|h| h.get(&p).map(|h| h.target.clone()));
+        let me = self.cluster.me().to_string();
+        let target = match handoff {
+            Some(t) => t,
+            None if dropping => {
+                let owner = self.cluster.with_state(|s| s.owner(p).to_string());
+                if owner == me {
+                    return true; // reopened here; nothing to forward
+                }
+                owner
+            }
+            None => return true,
         };
         let msg = Msg::Vnode {
             partition: p,
@@ -265,6 +292,9 @@ impl Node {
                 }
             });
         }
+        // A vnode being dropped may already have been judged clean and be
+        // gone with this write: then only a forwarded copy counts.
+        ok || !dropping
     }
 
     /// Replaces the local vnode `v` of `p` (its backend closed itself after
