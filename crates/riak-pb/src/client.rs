@@ -112,6 +112,27 @@ pub(crate) fn expect<M: Message + Default>(reply: (u8, Vec<u8>), want: u8) -> Re
     }
 }
 
+/// A fake node's first replies, for the clients' tests: an `RpbPingResp`,
+/// the returned `RpbGetResp`, then an `RpbErrorResp{errmsg, errcode}`.
+#[cfg(test)]
+pub(crate) fn canned_replies(errmsg: &str, errcode: u32) -> (crate::RpbGetResp, Vec<Vec<u8>>) {
+    use crate::{frame, frame_msg};
+    let resp = crate::RpbGetResp {
+        vclock: Some(b"vc".to_vec()),
+        ..Default::default()
+    };
+    let err = RpbErrorResp {
+        errmsg: errmsg.as_bytes().to_vec(),
+        errcode,
+    };
+    let replies = vec![
+        frame(code::PING_RESP, &[]),
+        frame_msg(code::GET_RESP, &resp),
+        frame_msg(code::ERROR_RESP, &err),
+    ];
+    (resp, replies)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -144,7 +144,7 @@ impl Client {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{RpbErrorResp, RpbGetReq, RpbGetResp};
+    use crate::{RpbGetReq, RpbGetResp};
     use std::net::TcpListener;
 
     #[test]
@@ -209,21 +209,10 @@ mod tests {
 
     #[test]
     fn client_calls_errors_and_reply_limit() {
-        let resp = RpbGetResp {
-            vclock: Some(b"vc".to_vec()),
-            ..Default::default()
-        };
-        let err = RpbErrorResp {
-            errmsg: b"no such bucket".to_vec(),
-            errcode: 3,
-        };
-        let (addr, node) = fake_node(vec![
-            frame(code::PING_RESP, &[]),
-            frame_msg(code::GET_RESP, &resp),
-            frame_msg(code::ERROR_RESP, &err),
-            frame(code::PUT_RESP, &[]),
-            frame(code::GET_RESP, &[0; 64]),
-        ]);
+        let (resp, mut replies) = crate::client::canned_replies("no such bucket", 3);
+        replies.push(frame(code::PUT_RESP, &[]));
+        replies.push(frame(code::GET_RESP, &[0; 64]));
+        let (addr, node) = fake_node(replies);
         let t = Duration::from_secs(10);
         let mut c = Client::connect(addr.as_str(), t, t).expect("connect");
         c.ping().expect("ping");

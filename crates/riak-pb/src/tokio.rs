@@ -129,7 +129,7 @@ impl Client {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{RpbErrorResp, RpbGetReq, RpbGetResp};
+    use crate::{RpbGetReq, RpbGetResp};
     use ::tokio::net::TcpListener;
 
     #[::tokio::test]
@@ -164,19 +164,7 @@ mod tests {
     async fn client_calls_errors_and_timeout() {
         let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = l.local_addr().expect("addr");
-        let resp = RpbGetResp {
-            vclock: Some(b"vc".to_vec()),
-            ..Default::default()
-        };
-        let err = RpbErrorResp {
-            errmsg: b"overload".to_vec(),
-            errcode: 0,
-        };
-        let replies = vec![
-            frame(code::PING_RESP, &[]),
-            frame_msg(code::GET_RESP, &resp),
-            frame_msg(code::ERROR_RESP, &err),
-        ];
+        let (resp, replies) = crate::client::canned_replies("overload", 0);
         let node = ::tokio::spawn(async move {
             let (mut s, _) = l.accept().await.expect("accept");
             for r in replies {

@@ -15,51 +15,23 @@ pub use riak_pb::{
 mod tests {
     use super::code::basalt;
 
-    /// The server still names its Basalt-only codes where it serves them;
-    /// they must match the shared table.
+    /// The cluster code still names its Basalt-only codes where it serves
+    /// them; they must match the shared table.
     #[test]
-    fn the_servers_own_codes_match_the_table() {
-        use crate::btypes::code as bt;
+    fn the_cluster_codes_match_the_table() {
+        use crate::cluster::{control, transport};
         assert_eq!(
             [
-                bt::ADMIN_TYPE_CREATE_REQ,
-                bt::ADMIN_TYPE_CREATE_RESP,
-                bt::ADMIN_TYPE_ACTIVATE_REQ,
-                bt::ADMIN_TYPE_ACTIVATE_RESP,
-                bt::ADMIN_TYPE_LIST_REQ,
-                bt::ADMIN_TYPE_LIST_RESP,
-                bt::ADMIN_TYPE_STATUS_REQ,
-                crate::cluster::control::ADMIN_CLUSTER_REQ,
-                crate::cluster::control::ADMIN_CLUSTER_RESP,
-                crate::cluster::transport::CLUSTER_REQ,
-                crate::cluster::transport::CLUSTER_RESP,
+                control::ADMIN_CLUSTER_REQ,
+                control::ADMIN_CLUSTER_RESP,
+                transport::CLUSTER_REQ,
+                transport::CLUSTER_RESP,
             ],
             [
-                basalt::ADMIN_TYPE_CREATE_REQ,
-                basalt::ADMIN_TYPE_CREATE_RESP,
-                basalt::ADMIN_TYPE_ACTIVATE_REQ,
-                basalt::ADMIN_TYPE_ACTIVATE_RESP,
-                basalt::ADMIN_TYPE_LIST_REQ,
-                basalt::ADMIN_TYPE_LIST_RESP,
-                basalt::ADMIN_TYPE_STATUS_REQ,
                 basalt::ADMIN_CLUSTER_REQ,
                 basalt::ADMIN_CLUSTER_RESP,
                 basalt::CLUSTER_REQ,
                 basalt::CLUSTER_RESP,
-            ]
-        );
-        assert_eq!(
-            [
-                bt::GET_BUCKET_TYPE_REQ,
-                bt::SET_BUCKET_TYPE_REQ,
-                bt::GET_BUCKET_KEY_PREFLIST_REQ,
-                bt::GET_BUCKET_KEY_PREFLIST_RESP,
-            ],
-            [
-                super::code::GET_BUCKET_TYPE_REQ,
-                super::code::SET_BUCKET_TYPE_REQ,
-                super::code::GET_BUCKET_KEY_PREFLIST_REQ,
-                super::code::GET_BUCKET_KEY_PREFLIST_RESP,
             ]
         );
     }
