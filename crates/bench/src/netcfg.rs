@@ -24,7 +24,7 @@
 
 use crate::config::{ConfigError, RawConfig};
 use crate::term::Term;
-use basalt_server::pb::quorum;
+use riak_pb::quorum;
 use std::fmt;
 use std::time::Duration;
 
@@ -471,7 +471,7 @@ impl RawConfig {
 mod tests {
     use crate::config::BenchConfig;
     use crate::netcfg::{KeyOrder, NetOptions, Target};
-    use basalt_server::pb::quorum;
+    use riak_pb::quorum;
     use std::time::Duration;
 
     fn t(host: &str, port: u16) -> Target {

@@ -67,11 +67,11 @@
 use crate::config::{BenchConfig, OpKind};
 use crate::driver::{Driver, DriverError, Outcome};
 use crate::netcfg::{HttpOptions, KeyOrder, NetOptions, NhsOptions, PbOptions, Target};
-use crate::riakpb::{resolve, PbClient, PbError};
-use basalt_server::pb;
+use crate::riakpb::{resolve, PbClient, PbError, RiakKv};
 use base64::Engine;
 use rand::rngs::StdRng;
 use rand::{Rng, RngCore, SeedableRng};
+use riak_pb as pb;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -221,12 +221,14 @@ fn io_reason(e: &io::Error) -> String {
 
 fn pb_reason(e: &PbError) -> DriverError {
     DriverError::new(match e {
-        PbError::Io(e) => io_reason(e),
-        PbError::Server(m) => {
-            let m: String = m.chars().take(80).collect();
+        PbError::Riak { errmsg, .. } => {
+            let m: String = errmsg.chars().take(80).collect();
             format!("riak_error: {m}")
         }
-        PbError::Protocol(_) => "protocol_error".into(),
+        PbError::Closed => "disconnected".into(),
+        e => e
+            .io_error()
+            .map_or_else(|| "protocol_error".into(), io_reason),
     })
 }
 

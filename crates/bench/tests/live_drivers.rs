@@ -6,10 +6,10 @@
 //! and HTTP, 2i terms through range queries). A run against a closed port
 //! must fail before any load with a message naming the address.
 
-use basalt_bench::riakpb::PbClient;
+use basalt_bench::riakpb::{PbClient, RiakKv};
 use basalt_bench::run::{run_files, RunOptions, RunOutcome};
-use basalt_server::pb;
 use basalt_server::{Config, ServerHandle};
+use riak_pb as pb;
 use std::path::Path;
 use std::time::Duration;
 

@@ -1,24 +1,28 @@
 //! `basalt admin --node ADDR bucket-type ...`: manages the bucket types of a
 //! running node over its PB port, like `riak admin bucket-type`;
 //! `basalt admin --node ADDR cluster ...|member-status|ring-status` sends a
-//! cluster command line (admin code 247, see
-//! `basalt_server::cluster::control`) and prints the node's answer. create,
-//! activate, list and status use Basalt's private admin codes (240–246, see
-//! `basalt_server::btypes`); update is Riak's `RpbSetBucketTypeReq` (32).
+//! cluster command line (admin code 247) and prints the node's answer.
+//! create, activate, list and status use Basalt's private admin codes
+//! (240–246); update is Riak's `RpbSetBucketTypeReq` (32). Codes are
+//! `riak_pb::code` and `riak_pb::code::basalt`; each command is one call of
+//! `riak_pb`'s blocking client, whose reply is bounded by `MAX_REPLY`.
 
-use anyhow::{bail, Context};
-use basalt_server::btypes::{self, code as bt, BasaltBucketTypeListResp, BasaltBucketTypeReq};
-use basalt_server::cluster::control::ADMIN_CLUSTER_REQ;
-use basalt_server::pb::{self, code};
+use anyhow::Context;
+use basalt_server::btypes::{self, BasaltBucketTypeListResp, BasaltBucketTypeReq};
 use prost::Message;
-use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use riak_pb::code::{self, basalt as bt};
+use riak_pb::sync::Client;
 use std::time::Duration;
 
 /// How long to wait for a node to accept the connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long to wait for a node's reply.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
+/// The largest reply accepted (code byte included): far above any admin
+/// answer (a ring status of 1024 partitions is tens of KB); a longer one,
+/// or a stray length from something that is not a PB port, is an error
+/// before anything is allocated.
+const MAX_REPLY: usize = 16 * 1024 * 1024;
 
 /// Arguments of `basalt admin`.
 #[derive(Debug, clap::Args)]
@@ -109,32 +113,17 @@ enum BucketTypeCommand {
 /// One blocking PB round trip: `Ok(Err(msg))` when the node answered with
 /// an `RpbErrorResp`.
 fn call(node: &str, c: u8, body: &[u8]) -> anyhow::Result<Result<(u8, Vec<u8>), String>> {
-    let addr = node
-        .to_socket_addrs()
-        .with_context(|| format!("resolving node address {node}"))?
-        .next()
-        .with_context(|| format!("node address {node} resolves to nothing"))?;
-    let mut s = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
+    let mut client = Client::connect(node, CONNECT_TIMEOUT, REPLY_TIMEOUT)
         .with_context(|| format!("cannot reach node {node}"))?;
-    s.set_read_timeout(Some(REPLY_TIMEOUT))?;
-    s.write_all(&pb::frame(c, body))?;
-    let mut len = [0u8; 4];
-    s.read_exact(&mut len)
-        .with_context(|| format!("no reply from node {node}"))?;
-    let mut buf = vec![0u8; u32::from_be_bytes(len) as usize];
-    s.read_exact(&mut buf).context("reading the reply")?;
-    if buf.is_empty() {
-        bail!("empty reply frame");
+    client.set_max_reply(MAX_REPLY);
+    match client.call_raw(c, body) {
+        Ok(reply) => Ok(Ok(reply)),
+        Err(riak_pb::Error::Riak { errmsg, .. }) => Ok(Err(errmsg)),
+        Err(e) => Err(e).with_context(|| format!("no valid reply from node {node}")),
     }
-    let rc = buf.remove(0);
-    if rc == code::ERROR_RESP {
-        let e = pb::RpbErrorResp::decode(buf.as_slice()).context("decoding the error reply")?;
-        return Ok(Err(String::from_utf8_lossy(&e.errmsg).into_owned()));
-    }
-    Ok(Ok((rc, buf)))
 }
 
-fn props(json: Option<&str>) -> anyhow::Result<pb::RpbBucketProps> {
+fn props(json: Option<&str>) -> anyhow::Result<riak_pb::RpbBucketProps> {
     btypes::props_from_json(json.unwrap_or(r#"{"props":{}}"#))
         .map_err(|e| anyhow::anyhow!("bad bucket type props: {e}"))
 }
@@ -158,7 +147,7 @@ pub fn run(args: AdminArgs) -> anyhow::Result<crate::Outcome> {
         }),
     };
     if let Some(line) = line {
-        return match call(node, ADMIN_CLUSTER_REQ, line.as_bytes())? {
+        return match call(node, bt::ADMIN_CLUSTER_REQ, line.as_bytes())? {
             Ok((_, body)) => {
                 print!("{}", String::from_utf8_lossy(&body));
                 Ok(crate::Outcome::Done)
@@ -172,7 +161,7 @@ pub fn run(args: AdminArgs) -> anyhow::Result<crate::Outcome> {
     let AdminCommand::BucketType(cmd) = args.command else {
         return Ok(crate::Outcome::Done);
     };
-    let req = |name: &str, props: Option<pb::RpbBucketProps>| {
+    let req = |name: &str, props: Option<riak_pb::RpbBucketProps>| {
         BasaltBucketTypeReq {
             r#type: name.as_bytes().to_vec(),
             props,
@@ -193,13 +182,13 @@ pub fn run(args: AdminArgs) -> anyhow::Result<crate::Outcome> {
         ),
         BucketTypeCommand::Update { name, json } => {
             let p = props(Some(json))?;
-            let body = btypes::RpbSetBucketTypeReq {
+            let body = riak_pb::RpbSetBucketTypeReq {
                 r#type: name.as_bytes().to_vec(),
                 props: p,
             }
             .encode_to_vec();
             (
-                call(node, bt::SET_BUCKET_TYPE_REQ, &body)?,
+                call(node, code::SET_BUCKET_TYPE_REQ, &body)?,
                 format!("{name} updated"),
             )
         }

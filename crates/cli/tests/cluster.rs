@@ -9,7 +9,6 @@
 
 use basalt_server::pb::{self, code};
 use prost::Message;
-use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -198,33 +197,24 @@ fn settle(node: &str) {
     });
 }
 
-/// A blocking PB client.
+/// A blocking PB client (`riak_pb`'s); errors as text, an `RpbErrorResp`
+/// as its `errmsg`.
 struct Client {
-    s: TcpStream,
+    c: riak_pb::sync::Client,
 }
 
 impl Client {
     fn connect(addr: &str) -> Client {
-        let s = TcpStream::connect(addr).expect("connect");
-        s.set_read_timeout(Some(Duration::from_secs(70)))
-            .expect("timeout");
-        Client { s }
+        let t = Duration::from_secs(70);
+        let c = riak_pb::sync::Client::connect(addr, t, t).expect("connect");
+        Client { c }
     }
 
     fn call<M: Message>(&mut self, c: u8, m: &M) -> Result<(u8, Vec<u8>), String> {
-        self.s
-            .write_all(&pb::frame(c, &m.encode_to_vec()))
-            .map_err(|e| e.to_string())?;
-        let mut len = [0u8; 4];
-        self.s.read_exact(&mut len).map_err(|e| e.to_string())?;
-        let mut buf = vec![0u8; u32::from_be_bytes(len) as usize];
-        self.s.read_exact(&mut buf).map_err(|e| e.to_string())?;
-        let rc = buf.remove(0);
-        if rc == code::ERROR_RESP {
-            let e = pb::RpbErrorResp::decode(buf.as_slice()).map_err(|e| e.to_string())?;
-            return Err(String::from_utf8_lossy(&e.errmsg).into_owned());
-        }
-        Ok((rc, buf))
+        self.c.call(c, m).map_err(|e| match e {
+            riak_pb::Error::Riak { errmsg, .. } => errmsg,
+            e => e.to_string(),
+        })
     }
 
     fn put(&mut self, key: &str, value: &str) -> Result<(), String> {

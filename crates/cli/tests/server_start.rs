@@ -4,18 +4,15 @@
 
 use basalt_server::pb::{self, code};
 use prost::Message;
+use riak_pb::sync::Client;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn recv(s: &mut TcpStream) -> (u8, Vec<u8>) {
-    let mut len = [0u8; 4];
-    s.read_exact(&mut len).expect("len");
-    let mut buf = vec![0u8; u32::from_be_bytes(len) as usize];
-    s.read_exact(&mut buf).expect("body");
-    let c = buf.remove(0);
-    (c, buf)
+/// The next frame on `s`, as it is.
+fn recv(s: &mut Client) -> (u8, Vec<u8>) {
+    s.recv_frame().expect("reply")
 }
 
 #[test]
@@ -58,16 +55,15 @@ fn start_ping_put_get_sigterm() {
         .spawn()
         .expect("spawn");
     let deadline = Instant::now() + Duration::from_secs(30);
+    let t = Duration::from_secs(10);
     let mut s = loop {
-        match TcpStream::connect(&addr) {
+        match Client::connect(&addr, t, t) {
             Ok(s) => break s,
             Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
             Err(e) => panic!("node did not start: {e}"),
         }
     };
-    s.set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("t");
-    s.write_all(&pb::frame(code::PING_REQ, &[])).expect("w");
+    s.send(code::PING_REQ, &[]).expect("w");
     assert_eq!(recv(&mut s), (code::PING_RESP, vec![]));
     // The HTTP API of the same node: curl-like GET /ping.
     let mut h = TcpStream::connect(&http_addr).expect("http connect");
@@ -88,16 +84,14 @@ fn start_ping_put_get_sigterm() {
         },
         ..Default::default()
     };
-    s.write_all(&pb::frame(code::PUT_REQ, &put.encode_to_vec()))
-        .expect("w");
+    s.send_msg(code::PUT_REQ, &put).expect("w");
     assert_eq!(recv(&mut s).0, code::PUT_RESP);
     let get = pb::RpbGetReq {
         bucket: b"b".to_vec(),
         key: b"k".to_vec(),
         ..Default::default()
     };
-    s.write_all(&pb::frame(code::GET_REQ, &get.encode_to_vec()))
-        .expect("w");
+    s.send_msg(code::GET_REQ, &get).expect("w");
     let (c, body) = recv(&mut s);
     assert_eq!(c, code::GET_RESP);
     assert_eq!(

@@ -33,24 +33,17 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// Message codes of bucket types, preflists and Basalt's admin requests.
-#[allow(missing_docs)]
+/// Message codes of bucket types, preflists and Basalt's admin requests,
+/// from the shared table (`riak_pb::code`, `riak_pb::code::basalt`).
 pub mod code {
-    pub const GET_BUCKET_TYPE_REQ: u8 = 31;
-    pub const SET_BUCKET_TYPE_REQ: u8 = 32;
-    pub const GET_BUCKET_KEY_PREFLIST_REQ: u8 = 33;
-    pub const GET_BUCKET_KEY_PREFLIST_RESP: u8 = 34;
-    /// Basalt-only: create a bucket type.
-    pub const ADMIN_TYPE_CREATE_REQ: u8 = 240;
-    pub const ADMIN_TYPE_CREATE_RESP: u8 = 241;
-    /// Basalt-only: activate a bucket type.
-    pub const ADMIN_TYPE_ACTIVATE_REQ: u8 = 242;
-    pub const ADMIN_TYPE_ACTIVATE_RESP: u8 = 243;
-    /// Basalt-only: list bucket types.
-    pub const ADMIN_TYPE_LIST_REQ: u8 = 244;
-    pub const ADMIN_TYPE_LIST_RESP: u8 = 245;
-    /// Basalt-only: status of one bucket type (reply 245, one entry).
-    pub const ADMIN_TYPE_STATUS_REQ: u8 = 246;
+    pub use riak_pb::code::basalt::{
+        ADMIN_TYPE_ACTIVATE_REQ, ADMIN_TYPE_ACTIVATE_RESP, ADMIN_TYPE_CREATE_REQ,
+        ADMIN_TYPE_CREATE_RESP, ADMIN_TYPE_LIST_REQ, ADMIN_TYPE_LIST_RESP, ADMIN_TYPE_STATUS_REQ,
+    };
+    pub use riak_pb::code::{
+        GET_BUCKET_KEY_PREFLIST_REQ, GET_BUCKET_KEY_PREFLIST_RESP, GET_BUCKET_TYPE_REQ,
+        SET_BUCKET_TYPE_REQ,
+    };
 }
 
 /// `RpbGetBucketTypeReq` (31).

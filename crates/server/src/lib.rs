@@ -1,7 +1,7 @@
 //! A Basalt node speaking Riak's Protocol Buffers and HTTP APIs (one node,
 //! bucket types).
 //!
-//! * [`pb`]: framing and hand-written `prost` messages of riak.proto / riak_kv.proto;
+//! * [`pb`]: Riak's PB messages, codes and framing (re-exported from `riak_pb`);
 //! * [`object`]: Riak objects (siblings) and their storage encoding;
 //! * [`vclock`]: vector clocks with pruning;
 //! * [`ring`]: Riak's key hash and preference lists;

@@ -6,7 +6,10 @@
 //! overridden per bucket, RpbGetBucketTypeReq / RpbSetBucketTypeReq,
 //! unknown or inactive types refused with the connection kept, preflists
 //! (33/34) following Riak's `{{Type, Bucket}, Key}` hash, and types, props
-//! and typed objects surviving a restart (bitcask backend).
+//! and typed objects surviving a restart (bitcask backend). The client is
+//! `riak_pb`'s blocking client (`common/mod.rs`).
+
+mod common;
 
 use basalt_server::btypes::{
     self, code as bt, BasaltBucketTypeListResp, BasaltBucketTypeReq, RpbGetBucketKeyPreflistReq,
@@ -15,11 +18,9 @@ use basalt_server::btypes::{
 use basalt_server::pb::{self, code};
 use basalt_server::ring::{key_hash, Ring};
 use basalt_server::{Config, ServerHandle};
+use common::Client;
 use prost::Message;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
-use std::time::Duration;
 
 fn start_in(dir: &Path, backend: &str) -> ServerHandle {
     let c = Config {
@@ -38,47 +39,8 @@ fn start() -> (ServerHandle, tempfile::TempDir) {
     (start_in(dir.path(), "memory"), dir)
 }
 
-struct Client(TcpStream);
-
+/// Typed calls this file adds to the shared [`Client`].
 impl Client {
-    fn connect(h: &ServerHandle) -> Client {
-        let s = TcpStream::connect(h.addr()).expect("connect");
-        s.set_read_timeout(Some(Duration::from_secs(20)))
-            .expect("timeout");
-        Client(s)
-    }
-    fn try_call<M: Message>(&mut self, c: u8, m: &M) -> Result<(u8, Vec<u8>), String> {
-        self.0
-            .write_all(&pb::frame(c, &m.encode_to_vec()))
-            .expect("write");
-        let mut len = [0u8; 4];
-        self.0.read_exact(&mut len).expect("len");
-        let mut buf = vec![0u8; u32::from_be_bytes(len) as usize];
-        self.0.read_exact(&mut buf).expect("body");
-        let rc = buf.remove(0);
-        if rc == code::ERROR_RESP {
-            let e = pb::RpbErrorResp::decode(buf.as_slice()).expect("error resp");
-            return Err(String::from_utf8_lossy(&e.errmsg).into_owned());
-        }
-        Ok((rc, buf))
-    }
-    fn call<M: Message>(&mut self, c: u8, m: &M, want: u8) -> Vec<u8> {
-        match self.try_call(c, m) {
-            Ok((rc, body)) => {
-                assert_eq!(rc, want, "reply code");
-                body
-            }
-            Err(e) => panic!("error reply: {e}"),
-        }
-    }
-    fn ping(&mut self) {
-        self.0
-            .write_all(&pb::frame(code::PING_REQ, &[]))
-            .expect("write");
-        let mut r = [0u8; 5];
-        self.0.read_exact(&mut r).expect("ping");
-        assert_eq!(r, [0, 0, 0, 1, code::PING_RESP]);
-    }
     fn create(&mut self, name: &str, json: &str) {
         let props = btypes::props_from_json(json).expect("json");
         self.call(
@@ -173,16 +135,11 @@ impl Client {
             r#type: t.map(Into::into),
             ..Default::default()
         };
-        self.0
-            .write_all(&pb::frame(code::LIST_KEYS_REQ, &req.encode_to_vec()))
-            .expect("write");
+        self.send(code::LIST_KEYS_REQ, &req.encode_to_vec());
         let mut keys = Vec::new();
         loop {
-            let mut len = [0u8; 4];
-            self.0.read_exact(&mut len).expect("len");
-            let mut buf = vec![0u8; u32::from_be_bytes(len) as usize];
-            self.0.read_exact(&mut buf).expect("body");
-            assert_eq!(buf.remove(0), code::LIST_KEYS_RESP);
+            let (rc, buf) = self.0.recv_frame().expect("frame");
+            assert_eq!(rc, code::LIST_KEYS_RESP);
             let r = pb::RpbListKeysResp::decode(buf.as_slice()).expect("keys");
             keys.extend(r.keys);
             if r.done == Some(true) {

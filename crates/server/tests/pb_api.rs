@@ -1,9 +1,12 @@
 //! PB API tests: each test starts an in-process node (memory backend, ring
-//! of 8, ephemeral port) with `ServerHandle::spawn` and drives it with a small
-//! blocking PB client written here (std TCP, the crate's `prost` messages).
+//! of 8, ephemeral port) with `ServerHandle::spawn` and drives it with
+//! `riak_pb`'s blocking client (`common/mod.rs`).
+
+mod common;
 
 use basalt_server::pb::{self, code};
 use basalt_server::{Config, ServerHandle};
+use common::Client;
 use prost::Message;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -28,49 +31,8 @@ fn start(tweak: impl FnOnce(&mut Config)) -> (ServerHandle, tempfile::TempDir) {
     (ServerHandle::spawn(c).expect("spawn"), dir)
 }
 
-struct Client(TcpStream);
-
+/// Typed calls this file adds to the shared [`Client`].
 impl Client {
-    fn connect(h: &ServerHandle) -> Client {
-        let s = TcpStream::connect(h.addr()).expect("connect");
-        s.set_read_timeout(Some(Duration::from_secs(20)))
-            .expect("timeout");
-        Client(s)
-    }
-    fn send(&mut self, c: u8, body: &[u8]) {
-        self.0.write_all(&pb::frame(c, body)).expect("write");
-    }
-    fn recv(&mut self) -> Option<(u8, Vec<u8>)> {
-        let mut len = [0u8; 4];
-        self.0.read_exact(&mut len).ok()?;
-        let mut buf = vec![0u8; u32::from_be_bytes(len) as usize];
-        self.0.read_exact(&mut buf).ok()?;
-        let c = buf.remove(0);
-        Some((c, buf))
-    }
-    /// Sends a request, returns the reply; panics on an ErrorResp.
-    fn call<M: Message>(&mut self, c: u8, m: &M, want: u8) -> Vec<u8> {
-        match self.try_call(c, m) {
-            Ok((rc, body)) => {
-                assert_eq!(rc, want, "reply code");
-                body
-            }
-            Err(e) => panic!("error reply: {e}"),
-        }
-    }
-    fn try_call<M: Message>(&mut self, c: u8, m: &M) -> Result<(u8, Vec<u8>), String> {
-        self.send(c, &m.encode_to_vec());
-        let (rc, body) = self.recv().expect("reply");
-        if rc == code::ERROR_RESP {
-            let e = pb::RpbErrorResp::decode(body.as_slice()).expect("error resp");
-            return Err(String::from_utf8_lossy(&e.errmsg).into_owned());
-        }
-        Ok((rc, body))
-    }
-    fn ping(&mut self) {
-        self.send(code::PING_REQ, &[]);
-        assert_eq!(self.recv(), Some((code::PING_RESP, vec![])));
-    }
     fn put(&mut self, req: pb::RpbPutReq) -> pb::RpbPutResp {
         let b = self.call(code::PUT_REQ, &req, code::PUT_RESP);
         pb::RpbPutResp::decode(b.as_slice()).expect("put resp")
@@ -703,7 +665,10 @@ fn bad_frames_fuzz_keep_the_node_serving() {
     c.ping();
     // oversized frame: ErrorResp then closed
     let mut big = Client::connect(&h);
-    big.0.write_all(&100_000u32.to_be_bytes()).expect("w");
+    big.0
+        .stream()
+        .write_all(&100_000u32.to_be_bytes())
+        .expect("w");
     assert_eq!(big.recv().map(|f| f.0), Some(code::ERROR_RESP));
     // random and truncated frames, fixed seed
     use rand::{Rng, SeedableRng};
@@ -740,10 +705,7 @@ fn full_vnode_queue_answers_overload() {
         let mut threads = Vec::new();
         for _ in 0..4 {
             threads.push(std::thread::spawn(move || {
-                let s = TcpStream::connect(addr).expect("connect");
-                s.set_read_timeout(Some(Duration::from_secs(20)))
-                    .expect("t");
-                let mut cl = Client(s);
+                let mut cl = Client::to(addr);
                 cl.try_call(code::GET_REQ, &get_req("o", "k")).map(|_| ())
             }));
             std::thread::sleep(Duration::from_millis(100));
