@@ -29,7 +29,9 @@
 //!   though no client ever read it (nothing could have superseded it);
 //! * **resurrected**: a final sibling that a client read before an
 //!   acknowledged overwrite with that clock;
-//! * **diverged**: a key whose replicas hold different states.
+//! * **diverged**: a key whose replicas hold different states, or that some
+//!   node still serves from fallbacks (it believes a peer down: the
+//!   partition has not healed for it).
 //!
 //! CI runs one fixed-seed run with a 6 s partition; `BASALT_LONG_TESTS=1`
 //! runs 20 seeds with 20 s partitions (seed printed; `BASALT_TEST_SEED`
@@ -389,6 +391,8 @@ struct Verdict {
     lost: Vec<String>,
     resurrected: Vec<String>,
     diverged: Vec<String>,
+    /// Diagnostics for the first lost keys.
+    replicas: Vec<String>,
 }
 
 fn check(
@@ -493,7 +497,7 @@ fn one_run(net: &Net, seed: u64, partition: Duration) -> Verdict {
     }
     let history = log.lock().expect("log").clone();
 
-    // Converged: every key's replicas hold one state, seen from each node.
+    // Converged: every key's primaries hold one state, seen from each node.
     let converged = |key: usize, node: usize| {
         c.get(url(
             node,
@@ -501,7 +505,15 @@ fn one_run(net: &Net, seed: u64, partition: Duration) -> Verdict {
         ))
         .send()
         .and_then(|r| r.json::<serde_json::Value>())
-        .is_ok_and(|v| v["converged"] == serde_json::Value::Bool(true))
+        .is_ok_and(|v| {
+            // One state, held by the primaries: a node that still believes
+            // a peer down answers with its own fallbacks.
+            let primaries = v["replicas"].as_array().is_some_and(|r| {
+                r.iter()
+                    .all(|x| x["primary"] == serde_json::Value::Bool(true))
+            });
+            v["converged"] == serde_json::Value::Bool(true) && primaries
+        })
     };
     let deadline = Instant::now() + Duration::from_secs(90);
     let mut pending: Vec<usize> = (0..KEYS).collect();
@@ -517,7 +529,32 @@ fn one_run(net: &Net, seed: u64, partition: Duration) -> Verdict {
         let (_, values) = read(&c, 1, &format!("k{k}"), 3).expect("final read");
         finals.insert(k, values.into_iter().collect::<BTreeSet<String>>());
     }
-    check(&history, &finals, diverged)
+    let mut v = check(&history, &finals, diverged);
+    // For a failure: what the replicas of a few lost keys hold.
+    for lost in v.lost.iter().take(2) {
+        let key = lost.split(':').next().unwrap_or_default();
+        for node in 1..=NODES {
+            let body = c
+                .get(url(
+                    node,
+                    &format!("/basalt/replicas/buckets/{BUCKET}/keys/{key}"),
+                ))
+                .send()
+                .and_then(|r| r.text())
+                .unwrap_or_else(|e| e.to_string());
+            v.replicas.push(format!("{key} seen from n{node}: {body}"));
+        }
+        let writes: Vec<String> = history
+            .iter()
+            .filter(|o| format!("k{}", o.key) == key)
+            .rev()
+            .take(4)
+            .map(|o| format!("{:?}", (&o.read, &o.wrote, o.acked)))
+            .collect();
+        v.replicas
+            .push(format!("{key} last ops (newest first): {writes:?}"));
+    }
+    v
 }
 
 #[test]

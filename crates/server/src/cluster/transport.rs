@@ -9,7 +9,14 @@
 //! at most [`MAX_INFLIGHT`] requests wait on it (more answer `Overload`),
 //! every call has a timeout, and a broken connection fails its waiting
 //! calls at once and is re-dialled (connect timeout [`CONNECT_TIMEOUT`])
-//! by the next call.
+//! by the next call. A connection that has had requests waiting for
+//! [`STALE_AFTER`] without receiving a single frame is **dead** even if TCP
+//! has not noticed (a network partition drops packets silently, and TCP
+//! retransmits for minutes): it is closed, its calls fail, and the next
+//! call re-dials — failing fast while the peer is unreachable, succeeding
+//! as soon as the network heals. A live peer answers the gossip that runs
+//! every 500 ms on the same connection, so a slow request alone does not
+//! make its connection look dead.
 
 use super::{Msg, Reply};
 use crate::pb::{frame, read_frame};
@@ -30,6 +37,9 @@ pub const CLUSTER_RESP: u8 = 253;
 pub const MAX_INFLIGHT: usize = 4096;
 /// Dial timeout.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// A connection with requests waiting and nothing received for this long
+/// is closed and re-dialled.
+pub const STALE_AFTER: Duration = Duration::from_secs(5);
 
 /// Why a call to a peer failed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -79,6 +89,28 @@ struct Conn {
     tx: mpsc::Sender<Vec<u8>>,
     waiters: Waiters,
     alive: Arc<AtomicBool>,
+    /// When a frame last arrived, or requests started waiting on an idle
+    /// connection (whichever is later).
+    heard: Arc<Mutex<std::time::Instant>>,
+    /// The reader and writer tasks, stopped when the connection is closed.
+    tasks: Vec<tokio::task::AbortHandle>,
+}
+
+impl Conn {
+    /// Requests are waiting and nothing arrived for [`STALE_AFTER`].
+    fn stale(&self) -> bool {
+        !self.waiters.lock().is_empty() && self.heard.lock().elapsed() >= STALE_AFTER
+    }
+
+    /// Closes the connection: its tasks stop (dropping the socket) and its
+    /// waiting calls fail at once.
+    fn close(&self) {
+        self.alive.store(false, Ordering::Release);
+        for t in &self.tasks {
+            t.abort();
+        }
+        self.waiters.lock().clear();
+    }
 }
 
 /// Connections to peers, by address.
@@ -99,10 +131,16 @@ impl Peers {
     }
 
     async fn conn(&self, addr: &str) -> Result<Arc<Conn>, PeerError> {
-        if let Some(c) = self.conns.lock().get(addr) {
-            if c.alive.load(Ordering::Acquire) {
-                return Ok(c.clone());
+        let existing = self.conns.lock().get(addr).cloned();
+        if let Some(c) = existing {
+            if c.alive.load(Ordering::Acquire) && !c.stale() {
+                return Ok(c);
             }
+            if c.alive.load(Ordering::Acquire) {
+                tracing::warn!(%addr, "no reply on the cluster connection for {STALE_AFTER:?}; closing it and dialling again");
+            }
+            c.close();
+            self.conns.lock().remove(addr);
         }
         let unreachable = |reason: String| PeerError::Unreachable {
             addr: addr.to_string(),
@@ -117,13 +155,9 @@ impl Peers {
         let (tx, mut rx) = mpsc::channel::<Vec<u8>>(MAX_INFLIGHT);
         let waiters: Waiters = Arc::new(Mutex::new(HashMap::new()));
         let alive = Arc::new(AtomicBool::new(true));
-        let conn = Arc::new(Conn {
-            tx,
-            waiters: waiters.clone(),
-            alive: alive.clone(),
-        });
+        let heard = Arc::new(Mutex::new(std::time::Instant::now()));
         let a2 = alive.clone();
-        tokio::spawn(async move {
+        let writer = tokio::spawn(async move {
             while let Some(f) = rx.recv().await {
                 if wr.write_all(&f).await.is_err() {
                     break;
@@ -132,8 +166,13 @@ impl Peers {
             a2.store(false, Ordering::Release);
         });
         let max = self.max_frame;
-        tokio::spawn(async move {
+        let (w2, h2) = (waiters.clone(), heard.clone());
+        let waiters_rd = waiters.clone();
+        let alive_rd = alive.clone();
+        let reader = tokio::spawn(async move {
+            let (waiters, alive) = (waiters_rd, alive_rd);
             while let Ok(Some((code, body))) = read_frame(&mut rd, max).await {
+                *h2.lock() = std::time::Instant::now();
                 if code != CLUSTER_RESP {
                     break;
                 }
@@ -147,6 +186,13 @@ impl Peers {
             alive.store(false, Ordering::Release);
             // Dropping the senders fails every waiting call at once.
             waiters.lock().clear();
+        });
+        let conn = Arc::new(Conn {
+            tx,
+            waiters: w2,
+            alive,
+            heard,
+            tasks: vec![writer.abort_handle(), reader.abort_handle()],
         });
         self.conns.lock().insert(addr.to_string(), conn.clone());
         Ok(conn)
@@ -162,6 +208,10 @@ impl Peers {
                 let mut w = conn.waiters.lock();
                 if w.len() >= MAX_INFLIGHT {
                     return Err(PeerError::Overload(addr.to_string()));
+                }
+                if w.is_empty() {
+                    // An idle connection starts its silence clock now.
+                    *conn.heard.lock() = std::time::Instant::now();
                 }
                 w.insert(id, tx);
             }
