@@ -62,6 +62,12 @@ request_timeout_ms = 60000
 # 0 = answer at once, as Riak does with notfound_ok. `basic_quorum` GETs
 # never wait.
 notfound_wait_ms = 1000
+# HTTP: a client must send a request's headers within this time
+# (milliseconds; also closes idle keep-alive connections), else the
+# connection is closed.
+http_header_timeout_ms = 10000
+# HTTP: connections served at once; more are closed at accept.
+http_max_connections = 1024
 "#;
 
 /// Size and queue limits.
@@ -80,6 +86,10 @@ pub struct Limits {
     pub request_timeout_ms: u64,
     /// Extra wait of a GET whose quorum answered only "not found".
     pub notfound_wait_ms: u64,
+    /// Time allowed to send a request's headers over HTTP.
+    pub http_header_timeout_ms: u64,
+    /// HTTP connections served at once.
+    pub http_max_connections: usize,
 }
 
 impl Default for Limits {
@@ -91,6 +101,8 @@ impl Default for Limits {
             vnode_queue_len: 1000,
             request_timeout_ms: 60_000,
             notfound_wait_ms: 1000,
+            http_header_timeout_ms: 10_000,
+            http_max_connections: 1024,
         }
     }
 }

@@ -55,9 +55,26 @@ pub enum RequestError {
     /// `if_not_modified` and no object.
     #[error("notfound")]
     NotFound,
+    /// The disk of a vnode is full (HTTP 507).
+    #[error("disk full: {0}")]
+    DiskFull(String),
     /// A storage failure.
     #[error("storage error: {0}")]
     Storage(String),
+}
+
+/// True if `e` comes from a full disk (ENOSPC), here or, by its message,
+/// on another node.
+fn is_disk_full(e: &VnodeError) -> bool {
+    const ENOSPC: &str = "No space left on device";
+    match e {
+        VnodeError::Backend(BackendError::Io { source, .. }) => {
+            source.kind() == std::io::ErrorKind::StorageFull
+        }
+        VnodeError::Backend(BackendError::Closed(reason)) => reason.contains(ENOSPC),
+        VnodeError::Remote(m) => m.contains(ENOSPC),
+        _ => false,
+    }
 }
 
 impl From<VnodeError> for RequestError {
@@ -68,6 +85,7 @@ impl From<VnodeError> for RequestError {
             VnodeError::Backend(
                 BackendError::NotSupported { .. } | BackendError::InvalidInput(_),
             ) => RequestError::Invalid(e.to_string()),
+            other if is_disk_full(&other) => RequestError::DiskFull(other.to_string()),
             other => RequestError::Storage(other.to_string()),
         }
     }
@@ -1502,6 +1520,29 @@ mod tests {
         assert!(
             coordinate(Some(&o3), None, tomb, &props, b"n/1", 13).is_some_and(|o| o.is_deleted())
         );
+    }
+
+    #[test]
+    fn a_full_disk_is_its_own_error() {
+        let io = VnodeError::Backend(BackendError::Io {
+            op: "append",
+            path: "journal".into(),
+            source: std::io::Error::from(std::io::ErrorKind::StorageFull),
+        });
+        assert!(matches!(RequestError::from(io), RequestError::DiskFull(_)));
+        let remote = VnodeError::Remote("append: No space left on device (os error 28)".into());
+        assert!(matches!(
+            RequestError::from(remote),
+            RequestError::DiskFull(_)
+        ));
+        let other = VnodeError::Remote("connection lost".into());
+        assert!(matches!(
+            RequestError::from(other),
+            RequestError::Storage(_)
+        ));
+        assert!(RequestError::DiskFull("x".into())
+            .to_string()
+            .starts_with("disk full"));
     }
 
     #[test]

@@ -103,9 +103,60 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     tracing::info!(addr = ?listener.local_addr().ok(), "HTTP listener up");
-    axum::serve(listener, router(node))
-        .with_graceful_shutdown(shutdown)
+    let limits = node.config().limits.clone();
+    let header_timeout = std::time::Duration::from_millis(limits.http_header_timeout_ms.max(1));
+    let slots = Arc::new(tokio::sync::Semaphore::new(
+        limits.http_max_connections.max(1),
+    ));
+    let app = router(node);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off, keep serving.
+                    tracing::warn!(error = %e, "HTTP accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            tracing::warn!(
+                limit = limits.http_max_connections,
+                "HTTP connection refused: too many connections (limits.http_max_connections)"
+            );
+            drop(stream);
+            continue;
+        };
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(header_timeout)
+            .serve_connection(
+                hyper_util::rt::TokioIo::new(stream),
+                hyper_util::service::TowerToHyperService::new(app.clone()),
+            );
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            // Errors here are the client's (bad framing, header timeout,
+            // reset): the connection ends, the server goes on.
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, "HTTP connection ended");
+            }
+            drop(slot);
+        });
+    }
+    // Requests in progress finish; idle connections close.
+    if tokio::time::timeout(std::time::Duration::from_secs(10), graceful.shutdown())
         .await
+        .is_err()
+    {
+        tracing::warn!("HTTP connections still open 10 s after shutdown; leaving them");
+    }
+    Ok(())
 }
 
 pub(crate) fn text(status: StatusCode, body: impl Into<String>) -> Response {
@@ -131,6 +182,7 @@ pub(crate) fn error_response(e: RequestError) -> Response {
         }
         RequestError::MatchFound | RequestError::Modified => StatusCode::PRECONDITION_FAILED,
         RequestError::NotFound => StatusCode::NOT_FOUND,
+        RequestError::DiskFull(_) => StatusCode::INSUFFICIENT_STORAGE,
         RequestError::Storage(_) => StatusCode::INTERNAL_SERVER_ERROR,
     };
     text(status, e.to_string())
@@ -283,9 +335,17 @@ pub(crate) async fn read_body(req: Request, limit: usize) -> Result<(HeaderMap, 
     {
         return Err(too_large());
     }
-    let body = axum::body::to_bytes(body, limit)
-        .await
-        .map_err(|_| too_large())?;
+    let body = axum::body::to_bytes(body, limit).await.map_err(|e| {
+        let over = std::error::Error::source(&e)
+            .is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
+            || e.to_string().contains("length limit");
+        if over {
+            too_large()
+        } else {
+            // A body that breaks off or is not valid chunked encoding.
+            bad(format!("malformed request body: {e}"))
+        }
+    })?;
     Ok((parts.headers, body))
 }
 
@@ -297,6 +357,12 @@ mod tests {
     fn percent_encoding_round_trips() {
         assert_eq!(pct_encode(b"a b/c"), "a%20b%2Fc");
         assert_eq!(pct(&pct_encode("k/é".as_bytes())), "k/é");
+    }
+
+    #[test]
+    fn a_full_disk_answers_507() {
+        let r = error_response(RequestError::DiskFull("no space".into()));
+        assert_eq!(r.status(), StatusCode::INSUFFICIENT_STORAGE);
     }
 
     #[test]

@@ -669,11 +669,15 @@ async fn store(
     req: Request,
 ) -> HttpResult {
     let limit = node.config().limits.max_object_bytes;
-    let (headers, body) = read_body(req, limit).await.map_err(|_| {
-        text(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("Object too large (limit {limit} bytes)"),
-        )
+    let (headers, body) = read_body(req, limit).await.map_err(|r| {
+        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            text(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("Object too large (limit {limit} bytes)"),
+            )
+        } else {
+            r // a malformed body: 400 with its reason
+        }
     })?;
     let mut client = client_vclock(&headers)?;
     let content = content_from_request(&headers, body.to_vec())?;
