@@ -17,6 +17,13 @@ pb_listen = "127.0.0.1:8087"
 advertise_pb = ""
 # HTTP listener (Riak's default port); "" disables the HTTP API.
 http_listen = "127.0.0.1:8098"
+# Cluster listener (Riak's handoff port): node-to-node messages and the
+# admin requests of `basalt admin` (bucket types, cluster membership,
+# replication) are served here only; the PB port speaks only Riak's codes.
+cluster_listen = "127.0.0.1:8099"
+# The cluster address other nodes and `basalt admin` use to reach this node;
+# "" = the bound cluster_listen address (set it when binding 0.0.0.0).
+advertise_cluster = ""
 # Number of ring partitions (vnodes); a power of two, 1..=1024.
 ring_size = 64
 # Storage backend of every vnode: leveled, bitcask, rocksdb, rocksdb-blob, memory.
@@ -109,6 +116,10 @@ pub struct Config {
     pub advertise_pb: String,
     /// HTTP listen address; empty = no HTTP listener.
     pub http_listen: String,
+    /// Cluster and admin listen address.
+    pub cluster_listen: String,
+    /// Cluster address advertised to the cluster; empty = the bound address.
+    pub advertise_cluster: String,
     /// Ring partitions.
     pub ring_size: u32,
     /// Backend name.
@@ -200,6 +211,8 @@ impl Default for Config {
             pb_listen: "127.0.0.1:8087".into(),
             advertise_pb: String::new(),
             http_listen: "127.0.0.1:8098".into(),
+            cluster_listen: "127.0.0.1:8099".into(),
+            advertise_cluster: String::new(),
             ring_size: 64,
             backend: "leveled".into(),
             sync: false,
@@ -240,6 +253,11 @@ impl Config {
         if self.limits.max_frame_bytes < 16 {
             return Err(ConfigError(
                 "limits.max_frame_bytes must be at least 16".into(),
+            ));
+        }
+        if self.cluster_listen.is_empty() {
+            return Err(ConfigError(
+                "cluster_listen must be set (the cluster and admin listener)".into(),
             ));
         }
         if self.node_name.is_empty() {
