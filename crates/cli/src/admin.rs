@@ -140,8 +140,7 @@ fn call(node: &str, c: u8, body: &[u8]) -> anyhow::Result<Result<(u8, Vec<u8>), 
 }
 
 /// The hint of every wrong-address error.
-const USE_CLUSTER_ADDR: &str =
-    "use the node's cluster address (cluster_listen, default port 8099)";
+const USE_CLUSTER_ADDR: &str = "use the node's cluster address (cluster_listen, default port 8099)";
 
 fn props(json: Option<&str>) -> anyhow::Result<riak_pb::RpbBucketProps> {
     btypes::props_from_json(json.unwrap_or(r#"{"props":{}}"#))

@@ -499,11 +499,7 @@ pub fn handle(node: &Node, c: u8, body: &[u8]) -> Result<Option<Vec<Vec<u8>>>, R
 
 /// Handles the Basalt-only admin codes 240–246 (cluster port only);
 /// `None` = not one of them.
-pub fn handle_admin(
-    node: &Node,
-    c: u8,
-    body: &[u8],
-) -> Result<Option<Vec<Vec<u8>>>, RequestError> {
+pub fn handle_admin(node: &Node, c: u8, body: &[u8]) -> Result<Option<Vec<Vec<u8>>>, RequestError> {
     let types = node.types();
     let frames = match c {
         code::ADMIN_TYPE_CREATE_REQ => {

@@ -231,12 +231,10 @@ impl ServerHandle {
             None => None,
         };
         let cluster = rt.block_on(bind(&config.cluster_listen))?;
-        let cluster_addr = cluster
-            .local_addr()
-            .map_err(|source| ServerError::Listen {
-                addr: config.cluster_listen.clone(),
-                source,
-            })?;
+        let cluster_addr = cluster.local_addr().map_err(|source| ServerError::Listen {
+            addr: config.cluster_listen.clone(),
+            source,
+        })?;
         let node = Arc::new(Node::open(config)?);
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let n2 = node.clone();

@@ -50,7 +50,9 @@ impl Node {
             }
             Msg::Handoff { partition, objects } => self.receive_handoff(partition, objects).await,
             Msg::Gossip(s, meta) => {
-                let (id, size) = self.cluster.with_state(|m| (m.cluster_id.clone(), m.ring_size));
+                let (id, size) = self
+                    .cluster
+                    .with_state(|m| (m.cluster_id.clone(), m.ring_size));
                 if s.cluster_id != id || s.ring_size != size {
                     // Another cluster (or ring): refused, nothing adopted.
                     return Reply::Refused(format!(
