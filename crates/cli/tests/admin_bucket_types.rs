@@ -6,6 +6,9 @@
 //! an unreachable node or a wrong kind of port (PB, HTTP: the error names
 //! it). Stops the node with SIGTERM (`kill -TERM`).
 
+mod common;
+
+use common::free_addr;
 use std::net::TcpStream;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -16,15 +19,6 @@ struct Node {
     http: String,
     cluster: String,
     _dir: tempfile::TempDir,
-}
-
-fn free_addr() -> String {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port();
-    format!("127.0.0.1:{port}")
 }
 
 impl Node {

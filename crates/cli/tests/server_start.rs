@@ -4,7 +4,10 @@
 //! on the cluster port) and keeps the connection, stores and reads a key,
 //! sends SIGTERM (via `kill -TERM`, as `unsafe` is forbidden) and checks the process exits cleanly.
 
+mod common;
+
 use basalt_server::pb::{self, code};
+use common::free_addr;
 use prost::Message;
 use riak_pb::sync::Client;
 use std::io::{Read, Write};
@@ -28,24 +31,7 @@ fn start_ping_put_get_sigterm() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("cluster_listen = \"127.0.0.1:8099\""));
 
     let dir = tempfile::tempdir().expect("tempdir");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port();
-    let addr = format!("127.0.0.1:{port}");
-    let http_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port();
-    let http_addr = format!("127.0.0.1:{http_port}");
-    let cluster_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port();
-    let cluster_addr = format!("127.0.0.1:{cluster_port}");
+    let (addr, http_addr, cluster_addr) = (free_addr(), free_addr(), free_addr());
     let mut child = Command::new(env!("CARGO_BIN_EXE_basalt"))
         .args([
             "start",

@@ -41,8 +41,9 @@ delete_mode = 3000
 aae_interval_secs = 300
 
 [repl]
-# Replication to another Basalt cluster (one way): PB addresses of nodes of
-# the sink cluster, e.g. ["10.0.0.5:8087", "10.0.0.6:8087"]. Every write
+# Replication to another Basalt cluster (one way): cluster addresses
+# (cluster_listen) of nodes of the sink cluster, e.g. ["10.0.0.5:8099",
+# "10.0.0.6:8099"]. Every write
 # coordinated here is queued and sent (real-time); empty = off.
 sinks = []
 # Writes waiting to be sent; when full the oldest are dropped (and counted);
