@@ -25,8 +25,9 @@
 #
 # Last, the cluster stage (BASALT_INTEROP_CLUSTER=0 skips it): three nodes
 # on free loopback ports (own data dirs under the temp dir, --node-name
-# nN@127.0.0.1, --ring-size 16, no HTTP), `basalt admin --node ADDRn
-# cluster join ADDR1` for nodes 2 and 3, `cluster commit` on node 1, a wait
+# nN@127.0.0.1, --ring-size 16, no HTTP, the cluster port on PB port + 1),
+# `basalt admin --node CLUSTER_ADDRn cluster join CLUSTER_ADDR1` for nodes
+# 2 and 3, `cluster commit` on node 1, a wait
 # (up to 60 s) until node 1's `ring-status` prints "pending ownership
 # transfers: 0", the bucket type `cluster_mult` created and activated on
 # node 1 and awaited (up to 20 s) on nodes 2 and 3 (types travel with the
@@ -110,22 +111,24 @@ pb_ping() {
 port_in_use() { (exec 2>/dev/null 3<>"/dev/tcp/127.0.0.1/$1"); }
 
 # start_node DATA_DIR LOG [basalt start args...]: starts a node on a random
-# free port (retries another port if it does not come up) and waits for a PB
-# ping (~10 s). Sets started_pid and started_port; returns 1 on failure.
+# free PB port and the next port as its cluster port (retries other ports
+# if it does not come up) and waits for a PB ping (~10 s). Sets started_pid,
+# started_port and started_cport (cluster and admin); returns 1 on failure.
 start_node() {
   local dir=$1 log=$2 attempt p pid
   shift 2
-  started_pid="" started_port=""
+  started_pid="" started_port="" started_cport=""
   for attempt in 1 2 3 4 5; do
     p=$((20000 + RANDOM % 40000))
     port_in_use "$p" && continue
+    port_in_use "$((p + 1))" && continue
     rm -rf "$dir"
-    "$bin" start --data-dir "$dir" --pb-listen "127.0.0.1:$p" --http-listen "" "$@" >"$log" 2>&1 &
+    "$bin" start --data-dir "$dir" --pb-listen "127.0.0.1:$p" --cluster-listen "127.0.0.1:$((p + 1))" --http-listen "" "$@" >"$log" 2>&1 &
     pid=$!
     pids+=("$pid")
     for _ in $(seq 1 100); do # ~10 s
       if pb_ping "$p"; then
-        started_pid=$pid started_port=$p
+        started_pid=$pid started_port=$p started_cport=$((p + 1))
         return 0
       fi
       kill -0 "$pid" 2>/dev/null || break
@@ -179,14 +182,14 @@ if ! start_node "$tmp/data" "$tmp/node.log"; then
   echo "interop/run.sh: could not start basalt" >&2
   exit 1
 fi
-pid=$started_pid port=$started_port
+pid=$started_pid port=$started_port cport=$started_cport
 echo "== interop: basalt pid $pid on 127.0.0.1:$port"
 
 # Bucket types the Go tests use, made with the real admin CLI (like
 # `riak admin bucket-type`): `plain` (what the Go client's own integration
 # tests expect), `nomult` (allow_mult false), `interop_props` (changed by
 # StoreBucketTypeProps) and `interop_inactive` (created, never activated).
-admin() { "$bin" admin --node "127.0.0.1:$port" bucket-type "$@" >/dev/null; }
+admin() { "$bin" admin --node "127.0.0.1:$cport" bucket-type "$@" >/dev/null; }
 for t in plain interop_props; do
   admin create "$t" '{"props":{}}'
   admin activate "$t"
@@ -230,7 +233,7 @@ stop_nodes "basalt:$pid:$tmp/node.log" || status=1
 
 # The cluster stage: see the header. Returns 1 on any failure.
 cluster_stage() {
-  local t0 i out addrs=() specs=() deadline ring
+  local t0 i out addrs=() caddrs=() specs=() deadline ring
   t0=$(date +%s%N)
   for i in 1 2 3; do
     # info logs (joins, handoffs) for the log tails printed on a failure
@@ -239,23 +242,24 @@ cluster_stage() {
       return 1
     fi
     addrs+=("127.0.0.1:$started_port")
+    caddrs+=("127.0.0.1:$started_cport")
     specs+=("n$i@127.0.0.1:$started_pid:$tmp/cluster/n$i.log")
   done
-  echo "== interop: cluster nodes n1..n3 on ${addrs[*]}"
+  echo "== interop: cluster nodes n1..n3 on ${addrs[*]} (cluster ports ${caddrs[*]})"
   cadmin() { "$bin" admin --node "$@"; }
   for i in 1 2; do
-    if ! out=$(cadmin "${addrs[i]}" cluster join "${addrs[0]}" 2>&1); then
-      echo "interop: n$((i + 1)) cluster join ${addrs[0]} failed: $out" >&2
+    if ! out=$(cadmin "${caddrs[i]}" cluster join "${caddrs[0]}" 2>&1); then
+      echo "interop: n$((i + 1)) cluster join ${caddrs[0]} failed: $out" >&2
       return 1
     fi
   done
-  if ! out=$(cadmin "${addrs[0]}" cluster commit 2>&1); then
+  if ! out=$(cadmin "${caddrs[0]}" cluster commit 2>&1); then
     echo "interop: cluster commit failed: $out" >&2
     return 1
   fi
   echo "== interop: $out"
   deadline=$((SECONDS + 60))
-  until ring=$(cadmin "${addrs[0]}" ring-status 2>&1) && [[ $ring == *"pending ownership transfers: 0"* ]]; do
+  until ring=$(cadmin "${caddrs[0]}" ring-status 2>&1) && [[ $ring == *"pending ownership transfers: 0"* ]]; do
     if ((SECONDS >= deadline)); then
       echo "interop: ownership transfers not finished 60 s after the commit; n1 ring-status:" >&2
       echo "$ring" >&2
@@ -266,14 +270,14 @@ cluster_stage() {
   echo "== interop: cluster settled after $(( ($(date +%s%N) - t0) / 1000000 )) ms (since the first start)"
   # The test's bucket type, created on n1 only: it must reach n2 and n3 by
   # gossip (bucket types are cluster-wide).
-  if ! out=$(cadmin "${addrs[0]}" bucket-type create cluster_mult '{"props":{"allow_mult":true}}' 2>&1 &&
-    cadmin "${addrs[0]}" bucket-type activate cluster_mult 2>&1); then
+  if ! out=$(cadmin "${caddrs[0]}" bucket-type create cluster_mult '{"props":{"allow_mult":true}}' 2>&1 &&
+    cadmin "${caddrs[0]}" bucket-type activate cluster_mult 2>&1); then
     echo "interop: bucket type cluster_mult on n1 failed: $out" >&2
     return 1
   fi
   for i in 1 2; do
     deadline=$((SECONDS + 20))
-    until out=$(cadmin "${addrs[i]}" bucket-type status cluster_mult 2>&1) && [[ $out == *"cluster_mult is active"* ]]; do
+    until out=$(cadmin "${caddrs[i]}" bucket-type status cluster_mult 2>&1) && [[ $out == *"cluster_mult is active"* ]]; do
       if ((SECONDS >= deadline)); then
         echo "interop: bucket type cluster_mult did not reach n$((i + 1)) in 20 s: $out" >&2
         return 1

@@ -15,16 +15,16 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 
 trap cleanup EXIT
 for i in 1 2 3; do
   "$B" start --node-name "n$i@127.0.0.1" --data-dir "$root/n$i" --backend "$backend" \
-    --pb-listen "127.0.0.1:1818$i" --http-listen "" --ring-size 64 2>"$root/n$i.log" &
+    --pb-listen "127.0.0.1:1818$i" --cluster-listen "127.0.0.1:1819$i" --http-listen "" --ring-size 64 2>"$root/n$i.log" &
   pids+=($!)
 done
 for i in 1 2 3; do
-  for _ in $(seq 100); do "$B" admin --node "127.0.0.1:1818$i" member-status >/dev/null 2>&1 && break; sleep 0.1; done
+  for _ in $(seq 100); do "$B" admin --node "127.0.0.1:1819$i" member-status >/dev/null 2>&1 && break; sleep 0.1; done
 done
-"$B" admin --node 127.0.0.1:18182 cluster join 127.0.0.1:18181
-"$B" admin --node 127.0.0.1:18183 cluster join 127.0.0.1:18181
-"$B" admin --node 127.0.0.1:18181 cluster commit
-until "$B" admin --node 127.0.0.1:18181 ring-status | grep -q "pending ownership transfers: 0"; do sleep 0.5; done
-"$B" admin --node 127.0.0.1:18181 member-status
+"$B" admin --node 127.0.0.1:18192 cluster join 127.0.0.1:18191
+"$B" admin --node 127.0.0.1:18193 cluster join 127.0.0.1:18191
+"$B" admin --node 127.0.0.1:18191 cluster commit
+until "$B" admin --node 127.0.0.1:18191 ring-status | grep -q "pending ownership transfers: 0"; do sleep 0.5; done
+"$B" admin --node 127.0.0.1:18191 member-status
 echo "backend $backend; node logs in $root"
 "$B" bench crates/bench/examples/live_cluster_pareto_8kb.config "$@"

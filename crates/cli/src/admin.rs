@@ -1,11 +1,16 @@
 //! `basalt admin --node ADDR bucket-type ...`: manages the bucket types of a
-//! running node over its PB port, like `riak admin bucket-type`;
+//! running node over its cluster port (`cluster_listen`, default
+//! 127.0.0.1:8099; the client PB port does not serve admin codes), like
+//! `riak admin bucket-type`;
 //! `basalt admin --node ADDR cluster ...|member-status|ring-status` sends a
 //! cluster command line (admin code 247) and prints the node's answer.
 //! create, activate, list and status use Basalt's private admin codes
 //! (240–246); update is Riak's `RpbSetBucketTypeReq` (32). Codes are
 //! `riak_pb::code` and `riak_pb::code::basalt`; each command is one call of
-//! `riak_pb`'s blocking client, whose reply is bounded by `MAX_REPLY`.
+//! `riak_pb`'s blocking client, whose reply is bounded by `MAX_REPLY`. An
+//! address where something else answers — a PB port (Riak's unknown-code
+//! error), an HTTP port, anything that closes or speaks another framing —
+//! is an error naming what answered.
 
 use anyhow::Context;
 use basalt_server::btypes::{self, BasaltBucketTypeListResp, BasaltBucketTypeReq};
@@ -27,8 +32,8 @@ const MAX_REPLY: usize = 16 * 1024 * 1024;
 /// Arguments of `basalt admin`.
 #[derive(Debug, clap::Args)]
 pub struct AdminArgs {
-    /// PB address of the node.
-    #[arg(long, default_value = "127.0.0.1:8087")]
+    /// Cluster address of the node (its cluster_listen / advertise_cluster).
+    #[arg(long, default_value = "127.0.0.1:8099")]
     node: String,
     #[command(subcommand)]
     command: AdminCommand,
@@ -62,9 +67,11 @@ enum ReplCommand {
 
 #[derive(Debug, clap::Subcommand)]
 enum ClusterCommand {
-    /// Make the node (--node) join the cluster of the node at ADDR (its PB address).
+    /// Make the node (--node) join the cluster of TARGET: a member's cluster
+    /// address, or its node name `name@host` (dialled at host:8099, the
+    /// default cluster port).
     Join {
-        /// PB address of any member of the cluster to join.
+        /// Cluster address or node name of any member of the cluster to join.
         addr: String,
     },
     /// Stage the leave of NODE (default: the node addressed by --node).
@@ -118,10 +125,22 @@ fn call(node: &str, c: u8, body: &[u8]) -> anyhow::Result<Result<(u8, Vec<u8>), 
     client.set_max_reply(MAX_REPLY);
     match client.call_raw(c, body) {
         Ok(reply) => Ok(Ok(reply)),
+        Err(riak_pb::Error::Riak { errmsg, .. }) if errmsg.starts_with("Unknown message code") => {
+            anyhow::bail!("{node} is a Riak PB port; {USE_CLUSTER_ADDR}")
+        }
         Err(riak_pb::Error::Riak { errmsg, .. }) => Ok(Err(errmsg)),
+        Err(riak_pb::Error::Frame(e)) if e.is_http_reply() => {
+            anyhow::bail!("{node} answers HTTP, not Basalt's cluster protocol; {USE_CLUSTER_ADDR}")
+        }
+        Err(e @ (riak_pb::Error::Closed | riak_pb::Error::Frame(_))) => Err(e).with_context(|| {
+            format!("{node} is not a Basalt cluster listener (no valid reply); {USE_CLUSTER_ADDR}")
+        }),
         Err(e) => Err(e).with_context(|| format!("no valid reply from node {node}")),
     }
 }
+
+/// The hint of every wrong-address error.
+const USE_CLUSTER_ADDR: &str = "use the node's cluster address (cluster_listen, default port 8099)";
 
 fn props(json: Option<&str>) -> anyhow::Result<riak_pb::RpbBucketProps> {
     btypes::props_from_json(json.unwrap_or(r#"{"props":{}}"#))

@@ -1,4 +1,4 @@
-//! `basalt start`: runs a node (the PB and HTTP listeners of `basalt-server`) until
+//! `basalt start`: runs a node (the PB, HTTP and cluster listeners of `basalt-server`) until
 //! SIGTERM or SIGINT, then shuts down gracefully.
 
 use anyhow::Context;
@@ -27,6 +27,14 @@ pub struct StartArgs {
     /// HTTP listen address (default 127.0.0.1:8098; "" disables HTTP).
     #[arg(long)]
     http_listen: Option<String>,
+    /// Cluster and admin listen address (default 127.0.0.1:8099): other
+    /// nodes and `basalt admin` talk to the node here.
+    #[arg(long)]
+    cluster_listen: Option<String>,
+    /// Cluster address advertised to the other nodes (default: the bound
+    /// --cluster-listen address; set it when binding 0.0.0.0).
+    #[arg(long)]
+    advertise_cluster: Option<String>,
     /// Node name.
     #[arg(long)]
     node_name: Option<String>,
@@ -63,6 +71,12 @@ pub fn run(args: StartArgs) -> anyhow::Result<crate::Outcome> {
     }
     if let Some(a) = args.http_listen {
         config.http_listen = a;
+    }
+    if let Some(a) = args.cluster_listen {
+        config.cluster_listen = a;
+    }
+    if let Some(a) = args.advertise_cluster {
+        config.advertise_cluster = a;
     }
     if let Some(n) = args.node_name {
         config.node_name = n;

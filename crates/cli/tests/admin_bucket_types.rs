@@ -1,52 +1,62 @@
 //! Process-level test of `basalt admin bucket-type`: runs `basalt start` on
-//! a free port with a temporary data directory, then `basalt admin --node
-//! ADDR bucket-type create / activate / list / status / update` as separate
+//! free ports with a temporary data directory, then `basalt admin --node
+//! CLUSTER_ADDR bucket-type create / activate / list / status / update` as separate
 //! processes, checking their output (as `riak admin bucket-type` prints it)
 //! and exit codes: 0 on success, 1 when the node refuses, 2 on bad JSON or
-//! an unreachable node. Stops the node with SIGTERM (`kill -TERM`).
+//! an unreachable node or a wrong kind of port (PB, HTTP: the error names
+//! it). Stops the node with SIGTERM (`kill -TERM`).
 
+mod common;
+
+use common::free_addr;
 use std::net::TcpStream;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 struct Node {
     child: Child,
-    addr: String,
+    pb: String,
+    http: String,
+    cluster: String,
     _dir: tempfile::TempDir,
 }
 
 impl Node {
     fn start() -> Node {
         let dir = tempfile::tempdir().expect("tempdir");
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .expect("bind")
-            .local_addr()
-            .expect("addr")
-            .port();
-        let addr = format!("127.0.0.1:{port}");
+        let (pb, http, cluster) = (free_addr(), free_addr(), free_addr());
         let child = Command::new(env!("CARGO_BIN_EXE_basalt"))
-            .args(["start", "--pb-listen", &addr, "--ring-size", "8"])
-            .args(["--backend", "memory", "--http-listen", ""])
+            .args(["start", "--pb-listen", &pb, "--ring-size", "8"])
+            .args(["--backend", "memory", "--http-listen", &http])
+            .args(["--cluster-listen", &cluster])
             .arg("--data-dir")
             .arg(dir.path())
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn");
         let deadline = Instant::now() + Duration::from_secs(30);
-        while TcpStream::connect(&addr).is_err() {
-            assert!(Instant::now() < deadline, "node did not start");
-            std::thread::sleep(Duration::from_millis(50));
+        for addr in [&pb, &http, &cluster] {
+            while TcpStream::connect(addr).is_err() {
+                assert!(Instant::now() < deadline, "node did not start");
+                std::thread::sleep(Duration::from_millis(50));
+            }
         }
         Node {
             child,
-            addr,
+            pb,
+            http,
+            cluster,
             _dir: dir,
         }
     }
 
     fn admin(&self, args: &[&str]) -> (i32, String, String) {
+        self.admin_at(&self.cluster, args)
+    }
+
+    fn admin_at(&self, addr: &str, args: &[&str]) -> (i32, String, String) {
         let out: Output = Command::new(env!("CARGO_BIN_EXE_basalt"))
-            .args(["admin", "--node", &self.addr, "bucket-type"])
+            .args(["admin", "--node", addr, "bucket-type"])
             .args(args)
             .output()
             .expect("run admin");
@@ -165,6 +175,22 @@ fn admin_bucket_type_create_activate_list_status() {
     assert_eq!(rc, 2);
     assert!(err.contains("expected {\"props\""), "{err}");
     assert!(!node.admin(&["list"]).1.contains("bad"));
+
+    // The PB or HTTP port instead of the cluster port: exit 2, an error that
+    // says what answered (never a framing error), nothing done.
+    let (rc, out, err) = node.admin_at(&node.pb, &["create", "t2"]);
+    assert_eq!((rc, out.as_str()), (2, ""));
+    assert!(
+        err.contains(&format!("{} is a Riak PB port; use the node's cluster address (cluster_listen, default port 8099)", node.pb)),
+        "{err}"
+    );
+    let (rc, _, err) = node.admin_at(&node.http, &["list"]);
+    assert_eq!(rc, 2);
+    assert!(
+        err.contains(&format!("{} answers HTTP", node.http)) && err.contains("cluster_listen"),
+        "{err}"
+    );
+    assert!(!node.admin(&["list"]).1.contains("t2"));
 
     node.stop();
 }

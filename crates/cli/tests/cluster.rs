@@ -45,6 +45,8 @@ fn free_port() -> u16 {
 struct NodeProc {
     name: String,
     pb: String,
+    /// Its cluster address: admin commands and the other nodes use it.
+    cluster: String,
     dir: PathBuf,
     config: Option<PathBuf>,
     child: Option<Child>,
@@ -55,6 +57,7 @@ impl NodeProc {
         NodeProc {
             name: format!("n{i}@127.0.0.1"),
             pb: format!("127.0.0.1:{}", free_port()),
+            cluster: format!("127.0.0.1:{}", free_port()),
             dir: root.join(format!("n{i}")),
             config: None,
             child: None,
@@ -78,6 +81,7 @@ impl NodeProc {
                 "",
             ])
             .args(["--node-name", &self.name, "--pb-listen", &self.pb])
+            .args(["--cluster-listen", &self.cluster])
             .args(
                 self.config
                     .iter()
@@ -178,14 +182,14 @@ fn start_nodes(root: &std::path::Path, n: usize) -> Vec<NodeProc> {
 /// Joins `nodes[1..]` to `nodes[0]`, commits and waits for the transfers.
 fn form_cluster(nodes: &[NodeProc]) {
     for n in &nodes[1..] {
-        let (ok, out) = admin(&n.pb, &["cluster", "join", &nodes[0].pb]);
+        let (ok, out) = admin(&n.cluster, &["cluster", "join", &nodes[0].cluster]);
         assert!(ok, "join: {out}");
     }
-    let (ok, out) = admin(&nodes[0].pb, &["cluster", "plan"]);
+    let (ok, out) = admin(&nodes[0].cluster, &["cluster", "plan"]);
     assert!(ok && out.contains("Transfers after commit"), "plan: {out}");
-    let (ok, out) = admin(&nodes[0].pb, &["cluster", "commit"]);
+    let (ok, out) = admin(&nodes[0].cluster, &["cluster", "commit"]);
     assert!(ok, "commit: {out}");
-    settle(&nodes[0].pb);
+    settle(&nodes[0].cluster);
 }
 
 /// Waits until the ring has no pending transfers.
@@ -317,7 +321,7 @@ fn kill_one_node_mid_load_then_hinted_handoff_repairs_it() {
     let (root, _guard) = test_dir();
     let mut nodes = start_nodes(&root, 3);
     form_cluster(&nodes);
-    let (ok, status) = admin(&nodes[0].pb, &["member-status"]);
+    let (ok, status) = admin(&nodes[0].cluster, &["member-status"]);
     assert!(ok && status.matches("valid").count() == 3, "{status}");
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -360,7 +364,7 @@ fn kill_one_node_mid_load_then_hinted_handoff_repairs_it() {
         }
         missing.is_empty()
     });
-    let (_, ring) = admin(&nodes[0].pb, &["ring-status"]);
+    let (_, ring) = admin(&nodes[0].cluster, &["ring-status"]);
     assert!(ring.contains("pending ownership transfers: 0"), "{ring}");
 }
 
@@ -383,22 +387,22 @@ fn join_and_leave_under_load_lose_nothing() {
         written.load(Ordering::Acquire) >= step
     });
     // n4 joins under load.
-    let (ok, out) = admin(&nodes[3].pb, &["cluster", "join", &nodes[0].pb]);
+    let (ok, out) = admin(&nodes[3].cluster, &["cluster", "join", &nodes[0].cluster]);
     assert!(ok, "join: {out}");
-    let (ok, out) = admin(&nodes[1].pb, &["cluster", "commit"]);
+    let (ok, out) = admin(&nodes[1].cluster, &["cluster", "commit"]);
     assert!(ok, "commit: {out}");
-    settle(&nodes[0].pb);
+    settle(&nodes[0].cluster);
     wait_for("load", Duration::from_secs(60), || {
         written.load(Ordering::Acquire) >= 2 * step
     });
     // n3 leaves under load.
-    let (ok, out) = admin(&nodes[0].pb, &["cluster", "leave", &nodes[2].name]);
+    let (ok, out) = admin(&nodes[0].cluster, &["cluster", "leave", &nodes[2].name]);
     assert!(ok, "leave: {out}");
-    let (ok, out) = admin(&nodes[0].pb, &["cluster", "commit"]);
+    let (ok, out) = admin(&nodes[0].cluster, &["cluster", "commit"]);
     assert!(ok, "commit: {out}");
-    settle(&nodes[0].pb);
+    settle(&nodes[0].cluster);
     wait_for("n3 to be removed", Duration::from_secs(60), || {
-        !admin(&nodes[0].pb, &["member-status"])
+        !admin(&nodes[0].cluster, &["member-status"])
             .1
             .contains(&nodes[2].name)
     });
@@ -418,7 +422,7 @@ fn join_and_leave_under_load_lose_nothing() {
             "{k}"
         );
     }
-    let (_, status) = admin(&nodes[3].pb, &["member-status"]);
+    let (_, status) = admin(&nodes[3].cluster, &["member-status"]);
     assert_eq!(status.matches("valid").count(), 3, "{status}");
 }
 
@@ -462,17 +466,28 @@ fn bad_joins_and_foreign_data_dirs_are_refused_with_reasons() {
     nodes[2].start();
     nodes[3].start();
     // Another ring size.
-    let (ok, out) = admin(&nodes[1].pb, &["cluster", "join", &nodes[0].pb]);
+    let (ok, out) = admin(&nodes[1].cluster, &["cluster", "join", &nodes[0].cluster]);
     assert!(!ok && out.contains("ring_size 32"), "{out}");
+    // A join target that is a PB port, and admin sent to a PB port: both
+    // name what answered; nothing changes.
+    let (ok, out) = admin(&nodes[3].cluster, &["cluster", "join", &nodes[0].pb]);
+    assert!(
+        !ok && out.contains("not a Basalt cluster listener") && out.contains("Riak PB port"),
+        "{out}"
+    );
+    let (ok, out) = admin(&nodes[0].pb, &["member-status"]);
+    assert!(!ok && out.contains("is a Riak PB port"), "{out}");
+    let (ok, out) = admin(&nodes[3].cluster, &["member-status"]);
+    assert!(ok && out.matches("valid").count() == 1, "{out}");
     // n3 and n4 form a cluster; n3 may not then join n1's.
     form_cluster(&nodes[2..]);
-    let (ok, out) = admin(&nodes[2].pb, &["cluster", "join", &nodes[0].pb]);
+    let (ok, out) = admin(&nodes[2].cluster, &["cluster", "join", &nodes[0].cluster]);
     assert!(
         !ok && out.contains("already a member of a cluster"),
         "{out}"
     );
     // Nothing to commit; an unknown command; a node that is not there.
-    let (ok, out) = admin(&nodes[0].pb, &["cluster", "commit"]);
+    let (ok, out) = admin(&nodes[0].cluster, &["cluster", "commit"]);
     assert!(!ok && out.contains("no staged changes"), "{out}");
     let dead = format!("127.0.0.1:{}", free_port());
     let t = Instant::now();
@@ -492,6 +507,7 @@ fn bad_joins_and_foreign_data_dirs_are_refused_with_reasons() {
             "other@127.0.0.1",
         ])
         .args(["--pb-listen", &format!("127.0.0.1:{}", free_port())])
+        .args(["--cluster-listen", &format!("127.0.0.1:{}", free_port())])
         .arg("--data-dir")
         .arg(&nodes[0].dir)
         .output()
@@ -511,11 +527,11 @@ fn bucket_types_and_props_reach_every_node() {
     form_cluster(&nodes);
     // A bucket type created and activated on n1 ...
     let (ok, out) = admin(
-        &nodes[0].pb,
+        &nodes[0].cluster,
         &["bucket-type", "create", "maps", r#"{"props":{"n_val":3}}"#],
     );
     assert!(ok, "{out}");
-    let (ok, out) = admin(&nodes[0].pb, &["bucket-type", "activate", "maps"]);
+    let (ok, out) = admin(&nodes[0].cluster, &["bucket-type", "activate", "maps"]);
     assert!(ok, "{out}");
     // ... and bucket props set on n2 ...
     let mut c2 = Client::connect(&nodes[1].pb);
@@ -541,7 +557,7 @@ fn bucket_types_and_props_reach_every_node() {
             .ok()
             .and_then(|(_, b)| pb::RpbGetBucketResp::decode(b.as_slice()).ok())
             .map(|r| r.props);
-        let active = admin(&nodes[2].pb, &["bucket-type", "status", "maps"])
+        let active = admin(&nodes[2].cluster, &["bucket-type", "status", "maps"])
             .1
             .contains("maps is active");
         active && props.is_some_and(|p| p.allow_mult == Some(true))
@@ -622,7 +638,7 @@ fn replication_real_time_then_full_sync_after_drops() {
     let mut sink = NodeProc::new(&root, 2);
     sink.start();
     let config = root.join("repl.toml");
-    let text = format!("[repl]\nsinks = [\"{}\"]\nqueue_len = 20\n", sink.pb);
+    let text = format!("[repl]\nsinks = [\"{}\"]\nqueue_len = 20\n", sink.cluster);
     std::fs::write(&config, text).expect("config");
     let mut source = NodeProc::new(&root, 1);
     source.config = Some(config);
@@ -649,12 +665,12 @@ fn replication_real_time_then_full_sync_after_drops() {
         a.put(&format!("f{i}"), &format!("w{i}"))
             .expect("put on the source");
     }
-    let (_, status) = admin(&source.pb, &["repl", "status"]);
+    let (_, status) = admin(&source.cluster, &["repl", "status"]);
     assert!(!status.contains("dropped: 0\n"), "{status}");
     sink.start();
     let mut b = Client::connect(&sink.pb);
     wait_for("the queue to drain", Duration::from_secs(30), || {
-        admin(&source.pb, &["repl", "status"])
+        admin(&source.cluster, &["repl", "status"])
             .1
             .contains("queue: 0 ")
     });
@@ -667,19 +683,19 @@ fn replication_real_time_then_full_sync_after_drops() {
     );
     // A bucket type made on the source reaches the sink with the full-sync.
     let (ok, made) = admin(
-        &source.pb,
+        &source.cluster,
         &["bucket-type", "create", "replt", "{\"props\":{}}"],
     );
     assert!(ok, "{made}");
-    let (ok, out) = admin(&source.pb, &["repl", "fullsync"]);
+    let (ok, out) = admin(&source.cluster, &["repl", "fullsync"]);
     assert!(ok && out.contains("objects pushed"), "{out}");
-    let (_, status) = admin(&sink.pb, &["bucket-type", "status", "replt"]);
+    let (_, status) = admin(&sink.cluster, &["bucket-type", "status", "replt"]);
     assert!(status.contains("replt has been created"), "{status}");
     for i in 0..n {
         let (k, v) = (format!("f{i}"), format!("w{i}"));
         assert!(on_sink(&mut b, &k, &v), "{k} after full-sync: {out}");
     }
-    let (_, again) = admin(&source.pb, &["repl", "fullsync"]);
+    let (_, again) = admin(&source.cluster, &["repl", "fullsync"]);
     assert!(
         again.contains(" 0 dirty segments"),
         "a second full-sync finds nothing: {again}"

@@ -237,6 +237,7 @@ impl NodeProc {
             .args(["--node-name", &format!("n{i}@{ip}")])
             .args(["--pb-listen", &format!("{ip}:8087")])
             .args(["--http-listen", &format!("{ip}:8098")])
+            .args(["--cluster-listen", &format!("{ip}:8099")])
             .arg("--config")
             .arg(&config)
             .arg("--data-dir")
@@ -266,7 +267,7 @@ impl Drop for NodeProc {
 
 fn admin(node: usize, args: &[&str]) -> (bool, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_basalt"))
-        .args(["admin", "--node", &format!("{}:8087", Net::ip(node))])
+        .args(["admin", "--node", &format!("{}:8099", Net::ip(node))])
         .args(args)
         .output()
         .expect("basalt admin");
@@ -448,7 +449,7 @@ fn one_run(net: &Net, seed: u64, partition: Duration) -> Verdict {
         .map(|i| NodeProc::start(net, i, &root))
         .collect();
     for i in 2..=NODES {
-        let (ok, out) = admin(i, &["cluster", "join", &format!("{}:8087", Net::ip(1))]);
+        let (ok, out) = admin(i, &["cluster", "join", &format!("n1@{}", Net::ip(1))]);
         assert!(ok, "join: {out}");
     }
     let (ok, out) = admin(1, &["cluster", "plan"]);

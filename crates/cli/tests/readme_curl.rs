@@ -64,6 +64,7 @@ fn every_readme_curl_example_works_against_a_node() {
     let dir = tempfile::tempdir().unwrap();
     let pb = format!("127.0.0.1:{}", free_port());
     let http = format!("127.0.0.1:{}", free_port());
+    let cluster = format!("127.0.0.1:{}", free_port());
     let mut node = Node(
         Command::new(env!("CARGO_BIN_EXE_basalt"))
             .args([
@@ -72,6 +73,8 @@ fn every_readme_curl_example_works_against_a_node() {
                 &pb,
                 "--http-listen",
                 &http,
+                "--cluster-listen",
+                &cluster,
                 "--ring-size",
                 "8",
             ])

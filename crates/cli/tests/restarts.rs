@@ -34,6 +34,8 @@ fn free_port() -> u16 {
 struct NodeProc {
     i: usize,
     pb: String,
+    /// Its cluster address (admin and the other nodes).
+    cluster: String,
     http: String,
     dir: PathBuf,
     child: Option<Child>,
@@ -44,6 +46,7 @@ impl NodeProc {
         NodeProc {
             i,
             pb: format!("127.0.0.1:{}", free_port()),
+            cluster: format!("127.0.0.1:{}", free_port()),
             http: format!("127.0.0.1:{}", free_port()),
             dir: root.join(format!("n{i}")),
             child: None,
@@ -60,6 +63,7 @@ impl NodeProc {
             .args(["start", "--ring-size", "16", "--backend", "leveled"])
             .args(["--node-name", &format!("n{}@127.0.0.1", self.i)])
             .args(["--pb-listen", &self.pb, "--http-listen", &self.http])
+            .args(["--cluster-listen", &self.cluster])
             .arg("--data-dir")
             .arg(&self.dir)
             .env("RUST_LOG", "info")
@@ -193,13 +197,13 @@ fn restarting_a_node_never_makes_an_acknowledged_key_not_found() {
         n.start();
     }
     for n in &nodes[1..] {
-        let (ok, out) = admin(&n.pb, &["cluster", "join", &nodes[0].pb]);
+        let (ok, out) = admin(&n.cluster, &["cluster", "join", &nodes[0].cluster]);
         assert!(ok, "join: {out}");
     }
-    assert!(admin(&nodes[0].pb, &["cluster", "plan"]).0);
-    assert!(admin(&nodes[0].pb, &["cluster", "commit"]).0);
+    assert!(admin(&nodes[0].cluster, &["cluster", "plan"]).0);
+    assert!(admin(&nodes[0].cluster, &["cluster", "commit"]).0);
     wait_for("transfers", Duration::from_secs(60), || {
-        admin(&nodes[0].pb, &["ring-status"])
+        admin(&nodes[0].cluster, &["ring-status"])
             .1
             .contains("pending ownership transfers: 0")
     });

@@ -1,8 +1,13 @@
 //! Process-level test of `basalt start`: runs the binary on a free port with
-//! a temporary data directory, pings it over PB and HTTP, stores and reads a key,
+//! a temporary data directory, pings it over PB and HTTP, checks that the PB
+//! port answers Basalt's cluster and admin codes as unknown codes (they live
+//! on the cluster port) and keeps the connection, stores and reads a key,
 //! sends SIGTERM (via `kill -TERM`, as `unsafe` is forbidden) and checks the process exits cleanly.
 
+mod common;
+
 use basalt_server::pb::{self, code};
+use common::free_addr;
 use prost::Message;
 use riak_pb::sync::Client;
 use std::io::{Read, Write};
@@ -23,20 +28,10 @@ fn start_ping_put_get_sigterm() {
         .expect("run");
     assert!(String::from_utf8_lossy(&out.stdout).contains("ring_size = 64"));
     assert!(String::from_utf8_lossy(&out.stdout).contains("delete_mode = 3000"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("cluster_listen = \"127.0.0.1:8099\""));
 
     let dir = tempfile::tempdir().expect("tempdir");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port();
-    let addr = format!("127.0.0.1:{port}");
-    let http_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port();
-    let http_addr = format!("127.0.0.1:{http_port}");
+    let (addr, http_addr, cluster_addr) = (free_addr(), free_addr(), free_addr());
     let mut child = Command::new(env!("CARGO_BIN_EXE_basalt"))
         .args([
             "start",
@@ -48,6 +43,8 @@ fn start_ping_put_get_sigterm() {
             "t@127.0.0.1",
             "--http-listen",
             &http_addr,
+            "--cluster-listen",
+            &cluster_addr,
         ])
         .arg("--data-dir")
         .arg(dir.path())
@@ -65,6 +62,30 @@ fn start_ping_put_get_sigterm() {
     };
     s.send(code::PING_REQ, &[]).expect("w");
     assert_eq!(recv(&mut s), (code::PING_RESP, vec![]));
+    // Basalt's own codes are not served on the client port: Riak's answer
+    // to an unknown code, and the connection still answers a ping.
+    for c in [
+        code::basalt::CLUSTER_REQ,
+        code::basalt::ADMIN_TYPE_CREATE_REQ,
+        code::basalt::ADMIN_CLUSTER_REQ,
+    ] {
+        s.send(c, b"\0\0\0\0\0\0\0\x01member-status").expect("w");
+        let (rc, body) = recv(&mut s);
+        assert_eq!(rc, code::ERROR_RESP);
+        let e = pb::RpbErrorResp::decode(body.as_slice()).expect("d");
+        assert_eq!(e.errmsg, format!("Unknown message code: {c}").into_bytes());
+        s.send(code::PING_REQ, &[]).expect("w");
+        assert_eq!(recv(&mut s), (code::PING_RESP, vec![]));
+    }
+    // The cluster port serves the admin codes (and ping).
+    let mut a = Client::connect(&cluster_addr, t, t).expect("cluster connect");
+    a.send(code::PING_REQ, &[]).expect("w");
+    assert_eq!(recv(&mut a), (code::PING_RESP, vec![]));
+    a.send(code::basalt::ADMIN_CLUSTER_REQ, b"member-status")
+        .expect("w");
+    let (rc, body) = recv(&mut a);
+    assert_eq!(rc, code::basalt::ADMIN_CLUSTER_RESP);
+    assert!(String::from_utf8_lossy(&body).contains("t@127.0.0.1"));
     // The HTTP API of the same node: curl-like GET /ping.
     let mut h = TcpStream::connect(&http_addr).expect("http connect");
     h.set_read_timeout(Some(Duration::from_secs(10)))

@@ -6,10 +6,10 @@
 //!   [`DT_FETCH_REQ`]); [`MESSAGES`] lists (code, message name) in code
 //!   order and [`name`] looks a code up. A code with no message body (e.g.
 //!   `RpbPingReq`) is sent with an empty body.
-//! * [`basalt`]: Basalt's own codes (admin and cluster traffic), which today
-//!   share the client PB port; they move to the cluster port later, and
-//!   [`basalt::CLUSTER_RESP`] (253) collides with Riak's [`AUTH_REQ`] until
-//!   then.
+//! * [`basalt`]: Basalt's own codes (admin and cluster traffic), served on
+//!   the node's cluster port (`cluster_listen`, default 8099) only; the
+//!   client PB port answers them as unknown codes, so there 253–255 keep
+//!   Riak's meaning ([`AUTH_REQ`], [`AUTH_RESP`], [`START_TLS`]).
 
 include!(concat!(env!("OUT_DIR"), "/codes.rs"));
 
@@ -24,12 +24,14 @@ fn lookup(table: &[(u8, &'static str)], code: u8) -> Option<&'static str> {
     table.get(i).map(|&(_, n)| n)
 }
 
-/// Basalt-only codes, outside Riak's table (its 240–252 are unused): the
-/// bucket-type and cluster admin requests of `basalt admin` and the
-/// node-to-node cluster messages. They are carried on the client PB port
-/// today and move to the cluster port (issue 12); until then
-/// [`CLUSTER_RESP`](basalt::CLUSTER_RESP) (253) is also Riak's `RpbAuthReq`, so Basalt cannot
-/// offer Riak's security.
+/// Basalt-only codes: the bucket-type and cluster admin requests of
+/// `basalt admin` and the node-to-node cluster messages. They live on the
+/// **cluster port** (`cluster_listen`, default 8099, Riak's handoff port),
+/// never on the client PB port, which answers them with Riak's
+/// "Unknown message code" error. All but
+/// [`CLUSTER_RESP`](basalt::CLUSTER_RESP) are outside Riak's table (its
+/// 240–252 are unused); 253 is Riak's `RpbAuthReq` on the PB port, which
+/// is free for it because the cluster reply never travels there.
 pub mod basalt {
     /// Create a bucket type: `BasaltBucketTypeReq{type, props}` → 241.
     pub const ADMIN_TYPE_CREATE_REQ: u8 = 240;
@@ -51,9 +53,11 @@ pub mod basalt {
     /// Reply to 247: the command's text output.
     pub const ADMIN_CLUSTER_RESP: u8 = 248;
     /// A node-to-node request (`id:u64` + postcard message); a connection
-    /// whose first frame is a 252 becomes a cluster connection.
+    /// to the cluster port whose first frame is a 252 becomes a cluster
+    /// connection.
     pub const CLUSTER_REQ: u8 = 252;
-    /// A node-to-node reply (`id:u64` + postcard reply).
+    /// A node-to-node reply (`id:u64` + postcard reply), cluster port only
+    /// (on the PB port 253 is Riak's `RpbAuthReq`).
     pub const CLUSTER_RESP: u8 = 253;
 
     /// Every Basalt-only code with a name for it, in code order.

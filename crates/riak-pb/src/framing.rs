@@ -31,6 +31,15 @@ pub enum FrameError {
     },
 }
 
+impl FrameError {
+    /// Whether the "frame" was the start of an HTTP reply (`HTTP/1.1 400
+    /// ...`): its first 4 bytes, `HTTP`, read as a length — what a frame
+    /// client sees when it dialled an HTTP port by mistake.
+    pub fn is_http_reply(&self) -> bool {
+        matches!(self, FrameError::TooLarge { len, .. } if *len == u32::from_be_bytes(*b"HTTP") as usize)
+    }
+}
+
 /// The 4-byte header of a frame whose code and body take `len` bytes.
 /// A body too long for 32 bits (over 4 GiB) saturates to `u32::MAX`, which
 /// every reader refuses as too large, rather than wrapping to a length that

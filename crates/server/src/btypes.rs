@@ -17,7 +17,7 @@
 //!   starting with that 4-byte prefix are refused, so the two never collide.
 //! * **Props** of a bucket = its type's props, then the bucket's own
 //!   overrides ([`crate::props::PropsStore`]).
-//! * **Admin** (Basalt-only, carried on the PB port): 240
+//! * **Admin** (Basalt-only, served on the cluster port only): 240
 //!   [`BasaltBucketTypeReq`] create → 241 (empty); 242 activate → 243
 //!   (empty); 244 list (empty body) → 245 [`BasaltBucketTypeListResp`]; 246
 //!   status ([`BasaltBucketTypeReq`]) → 245 with one entry. `update` is
@@ -445,12 +445,13 @@ impl BucketTypes {
     }
 }
 
-/// Handles codes 31–34 and the admin codes; `None` = not one of them.
+fn decode<M: Message + Default>(body: &[u8]) -> Result<M, RequestError> {
+    M::decode(body).map_err(|e| RequestError::Invalid(format!("malformed message: {e}")))
+}
+
+/// Handles Riak's codes 31–34; `None` = not one of them.
 pub fn handle(node: &Node, c: u8, body: &[u8]) -> Result<Option<Vec<Vec<u8>>>, RequestError> {
     use crate::pb::code as pbc;
-    fn decode<M: Message + Default>(body: &[u8]) -> Result<M, RequestError> {
-        M::decode(body).map_err(|e| RequestError::Invalid(format!("malformed message: {e}")))
-    }
     let types = node.types();
     let frames = match c {
         code::GET_BUCKET_TYPE_REQ => {
@@ -491,6 +492,16 @@ pub fn handle(node: &Node, c: u8, body: &[u8]) -> Result<Option<Vec<Vec<u8>>>, R
                 &RpbGetBucketKeyPreflistResp { preflist },
             )]
         }
+        _ => return Ok(None),
+    };
+    Ok(Some(frames))
+}
+
+/// Handles the Basalt-only admin codes 240–246 (cluster port only);
+/// `None` = not one of them.
+pub fn handle_admin(node: &Node, c: u8, body: &[u8]) -> Result<Option<Vec<Vec<u8>>>, RequestError> {
+    let types = node.types();
+    let frames = match c {
         code::ADMIN_TYPE_CREATE_REQ => {
             let r: BasaltBucketTypeReq = decode(body)?;
             types.create(&r.r#type, &r.props.unwrap_or_default())?;

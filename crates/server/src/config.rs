@@ -17,6 +17,13 @@ pb_listen = "127.0.0.1:8087"
 advertise_pb = ""
 # HTTP listener (Riak's default port); "" disables the HTTP API.
 http_listen = "127.0.0.1:8098"
+# Cluster listener (Riak's handoff port): node-to-node messages and the
+# admin requests of `basalt admin` (bucket types, cluster membership,
+# replication) are served here only; the PB port speaks only Riak's codes.
+cluster_listen = "127.0.0.1:8099"
+# The cluster address other nodes and `basalt admin` use to reach this node;
+# "" = the bound cluster_listen address (set it when binding 0.0.0.0).
+advertise_cluster = ""
 # Number of ring partitions (vnodes); a power of two, 1..=1024.
 ring_size = 64
 # Storage backend of every vnode: leveled, bitcask, rocksdb, rocksdb-blob, memory.
@@ -34,8 +41,9 @@ delete_mode = 3000
 aae_interval_secs = 300
 
 [repl]
-# Replication to another Basalt cluster (one way): PB addresses of nodes of
-# the sink cluster, e.g. ["10.0.0.5:8087", "10.0.0.6:8087"]. Every write
+# Replication to another Basalt cluster (one way): cluster addresses
+# (cluster_listen) of nodes of the sink cluster, e.g. ["10.0.0.5:8099",
+# "10.0.0.6:8099"]. Every write
 # coordinated here is queued and sent (real-time); empty = off.
 sinks = []
 # Writes waiting to be sent; when full the oldest are dropped (and counted);
@@ -121,6 +129,10 @@ pub struct Config {
     pub advertise_pb: String,
     /// HTTP listen address; empty = no HTTP listener.
     pub http_listen: String,
+    /// Cluster and admin listen address.
+    pub cluster_listen: String,
+    /// Cluster address advertised to the cluster; empty = the bound address.
+    pub advertise_cluster: String,
     /// Ring partitions.
     pub ring_size: u32,
     /// Backend name.
@@ -212,6 +224,8 @@ impl Default for Config {
             pb_listen: "127.0.0.1:8087".into(),
             advertise_pb: String::new(),
             http_listen: "127.0.0.1:8098".into(),
+            cluster_listen: "127.0.0.1:8099".into(),
+            advertise_cluster: String::new(),
             ring_size: 64,
             backend: "leveled".into(),
             sync: false,
@@ -252,6 +266,11 @@ impl Config {
         if self.limits.max_frame_bytes < 16 {
             return Err(ConfigError(
                 "limits.max_frame_bytes must be at least 16".into(),
+            ));
+        }
+        if self.cluster_listen.is_empty() {
+            return Err(ConfigError(
+                "cluster_listen must be set (the cluster and admin listener)".into(),
             ));
         }
         if self.node_name.is_empty() {

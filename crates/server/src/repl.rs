@@ -4,7 +4,7 @@
 //! * **Real-time**: every PUT or DELETE this node coordinates is queued
 //!   (bounded: `repl.queue_len`; when full the oldest entry is dropped and
 //!   counted — full-sync repairs it) and a sender task pushes batches of up
-//!   to [`BATCH`] objects to a node of the sink cluster (its PB address, as
+//!   to [`BATCH`] objects to a node of the sink cluster (its cluster address, as
 //!   a cluster message). The sink merges each object into all its replicas
 //!   as a replica write (vector clocks decide), so a batch sent twice
 //!   changes nothing, and it never re-replicates what it receives. A failed
@@ -40,7 +40,7 @@ const RETRY_AFTER: Duration = Duration::from_millis(500);
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ReplConfig {
-    /// PB addresses of nodes of the sink cluster (empty: no replication).
+    /// Cluster addresses of nodes of the sink cluster (empty: no replication).
     pub sinks: Vec<String>,
     /// Writes waiting to be sent; beyond it the oldest are dropped.
     pub queue_len: usize,

@@ -1,4 +1,4 @@
-//! The PB listener: one tokio task per connection, one request at a time
+//! The PB and cluster listeners: one tokio task per connection, one request at a time
 //! per connection (as Riak), streamed replies written to the socket as they
 //! are produced through a bounded channel (back-pressure from slow
 //! readers), graceful shutdown (stop accepting, finish the request in
@@ -72,46 +72,75 @@ async fn bind(addr: &str) -> Result<TcpListener, ServerError> {
         })
 }
 
-/// Opens the node, binds `config.pb_listen` (and `config.http_listen` unless
-/// empty) and serves until `shutdown` resolves; then finishes in-flight
-/// requests and closes the vnodes.
+/// Opens the node, binds `config.pb_listen`, `config.cluster_listen` (and
+/// `config.http_listen` unless empty) and serves until `shutdown`
+/// resolves; then finishes in-flight requests and closes the vnodes.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), ServerError> {
     let listener = bind(&config.pb_listen).await?;
     let http = match config.http_listen.as_str() {
         "" => None,
         a => Some(bind(a).await?),
     };
+    let cluster = bind(&config.cluster_listen).await?;
     let node = Arc::new(tokio::task::block_in_place(|| Node::open(config))?);
-    serve_all(listener, http, node, shutdown).await
+    serve_all(listener, http, Some(cluster), node, shutdown).await
 }
 
-/// Serves PB on `listener` until `shutdown` resolves, then closes `node`.
+/// Serves PB on `listener` until `shutdown` resolves, then closes `node`
+/// (no HTTP, no cluster listener: a node alone, without admin requests).
 pub async fn serve(
     listener: TcpListener,
     node: Arc<Node>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServerError> {
-    serve_all(listener, None, node, shutdown).await
+    serve_all(listener, None, None, node, shutdown).await
 }
 
-/// Serves PB on `listener` and, when given, the HTTP API on `http`, both over
-/// `node`, until `shutdown` resolves; then stops both and closes `node`.
+/// Which listener a connection came in on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Port {
+    /// The client PB port: Riak's codes only.
+    Client,
+    /// The cluster port: node-to-node messages (252/253) and the admin
+    /// requests of `basalt admin` (240–248, plus Riak's 32 for
+    /// `bucket-type update` and ping).
+    Cluster,
+}
+
+/// Accepts on `l`, or never when there is no listener.
+async fn accept_on(l: &Option<TcpListener>) -> std::io::Result<(TcpStream, SocketAddr)> {
+    match l {
+        Some(l) => l.accept().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The address to advertise: `configured`, or else the bound one.
+fn advertised(configured: &str, bound: Option<SocketAddr>) -> String {
+    match configured {
+        "" => bound.map(|a| a.to_string()).unwrap_or_default(),
+        a => a.to_string(),
+    }
+}
+
+/// Serves PB on `listener`, the HTTP API on `http` and cluster and admin
+/// traffic on `cluster` (each when given), all over `node`, until
+/// `shutdown` resolves; then stops them and closes `node`.
 pub async fn serve_all(
     listener: TcpListener,
     http: Option<TcpListener>,
+    cluster: Option<TcpListener>,
     node: Arc<Node>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServerError> {
     let local = listener.local_addr().ok();
-    tracing::info!(addr = ?local, node = %node.config().node_name, "PB listener up");
+    let cluster_local = cluster.as_ref().and_then(|l| l.local_addr().ok());
+    tracing::info!(addr = ?local, cluster = ?cluster_local, node = %node.config().node_name, "PB and cluster listeners up");
     let http_local = http.as_ref().and_then(|l| l.local_addr().ok());
-    let advertised = match node.config().advertise_pb.as_str() {
-        "" => local.map(|a| a.to_string()).unwrap_or_default(),
-        a => a.to_string(),
-    };
     node.cluster().set_my_addrs(
-        &advertised,
+        &advertised(&node.config().advertise_pb, local),
         &http_local.map(|a| a.to_string()).unwrap_or_default(),
+        &advertised(&node.config().advertise_cluster, cluster_local),
     );
     node.start_background();
     node.start_gossip();
@@ -128,21 +157,24 @@ pub async fn serve_all(
     let mut conns = JoinSet::new();
     tokio::pin!(shutdown);
     loop {
-        tokio::select! {
+        let (acc, port) = tokio::select! {
             _ = &mut shutdown => break,
-            acc = listener.accept() => match acc {
-                Ok((sock, peer)) => {
-                    let node = node.clone();
-                    let stop = stop_rx.clone();
-                    conns.spawn(async move { connection(sock, peer, node, stop).await });
-                }
-                Err(e) => tracing::warn!(error = %e, "accept"),
-            },
-            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+            acc = listener.accept() => (acc, Port::Client),
+            acc = accept_on(&cluster) => (acc, Port::Cluster),
+            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
+        };
+        match acc {
+            Ok((sock, peer)) => {
+                let node = node.clone();
+                let stop = stop_rx.clone();
+                conns.spawn(async move { connection(sock, peer, port, node, stop).await });
+            }
+            Err(e) => tracing::warn!(error = %e, ?port, "accept"),
         }
     }
     tracing::info!("shutting down: finishing in-flight requests");
     drop(listener);
+    drop(cluster);
     let _ = stop_tx.send(true);
     while conns.join_next().await.is_some() {}
     if let Some(t) = http_task {
@@ -161,14 +193,16 @@ pub async fn serve_all(
 pub struct ServerHandle {
     addr: SocketAddr,
     http_addr: Option<SocketAddr>,
+    cluster_addr: SocketAddr,
     node: Arc<Node>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<Result<(), ServerError>>>,
 }
 
 impl ServerHandle {
-    /// Opens the node and starts serving PB on `config.pb_listen` and HTTP
-    /// on `config.http_listen` unless empty (port 0 = any).
+    /// Opens the node and starts serving PB on `config.pb_listen`, cluster
+    /// and admin traffic on `config.cluster_listen` and HTTP on
+    /// `config.http_listen` unless empty (port 0 = any).
     pub fn spawn(config: Config) -> Result<ServerHandle, ServerError> {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -196,17 +230,23 @@ impl ServerHandle {
             })?),
             None => None,
         };
+        let cluster = rt.block_on(bind(&config.cluster_listen))?;
+        let cluster_addr = cluster.local_addr().map_err(|source| ServerError::Listen {
+            addr: config.cluster_listen.clone(),
+            source,
+        })?;
         let node = Arc::new(Node::open(config)?);
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let n2 = node.clone();
         let thread = std::thread::spawn(move || {
-            rt.block_on(serve_all(listener, http, n2, async {
+            rt.block_on(serve_all(listener, http, Some(cluster), n2, async {
                 let _ = rx.await;
             }))
         });
         Ok(ServerHandle {
             addr: local,
             http_addr,
+            cluster_addr,
             node,
             stop: Some(tx),
             thread: Some(thread),
@@ -216,6 +256,11 @@ impl ServerHandle {
     /// The bound address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The bound cluster address (node-to-node and admin traffic).
+    pub fn cluster_addr(&self) -> SocketAddr {
+        self.cluster_addr
     }
 
     /// The bound HTTP address, if the HTTP API is on.
@@ -266,6 +311,7 @@ fn error_frame(msg: impl std::fmt::Display) -> Vec<u8> {
 async fn connection(
     mut sock: TcpStream,
     peer: SocketAddr,
+    port: Port,
     node: Arc<Node>,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -293,7 +339,7 @@ async fn connection(
             }
             Err(FrameError::Io(_)) => break,
         };
-        if c == crate::cluster::transport::CLUSTER_REQ {
+        if c == crate::cluster::transport::CLUSTER_REQ && port == Port::Cluster {
             // Another node: this connection carries cluster messages from now on.
             let n = node.clone();
             crate::cluster::transport::serve_conn(sock, body, max, stop.clone(), move |m| {
@@ -306,7 +352,11 @@ async fn connection(
         // this task writes them out; its final frames (or its error) follow.
         let (tx, rx) = mpsc::channel::<Vec<u8>>(STREAM_QUEUE_FRAMES);
         let work = async {
-            let out = match handle(&node, &mut client_id, c, &body, &tx).await {
+            let res = match port {
+                Port::Client => handle(&node, &mut client_id, c, &body, &tx).await,
+                Port::Cluster => handle_admin(&node, c, &body).await,
+            };
+            let out = match res {
                 Ok(frames) => frames,
                 Err(e) => vec![error_frame(e)],
             };
@@ -741,20 +791,37 @@ async fn handle(
                 },
             )]
         }
-        crate::cluster::control::ADMIN_CLUSTER_REQ => {
-            let text = node.admin_request(body).await?;
-            vec![frame(
-                crate::cluster::control::ADMIN_CLUSTER_RESP,
-                text.as_bytes(),
-            )]
-        }
         other => match crate::btypes::handle(node, other, body)? {
             Some(frames) => frames,
-            None => {
-                return Err(RequestError::Invalid(format!(
-                    "Unknown message code: {other}"
-                )))
-            }
+            None => return Err(unknown_code(other)),
         },
     })
+}
+
+/// Riak's answer to a code it does not serve (`riak_api_pb_server`); the
+/// connection stays open. The client port gives it to Basalt's own codes
+/// too: they are served on the cluster port only.
+fn unknown_code(c: u8) -> RequestError {
+    RequestError::Invalid(format!("Unknown message code: {c}"))
+}
+
+/// Handles one admin request on the cluster port: the cluster admin line
+/// (247), the bucket-type admin codes (240–246), Riak's bucket-type codes
+/// (`bucket-type update` sends 32) and ping; anything else is an unknown
+/// code.
+async fn handle_admin(node: &Arc<Node>, c: u8, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
+    if c == code::PING_REQ {
+        return Ok(vec![frame(code::PING_RESP, &[])]);
+    }
+    if c == crate::cluster::control::ADMIN_CLUSTER_REQ {
+        let text = node.admin_request(body).await?;
+        return Ok(vec![frame(
+            crate::cluster::control::ADMIN_CLUSTER_RESP,
+            text.as_bytes(),
+        )]);
+    }
+    if let Some(frames) = crate::btypes::handle_admin(node, c, body)? {
+        return Ok(frames);
+    }
+    crate::btypes::handle(node, c, body)?.ok_or_else(|| unknown_code(c))
 }

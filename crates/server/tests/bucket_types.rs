@@ -1,6 +1,7 @@
 //! Bucket-type tests over PB: each test starts an in-process node (ring of
 //! 8, ephemeral port) with `ServerHandle::spawn` and drives it with a small
-//! blocking PB client: the admin codes (create / activate / list / status),
+//! blocking PB client: the admin codes (create / activate / list / status,
+//! on the cluster port),
 //! typed buckets isolated from default-type buckets of the same name
 //! (get/put, list keys/buckets, 2i), props inherited from the type and
 //! overridden per bucket, RpbGetBucketTypeReq / RpbSetBucketTypeReq,
@@ -26,6 +27,7 @@ fn start_in(dir: &Path, backend: &str) -> ServerHandle {
     let c = Config {
         data_dir: dir.to_path_buf(),
         pb_listen: "127.0.0.1:0".into(),
+        cluster_listen: "127.0.0.1:0".into(),
         http_listen: String::new(),
         ring_size: 8,
         backend: backend.into(),
@@ -168,10 +170,16 @@ impl Client {
 fn admin_create_activate_list_status() {
     let (h, _d) = start();
     let mut c = Client::connect(&h);
-    assert_eq!(c.list(), vec![("default".to_string(), true)]);
-    c.create("t1", r#"{"props":{"n_val":2,"allow_mult":false}}"#);
+    let mut a = Client::admin(&h);
+    assert_eq!(a.list(), vec![("default".to_string(), true)]);
+    // The client port does not serve the admin codes: Riak's unknown-code
+    // error, connection kept.
+    let on_pb = c.try_call(bt::ADMIN_TYPE_LIST_REQ, &BasaltBucketTypeReq::default());
+    assert_eq!(on_pb, Err("Unknown message code: 244".to_string()));
+    c.ping();
+    a.create("t1", r#"{"props":{"n_val":2,"allow_mult":false}}"#);
     assert_eq!(
-        c.list(),
+        a.list(),
         vec![("default".to_string(), true), ("t1".to_string(), false)]
     );
     let status = |c: &mut Client, name: &str| {
@@ -187,16 +195,16 @@ fn admin_create_activate_list_status() {
             BasaltBucketTypeListResp::decode(b.as_slice()).expect("status")
         })
     };
-    let s = status(&mut c, "t1").expect("status");
+    let s = status(&mut a, "t1").expect("status");
     assert_eq!(s.types.len(), 1);
     assert!(!s.types[0].active);
     assert_eq!(s.types[0].props.n_val, Some(2));
     assert_eq!(s.types[0].props.allow_mult, Some(false));
-    c.activate("t1");
-    assert!(status(&mut c, "t1").expect("status").types[0].active);
-    assert!(status(&mut c, "nope").is_err_and(|e| e == "nope is not an existing bucket type"));
+    a.activate("t1");
+    assert!(status(&mut a, "t1").expect("status").types[0].active);
+    assert!(status(&mut a, "nope").is_err_and(|e| e == "nope is not an existing bucket type"));
     // re-creating an active type is refused; activating twice is fine
-    let again = c.try_call(
+    let again = a.try_call(
         bt::ADMIN_TYPE_CREATE_REQ,
         &BasaltBucketTypeReq {
             r#type: b"t1".to_vec(),
@@ -204,9 +212,9 @@ fn admin_create_activate_list_status() {
         },
     );
     assert!(again.is_err_and(|e| e.contains("already_active")));
-    c.activate("t1");
+    a.activate("t1");
     // a new type defaults to allow_mult = true (Riak 2.x custom types)
-    c.create("t2", r#"{"props":{}}"#);
+    a.create("t2", r#"{"props":{}}"#);
     let b = c.call(
         bt::GET_BUCKET_TYPE_REQ,
         &RpbGetBucketTypeReq {
@@ -225,8 +233,9 @@ fn admin_create_activate_list_status() {
 fn typed_bucket_is_isolated_from_default() {
     let (h, _d) = start();
     let mut c = Client::connect(&h);
-    c.create("t", r#"{"props":{"allow_mult":false}}"#);
-    c.activate("t");
+    let mut a = Client::admin(&h);
+    a.create("t", r#"{"props":{"allow_mult":false}}"#);
+    a.activate("t");
     c.put(Some("t"), "b", "k", "typed");
     assert_eq!(c.get(Some("t"), "b", "k"), vec![b"typed".to_vec()]);
     assert!(c.get(None, "b", "k").is_empty());
@@ -296,11 +305,12 @@ fn typed_bucket_is_isolated_from_default() {
 fn props_inherit_type_then_bucket_overrides() {
     let (h, _d) = start();
     let mut c = Client::connect(&h);
-    c.create(
+    let mut a = Client::admin(&h);
+    a.create(
         "two",
         r#"{"props":{"n_val":2,"allow_mult":false,"w":"one"}}"#,
     );
-    c.activate("two");
+    a.activate("two");
     let p = c.bucket_props(Some("two"), "b");
     assert_eq!((p.n_val, p.allow_mult), (Some(2), Some(false)));
     assert_eq!(p.w, Some(pb::quorum::ONE));
@@ -351,7 +361,8 @@ fn props_inherit_type_then_bucket_overrides() {
 fn unknown_or_inactive_type_is_refused_connection_kept() {
     let (h, _d) = start();
     let mut c = Client::connect(&h);
-    c.create("later", r#"{"props":{}}"#);
+    let mut a = Client::admin(&h);
+    a.create("later", r#"{"props":{}}"#);
     let get =
         |c: &mut Client, t: &str| c.try_call(code::GET_REQ, &Client::get_req(Some(t), "b", "k"));
     assert!(get(&mut c, "nope").is_err_and(|e| e == "No bucket-type named 'nope'"));
@@ -386,7 +397,7 @@ fn unknown_or_inactive_type_is_refused_connection_kept() {
         .try_call(code::GET_REQ, &Client::get_req(None, "\0bt\0x", "k"))
         .is_err_and(|e| e.contains("reserved")));
     c.ping();
-    c.activate("later");
+    a.activate("later");
     c.put(Some("later"), "b", "k", "v");
     assert_eq!(c.get(Some("later"), "b", "k"), vec![b"v".to_vec()]);
 }
@@ -395,8 +406,9 @@ fn unknown_or_inactive_type_is_refused_connection_kept() {
 fn preflist_returns_n_val_primaries_with_distinct_partitions() {
     let (h, _d) = start();
     let mut c = Client::connect(&h);
-    c.create("p2", r#"{"props":{"n_val":2}}"#);
-    c.activate("p2");
+    let mut a = Client::admin(&h);
+    a.create("p2", r#"{"props":{"n_val":2}}"#);
+    a.activate("p2");
     let ring = Ring::new(8).expect("ring");
     for (t, n) in [(None, 3usize), (Some("p2"), 2)] {
         for k in ["a", "b", "c", "key-42"] {
@@ -448,8 +460,9 @@ fn preflist_returns_n_val_primaries_with_distinct_partitions() {
 fn type_n_val_update_is_allowed_like_riak() {
     let (h, _d) = start();
     let mut c = Client::connect(&h);
-    c.create("plain", r#"{"props":{}}"#);
-    c.activate("plain");
+    let mut a = Client::admin(&h);
+    a.create("plain", r#"{"props":{}}"#);
+    a.activate("plain");
     c.put(Some("plain"), "b", "k", "v");
     let type_props = |c: &mut Client| {
         let body = c.call(
@@ -516,9 +529,10 @@ fn types_survive_a_restart() {
     {
         let h = start_in(dir.path(), "bitcask");
         let mut c = Client::connect(&h);
-        c.create("kept", r#"{"props":{"n_val":2}}"#);
-        c.activate("kept");
-        c.create("pending", r#"{"props":{}}"#);
+        let mut a = Client::admin(&h);
+        a.create("kept", r#"{"props":{"n_val":2}}"#);
+        a.activate("kept");
+        a.create("pending", r#"{"props":{}}"#);
         c.set_bucket(
             Some("kept"),
             "b",
@@ -534,8 +548,9 @@ fn types_survive_a_restart() {
     assert!(dir.path().join("bucket_types.json").exists());
     let h = start_in(dir.path(), "bitcask");
     let mut c = Client::connect(&h);
+    let mut a = Client::admin(&h);
     assert_eq!(
-        c.list(),
+        a.list(),
         vec![
             ("default".to_string(), true),
             ("kept".to_string(), true),

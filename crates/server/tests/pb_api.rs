@@ -17,6 +17,7 @@ fn test_config(dir: &tempfile::TempDir, ring_size: u32, backend: &str) -> Config
     Config {
         data_dir: dir.path().to_path_buf(),
         pb_listen: "127.0.0.1:0".into(),
+        cluster_listen: "127.0.0.1:0".into(),
         http_listen: String::new(),
         ring_size,
         backend: backend.into(),

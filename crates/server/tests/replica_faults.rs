@@ -20,6 +20,7 @@ fn config(dir: &tempfile::TempDir, backend: &str) -> Config {
     Config {
         data_dir: dir.path().to_path_buf(),
         pb_listen: "127.0.0.1:0".into(),
+        cluster_listen: "127.0.0.1:0".into(),
         http_listen: String::new(),
         ring_size: 8,
         backend: backend.into(),

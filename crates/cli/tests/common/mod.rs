@@ -1,11 +1,22 @@
 //! Helpers shared by the `basalt` CLI integration tests: running the binary,
-//! the test seed, listing a store's files, copying a store and flipping bytes.
+//! the test seed, listing a store's files, copying a store and flipping
+//! bytes, a free loopback address for a node's listeners.
 
 #![allow(dead_code, clippy::unwrap_used)]
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+
+/// A free loopback address (`127.0.0.1:PORT`) for a node's listener.
+pub fn free_addr() -> String {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
+    format!("127.0.0.1:{port}")
+}
 
 /// Path of the `basalt` binary under test.
 pub fn bin() -> &'static str {

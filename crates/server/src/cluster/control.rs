@@ -8,12 +8,29 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// PB code of a cluster admin request (Basalt-only): the body is the
-/// command line, e.g. `join 127.0.0.1:8087`, `plan`, `commit`, `leave`,
+/// Code of a cluster admin request (Basalt-only, served on the cluster
+/// port): the body is the command line, e.g. `join 127.0.0.1:8099`, `plan`, `commit`, `leave`,
 /// `leave NODE`, `clear`, `member-status`, `ring-status`.
 pub const ADMIN_CLUSTER_REQ: u8 = 247;
 /// Its reply: the command's text output.
 pub const ADMIN_CLUSTER_RESP: u8 = 248;
+
+/// The cluster port a node name's host is dialled at by `cluster join`
+/// (the default `cluster_listen` port; Riak's handoff port).
+pub const DEFAULT_CLUSTER_PORT: u16 = 8099;
+
+/// The address `cluster join TARGET` dials: a node name `name@host` (as
+/// Riak users type it, e.g. `n1@127.0.0.1`) is its host at
+/// [`DEFAULT_CLUSTER_PORT`]; anything else is a cluster address as it is.
+pub fn join_address(target: &str) -> String {
+    match target.split_once('@') {
+        Some((_, host)) if host.contains(':') && !host.starts_with('[') => {
+            format!("[{host}]:{DEFAULT_CLUSTER_PORT}")
+        }
+        Some((_, host)) => format!("{host}:{DEFAULT_CLUSTER_PORT}"),
+        None => target.to_string(),
+    }
+}
 
 /// Timeout of one gossip exchange (short: a silent peer is soon down).
 const GOSSIP_TIMEOUT: Duration = Duration::from_millis(1000);
@@ -33,25 +50,43 @@ impl Node {
             }
             Msg::Handoff { partition, objects } => self.receive_handoff(partition, objects).await,
             Msg::Gossip(s, meta) => {
-                if s.cluster_id == self.cluster.with_state(|m| m.cluster_id.clone()) {
-                    self.cluster.adopt(&s);
-                    self.merge_meta(&meta);
+                let (id, size) = self
+                    .cluster
+                    .with_state(|m| (m.cluster_id.clone(), m.ring_size));
+                if s.cluster_id != id || s.ring_size != size {
+                    // Another cluster (or ring): refused, nothing adopted.
+                    return Reply::Refused(format!(
+                        "{} is in cluster {id} (ring_size {size}), not in cluster {} (ring_size {})",
+                        self.cluster.me(),
+                        s.cluster_id,
+                        s.ring_size
+                    ));
                 }
+                self.cluster.adopt(&s);
+                self.merge_meta(&meta);
                 Reply::Gossip(self.cluster.state(), self.meta())
             }
             Msg::Join {
                 node,
                 addr,
                 http,
+                cluster,
                 ring_size,
             } => {
                 let fwd = Msg::Join {
                     node: node.clone(),
                     addr: addr.clone(),
                     http: http.clone(),
+                    cluster: cluster.clone(),
                     ring_size,
                 };
-                let cmd = move |s: &mut ClusterState| s.add_joining(&node, &addr, &http, ring_size);
+                let cmd = move |s: &mut ClusterState| {
+                    s.add_joining(&node, &addr, &http, ring_size)?;
+                    if let Some(m) = s.members.get_mut(&node) {
+                        m.cluster = cluster;
+                    }
+                    Ok(())
+                };
                 match self.at_claimant(fwd, cmd).await {
                     Ok(_) => Reply::State(self.cluster.state()),
                     Err(e) => Reply::Refused(e),
@@ -212,9 +247,11 @@ impl Node {
         Ok(text)
     }
 
-    /// Joins the cluster of the node at `addr`: refused if this node is
-    /// already in a cluster with other members.
-    pub async fn join(&self, addr: &str) -> Result<String, String> {
+    /// Joins the cluster of the node at `target` (a cluster address, or a
+    /// node name `name@host`: see [`join_address`]): refused if this node
+    /// is already in a cluster with other members.
+    pub async fn join(&self, target: &str) -> Result<String, String> {
+        let addr = &join_address(target);
         let (members, me) = self.cluster.with_state(|s| {
             let m = s.members.get(self.cluster.me()).cloned();
             (s.members.len(), m)
@@ -230,6 +267,7 @@ impl Node {
             node: self.cluster.me().to_string(),
             addr: me.addr.clone(),
             http: me.http.clone(),
+            cluster: me.cluster.clone(),
             ring_size: self.ring.size(),
         };
         match self.cluster.peers.call(addr, &msg, CONTROL_TIMEOUT).await {
@@ -274,6 +312,7 @@ impl Node {
                         self.merge_meta(&meta);
                     }
                 }
+                Ok(Reply::Refused(why)) => tracing::warn!(peer = %p, %why, "gossip refused"),
                 Ok(_) => {}
                 Err(e) => tracing::debug!(peer = %p, error = %e, "gossip"),
             }
@@ -439,4 +478,17 @@ pub fn plan_text(s: &ClusterState) -> String {
         let _ = writeln!(out, "  {n:>4} partitions {from} -> {to}");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::join_address;
+
+    #[test]
+    fn join_takes_an_address_or_a_node_name() {
+        assert_eq!(join_address("10.0.0.2:9000"), "10.0.0.2:9000");
+        assert_eq!(join_address("n1@127.0.0.1"), "127.0.0.1:8099");
+        assert_eq!(join_address("riak@db2.example"), "db2.example:8099");
+        assert_eq!(join_address("n1@::1"), "[::1]:8099");
+    }
 }

@@ -2,7 +2,8 @@
 //!
 //! * [`state`]: the gossiped [`ClusterState`] (members, owners, pending
 //!   transfers, staged changes) and the claim algorithm;
-//! * [`transport`]: request/reply messaging between nodes over the PB port;
+//! * [`transport`]: request/reply messaging between nodes over the cluster
+//!   port (`cluster_listen`, default 8099: Riak's handoff port);
 //! * [`Cluster`]: this node's view — its state (persisted in
 //!   `<data_dir>/cluster.json`), which peers answer (failure detection) and
 //!   the handoffs under way.
@@ -71,6 +72,8 @@ pub enum Msg {
         addr: String,
         /// Its HTTP address.
         http: String,
+        /// Its cluster address.
+        cluster: String,
         /// Its ring size.
         ring_size: u32,
     },
@@ -343,30 +346,32 @@ impl Cluster {
         node == self.me || !self.down.lock().contains_key(node)
     }
 
-    /// The PB address of a member.
+    /// The cluster address of a member (where peers dial it).
     pub fn addr_of(&self, node: &str) -> Option<String> {
         self.state
             .read()
             .members
             .get(node)
-            .map(|m| m.addr.clone())
+            .map(|m| m.cluster.clone())
             .filter(|a| !a.is_empty())
     }
 
-    /// Sets this node's advertised addresses in its own member entry.
-    pub fn set_my_addrs(&self, pb: &str, http: &str) {
+    /// Sets this node's advertised PB, HTTP and cluster addresses in its own
+    /// member entry.
+    pub fn set_my_addrs(&self, pb: &str, http: &str, cluster: &str) {
         let me = self.me.clone();
         let changed = self.update(|s| match s.members.get_mut(&me) {
-            Some(m) if m.addr != pb || m.http != http => {
+            Some(m) if m.addr != pb || m.http != http || m.cluster != cluster => {
                 m.addr = pb.to_string();
                 m.http = http.to_string();
+                m.cluster = cluster.to_string();
                 s.version += 1;
                 true
             }
             _ => false,
         });
         if changed {
-            tracing::info!(pb, http, "advertised addresses set");
+            tracing::info!(pb, http, cluster, "advertised addresses set");
         }
     }
 

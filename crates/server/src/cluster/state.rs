@@ -36,10 +36,15 @@ impl MemberStatus {
 /// One member node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Member {
-    /// Its PB address (how other nodes and admin tools reach it).
+    /// Its PB address (for clients; shown by `member-status`).
     pub addr: String,
     /// Its HTTP address (may be empty).
     pub http: String,
+    /// Its cluster address (`advertise_cluster`): where the other nodes
+    /// dial it. Empty in a `cluster.json` written before the cluster port
+    /// existed, until the node starts and sets it.
+    #[serde(default)]
+    pub cluster: String,
     /// Status.
     pub status: MemberStatus,
 }
@@ -91,6 +96,7 @@ impl ClusterState {
             Member {
                 addr: addr.to_string(),
                 http: http.to_string(),
+                cluster: String::new(),
                 status: MemberStatus::Valid,
             },
         );
@@ -158,6 +164,7 @@ impl ClusterState {
             Member {
                 addr: addr.to_string(),
                 http: http.to_string(),
+                cluster: String::new(),
                 status: MemberStatus::Joining,
             },
         );

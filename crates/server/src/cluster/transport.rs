@@ -1,7 +1,11 @@
-//! Inter-node messaging over the PB port: frames of Riak's framing with
-//! Basalt-only codes — 252 a request (`id:u64` + postcard [`Msg`]), 253 its
-//! reply (`id:u64` + postcard [`Reply`]). A PB connection whose first frame
-//! is a 252 becomes a cluster connection; requests on it are served
+//! Inter-node messaging over the cluster port (`cluster_listen`, default
+//! 8099): frames of Riak's framing with Basalt-only codes — 252 a request
+//! (`id:u64` + postcard [`Msg`]), 253 its reply (`id:u64` + postcard
+//! [`Reply`]). A connection to the cluster port whose first frame is a 252
+//! becomes a cluster connection (other first frames are admin requests);
+//! the client PB port answers 252 with Riak's unknown-code error, and a
+//! peer that answers a 252 with anything but a 253 is reported as not a
+//! cluster listener ([`PeerError::NotCluster`]). Requests are served
 //! concurrently (at most [`MAX_INFLIGHT`] at once, then the reader waits:
 //! back-pressure) and replies may come back in any order.
 //!
@@ -61,6 +65,14 @@ pub enum PeerError {
     /// Too many requests waiting on the connection.
     #[error("too many requests in flight to {0}")]
     Overload(String),
+    /// What answered at the address is not a Basalt cluster listener.
+    #[error("{addr} is not a Basalt cluster listener: {what}")]
+    NotCluster {
+        /// Address.
+        addr: String,
+        /// What answered instead.
+        what: String,
+    },
     /// A reply or request that does not decode.
     #[error("bad cluster message: {0}")]
     Codec(String),
@@ -94,6 +106,18 @@ struct Conn {
     heard: Arc<Mutex<std::time::Instant>>,
     /// The reader and writer tasks, stopped when the connection is closed.
     tasks: Vec<tokio::task::AbortHandle>,
+    /// Set when the peer answered with something that is not a cluster
+    /// reply (the PB port, an HTTP port...): what answered.
+    not_cluster: Arc<Mutex<Option<String>>>,
+}
+
+/// What answered a cluster request with `code` instead of a cluster reply.
+fn what_answered(code: u8) -> String {
+    if code == crate::pb::code::ERROR_RESP {
+        "it answered with a Riak error reply (a Riak PB port?); use the node's cluster address (cluster_listen, default port 8099)".into()
+    } else {
+        format!("it answered with message code {code}")
+    }
 }
 
 impl Conn {
@@ -169,20 +193,28 @@ impl Peers {
         let (w2, h2) = (waiters.clone(), heard.clone());
         let waiters_rd = waiters.clone();
         let alive_rd = alive.clone();
+        let not_cluster = Arc::new(Mutex::new(None));
+        let nc = not_cluster.clone();
         let reader = tokio::spawn(async move {
             let (waiters, alive) = (waiters_rd, alive_rd);
-            while let Ok(Some((code, body))) = read_frame(&mut rd, max).await {
+            let what = loop {
+                let (code, body) = match read_frame(&mut rd, max).await {
+                    Ok(Some(f)) => f,
+                    Err(e) if e.is_http_reply() => break Some("it answers HTTP".to_string()),
+                    Ok(None) | Err(_) => break None,
+                };
                 *h2.lock() = std::time::Instant::now();
                 if code != CLUSTER_RESP {
-                    break;
+                    break Some(what_answered(code));
                 }
                 let Ok((id, reply)) = decode::<Reply>(&body) else {
-                    break;
+                    break None;
                 };
                 if let Some(w) = waiters.lock().remove(&id) {
                     let _ = w.send(reply);
                 }
-            }
+            };
+            *nc.lock() = what;
             alive.store(false, Ordering::Release);
             // Dropping the senders fails every waiting call at once.
             waiters.lock().clear();
@@ -193,6 +225,7 @@ impl Peers {
             alive,
             heard,
             tasks: vec![writer.abort_handle(), reader.abort_handle()],
+            not_cluster,
         });
         self.conns.lock().insert(addr.to_string(), conn.clone());
         Ok(conn)
@@ -231,7 +264,13 @@ impl Peers {
                 waiters: &conn.waiters,
                 id,
             };
-            let r = rx.await.map_err(|_| PeerError::Lost(addr.to_string()));
+            let r = rx.await.map_err(|_| match conn.not_cluster.lock().clone() {
+                Some(what) => PeerError::NotCluster {
+                    addr: addr.to_string(),
+                    what,
+                },
+                None => PeerError::Lost(addr.to_string()),
+            });
             drop(guard);
             r
         };

@@ -20,6 +20,11 @@ impl Client {
         Client::to(h.addr())
     }
 
+    /// Connects to the node's cluster port (admin requests).
+    pub fn admin(h: &ServerHandle) -> Client {
+        Client::to(h.cluster_addr())
+    }
+
     /// Connects to `addr`.
     pub fn to(addr: SocketAddr) -> Client {
         let t = Duration::from_secs(20);
