@@ -7,7 +7,9 @@
 //! The scenarios run one at a time (they share the machine's two cores).
 //! Sizes are small for CI; `BASALT_LONG_TESTS=1` multiplies the load.
 
+mod common;
 use basalt_server::pb::{self, code};
+use common::{admin, long, wait_for};
 use prost::Message;
 use std::net::TcpStream;
 use std::path::PathBuf;
@@ -17,10 +19,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn long() -> bool {
-    std::env::var("BASALT_LONG_TESTS").is_ok_and(|v| v == "1")
-}
 
 /// A temporary directory for the nodes; kept (and printed) when
 /// `BASALT_KEEP_TEST_DIRS` is set, to read the node logs after a failure.
@@ -145,28 +143,6 @@ impl Drop for NodeProc {
     fn drop(&mut self) {
         self.signal("-CONT");
         self.kill9();
-    }
-}
-
-fn admin(node: &str, args: &[&str]) -> (bool, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_basalt"))
-        .args(["admin", "--node", node])
-        .args(args)
-        .output()
-        .expect("run basalt admin");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
-}
-
-fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(200));
     }
 }
 

@@ -37,6 +37,8 @@
 //! runs 20 seeds with 20 s partitions (seed printed; `BASALT_TEST_SEED`
 //! replays one).
 
+mod common;
+use common::{admin, long, wait_for};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -48,10 +50,6 @@ const NODES: usize = 3;
 const KEYS: usize = 30;
 const CLIENTS_PER_NODE: usize = 2;
 const BUCKET: &str = "pt";
-
-fn long() -> bool {
-    std::env::var("BASALT_LONG_TESTS").is_ok_and(|v| v == "1")
-}
 
 /// Runs a command; true on exit status 0.
 fn run(args: &[&str]) -> bool {
@@ -265,23 +263,9 @@ impl Drop for NodeProc {
     }
 }
 
-fn admin(node: usize, args: &[&str]) -> (bool, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_basalt"))
-        .args(["admin", "--node", &format!("{}:8099", Net::ip(node))])
-        .args(args)
-        .output()
-        .expect("basalt admin");
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.success(), text)
-}
-
-fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+/// `basalt admin` against node `node`'s cluster address.
+fn admin_n(node: usize, args: &[&str]) -> (bool, String) {
+    admin(&format!("{}:8099", Net::ip(node)), args)
 }
 
 fn http() -> reqwest::blocking::Client {
@@ -449,15 +433,15 @@ fn one_run(net: &Net, seed: u64, partition: Duration) -> Verdict {
         .map(|i| NodeProc::start(net, i, &root))
         .collect();
     for i in 2..=NODES {
-        let (ok, out) = admin(i, &["cluster", "join", &format!("n1@{}", Net::ip(1))]);
+        let (ok, out) = admin_n(i, &["cluster", "join", &format!("n1@{}", Net::ip(1))]);
         assert!(ok, "join: {out}");
     }
-    let (ok, out) = admin(1, &["cluster", "plan"]);
+    let (ok, out) = admin_n(1, &["cluster", "plan"]);
     assert!(ok, "plan: {out}");
-    let (ok, out) = admin(1, &["cluster", "commit"]);
+    let (ok, out) = admin_n(1, &["cluster", "commit"]);
     assert!(ok, "commit: {out}");
     wait_for("transfers", Duration::from_secs(60), || {
-        admin(1, &["ring-status"])
+        admin_n(1, &["ring-status"])
             .1
             .contains("pending ownership transfers: 0")
     });

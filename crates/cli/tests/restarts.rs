@@ -11,6 +11,8 @@
 //!
 //! CI: 3 kill/restart cycles; `BASALT_LONG_TESTS=1`: 12.
 
+mod common;
+use common::{admin, long, wait_for};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -19,10 +21,6 @@ use std::time::{Duration, Instant};
 
 const NODES: usize = 3;
 const CLIENTS: usize = 6;
-
-fn long() -> bool {
-    std::env::var("BASALT_LONG_TESTS").is_ok_and(|v| v == "1")
-}
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -90,25 +88,6 @@ impl NodeProc {
 impl Drop for NodeProc {
     fn drop(&mut self) {
         self.kill9();
-    }
-}
-
-fn admin(node: &str, args: &[&str]) -> (bool, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_basalt"))
-        .args(["admin", "--node", node])
-        .args(args)
-        .output()
-        .expect("basalt admin");
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.success(), text)
-}
-
-fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(200));
     }
 }
 

@@ -130,3 +130,33 @@ pub fn flip_bytes(path: &Path, offsets: &[u64]) {
     }
     std::fs::write(path, bytes).unwrap();
 }
+
+/// `BASALT_LONG_TESTS=1`: the long versions of soak, partition and
+/// crash-loop tests.
+pub fn long() -> bool {
+    std::env::var("BASALT_LONG_TESTS").is_ok_and(|v| v == "1")
+}
+
+/// Runs `basalt admin --node NODE ARGS`: (exit status 0, stdout + stderr).
+pub fn admin(node: &str, args: &[&str]) -> (bool, String) {
+    let out = Command::new(bin())
+        .args(["admin", "--node", node])
+        .args(args)
+        .output()
+        .expect("run basalt admin");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+/// Polls `cond` every 200 ms; panics naming `what` after `timeout`.
+pub fn wait_for(what: &str, timeout: std::time::Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + timeout;
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
