@@ -380,6 +380,13 @@ impl RiakObject {
     /// the other clock does not dominate its object's clock). The clock is
     /// the least clock descending both. Without `allow_mult` the latest
     /// sibling is kept ([`RiakObject::resolve_latest`]).
+    ///
+    /// Limit: without `allow_mult`, "latest" is by wall-clock last-modified
+    /// time (ties by vtag), as in Riak. If the nodes' clocks are skewed so
+    /// that a write that superseded another carries an older timestamp
+    /// than a concurrent third write, replicas that merged in different
+    /// orders can keep different single values; with `allow_mult` (and
+    /// for typed buckets, whose default it is) the merge is exact.
     pub fn merge(a: &RiakObject, b: &RiakObject, allow_mult: bool) -> RiakObject {
         let equal_clocks = a.vclock.same_events(&b.vclock);
         let mut contents: Vec<Content> = Vec::with_capacity(a.contents.len() + b.contents.len());
