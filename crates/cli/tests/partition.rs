@@ -65,6 +65,18 @@ fn must(args: &[&str]) {
     assert!(run(args), "command failed: {}", args.join(" "));
 }
 
+/// A setup step: `Err` names the command that failed.
+fn step(args: &[&str]) -> Result<(), String> {
+    if run(args) {
+        Ok(())
+    } else {
+        Err(format!(
+            "setting up the network failed at: {}",
+            args.join(" ")
+        ))
+    }
+}
+
 /// The namespaces and links of one run; removed on drop.
 struct Net {
     tag: String,
@@ -100,8 +112,9 @@ impl Net {
         if !run(&["ip", "netns", "add", &r]) {
             return Err("`ip netns add` failed (no network namespaces here)".into());
         }
+        // From here a failed step drops `net`, which removes what was made.
         let (host, gw) = (format!("{}h", net.tag), format!("{}g", net.tag));
-        must(&[
+        step(&[
             "ip",
             "netns",
             "exec",
@@ -109,15 +122,15 @@ impl Net {
             "sysctl",
             "-qw",
             "net.ipv4.ip_forward=1",
-        ]);
-        must(&["ip", "netns", "exec", &r, "ip", "link", "set", "lo", "up"]);
-        must(&[
+        ])?;
+        step(&["ip", "netns", "exec", &r, "ip", "link", "set", "lo", "up"])?;
+        step(&[
             "ip", "link", "add", &host, "type", "veth", "peer", "name", &gw,
-        ]);
-        must(&["ip", "link", "set", &gw, "netns", &r]);
-        must(&["ip", "addr", "add", "10.231.0.1/30", "dev", &host]);
-        must(&["ip", "link", "set", &host, "up"]);
-        must(&[
+        ])?;
+        step(&["ip", "link", "set", &gw, "netns", &r])?;
+        step(&["ip", "addr", "add", "10.231.0.1/30", "dev", &host])?;
+        step(&["ip", "link", "set", &host, "up"])?;
+        step(&[
             "ip",
             "netns",
             "exec",
@@ -128,21 +141,21 @@ impl Net {
             "10.231.0.2/30",
             "dev",
             &gw,
-        ]);
-        must(&["ip", "netns", "exec", &r, "ip", "link", "set", &gw, "up"]);
-        must(&["ip", "route", "add", "10.231.0.0/16", "via", "10.231.0.2"]);
+        ])?;
+        step(&["ip", "netns", "exec", &r, "ip", "link", "set", &gw, "up"])?;
+        step(&["ip", "route", "add", "10.231.0.0/16", "via", "10.231.0.2"])?;
         for i in 1..=NODES {
             let ns = net.ns(i);
             let (rv, nv) = (format!("{}r{i}", net.tag), format!("{}e{i}", net.tag));
-            must(&["ip", "netns", "add", &ns]);
-            must(&["ip", "netns", "exec", &ns, "ip", "link", "set", "lo", "up"]);
-            must(&[
+            step(&["ip", "netns", "add", &ns])?;
+            step(&["ip", "netns", "exec", &ns, "ip", "link", "set", "lo", "up"])?;
+            step(&[
                 "ip", "link", "add", &rv, "type", "veth", "peer", "name", &nv,
-            ]);
-            must(&["ip", "link", "set", &rv, "netns", &r]);
-            must(&["ip", "link", "set", &nv, "netns", &ns]);
+            ])?;
+            step(&["ip", "link", "set", &rv, "netns", &r])?;
+            step(&["ip", "link", "set", &nv, "netns", &ns])?;
             let gw_ip = format!("10.231.{i}.1");
-            must(&[
+            step(&[
                 "ip",
                 "netns",
                 "exec",
@@ -153,16 +166,16 @@ impl Net {
                 &format!("{gw_ip}/24"),
                 "dev",
                 &rv,
-            ]);
-            must(&["ip", "netns", "exec", &r, "ip", "link", "set", &rv, "up"]);
+            ])?;
+            step(&["ip", "netns", "exec", &r, "ip", "link", "set", &rv, "up"])?;
             let addr = format!("{}/24", Net::ip(i));
-            must(&[
+            step(&[
                 "ip", "netns", "exec", &ns, "ip", "addr", "add", &addr, "dev", &nv,
-            ]);
-            must(&["ip", "netns", "exec", &ns, "ip", "link", "set", &nv, "up"]);
-            must(&[
+            ])?;
+            step(&["ip", "netns", "exec", &ns, "ip", "link", "set", &nv, "up"])?;
+            step(&[
                 "ip", "netns", "exec", &ns, "ip", "route", "add", "default", "via", &gw_ip,
-            ]);
+            ])?;
         }
         Ok(net)
     }
