@@ -12,7 +12,7 @@
 //! CI: 3 kill/restart cycles; `BASALT_LONG_TESTS=1`: 12.
 
 mod common;
-use common::{admin, long, wait_for};
+use common::{admin, free_addr, long, wait_for};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -21,13 +21,6 @@ use std::time::{Duration, Instant};
 
 const NODES: usize = 3;
 const CLIENTS: usize = 6;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
 
 struct NodeProc {
     i: usize,
@@ -43,9 +36,9 @@ impl NodeProc {
     fn new(root: &Path, i: usize) -> NodeProc {
         NodeProc {
             i,
-            pb: format!("127.0.0.1:{}", free_port()),
-            cluster: format!("127.0.0.1:{}", free_port()),
-            http: format!("127.0.0.1:{}", free_port()),
+            pb: free_addr(),
+            cluster: free_addr(),
+            http: free_addr(),
             dir: root.join(format!("n{i}")),
             child: None,
         }
