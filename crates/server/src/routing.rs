@@ -327,6 +327,13 @@ impl Node {
         all.remove(&p);
         drop(all);
         v.shutdown();
+        // The backend failed: it may have lost writes this vnode already
+        // stamped, so the reopened vnode must not reuse its actor.
+        let dir = self.config.data_dir.join("vnodes").join(p.to_string());
+        if let Err(e) = crate::vnode_id::remove(&dir) {
+            tracing::error!(partition = p, error = %e, "resetting the vnode's incarnation");
+            return false;
+        }
         match self.open_vnode(p) {
             Ok(fresh) => {
                 self.vnodes.write().insert(p, Arc::new(fresh));

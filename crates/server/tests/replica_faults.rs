@@ -149,3 +149,47 @@ fn a_vnode_takes_a_new_actor_only_after_an_unclean_stop() {
     };
     assert_eq!(partition_of(&after[0]), partition_of(&after[1]));
 }
+
+#[test]
+fn a_vnode_reopened_after_its_backend_failed_takes_a_new_actor() {
+    let rt = runtime();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let h = ServerHandle::spawn(config(&dir, "leveled")).expect("spawn");
+    let node = h.node().clone();
+    let first = rt
+        .block_on(node.put(b"b", b"k", None, content(b"v1"), &PutOpts::default()))
+        .expect("put")
+        .expect("written");
+    let p = node.preflist_of(b"b", b"k")[0].partition;
+    // The backend closes itself (as after a failed journal sync); the next
+    // request reopens the vnode.
+    rt.block_on(node.fault_close_vnode_backend(p))
+        .expect("close backend");
+    let read = rt
+        .block_on(node.get(b"b", b"k", &GetOpts::default()))
+        .expect("get");
+    assert!(matches!(read, GetOutcome::Found(_)));
+    let second = rt
+        .block_on(node.put(
+            b"b",
+            b"k",
+            Some(first.vclock.clone()),
+            content(b"v2"),
+            &PutOpts::default(),
+        ))
+        .expect("put")
+        .expect("written");
+    let actors: Vec<Vec<u8>> = second
+        .vclock
+        .entries()
+        .iter()
+        .map(|e| e.actor.clone())
+        .collect();
+    assert_eq!(
+        actors.len(),
+        2,
+        "a new incarnation after the failure: {actors:?}"
+    );
+    drop(node);
+    h.shutdown().expect("shutdown");
+}
