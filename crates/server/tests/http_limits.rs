@@ -16,6 +16,7 @@ fn start(tweak: impl FnOnce(&mut Config)) -> (ServerHandle, tempfile::TempDir) {
         data_dir: dir.path().to_path_buf(),
         pb_listen: "127.0.0.1:0".into(),
         http_listen: "127.0.0.1:0".into(),
+        cluster_listen: "127.0.0.1:0".into(),
         ring_size: 8,
         backend: "memory".into(),
         ..Config::default()
