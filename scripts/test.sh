@@ -6,8 +6,8 @@
 # Last, interop/run.sh drives a real `basalt start` node with the Go and
 # Node.js Riak clients, then a 3-node cluster with the Go client (needs Go,
 # node and npm; ~8 s once built, ~35 s with cold Go/npm caches; see
-# ARCHITECTURE.md "Interop tests" for the cluster stage's known shutdown
-# failure); BASALT_INTEROP=0 skips it, BASALT_INTEROP_NODE=0 only its Node
+# docs/testing.md "Interop tests", including the cluster stage's shutdown
+# check); BASALT_INTEROP=0 skips it, BASALT_INTEROP_NODE=0 only its Node
 # part, BASALT_INTEROP_CLUSTER=0 only its cluster stage.
 set -euo pipefail
 cd "$(dirname "$0")/.."

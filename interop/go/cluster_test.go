@@ -14,7 +14,7 @@ package interop
 // and without BASALT_PB_ADDR. Without BASALT_CLUSTER_ADDRS these tests are
 // skipped, so the single-node run skips them.
 //
-// Bucket props and bucket types are cluster-wide (ARCHITECTURE.md "Cluster",
+// Bucket props and bucket types are cluster-wide (docs/server.md "Cluster",
 // "Bucket metadata"): props set through node 1 must reach nodes 2 and 3.
 
 import (

@@ -24,8 +24,8 @@
 // / StoreBucketTypeProps (31/32, n_val change as in Riak), FetchPreflist
 // (33/34), unknown and inactive types → error for every request kind.
 //
-// Not covered, because the server does not support it yet (ARCHITECTURE.md
-// "Server", "Missing"):
+// Not covered, because the server does not support it yet (docs/server.md
+// "Server", "Missing"; docs/testing.md "Not covered"):
 //   - the CRDT bucket types of the Go client's own integration suite
 //     (`counters`, `sets`, `gsets`, `maps`, `hlls`: need data types);
 //   - CRDTs (DtFetch/DtUpdate 80-83, legacy counters 50-53);

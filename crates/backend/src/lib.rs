@@ -590,7 +590,7 @@ pub trait Backend: Send + Sync {
     /// A point-in-time view. It may borrow the backend.
     fn snapshot(&self) -> Result<Box<dyn BackendSnapshot + '_>>;
     /// The maintained tictac tree in the engine's export format
-    /// (`BSLTTIC1`, see ARCHITECTURE.md) ([`Capability::NativeAae`]).
+    /// (`BSLTTIC1`, see docs/formats.md) ([`Capability::NativeAae`]).
     fn tictac_tree(&self) -> Result<Vec<u8>>;
     /// Counters and disk use.
     fn stats(&self) -> Result<BackendStats>;

@@ -8,7 +8,7 @@
 //! HdrHistograms ([`stats`], [`sysstats`]) and writes basho_bench's CSVs
 //! ([`output`]) plus a report ([`report`]) and charts ([`chart`]).
 //! [`compare`] puts several runs side by side. [`cli::run`] is the command
-//! line; see `ARCHITECTURE.md` ("Bench") and `examples/`.
+//! line; see `docs/bench.md` and `examples/`.
 
 pub mod chart;
 pub mod cli;

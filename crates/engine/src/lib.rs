@@ -3,8 +3,8 @@
 //! Values go to an append-only [`journal`]; keys and metadata go to an LSM
 //! merge tree, the [`ledger`]. The [`store`] (leveled's "bookie") ties the two
 //! together behind GET / HEAD / PUT / DELETE. See `ARCHITECTURE.md` at the
-//! repository root for the write and read paths, the on-disk formats and the
-//! invariants.
+//! repository root for the map and the invariants, `docs/engine.md` for the
+//! write and read paths and `docs/formats.md` for the on-disk formats.
 
 pub mod backup;
 pub mod codec;
