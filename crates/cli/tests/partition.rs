@@ -213,6 +213,28 @@ impl Net {
             self.rules(i, j, "del");
         }
     }
+
+    /// Drops node `i`'s packets to every other node, not theirs to it.
+    fn one_way(&self, i: usize, op: &str) {
+        let r = self.router();
+        for j in (1..=NODES).filter(|&j| j != i) {
+            let (from, to) = (Net::ip(i), Net::ip(j));
+            must(&[
+                "ip",
+                "netns",
+                "exec",
+                &r,
+                "ip",
+                "rule",
+                op,
+                "from",
+                &from,
+                "to",
+                &to,
+                "blackhole",
+            ]);
+        }
+    }
 }
 
 impl Drop for Net {
@@ -225,8 +247,66 @@ impl Drop for Net {
     }
 }
 
+/// The fault node 3 suffers in a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    /// Cut off from the other nodes, both ways.
+    Partition,
+    /// Its packets to the other nodes are dropped; theirs to it arrive.
+    OneWay,
+    /// SIGSTOP, then SIGCONT (a stalled process: GC pause, swapping).
+    Pause,
+    /// Its data directory (a 256 MiB tmpfs) is filled up, then freed.
+    DiskFull,
+}
+
+/// A tmpfs mounted for a node's data; unmounted on drop.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(dir: &Path) -> Tmpfs {
+        std::fs::create_dir_all(dir).expect("mount point");
+        let d = dir.to_string_lossy().into_owned();
+        must(&["mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", &d]);
+        Tmpfs(dir.to_path_buf())
+    }
+
+    fn filler(&self) -> PathBuf {
+        self.0.join("filler")
+    }
+
+    /// Writes a file until the disk is full; returns the bytes written.
+    fn fill(&self) -> u64 {
+        let mut f = std::fs::File::create(self.filler()).expect("filler");
+        let chunk = vec![0u8; 1 << 20];
+        let mut n = 0u64;
+        while std::io::Write::write_all(&mut f, &chunk).is_ok() {
+            n += chunk.len() as u64;
+        }
+        n
+    }
+
+    fn free(&self) {
+        let _ = std::fs::remove_file(self.filler());
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        run(&["umount", "-l", &self.0.to_string_lossy()]);
+    }
+}
+
 struct NodeProc {
     child: Option<Child>,
+}
+
+impl NodeProc {
+    fn signal(&self, sig: &str) {
+        if let Some(c) = &self.child {
+            must(&["kill", sig, &c.id().to_string()]);
+        }
+    }
 }
 
 impl NodeProc {
@@ -269,6 +349,9 @@ impl NodeProc {
 
 impl Drop for NodeProc {
     fn drop(&mut self) {
+        if self.child.is_some() {
+            self.signal("-CONT");
+        }
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
@@ -348,6 +431,8 @@ struct Op {
     read: Vec<String>,
     wrote: String,
     acked: bool,
+    /// The HTTP status of the write (0: no answer).
+    status: u16,
 }
 
 fn client(id: usize, node: usize, seed: u64, stop: Arc<AtomicBool>, log: Arc<Mutex<Vec<Op>>>) {
@@ -371,12 +456,14 @@ fn client(id: usize, node: usize, seed: u64, stop: Arc<AtomicBool>, log: Arc<Mut
         if let Some(v) = &clock {
             put = put.header("X-Riak-Vclock", v.as_str());
         }
-        let acked = put.send().is_ok_and(|r| r.status().is_success());
+        let status = put.send().map_or(0, |r| r.status().as_u16());
+        let acked = (200..300).contains(&status);
         log.lock().expect("log").push(Op {
             key,
             read,
             wrote,
             acked,
+            status,
         });
     }
 }
@@ -386,6 +473,8 @@ fn client(id: usize, node: usize, seed: u64, stop: Arc<AtomicBool>, log: Arc<Mut
 struct Verdict {
     writes: usize,
     acked: usize,
+    /// Failed writes by HTTP status (0: no answer).
+    failed: BTreeMap<u16, usize>,
     lost: Vec<String>,
     resurrected: Vec<String>,
     diverged: Vec<String>,
@@ -401,6 +490,13 @@ fn check(
     let mut v = Verdict {
         writes: history.len(),
         acked: history.iter().filter(|o| o.acked).count(),
+        failed: history
+            .iter()
+            .filter(|o| !o.acked)
+            .fold(BTreeMap::new(), |mut m, o| {
+                *m.entry(o.status).or_insert(0) += 1;
+                m
+            }),
         diverged,
         ..Verdict::default()
     };
@@ -432,7 +528,7 @@ fn check(
     v
 }
 
-fn one_run(net: &Net, seed: u64, partition: Duration) -> Verdict {
+fn one_run(net: &Net, seed: u64, fault: Fault, partition: Duration) -> Verdict {
     let tmp = tempfile::tempdir().expect("tempdir");
     let root: PathBuf = if std::env::var_os("BASALT_KEEP_TEST_DIRS").is_some() {
         let p = tmp.path().to_path_buf();
@@ -442,7 +538,9 @@ fn one_run(net: &Net, seed: u64, partition: Duration) -> Verdict {
     } else {
         tmp.path().to_path_buf()
     };
-    let _nodes: Vec<NodeProc> = (1..=NODES)
+    // Dropped after the nodes (declared first): unmounted once they exit.
+    let tmpfs = (fault == Fault::DiskFull).then(|| Tmpfs::mount(&root.join(format!("n{NODES}"))));
+    let nodes: Vec<NodeProc> = (1..=NODES)
         .map(|i| NodeProc::start(net, i, &root))
         .collect();
     for i in 2..=NODES {
@@ -485,9 +583,27 @@ fn one_run(net: &Net, seed: u64, partition: Duration) -> Verdict {
         })
         .collect();
     std::thread::sleep(Duration::from_secs(3));
-    net.isolate(NODES);
+    let victim = &nodes[NODES - 1];
+    match fault {
+        Fault::Partition => net.isolate(NODES),
+        Fault::OneWay => net.one_way(NODES, "add"),
+        Fault::Pause => victim.signal("-STOP"),
+        Fault::DiskFull => {
+            let filled = tmpfs.as_ref().map_or(0, Tmpfs::fill);
+            assert!(filled > 0, "the disk could not be filled");
+        }
+    }
     std::thread::sleep(partition);
-    net.heal(NODES);
+    match fault {
+        Fault::Partition => net.heal(NODES),
+        Fault::OneWay => net.one_way(NODES, "del"),
+        Fault::Pause => victim.signal("-CONT"),
+        Fault::DiskFull => {
+            if let Some(t) = &tmpfs {
+                t.free();
+            }
+        }
+    }
     std::thread::sleep(Duration::from_secs(3));
     stop.store(true, Ordering::Relaxed);
     for w in workers {
@@ -555,12 +671,16 @@ fn one_run(net: &Net, seed: u64, partition: Duration) -> Verdict {
     v
 }
 
-#[test]
-fn partition_heals_without_lost_resurrected_or_divergent_writes() {
+/// One fault test at a time: they share addresses and namespace names.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Runs `fault` for each seed and checks every run.
+fn check_fault(fault: Fault, long_seeds: u64) {
+    let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let net = match Net::setup() {
         Ok(net) => net,
         Err(why) => {
-            eprintln!("partition test skipped: {why}");
+            eprintln!("fault test ({fault:?}) skipped: {why}");
             return;
         }
     };
@@ -569,17 +689,18 @@ fn partition_heals_without_lost_resurrected_or_divergent_writes() {
         .and_then(|s| s.parse().ok())
     {
         Some(s) => vec![s],
-        None if long() => (1..=20).collect(),
+        None if long() => (1..=long_seeds).collect(),
         None => vec![7],
     };
-    let partition = Duration::from_secs(if long() { 20 } else { 6 });
+    let duration = Duration::from_secs(if long() { 20 } else { 6 });
     for seed in seeds {
         let t = Instant::now();
-        let v = one_run(&net, seed, partition);
+        let v = one_run(&net, seed, fault, duration);
         println!(
-            "partition seed {seed}: {} writes ({} acknowledged), lost {}, resurrected {}, diverged keys {} ({:.1} s)",
+            "{fault:?} seed {seed}: {} writes ({} acknowledged, failed by status {:?}), lost {}, resurrected {}, diverged keys {} ({:.1} s)",
             v.writes,
             v.acked,
+            v.failed,
             v.lost.len(),
             v.resurrected.len(),
             v.diverged.len(),
@@ -587,11 +708,29 @@ fn partition_heals_without_lost_resurrected_or_divergent_writes() {
         );
         assert!(
             v.acked > 50,
-            "seed {seed}: too little load to mean anything: {v:?}"
+            "{fault:?} seed {seed}: too little load to mean anything: {v:?}"
         );
         assert!(
             v.lost.is_empty() && v.resurrected.is_empty() && v.diverged.is_empty(),
-            "seed {seed} (BASALT_TEST_SEED={seed} to replay): {v:?}"
+            "{fault:?} seed {seed} (BASALT_TEST_SEED={seed} to replay): {v:?}"
         );
+        assert!(
+            !v.failed.contains_key(&500),
+            "{fault:?} seed {seed}: writes answered 500 (a full disk is 507, overload 503): {:?}",
+            v.failed
+        );
+    }
+}
+
+#[test]
+fn partition_heals_without_lost_resurrected_or_divergent_writes() {
+    check_fault(Fault::Partition, 20);
+}
+
+/// The other faults, one after another (they share the addresses).
+#[test]
+fn one_way_partition_pause_and_full_disk_lose_nothing() {
+    for fault in [Fault::OneWay, Fault::Pause, Fault::DiskFull] {
+        check_fault(fault, 5);
     }
 }
