@@ -456,8 +456,14 @@ fn client(id: usize, node: usize, seed: u64, stop: Arc<AtomicBool>, log: Arc<Mut
         if let Some(v) = &clock {
             put = put.header("X-Riak-Vclock", v.as_str());
         }
-        let status = put.send().map_or(0, |r| r.status().as_u16());
+        let (status, body) = match put.send() {
+            Ok(r) => (r.status().as_u16(), r.text().unwrap_or_default()),
+            Err(_) => (0, String::new()),
+        };
         let acked = (200..300).contains(&status);
+        if status == 500 {
+            eprintln!("client {id}: a write answered 500: {}", body.trim());
+        }
         log.lock().expect("log").push(Op {
             key,
             read,

@@ -925,35 +925,41 @@ impl Node {
             .ok_or_else(|| RequestError::Invalid("insufficient_vnodes_available".into()))
     }
 
-    /// Keys of `bucket` that are not tombstones, one batch per covering vnode
-    /// (deduplicated across batches), handed to `batch` as each vnode
-    /// answers; `batch` resolving to `false` (the client went away) stops
-    /// the listing.
+    /// Keys of `bucket` that are not tombstones, over a coverage plan: each
+    /// covering vnode lists only the keys whose first primary it answers
+    /// for (so no key twice, and nothing to remember across vnodes), in
+    /// batches of at most [`LIST_KEYS_BATCH`] scanned keys (one vnode job
+    /// each, on ordered backends), handed to `batch` as they come; `batch`
+    /// resolving to `false` (the client went away) stops the listing.
     pub async fn list_keys<F, Fut>(&self, bucket: &[u8], mut batch: F) -> Result<(), RequestError>
     where
         F: FnMut(Vec<Vec<u8>>) -> Fut,
         Fut: Future<Output = bool>,
     {
         let props = self.props.get(bucket);
-        let mut seen = BTreeSet::new();
-        for t in self.coverage_or_err(props.n_val)? {
-            let reply = self
-                .vcall(
-                    &t,
-                    VnodeReq::ListKeys {
-                        bucket: bucket.to_vec(),
-                    },
-                )
-                .await?;
-            let VnodeReply::Keys(keys) = reply else {
-                return Err(RequestError::Storage("unexpected list keys reply".into()));
-            };
-            let fresh: Vec<Vec<u8>> = keys
-                .into_iter()
-                .filter(|k| seen.insert(k.clone()))
-                .collect();
-            if !fresh.is_empty() && !batch(fresh).await {
-                break;
+        let plan = self
+            .coverage_plan(props.n_val)
+            .ok_or_else(|| RequestError::Invalid("insufficient_vnodes_available".into()))?;
+        for (t, firsts) in plan {
+            let mut after: Option<Vec<u8>> = None;
+            loop {
+                let req = VnodeReq::ListKeys {
+                    bucket: bucket.to_vec(),
+                    after: after.clone(),
+                    limit: LIST_KEYS_BATCH,
+                    ring_size: self.ring.size(),
+                    firsts: firsts.clone(),
+                };
+                let VnodeReply::Keys(keys, last, more) = self.vcall(&t, req).await? else {
+                    return Err(RequestError::Storage("unexpected list keys reply".into()));
+                };
+                if !keys.is_empty() && !batch(keys).await {
+                    return Ok(());
+                }
+                if !more || last.is_none() {
+                    break;
+                }
+                after = last;
             }
         }
         Ok(())
@@ -1073,6 +1079,9 @@ impl Node {
 
 /// Objects each covering vnode reads per round of a CS bucket fold.
 pub const CS_FOLD_BATCH: usize = 100;
+
+/// Keys a vnode scans per list-keys job (ordered backends).
+pub const LIST_KEYS_BATCH: u32 = 1000;
 
 /// Above every valid key (keys are at most 64 KiB): the open end of a range.
 static KEY_ABOVE_ALL: [u8; 65_537] = [0xFF; 65_537];

@@ -324,8 +324,12 @@ impl Node {
             reason,
             "vnode backend closed itself; reopening it"
         );
+        // The table stays locked from shutdown to reopen (as `local_vnode`
+        // opens under it): a request in between would open a second
+        // backend on the directory the old one still locks. The old
+        // backend is closed, so its queued jobs fail fast and the join is
+        // short.
         all.remove(&p);
-        drop(all);
         v.shutdown();
         // The backend failed: it may have lost writes this vnode already
         // stamped, so the reopened vnode must not reuse its actor.
@@ -336,7 +340,7 @@ impl Node {
         }
         match self.open_vnode(p) {
             Ok(fresh) => {
-                self.vnodes.write().insert(p, Arc::new(fresh));
+                all.insert(p, Arc::new(fresh));
                 true
             }
             Err(e) => {

@@ -84,10 +84,22 @@ pub enum VnodeReq {
         /// The bucket's props.
         props: BucketProps,
     },
-    /// Keys of a bucket that are not tombstones.
+    /// A batch of a bucket's keys that are not tombstones, for a listing
+    /// over a coverage plan: the keys after `after`, in key order, at most
+    /// `limit` of them scanned (an unordered backend answers every key in
+    /// one batch), keeping those whose first primary (in a ring of
+    /// `ring_size`) is in `firsts`, so each key is listed by one vnode.
     ListKeys {
         /// Storage bucket.
         bucket: Vec<u8>,
+        /// Resume after this key.
+        after: Option<Vec<u8>>,
+        /// Keys scanned per batch.
+        limit: u32,
+        /// Ring size (to place keys).
+        ring_size: u32,
+        /// First primaries this vnode answers for.
+        firsts: Vec<u32>,
     },
     /// Buckets holding anything.
     ListBuckets,
@@ -164,8 +176,9 @@ pub enum VnodeReply {
     Object(Option<WireObject>, u32),
     /// What a write stored (`None`: nothing changed).
     Written(Option<WireObject>),
-    /// Keys.
-    Keys(Vec<Vec<u8>>),
+    /// A list-keys batch: the keys, the last key scanned (the cursor),
+    /// more to come.
+    Keys(Vec<Vec<u8>>, Option<Vec<u8>>, bool),
     /// Buckets.
     Buckets(Vec<Vec<u8>>),
     /// 2i results.
@@ -263,23 +276,13 @@ impl VnodeState {
                 }
                 Ok(VnodeReply::Written(new.as_ref().map(WireObject::full)))
             }
-            VnodeReq::ListKeys { bucket } => {
-                let mut keys = Vec::new();
-                self.backend.fold_keys(&bucket, None, &mut |k| {
-                    keys.push(k.to_vec());
-                    ControlFlow::Continue(())
-                })?;
-                let mut live = Vec::with_capacity(keys.len());
-                for k in keys {
-                    if self
-                        .read_head(&bucket, &k)?
-                        .is_some_and(|o| !o.is_deleted())
-                    {
-                        live.push(k);
-                    }
-                }
-                Ok(VnodeReply::Keys(live))
-            }
+            VnodeReq::ListKeys {
+                bucket,
+                after,
+                limit,
+                ring_size,
+                firsts,
+            } => self.list_keys_batch(&bucket, after, limit, ring_size, &firsts),
             VnodeReq::ListBuckets => Ok(VnodeReply::Buckets(self.backend.list_buckets()?)),
             VnodeReq::Index(q) => Ok(VnodeReply::Index(self.backend.index_query(&q)?)),
             VnodeReq::Fold { after, limit } => self.fold_batch(after, limit),
@@ -385,6 +388,61 @@ impl VnodeState {
             }
         }
         Ok(())
+    }
+
+    /// Serves [`VnodeReq::ListKeys`].
+    fn list_keys_batch(
+        &self,
+        bucket: &[u8],
+        after: Option<Vec<u8>>,
+        limit: u32,
+        ring_size: u32,
+        firsts: &[u32],
+    ) -> Result<VnodeReply, VnodeError> {
+        let ring = crate::ring::Ring::new(ring_size)
+            .ok_or_else(|| VnodeError::Remote(format!("bad ring size {ring_size}")))?;
+        let ordered = self
+            .backend
+            .capabilities()
+            .has(basalt_backend::Capability::OrderedKeys);
+        // An unordered backend cannot resume after a key without scanning
+        // everything again: it answers the whole bucket at once (its keys
+        // are in memory anyway, e.g. bitcask's keydir).
+        let limit = if ordered {
+            limit.max(1) as usize
+        } else {
+            usize::MAX
+        };
+        let range = after.as_deref().map(key_range_from);
+        let mut scanned: Vec<Vec<u8>> = Vec::new();
+        let mut more = false;
+        self.backend.fold_keys(bucket, range.as_ref(), &mut |k| {
+            if after.as_deref() == Some(k) {
+                return ControlFlow::Continue(());
+            }
+            if scanned.len() >= limit {
+                more = true;
+                return ControlFlow::Break(());
+            }
+            scanned.push(k.to_vec());
+            ControlFlow::Continue(())
+        })?;
+        debug_assert!(
+            !ordered || scanned.windows(2).all(|w| w[0] < w[1]),
+            "an ordered backend folds keys in order"
+        );
+        let last = scanned.last().cloned();
+        let (btype, name) = crate::btypes::split_storage_bucket(bucket);
+        let mut keys = Vec::new();
+        for k in scanned {
+            let first = ring.first_primary(&crate::ring::key_hash(btype, name, &k));
+            if firsts.contains(&first)
+                && self.read_head(bucket, &k)?.is_some_and(|o| !o.is_deleted())
+            {
+                keys.push(k);
+            }
+        }
+        Ok(VnodeReply::Keys(keys, last, more))
     }
 
     fn fold_batch(
