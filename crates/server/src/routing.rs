@@ -11,8 +11,10 @@ use crate::vnode::{Vnode, VnodeError, VnodeState};
 use crate::vnodereq::{VnodeReply, VnodeReq, WireObject};
 use std::sync::Arc;
 
-/// A vnode whose backend closed itself is reopened at most this often.
-pub const VNODE_RESTART_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+/// A vnode whose backend closed itself is reopened at most this often
+/// (short, so writes resume within about a second once, e.g., disk space
+/// returns; a reopen on a still-full disk fails cheaply).
+pub const VNODE_RESTART_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// One vnode a request goes to.
 #[derive(Debug, Clone, PartialEq, Eq)]
