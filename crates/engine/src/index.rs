@@ -562,7 +562,7 @@ fn query_tag(prefix: &[u8]) -> u32 {
 
 /// Encodes a continuation after (stored term, key) for the query whose
 /// scanned prefix has tag `tag`.
-fn encode_continuation(tag: u32, term: &[u8], key: &[u8]) -> String {
+pub(crate) fn encode_continuation(tag: u32, term: &[u8], key: &[u8]) -> String {
     let mut body = Vec::with_capacity(16 + term.len() + key.len());
     body.put_u32(tag);
     body.put_bytes32(term);
@@ -576,7 +576,7 @@ fn encode_continuation(tag: u32, term: &[u8], key: &[u8]) -> String {
 
 /// Decodes a continuation into (stored term, key), checking it belongs to
 /// the query with tag `tag`. Errors name the problem; never panics.
-fn decode_continuation(c: &str, tag: u32) -> Result<(Vec<u8>, Vec<u8>)> {
+pub(crate) fn decode_continuation(c: &str, tag: u32) -> Result<(Vec<u8>, Vec<u8>)> {
     let bad = |why: &str| {
         invalid(format!(
             "continuation '{}' is invalid: {why}",

@@ -14,6 +14,9 @@ pub mod entry;
 pub mod error;
 pub mod fold;
 pub mod fsutil;
+/// For the fuzz targets only (see the module docs).
+#[doc(hidden)]
+pub mod fuzz_api;
 pub mod index;
 pub mod journal;
 pub mod key;

@@ -1162,13 +1162,13 @@ pub(crate) fn cs_fold_batch(
 /// A vnode's round of a CS bucket fold: objects, last key, more to come.
 pub(crate) type CsBatch = (Vec<(Vec<u8>, RiakObject)>, Option<Vec<u8>>, bool);
 
-fn encode_cs_continuation(key: &[u8]) -> Vec<u8> {
+pub(crate) fn encode_cs_continuation(key: &[u8]) -> Vec<u8> {
     let mut raw = vec![1u8];
     raw.extend_from_slice(key);
     base64::Engine::encode(&base64::engine::general_purpose::STANDARD, raw).into_bytes()
 }
 
-fn decode_cs_continuation(c: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn decode_cs_continuation(c: &[u8]) -> Option<Vec<u8>> {
     let raw = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, c).ok()?;
     match raw.split_first() {
         Some((1, key)) if !key.is_empty() => Some(key.to_vec()),
@@ -1473,14 +1473,14 @@ fn index_term_cmp(int: bool, a: &[u8], b: &[u8]) -> std::cmp::Ordering {
     }
 }
 
-fn encode_continuation(term: &[u8], key: &[u8]) -> String {
+pub(crate) fn encode_continuation(term: &[u8], key: &[u8]) -> String {
     let mut raw = (term.len() as u32).to_be_bytes().to_vec();
     raw.extend_from_slice(term);
     raw.extend_from_slice(key);
     base64::Engine::encode(&base64::engine::general_purpose::STANDARD, raw)
 }
 
-fn decode_continuation(c: &str) -> Option<(Vec<u8>, Vec<u8>)> {
+pub(crate) fn decode_continuation(c: &str) -> Option<(Vec<u8>, Vec<u8>)> {
     let raw = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, c).ok()?;
     let len = u32::from_be_bytes(raw.get(..4)?.try_into().ok()?) as usize;
     let term = raw.get(4..4usize.checked_add(len)?)?.to_vec();

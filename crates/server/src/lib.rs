@@ -24,6 +24,9 @@ pub mod btypes;
 pub mod cluster;
 pub mod config;
 pub mod coordinator;
+/// For the fuzz targets only (see the module docs).
+#[doc(hidden)]
+pub mod fuzz_api;
 pub mod http;
 pub mod latency;
 pub mod object;

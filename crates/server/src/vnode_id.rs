@@ -43,7 +43,7 @@ pub fn status_path(dir: &Path) -> PathBuf {
     dir.with_file_name(name)
 }
 
-fn render(id: u64, state: Shutdown) -> String {
+pub(crate) fn render(id: u64, state: Shutdown) -> String {
     let word = match state {
         Shutdown::Open => "open",
         Shutdown::Clean => "clean",
@@ -55,7 +55,7 @@ fn render(id: u64, state: Shutdown) -> String {
 
 /// Parses a status file; `None` if it is not one (wrong magic, version,
 /// fields or CRC).
-fn parse(text: &str) -> Option<(u64, Shutdown)> {
+pub(crate) fn parse(text: &str) -> Option<(u64, Shutdown)> {
     let line = text.strip_suffix('\n').unwrap_or(text);
     let (body, crc) = line.rsplit_once(' ')?;
     if u32::from_str_radix(crc, 16).ok()? != crc32c::crc32c(body.as_bytes()) {

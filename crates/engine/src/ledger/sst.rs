@@ -589,7 +589,7 @@ impl Drop for SstWriter {
 // ---------------------------------------------------------------------------
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Section {
+pub(crate) struct Section {
     offset: u64,
     len: u32,
 }
@@ -601,14 +601,14 @@ impl Section {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Footer {
+pub(crate) struct Footer {
     index: Section,
     bloom: Section,
     meta: Section,
 }
 
 impl Footer {
-    fn encode(&self) -> Vec<u8> {
+    pub(crate) fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(FOOTER_BYTES);
         out.extend_from_slice(&MAGIC);
         out.put_u32(FORMAT_VERSION);
@@ -624,7 +624,7 @@ impl Footer {
     }
 
     /// Decodes and checks a footer of a file of `file_len` bytes.
-    fn decode(bytes: &[u8], file_len: u64) -> Result<Footer, String> {
+    pub(crate) fn decode(bytes: &[u8], file_len: u64) -> Result<Footer, String> {
         let mut r = Reader::new(bytes);
         let e = |d: DecodeError| format!("footer: {d}");
         if r.take(MAGIC.len()).map_err(e)? != MAGIC {
@@ -699,7 +699,7 @@ pub fn is_sst_file(path: &Path) -> Result<bool> {
 // ---------------------------------------------------------------------------
 
 /// Splits `raw` into its content and checks the trailing CRC32C over it.
-fn split_crc(raw: &[u8]) -> Result<&[u8], String> {
+pub(crate) fn split_crc(raw: &[u8]) -> Result<&[u8], String> {
     let body_len = raw
         .len()
         .checked_sub(4)
@@ -721,14 +721,14 @@ fn split_crc(raw: &[u8]) -> Result<&[u8], String> {
 type RawEntry<'a> = (&'a [u8], &'a [u8]);
 
 /// Reads one entry's raw key and value.
-fn read_entry<'a>(r: &mut Reader<'a>) -> Result<RawEntry<'a>, DecodeError> {
+pub(crate) fn read_entry<'a>(r: &mut Reader<'a>) -> Result<RawEntry<'a>, DecodeError> {
     let key = r.bytes32()?;
     let value = r.bytes32()?;
     Ok((key, value))
 }
 
 /// Decodes a value that must fill `bytes` exactly.
-fn decode_value(bytes: &[u8]) -> Result<LedgerValue, DecodeError> {
+pub(crate) fn decode_value(bytes: &[u8]) -> Result<LedgerValue, DecodeError> {
     let mut r = Reader::new(bytes);
     let v = LedgerValue::decode(&mut r)?;
     if !r.is_empty() {
@@ -742,7 +742,7 @@ fn decode_value(bytes: &[u8]) -> Result<LedgerValue, DecodeError> {
 
 /// A data block whose CRC has been verified.
 #[derive(Debug)]
-struct Block {
+pub(crate) struct Block {
     /// The block's entries followed by the 8-byte trailer.
     raw: Vec<u8>,
     /// Number of entries the trailer announces.
@@ -751,7 +751,7 @@ struct Block {
 
 impl Block {
     /// Checks the trailer of a raw block.
-    fn from_raw(raw: Vec<u8>) -> Result<Block, String> {
+    pub(crate) fn from_raw(raw: Vec<u8>) -> Result<Block, String> {
         let payload = split_crc(&raw)?;
         let entries_len = payload
             .len()
@@ -767,7 +767,7 @@ impl Block {
     }
 
     /// The encoded entries.
-    fn entries(&self) -> &[u8] {
+    pub(crate) fn entries(&self) -> &[u8] {
         let end = self.raw.len().saturating_sub(BLOCK_TRAILER_BYTES);
         self.raw.get(..end).unwrap_or_default()
     }
@@ -1136,7 +1136,7 @@ impl SstReader {
 }
 
 /// Parses the index block's content (CRC already checked).
-fn parse_index(bytes: &[u8], data_end: u64) -> Result<Vec<BlockHandle>, String> {
+pub(crate) fn parse_index(bytes: &[u8], data_end: u64) -> Result<Vec<BlockHandle>, String> {
     let entries_len = bytes
         .len()
         .checked_sub(4)
@@ -1196,7 +1196,11 @@ fn parse_index(bytes: &[u8], data_end: u64) -> Result<Vec<BlockHandle>, String> 
 }
 
 /// Parses the meta block's content (CRC already checked) and checks it against the index.
-fn parse_meta(bytes: &[u8], blocks: &[BlockHandle], file_len: u64) -> Result<SstSummary, String> {
+pub(crate) fn parse_meta(
+    bytes: &[u8],
+    blocks: &[BlockHandle],
+    file_len: u64,
+) -> Result<SstSummary, String> {
     let mut r = Reader::new(bytes);
     let e = |d: DecodeError| d.0;
     let entries = r.u64().map_err(e)?;

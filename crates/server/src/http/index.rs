@@ -53,7 +53,7 @@ pub async fn range_typed(
 
 /// The query parameters of a 2i request.
 #[derive(Debug, Default, PartialEq)]
-struct Params {
+pub(crate) struct Params {
     return_terms: bool,
     max_results: Option<u32>,
     continuation: Option<String>,
@@ -61,7 +61,7 @@ struct Params {
     stream: bool,
 }
 
-fn params(q: &[(String, String)]) -> Result<Params, String> {
+pub(crate) fn params(q: &[(String, String)]) -> Result<Params, String> {
     let mut p = Params::default();
     let boolean = |k: &str, v: &str| match v {
         "true" => Ok(true),
@@ -86,7 +86,7 @@ fn params(q: &[(String, String)]) -> Result<Params, String> {
 }
 
 /// Checks the field and canonicalises `_int` terms (decimal `i64`).
-fn check_terms(
+pub(crate) fn check_terms(
     field: &str,
     start: String,
     end: Option<String>,

@@ -229,10 +229,12 @@ async fn root(headers: HeaderMap) -> Response {
 
 /// Query parameters, percent-decoded.
 pub(crate) fn query(req: &Request) -> Vec<(String, String)> {
-    req.uri()
-        .query()
-        .unwrap_or("")
-        .split('&')
+    query_pairs(req.uri().query().unwrap_or(""))
+}
+
+/// A query string's `k=v` pairs, percent-decoded.
+pub(crate) fn query_pairs(q: &str) -> Vec<(String, String)> {
+    q.split('&')
         .filter(|p| !p.is_empty())
         .map(|p| {
             let (k, v) = p.split_once('=').unwrap_or((p, ""));

@@ -33,7 +33,7 @@ pub fn parse_quorum(name: &str, v: &str) -> Result<u32, String> {
 
 /// The query parameters of an object request.
 #[derive(Default)]
-struct Params {
+pub(crate) struct Params {
     r: Option<u32>,
     pr: Option<u32>,
     w: Option<u32>,
@@ -53,7 +53,7 @@ fn boolean(name: &str, v: &str) -> Result<bool, String> {
     }
 }
 
-fn params(q: &[(String, String)]) -> Result<Params, String> {
+pub(crate) fn params(q: &[(String, String)]) -> Result<Params, String> {
     let mut p = Params::default();
     for (k, v) in q {
         let slot = match k.as_str() {
@@ -183,7 +183,7 @@ fn vclock_header(v: &VClock) -> HeaderValue {
     HeaderValue::from_str(&s).unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 
-fn decode_vclock(name: &str, v: &HeaderValue) -> Result<VClock, Response> {
+pub(crate) fn decode_vclock(name: &str, v: &HeaderValue) -> Result<VClock, Response> {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(v.as_bytes())
         .map_err(|_| bad(format!("{name} is not valid base64")))?;
@@ -553,7 +553,7 @@ type Link = (Vec<u8>, Vec<u8>, Vec<u8>);
 
 /// Parses a `Link` request header into (bucket, key, tag) links; the
 /// `rel="up"` entry Riak sends back is ignored.
-fn parse_links(v: &str) -> Result<Vec<Link>, String> {
+pub(crate) fn parse_links(v: &str) -> Result<Vec<Link>, String> {
     let mut out = Vec::new();
     for entry in v.split(',').map(str::trim).filter(|e| !e.is_empty()) {
         let malformed = || format!("Invalid Link header entry: \"{entry}\"");
@@ -590,7 +590,7 @@ fn parse_links(v: &str) -> Result<Vec<Link>, String> {
 }
 
 /// The sibling described by a store request's headers and body.
-fn content_from_request(h: &HeaderMap, body: Vec<u8>) -> Result<Content, Response> {
+pub(crate) fn content_from_request(h: &HeaderMap, body: Vec<u8>) -> Result<Content, Response> {
     let ct = h
         .get(header::CONTENT_TYPE)
         .ok_or_else(|| bad("Missing Content-Type request header"))?
