@@ -13,8 +13,8 @@
 //! at most [`MAX_INFLIGHT`] requests wait on it (more answer `Overload`),
 //! every call has a timeout, and a broken connection fails its waiting
 //! calls at once and is re-dialled (connect timeout [`CONNECT_TIMEOUT`])
-//! by the next call. A connection that has had requests waiting for
-//! [`STALE_AFTER`] without receiving a single frame is **dead** even if TCP
+//! by the next call. A connection on which requests have been sent for
+//! [`STALE_AFTER`] without a single frame coming back is **dead** even if TCP
 //! has not noticed (a network partition drops packets silently, and TCP
 //! retransmits for minutes): it is closed, its calls fail, and the next
 //! call re-dials — failing fast while the peer is unreachable, succeeding
@@ -101,9 +101,9 @@ struct Conn {
     tx: mpsc::Sender<Vec<u8>>,
     waiters: Waiters,
     alive: Arc<AtomicBool>,
-    /// When a frame last arrived, or requests started waiting on an idle
-    /// connection (whichever is later).
-    heard: Arc<Mutex<std::time::Instant>>,
+    /// When the first request was sent that no frame has followed yet
+    /// (`None`: the peer has answered since the last request).
+    silent_since: Arc<Mutex<Option<std::time::Instant>>>,
     /// The reader and writer tasks, stopped when the connection is closed.
     tasks: Vec<tokio::task::AbortHandle>,
     /// Set when the peer answered with something that is not a cluster
@@ -121,9 +121,11 @@ fn what_answered(code: u8) -> String {
 }
 
 impl Conn {
-    /// Requests are waiting and nothing arrived for [`STALE_AFTER`].
-    fn stale(&self) -> bool {
-        !self.waiters.lock().is_empty() && self.heard.lock().elapsed() >= STALE_AFTER
+    /// Requests have been sent for `stale_after` and nothing came back.
+    fn stale(&self, stale_after: Duration) -> bool {
+        self.silent_since
+            .lock()
+            .is_some_and(|t| t.elapsed() >= stale_after)
     }
 
     /// Closes the connection: its tasks stop (dropping the socket) and its
@@ -142,6 +144,7 @@ pub struct Peers {
     conns: Mutex<HashMap<String, Arc<Conn>>>,
     next_id: AtomicU64,
     max_frame: usize,
+    stale_after: Duration,
 }
 
 impl Peers {
@@ -151,17 +154,26 @@ impl Peers {
             conns: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
             max_frame,
+            stale_after: STALE_AFTER,
+        }
+    }
+
+    /// [`Peers::new`] with another silence limit than [`STALE_AFTER`] (tests).
+    pub fn with_stale_after(max_frame: usize, stale_after: Duration) -> Peers {
+        Peers {
+            stale_after,
+            ..Peers::new(max_frame)
         }
     }
 
     async fn conn(&self, addr: &str) -> Result<Arc<Conn>, PeerError> {
         let existing = self.conns.lock().get(addr).cloned();
         if let Some(c) = existing {
-            if c.alive.load(Ordering::Acquire) && !c.stale() {
+            if c.alive.load(Ordering::Acquire) && !c.stale(self.stale_after) {
                 return Ok(c);
             }
             if c.alive.load(Ordering::Acquire) {
-                tracing::warn!(%addr, "no reply on the cluster connection for {STALE_AFTER:?}; closing it and dialling again");
+                tracing::warn!(%addr, stale_after = ?self.stale_after, "no reply on the cluster connection; closing it and dialling again");
             }
             c.close();
             self.conns.lock().remove(addr);
@@ -179,7 +191,7 @@ impl Peers {
         let (tx, mut rx) = mpsc::channel::<Vec<u8>>(MAX_INFLIGHT);
         let waiters: Waiters = Arc::new(Mutex::new(HashMap::new()));
         let alive = Arc::new(AtomicBool::new(true));
-        let heard = Arc::new(Mutex::new(std::time::Instant::now()));
+        let silent_since = Arc::new(Mutex::new(None));
         let a2 = alive.clone();
         let writer = tokio::spawn(async move {
             while let Some(f) = rx.recv().await {
@@ -190,7 +202,7 @@ impl Peers {
             a2.store(false, Ordering::Release);
         });
         let max = self.max_frame;
-        let (w2, h2) = (waiters.clone(), heard.clone());
+        let (w2, h2) = (waiters.clone(), silent_since.clone());
         let waiters_rd = waiters.clone();
         let alive_rd = alive.clone();
         let not_cluster = Arc::new(Mutex::new(None));
@@ -203,7 +215,7 @@ impl Peers {
                     Err(e) if e.is_http_reply() => break Some("it answers HTTP".to_string()),
                     Ok(None) | Err(_) => break None,
                 };
-                *h2.lock() = std::time::Instant::now();
+                *h2.lock() = None;
                 if code != CLUSTER_RESP {
                     break Some(what_answered(code));
                 }
@@ -223,7 +235,7 @@ impl Peers {
             tx,
             waiters: w2,
             alive,
-            heard,
+            silent_since,
             tasks: vec![writer.abort_handle(), reader.abort_handle()],
             not_cluster,
         });
@@ -242,10 +254,9 @@ impl Peers {
                 if w.len() >= MAX_INFLIGHT {
                     return Err(PeerError::Overload(addr.to_string()));
                 }
-                if w.is_empty() {
-                    // An idle connection starts its silence clock now.
-                    *conn.heard.lock() = std::time::Instant::now();
-                }
+                conn.silent_since
+                    .lock()
+                    .get_or_insert_with(std::time::Instant::now);
                 w.insert(id, tx);
             }
             let f = encode(CLUSTER_REQ, id, msg)?;
@@ -372,6 +383,57 @@ mod tests {
     use super::*;
     use crate::cluster::{ClusterState, Meta};
     use crate::vnodereq::{VnodeReply, VnodeReq, WireObject};
+
+    /// Found by the partition test: a peer behind a network that drops
+    /// packets never resets the connection, so calls only time out. Even
+    /// when they come one after another (nothing waiting between them),
+    /// the connection must be declared dead after the silence limit and
+    /// re-dialled — not kept forever.
+    #[test]
+    fn a_silent_connection_is_redialled_even_between_sequential_calls() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            // A peer that accepts and never answers (a blackholed node).
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind");
+            let addr = listener.local_addr().expect("addr").to_string();
+            let accepted = Arc::new(AtomicU64::new(0));
+            let counter = accepted.clone();
+            tokio::spawn(async move {
+                let mut held = Vec::new();
+                while let Ok((sock, _)) = listener.accept().await {
+                    counter.fetch_add(1, Ordering::SeqCst);
+                    held.push(sock);
+                }
+            });
+            let peers = Peers::with_stale_after(1 << 20, Duration::from_millis(300));
+            let msg = Msg::Vnode {
+                partition: 0,
+                primary: true,
+                forwarded: false,
+                req: VnodeReq::ListBuckets,
+            };
+            let call = || peers.call(&addr, &msg, Duration::from_millis(100));
+            assert!(matches!(call().await, Err(PeerError::Timeout(_))));
+            assert!(matches!(call().await, Err(PeerError::Timeout(_))));
+            assert_eq!(
+                accepted.load(Ordering::SeqCst),
+                1,
+                "one connection while young"
+            );
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            assert!(matches!(call().await, Err(PeerError::Timeout(_))));
+            assert_eq!(
+                accepted.load(Ordering::SeqCst),
+                2,
+                "the silent connection was closed and dialled again"
+            );
+        });
+    }
 
     #[test]
     fn messages_roundtrip_through_frames() {
