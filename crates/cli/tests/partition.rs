@@ -180,59 +180,44 @@ impl Net {
         Ok(net)
     }
 
-    fn rules(&self, a: usize, b: usize, op: &str) {
-        let r = self.router();
-        for (x, y) in [(a, b), (b, a)] {
-            let (from, to) = (Net::ip(x), Net::ip(y));
-            must(&[
-                "ip",
-                "netns",
-                "exec",
-                &r,
-                "ip",
-                "rule",
-                op,
-                "from",
-                &from,
-                "to",
-                &to,
-                "blackhole",
-            ]);
-        }
+    /// Adds or deletes (`op`) the blackhole of node `x`'s packets to node `y`.
+    fn rule(&self, x: usize, y: usize, op: &str) {
+        let (r, from, to) = (self.router(), Net::ip(x), Net::ip(y));
+        must(&[
+            "ip",
+            "netns",
+            "exec",
+            &r,
+            "ip",
+            "rule",
+            op,
+            "from",
+            &from,
+            "to",
+            &to,
+            "blackhole",
+        ]);
     }
 
     /// Cuts node `i` off from every other node (both directions).
     fn isolate(&self, i: usize) {
         for j in (1..=NODES).filter(|&j| j != i) {
-            self.rules(i, j, "add");
+            self.rule(i, j, "add");
+            self.rule(j, i, "add");
         }
     }
 
     fn heal(&self, i: usize) {
         for j in (1..=NODES).filter(|&j| j != i) {
-            self.rules(i, j, "del");
+            self.rule(i, j, "del");
+            self.rule(j, i, "del");
         }
     }
 
     /// Drops node `i`'s packets to every other node, not theirs to it.
     fn one_way(&self, i: usize, op: &str) {
-        let r = self.router();
         for j in (1..=NODES).filter(|&j| j != i) {
-            let (from, to) = (Net::ip(i), Net::ip(j));
-            must(&[
-                "ip",
-                "netns",
-                "exec",
-                &r,
-                "ip",
-                "rule",
-                op,
-                "from",
-                &from,
-                "to",
-                &to,
-                "blackhole",
-            ]);
+            self.rule(i, j, op);
         }
     }
 }
