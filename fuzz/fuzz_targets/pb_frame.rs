@@ -38,7 +38,7 @@ fn body(c: u8, b: &[u8]) {
         | basalt::ADMIN_TYPE_ACTIVATE_REQ
         | basalt::ADMIN_TYPE_LIST_REQ
         | basalt::ADMIN_TYPE_STATUS_REQ => {
-            round_trip::<basalt_server::btypes::BasaltBucketTypeReq>(b)
+            round_trip::<basalt_server::api::pb::btypes::BasaltBucketTypeReq>(b)
         }
         basalt::CLUSTER_REQ => {
             let _ = basalt_server::cluster::transport::decode::<basalt_server::cluster::Msg>(b);

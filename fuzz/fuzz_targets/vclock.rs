@@ -4,7 +4,7 @@
 //! form is canonical (encoding it again gives the same bytes).
 #![no_main]
 
-use basalt_server::vclock::VClock;
+use basalt_server::object::vclock::VClock;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -10,7 +10,7 @@ use basalt_engine::ledger::sst::FOOTER_BYTES;
 use basalt_engine::{Config, Store, TicTacTree, TreeSize};
 use basalt_fuzz::join2;
 use basalt_server::object::{Content, RiakObject};
-use basalt_server::vclock::VClock;
+use basalt_server::object::vclock::VClock;
 use riak_pb::code;
 use std::path::{Path, PathBuf};
 

@@ -13,7 +13,8 @@
 //! is an error naming what answered.
 
 use anyhow::Context;
-use basalt_server::btypes::{self, BasaltBucketTypeListResp, BasaltBucketTypeReq};
+use basalt_server::api::pb::btypes::{BasaltBucketTypeListResp, BasaltBucketTypeReq};
+use basalt_server::bucket::types as btypes;
 use prost::Message;
 use riak_pb::code::{self, basalt as bt};
 use riak_pb::sync::Client;

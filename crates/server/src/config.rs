@@ -144,7 +144,7 @@ pub struct Config {
     /// Seconds between anti-entropy rounds (0 = off).
     pub aae_interval_secs: u64,
     /// Replication to another cluster.
-    pub repl: crate::repl::ReplConfig,
+    pub repl: ReplConfig,
     /// Limits.
     pub limits: Limits,
 }
@@ -231,7 +231,7 @@ impl Default for Config {
             sync: false,
             delete_mode: DeleteMode::DEFAULT,
             aae_interval_secs: 300,
-            repl: crate::repl::ReplConfig::default(),
+            repl: ReplConfig::default(),
             limits: Limits::default(),
         }
     }
@@ -277,6 +277,28 @@ impl Config {
             return Err(ConfigError("node_name must not be empty".into()));
         }
         Ok(())
+    }
+}
+
+/// The `[repl]` section of the config.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ReplConfig {
+    /// Cluster addresses of nodes of the sink cluster (empty: no replication).
+    pub sinks: Vec<String>,
+    /// Writes waiting to be sent; beyond it the oldest are dropped.
+    pub queue_len: usize,
+    /// Seconds between automatic full-syncs (0: only on demand).
+    pub fullsync_interval_secs: u64,
+}
+
+impl Default for ReplConfig {
+    fn default() -> Self {
+        ReplConfig {
+            sinks: Vec::new(),
+            queue_len: 100_000,
+            fullsync_interval_secs: 0,
+        }
     }
 }
 

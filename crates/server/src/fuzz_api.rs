@@ -5,23 +5,23 @@
 //! parsers — called exactly as the server calls them. Nothing here changes
 //! behaviour.
 
+use crate::object::vclock::VClock;
 use crate::object::Content;
-use crate::vclock::VClock;
-use crate::vnode_id::{self, Shutdown};
+use crate::vnode::id::Shutdown;
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 
 /// Parses a vnode status file: `(id, clean)`; panics if a status that
 /// parses does not survive `render` + `parse` unchanged.
 pub fn vnode_status(text: &str) -> Option<(u64, bool)> {
-    let (id, state) = vnode_id::parse(text)?;
-    let again = vnode_id::parse(&vnode_id::render(id, state));
+    let (id, state) = crate::vnode::id::parse(text)?;
+    let again = crate::vnode::id::parse(&crate::vnode::id::render(id, state));
     assert_eq!(again, Some((id, state)), "vnode status does not round-trip");
     Some((id, state == Shutdown::Clean))
 }
 
 /// A vnode status file's text for `id` (the seeds).
 pub fn vnode_status_text(id: u64, clean: bool) -> String {
-    vnode_id::render(
+    crate::vnode::id::render(
         id,
         if clean {
             Shutdown::Clean
@@ -33,22 +33,22 @@ pub fn vnode_status_text(id: u64, clean: bool) -> String {
 
 /// Decodes a coordinator 2i continuation into (term, key).
 pub fn kv_continuation(c: &str) -> Option<(Vec<u8>, Vec<u8>)> {
-    crate::coordinator::decode_continuation(c)
+    crate::kv::index::decode_continuation(c)
 }
 
 /// Encodes a coordinator 2i continuation.
 pub fn kv_encode_continuation(term: &[u8], key: &[u8]) -> String {
-    crate::coordinator::encode_continuation(term, key)
+    crate::kv::index::encode_continuation(term, key)
 }
 
 /// Decodes a CS bucket fold continuation into its key.
 pub fn cs_continuation(c: &[u8]) -> Option<Vec<u8>> {
-    crate::coordinator::decode_cs_continuation(c)
+    crate::kv::csfold::decode_cs_continuation(c)
 }
 
 /// Encodes a CS bucket fold continuation.
 pub fn cs_encode_continuation(key: &[u8]) -> Vec<u8> {
-    crate::coordinator::encode_cs_continuation(key)
+    crate::kv::csfold::encode_cs_continuation(key)
 }
 
 /// A link as the HTTP API stores it: (bucket, key, tag).
@@ -56,22 +56,22 @@ pub type Link = (Vec<u8>, Vec<u8>, Vec<u8>);
 
 /// Parses a `Link` request header.
 pub fn http_links(v: &str) -> Result<Vec<Link>, String> {
-    crate::http::objects::parse_links(v)
+    crate::api::http::objects::parse_links(v)
 }
 
 /// Splits and percent-decodes a query string.
 pub fn http_query(q: &str) -> Vec<(String, String)> {
-    crate::http::query_pairs(q)
+    crate::api::http::query_pairs(q)
 }
 
 /// Parses an object request's query parameters.
 pub fn http_object_params(q: &[(String, String)]) -> Result<(), String> {
-    crate::http::objects::params(q).map(drop)
+    crate::api::http::objects::params(q).map(drop)
 }
 
 /// Parses a 2i request's query parameters.
 pub fn http_index_params(q: &[(String, String)]) -> Result<(), String> {
-    crate::http::index::params(q).map(drop)
+    crate::api::http::index::params(q).map(drop)
 }
 
 /// Checks a 2i request's field and terms.
@@ -80,13 +80,13 @@ pub fn http_index_terms(
     start: String,
     end: Option<String>,
 ) -> Result<(String, Option<String>), String> {
-    crate::http::index::check_terms(field, start, end)
+    crate::api::http::index::check_terms(field, start, end)
 }
 
 /// Decodes an `X-Riak-Vclock` header value (`None`: not a header value).
 pub fn http_vclock(v: &[u8]) -> Option<Result<VClock, ()>> {
     let v = HeaderValue::from_bytes(v).ok()?;
-    Some(crate::http::objects::decode_vclock("X-Riak-Vclock", &v).map_err(drop))
+    Some(crate::api::http::objects::decode_vclock("X-Riak-Vclock", &v).map_err(drop))
 }
 
 /// Builds the sibling a store request describes from `headers` (those that
@@ -98,5 +98,5 @@ pub fn http_content(headers: &[(&[u8], &[u8])], body: Vec<u8>) -> Option<Content
             h.append(n, v);
         }
     }
-    crate::http::objects::content_from_request(&h, body).ok()
+    crate::api::http::objects::content_from_request(&h, body).ok()
 }

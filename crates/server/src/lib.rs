@@ -1,46 +1,43 @@
-//! A Basalt node speaking Riak's Protocol Buffers and HTTP APIs (one node,
-//! bucket types).
+//! A Basalt node speaking Riak's Protocol Buffers and HTTP APIs, alone or
+//! in a cluster. The modules, by role (lower ones never import higher ones):
 //!
-//! * [`pb`]: Riak's PB messages, codes and framing (re-exported from `riak_pb`);
-//! * [`object`]: Riak objects (siblings) and their storage encoding;
-//! * [`vclock`]: vector clocks with pruning;
-//! * [`ring`]: Riak's key hash and preference lists;
-//! * [`vnode`]: one backend per partition behind a bounded queue;
-//! * [`vnodereq`]: the requests a vnode serves, local or remote;
-//! * [`routing`]: primaries, fallbacks, covering sets, local or remote calls;
-//! * [`cluster`]: membership, gossip, inter-node transport, handoff;
-//! * [`repl`]: replication to another cluster (real-time queue, full-sync);
-//! * [`coordinator`]: GET / PUT / DELETE / listings / 2i over the vnodes;
-//! * [`props`]: bucket properties;
-//! * [`btypes`]: bucket types, typed-bucket keying, preflists, admin requests;
-//! * [`server`]: the TCP listener and request dispatch;
-//! * [`http`]: Riak's HTTP API (objects, props, listings, 2i, stats, metrics);
-//! * [`latency`]: per-operation latency histograms over a recent window;
-//! * [`config`]: the TOML configuration.
+//! * [`object`]: Riak objects (siblings, dots), vector clocks, storage encoding;
+//! * [`bucket`]: bucket properties and bucket types;
+//! * [`ring`]: Riak's key hash and preference lists on the ring;
+//! * [`vnode`]: one backend per partition behind a bounded queue: the
+//!   requests it serves, serving them, the merge steps, its incarnation id;
+//! * [`cluster`]: membership (state, claim), inter-node messages and transport;
+//! * [`router`]: a key's vnodes, coverage plans, local or remote calls;
+//! * [`node`]: opens and closes a node; owns the router;
+//! * [`kv`]: the request FSMs (GET, PUT, DELETE, listings, 2i, CS fold)
+//!   with their pure cores;
+//! * [`services`]: background work: handoff, anti-entropy, replication,
+//!   gossip and cluster administration;
+//! * [`api`]: the PB API (one file per service), HTTP, the cluster port;
+//! * [`error`], [`limits`], [`config`], [`latency`]: cross-cutting pieces.
 
 #![warn(missing_docs)]
 
-pub mod btypes;
+pub mod api;
+pub mod bucket;
 pub mod cluster;
 pub mod config;
-pub mod coordinator;
+pub mod error;
+pub mod fsutil;
 /// For the fuzz targets only (see the module docs).
 #[doc(hidden)]
 pub mod fuzz_api;
-pub mod http;
+pub mod kv;
 pub mod latency;
+pub mod limits;
+pub mod node;
 pub mod object;
 pub mod pb;
-pub mod props;
-pub mod repl;
 pub mod ring;
-pub mod routing;
-pub mod server;
-pub mod vclock;
+pub mod router;
+pub mod services;
 pub mod vnode;
-pub mod vnode_id;
-pub mod vnodereq;
 
+pub use api::pb::server::{run, serve, serve_all, ServerHandle, SERVER_VERSION};
 pub use config::Config;
-pub use coordinator::Node;
-pub use server::{run, serve, serve_all, ServerHandle, SERVER_VERSION};
+pub use node::Node;

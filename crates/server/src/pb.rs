@@ -19,7 +19,8 @@ mod tests {
     /// them; they must match the shared table.
     #[test]
     fn the_cluster_codes_match_the_table() {
-        use crate::cluster::{control, transport};
+        use crate::cluster::transport;
+        use crate::services::gossip as control;
         assert_eq!(
             [
                 control::ADMIN_CLUSTER_REQ,

@@ -12,11 +12,12 @@
 
 mod common;
 
-use basalt_server::btypes::{
-    self, code as bt, BasaltBucketTypeListResp, BasaltBucketTypeReq, RpbGetBucketKeyPreflistReq,
-    RpbGetBucketKeyPreflistResp, RpbGetBucketTypeReq, RpbSetBucketTypeReq,
+use basalt_server::api::pb::btypes::{code as bt, BasaltBucketTypeListResp, BasaltBucketTypeReq};
+use basalt_server::bucket::types as btypes;
+use basalt_server::pb::{
+    self, code, RpbGetBucketKeyPreflistReq, RpbGetBucketKeyPreflistResp, RpbGetBucketTypeReq,
+    RpbSetBucketTypeReq,
 };
-use basalt_server::pb::{self, code};
 use basalt_server::ring::{key_hash, Ring};
 use basalt_server::{Config, ServerHandle};
 use common::Client;

@@ -5,7 +5,7 @@
 //! (not 413). The node keeps serving throughout.
 
 use basalt_server::config::Config;
-use basalt_server::server::ServerHandle;
+use basalt_server::ServerHandle;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};

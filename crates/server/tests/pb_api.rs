@@ -172,8 +172,8 @@ fn vclock_increments_delete_and_deletedvclock() {
     let g2 = c.get(get_req("b", "k"));
     let v2 = g2.vclock.expect("vclock");
     assert_ne!(v1, v2);
-    let c1 = basalt_server::vclock::VClock::decode(&v1).expect("decode");
-    let c2 = basalt_server::vclock::VClock::decode(&v2).expect("decode");
+    let c1 = basalt_server::object::vclock::VClock::decode(&v1).expect("decode");
+    let c2 = basalt_server::object::vclock::VClock::decode(&v2).expect("decode");
     assert!(c2.dominates(&c1));
     assert_eq!(g2.content[0].value, b"v2");
     c.call(
@@ -192,8 +192,8 @@ fn vclock_increments_delete_and_deletedvclock() {
     dv.deletedvclock = Some(true);
     let g = c.get(dv);
     assert!(g.content.is_empty());
-    let tomb =
-        basalt_server::vclock::VClock::decode(&g.vclock.expect("tombstone clock")).expect("decode");
+    let tomb = basalt_server::object::vclock::VClock::decode(&g.vclock.expect("tombstone clock"))
+        .expect("decode");
     assert!(tomb.dominates(&c2));
     // deleting a missing key is fine
     c.call(
@@ -261,7 +261,7 @@ fn siblings_resolution_lww_and_conditional_puts() {
     // if_not_modified
     let mut inm3 = put_req("plain", "k", "x");
     inm3.if_not_modified = Some(true);
-    inm3.vclock = Some(basalt_server::vclock::VClock::new().encode());
+    inm3.vclock = Some(basalt_server::object::vclock::VClock::new().encode());
     assert_eq!(c.try_call(code::PUT_REQ, &inm3), Err("modified".into()));
     let mut inm4 = put_req("plain", "absent", "x");
     inm4.if_not_modified = Some(true);
@@ -961,7 +961,7 @@ fn list_keys_streams_many_keys_in_several_frames() {
     assert!(
         sizes
             .iter()
-            .all(|s| (1..=basalt_server::server::LIST_KEYS_FRAME_KEYS).contains(s)),
+            .all(|s| (1..=basalt_server::limits::LIST_KEYS_FRAME_KEYS).contains(s)),
         "{sizes:?}"
     );
     keys.sort();
@@ -1144,14 +1144,14 @@ fn a_vnode_whose_backend_closed_itself_is_reopened() {
         .expect("runtime");
     // The backend closes itself (as after a failed journal write): the next
     // request reopens the vnode and succeeds, data intact.
-    rt.block_on(h.node().fault_close_vnode_backend(p))
+    rt.block_on(h.node().router().fault_close_vnode_backend(p))
         .expect("close backend");
     assert_eq!(c.get(get_req("one", "k")).content[0].value, b"v1");
     c.put(put_req("one", "k2", "v2"));
     assert_eq!(c.get(get_req("one", "k2")).content[0].value, b"v2");
     // A second failure within the restart interval is reported (the only
     // replica failed), not looped on; the node keeps serving.
-    rt.block_on(h.node().fault_close_vnode_backend(p))
+    rt.block_on(h.node().router().fault_close_vnode_backend(p))
         .expect("close backend");
     let err = c.try_call(code::GET_REQ, &get_req("one", "k"));
     assert_eq!(err.err().as_deref(), Some("{r_val_unsatisfied,1,0}"));

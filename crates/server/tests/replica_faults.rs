@@ -9,10 +9,10 @@
 //!   one after an unclean stop (its status file left `open`).
 
 use basalt_server::config::Config;
-use basalt_server::coordinator::{GetOpts, GetOutcome, PutOpts};
+use basalt_server::kv::{GetOpts, GetOutcome, PutOpts};
 use basalt_server::object::{Content, RiakObject};
-use basalt_server::server::ServerHandle;
-use basalt_server::vnodereq::{VnodeReq, WireObject};
+use basalt_server::vnode::request::{VnodeReq, WireObject};
+use basalt_server::ServerHandle;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -60,10 +60,11 @@ fn only_last_replica_holds(h: &ServerHandle, rt: &tokio::runtime::Runtime, key: 
         object: WireObject::full(&obj),
         props: node.props().get(b"b"),
     };
-    rt.block_on(node.vcall(&targets[2], req))
+    rt.block_on(node.router().vcall(&targets[2], req))
         .expect("replica write");
     // That replica answers last, well after the other two.
-    node.fault_stall_vnode(targets[2].partition, Duration::from_millis(300))
+    node.router()
+        .fault_stall_vnode(targets[2].partition, Duration::from_millis(300))
         .expect("stall");
 }
 
@@ -137,7 +138,7 @@ fn a_vnode_takes_a_new_actor_only_after_an_unclean_stop() {
     for e in std::fs::read_dir(dir.path().join("vnodes")).expect("vnodes") {
         let path = e.expect("entry").path();
         if path.is_dir() {
-            basalt_server::vnode_id::start(&path).expect("mark open");
+            basalt_server::vnode::id::start(&path).expect("mark open");
         }
     }
     let after = actors_after_write(&dir, &rt);
@@ -163,7 +164,7 @@ fn a_vnode_reopened_after_its_backend_failed_takes_a_new_actor() {
     let p = node.preflist_of(b"b", b"k")[0].partition;
     // The backend closes itself (as after a failed journal sync); the next
     // request reopens the vnode.
-    rt.block_on(node.fault_close_vnode_backend(p))
+    rt.block_on(node.router().fault_close_vnode_backend(p))
         .expect("close backend");
     let read = rt
         .block_on(node.get(b"b", b"k", &GetOpts::default()))

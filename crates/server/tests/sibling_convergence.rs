@@ -17,10 +17,10 @@
 //!
 //! Seeded (`BASALT_TEST_SEED`), 256 cases (4096 with `BASALT_LONG_TESTS=1`).
 
-use basalt_server::coordinator::{coordinate, reconcile};
+use basalt_server::bucket::props::BucketProps;
+use basalt_server::object::vclock::VClock;
 use basalt_server::object::{Content, RiakObject};
-use basalt_server::props::BucketProps;
-use basalt_server::vclock::VClock;
+use basalt_server::vnode::merge::{coordinate, reconcile};
 use proptest::prelude::*;
 use proptest::test_runner::{Config as PtConfig, RngAlgorithm, TestRng, TestRunner};
 use std::collections::BTreeSet;

@@ -14,16 +14,13 @@
 //! that has not answered for [`DOWN_AFTER`] is treated as down: requests
 //! use fallback vnodes instead (sloppy quorum) until it answers again.
 
-pub mod aae;
-pub mod control;
-pub mod handoff;
 pub mod state;
 pub mod transport;
 
 pub use state::{ClusterError, ClusterState, Member, MemberStatus, Staged};
 
-use crate::btypes::atomic_write;
-use crate::vnodereq::{VnodeReply, VnodeReq};
+use crate::fsutil::atomic_write;
+use crate::vnode::request::{VnodeReply, VnodeReq, WireObject};
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -31,12 +28,12 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use transport::Peers;
 
-/// How often a node pushes its state to the other members.
-pub const GOSSIP_INTERVAL: Duration = Duration::from_millis(500);
-/// A peer silent for this long is down.
-pub const DOWN_AFTER: Duration = Duration::from_millis(2000);
-/// Timeout of gossip and admin calls between nodes.
-pub const CONTROL_TIMEOUT: Duration = Duration::from_secs(5);
+pub use crate::limits::CONTROL_TIMEOUT;
+pub use crate::limits::DOWN_AFTER;
+pub use crate::limits::GOSSIP_INTERVAL;
+
+/// One object to replicate: (storage bucket, key, object).
+pub type ReplObject = (Vec<u8>, Vec<u8>, WireObject);
 
 /// A request from another node.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -59,7 +56,7 @@ pub enum Msg {
         /// Partition.
         partition: u32,
         /// (storage bucket, key, object).
-        objects: Vec<(Vec<u8>, Vec<u8>, crate::vnodereq::WireObject)>,
+        objects: Vec<(Vec<u8>, Vec<u8>, crate::vnode::request::WireObject)>,
     },
     /// The sender's state and bucket metadata; the reply carries the
     /// receiver's ([`Reply::Gossip`]).
@@ -80,7 +77,7 @@ pub enum Msg {
     /// An admin change (forwarded to the claimant).
     Admin(AdminCmd),
     /// Replication from a source cluster: merge these objects here.
-    ReplPut(Vec<crate::repl::ReplObject>),
+    ReplPut(Vec<ReplObject>),
     /// Full-sync: this cluster's key tree.
     ReplTree,
     /// Full-sync: the source's bucket props and types, merged here.

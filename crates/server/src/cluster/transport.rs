@@ -37,13 +37,9 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 pub const CLUSTER_REQ: u8 = 252;
 /// Frame code of a cluster reply.
 pub const CLUSTER_RESP: u8 = 253;
-/// Requests in flight per connection.
-pub const MAX_INFLIGHT: usize = 4096;
-/// Dial timeout.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-/// A connection with requests waiting and nothing received for this long
-/// is closed and re-dialled.
-pub const STALE_AFTER: Duration = Duration::from_secs(5);
+pub use crate::limits::CONNECT_TIMEOUT;
+pub use crate::limits::MAX_INFLIGHT;
+pub use crate::limits::STALE_AFTER;
 
 /// Why a call to a peer failed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -382,7 +378,7 @@ pub async fn serve_conn<H, F>(
 mod tests {
     use super::*;
     use crate::cluster::{ClusterState, Meta};
-    use crate::vnodereq::{VnodeReply, VnodeReq, WireObject};
+    use crate::vnode::request::{VnodeReply, VnodeReq, WireObject};
 
     /// Found by the partition test: a peer behind a network that drops
     /// packets never resets the connection, so calls only time out. Even
@@ -458,7 +454,7 @@ mod tests {
                         meta: vec![1, 2],
                         value: vec![3],
                     },
-                    props: crate::props::BucketProps::default(),
+                    props: crate::bucket::props::BucketProps::default(),
                     now_secs: 9,
                 },
             },

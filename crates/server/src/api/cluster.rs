@@ -1,0 +1,110 @@
+//! The cluster port's node-to-node messages ([`Msg`]): each goes to the
+//! part of the node that serves it — a vnode request to the router, a
+//! handoff batch to the handoff service, gossip and joins to membership,
+//! replication messages to the replication service.
+
+use crate::cluster::{ClusterState, Msg, Reply};
+use crate::node::Node;
+use std::sync::Arc;
+
+/// Serves one message from another node.
+pub async fn serve(this: Arc<Node>, msg: Msg) -> Reply {
+    match msg {
+        Msg::Vnode {
+            partition,
+            primary,
+            forwarded,
+            req,
+        } => {
+            this.router
+                .serve_vnode_msg(partition, primary, forwarded, req)
+                .await
+        }
+        Msg::Handoff { partition, objects } => this.receive_handoff(partition, objects).await,
+        Msg::Gossip(s, meta) => {
+            let (id, size) = this
+                .router
+                .cluster
+                .with_state(|m| (m.cluster_id.clone(), m.ring_size));
+            if s.cluster_id != id || s.ring_size != size {
+                // Another cluster (or ring): refused, nothing adopted.
+                return Reply::Refused(format!(
+                    "{} is in cluster {id} (ring_size {size}), not in cluster {} (ring_size {})",
+                    this.router.cluster.me(),
+                    s.cluster_id,
+                    s.ring_size
+                ));
+            }
+            this.router.cluster.adopt(&s);
+            this.merge_meta(&meta);
+            Reply::Gossip(this.router.cluster.state(), this.meta())
+        }
+        Msg::Join {
+            node,
+            addr,
+            http,
+            cluster,
+            ring_size,
+        } => {
+            let fwd = Msg::Join {
+                node: node.clone(),
+                addr: addr.clone(),
+                http: http.clone(),
+                cluster: cluster.clone(),
+                ring_size,
+            };
+            let cmd = move |s: &mut ClusterState| {
+                s.add_joining(&node, &addr, &http, ring_size)?;
+                if let Some(m) = s.members.get_mut(&node) {
+                    m.cluster = cluster;
+                }
+                Ok(())
+            };
+            match this.at_claimant(fwd, cmd).await {
+                Ok(_) => Reply::State(this.router.cluster.state()),
+                Err(e) => Reply::Refused(e),
+            }
+        }
+        Msg::ReplPut(objects) => this.apply_repl(objects).await,
+        Msg::ReplMeta(meta) => {
+            this.merge_meta(&meta);
+            Reply::Ok
+        }
+        Msg::ReplTree => match this.repl_tree().await {
+            Ok(t) => Reply::Tree(t),
+            Err(e) => Reply::Refused(e),
+        },
+        Msg::ReplKeys(segments) => match this.repl_keys(segments).await {
+            Ok(k) => Reply::Keys(k),
+            Err(e) => Reply::Refused(e),
+        },
+        Msg::Admin(cmd) => match this.admin(cmd).await {
+            Ok(text) => Reply::Text(text),
+            Err(e) => Reply::Refused(e),
+        },
+        Msg::TransferDone {
+            partition,
+            from,
+            to,
+        } => {
+            let (f, t) = (from.clone(), to.clone());
+            let r = this
+                .at_claimant(
+                    Msg::TransferDone {
+                        partition,
+                        from,
+                        to,
+                    },
+                    move |s| {
+                        s.transfer_done(partition, &f, &t);
+                        Ok(())
+                    },
+                )
+                .await;
+            match r {
+                Ok(_) => Reply::Ok,
+                Err(e) => Reply::Refused(e),
+            }
+        }
+    }
+}

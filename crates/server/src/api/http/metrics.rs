@@ -1,0 +1,215 @@
+//! Node statistics: `GET /stats` (Riak's JSON, `riak_kv_wm_stats`) and
+//! `GET /metrics` (Prometheus text exposition format 0.0.4).
+//!
+//! Latencies are the coordinator's (GET, PUT, DELETE for both PB and HTTP;
+//! see [`crate::latency`]), in microseconds over the recent window.
+
+use super::Shared;
+use crate::latency::{Op, Summary};
+use crate::node::Node;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::atomic::Ordering;
+
+/// Backend counters summed over every vnode, and their disk bytes.
+async fn backend_totals(node: &Node) -> (BTreeMap<String, u64>, u64, usize) {
+    let all = node.backend_stats().await;
+    let mut counters = BTreeMap::new();
+    let mut disk = 0u64;
+    for (_, s) in &all {
+        disk = disk.saturating_add(s.disk_bytes);
+        for (name, v) in &s.counters {
+            let e = counters.entry(name.clone()).or_insert(0u64);
+            *e = e.saturating_add(*v);
+        }
+    }
+    (counters, disk, all.len())
+}
+
+fn queue_stats(q: &[usize]) -> (usize, usize, f64, usize, usize) {
+    let mut s = q.to_vec();
+    s.sort_unstable();
+    let total: usize = s.iter().sum();
+    let mean = if s.is_empty() {
+        0.0
+    } else {
+        total as f64 / s.len() as f64
+    };
+    (
+        s.first().copied().unwrap_or(0),
+        s.get(s.len() / 2).copied().unwrap_or(0),
+        mean,
+        s.last().copied().unwrap_or(0),
+        total,
+    )
+}
+
+/// `GET /stats`.
+pub async fn stats(State(node): Shared) -> Response {
+    let s = node.stats();
+    let queues = node.vnode_queue_lengths();
+    let (qmin, qmedian, qmean, qmax, qtotal) = queue_stats(&queues);
+    let c = node.config();
+    let (counters, disk, answered) = backend_totals(&node).await;
+    let mut m = serde_json::json!({
+        "nodename": c.node_name,
+        "riak_kv_version": crate::SERVER_VERSION,
+        "storage_backend": c.backend,
+        "ring_creation_size": c.ring_size,
+        "node_gets_total": s.gets.load(Ordering::Relaxed),
+        "node_puts_total": s.puts.load(Ordering::Relaxed),
+        "node_deletes_total": s.deletes.load(Ordering::Relaxed),
+        "vnode_queue_total": qtotal,
+        "vnode_queue_max": qmax,
+        "vnode_queue_lengths": queues,
+        "riak_kv_vnodeq_min": qmin,
+        "riak_kv_vnodeq_median": qmedian,
+        "riak_kv_vnodeq_mean": qmean,
+        "riak_kv_vnodeq_max": qmax,
+        "riak_kv_vnodeq_total": qtotal,
+        "backend_stats": counters,
+        "backend_disk_bytes": disk,
+        "backend_vnodes_reporting": answered,
+    });
+    if let Some(obj) = m.as_object_mut() {
+        for (name, v, _) in node.cluster_counters() {
+            obj.insert(name.to_string(), v.into());
+        }
+        for op in Op::ALL {
+            let l = s.latency.summary(op);
+            let n = op.name();
+            // Riak's names: node_gets (recent count), node_get_fsm_time_*.
+            obj.insert(format!("node_{n}s"), l.count.into());
+            obj.insert(
+                format!("node_{n}_fsm_time_mean"),
+                (l.mean.round() as u64).into(),
+            );
+            obj.insert(format!("node_{n}_fsm_time_median"), l.median.into());
+            obj.insert(format!("node_{n}_fsm_time_95"), l.p95.into());
+            obj.insert(format!("node_{n}_fsm_time_99"), l.p99.into());
+            obj.insert(format!("node_{n}_fsm_time_100"), l.max.into());
+        }
+    }
+    ([(header::CONTENT_TYPE, "application/json")], m.to_string()).into_response()
+}
+
+/// A Prometheus label value, escaped.
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// The exposition text of the node's metrics.
+pub fn render(node: &Node, counters: &BTreeMap<String, u64>, disk: u64) -> String {
+    let s = node.stats();
+    let mut out = String::new();
+    fn family(out: &mut String, name: &str, kind: &str, help: &str) -> String {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        name.to_string()
+    }
+    for (name, v, help) in [
+        (
+            "basalt_node_gets_total",
+            s.gets.load(Ordering::Relaxed),
+            "Coordinated GETs (PB and HTTP) since the node started.",
+        ),
+        (
+            "basalt_node_puts_total",
+            s.puts.load(Ordering::Relaxed),
+            "Coordinated PUTs (deletes excluded) since the node started.",
+        ),
+        (
+            "basalt_node_deletes_total",
+            s.deletes.load(Ordering::Relaxed),
+            "Coordinated DELETEs since the node started.",
+        ),
+    ] {
+        let n = family(&mut out, name, "counter", help);
+        let _ = writeln!(out, "{n} {v}");
+    }
+    for (name, v, help) in node.cluster_counters() {
+        let kind = if name.ends_with("_total") {
+            "counter"
+        } else {
+            "gauge"
+        };
+        let n = family(&mut out, &format!("basalt_{name}"), kind, help);
+        let _ = writeln!(out, "{n} {v}");
+    }
+    let n = family(
+        &mut out,
+        "basalt_node_op_latency_microseconds",
+        "summary",
+        "Coordinated operation latency: quantiles over the last minute, sum and count since start.",
+    );
+    for op in Op::ALL {
+        let l: Summary = s.latency.summary(op);
+        let o = op.name();
+        for (q, v) in [
+            ("0.5", l.median),
+            ("0.95", l.p95),
+            ("0.99", l.p99),
+            ("1", l.max),
+        ] {
+            let _ = writeln!(out, "{n}{{op=\"{o}\",quantile=\"{q}\"}} {v}");
+        }
+        let _ = writeln!(out, "{n}_sum{{op=\"{o}\"}} {}", l.total_sum_us);
+        let _ = writeln!(out, "{n}_count{{op=\"{o}\"}} {}", l.total_count);
+    }
+    let n = family(
+        &mut out,
+        "basalt_vnode_queue_length",
+        "gauge",
+        "Jobs waiting in each vnode's queue.",
+    );
+    for (p, q) in node.vnode_queue_lengths().iter().enumerate() {
+        let _ = writeln!(out, "{n}{{partition=\"{p}\"}} {q}");
+    }
+    let n = family(
+        &mut out,
+        "basalt_backend_disk_bytes",
+        "gauge",
+        "Bytes of the backends' files on disk (all vnodes).",
+    );
+    let _ = writeln!(out, "{n} {disk}");
+    let n = family(
+        &mut out,
+        "basalt_backend_stat",
+        "gauge",
+        "Backend-specific statistics summed over every vnode, by name.",
+    );
+    for (name, v) in counters {
+        let _ = writeln!(out, "{n}{{name=\"{}\"}} {v}", label(name));
+    }
+    out
+}
+
+/// `GET /metrics`.
+pub async fn metrics(State(node): Shared) -> Response {
+    let (counters, disk, _) = backend_totals(&node).await;
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        render(&node, &counters, disk),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_summary_and_labels() {
+        assert_eq!(queue_stats(&[3, 0, 1]), (0, 1, 4.0 / 3.0, 3, 4));
+        assert_eq!(queue_stats(&[]), (0, 0, 0.0, 0, 0));
+        assert_eq!(label("a\"b\\c\n"), "a\\\"b\\\\c\\n");
+    }
+}

@@ -1,0 +1,374 @@
+//! Riak's HTTP API, served with axum over the same [`Node`] as the PB
+//! listener. One file per concern:
+//!
+//! * [`objects`]: `/types/T/buckets/B/keys[/K]` and `/buckets/B/keys[/K]`
+//!   (GET, HEAD, PUT, POST, DELETE; siblings, links, conditional headers);
+//! * [`buckets`]: bucket and bucket-type props, bucket and key listings;
+//! * [`index`]: 2i queries;
+//! * [`metrics`]: `/stats` (JSON) and `/metrics` (Prometheus text);
+//! * [`replicas`]: `/basalt/replicas/...`: each replica's state of a key.
+//!
+//! Errors are plain text with Riak's status codes (400 bad input, 404, 412,
+//! 413, 415, 503 overload / quorum, 500).
+
+// Handlers return ready-made error `Response`s on the (rare) failure path.
+#![allow(clippy::result_large_err)]
+
+pub mod buckets;
+pub mod index;
+pub mod metrics;
+pub mod objects;
+pub mod replicas;
+
+use crate::error::RequestError;
+use crate::node::Node;
+use axum::body::{Body, Bytes};
+use axum::extract::Request;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get};
+use axum::Router;
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+
+type Shared = axum::extract::State<Arc<Node>>;
+
+/// The resource map of `GET /`: resource module → path.
+pub const RESOURCES: &[(&str, &str)] = &[
+    ("riak_kv_wm_buckets", "/buckets"),
+    ("riak_kv_wm_bucket_type", "/types"),
+    ("riak_kv_wm_index", "/buckets"),
+    ("riak_kv_wm_keylist", "/buckets"),
+    ("riak_kv_wm_object", "/buckets"),
+    ("riak_kv_wm_ping", "/ping"),
+    ("riak_kv_wm_props", "/buckets"),
+    ("riak_kv_wm_stats", "/stats"),
+];
+
+pub use crate::limits::MAX_PROPS_BODY_BYTES;
+
+/// The router of the HTTP API over `node`.
+pub fn router(node: Arc<Node>) -> Router {
+    use buckets as bk;
+    Router::new()
+        .route("/", get(root))
+        .route("/ping", get(|| async { text(StatusCode::OK, "OK") }))
+        .route("/stats", get(metrics::stats))
+        .route("/metrics", get(metrics::metrics))
+        .route(
+            "/basalt/replicas/buckets/{b}/keys/{k}",
+            get(replicas::replicas_default),
+        )
+        .route(
+            "/basalt/replicas/types/{t}/buckets/{b}/keys/{k}",
+            get(replicas::replicas_typed),
+        )
+        .route("/buckets", get(bk::list_buckets_default))
+        .route("/types/{t}/buckets", get(bk::list_buckets_typed))
+        .route("/types/{t}/props", any(bk::type_props))
+        .route("/buckets/{b}/props", any(bk::props_default))
+        .route("/types/{t}/buckets/{b}/props", any(bk::props_typed))
+        .route(
+            "/buckets/{b}/keys",
+            get(bk::list_keys_default).post(objects::post_default),
+        )
+        .route(
+            "/types/{t}/buckets/{b}/keys",
+            get(bk::list_keys_typed).post(objects::post_typed),
+        )
+        .route("/buckets/{b}/keys/{k}", any(objects::object_default))
+        .route(
+            "/types/{t}/buckets/{b}/keys/{k}",
+            any(objects::object_typed),
+        )
+        .route("/buckets/{b}/index/{f}/{v}", get(index::eq_default))
+        .route("/buckets/{b}/index/{f}/{s}/{e}", get(index::range_default))
+        .route("/types/{t}/buckets/{b}/index/{f}/{v}", get(index::eq_typed))
+        .route(
+            "/types/{t}/buckets/{b}/index/{f}/{s}/{e}",
+            get(index::range_typed),
+        )
+        .with_state(node)
+}
+
+/// Serves the HTTP API on `listener` until `shutdown` resolves.
+pub async fn serve(
+    listener: TcpListener,
+    node: Arc<Node>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    tracing::info!(addr = ?listener.local_addr().ok(), "HTTP listener up");
+    let limits = node.config().limits.clone();
+    let header_timeout = std::time::Duration::from_millis(limits.http_header_timeout_ms.max(1));
+    let slots = Arc::new(tokio::sync::Semaphore::new(
+        limits.http_max_connections.max(1),
+    ));
+    let app = router(node);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off, keep serving.
+                    tracing::warn!(error = %e, "HTTP accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            tracing::warn!(
+                limit = limits.http_max_connections,
+                "HTTP connection refused: too many connections (limits.http_max_connections)"
+            );
+            drop(stream);
+            continue;
+        };
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(header_timeout)
+            .serve_connection(
+                hyper_util::rt::TokioIo::new(stream),
+                hyper_util::service::TowerToHyperService::new(app.clone()),
+            );
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            // Errors here are the client's (bad framing, header timeout,
+            // reset): the connection ends, the server goes on.
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, "HTTP connection ended");
+            }
+            drop(slot);
+        });
+    }
+    // Requests in progress finish; idle connections close.
+    if tokio::time::timeout(std::time::Duration::from_secs(10), graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("HTTP connections still open 10 s after shutdown; leaving them");
+    }
+    Ok(())
+}
+
+pub(crate) fn text(status: StatusCode, body: impl Into<String>) -> Response {
+    let mut body = body.into();
+    if !body.ends_with('\n') {
+        body.push('\n');
+    }
+    (status, [(header::CONTENT_TYPE, "text/plain")], body).into_response()
+}
+
+pub(crate) fn bad(reason: impl Into<String>) -> Response {
+    text(StatusCode::BAD_REQUEST, reason)
+}
+
+pub(crate) fn error_response(e: RequestError) -> Response {
+    let status = match &e {
+        RequestError::Invalid(m) if m.starts_with("Object too large") => {
+            StatusCode::PAYLOAD_TOO_LARGE
+        }
+        RequestError::Invalid(_) => StatusCode::BAD_REQUEST,
+        RequestError::Overload | RequestError::Timeout | RequestError::Unsatisfied { .. } => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
+        RequestError::MatchFound | RequestError::Modified => StatusCode::PRECONDITION_FAILED,
+        RequestError::NotFound => StatusCode::NOT_FOUND,
+        RequestError::DiskFull(_) => StatusCode::INSUFFICIENT_STORAGE,
+        RequestError::Storage(_) => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    text(status, e.to_string())
+}
+
+pub(crate) fn wants_json(h: &HeaderMap) -> bool {
+    h.get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("application/json"))
+}
+
+async fn root(headers: HeaderMap) -> Response {
+    let link = RESOURCES
+        .iter()
+        .map(|(m, p)| format!("<{p}>; rel=\"{m}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut resp = if wants_json(&headers) {
+        let map: serde_json::Map<String, serde_json::Value> = RESOURCES
+            .iter()
+            .map(|(m, p)| ((*m).to_string(), serde_json::Value::from(*p)))
+            .collect();
+        (
+            [(header::CONTENT_TYPE, "application/json")],
+            serde_json::Value::Object(map).to_string(),
+        )
+            .into_response()
+    } else {
+        let items: String = RESOURCES
+            .iter()
+            .map(|(m, p)| format!("<li><a href=\"{p}\">{m}</a></li>"))
+            .collect();
+        (
+            [(header::CONTENT_TYPE, "text/html")],
+            format!("<html><body><ul>{items}</ul></body></html>"),
+        )
+            .into_response()
+    };
+    if let Ok(v) = HeaderValue::from_str(&link) {
+        resp.headers_mut().insert(header::LINK, v);
+    }
+    resp
+}
+
+/// Query parameters, percent-decoded.
+pub(crate) fn query(req: &Request) -> Vec<(String, String)> {
+    query_pairs(req.uri().query().unwrap_or(""))
+}
+
+/// A query string's `k=v` pairs, percent-decoded.
+pub(crate) fn query_pairs(q: &str) -> Vec<(String, String)> {
+    q.split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (pct(k), pct(v))
+        })
+        .collect()
+}
+
+pub(crate) fn pct(s: &str) -> String {
+    let hex = |c: u8| (c as char).to_digit(16);
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match (
+            b[i],
+            b.get(i + 1).and_then(|&c| hex(c)),
+            b.get(i + 2).and_then(|&c| hex(c)),
+        ) {
+            (b'+', _, _) => out.push(b' '),
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 2;
+            }
+            (c, _, _) => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+pub use objects::parse_quorum;
+
+/// A JSON response with `status`.
+pub(crate) fn json(status: StatusCode, v: &serde_json::Value) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        v.to_string(),
+    )
+        .into_response()
+}
+
+/// Bytes as a JSON string (invalid UTF-8 replaced, as keys are shown).
+pub(crate) fn js(b: &[u8]) -> serde_json::Value {
+    serde_json::Value::from(String::from_utf8_lossy(b).into_owned())
+}
+
+/// Percent-encodes a path segment (everything but unreserved characters).
+pub(crate) fn pct_encode(b: &[u8]) -> String {
+    let mut out = String::with_capacity(b.len());
+    for &c in b {
+        if c.is_ascii_alphanumeric() || b"-._~".contains(&c) {
+            out.push(c as char);
+        } else {
+            out.push_str(&format!("%{c:02X}"));
+        }
+    }
+    out
+}
+
+/// The receiving end of a chunked response body: each message is one
+/// chunk; the body ends when every sender is dropped.
+pub(crate) struct ChunkStream(pub mpsc::UnboundedReceiver<Bytes>);
+
+impl futures_core::Stream for ChunkStream {
+    type Item = Result<Bytes, Infallible>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.0.poll_recv(cx).map(|m| m.map(Ok))
+    }
+}
+
+/// A streamed (chunked) response of `content_type`, with the sender that
+/// feeds it.
+pub(crate) fn chunked(content_type: &str) -> (mpsc::UnboundedSender<Bytes>, Response) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let mut resp = Response::new(Body::from_stream(ChunkStream(rx)));
+    if let Ok(v) = HeaderValue::from_str(content_type) {
+        resp.headers_mut().insert(header::CONTENT_TYPE, v);
+    }
+    (tx, resp)
+}
+
+/// Reads a request body of at most `limit` bytes (413 beyond).
+pub(crate) async fn read_body(req: Request, limit: usize) -> Result<(HeaderMap, Bytes), Response> {
+    let (parts, body) = req.into_parts();
+    let too_large = || {
+        text(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("Request body too large (limit {limit} bytes)"),
+        )
+    };
+    if parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+        .is_some_and(|n| n > limit)
+    {
+        return Err(too_large());
+    }
+    let body = axum::body::to_bytes(body, limit).await.map_err(|e| {
+        let over = std::error::Error::source(&e)
+            .is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
+            || e.to_string().contains("length limit");
+        if over {
+            too_large()
+        } else {
+            // A body that breaks off or is not valid chunked encoding.
+            bad(format!("malformed request body: {e}"))
+        }
+    })?;
+    Ok((parts.headers, body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percent_encoding_round_trips() {
+        assert_eq!(pct_encode(b"a b/c"), "a%20b%2Fc");
+        assert_eq!(pct(&pct_encode("k/é".as_bytes())), "k/é");
+    }
+
+    #[test]
+    fn a_full_disk_answers_507() {
+        let r = error_response(RequestError::DiskFull("no space".into()));
+        assert_eq!(r.status(), StatusCode::INSUFFICIENT_STORAGE);
+    }
+
+    #[test]
+    fn percent_decoding() {
+        assert_eq!(pct("a%20b+c%2"), "a b c%2");
+    }
+}

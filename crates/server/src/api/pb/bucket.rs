@@ -1,0 +1,138 @@
+//! The bucket service (`riak_kv_pb_bucket`): listings and bucket props.
+//!
+//! Codes: `RpbListBucketsReq` 15 → `RpbListBucketsResp` 16 (streamed when
+//! asked), `RpbListKeysReq` 17 → `RpbListKeysResp` 18 (streamed, then
+//! `done`), `RpbGetBucketReq` 19 → `RpbGetBucketResp` 20,
+//! `RpbSetBucketReq` 21 → `RpbSetBucketResp` 22, `RpbResetBucketReq` 29 →
+//! `RpbResetBucketResp` 30.
+
+use super::{decode, FrameTx};
+use crate::error::RequestError;
+use crate::limits::LIST_KEYS_FRAME_KEYS;
+use crate::node::Node;
+use crate::pb::{self, code, frame, frame_msg};
+use std::sync::Arc;
+
+/// `RpbListBucketsReq`.
+pub(super) async fn list_buckets(
+    node: &Arc<Node>,
+    body: &[u8],
+) -> Result<Vec<Vec<u8>>, RequestError> {
+    let r: pb::RpbListBucketsReq = decode(body)?;
+    let btype = node.types().resolve(r.r#type.as_deref())?;
+    let buckets = node
+        .list_buckets()
+        .await?
+        .into_iter()
+        .filter_map(|sb| match crate::bucket::types::split_storage_bucket(&sb) {
+            (t, b) if t == btype.as_deref() => Some(b.to_vec()),
+            _ => None,
+        })
+        .collect();
+    Ok(if r.stream.unwrap_or(false) {
+        vec![
+            frame_msg(
+                code::LIST_BUCKETS_RESP,
+                &pb::RpbListBucketsResp {
+                    buckets,
+                    done: None,
+                },
+            ),
+            frame_msg(
+                code::LIST_BUCKETS_RESP,
+                &pb::RpbListBucketsResp {
+                    buckets: vec![],
+                    done: Some(true),
+                },
+            ),
+        ]
+    } else {
+        vec![frame_msg(
+            code::LIST_BUCKETS_RESP,
+            &pb::RpbListBucketsResp {
+                buckets,
+                done: None,
+            },
+        )]
+    })
+}
+
+/// `RpbListKeysReq`.
+pub(super) async fn list_keys(
+    node: &Arc<Node>,
+    body: &[u8],
+    out: &FrameTx,
+) -> Result<Vec<Vec<u8>>, RequestError> {
+    let r: pb::RpbListKeysReq = decode(body)?;
+    let sb = node
+        .types()
+        .storage_bucket(r.r#type.as_deref(), &r.bucket)?;
+    // Each covering vnode's batch is sent as soon as it is read.
+    node.list_keys(&sb, |keys| {
+        let out = out.clone();
+        async move {
+            let mut keys = keys.into_iter();
+            loop {
+                let chunk: Vec<Vec<u8>> = keys.by_ref().take(LIST_KEYS_FRAME_KEYS).collect();
+                if chunk.is_empty() {
+                    return true;
+                }
+                let resp = pb::RpbListKeysResp {
+                    keys: chunk,
+                    done: None,
+                };
+                if out
+                    .send(frame_msg(code::LIST_KEYS_RESP, &resp))
+                    .await
+                    .is_err()
+                {
+                    return false;
+                }
+            }
+        }
+    })
+    .await?;
+    Ok(vec![frame_msg(
+        code::LIST_KEYS_RESP,
+        &pb::RpbListKeysResp {
+            keys: vec![],
+            done: Some(true),
+        },
+    )])
+}
+
+/// `RpbGetBucketReq`.
+pub(super) async fn get_props(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
+    let r: pb::RpbGetBucketReq = decode(body)?;
+    let sb = node
+        .types()
+        .storage_bucket(r.r#type.as_deref(), &r.bucket)?;
+    let props = node.props().get(&sb).to_pb();
+    Ok(vec![frame_msg(
+        code::GET_BUCKET_RESP,
+        &pb::RpbGetBucketResp { props },
+    )])
+}
+
+/// `RpbSetBucketReq`.
+pub(super) async fn set_props(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
+    let r: pb::RpbSetBucketReq = decode(body)?;
+    let sb = node
+        .types()
+        .storage_bucket(r.r#type.as_deref(), &r.bucket)?;
+    node.props().set(&sb, &r.props)?;
+    Ok(vec![frame(code::SET_BUCKET_RESP, &[])])
+}
+
+/// `RpbResetBucketReq`.
+pub(super) async fn reset_props(
+    node: &Arc<Node>,
+    body: &[u8],
+) -> Result<Vec<Vec<u8>>, RequestError> {
+    let r: pb::RpbResetBucketReq = decode(body)?;
+    let sb = node
+        .types()
+        .storage_bucket(r.r#type.as_deref(), &r.bucket)?;
+    node.props().reset(&sb)?;
+    Ok(vec![frame(code::RESET_BUCKET_RESP, &[])])
+}

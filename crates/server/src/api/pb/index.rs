@@ -1,0 +1,114 @@
+//! The secondary-index service (`riak_kv_pb_index`).
+//!
+//! Codes: `RpbIndexReq` 25 → `RpbIndexResp` 26 (one frame, or streamed in
+//! frames of [`crate::limits::INDEX_STREAM_CHUNK`] results then `done`).
+
+use super::{decode, FrameTx};
+use crate::error::RequestError;
+use crate::limits::INDEX_STREAM_CHUNK;
+use crate::node::Node;
+use crate::pb::{self, code, frame_msg};
+use basalt_backend::IndexQuery;
+use std::sync::Arc;
+
+/// `RpbIndexReq`.
+pub(super) async fn query(
+    node: &Arc<Node>,
+    body: &[u8],
+    out: &FrameTx,
+) -> Result<Vec<Vec<u8>>, RequestError> {
+    let r: pb::RpbIndexReq = decode(body)?;
+    let sb = node
+        .types()
+        .storage_bucket(r.r#type.as_deref(), &r.bucket)?;
+    if r.return_body.unwrap_or(false) {
+        return Err(RequestError::Invalid(
+            "index return_body is not supported yet".into(),
+        ));
+    }
+    let stream = r.stream.unwrap_or(false);
+    let (start, end) = match r.qtype {
+        pb::INDEX_EQ => (
+            r.key
+                .ok_or_else(|| RequestError::Invalid("eq query needs key".into()))?,
+            None,
+        ),
+        pb::INDEX_RANGE => (
+            r.range_min
+                .ok_or_else(|| RequestError::Invalid("range query needs range_min".into()))?,
+            Some(
+                r.range_max
+                    .ok_or_else(|| RequestError::Invalid("range query needs range_max".into()))?,
+            ),
+        ),
+        other => {
+            return Err(RequestError::Invalid(format!(
+                "unknown index query type {other}"
+            )))
+        }
+    };
+    let term_regex = match r.term_regex {
+        None => None,
+        Some(b) => Some(
+            String::from_utf8(b)
+                .map_err(|_| RequestError::Invalid("term_regex is not UTF-8".into()))?,
+        ),
+    };
+    let continuation = match r.continuation {
+        None => None,
+        Some(b) => Some(
+            String::from_utf8(b)
+                .map_err(|_| RequestError::Invalid("invalid continuation".into()))?,
+        ),
+    };
+    let q = IndexQuery {
+        bucket: sb,
+        field: r.index,
+        start,
+        end,
+        return_terms: r.return_terms.unwrap_or(false),
+        term_regex,
+        max_results: r.max_results,
+        continuation,
+    };
+    let page = node.index_query(q).await?;
+    let continuation = page.continuation.map(String::into_bytes);
+    let to_resp = |results: &[basalt_backend::IndexResult]| {
+        let mut resp = pb::RpbIndexResp::default();
+        for res in results {
+            match &res.term {
+                Some(t) => resp.results.push(pb::RpbPair {
+                    key: t.clone(),
+                    value: Some(res.key.clone()),
+                }),
+                None => resp.keys.push(res.key.clone()),
+            }
+        }
+        resp
+    };
+    Ok(if stream {
+        // As Riak: frames of keys / results (none when empty), then
+        // `{done = true, continuation?}`.
+        for c in page.results.chunks(INDEX_STREAM_CHUNK) {
+            if out
+                .send(frame_msg(code::INDEX_RESP, &to_resp(c)))
+                .await
+                .is_err()
+            {
+                return Ok(vec![]);
+            }
+        }
+        vec![frame_msg(
+            code::INDEX_RESP,
+            &pb::RpbIndexResp {
+                continuation,
+                done: Some(true),
+                ..Default::default()
+            },
+        )]
+    } else {
+        let mut resp = to_resp(&page.results);
+        resp.continuation = continuation;
+        vec![frame_msg(code::INDEX_RESP, &resp)]
+    })
+}

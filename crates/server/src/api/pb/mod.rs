@@ -1,0 +1,154 @@
+//! Riak's Protocol Buffers API: [`server`] runs the listeners and
+//! connections; [`dispatch`] sends each request to its service, one file
+//! per service as riak_kv's `riak_kv_pb_*` modules, each file's header
+//! listing the codes it serves:
+//!
+//! * base (here): `RpbPingReq` 1, `RpbGetClientIdReq` 3, `RpbSetClientIdReq`
+//!   5, `RpbGetServerInfoReq` 7;
+//! * [`object`]: 9, 11, 13 (get, put, delete);
+//! * [`bucket`]: 15, 17, 19, 21, 29 (listings, bucket props);
+//! * [`index`]: 25 (2i);
+//! * [`csbucket`]: 40 (CS bucket fold);
+//! * [`btypes`]: 31, 32, 33 (bucket types, preflists), and on the cluster
+//!   port 240–246 (bucket-type admin);
+//! * [`admin`]: the cluster port's admin line (247 → 248).
+//!
+//! A code no service serves gets Riak's "Unknown message code" error and
+//! the connection stays open; Basalt's own codes are unknown on the client
+//! port.
+
+pub mod admin;
+pub mod btypes;
+pub mod bucket;
+pub mod csbucket;
+pub mod index;
+pub mod object;
+pub mod server;
+
+use crate::error::RequestError;
+use crate::node::Node;
+use crate::object::vclock::VClock;
+use crate::object::RiakObject;
+use crate::pb::{self, code, frame, frame_msg};
+use crate::SERVER_VERSION;
+use prost::Message;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+/// Where a handler sends the frames of a streamed reply.
+type FrameTx = mpsc::Sender<Vec<u8>>;
+
+/// Which listener a connection came in on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Port {
+    /// The client PB port: Riak's codes only.
+    Client,
+    /// The cluster port: node-to-node messages (252/253) and the admin
+    /// requests of `basalt admin` (240–248, plus Riak's 32 for
+    /// `bucket-type update` and ping).
+    Cluster,
+}
+
+/// An `RpbErrorResp` frame.
+pub(crate) fn error_frame(msg: impl std::fmt::Display) -> Vec<u8> {
+    frame_msg(
+        code::ERROR_RESP,
+        &pb::RpbErrorResp {
+            errmsg: msg.to_string().into_bytes(),
+            errcode: 0,
+        },
+    )
+}
+
+/// Handles one request that came in on `port`: returns the reply's frames,
+/// after sending any streamed frames through `out` (a send error = the
+/// client went away).
+pub(crate) async fn dispatch(
+    node: &Arc<Node>,
+    port: Port,
+    client_id: &mut Vec<u8>,
+    c: u8,
+    body: &[u8],
+    out: &FrameTx,
+) -> Result<Vec<Vec<u8>>, RequestError> {
+    match port {
+        Port::Client => client(node, client_id, c, body, out).await,
+        Port::Cluster => admin::handle(node, c, body).await,
+    }
+}
+
+/// A request on the client port: Riak's codes only.
+async fn client(
+    node: &Arc<Node>,
+    client_id: &mut Vec<u8>,
+    c: u8,
+    body: &[u8],
+    out: &FrameTx,
+) -> Result<Vec<Vec<u8>>, RequestError> {
+    match c {
+        code::PING_REQ => Ok(vec![frame(code::PING_RESP, &[])]),
+        code::GET_CLIENT_ID_REQ => Ok(vec![frame_msg(
+            code::GET_CLIENT_ID_RESP,
+            &pb::RpbGetClientIdResp {
+                client_id: client_id.clone(),
+            },
+        )]),
+        code::SET_CLIENT_ID_REQ => {
+            let r: pb::RpbSetClientIdReq = decode(body)?;
+            *client_id = r.client_id;
+            Ok(vec![frame(code::SET_CLIENT_ID_RESP, &[])])
+        }
+        code::GET_SERVER_INFO_REQ => Ok(vec![frame_msg(
+            code::GET_SERVER_INFO_RESP,
+            &pb::RpbGetServerInfoResp {
+                node: Some(node.config().node_name.clone().into_bytes()),
+                server_version: Some(SERVER_VERSION.as_bytes().to_vec()),
+            },
+        )]),
+        code::GET_REQ => object::get(node, body).await,
+        code::PUT_REQ => object::put(node, body).await,
+        code::DEL_REQ => object::delete(node, body).await,
+        code::LIST_BUCKETS_REQ => bucket::list_buckets(node, body).await,
+        code::LIST_KEYS_REQ => bucket::list_keys(node, body, out).await,
+        code::GET_BUCKET_REQ => bucket::get_props(node, body).await,
+        code::SET_BUCKET_REQ => bucket::set_props(node, body).await,
+        code::RESET_BUCKET_REQ => bucket::reset_props(node, body).await,
+        code::INDEX_REQ => index::query(node, body, out).await,
+        code::CS_BUCKET_REQ => csbucket::fold(node, body, out).await,
+        other => btypes::handle(node, other, body)?.ok_or_else(|| unknown_code(other)),
+    }
+}
+
+pub(crate) fn decode<M: Message + Default>(body: &[u8]) -> Result<M, RequestError> {
+    M::decode(body).map_err(|e| RequestError::Invalid(format!("malformed message: {e}")))
+}
+
+pub(crate) fn check_bk(bucket: &[u8], key: Option<&[u8]>) -> Result<(), RequestError> {
+    if bucket.is_empty() {
+        return Err(RequestError::Invalid("Bucket cannot be zero-length".into()));
+    }
+    if key.is_some_and(<[u8]>::is_empty) {
+        return Err(RequestError::Invalid("Key cannot be zero-length".into()));
+    }
+    Ok(())
+}
+
+pub(crate) fn decode_vclock(v: &Option<Vec<u8>>) -> Result<Option<VClock>, RequestError> {
+    match v {
+        None => Ok(None),
+        Some(b) => VClock::decode(b)
+            .map(Some)
+            .map_err(|e| RequestError::Invalid(e.to_string())),
+    }
+}
+
+pub(crate) fn contents_pb(o: &RiakObject, with_values: bool) -> Vec<pb::RpbContent> {
+    o.contents.iter().map(|c| c.to_pb(with_values)).collect()
+}
+
+/// Riak's answer to a code it does not serve (`riak_api_pb_server`); the
+/// connection stays open. The client port gives it to Basalt's own codes
+/// too: they are served on the cluster port only.
+pub(crate) fn unknown_code(c: u8) -> RequestError {
+    RequestError::Invalid(format!("Unknown message code: {c}"))
+}

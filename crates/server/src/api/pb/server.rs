@@ -1,0 +1,343 @@
+//! The PB and cluster listeners: one tokio task per connection, one request
+//! at a time per connection (as Riak), streamed replies written to the
+//! socket as they are produced through a bounded channel (back-pressure
+//! from slow readers), graceful shutdown (stop accepting, finish the
+//! request in flight, close idle connections, then close the vnodes). What
+//! a request means is [`super::dispatch`]'s.
+
+use super::{dispatch, error_frame, Port};
+use crate::config::Config;
+use crate::error::OpenError;
+use crate::limits::STREAM_QUEUE_FRAMES;
+use crate::node::Node;
+use crate::object::unique_id;
+use crate::pb::{self, FrameError};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+
+/// The `server_version` reported by server info: Riak KV's last 3.2 line,
+/// so clients enable every KV feature (the Python client needs `X.Y.Z` ≥ 2.1).
+pub const SERVER_VERSION: &str = "3.2.0";
+
+/// Errors starting or running a server.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The node did not open.
+    #[error(transparent)]
+    Open(#[from] OpenError),
+    /// Binding or accepting failed.
+    #[error("listener {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The runtime could not be built.
+    #[error("runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+async fn bind(addr: &str) -> Result<TcpListener, ServerError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServerError::Listen {
+            addr: addr.to_string(),
+            source,
+        })
+}
+
+/// Opens the node, binds `config.pb_listen`, `config.cluster_listen` (and
+/// `config.http_listen` unless empty) and serves until `shutdown`
+/// resolves; then finishes in-flight requests and closes the vnodes.
+pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), ServerError> {
+    let listener = bind(&config.pb_listen).await?;
+    let http = match config.http_listen.as_str() {
+        "" => None,
+        a => Some(bind(a).await?),
+    };
+    let cluster = bind(&config.cluster_listen).await?;
+    let node = Arc::new(tokio::task::block_in_place(|| Node::open(config))?);
+    serve_all(listener, http, Some(cluster), node, shutdown).await
+}
+
+/// Serves PB on `listener` until `shutdown` resolves, then closes `node`
+/// (no HTTP, no cluster listener: a node alone, without admin requests).
+pub async fn serve(
+    listener: TcpListener,
+    node: Arc<Node>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServerError> {
+    serve_all(listener, None, None, node, shutdown).await
+}
+
+/// Accepts on `l`, or never when there is no listener.
+async fn accept_on(l: &Option<TcpListener>) -> std::io::Result<(TcpStream, SocketAddr)> {
+    match l {
+        Some(l) => l.accept().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The address to advertise: `configured`, or else the bound one.
+fn advertised(configured: &str, bound: Option<SocketAddr>) -> String {
+    match configured {
+        "" => bound.map(|a| a.to_string()).unwrap_or_default(),
+        a => a.to_string(),
+    }
+}
+
+/// Serves PB on `listener`, the HTTP API on `http` and cluster and admin
+/// traffic on `cluster` (each when given), all over `node`, until
+/// `shutdown` resolves; then stops them and closes `node`.
+pub async fn serve_all(
+    listener: TcpListener,
+    http: Option<TcpListener>,
+    cluster: Option<TcpListener>,
+    node: Arc<Node>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServerError> {
+    let local = listener.local_addr().ok();
+    let cluster_local = cluster.as_ref().and_then(|l| l.local_addr().ok());
+    tracing::info!(addr = ?local, cluster = ?cluster_local, node = %node.config().node_name, "PB and cluster listeners up");
+    let http_local = http.as_ref().and_then(|l| l.local_addr().ok());
+    node.cluster().set_my_addrs(
+        &advertised(&node.config().advertise_pb, local),
+        &http_local.map(|a| a.to_string()).unwrap_or_default(),
+        &advertised(&node.config().advertise_cluster, cluster_local),
+    );
+    node.start_background();
+    node.start_gossip();
+    node.start_handoff();
+    node.start_aae();
+    node.start_repl();
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let http_task = http.map(|l| {
+        let mut stop = stop_rx.clone();
+        tokio::spawn(crate::api::http::serve(l, node.clone(), async move {
+            let _ = stop.wait_for(|s| *s).await;
+        }))
+    });
+    let mut conns = JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        let (acc, port) = tokio::select! {
+            _ = &mut shutdown => break,
+            acc = listener.accept() => (acc, Port::Client),
+            acc = accept_on(&cluster) => (acc, Port::Cluster),
+            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
+        };
+        match acc {
+            Ok((sock, peer)) => {
+                let node = node.clone();
+                let stop = stop_rx.clone();
+                conns.spawn(async move { connection(sock, peer, port, node, stop).await });
+            }
+            Err(e) => tracing::warn!(error = %e, ?port, "accept"),
+        }
+    }
+    tracing::info!("shutting down: finishing in-flight requests");
+    drop(listener);
+    drop(cluster);
+    let _ = stop_tx.send(true);
+    while conns.join_next().await.is_some() {}
+    if let Some(t) = http_task {
+        match t.await {
+            Ok(Err(e)) => tracing::warn!(error = %e, "HTTP listener"),
+            Err(e) => tracing::warn!(error = %e, "HTTP listener task"),
+            Ok(Ok(())) => {}
+        }
+    }
+    tokio::task::block_in_place(|| node.close());
+    tracing::info!("vnodes closed");
+    Ok(())
+}
+
+/// A server running on its own runtime thread (tests, embedding).
+pub struct ServerHandle {
+    addr: SocketAddr,
+    http_addr: Option<SocketAddr>,
+    cluster_addr: SocketAddr,
+    node: Arc<Node>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<Result<(), ServerError>>>,
+}
+
+impl ServerHandle {
+    /// Opens the node and starts serving PB on `config.pb_listen`, cluster
+    /// and admin traffic on `config.cluster_listen` and HTTP on
+    /// `config.http_listen` unless empty (port 0 = any).
+    pub fn spawn(config: Config) -> Result<ServerHandle, ServerError> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(ServerError::Runtime)?;
+        let addr = config.pb_listen.clone();
+        let listener =
+            rt.block_on(TcpListener::bind(&addr))
+                .map_err(|source| ServerError::Listen {
+                    addr: addr.clone(),
+                    source,
+                })?;
+        let local = listener
+            .local_addr()
+            .map_err(|source| ServerError::Listen { addr, source })?;
+        let http = match config.http_listen.as_str() {
+            "" => None,
+            a => Some(rt.block_on(bind(a))?),
+        };
+        let http_addr = match &http {
+            Some(l) => Some(l.local_addr().map_err(|source| ServerError::Listen {
+                addr: config.http_listen.clone(),
+                source,
+            })?),
+            None => None,
+        };
+        let cluster = rt.block_on(bind(&config.cluster_listen))?;
+        let cluster_addr = cluster.local_addr().map_err(|source| ServerError::Listen {
+            addr: config.cluster_listen.clone(),
+            source,
+        })?;
+        let node = Arc::new(Node::open(config)?);
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let n2 = node.clone();
+        let thread = std::thread::spawn(move || {
+            rt.block_on(serve_all(listener, http, Some(cluster), n2, async {
+                let _ = rx.await;
+            }))
+        });
+        Ok(ServerHandle {
+            addr: local,
+            http_addr,
+            cluster_addr,
+            node,
+            stop: Some(tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The bound cluster address (node-to-node and admin traffic).
+    pub fn cluster_addr(&self) -> SocketAddr {
+        self.cluster_addr
+    }
+
+    /// The bound HTTP address, if the HTTP API is on.
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http_addr
+    }
+
+    /// The node.
+    pub fn node(&self) -> &Arc<Node> {
+        &self.node
+    }
+
+    /// Graceful shutdown; waits for it.
+    pub fn shutdown(mut self) -> Result<(), ServerError> {
+        self.stop_and_join()
+    }
+
+    fn stop_and_join(&mut self) -> Result<(), ServerError> {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        match self.thread.take().map(|t| t.join()) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err(ServerError::Runtime(std::io::Error::other(
+                "server thread panicked",
+            ))),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        let _ = self.stop_and_join();
+    }
+}
+
+async fn connection(
+    mut sock: TcpStream,
+    peer: SocketAddr,
+    port: Port,
+    node: Arc<Node>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let max = node.config().limits.max_frame_bytes;
+    let mut client_id = unique_id();
+    client_id.truncate(4);
+    loop {
+        let next = tokio::select! {
+            f = pb::read_frame(&mut sock, max) => f,
+            _ = stop.changed() => break,
+        };
+        let (c, body) = match next {
+            Ok(Some(f)) => f,
+            Ok(None) => break,
+            Err(FrameError::Empty) => {
+                if sock.write_all(&error_frame("Empty frame")).await.is_err() {
+                    break;
+                }
+                continue;
+            }
+            Err(e @ FrameError::TooLarge { .. }) => {
+                tracing::warn!(%peer, error = %e, "closing connection");
+                let _ = sock.write_all(&error_frame(&e)).await;
+                break;
+            }
+            Err(FrameError::Io(_)) => break,
+        };
+        if c == crate::cluster::transport::CLUSTER_REQ && port == Port::Cluster {
+            // Another node: this connection carries cluster messages from now on.
+            let n = node.clone();
+            crate::cluster::transport::serve_conn(sock, body, max, stop.clone(), move |m| {
+                crate::api::cluster::serve(n.clone(), m)
+            })
+            .await;
+            return;
+        }
+        // The handler sends streamed frames through a bounded channel while
+        // this task writes them out; its final frames (or its error) follow.
+        let (tx, rx) = mpsc::channel::<Vec<u8>>(STREAM_QUEUE_FRAMES);
+        let work = async {
+            let res = dispatch(&node, port, &mut client_id, c, &body, &tx).await;
+            let out = match res {
+                Ok(frames) => frames,
+                Err(e) => vec![error_frame(e)],
+            };
+            for f in out {
+                if tx.send(f).await.is_err() {
+                    break;
+                }
+            }
+            drop(tx);
+        };
+        let sock_w = &mut sock;
+        let write = async move {
+            let mut rx = rx;
+            while let Some(f) = rx.recv().await {
+                if sock_w.write_all(&f).await.is_err() {
+                    // Dropping `rx` makes the handler's next send fail.
+                    return false;
+                }
+            }
+            true
+        };
+        let ((), ok) = tokio::join!(work, write);
+        if !ok || *stop.borrow() {
+            break;
+        }
+    }
+}

@@ -1,0 +1,406 @@
+//! Bucket properties: Riak's defaults for the `default` bucket type, and
+//! per-bucket overrides (get / set / reset) on top of the bucket type's
+//! props, held in memory and persisted as JSON in
+//! `<data_dir>/bucket_props.json` (temp file, fsync, rename, fsync dir).
+
+use crate::bucket::types::{split_storage_bucket, BucketTypes};
+use crate::fsutil::atomic_write;
+use crate::object::vclock::PruneProps;
+use crate::pb::{quorum, RpbBucketProps};
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// The properties of one bucket (quorum fields keep the PB encoding:
+/// a number, or one of [`quorum`]'s symbolic values).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub struct BucketProps {
+    pub n_val: u32,
+    pub allow_mult: bool,
+    pub last_write_wins: bool,
+    pub r: u32,
+    pub w: u32,
+    pub pr: u32,
+    pub pw: u32,
+    pub dw: u32,
+    pub rw: u32,
+    pub notfound_ok: bool,
+    pub basic_quorum: bool,
+    pub small_vclock: u32,
+    pub big_vclock: u32,
+    pub young_vclock: u32,
+    pub old_vclock: u32,
+}
+
+impl Default for BucketProps {
+    fn default() -> Self {
+        BucketProps {
+            n_val: 3,
+            allow_mult: false,
+            last_write_wins: false,
+            r: quorum::QUORUM,
+            w: quorum::QUORUM,
+            pr: 0,
+            pw: 0,
+            dw: quorum::QUORUM,
+            rw: quorum::QUORUM,
+            notfound_ok: true,
+            basic_quorum: false,
+            small_vclock: 50,
+            big_vclock: 50,
+            young_vclock: 20,
+            old_vclock: 86_400,
+        }
+    }
+}
+
+/// Why props or a quorum value were refused.
+#[derive(Debug, thiserror::Error)]
+pub enum PropsError {
+    /// A bad value.
+    #[error("{0}")]
+    Invalid(String),
+    /// The props file could not be written or read.
+    #[error("bucket props file {path}: {reason}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What failed.
+        reason: String,
+    },
+}
+
+impl BucketProps {
+    /// Vclock pruning limits.
+    pub fn prune(&self) -> PruneProps {
+        PruneProps {
+            small: self.small_vclock,
+            big: self.big_vclock,
+            young: u64::from(self.young_vclock),
+            old: u64::from(self.old_vclock),
+        }
+    }
+
+    /// Resolves a quorum value (request value, else the prop `dflt`) against
+    /// `n_val`: `one`, `quorum` (n/2+1), `all`, `default`, or a number ≤ n.
+    pub fn resolve(
+        &self,
+        requested: Option<u32>,
+        dflt: u32,
+        name: &str,
+    ) -> Result<u32, PropsError> {
+        let n = self.n_val;
+        let v = match requested {
+            None | Some(quorum::DEFAULT) => dflt,
+            Some(v) => v,
+        };
+        let out = match v {
+            quorum::ONE => 1,
+            quorum::QUORUM => n / 2 + 1,
+            quorum::ALL => n,
+            quorum::DEFAULT => n / 2 + 1,
+            v if v <= n => v,
+            v => {
+                return Err(PropsError::Invalid(format!(
+                    "{{{name}_val_violation,{v}}} (n_val is {n})"
+                )))
+            }
+        };
+        Ok(out)
+    }
+
+    /// Applies the fields present in `p`.
+    pub fn apply(&mut self, p: &RpbBucketProps) -> Result<(), PropsError> {
+        if let Some(n) = p.n_val {
+            if n == 0 || n > 64 {
+                return Err(PropsError::Invalid(format!(
+                    "n_val must be 1..=64, got {n}"
+                )));
+            }
+            self.n_val = n;
+        }
+        macro_rules! set {
+            ($($f:ident),*) => { $( if let Some(v) = p.$f { self.$f = v; } )* };
+        }
+        set!(
+            allow_mult,
+            last_write_wins,
+            r,
+            w,
+            pr,
+            pw,
+            dw,
+            rw,
+            notfound_ok,
+            basic_quorum,
+            small_vclock,
+            big_vclock,
+            young_vclock,
+            old_vclock
+        );
+        if p.datatype.is_some() || p.consistent == Some(true) || p.write_once == Some(true) {
+            return Err(PropsError::Invalid(
+                "datatype, consistent and write_once buckets are not supported".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The PB form.
+    pub fn to_pb(&self) -> RpbBucketProps {
+        RpbBucketProps {
+            n_val: Some(self.n_val),
+            allow_mult: Some(self.allow_mult),
+            last_write_wins: Some(self.last_write_wins),
+            has_precommit: Some(false),
+            has_postcommit: Some(false),
+            old_vclock: Some(self.old_vclock),
+            young_vclock: Some(self.young_vclock),
+            big_vclock: Some(self.big_vclock),
+            small_vclock: Some(self.small_vclock),
+            pr: Some(self.pr),
+            r: Some(self.r),
+            w: Some(self.w),
+            pw: Some(self.pw),
+            dw: Some(self.dw),
+            rw: Some(self.rw),
+            basic_quorum: Some(self.basic_quorum),
+            notfound_ok: Some(self.notfound_ok),
+            ..Default::default()
+        }
+    }
+}
+
+/// The properties a bucket overrides on top of its type's props (fields
+/// absent = inherited). A props file written before bucket types held
+/// complete props; it loads as overrides of every field.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+#[allow(missing_docs)]
+pub struct PropsPatch {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub n_val: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allow_mult: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_write_wins: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub r: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub w: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pr: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pw: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dw: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rw: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notfound_ok: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub basic_quorum: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub small_vclock: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub big_vclock: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub young_vclock: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub old_vclock: Option<u32>,
+    /// When this entry last changed (ms since the epoch; cluster merge:
+    /// the later entry wins).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub stamp: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+/// `mine` with every entry of `other` whose stamp is later than ours
+/// (`None`: nothing newer).
+pub fn merge_newer<V: Clone>(
+    mine: &BTreeMap<String, V>,
+    other: &BTreeMap<String, V>,
+    stamp: impl Fn(&V) -> u64,
+) -> Option<BTreeMap<String, V>> {
+    let mut next: Option<BTreeMap<String, V>> = None;
+    for (k, v) in other {
+        if mine.get(k).is_none_or(|m| stamp(v) > stamp(m)) {
+            next.get_or_insert_with(|| mine.clone())
+                .insert(k.clone(), v.clone());
+        }
+    }
+    next
+}
+
+/// A change stamp after `prev`: the wall clock in ms, or `prev + 1` if the
+/// clock has not moved past it.
+pub fn stamp_after(prev: u64) -> u64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    now.max(prev + 1)
+}
+
+macro_rules! patch_fields {
+    ($m:ident) => {
+        $m!(
+            n_val,
+            allow_mult,
+            last_write_wins,
+            r,
+            w,
+            pr,
+            pw,
+            dw,
+            rw,
+            notfound_ok,
+            basic_quorum,
+            small_vclock,
+            big_vclock,
+            young_vclock,
+            old_vclock
+        )
+    };
+}
+
+impl PropsPatch {
+    /// Applies the overrides to `base`.
+    pub fn apply_to(&self, base: &mut BucketProps) {
+        macro_rules! f {
+            ($($f:ident),*) => { $( if let Some(v) = self.$f { base.$f = v; } )* };
+        }
+        patch_fields!(f);
+    }
+
+    /// Adds the fields present in `p`.
+    pub fn merge_pb(&mut self, p: &RpbBucketProps) {
+        macro_rules! f {
+            ($($f:ident),*) => { $( if p.$f.is_some() { self.$f = p.$f; } )* };
+        }
+        patch_fields!(f);
+    }
+}
+
+/// Per-bucket property overrides, keyed by storage bucket
+/// ([`crate::bucket::types::storage_bucket`]); a bucket's props are its type's
+/// props ([`crate::bucket::types::BucketTypes`]) with its overrides applied.
+#[derive(Debug)]
+pub struct PropsStore {
+    path: Option<PathBuf>,
+    buckets: Mutex<BTreeMap<String, PropsPatch>>,
+    types: Arc<BucketTypes>,
+}
+
+fn bucket_key(bucket: &[u8]) -> String {
+    base64::Engine::encode(&base64::engine::general_purpose::STANDARD, bucket)
+}
+
+impl PropsStore {
+    /// Loads `path` if it exists (`None` = memory only).
+    pub fn open(path: Option<PathBuf>, types: Arc<BucketTypes>) -> Result<PropsStore, PropsError> {
+        let mut buckets = BTreeMap::new();
+        if let Some(p) = &path {
+            match std::fs::read(p) {
+                Ok(bytes) => {
+                    buckets = serde_json::from_slice(&bytes).map_err(|e| PropsError::Io {
+                        path: p.clone(),
+                        reason: e.to_string(),
+                    })?
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(PropsError::Io {
+                        path: p.clone(),
+                        reason: e.to_string(),
+                    })
+                }
+            }
+        }
+        Ok(PropsStore {
+            path,
+            buckets: Mutex::new(buckets),
+            types,
+        })
+    }
+
+    /// The props of a storage bucket: its type's props, then its overrides.
+    pub fn get(&self, bucket: &[u8]) -> BucketProps {
+        let (btype, _) = split_storage_bucket(bucket);
+        let mut props = self.types.props_of(btype);
+        if let Some(p) = self.buckets.lock().get(&bucket_key(bucket)) {
+            p.apply_to(&mut props);
+        }
+        props
+    }
+
+    /// Sets the fields present in `p` (validated against the resolved props).
+    pub fn set(&self, bucket: &[u8], p: &RpbBucketProps) -> Result<(), PropsError> {
+        let mut map = self.buckets.lock();
+        let mut check = self.types.props_of(split_storage_bucket(bucket).0);
+        if let Some(cur) = map.get(&bucket_key(bucket)) {
+            cur.apply_to(&mut check);
+        }
+        check.apply(p)?;
+        let mut next = map.clone();
+        let e = next.entry(bucket_key(bucket)).or_default();
+        e.merge_pb(p);
+        e.stamp = stamp_after(e.stamp);
+        self.persist(&next)?;
+        *map = next;
+        Ok(())
+    }
+
+    /// Back to the type's props (an empty, stamped entry, so the reset wins
+    /// over older overrides when clusters merge).
+    pub fn reset(&self, bucket: &[u8]) -> Result<(), PropsError> {
+        let mut map = self.buckets.lock();
+        let mut next = map.clone();
+        let prev = next.get(&bucket_key(bucket)).map_or(0, |e| e.stamp);
+        next.insert(
+            bucket_key(bucket),
+            PropsPatch {
+                stamp: stamp_after(prev),
+                ..PropsPatch::default()
+            },
+        );
+        self.persist(&next)?;
+        *map = next;
+        Ok(())
+    }
+
+    /// Every bucket's overrides (for the cluster's metadata exchange).
+    pub fn snapshot(&self) -> BTreeMap<String, PropsPatch> {
+        self.buckets.lock().clone()
+    }
+
+    /// Takes each entry of `other` that is newer than ours; true if any was.
+    pub fn merge(&self, other: &BTreeMap<String, PropsPatch>) -> Result<bool, PropsError> {
+        let mut map = self.buckets.lock();
+        let Some(next) = merge_newer(&map, other, |e| e.stamp) else {
+            return Ok(false);
+        };
+        self.persist(&next)?;
+        *map = next;
+        Ok(true)
+    }
+
+    fn persist(&self, map: &BTreeMap<String, PropsPatch>) -> Result<(), PropsError> {
+        let Some(path) = &self.path else {
+            return Ok(());
+        };
+        let json = serde_json::to_vec_pretty(map).map_err(|e| PropsError::Io {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        atomic_write(path, &json).map_err(|e| PropsError::Io {
+            path: path.clone(),
+            reason: e.to_string(),
+        })
+    }
+}

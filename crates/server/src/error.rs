@@ -1,0 +1,134 @@
+//! The errors of a request and of opening a node: what a client sees in
+//! `RpbErrorResp` (or an HTTP status), mapped from vnode and props errors.
+
+use crate::bucket::props::PropsError;
+use crate::config::ConfigError;
+use crate::vnode::VnodeError;
+use basalt_backend::BackendError;
+
+/// A request that failed; the `Display` text is what goes into `RpbErrorResp`.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    /// Bad input from the client.
+    #[error("{0}")]
+    Invalid(String),
+    /// A vnode queue was full.
+    #[error("overload")]
+    Overload,
+    /// Vnodes did not answer in time.
+    #[error("timeout")]
+    Timeout,
+    /// Fewer replicas answered than the quorum needs (`{r_val_unsatisfied,R,Got}` style).
+    #[error("{{{kind}_val_unsatisfied,{need},{got}}}")]
+    Unsatisfied {
+        /// `r`, `w`, ...
+        kind: &'static str,
+        /// Needed.
+        need: u32,
+        /// Got.
+        got: u32,
+    },
+    /// `if_none_match` and the object exists.
+    #[error("match_found")]
+    MatchFound,
+    /// `if_not_modified` and the clock differs.
+    #[error("modified")]
+    Modified,
+    /// `if_not_modified` and no object.
+    #[error("notfound")]
+    NotFound,
+    /// The disk of a vnode is full (HTTP 507).
+    #[error("disk full: {0}")]
+    DiskFull(String),
+    /// A storage failure.
+    #[error("storage error: {0}")]
+    Storage(String),
+}
+
+/// True if `e` comes from a full disk (ENOSPC), here or, by its message,
+/// on another node.
+fn is_disk_full(e: &VnodeError) -> bool {
+    const ENOSPC: &str = "No space left on device";
+    match e {
+        VnodeError::Backend(BackendError::Io { source, .. }) => {
+            source.kind() == std::io::ErrorKind::StorageFull
+        }
+        VnodeError::Backend(BackendError::Closed(reason)) => reason.contains(ENOSPC),
+        VnodeError::Remote(m) => m.contains(ENOSPC),
+        _ => false,
+    }
+}
+
+impl From<VnodeError> for RequestError {
+    fn from(e: VnodeError) -> Self {
+        match e {
+            VnodeError::Overload => RequestError::Overload,
+            VnodeError::Timeout => RequestError::Timeout,
+            VnodeError::Backend(
+                BackendError::NotSupported { .. } | BackendError::InvalidInput(_),
+            ) => RequestError::Invalid(e.to_string()),
+            other if is_disk_full(&other) => RequestError::DiskFull(other.to_string()),
+            other => RequestError::Storage(other.to_string()),
+        }
+    }
+}
+
+impl From<PropsError> for RequestError {
+    fn from(e: PropsError) -> Self {
+        match e {
+            PropsError::Invalid(m) => RequestError::Invalid(m),
+            other => RequestError::Storage(other.to_string()),
+        }
+    }
+}
+
+/// Failure to open a node.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// Bad configuration.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A vnode's backend did not open.
+    #[error("opening vnode {partition}: {source}")]
+    Backend {
+        /// The partition.
+        partition: u32,
+        /// The error.
+        #[source]
+        source: BackendError,
+    },
+    /// Creating directories or threads failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// The bucket props file is unreadable.
+    #[error(transparent)]
+    Props(#[from] PropsError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_disk_is_its_own_error() {
+        let io = VnodeError::Backend(BackendError::Io {
+            op: "append",
+            path: "journal".into(),
+            source: std::io::Error::from(std::io::ErrorKind::StorageFull),
+        });
+        assert!(matches!(RequestError::from(io), RequestError::DiskFull(_)));
+        let remote = VnodeError::Remote("append: No space left on device (os error 28)".into());
+        assert!(matches!(
+            RequestError::from(remote),
+            RequestError::DiskFull(_)
+        ));
+        let other = VnodeError::Remote("connection lost".into());
+        assert!(matches!(
+            RequestError::from(other),
+            RequestError::Storage(_)
+        ));
+        assert!(RequestError::DiskFull("x".into())
+            .to_string()
+            .starts_with("disk full"));
+    }
+}

@@ -1,0 +1,235 @@
+//! The GET FSM: HEAD the key's `n` vnodes, let [`GetCore`] count the
+//! replies against r / pr / notfound_ok / basic_quorum, fetch the value of
+//! each winning version, merge, and read-repair stale replicas in the
+//! background.
+
+use super::get_core::FailFast;
+use super::{GetOpts, GetOutcome};
+use crate::error::RequestError;
+use crate::node::Node;
+use crate::object::RiakObject;
+use crate::router::Target;
+use crate::vnode::request::{VnodeReply, VnodeReq, WireObject};
+use crate::vnode::VnodeError;
+use futures_util::stream::{FuturesOrdered, FuturesUnordered, StreamExt};
+use futures_util::FutureExt;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+type Replies<'a> = std::pin::Pin<
+    Box<dyn futures_util::Stream<Item = (Target, Result<VnodeReply, VnodeError>)> + Send + 'a>,
+>;
+
+impl Node {
+    /// GET: HEAD the `n` vnodes, wait for `r` (and `pr` primaries), GET the
+    /// value of each winning version from the least-queued replica holding
+    /// it, merge, read-repair stale replicas in the background.
+    /// Uses the bucket's `basic_quorum` prop (see [`Node::get_with_basic_quorum`]).
+    pub async fn get(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        opts: &GetOpts,
+    ) -> Result<GetOutcome, RequestError> {
+        self.get_with_basic_quorum(bucket, key, opts, None).await
+    }
+
+    /// [`Node::get`] with Riak's `basic_quorum` (`None` = the bucket's prop).
+    /// With it, as `riak_kv_get_core`'s fail threshold, the GET gives up
+    /// once `min(n / 2 + 1, n - max(r, pr) + 1)` replicas answered not
+    /// found (counted only when `notfound_ok` is off) or failed, replies
+    /// taken as they arrive; giving up answers not found when no replica
+    /// failed and none answered a live object, else the quorum error (or
+    /// `overload`), and does no read repair.
+    pub async fn get_with_basic_quorum(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        opts: &GetOpts,
+        basic_quorum: Option<bool>,
+    ) -> Result<GetOutcome, RequestError> {
+        self.stats.gets.fetch_add(1, Ordering::Relaxed);
+        let _timer = self.stats.latency.timer(crate::latency::Op::Get);
+        let props = self.props.get(bucket);
+        let r = props.resolve(opts.r, props.r, "r")?;
+        let pr = props.resolve(opts.pr, props.pr, "pr")?;
+        let notfound_ok = opts.notfound_ok.unwrap_or(props.notfound_ok);
+        let targets = self.router.key_targets(bucket, key, props.n_val);
+        let head_req = || VnodeReq::Head {
+            bucket: bucket.to_vec(),
+            key: key.to_vec(),
+        };
+        // Replies are taken as they come; when every vnode is local (one
+        // node) they are taken in preference-list order, which costs
+        // nothing and makes single-node results repeatable.
+        let calls = self.router.fan_out_vec(&targets, head_req, None);
+        let me = self.router.cluster.me();
+        let mut replies: Replies<'_> = if targets.iter().all(|t| t.node == me) {
+            Box::pin(calls.into_iter().collect::<FuturesOrdered<_>>())
+        } else {
+            Box::pin(calls.into_iter().collect::<FuturesUnordered<_>>())
+        };
+        let mut heads: Vec<(Target, Option<RiakObject>, u32)> = Vec::new();
+        let mut overloaded = false;
+        let fail_fast = FailFast::new(
+            targets.len(),
+            r.max(pr),
+            notfound_ok,
+            basic_quorum.unwrap_or(props.basic_quorum),
+        );
+        let mut answered = 0usize;
+        // A quorum of "not found" waits this long for the other replicas
+        // (see `Limits::notfound_wait_ms`); `basic_quorum` asked not to.
+        let notfound_wait = (!basic_quorum.unwrap_or(props.basic_quorum))
+            .then(|| Duration::from_millis(self.config.limits.notfound_wait_ms))
+            .filter(|d| !d.is_zero());
+        let mut deadline: Option<tokio::time::Instant> = None;
+        let enough = |heads: &[(Target, Option<RiakObject>, u32)]| {
+            let ok = |h: &&(Target, Option<RiakObject>, u32)| notfound_ok || h.1.is_some();
+            let got = heads.iter().filter(ok).count() as u32;
+            let primaries = heads.iter().filter(ok).filter(|h| h.0.primary).count() as u32;
+            got >= r && primaries >= pr
+        };
+        loop {
+            let next = match deadline {
+                None => replies.next().await,
+                Some(d) => match tokio::time::timeout_at(d, replies.next()).await {
+                    Ok(next) => next,
+                    Err(_) => break,
+                },
+            };
+            let Some((t, res)) = next else { break };
+            match res {
+                Ok(VnodeReply::Object(h, q)) => match h.map(|w| w.head()).transpose() {
+                    Ok(h) => heads.push((t, h, q)),
+                    Err(e) => tracing::warn!(partition = t.partition, error = %e, "get head"),
+                },
+                Ok(other) => tracing::warn!(?other, "unexpected head reply"),
+                Err(VnodeError::Overload) => overloaded = true,
+                Err(e) => {
+                    tracing::warn!(partition = t.partition, node = %t.node, error = %e, "get head")
+                }
+            }
+            answered += 1;
+            let seen: Vec<Option<&RiakObject>> = heads.iter().map(|h| h.1.as_ref()).collect();
+            if let Some(out) = fail_fast.check(&seen, answered, overloaded) {
+                return out;
+            }
+            if enough(&heads) {
+                let found_any = heads.iter().any(|h| h.1.is_some());
+                if !found_any && answered < targets.len() {
+                    if let Some(wait) = notfound_wait {
+                        // Only "not found" so far: a replica yet to answer
+                        // may hold an acknowledged write (e.g. the others
+                        // restarted or were not written yet).
+                        if deadline.is_none() {
+                            self.stats.notfound_waits.fetch_add(1, Ordering::Relaxed);
+                            deadline = Some(tokio::time::Instant::now() + wait);
+                        }
+                        continue;
+                    }
+                }
+                if found_any && deadline.is_some() {
+                    self.stats.notfound_rescues.fetch_add(1, Ordering::Relaxed);
+                }
+                // Replies already in hand also count for read repair.
+                while let Some(Some((t, Ok(VnodeReply::Object(h, q))))) =
+                    replies.next().now_or_never()
+                {
+                    if let Ok(h) = h.map(|w| w.head()).transpose() {
+                        heads.push((t, h, q));
+                    }
+                }
+                break;
+            }
+        }
+        drop(replies);
+        let found: Vec<(&Target, &RiakObject, u32)> = heads
+            .iter()
+            .filter_map(|(t, h, q)| h.as_ref().map(|h| (t, h, *q)))
+            .collect();
+        if !enough(&heads) {
+            let got = if notfound_ok {
+                heads.len()
+            } else {
+                found.len()
+            } as u32;
+            if overloaded {
+                return Err(RequestError::Overload);
+            }
+            let need = r.max(pr);
+            if found.is_empty() && heads.len() as u32 >= need {
+                return Ok(GetOutcome::NotFound);
+            }
+            return Err(RequestError::Unsatisfied {
+                kind: if got >= r { "pr" } else { "r" },
+                need: if got >= r { pr } else { r },
+                got,
+            });
+        }
+        if found.is_empty() {
+            return Ok(GetOutcome::NotFound);
+        }
+        // One replica per distinct version (clock and siblings) whose clock
+        // no other replica dominates: the least-queued one holding it.
+        let mut winners: Vec<(&Target, &RiakObject, u32)> = Vec::new();
+        for f in &found {
+            if found.iter().any(|o| o.1.vclock.dominates(&f.1.vclock)) {
+                continue;
+            }
+            match winners.iter_mut().find(|w| w.1.same_state(f.1)) {
+                Some(w) if f.2 < w.2 => *w = *f,
+                Some(_) => {}
+                None => winners.push(*f),
+            }
+        }
+        let mut merged: Option<RiakObject> = None;
+        for (t, _, _) in winners {
+            let reply = self
+                .router
+                .vcall(
+                    t,
+                    VnodeReq::Get {
+                        bucket: bucket.to_vec(),
+                        key: key.to_vec(),
+                    },
+                )
+                .await?;
+            let obj = match reply {
+                VnodeReply::Object(Some(w), _) => Some(w.object()?),
+                _ => None,
+            };
+            if let Some(o) = obj {
+                merged = Some(match merged {
+                    None => o,
+                    Some(m) => RiakObject::merge(&m, &o, props.allow_mult),
+                });
+            }
+        }
+        let Some(merged) = merged else {
+            return Ok(GetOutcome::NotFound);
+        };
+        // Read repair: stale or missing replicas get the merged object.
+        let wire = WireObject::full(&merged);
+        for (t, h, _) in &heads {
+            let stale = h.as_ref().is_none_or(|h| !h.same_state(&merged));
+            if stale {
+                tracing::debug!(partition = t.partition, node = %t.node, "read repair");
+                self.background(
+                    t.clone(),
+                    VnodeReq::Reconcile {
+                        bucket: bucket.to_vec(),
+                        key: key.to_vec(),
+                        object: wire.clone(),
+                        props: props.clone(),
+                    },
+                );
+            }
+        }
+        if merged.is_deleted() {
+            Ok(GetOutcome::Tombstone(merged.vclock))
+        } else {
+            Ok(GetOutcome::Found(merged))
+        }
+    }
+}

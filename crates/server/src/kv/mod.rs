@@ -1,0 +1,58 @@
+//! The request FSMs of the KV API over the router: GET ([`get`], deciding
+//! with [`get_core`]), PUT ([`put`], [`put_core`]), DELETE and tombstone
+//! reaping ([`delete`]), list keys and buckets ([`list`]), 2i ([`index`])
+//! and the CS bucket fold ([`csfold`]). Each is an `impl Node` block: the
+//! node is the handle a request runs on (router, bucket props, stats); the
+//! cores decide from the replies and do no I/O.
+
+pub mod csfold;
+pub mod delete;
+pub mod get;
+pub mod get_core;
+pub mod index;
+pub mod list;
+pub mod put;
+pub mod put_core;
+
+use crate::object::vclock::VClock;
+use crate::object::RiakObject;
+
+pub use csfold::{CsFold, CS_FOLD_BATCH};
+pub use list::LIST_KEYS_BATCH;
+
+/// Options of a GET.
+#[derive(Debug, Clone, Default)]
+pub struct GetOpts {
+    /// Read quorum (PB encoding).
+    pub r: Option<u32>,
+    /// Primary read quorum.
+    pub pr: Option<u32>,
+    /// Count not-found replies as successes.
+    pub notfound_ok: Option<bool>,
+}
+
+/// What a GET found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GetOutcome {
+    /// No replica has the key.
+    NotFound,
+    /// Every sibling is a tombstone; its clock.
+    Tombstone(VClock),
+    /// The merged object.
+    Found(RiakObject),
+}
+
+/// Options of a PUT or DELETE.
+#[derive(Debug, Clone, Default)]
+pub struct PutOpts {
+    /// Write quorum.
+    pub w: Option<u32>,
+    /// Durable-write quorum.
+    pub dw: Option<u32>,
+    /// Primary-write quorum.
+    pub pw: Option<u32>,
+    /// Fail with `match_found` if the object exists.
+    pub if_none_match: bool,
+    /// Fail unless the stored clock equals the request's.
+    pub if_not_modified: bool,
+}

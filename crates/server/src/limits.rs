@@ -1,0 +1,91 @@
+//! Every fixed limit of the server in one place (the configurable ones are
+//! in [`crate::config::Limits`]): batch and frame sizes, queue lengths,
+//! intervals and timeouts. Each has its reason beside it; the assertions
+//! below keep them consistent. ARCHITECTURE.md lists them with the
+//! configurable limits.
+
+use std::time::Duration;
+
+// Streaming replies to clients.
+
+/// Frames of a streamed reply queued between the request's handler and the
+/// connection's socket writer; when the client reads slowly the handler
+/// waits (back-pressure), so a listing never builds all its frames in memory.
+pub const STREAM_QUEUE_FRAMES: usize = 8;
+/// Keys per `RpbListKeysResp` frame at most (a vnode's batch is split so a
+/// frame stays far below clients' frame limits).
+pub const LIST_KEYS_FRAME_KEYS: usize = 1000;
+/// Objects per `RpbCSBucketResp` frame at most.
+pub const CS_BUCKET_FRAME_OBJECTS: usize = 100;
+/// Results per `RpbIndexResp` frame of a streamed 2i query.
+pub const INDEX_STREAM_CHUNK: usize = 100;
+
+/// Keys a vnode scans per list-keys job (ordered backends).
+pub const LIST_KEYS_BATCH: u32 = 1000;
+
+/// Objects each covering vnode reads per round of a CS bucket fold.
+pub const CS_FOLD_BATCH: usize = 100;
+
+/// A handoff batch stops once its values and metadata pass this size.
+pub const FOLD_BATCH_BYTES: usize = 4 << 20;
+
+/// How often a node looks for vnodes to hand off.
+pub const HANDOFF_INTERVAL: Duration = Duration::from_millis(1000);
+
+/// Objects per handoff batch (also capped by bytes in the vnode's fold).
+pub const HANDOFF_BATCH: u32 = 256;
+
+/// Dirty segments examined per exchange (the rest wait for the next one).
+pub const MAX_DIRTY_SEGMENTS: usize = 256;
+
+/// Objects per real-time batch.
+pub const REPL_BATCH: usize = 100;
+
+/// Requests in flight per connection.
+pub const MAX_INFLIGHT: usize = 4096;
+
+/// Dial timeout.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A connection with requests waiting and nothing received for this long
+/// is closed and re-dialled.
+pub const STALE_AFTER: Duration = Duration::from_secs(5);
+
+/// How often a node pushes its state to the other members.
+pub const GOSSIP_INTERVAL: Duration = Duration::from_millis(500);
+
+/// A peer silent for this long is down.
+pub const DOWN_AFTER: Duration = Duration::from_millis(2000);
+
+/// Timeout of gossip and admin calls between nodes.
+pub const CONTROL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A vnode whose backend closed itself is reopened at most this often
+/// (short, so writes resume within about a second once, e.g., disk space
+/// returns; a reopen on a still-full disk fails cheaply).
+pub const VNODE_RESTART_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Background vnode requests (read repair) waiting to be sent.
+pub const BACKGROUND_QUEUE: usize = 10_000;
+
+/// Results per part of a streamed (`stream=true`) answer.
+pub const RESULTS_PER_PART: usize = 100;
+
+/// Buckets per chunk of a streamed bucket listing.
+pub const BUCKETS_PER_CHUNK: usize = 100;
+
+/// Largest accepted props body (`PUT .../props`), bytes; larger → 413.
+pub const MAX_PROPS_BODY_BYTES: usize = 64 * 1024;
+
+const _: () = {
+    assert!(STREAM_QUEUE_FRAMES > 0);
+    assert!(LIST_KEYS_FRAME_KEYS > 0 && LIST_KEYS_FRAME_KEYS <= LIST_KEYS_BATCH as usize);
+    assert!(CS_BUCKET_FRAME_OBJECTS >= 1 && CS_BUCKET_FRAME_OBJECTS <= CS_FOLD_BATCH);
+    assert!(INDEX_STREAM_CHUNK > 0);
+    assert!(HANDOFF_BATCH > 0 && FOLD_BATCH_BYTES >= 1 << 20);
+    assert!(MAX_INFLIGHT > 0 && BACKGROUND_QUEUE > 0);
+    // A peer is down only after missing several gossip rounds, and a
+    // connection is stale only after a request could have timed out.
+    assert!(DOWN_AFTER.as_millis() >= 2 * GOSSIP_INTERVAL.as_millis());
+    assert!(STALE_AFTER.as_millis() >= CONNECT_TIMEOUT.as_millis());
+};

@@ -1,0 +1,256 @@
+//! The node: opens the data directory (its name check, cluster state,
+//! bucket props and types, the vnodes it owns or holds data for), owns the
+//! [`Router`] and the background queue, and closes it all. Requests are in
+//! [`crate::kv`], services in [`crate::services`], the APIs in
+//! [`crate::api`].
+
+use crate::bucket::props::PropsStore;
+use crate::bucket::types::BucketTypes;
+use crate::cluster::Cluster;
+use crate::config::{Config, ConfigError};
+use crate::error::OpenError;
+use crate::ring::Ring;
+use crate::router::{Router, Target};
+use crate::vnode::request::VnodeReq;
+use crate::vnode::{Vnode, VnodeError};
+use parking_lot::{Mutex, RwLockWriteGuard};
+use std::collections::BTreeSet;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// Operation counters of a node (all APIs), for `/stats`.
+#[derive(Debug, Default)]
+pub struct NodeStats {
+    /// GETs coordinated.
+    pub gets: AtomicU64,
+    /// PUTs coordinated (deletes excluded).
+    pub puts: AtomicU64,
+    /// DELETEs (tombstone PUTs) coordinated.
+    pub deletes: AtomicU64,
+    /// Latency of each coordinated operation (all APIs).
+    pub latency: crate::latency::Latencies,
+    /// Anti-entropy exchanges run.
+    pub aae_exchanges: AtomicU64,
+    /// Keys repaired by anti-entropy.
+    pub aae_repairs: AtomicU64,
+    /// GETs whose quorum answered only "not found" and that waited for the
+    /// other replicas (`notfound_wait_ms`).
+    pub notfound_waits: AtomicU64,
+    /// Of those, GETs that a later replica answered with the object.
+    pub notfound_rescues: AtomicU64,
+}
+
+/// A node: the router (ring, cluster view, vnode table), bucket props and
+/// types, operation counters and the replication queue. Requests run on it
+/// (see [`crate::kv`]); it holds no request logic itself.
+pub struct Node {
+    pub(crate) stats: NodeStats,
+    pub(crate) config: Arc<Config>,
+    pub(crate) router: Arc<Router>,
+    pub(crate) props: PropsStore,
+    pub(crate) types: Arc<BucketTypes>,
+    background: mpsc::Sender<(Target, VnodeReq)>,
+    background_rx: Mutex<Option<mpsc::Receiver<(Target, VnodeReq)>>>,
+    pub(crate) repl: crate::services::repl::ReplQueue,
+}
+
+pub use crate::limits::BACKGROUND_QUEUE;
+
+impl Node {
+    /// Opens the node: checks that the data directory belongs to this node
+    /// name (`<data_dir>/NODE`), loads the cluster state and opens the vnodes
+    /// of the partitions it owns or still holds data for
+    /// (`<data_dir>/vnodes/<partition>`).
+    pub fn open(config: Config) -> Result<Node, OpenError> {
+        config.validate()?;
+        let ring = Ring::new(config.ring_size)
+            .ok_or_else(|| ConfigError(format!("bad ring_size {}", config.ring_size)))?;
+        std::fs::create_dir_all(config.data_dir.join("vnodes"))?;
+        check_node_name(&config)?;
+        let cluster = Cluster::open(
+            &config.node_name,
+            config.ring_size,
+            Some(config.data_dir.clone()),
+            config.limits.max_frame_bytes,
+        )
+        .map_err(|e| ConfigError(e.0))?;
+        let types = Arc::new(BucketTypes::open(Some(
+            config.data_dir.join("bucket_types.json"),
+        ))?);
+        let props = PropsStore::open(
+            Some(config.data_dir.join("bucket_props.json")),
+            types.clone(),
+        )?;
+        let (background, background_rx) = mpsc::channel(BACKGROUND_QUEUE);
+        let config = Arc::new(config);
+        let router = Router::new(config.clone(), ring, cluster);
+        let node = Node {
+            stats: NodeStats::default(),
+            config,
+            router,
+            props,
+            types,
+            background,
+            background_rx: Mutex::new(Some(background_rx)),
+            repl: crate::services::repl::ReplQueue::default(),
+        };
+        let router = &node.router;
+        let mut open: BTreeSet<u32> = router
+            .cluster
+            .with_state(|s| s.owned_by(&node.config.node_name))
+            .into_iter()
+            .collect();
+        for e in std::fs::read_dir(node.config.data_dir.join("vnodes"))? {
+            if let Some(p) = e?.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) {
+                if p < router.ring.size() {
+                    open.insert(p);
+                }
+            }
+        }
+        for p in open {
+            let v = router.open_vnode(p).map_err(|e| match e {
+                VnodeError::Backend(source) => OpenError::Backend {
+                    partition: p,
+                    source,
+                },
+                other => OpenError::Io(std::io::Error::other(other.to_string())),
+            })?;
+            router.vnodes.write().insert(p, Arc::new(v));
+        }
+        tracing::info!(ring_size = router.ring.size(), vnodes = router.vnodes.read().len(), backend = %node.config.backend, data_dir = %node.config.data_dir.display(), "vnodes open");
+        Ok(node)
+    }
+
+    /// The cluster view.
+    pub fn cluster(&self) -> &Cluster {
+        &self.router.cluster
+    }
+
+    /// Where requests go: preference lists, coverage, the vnode table.
+    pub fn router(&self) -> &Arc<Router> {
+        &self.router
+    }
+
+    /// Sends queued background requests (read repair) until the node is
+    /// dropped; started once by the server.
+    pub fn start_background(self: &Arc<Self>) {
+        self.router.spawn_calls();
+        let Some(mut rx) = self.background_rx.lock().take() else {
+            return;
+        };
+        let node = Arc::downgrade(self);
+        tokio::spawn(async move {
+            while let Some((t, req)) = rx.recv().await {
+                let Some(n) = node.upgrade() else { break };
+                tokio::spawn(async move {
+                    if let Err(e) = n.router.vcall(&t, req).await {
+                        tracing::debug!(partition = t.partition, node = %t.node, error = %e, "background request");
+                    }
+                });
+            }
+        });
+    }
+
+    pub(crate) fn background(&self, t: Target, req: VnodeReq) {
+        if self.background.try_send((t, req)).is_err() {
+            tracing::debug!("background queue full: a read repair is dropped");
+        }
+    }
+
+    /// Operation counters.
+    pub fn stats(&self) -> &NodeStats {
+        &self.stats
+    }
+
+    /// Jobs waiting in each local vnode's queue, by partition.
+    pub fn vnode_queue_lengths(&self) -> Vec<usize> {
+        self.router
+            .vnodes
+            .read()
+            .values()
+            .map(|v| v.queue_len())
+            .collect()
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Bucket properties.
+    pub fn props(&self) -> &PropsStore {
+        &self.props
+    }
+
+    /// The bucket-type registry.
+    pub fn types(&self) -> &BucketTypes {
+        &self.types
+    }
+
+    /// The `n_val` vnodes of a key (`bucket` = storage bucket), with
+    /// fallbacks for primaries whose node is down.
+    pub fn preflist_of(&self, bucket: &[u8], key: &[u8]) -> Vec<Target> {
+        self.router
+            .key_targets(bucket, key, self.props.get(bucket).n_val)
+    }
+
+    /// Holds every vnode worker before its next job while the guard lives
+    /// (for overload tests and maintenance).
+    pub fn pause_vnodes(&self) -> RwLockWriteGuard<'_, ()> {
+        self.router.gate.write()
+    }
+
+    /// Stops every vnode (queued jobs finish) and closes the backends.
+    pub fn close(&self) {
+        self.router.close();
+    }
+
+    pub(crate) fn timeout(&self) -> Duration {
+        self.router.timeout()
+    }
+
+    /// Each local vnode's backend statistics, by partition (a vnode whose
+    /// queue is full or that does not answer in time is left out).
+    pub async fn backend_stats(&self) -> Vec<(u32, basalt_backend::BackendStats)> {
+        let local: Vec<(u32, Arc<Vnode>)> = self
+            .router
+            .vnodes
+            .read()
+            .iter()
+            .map(|(p, v)| (*p, v.clone()))
+            .collect();
+        let mut out = Vec::new();
+        for (p, v) in local {
+            let Ok(pending) = v.submit(|st| Ok(st.backend.stats()?)) else {
+                continue;
+            };
+            if let Ok(s) = pending.wait(self.timeout()).await {
+                out.push((p, s));
+            }
+        }
+        out
+    }
+}
+
+/// Refuses a data directory written by a node of another name: the vnodes'
+/// clocks and the cluster state belong to the name in `<data_dir>/NODE`.
+fn check_node_name(config: &Config) -> Result<(), OpenError> {
+    let path = config.data_dir.join("NODE");
+    match std::fs::read_to_string(&path) {
+        Ok(name) if name.trim() == config.node_name => Ok(()),
+        Ok(name) => Err(OpenError::Config(ConfigError(format!(
+            "data directory {} belongs to node {:?}, not {:?}; start it with --node-name {} or use another --data-dir",
+            config.data_dir.display(),
+            name.trim(),
+            config.node_name,
+            name.trim()
+        )))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            crate::fsutil::atomic_write(&path, format!("{}\n", config.node_name).as_bytes())?;
+            Ok(())
+        }
+        Err(e) => Err(OpenError::Io(e)),
+    }
+}

@@ -1,0 +1,495 @@
+//! Where a request goes and the call itself: the [`Router`] owns the ring,
+//! the cluster view and the table of local vnodes. It answers a key's
+//! vnodes ([`apl`]: primaries, or fallbacks for primaries whose node is
+//! down) and covering sets ([`coverage`]), and runs a [`VnodeReq`] on the
+//! local vnode (opened on first use, reopened when its backend closed
+//! itself) or sends it to the node that holds it. It knows nothing of
+//! quorums or bucket semantics: those are the request FSMs' ([`crate::kv`]).
+
+pub mod apl;
+pub mod coverage;
+
+use crate::cluster::transport::PeerError;
+use crate::cluster::{Cluster, HandoffKind, Msg, Reply, WireError};
+use crate::config::Config;
+use crate::ring::{actor, Ring};
+use crate::vnode::request::{VnodeReply, VnodeReq, WireObject};
+use crate::vnode::{Vnode, VnodeError, VnodeState};
+use futures_util::stream::FuturesUnordered;
+use parking_lot::{Mutex, RwLock};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+pub use apl::Target;
+
+/// One call of a fan-out: the target and its reply.
+pub(crate) type FanOutFuture<'a> = std::pin::Pin<
+    Box<dyn std::future::Future<Output = (Target, Result<VnodeReply, VnodeError>)> + Send + 'a>,
+>;
+/// The calls of a fan-out, replies as they come.
+pub(crate) type FanOut<'a> = FuturesUnordered<FanOutFuture<'a>>;
+
+/// The ring, the cluster view and the local vnodes; see the module docs.
+pub struct Router {
+    pub(crate) config: Arc<Config>,
+    pub(crate) ring: Ring,
+    pub(crate) cluster: Cluster,
+    pub(crate) vnodes: RwLock<BTreeMap<u32, Arc<Vnode>>>,
+    /// Held for writing to pause every vnode worker before its next job.
+    pub(crate) gate: Arc<RwLock<()>>,
+    closing: AtomicBool,
+    restarts: Mutex<HashMap<u32, Instant>>,
+    /// Set once calls may run as their own tasks (under a server).
+    this: OnceLock<Weak<Router>>,
+}
+
+pub use crate::limits::VNODE_RESTART_EVERY;
+
+impl From<PeerError> for VnodeError {
+    fn from(e: PeerError) -> Self {
+        match e {
+            PeerError::Timeout(_) => VnodeError::Timeout,
+            PeerError::Overload(_) => VnodeError::Overload,
+            other => VnodeError::Remote(other.to_string()),
+        }
+    }
+}
+
+impl From<WireError> for VnodeError {
+    fn from(e: WireError) -> Self {
+        match e {
+            WireError::Overload => VnodeError::Overload,
+            WireError::Timeout => VnodeError::Timeout,
+            WireError::Other(m) => VnodeError::Remote(m),
+        }
+    }
+}
+
+fn wire(e: VnodeError) -> WireError {
+    match e {
+        VnodeError::Overload => WireError::Overload,
+        VnodeError::Timeout => WireError::Timeout,
+        other => WireError::Other(other.to_string()),
+    }
+}
+
+impl Router {
+    /// A router with no vnodes open yet.
+    pub fn new(config: Arc<Config>, ring: Ring, cluster: Cluster) -> Arc<Router> {
+        Arc::new(Router {
+            config,
+            ring,
+            cluster,
+            vnodes: RwLock::new(BTreeMap::new()),
+            gate: Arc::new(RwLock::new(())),
+            closing: AtomicBool::new(false),
+            restarts: Mutex::new(HashMap::new()),
+            this: OnceLock::new(),
+        })
+    }
+
+    /// From now on each call of a fan-out runs as its own task, so calls
+    /// still running when the caller stops waiting (quorum reached) finish
+    /// anyway. Needs a tokio runtime; set by the server.
+    pub fn spawn_calls(self: &Arc<Self>) {
+        let _ = self.this.set(Arc::downgrade(self));
+    }
+
+    /// The request timeout (`limits.request_timeout_ms`).
+    pub(crate) fn timeout(&self) -> Duration {
+        Duration::from_millis(self.config.limits.request_timeout_ms)
+    }
+
+    /// Stops every local vnode (queued jobs finish) and closes the backends;
+    /// no vnode is reopened after this.
+    pub fn close(&self) {
+        self.closing.store(true, Ordering::Release);
+        let all: Vec<Arc<Vnode>> = self.vnodes.read().values().cloned().collect();
+        for v in all {
+            v.shutdown();
+        }
+    }
+
+    /// Sends `req` to each target at once; the replies as they come. When
+    /// the node runs under a server, each call is its own task, so calls
+    /// still running when the caller stops waiting (quorum reached) finish
+    /// anyway.
+    pub(crate) fn fan_out<'a>(
+        &'a self,
+        targets: &[Target],
+        req: impl Fn() -> VnodeReq,
+    ) -> FanOut<'a> {
+        self.fan_out_with(targets, req, None)
+    }
+
+    /// [`Self::fan_out`]; with `sloppy` = (key hash, n), a write whose
+    /// primary turns out unreachable is retried on that partition's
+    /// fallback, even after the caller stopped waiting.
+    pub(crate) fn fan_out_with<'a>(
+        &'a self,
+        targets: &[Target],
+        req: impl Fn() -> VnodeReq,
+        sloppy: Option<([u8; 20], u32)>,
+    ) -> FanOut<'a> {
+        self.fan_out_vec(targets, req, sloppy).into_iter().collect()
+    }
+
+    /// The calls of [`Self::fan_out_with`], in `targets` order.
+    pub(crate) fn fan_out_vec<'a>(
+        &'a self,
+        targets: &[Target],
+        req: impl Fn() -> VnodeReq,
+        sloppy: Option<([u8; 20], u32)>,
+    ) -> Vec<FanOutFuture<'a>> {
+        let this = self.this.get().and_then(Weak::upgrade);
+        targets
+            .iter()
+            .map(|t| {
+                let (t, r) = (t.clone(), req());
+                let f: FanOutFuture<'a> = match &this {
+                    Some(router) => {
+                        let (router, t2) = (router.clone(), t.clone());
+                        let h =
+                            tokio::spawn(async move { router.vcall_sloppy(&t2, r, sloppy).await });
+                        Box::pin(async move {
+                            let res = h
+                                .await
+                                .unwrap_or_else(|e| Err(VnodeError::Remote(format!("task: {e}"))));
+                            (t, res)
+                        })
+                    }
+                    None => Box::pin(async move {
+                        let res = self.vcall_sloppy(&t, r, sloppy).await;
+                        (t, res)
+                    }),
+                };
+                f
+            })
+            .collect()
+    }
+}
+
+impl Router {
+    /// The local vnode of `p`, opened (its backend under
+    /// `<data_dir>/vnodes/<p>`) on first use.
+    pub(crate) fn local_vnode(&self, p: u32) -> Result<Arc<Vnode>, VnodeError> {
+        if p >= self.ring.size() {
+            return Err(VnodeError::Remote(format!("no partition {p}")));
+        }
+        if let Some(v) = self.vnodes.read().get(&p) {
+            return Ok(v.clone());
+        }
+        let mut all = self.vnodes.write();
+        if let Some(v) = all.get(&p) {
+            return Ok(v.clone());
+        }
+        let v = Arc::new(self.open_vnode(p)?);
+        all.insert(p, v.clone());
+        Ok(v)
+    }
+
+    pub(crate) fn open_vnode(&self, p: u32) -> Result<Vnode, VnodeError> {
+        let dir = self.config.data_dir.join("vnodes").join(p.to_string());
+        let bcfg = basalt_backends::BackendConfig {
+            sync: self.config.sync,
+            ..Default::default()
+        };
+        let incarnation = crate::vnode::id::start(&dir)
+            .map_err(|e| VnodeError::Remote(format!("vnode {p} status file: {e}")))?;
+        let backend = basalt_backends::open_backend(&self.config.backend, &dir, &bcfg)?;
+        let state = VnodeState {
+            partition: p,
+            actor: actor(&self.config.node_name, p, incarnation),
+            backend,
+            sync: self.config.sync,
+            incarnation: Some((dir, incarnation)),
+            tainted: std::sync::atomic::AtomicBool::new(false),
+        };
+        Vnode::start(state, self.config.limits.vnode_queue_len, self.gate.clone())
+            .map_err(|e| VnodeError::Remote(format!("starting vnode {p}: {e}")))
+    }
+
+    /// Runs `req` on the local vnode of `p`. A write to a vnode being handed
+    /// off is forwarded to the receiving node too.
+    pub(crate) async fn local_call(&self, p: u32, req: VnodeReq) -> Result<VnodeReply, VnodeError> {
+        let v = self.local_vnode(p)?;
+        let qlen = v.queue_len() as u32;
+        let write = req.is_write();
+        let props = match &req {
+            VnodeReq::Coordinate { props, .. } | VnodeReq::Reconcile { props, .. } => {
+                Some(props.clone())
+            }
+            _ => None,
+        };
+        let bk = match &req {
+            VnodeReq::Coordinate { bucket, key, .. } | VnodeReq::Reconcile { bucket, key, .. } => {
+                Some((bucket.clone(), key.clone()))
+            }
+            _ => None,
+        };
+        // Reads are cheap to keep for a retry; writes (which carry values)
+        // are not cloned on this hot path: a write that meets a closed
+        // backend fails as a replica, and the vnode is reopened for the next.
+        let retry = (!write).then(|| req.clone());
+        let reply = match v
+            .submit(move |st| st.execute(req, qlen))?
+            .wait(self.timeout())
+            .await
+        {
+            // The backend gave up (e.g. a journal write failed on a full
+            // disk): reopen the vnode — recovery checks what is on disk —
+            // and run the request once more.
+            Err(VnodeError::Backend(basalt_backend::BackendError::Closed(reason)))
+                if self.restart_vnode(p, &v, &reason) =>
+            {
+                let Some(retry) = retry else {
+                    return Err(VnodeError::Remote(format!(
+                        "vnode {p} was reopened after its backend closed ({reason}); write not applied"
+                    )));
+                };
+                let v = self.local_vnode(p)?;
+                v.submit(move |st| st.execute(retry, 0))?
+                    .wait(self.timeout())
+                    .await?
+            }
+            r => r?,
+        };
+        if write {
+            if let (VnodeReply::Written(Some(obj)), Some((bucket, key)), Some(props)) =
+                (&reply, bk, props)
+            {
+                if !self
+                    .forward_during_handoff(p, &v, bucket, key, obj.clone(), props)
+                    .await
+                {
+                    return Err(VnodeError::Remote(format!(
+                        "partition {p}: the write reached a vnode that was being deleted after its handoff, and could not be forwarded"
+                    )));
+                }
+            }
+        }
+        Ok(reply)
+    }
+
+    /// Forwards a write that `v` (the local vnode of `p`) took to the node
+    /// it hands off to. A vnode that handoff has already removed from the
+    /// vnode table (its data is about to be deleted) forwards to the
+    /// handoff target, or else to the partition's owner, even when the
+    /// handoff's record is gone. False if such a write could not be
+    /// forwarded: it must not count as a replica.
+    async fn forward_during_handoff(
+        &self,
+        p: u32,
+        v: &Arc<Vnode>,
+        bucket: Vec<u8>,
+        key: Vec<u8>,
+        object: WireObject,
+        props: crate::bucket::props::BucketProps,
+    ) -> bool {
+        let dropping = !self
+            .vnodes
+            .read()
+            .get(&p)
+            .is_some_and(|cur| Arc::ptr_eq(cur, v));
+        let handoff = self
+            .cluster
+            .with_handoffs(|h| h.get(&p).map(|h| h.target.clone()));
+        let me = self.cluster.me().to_string();
+        let target = match handoff {
+            Some(t) => t,
+            None if dropping => {
+                let owner = self.cluster.with_state(|s| s.owner(p).to_string());
+                if owner == me {
+                    return true; // reopened here; nothing to forward
+                }
+                owner
+            }
+            None => return true,
+        };
+        let msg = Msg::Vnode {
+            partition: p,
+            primary: false,
+            forwarded: true,
+            req: VnodeReq::Reconcile {
+                bucket,
+                key,
+                object,
+                props,
+            },
+        };
+        let ok = matches!(
+            self.cluster.call(&target, &msg, self.timeout()).await,
+            Ok(Reply::Vnode(Ok(_)))
+        );
+        if !ok {
+            tracing::warn!(partition = p, %target, "forwarding a write during handoff failed; another pass will follow");
+            self.cluster.with_handoffs(|h| {
+                if let Some(h) = h.get_mut(&p) {
+                    h.dirty = true;
+                }
+            });
+        }
+        // A vnode being dropped may already have been judged clean and be
+        // gone with this write: then only a forwarded copy counts.
+        ok || !dropping
+    }
+
+    /// Replaces the local vnode `v` of `p` (its backend closed itself after
+    /// a failure) with a freshly opened one, at most once per
+    /// [`VNODE_RESTART_EVERY`] per partition and never while the node
+    /// closes; true if a working vnode is now in place.
+    fn restart_vnode(&self, p: u32, v: &Arc<Vnode>, reason: &str) -> bool {
+        if self.closing.load(Ordering::Acquire) {
+            return false;
+        }
+        {
+            let mut last = self.restarts.lock();
+            if last
+                .get(&p)
+                .is_some_and(|t| t.elapsed() < VNODE_RESTART_EVERY)
+            {
+                return false;
+            }
+            last.insert(p, std::time::Instant::now());
+        }
+        let mut all = self.vnodes.write();
+        if !all.get(&p).is_some_and(|cur| Arc::ptr_eq(cur, v)) {
+            return true; // another request restarted it already
+        }
+        tracing::warn!(
+            partition = p,
+            reason,
+            "vnode backend closed itself; reopening it"
+        );
+        // The table stays locked from shutdown to reopen (as `local_vnode`
+        // opens under it): a request in between would open a second
+        // backend on the directory the old one still locks. The old
+        // backend is closed, so its queued jobs fail fast and the join is
+        // short.
+        all.remove(&p);
+        v.shutdown();
+        // The backend failed: it may have lost writes this vnode already
+        // stamped, so the reopened vnode must not reuse its actor.
+        let dir = self.config.data_dir.join("vnodes").join(p.to_string());
+        if let Err(e) = crate::vnode::id::remove(&dir) {
+            tracing::error!(partition = p, error = %e, "resetting the vnode's incarnation");
+            return false;
+        }
+        match self.open_vnode(p) {
+            Ok(fresh) => {
+                all.insert(p, Arc::new(fresh));
+                true
+            }
+            Err(e) => {
+                tracing::error!(partition = p, error = %e, "reopening a vnode failed; it opens again on next use");
+                false
+            }
+        }
+    }
+
+    /// Test hook: closes the backend of the local vnode of `p` as a failed
+    /// journal write would (requests then meet `closed`).
+    #[doc(hidden)]
+    pub async fn fault_close_vnode_backend(&self, p: u32) -> Result<(), VnodeError> {
+        let v = self.local_vnode(p)?;
+        v.submit(|st| Ok(st.backend.close()?))?
+            .wait(self.timeout())
+            .await
+    }
+
+    /// Test hook: holds the worker of the local vnode of `p` for `d` (a
+    /// slow disk), without waiting for it; requests queue behind it.
+    #[doc(hidden)]
+    pub fn fault_stall_vnode(&self, p: u32, d: std::time::Duration) -> Result<(), VnodeError> {
+        let v = self.local_vnode(p)?;
+        drop(v.submit(move |_| {
+            std::thread::sleep(d);
+            Ok(())
+        })?);
+        Ok(())
+    }
+
+    /// Runs `req` on the vnode `t` (local or remote).
+    pub async fn vcall(&self, t: &Target, req: VnodeReq) -> Result<VnodeReply, VnodeError> {
+        if t.node == self.cluster.me() {
+            return self.local_call(t.partition, req).await;
+        }
+        let msg = Msg::Vnode {
+            partition: t.partition,
+            primary: t.primary,
+            forwarded: false,
+            req,
+        };
+        match self.cluster.call(&t.node, &msg, self.timeout()).await? {
+            Reply::Vnode(r) => Ok(r?),
+            other => Err(VnodeError::Remote(format!("unexpected reply {other:?}"))),
+        }
+    }
+
+    /// [`Self::vcall`]; with `sloppy` = (key hash, n), a request to a
+    /// primary whose node cannot be reached (now marked down) goes to the
+    /// partition's fallback instead.
+    pub async fn vcall_sloppy(
+        &self,
+        t: &Target,
+        req: VnodeReq,
+        sloppy: Option<([u8; 20], u32)>,
+    ) -> Result<VnodeReply, VnodeError> {
+        let Some((hash, n)) = sloppy.filter(|_| t.primary && t.node != self.cluster.me()) else {
+            return self.vcall(t, req).await;
+        };
+        match self.vcall(t, req.clone()).await {
+            Err(VnodeError::Remote(e)) => {
+                let fallback = self
+                    .targets(&hash, n)
+                    .into_iter()
+                    .find(|f| f.partition == t.partition && !f.primary);
+                match fallback {
+                    Some(f) => {
+                        tracing::debug!(partition = f.partition, node = %f.node, "write retried on a fallback");
+                        self.vcall(&f, req).await
+                    }
+                    None => Err(VnodeError::Remote(e)),
+                }
+            }
+            r => r,
+        }
+    }
+
+    /// Serves a vnode request from another node: locally, unless it was
+    /// meant for the owner and this node no longer owns the partition
+    /// (the sender's ring is stale) — then it is forwarded once to the owner.
+    pub(crate) async fn serve_vnode_msg(
+        &self,
+        partition: u32,
+        primary: bool,
+        forwarded: bool,
+        req: VnodeReq,
+    ) -> Reply {
+        let me = self.cluster.me().to_string();
+        let owner = self.cluster.with_state(|s| {
+            let o = s.owner(partition).to_string();
+            let receiving = s.next.get(&partition) == Some(&me);
+            (o, receiving)
+        });
+        let handing_off = self
+            .cluster
+            .with_handoffs(|h| h.get(&partition).map(|h| h.kind == HandoffKind::Ownership))
+            .unwrap_or(false);
+        if primary && !forwarded && owner.0 != me && !owner.1 && !handing_off {
+            let msg = Msg::Vnode {
+                partition,
+                primary: true,
+                forwarded: true,
+                req,
+            };
+            return match self.cluster.call(&owner.0, &msg, self.timeout()).await {
+                Ok(r) => r,
+                Err(e) => Reply::Vnode(Err(wire(e.into()))),
+            };
+        }
+        Reply::Vnode(self.local_call(partition, req).await.map_err(wire))
+    }
+}

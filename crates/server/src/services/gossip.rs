@@ -1,0 +1,410 @@
+//! The control plane of a node: serving cluster messages, gossip, and the
+//! admin operations (`join`, `leave`, `plan`, `commit`, `clear`,
+//! `member-status`, `ring-status`).
+
+use crate::cluster::{AdminCmd, ClusterState, Msg, Reply, CONTROL_TIMEOUT, GOSSIP_INTERVAL};
+use crate::error::RequestError;
+use crate::node::Node;
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Code of a cluster admin request (Basalt-only, served on the cluster
+/// port): the body is the command line, e.g. `join 127.0.0.1:8099`, `plan`, `commit`, `leave`,
+/// `leave NODE`, `clear`, `member-status`, `ring-status`.
+pub const ADMIN_CLUSTER_REQ: u8 = 247;
+/// Its reply: the command's text output.
+pub const ADMIN_CLUSTER_RESP: u8 = 248;
+
+/// The cluster port a node name's host is dialled at by `cluster join`
+/// (the default `cluster_listen` port; Riak's handoff port).
+pub const DEFAULT_CLUSTER_PORT: u16 = 8099;
+
+/// The address `cluster join TARGET` dials: a node name `name@host` (as
+/// Riak users type it, e.g. `n1@127.0.0.1`) is its host at
+/// [`DEFAULT_CLUSTER_PORT`]; anything else is a cluster address as it is.
+pub fn join_address(target: &str) -> String {
+    match target.split_once('@') {
+        Some((_, host)) if host.contains(':') && !host.starts_with('[') => {
+            format!("[{host}]:{DEFAULT_CLUSTER_PORT}")
+        }
+        Some((_, host)) => format!("{host}:{DEFAULT_CLUSTER_PORT}"),
+        None => target.to_string(),
+    }
+}
+
+/// Timeout of one gossip exchange (short: a silent peer is soon down).
+const GOSSIP_TIMEOUT: Duration = Duration::from_millis(1000);
+
+impl Node {
+    /// Applies `change` here if this node is the claimant, else sends
+    /// `forward` to the claimant. Returns the admin text of a forwarded
+    /// admin command (empty otherwise).
+    pub(crate) async fn at_claimant(
+        &self,
+        forward: Msg,
+        change: impl FnOnce(&mut ClusterState) -> Result<(), crate::cluster::ClusterError>,
+    ) -> Result<String, String> {
+        let claimant = self
+            .router
+            .cluster
+            .with_state(|s| s.claimant().map(str::to_string))
+            .ok_or("the cluster has no valid member to act as claimant")?;
+        if claimant == self.router.cluster.me() {
+            self.router
+                .cluster
+                .update(change)
+                .map_err(|e| e.to_string())?;
+            self.push_gossip().await;
+            return Ok(String::new());
+        }
+        // A join is forwarded as itself; the claimant answers with its state.
+        match self
+            .router
+            .cluster
+            .call(&claimant, &forward, CONTROL_TIMEOUT)
+            .await
+        {
+            Ok(Reply::State(s)) => {
+                self.router.cluster.adopt(&s);
+                Ok(String::new())
+            }
+            Ok(Reply::Text(t)) => Ok(t),
+            Ok(Reply::Ok) => Ok(String::new()),
+            Ok(Reply::Refused(e)) => Err(e),
+            Ok(other) => Err(format!("unexpected reply from the claimant: {other:?}")),
+            Err(e) => Err(format!("claimant {claimant}: {e}")),
+        }
+    }
+
+    /// Serves an [`ADMIN_CLUSTER_REQ`] body.
+    pub async fn admin_request(&self, body: &[u8]) -> Result<String, RequestError> {
+        let line = std::str::from_utf8(body)
+            .map_err(|_| RequestError::Invalid("cluster command is not UTF-8".into()))?;
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let r = match words.as_slice() {
+            ["join", addr] => self.join(addr).await,
+            ["leave"] => self.admin(AdminCmd::Leave(self.router.cluster.me().to_string())).await,
+            ["leave", n] => self.admin(AdminCmd::Leave((*n).to_string())).await,
+            ["plan"] => self.admin(AdminCmd::Plan).await,
+            ["commit"] => self.admin(AdminCmd::Commit).await,
+            ["clear"] => self.admin(AdminCmd::Clear).await,
+            ["member-status"] => Ok(self.member_status()),
+            ["ring-status"] => Ok(self.ring_status()),
+            ["repl-status"] => Ok(self.repl_status()),
+            ["repl-fullsync"] => self.fullsync().await.map(|r| {
+                format!(
+                    "full-sync done: {} dirty segments, {} objects pushed\n",
+                    r.dirty_segments, r.pushed
+                )
+            }),
+            _ => Err(format!(
+                "unknown cluster command {line:?}: join ADDR | leave [NODE] | plan | commit | clear | member-status | ring-status | repl-status | repl-fullsync"
+            )),
+        };
+        r.map_err(RequestError::Invalid)
+    }
+
+    /// Runs an admin command at the claimant.
+    pub async fn admin(&self, cmd: AdminCmd) -> Result<String, String> {
+        let claimant = self
+            .router
+            .cluster
+            .with_state(|s| s.claimant().map(str::to_string))
+            .ok_or("the cluster has no valid member to act as claimant")?;
+        if claimant != self.router.cluster.me() {
+            return match self
+                .router
+                .cluster
+                .call(&claimant, &Msg::Admin(cmd), CONTROL_TIMEOUT)
+                .await
+            {
+                Ok(Reply::Text(t)) => {
+                    self.gossip_round().await;
+                    Ok(t)
+                }
+                Ok(Reply::Refused(e)) => Err(e),
+                Ok(other) => Err(format!("unexpected reply from the claimant: {other:?}")),
+                Err(e) => Err(format!("claimant {claimant}: {e}")),
+            };
+        }
+        let text = match cmd {
+            AdminCmd::Leave(n) => {
+                self.router
+                    .cluster
+                    .update(|s| s.stage_leave(&n))
+                    .map_err(|e| e.to_string())?;
+                format!("Success: staged leave request for {n}\n")
+            }
+            AdminCmd::Clear => {
+                self.router.cluster.update(ClusterState::clear_staged);
+                "Cleared staged cluster changes\n".to_string()
+            }
+            AdminCmd::Plan => plan_text(&self.router.cluster.state()),
+            AdminCmd::Commit => {
+                let plan = self
+                    .router
+                    .cluster
+                    .update(ClusterState::commit)
+                    .map_err(|e| e.to_string())?;
+                format!(
+                    "Cluster changes committed: {} partition transfers scheduled\n",
+                    plan.len()
+                )
+            }
+        };
+        self.push_gossip().await;
+        Ok(text)
+    }
+
+    /// Joins the cluster of the node at `target` (a cluster address, or a
+    /// node name `name@host`: see [`join_address`]): refused if this node
+    /// is already in a cluster with other members.
+    pub async fn join(&self, target: &str) -> Result<String, String> {
+        let addr = &join_address(target);
+        let (members, me) = self.router.cluster.with_state(|s| {
+            let m = s.members.get(self.router.cluster.me()).cloned();
+            (s.members.len(), m)
+        });
+        if members > 1 {
+            return Err(format!(
+                "{} is already a member of a cluster of {members} nodes; it must leave it first",
+                self.router.cluster.me()
+            ));
+        }
+        let me = me.ok_or("this node is not a member of its own state")?;
+        let msg = Msg::Join {
+            node: self.router.cluster.me().to_string(),
+            addr: me.addr.clone(),
+            http: me.http.clone(),
+            cluster: me.cluster.clone(),
+            ring_size: self.router.ring.size(),
+        };
+        match self
+            .router
+            .cluster
+            .peers
+            .call(addr, &msg, CONTROL_TIMEOUT)
+            .await
+        {
+            Ok(Reply::State(s)) => {
+                if !s.members.contains_key(self.router.cluster.me()) {
+                    return Err("the cluster answered without adding this node".into());
+                }
+                s.check().map_err(|e| e.to_string())?;
+                self.router.cluster.replace(s);
+                Ok(format!(
+                    "Success: staged join request for {} to {addr}\n",
+                    self.router.cluster.me()
+                ))
+            }
+            Ok(Reply::Refused(e)) => Err(format!("join refused: {e}")),
+            Ok(other) => Err(format!("unexpected reply: {other:?}")),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// One gossip exchange with every other member.
+    pub async fn gossip_round(&self) {
+        let (mine, peers) = self.router.cluster.with_state(|s| {
+            let peers: Vec<String> = s
+                .members
+                .keys()
+                .filter(|n| *n != self.router.cluster.me())
+                .cloned()
+                .collect();
+            (s.clone(), peers)
+        });
+        let msg = Msg::Gossip(mine, self.meta());
+        let calls = peers.iter().map(|p| {
+            let msg = &msg;
+            async move { (p, self.router.cluster.call(p, msg, GOSSIP_TIMEOUT).await) }
+        });
+        for (p, r) in futures_util::future::join_all(calls).await {
+            match r {
+                Ok(Reply::Gossip(s, meta)) => {
+                    if s.cluster_id == self.router.cluster.with_state(|m| m.cluster_id.clone()) {
+                        self.router.cluster.adopt(&s);
+                        self.merge_meta(&meta);
+                    }
+                }
+                Ok(Reply::Refused(why)) => tracing::warn!(peer = %p, %why, "gossip refused"),
+                Ok(_) => {}
+                Err(e) => tracing::debug!(peer = %p, error = %e, "gossip"),
+            }
+        }
+    }
+
+    /// This node's bucket metadata.
+    pub fn meta(&self) -> crate::cluster::Meta {
+        crate::cluster::Meta {
+            props: serde_json::to_string(&self.props().snapshot()).unwrap_or_default(),
+            types: serde_json::to_string(&self.types().snapshot()).unwrap_or_default(),
+        }
+    }
+
+    /// Takes the newer entries of another node's bucket metadata.
+    pub fn merge_meta(&self, meta: &crate::cluster::Meta) {
+        let types: std::collections::BTreeMap<String, crate::bucket::types::BucketType> =
+            match serde_json::from_str(&meta.types) {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::warn!(error = %e, "bad bucket types from a peer");
+                    return;
+                }
+            };
+        let props: std::collections::BTreeMap<String, crate::bucket::props::PropsPatch> =
+            match serde_json::from_str(&meta.props) {
+                Ok(p) => p,
+                Err(e) => {
+                    tracing::warn!(error = %e, "bad bucket props from a peer");
+                    return;
+                }
+            };
+        if let Err(e) = self.types().merge(&types) {
+            tracing::warn!(error = %e, "merging bucket types from a peer");
+        }
+        if let Err(e) = self.props().merge(&props) {
+            tracing::warn!(error = %e, "merging bucket props from a peer");
+        }
+    }
+
+    async fn push_gossip(&self) {
+        self.gossip_round().await;
+    }
+
+    /// Gossips every [`GOSSIP_INTERVAL`] while the node lives.
+    pub fn start_gossip(self: &Arc<Self>) {
+        let node = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(GOSSIP_INTERVAL);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Some(n) = node.upgrade() else { break };
+                n.gossip_round().await;
+            }
+        });
+    }
+
+    /// `member-status`: one line per member.
+    pub fn member_status(&self) -> String {
+        let s = self.router.cluster.state();
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "{:<8} {:>6} {:>8} {:<5} {:<24} Node",
+            "Status", "Ring", "Pending", "Up", "Address"
+        );
+        for (name, m) in &s.members {
+            let owned = s.owned_by(name).len() as f64 * 100.0 / f64::from(s.ring_size);
+            let pending = s.next.values().filter(|n| *n == name).count() as i64
+                - s.next.keys().filter(|p| s.owner(**p) == name).count() as i64;
+            let _ = writeln!(
+                out,
+                "{:<8} {:>5.1}% {:>8} {:<5} {:<24} {name}",
+                m.status.name(),
+                owned,
+                pending,
+                if self.router.cluster.is_up(name) {
+                    "up"
+                } else {
+                    "down"
+                },
+                m.addr,
+            );
+        }
+        let _ = writeln!(
+            out,
+            "cluster {} version {} claimant {}",
+            s.cluster_id,
+            s.version,
+            s.claimant().unwrap_or("-")
+        );
+        out
+    }
+
+    /// `ring-status`: pending transfers and this node's handoffs in progress.
+    pub fn ring_status(&self) -> String {
+        let s = self.router.cluster.state();
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "claimant: {}  ring version: {}  ring size: {}",
+            s.claimant().unwrap_or("-"),
+            s.version,
+            s.ring_size
+        );
+        let _ = writeln!(out, "pending ownership transfers: {}", s.next.len());
+        for (p, to) in &s.next {
+            let _ = writeln!(out, "  partition {p:>4}: {} -> {to}", s.owner(*p));
+        }
+        let h = self.router.cluster.handoffs();
+        let _ = writeln!(
+            out,
+            "handoffs running on {}: {}",
+            self.router.cluster.me(),
+            h.len()
+        );
+        for (p, h) in &h {
+            let _ = writeln!(
+                out,
+                "  partition {p:>4}: {:?} to {}, {} objects sent{}",
+                h.kind,
+                h.target,
+                h.sent,
+                if h.done {
+                    ", finished, waiting for the ring"
+                } else {
+                    ""
+                }
+            );
+        }
+        let _ = writeln!(out, "unreachable members:");
+        for n in s.members.keys() {
+            if !self.router.cluster.is_up(n) {
+                let _ = writeln!(out, "  {n}");
+            }
+        }
+        out
+    }
+}
+
+/// `cluster plan` output.
+pub fn plan_text(s: &ClusterState) -> String {
+    let mut out = String::new();
+    if s.staged.is_empty() {
+        out.push_str("There are no staged changes\n");
+        return out;
+    }
+    out.push_str("Staged changes:\n");
+    for c in &s.staged {
+        let _ = match c {
+            crate::cluster::Staged::Join(n) => writeln!(out, "  join   {n}"),
+            crate::cluster::Staged::Leave(n) => writeln!(out, "  leave  {n}"),
+        };
+    }
+    let plan = s.plan();
+    let _ = writeln!(out, "Transfers after commit: {}", plan.len());
+    let mut per: std::collections::BTreeMap<(String, String), usize> = Default::default();
+    for (_, from, to) in &plan {
+        *per.entry((from.clone(), to.clone())).or_default() += 1;
+    }
+    for ((from, to), n) in per {
+        let _ = writeln!(out, "  {n:>4} partitions {from} -> {to}");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::join_address;
+
+    #[test]
+    fn join_takes_an_address_or_a_node_name() {
+        assert_eq!(join_address("10.0.0.2:9000"), "10.0.0.2:9000");
+        assert_eq!(join_address("n1@127.0.0.1"), "127.0.0.1:8099");
+        assert_eq!(join_address("riak@db2.example"), "db2.example:8099");
+        assert_eq!(join_address("n1@::1"), "[::1]:8099");
+    }
+}

@@ -1,0 +1,265 @@
+//! Handoff: a vnode on a node that should not hold it streams its data to
+//! the node that should, while both keep serving.
+//!
+//! * **Ownership** handoff: after a commit, partition `p` has `next[p]`; its
+//!   current owner folds its vnode in batches to the new owner, forwards
+//!   every write it takes meanwhile, then tells the claimant, which moves
+//!   the partition in the ring. Once the old owner sees the new ring it
+//!   drops its copy.
+//! * **Hinted** handoff: a fallback vnode (it took writes while the owner
+//!   was down) or any other vnode this node does not own hands its data to
+//!   the owner as soon as the owner is up again, then is deleted.
+//!
+//! Progress (objects sent, the last key the receiver acknowledged) is kept
+//! per partition: a failed batch is retried from that key on the next
+//! round, not from the start. Receiving merges each object like a replica
+//! write (vector clocks decide), so a batch sent twice changes nothing.
+
+use crate::cluster::{Handoff, HandoffKind, Msg, Reply, CONTROL_TIMEOUT};
+use crate::node::Node;
+use crate::vnode::request::{VnodeReply, VnodeReq, WireObject};
+use std::sync::Arc;
+
+pub use crate::limits::HANDOFF_BATCH;
+pub use crate::limits::HANDOFF_INTERVAL;
+/// Passes run when forwarded writes keep failing, before the next round.
+const MAX_PASSES: usize = 3;
+
+impl Node {
+    /// Looks for handoffs every [`HANDOFF_INTERVAL`] while the node lives.
+    pub fn start_handoff(self: &Arc<Self>) {
+        let node = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(HANDOFF_INTERVAL);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Some(n) = node.upgrade() else { break };
+                n.handoff_round().await;
+            }
+        });
+    }
+
+    /// One pass over the local vnodes.
+    pub async fn handoff_round(&self) {
+        let me = self.router.cluster.me().to_string();
+        let state = self.router.cluster.state();
+        let local: Vec<u32> = self.router.vnodes.read().keys().copied().collect();
+        for p in local {
+            let owner = state.owner(p).to_string();
+            let next = state.next.get(&p).cloned();
+            let (kind, target) = if owner == me {
+                match next {
+                    Some(t) if t != me => (HandoffKind::Ownership, t),
+                    _ => continue,
+                }
+            } else if next.as_deref() == Some(me.as_str()) {
+                continue; // receiving this partition
+            } else {
+                (HandoffKind::Hinted, owner)
+            };
+            let (mut finished, dirty) = self.router.cluster.with_handoffs(|h| {
+                h.get(&p).map_or((false, false), |h| {
+                    (h.done && h.kind == HandoffKind::Ownership, h.dirty)
+                })
+            });
+            if finished && kind == HandoffKind::Hinted {
+                if dirty {
+                    // A write reached our copy after the pass and could not
+                    // be forwarded: hand the copy over again (hinted).
+                    self.router.cluster.with_handoffs(|h| h.remove(&p));
+                    finished = false;
+                } else {
+                    // The ring moved after our ownership handoff: drop the copy.
+                    self.drop_vnode(p);
+                    continue;
+                }
+            }
+            if finished || !self.router.cluster.is_up(&target) {
+                continue;
+            }
+            if let Err(e) = self.run_handoff(p, kind, &target).await {
+                tracing::warn!(partition = p, %target, error = %e, "handoff paused; it resumes on the next round");
+            }
+        }
+    }
+
+    async fn run_handoff(&self, p: u32, kind: HandoffKind, target: &str) -> Result<(), String> {
+        self.router.cluster.with_handoffs(|h| {
+            let e = h.entry(p).or_insert_with(|| Handoff::new(kind, target));
+            if e.target != target || e.kind != kind {
+                *e = Handoff::new(kind, target);
+            }
+        });
+        tracing::info!(partition = p, ?kind, %target, "handoff starts");
+        for _ in 0..MAX_PASSES {
+            loop {
+                let cursor = self
+                    .router
+                    .cluster
+                    .with_handoffs(|h| h.get(&p).and_then(|h| h.cursor.clone()));
+                let reply = self
+                    .router
+                    .local_call(
+                        p,
+                        VnodeReq::Fold {
+                            after: cursor,
+                            limit: HANDOFF_BATCH,
+                        },
+                    )
+                    .await
+                    .map_err(|e| format!("folding vnode {p}: {e}"))?;
+                let VnodeReply::Batch(objects) = reply else {
+                    return Err("unexpected fold reply".into());
+                };
+                let n = objects.len();
+                let last = objects.last().map(|(b, k, _)| (b.clone(), k.clone()));
+                if n > 0 {
+                    let msg = Msg::Handoff {
+                        partition: p,
+                        objects,
+                    };
+                    match self.router.cluster.call(target, &msg, self.timeout()).await {
+                        Ok(Reply::Ok) => {}
+                        Ok(Reply::Refused(e)) => return Err(e),
+                        Ok(other) => return Err(format!("unexpected reply {other:?}")),
+                        Err(e) => return Err(e.to_string()),
+                    }
+                }
+                self.router.cluster.with_handoffs(|h| {
+                    if let Some(h) = h.get_mut(&p) {
+                        h.sent += n as u64;
+                        if last.is_some() {
+                            h.cursor = last;
+                        }
+                    }
+                });
+                if n == 0 {
+                    break;
+                }
+            }
+            let again = self.router.cluster.with_handoffs(|h| {
+                h.get_mut(&p).is_some_and(|h| {
+                    let d = h.dirty;
+                    if d {
+                        h.dirty = false;
+                        h.cursor = None;
+                    }
+                    d
+                })
+            });
+            if !again {
+                break;
+            }
+        }
+        let sent = self
+            .router
+            .cluster
+            .with_handoffs(|h| h.get(&p).map_or(0, |h| h.sent));
+        tracing::info!(partition = p, ?kind, %target, sent, "handoff pass finished");
+        match kind {
+            HandoffKind::Ownership => {
+                self.router.cluster.with_handoffs(|h| {
+                    if let Some(h) = h.get_mut(&p) {
+                        h.done = true;
+                    }
+                });
+                let me = self.router.cluster.me().to_string();
+                let msg = Msg::TransferDone {
+                    partition: p,
+                    from: me.clone(),
+                    to: target.to_string(),
+                };
+                let claimant = self
+                    .router
+                    .cluster
+                    .with_state(|s| s.claimant().map(str::to_string))
+                    .unwrap_or_default();
+                if claimant == me {
+                    let t = target.to_string();
+                    self.router.cluster.update(|s| s.transfer_done(p, &me, &t));
+                    self.gossip_round().await;
+                } else {
+                    match self
+                        .router
+                        .cluster
+                        .call(&claimant, &msg, CONTROL_TIMEOUT)
+                        .await
+                    {
+                        Ok(Reply::Ok) => self.gossip_round().await,
+                        Ok(other) => {
+                            self.router.cluster.with_handoffs(|h| h.remove(&p));
+                            return Err(format!("claimant refused the transfer: {other:?}"));
+                        }
+                        Err(e) => {
+                            self.router.cluster.with_handoffs(|h| h.remove(&p));
+                            return Err(format!("telling the claimant: {e}"));
+                        }
+                    }
+                }
+            }
+            HandoffKind::Hinted => self.drop_vnode(p),
+        }
+        Ok(())
+    }
+
+    /// Closes the local vnode of `p` and deletes its data.
+    fn drop_vnode(&self, p: u32) {
+        let v = self.router.vnodes.write().remove(&p);
+        if let Some(v) = v {
+            v.shutdown(); // queued writes finish (and are forwarded) first
+        }
+        let dirty = self
+            .router
+            .cluster
+            .with_handoffs(|h| h.remove(&p).is_some_and(|h| h.dirty));
+        if dirty {
+            // A write it took could not be forwarded: keep the data, reopen
+            // the vnode, hand it off again on a later round.
+            tracing::warn!(
+                partition = p,
+                "vnode took writes during its last handoff; keeping it"
+            );
+            match self.router.open_vnode(p) {
+                Ok(v) => {
+                    self.router.vnodes.write().insert(p, Arc::new(v));
+                }
+                Err(e) => tracing::error!(partition = p, error = %e, "reopening a vnode"),
+            }
+            return;
+        }
+        let dir = self.config.data_dir.join("vnodes").join(p.to_string());
+        // The status file goes first: a crash between the two leaves data
+        // without a status, which starts a new incarnation (safe).
+        if let Err(e) = crate::vnode::id::remove(&dir) {
+            tracing::error!(partition = p, error = %e, "deleting a handed-off vnode's status");
+            return;
+        }
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => tracing::info!(partition = p, "handed-off vnode deleted"),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => tracing::error!(partition = p, error = %e, "deleting a handed-off vnode"),
+        }
+    }
+
+    /// Merges a handoff batch into the local vnode of `p`.
+    pub(crate) async fn receive_handoff(
+        &self,
+        p: u32,
+        objects: Vec<(Vec<u8>, Vec<u8>, WireObject)>,
+    ) -> Reply {
+        for (bucket, key, object) in objects {
+            let props = self.props().get(&bucket);
+            let req = VnodeReq::Reconcile {
+                bucket,
+                key,
+                object,
+                props,
+            };
+            if let Err(e) = self.router.local_call(p, req).await {
+                return Reply::Refused(format!("partition {p}: {e}"));
+            }
+        }
+        Reply::Ok
+    }
+}

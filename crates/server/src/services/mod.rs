@@ -1,0 +1,9 @@
+//! Background services of a node: hinted and ownership [`handoff`],
+//! tictac [`aae`] (anti-entropy), [`repl`]ication to another cluster, and
+//! [`gossip`] with cluster administration. Each runs on the node handle
+//! (its router, bucket props and the KV API for repairs).
+
+pub mod aae;
+pub mod gossip;
+pub mod handoff;
+pub mod repl;

@@ -1,0 +1,144 @@
+//! Merging on a vnode: the coordinating vnode's step of a PUT
+//! ([`coordinate`]: a new event over the local version) and a replica's
+//! step ([`reconcile`]: a join with what it holds). Both are pure.
+
+use crate::bucket::props::BucketProps;
+use crate::object::vclock::VClock;
+use crate::object::{Content, RiakObject};
+
+/// The coordinating vnode's step of a PUT: the new object from the local
+/// version, the client's clock and the new content (`None` = nothing to
+/// write: a delete of an absent or already deleted object).
+///
+/// The write is a new event of `actor` (one past the highest counter of
+/// `actor` the local version or the client has seen); the new sibling
+/// carries it as its dot. With `allow_mult` (and not `last_write_wins`),
+/// the local live siblings the client has **not** seen stay beside it
+/// (their dots are not covered by the client's clock); those it has seen
+/// are superseded. A write without a clock has seen nothing, so it adds a
+/// sibling, as in Riak.
+pub fn coordinate(
+    local: Option<&RiakObject>,
+    client: Option<&VClock>,
+    content: Content,
+    props: &BucketProps,
+    actor: &[u8],
+    now_secs: u64,
+) -> Option<RiakObject> {
+    let is_delete = content.deleted;
+    if is_delete && local.is_none_or(|l| l.is_deleted()) {
+        return None;
+    }
+    let empty = VClock::new();
+    let (mut vclock, kept) = match local {
+        None => (client.cloned().unwrap_or_default(), Vec::new()),
+        Some(l) => {
+            // A delete without a clock deletes what it sees.
+            let client = if is_delete && client.is_none() {
+                &l.vclock
+            } else {
+                client.unwrap_or(&empty)
+            };
+            let kept: Vec<Content> = if props.last_write_wins || !props.allow_mult {
+                Vec::new()
+            } else {
+                l.contents
+                    .iter()
+                    .filter(|c| !c.deleted)
+                    .filter(|c| match &c.dot {
+                        Some(d) => !d.covered_by(client),
+                        None => !client.descends(&l.vclock),
+                    })
+                    .cloned()
+                    .collect()
+            };
+            (client.merge(&l.vclock), kept)
+        }
+    };
+    vclock.increment(actor, now_secs);
+    let dot = crate::object::Dot {
+        actor: actor.to_vec(),
+        counter: vclock.counter(actor),
+    };
+    let mut content = content;
+    content.dot = Some(dot);
+    let mut contents = kept;
+    contents.push(content);
+    let mut obj = RiakObject { vclock, contents };
+    obj.vclock.prune(now_secs, &props.prune());
+    // A sibling whose actor was pruned from the clock can no longer be
+    // told apart by its dot: it falls back to the clock-only rule.
+    for c in &mut obj.contents {
+        if c.dot.as_ref().is_some_and(|d| !d.covered_by(&obj.vclock)) {
+            c.dot = None;
+        }
+    }
+    obj.canonicalize();
+    Some(obj)
+}
+
+/// A replica's step: merges an incoming version into the local one; returns
+/// the version to write, if it changes anything.
+pub fn reconcile(
+    local: Option<&RiakObject>,
+    incoming: &RiakObject,
+    props: &BucketProps,
+) -> Option<RiakObject> {
+    match local {
+        None => Some(incoming.clone()),
+        // Last write wins: the later sibling by last-modified (ties by
+        // vtag), so every replica keeps the same one whatever the order.
+        Some(l) if props.last_write_wins => {
+            let merged = RiakObject::merge(l, incoming, false);
+            (merged != *l).then_some(merged)
+        }
+        Some(l) => {
+            let merged = RiakObject::merge(l, incoming, props.allow_mult);
+            (merged != *l).then_some(merged)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(v: &[u8]) -> Content {
+        Content {
+            value: v.to_vec(),
+            value_len: v.len() as u32,
+            ..Content::default()
+        }
+    }
+
+    #[test]
+    fn coordinate_siblings_and_resolution() {
+        let props = BucketProps {
+            allow_mult: true,
+            ..BucketProps::default()
+        };
+        let o1 = coordinate(None, None, c(b"a"), &props, b"n/1", 10).unwrap_or_default();
+        let o2 = coordinate(Some(&o1), None, c(b"b"), &props, b"n/1", 11).unwrap_or_default();
+        assert_eq!(o2.contents.len(), 2);
+        assert_eq!(o2.vclock.counter(b"n/1"), 2);
+        let o3 = coordinate(Some(&o2), Some(&o2.vclock), c(b"c"), &props, b"n/1", 12)
+            .unwrap_or_default();
+        assert_eq!(o3.contents.len(), 1);
+        let single = coordinate(
+            Some(&o1),
+            None,
+            c(b"b"),
+            &BucketProps::default(),
+            b"n/1",
+            11,
+        )
+        .unwrap_or_default();
+        assert_eq!(single.contents.len(), 1);
+        let mut tomb = c(b"");
+        tomb.deleted = true;
+        assert!(coordinate(None, None, tomb.clone(), &props, b"n/1", 1).is_none());
+        assert!(
+            coordinate(Some(&o3), None, tomb, &props, b"n/1", 13).is_some_and(|o| o.is_deleted())
+        );
+    }
+}

@@ -1,0 +1,268 @@
+//! Vnodes: one backend instance per ring partition, under
+//! `<data_dir>/vnodes/<partition>`, each served by its own worker thread
+//! that takes jobs from a **bounded** queue. A full queue answers
+//! [`VnodeError::Overload`] at once; memory never grows without bound.
+//!
+//! A job is a closure run on the worker against the vnode's [`VnodeState`],
+//! so a read-modify-write (the PUT coordinator's step) is atomic per vnode.
+//!
+//! * [`request`]: the requests a vnode serves, as data (local or remote);
+//! * [`serve`]: serving them on the worker;
+//! * [`merge`]: the PUT's coordinate step and a replica's reconcile (pure);
+//! * [`id`]: the vnode's incarnation id (part of its vector-clock actor).
+
+pub mod id;
+pub mod merge;
+pub mod request;
+pub mod serve;
+
+use crate::object::{DecodeError, RiakObject};
+use basalt_backend::{Backend, BackendError, IndexChange, WriteOptions};
+use parking_lot::{Mutex, RwLock};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+/// Errors of a vnode call.
+#[derive(Debug, thiserror::Error)]
+pub enum VnodeError {
+    /// The vnode's queue is full.
+    #[error("overload")]
+    Overload,
+    /// No answer within the request timeout.
+    #[error("timeout")]
+    Timeout,
+    /// The vnode is shut down.
+    #[error("vnode closed")]
+    Closed,
+    /// The backend failed.
+    #[error("backend: {0}")]
+    Backend(#[from] BackendError),
+    /// A stored object did not decode.
+    #[error("{0}")]
+    Decode(#[from] DecodeError),
+    /// Another node failed or could not be reached.
+    #[error("{0}")]
+    Remote(String),
+}
+
+/// What a job sees: the partition and its backend.
+pub struct VnodeState {
+    /// Partition number (0-based ring position).
+    pub partition: u32,
+    /// The vclock actor of this vnode.
+    pub actor: Vec<u8>,
+    /// The store.
+    pub backend: Box<dyn Backend>,
+    /// Sync writes.
+    pub sync: bool,
+    /// The backend's directory and the incarnation id (see
+    /// [`crate::vnode_id`]); `None` for a vnode without a status file.
+    pub incarnation: Option<(std::path::PathBuf, u64)>,
+    /// Set when a write failed: the vnode may have lost an event it
+    /// issued, so its next start draws a new incarnation id.
+    pub tainted: std::sync::atomic::AtomicBool,
+}
+
+impl VnodeState {
+    /// The stored object (with values).
+    pub fn read(&self, bucket: &[u8], key: &[u8]) -> Result<Option<RiakObject>, VnodeError> {
+        match self.backend.get(bucket, key)? {
+            None => Ok(None),
+            Some(o) => Ok(Some(RiakObject::decode(&o.head.metadata, &o.value)?)),
+        }
+    }
+
+    /// The stored object without values (a backend HEAD).
+    pub fn read_head(&self, bucket: &[u8], key: &[u8]) -> Result<Option<RiakObject>, VnodeError> {
+        match self.backend.head(bucket, key)? {
+            None => Ok(None),
+            Some(h) => Ok(Some(RiakObject::decode_metadata(&h.metadata)?)),
+        }
+    }
+
+    /// Writes `new` over `old` (the current stored version), with the 2i
+    /// changes between them.
+    pub fn write(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        old: Option<&RiakObject>,
+        new: &RiakObject,
+    ) -> Result<(), VnodeError> {
+        let before = old.map(RiakObject::index_entries).unwrap_or_default();
+        let after = new.index_entries();
+        let mut index = Vec::new();
+        for e in &before {
+            if after.binary_search(e).is_err() {
+                index.push(IndexChange::remove(e.0.clone(), e.1.clone()));
+            }
+        }
+        for e in &after {
+            if before.binary_search(e).is_err() {
+                index.push(IndexChange::add(e.0.clone(), e.1.clone()));
+            }
+        }
+        let opts = WriteOptions {
+            sync: self.sync,
+            index,
+            ..WriteOptions::default()
+        };
+        let res = self.backend.put(
+            bucket,
+            key,
+            &new.encode_value(),
+            &new.encode_metadata(),
+            &opts,
+        );
+        if res.is_err() {
+            self.tainted
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        res?;
+        Ok(())
+    }
+
+    /// Removes the stored object if it is a tombstone with the same events
+    /// as `vclock` (tombstone reaping); true if removed.
+    pub fn reap_tombstone(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        vclock: &crate::object::vclock::VClock,
+    ) -> Result<bool, VnodeError> {
+        let same = self
+            .read_head(bucket, key)?
+            .is_some_and(|o| o.is_deleted() && o.vclock.same_events(vclock));
+        if same {
+            let opts = WriteOptions {
+                sync: self.sync,
+                ..WriteOptions::default()
+            };
+            self.backend.delete(bucket, key, &opts)?;
+        }
+        Ok(same)
+    }
+}
+
+impl VnodeState {
+    /// After the backend closed without error: records a clean shutdown,
+    /// unless a write failed in this incarnation.
+    fn mark_clean(&self) {
+        let Some((dir, id)) = &self.incarnation else {
+            return;
+        };
+        if self.tainted.load(std::sync::atomic::Ordering::Relaxed) {
+            tracing::warn!(
+                partition = self.partition,
+                "a write failed in this vnode incarnation; the next start draws a new id"
+            );
+            return;
+        }
+        if let Err(e) = crate::vnode::id::mark_clean(dir, *id) {
+            tracing::error!(partition = self.partition, error = %e, "recording a clean vnode shutdown");
+        }
+    }
+}
+
+type Job = Box<dyn FnOnce(&VnodeState) + Send>;
+
+/// One vnode: its queue and worker.
+pub struct Vnode {
+    tx: Mutex<Option<mpsc::Sender<Job>>>,
+    worker: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Vnode {
+    /// Starts the worker of `state` with a queue of `queue_len` jobs;
+    /// `gate` is read-locked before each job (tests pause vnodes with it).
+    pub fn start(
+        state: VnodeState,
+        queue_len: usize,
+        gate: Arc<RwLock<()>>,
+    ) -> std::io::Result<Vnode> {
+        let (tx, mut rx) = mpsc::channel::<Job>(queue_len.max(1));
+        let worker = std::thread::Builder::new()
+            .name(format!("vnode-{}", state.partition))
+            .spawn(move || {
+                while let Some(job) = rx.blocking_recv() {
+                    drop(gate.read());
+                    job(&state);
+                }
+                match state.backend.close() {
+                    Err(e) => {
+                        tracing::error!(partition = state.partition, error = %e, "closing vnode backend")
+                    }
+                    Ok(()) => state.mark_clean(),
+                }
+            })?;
+        Ok(Vnode {
+            tx: Mutex::new(Some(tx)),
+            worker: Mutex::new(Some(worker)),
+        })
+    }
+
+    /// Runs `f` on the vnode and waits for its result; `Overload` if the
+    /// queue is full.
+    pub async fn call<T, F>(&self, timeout: Duration, f: F) -> Result<T, VnodeError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&VnodeState) -> Result<T, VnodeError> + Send + 'static,
+    {
+        self.submit(f)?.wait(timeout).await
+    }
+
+    /// Queues `f` without waiting; `Overload` if the queue is full.
+    pub fn submit<T, F>(&self, f: F) -> Result<Pending<T>, VnodeError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&VnodeState) -> Result<T, VnodeError> + Send + 'static,
+    {
+        let tx = self.tx.lock().clone().ok_or(VnodeError::Closed)?;
+        let (reply_tx, reply_rx) = oneshot::channel();
+        let job: Job = Box::new(move |st| {
+            let _ = reply_tx.send(f(st));
+        });
+        tx.try_send(job).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => VnodeError::Overload,
+            mpsc::error::TrySendError::Closed(_) => VnodeError::Closed,
+        })?;
+        Ok(Pending { rx: reply_rx })
+    }
+
+    /// Jobs waiting in the queue (0 once shut down).
+    pub fn queue_len(&self) -> usize {
+        self.tx
+            .lock()
+            .as_ref()
+            .map_or(0, |tx| tx.max_capacity() - tx.capacity())
+    }
+
+    /// Closes the queue, lets the worker finish queued jobs, closes the
+    /// backend and joins the worker.
+    pub fn shutdown(&self) {
+        self.tx.lock().take();
+        if let Some(w) = self.worker.lock().take() {
+            if w.join().is_err() {
+                tracing::error!("a vnode worker panicked");
+            }
+        }
+    }
+}
+
+/// A queued job's result.
+pub struct Pending<T> {
+    rx: oneshot::Receiver<Result<T, VnodeError>>,
+}
+
+impl<T> Pending<T> {
+    /// Waits up to `timeout` for the result.
+    pub async fn wait(self, timeout: Duration) -> Result<T, VnodeError> {
+        match tokio::time::timeout(timeout, self.rx).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err(VnodeError::Closed),
+            Err(_) => Err(VnodeError::Timeout),
+        }
+    }
+}

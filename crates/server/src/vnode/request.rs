@@ -1,0 +1,193 @@
+//! The requests a vnode serves, as data: the coordinator sends the same
+//! [`VnodeReq`] to a local vnode (run on its worker) or, over the cluster
+//! transport, to a vnode on another node. Objects travel in their storage
+//! encoding ([`WireObject`]: metadata + value bytes).
+
+use crate::bucket::props::BucketProps;
+use crate::object::RiakObject;
+use crate::vnode::VnodeError;
+use basalt_backend::{IndexPage, IndexQuery};
+use serde::{Deserialize, Serialize};
+
+/// An object in its storage encoding.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireObject {
+    /// [`RiakObject::encode_metadata`].
+    pub meta: Vec<u8>,
+    /// [`RiakObject::encode_value`] (empty for a head).
+    pub value: Vec<u8>,
+}
+
+impl WireObject {
+    /// Encodes `o` (with values).
+    pub fn full(o: &RiakObject) -> WireObject {
+        WireObject {
+            meta: o.encode_metadata(),
+            value: o.encode_value(),
+        }
+    }
+
+    /// Decodes (with values).
+    pub fn object(&self) -> Result<RiakObject, VnodeError> {
+        Ok(RiakObject::decode(&self.meta, &self.value)?)
+    }
+
+    /// Decodes the metadata only.
+    pub fn head(&self) -> Result<RiakObject, VnodeError> {
+        Ok(RiakObject::decode_metadata(&self.meta)?)
+    }
+}
+
+/// A request to one vnode.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum VnodeReq {
+    /// The object's metadata.
+    Head {
+        /// Storage bucket.
+        bucket: Vec<u8>,
+        /// Key.
+        key: Vec<u8>,
+    },
+    /// The whole object.
+    Get {
+        /// Storage bucket.
+        bucket: Vec<u8>,
+        /// Key.
+        key: Vec<u8>,
+    },
+    /// The coordinating step of a PUT ([`coordinate`]): read, build, write.
+    Coordinate {
+        /// Storage bucket.
+        bucket: Vec<u8>,
+        /// Key.
+        key: Vec<u8>,
+        /// The client's clock, encoded.
+        client: Option<Vec<u8>>,
+        /// The new content, as a one-sibling object.
+        content: WireObject,
+        /// The bucket's props.
+        props: BucketProps,
+        /// The coordinator's clock (seconds).
+        now_secs: u64,
+    },
+    /// A replica's step ([`reconcile`]): merge the incoming version.
+    Reconcile {
+        /// Storage bucket.
+        bucket: Vec<u8>,
+        /// Key.
+        key: Vec<u8>,
+        /// The version to merge.
+        object: WireObject,
+        /// The bucket's props.
+        props: BucketProps,
+    },
+    /// A batch of a bucket's keys that are not tombstones, for a listing
+    /// over a coverage plan: the keys after `after`, in key order, at most
+    /// `limit` of them scanned (an unordered backend answers every key in
+    /// one batch), keeping those whose first primary (in a ring of
+    /// `ring_size`) is in `firsts`, so each key is listed by one vnode.
+    ListKeys {
+        /// Storage bucket.
+        bucket: Vec<u8>,
+        /// Resume after this key.
+        after: Option<Vec<u8>>,
+        /// Keys scanned per batch.
+        limit: u32,
+        /// Ring size (to place keys).
+        ring_size: u32,
+        /// First primaries this vnode answers for.
+        firsts: Vec<u32>,
+    },
+    /// Buckets holding anything.
+    ListBuckets,
+    /// A whole (unpaged) 2i query.
+    Index(IndexQuery),
+    /// One round of a CS bucket fold: the `limit` smallest keys of the
+    /// range with their objects ([`super::serve::cs_fold_batch`]).
+    CsFold {
+        /// Storage bucket.
+        bucket: Vec<u8>,
+        /// Start key.
+        from: Vec<u8>,
+        /// `from` itself included.
+        from_incl: bool,
+        /// End key (`None` = to the end).
+        end: Option<Vec<u8>>,
+        /// `end` itself included.
+        end_incl: bool,
+        /// Keys per round.
+        limit: u32,
+    },
+    /// Removes the tombstone of a key if it still has this clock.
+    ReapTombstone {
+        /// Storage bucket.
+        bucket: Vec<u8>,
+        /// Key.
+        key: Vec<u8>,
+        /// The tombstone's clock, encoded.
+        vclock: Vec<u8>,
+    },
+    /// Anti-entropy: the tictac tree (xxsmall: 4096 segment hashes) of the
+    /// keys whose first primary is `first` (one preference list), each key
+    /// hashed with its state (clock and siblings).
+    AaeTree {
+        /// Ring size (to place keys).
+        ring_size: u32,
+        /// First partitions of the preference lists to include.
+        firsts: Vec<u32>,
+    },
+    /// Anti-entropy: (bucket, key, state hash) of the keys of preference
+    /// list `first` in these segments.
+    AaeKeys {
+        /// Ring size.
+        ring_size: u32,
+        /// First partitions of the preference lists to include.
+        firsts: Vec<u32>,
+        /// Segments of the xxsmall tree.
+        segments: Vec<u32>,
+    },
+    /// The next `limit` objects in (bucket, key) order after `after`, for
+    /// handoff.
+    Fold {
+        /// Resume after this (bucket, key).
+        after: Option<(Vec<u8>, Vec<u8>)>,
+        /// Batch size.
+        limit: u32,
+    },
+}
+
+impl VnodeReq {
+    /// Whether the request may change the vnode's data.
+    pub fn is_write(&self) -> bool {
+        matches!(
+            self,
+            VnodeReq::Coordinate { .. } | VnodeReq::Reconcile { .. }
+        )
+    }
+}
+
+/// A vnode's answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum VnodeReply {
+    /// A head or object (`None`: not found) and the vnode's queue length.
+    Object(Option<WireObject>, u32),
+    /// What a write stored (`None`: nothing changed).
+    Written(Option<WireObject>),
+    /// A list-keys batch: the keys, the last key scanned (the cursor),
+    /// more to come.
+    Keys(Vec<Vec<u8>>, Option<Vec<u8>>, bool),
+    /// Buckets.
+    Buckets(Vec<Vec<u8>>),
+    /// 2i results.
+    Index(IndexPage),
+    /// A CS fold round: (key, object), the last key chosen, more to come.
+    CsBatch(Vec<(Vec<u8>, WireObject)>, Option<Vec<u8>>, bool),
+    /// Whether a tombstone was reaped.
+    Reaped(bool),
+    /// An anti-entropy tree: one hash per segment.
+    AaeTree(Vec<u64>),
+    /// Anti-entropy keys: (bucket, key, vclock hash).
+    AaeKeys(Vec<(Vec<u8>, Vec<u8>, u64)>),
+    /// Handoff batch: (bucket, key, object); empty = the end.
+    Batch(Vec<(Vec<u8>, Vec<u8>, WireObject)>),
+}

@@ -1,0 +1,361 @@
+//! A vnode serving its requests: [`VnodeState::execute`] runs one
+//! [`VnodeReq`] on the vnode's worker thread against its backend (reads,
+//! the PUT's coordinate and reconcile steps, listings, 2i, folds for
+//! handoff, anti-entropy and CS folds).
+
+use super::merge::{coordinate, reconcile};
+use super::request::{VnodeReply, VnodeReq, WireObject};
+use super::{VnodeError, VnodeState};
+use crate::object::vclock::VClock;
+use crate::object::{Content, RiakObject};
+use basalt_backend::{Capability, KeyRange};
+use std::collections::BTreeSet;
+use std::ops::ControlFlow;
+
+/// Callback of an anti-entropy fold: (bucket, key, segment, hash).
+type AaeFn<'a> = dyn FnMut(&[u8], &[u8], u32, u64) + 'a;
+
+/// The anti-entropy tree size: 4096 segments (32 KiB of hashes per tree).
+pub const AAE_TREE: basalt_backend::TreeSize = basalt_backend::TreeSize::XXSmall;
+
+pub use crate::limits::FOLD_BATCH_BYTES;
+
+/// Largest key + 1: the inclusive end of "every key" ranges.
+fn key_range_from(start: &[u8]) -> KeyRange {
+    KeyRange::new(start, &[0xFF; 65_537])
+}
+
+impl VnodeState {
+    /// Serves `req`; `queue_len` is reported back by reads.
+    pub fn execute(&self, req: VnodeReq, queue_len: u32) -> Result<VnodeReply, VnodeError> {
+        match req {
+            VnodeReq::Head { bucket, key } => {
+                let h = self.backend.head(&bucket, &key)?.map(|h| WireObject {
+                    meta: h.metadata,
+                    value: Vec::new(),
+                });
+                Ok(VnodeReply::Object(h, queue_len))
+            }
+            VnodeReq::Get { bucket, key } => {
+                let o = self.backend.get(&bucket, &key)?.map(|o| WireObject {
+                    meta: o.head.metadata,
+                    value: o.value,
+                });
+                Ok(VnodeReply::Object(o, queue_len))
+            }
+            VnodeReq::Coordinate {
+                bucket,
+                key,
+                client,
+                content,
+                props,
+                now_secs,
+            } => {
+                let client = match client {
+                    None => None,
+                    Some(b) => Some(
+                        VClock::decode(&b)
+                            .map_err(|e| VnodeError::Decode(crate::object::DecodeError(e.0)))?,
+                    ),
+                };
+                let content: Content = content
+                    .object()?
+                    .contents
+                    .into_iter()
+                    .next()
+                    .unwrap_or_default();
+                let local = self.read(&bucket, &key)?;
+                let new = coordinate(
+                    local.as_ref(),
+                    client.as_ref(),
+                    content,
+                    &props,
+                    &self.actor,
+                    now_secs,
+                );
+                if let Some(n) = &new {
+                    self.write(&bucket, &key, local.as_ref(), n)?;
+                }
+                Ok(VnodeReply::Written(new.as_ref().map(WireObject::full)))
+            }
+            VnodeReq::Reconcile {
+                bucket,
+                key,
+                object,
+                props,
+            } => {
+                let incoming = object.object()?;
+                let local = self.read(&bucket, &key)?;
+                let new = reconcile(local.as_ref(), &incoming, &props);
+                if let Some(n) = &new {
+                    self.write(&bucket, &key, local.as_ref(), n)?;
+                }
+                Ok(VnodeReply::Written(new.as_ref().map(WireObject::full)))
+            }
+            VnodeReq::ListKeys {
+                bucket,
+                after,
+                limit,
+                ring_size,
+                firsts,
+            } => self.list_keys_batch(&bucket, after, limit, ring_size, &firsts),
+            VnodeReq::ListBuckets => Ok(VnodeReply::Buckets(self.backend.list_buckets()?)),
+            VnodeReq::Index(q) => Ok(VnodeReply::Index(self.backend.index_query(&q)?)),
+            VnodeReq::Fold { after, limit } => self.fold_batch(after, limit),
+            VnodeReq::AaeTree { ring_size, firsts } => {
+                let firsts: std::collections::BTreeSet<u32> = firsts.into_iter().collect();
+                let mut tree = vec![0u64; AAE_TREE.segments() as usize];
+                self.aae_fold(ring_size, &firsts, None, &mut |_, _, seg, h| {
+                    if let Some(slot) = tree.get_mut(seg as usize) {
+                        *slot ^= h;
+                    }
+                })?;
+                Ok(VnodeReply::AaeTree(tree))
+            }
+            VnodeReq::AaeKeys {
+                ring_size,
+                firsts,
+                segments,
+            } => {
+                let firsts: std::collections::BTreeSet<u32> = firsts.into_iter().collect();
+                let want: std::collections::BTreeSet<u32> = segments.into_iter().collect();
+                let mut out = Vec::new();
+                self.aae_fold(ring_size, &firsts, Some(&want), &mut |b, k, _, h| {
+                    out.push((b.to_vec(), k.to_vec(), h));
+                })?;
+                Ok(VnodeReply::AaeKeys(out))
+            }
+            VnodeReq::CsFold {
+                bucket,
+                from,
+                from_incl,
+                end,
+                end_incl,
+                limit,
+            } => {
+                let (objs, last, more) = super::serve::cs_fold_batch(
+                    self,
+                    &bucket,
+                    &from,
+                    from_incl,
+                    end.as_deref(),
+                    end_incl,
+                    limit as usize,
+                )?;
+                let wire = objs
+                    .iter()
+                    .map(|(k, o)| (k.clone(), WireObject::full(o)))
+                    .collect();
+                Ok(VnodeReply::CsBatch(wire, last, more))
+            }
+            VnodeReq::ReapTombstone {
+                bucket,
+                key,
+                vclock,
+            } => {
+                let vc = VClock::decode(&vclock)
+                    .map_err(|e| VnodeError::Decode(crate::object::DecodeError(e.0)))?;
+                Ok(VnodeReply::Reaped(self.reap_tombstone(&bucket, &key, &vc)?))
+            }
+        }
+    }
+
+    /// Calls `f(bucket, key, segment, hash)` for every key of this vnode
+    /// whose first primary (in a ring of `ring_size`) is in `firsts` (and whose
+    /// segment is in `segments`, if given); `hash` mixes the key with the
+    /// state it holds (clock and siblings, [`RiakObject::state_hash`]), so
+    /// two replicas agree on a segment only if they hold the same versions
+    /// of the same keys — also when one clock covers different siblings.
+    fn aae_fold(
+        &self,
+        ring_size: u32,
+        firsts: &std::collections::BTreeSet<u32>,
+        segments: Option<&std::collections::BTreeSet<u32>>,
+        f: &mut AaeFn<'_>,
+    ) -> Result<(), VnodeError> {
+        let ring = crate::ring::Ring::new(ring_size)
+            .ok_or_else(|| VnodeError::Remote(format!("bad ring size {ring_size}")))?;
+        for bucket in self.backend.list_buckets()? {
+            let (btype, name) = crate::bucket::types::split_storage_bucket(&bucket);
+            let mut keys = Vec::new();
+            self.backend.fold_keys(&bucket, None, &mut |k| {
+                let hash = crate::ring::key_hash(btype, name, k);
+                if firsts.contains(&ring.first_primary(&hash)) {
+                    let seg = basalt_backend::segment_of(&bucket, k, AAE_TREE);
+                    if segments.is_none_or(|s| s.contains(&seg)) {
+                        keys.push((k.to_vec(), seg));
+                    }
+                }
+                ControlFlow::Continue(())
+            })?;
+            for (k, seg) in keys {
+                let Some(head) = self.backend.head(&bucket, &k)? else {
+                    continue;
+                };
+                let state = RiakObject::decode_metadata(&head.metadata)?
+                    .state_hash()
+                    .to_be_bytes();
+                let mut buf = Vec::with_capacity(bucket.len() + k.len() + 24);
+                for part in [&bucket[..], &k[..], &state[..]] {
+                    buf.extend_from_slice(&(part.len() as u32).to_be_bytes());
+                    buf.extend_from_slice(part);
+                }
+                f(&bucket, &k, seg, xxhash_rust::xxh3::xxh3_64(&buf));
+            }
+        }
+        Ok(())
+    }
+
+    /// Serves [`VnodeReq::ListKeys`].
+    fn list_keys_batch(
+        &self,
+        bucket: &[u8],
+        after: Option<Vec<u8>>,
+        limit: u32,
+        ring_size: u32,
+        firsts: &[u32],
+    ) -> Result<VnodeReply, VnodeError> {
+        let ring = crate::ring::Ring::new(ring_size)
+            .ok_or_else(|| VnodeError::Remote(format!("bad ring size {ring_size}")))?;
+        let ordered = self
+            .backend
+            .capabilities()
+            .has(basalt_backend::Capability::OrderedKeys);
+        // An unordered backend cannot resume after a key without scanning
+        // everything again: it answers the whole bucket at once (its keys
+        // are in memory anyway, e.g. bitcask's keydir).
+        let limit = if ordered {
+            limit.max(1) as usize
+        } else {
+            usize::MAX
+        };
+        let range = after.as_deref().map(key_range_from);
+        let mut scanned: Vec<Vec<u8>> = Vec::new();
+        let mut more = false;
+        self.backend.fold_keys(bucket, range.as_ref(), &mut |k| {
+            if after.as_deref() == Some(k) {
+                return ControlFlow::Continue(());
+            }
+            if scanned.len() >= limit {
+                more = true;
+                return ControlFlow::Break(());
+            }
+            scanned.push(k.to_vec());
+            ControlFlow::Continue(())
+        })?;
+        debug_assert!(
+            !ordered || scanned.windows(2).all(|w| w[0] < w[1]),
+            "an ordered backend folds keys in order"
+        );
+        let last = scanned.last().cloned();
+        let (btype, name) = crate::bucket::types::split_storage_bucket(bucket);
+        let mut keys = Vec::new();
+        for k in scanned {
+            let first = ring.first_primary(&crate::ring::key_hash(btype, name, &k));
+            if firsts.contains(&first)
+                && self.read_head(bucket, &k)?.is_some_and(|o| !o.is_deleted())
+            {
+                keys.push(k);
+            }
+        }
+        Ok(VnodeReply::Keys(keys, last, more))
+    }
+
+    fn fold_batch(
+        &self,
+        after: Option<(Vec<u8>, Vec<u8>)>,
+        limit: u32,
+    ) -> Result<VnodeReply, VnodeError> {
+        let limit = limit.max(1) as usize;
+        let mut out: Vec<(Vec<u8>, Vec<u8>, WireObject)> = Vec::new();
+        let mut bytes = 0usize;
+        for bucket in self.backend.list_buckets()? {
+            if after.as_ref().is_some_and(|(b, _)| bucket < *b) {
+                continue;
+            }
+            let start: &[u8] = match &after {
+                Some((b, k)) if *b == bucket => k,
+                _ => &[],
+            };
+            let skip = after
+                .as_ref()
+                .filter(|(b, _)| *b == bucket)
+                .map(|(_, k)| k.clone());
+            let range = key_range_from(start);
+            self.backend
+                .fold_objects(&bucket, Some(&range), &mut |_, key, o| {
+                    if skip.as_deref() == Some(key) {
+                        return ControlFlow::Continue(());
+                    }
+                    bytes += key.len() + o.head.metadata.len() + o.value.len();
+                    out.push((
+                        bucket.clone(),
+                        key.to_vec(),
+                        WireObject {
+                            meta: o.head.metadata,
+                            value: o.value,
+                        },
+                    ));
+                    if out.len() >= limit || bytes >= FOLD_BATCH_BYTES {
+                        ControlFlow::Break(())
+                    } else {
+                        ControlFlow::Continue(())
+                    }
+                })?;
+            if out.len() >= limit || bytes >= FOLD_BATCH_BYTES {
+                break;
+            }
+        }
+        Ok(VnodeReply::Batch(out))
+    }
+}
+
+/// Above every valid key (keys are at most 64 KiB): the open end of a range.
+static KEY_ABOVE_ALL: [u8; 65_537] = [0xFF; 65_537];
+
+/// One round of a CS bucket fold on a vnode: the (at most `limit`) smallest
+/// keys of `bucket` in the range, with their stored objects (tombstones
+/// included, so a newer tombstone on one replica hides an older live copy on
+/// another), the last key chosen (a key may vanish between the key fold
+/// and its read) and whether more keys remain.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn cs_fold_batch(
+    st: &VnodeState,
+    bucket: &[u8],
+    from: &[u8],
+    from_incl: bool,
+    end: Option<&[u8]>,
+    end_incl: bool,
+    limit: usize,
+) -> Result<CsBatch, VnodeError> {
+    let range = KeyRange::new(from, end.unwrap_or(&KEY_ABOVE_ALL));
+    let ordered = st.backend.capabilities().has(Capability::OrderedKeys);
+    let mut keys: BTreeSet<Vec<u8>> = BTreeSet::new();
+    let mut more = false;
+    st.backend.fold_keys(bucket, Some(&range), &mut |k| {
+        let above = if from_incl { k >= from } else { k > from };
+        let below = end.is_none_or(|e| if end_incl { k <= e } else { k < e });
+        if above && below {
+            keys.insert(k.to_vec());
+            if keys.len() > limit {
+                more = true;
+                keys.pop_last();
+                if ordered {
+                    return std::ops::ControlFlow::Break(());
+                }
+            }
+        }
+        std::ops::ControlFlow::Continue(())
+    })?;
+    let last = keys.last().cloned();
+    let mut out = Vec::with_capacity(keys.len());
+    for k in keys {
+        if let Some(o) = st.read(bucket, &k)? {
+            out.push((k, o));
+        }
+    }
+    Ok((out, last, more))
+}
+
+/// A vnode's round of a CS bucket fold: objects, last key, more to come.
+pub(crate) type CsBatch = (Vec<(Vec<u8>, RiakObject)>, Option<Vec<u8>>, bool);
