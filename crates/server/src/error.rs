@@ -1,8 +1,6 @@
-//! The errors of a request and of opening a node: what a client sees in
+//! The errors of a request: what a client sees in
 //! `RpbErrorResp` (or an HTTP status), mapped from vnode and props errors.
 
-use crate::bucket::props::PropsError;
-use crate::config::ConfigError;
 use crate::vnode::VnodeError;
 use basalt_backend::BackendError;
 
@@ -71,38 +69,6 @@ impl From<VnodeError> for RequestError {
             other => RequestError::Storage(other.to_string()),
         }
     }
-}
-
-impl From<PropsError> for RequestError {
-    fn from(e: PropsError) -> Self {
-        match e {
-            PropsError::Invalid(m) => RequestError::Invalid(m),
-            other => RequestError::Storage(other.to_string()),
-        }
-    }
-}
-
-/// Failure to open a node.
-#[derive(Debug, thiserror::Error)]
-pub enum OpenError {
-    /// Bad configuration.
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    /// A vnode's backend did not open.
-    #[error("opening vnode {partition}: {source}")]
-    Backend {
-        /// The partition.
-        partition: u32,
-        /// The error.
-        #[source]
-        source: BackendError,
-    },
-    /// Creating directories or threads failed.
-    #[error("{0}")]
-    Io(#[from] std::io::Error),
-    /// The bucket props file is unreadable.
-    #[error(transparent)]
-    Props(#[from] PropsError),
 }
 
 #[cfg(test)]

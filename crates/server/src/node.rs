@@ -4,21 +4,45 @@
 //! [`crate::kv`], services in [`crate::services`], the APIs in
 //! [`crate::api`].
 
+use crate::bucket::props::PropsError;
 use crate::bucket::props::PropsStore;
 use crate::bucket::types::BucketTypes;
 use crate::cluster::Cluster;
 use crate::config::{Config, ConfigError};
-use crate::error::OpenError;
 use crate::ring::Ring;
 use crate::router::{Router, Target};
 use crate::vnode::request::VnodeReq;
 use crate::vnode::{Vnode, VnodeError};
+use basalt_backend::BackendError;
 use parking_lot::{Mutex, RwLockWriteGuard};
 use std::collections::BTreeSet;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
+
+/// Failure to open a node.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// Bad configuration.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A vnode's backend did not open.
+    #[error("opening vnode {partition}: {source}")]
+    Backend {
+        /// The partition.
+        partition: u32,
+        /// The error.
+        #[source]
+        source: BackendError,
+    },
+    /// Creating directories or threads failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// The bucket props file is unreadable.
+    #[error(transparent)]
+    Props(#[from] PropsError),
+}
 
 /// Operation counters of a node (all APIs), for `/stats`.
 #[derive(Debug, Default)]

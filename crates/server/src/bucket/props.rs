@@ -404,3 +404,12 @@ impl PropsStore {
         })
     }
 }
+
+impl From<PropsError> for crate::error::RequestError {
+    fn from(e: PropsError) -> Self {
+        match e {
+            PropsError::Invalid(m) => crate::error::RequestError::Invalid(m),
+            other => crate::error::RequestError::Storage(other.to_string()),
+        }
+    }
+}

@@ -3,7 +3,7 @@
 //! each winning version, merge, and read-repair stale replicas in the
 //! background.
 
-use super::get_core::FailFast;
+use super::get_core::{GetCore, Verdict};
 use super::{GetOpts, GetOutcome};
 use crate::error::RequestError;
 use crate::node::Node;
@@ -70,26 +70,14 @@ impl Node {
             Box::pin(calls.into_iter().collect::<FuturesUnordered<_>>())
         };
         let mut heads: Vec<(Target, Option<RiakObject>, u32)> = Vec::new();
-        let mut overloaded = false;
-        let fail_fast = FailFast::new(
-            targets.len(),
-            r.max(pr),
-            notfound_ok,
-            basic_quorum.unwrap_or(props.basic_quorum),
-        );
-        let mut answered = 0usize;
+        let basic_quorum = basic_quorum.unwrap_or(props.basic_quorum);
+        let mut core = GetCore::new(targets.len() as u32, r, pr, notfound_ok, basic_quorum);
         // A quorum of "not found" waits this long for the other replicas
         // (see `Limits::notfound_wait_ms`); `basic_quorum` asked not to.
-        let notfound_wait = (!basic_quorum.unwrap_or(props.basic_quorum))
+        let notfound_wait = (!basic_quorum)
             .then(|| Duration::from_millis(self.config.limits.notfound_wait_ms))
             .filter(|d| !d.is_zero());
         let mut deadline: Option<tokio::time::Instant> = None;
-        let enough = |heads: &[(Target, Option<RiakObject>, u32)]| {
-            let ok = |h: &&(Target, Option<RiakObject>, u32)| notfound_ok || h.1.is_some();
-            let got = heads.iter().filter(ok).count() as u32;
-            let primaries = heads.iter().filter(ok).filter(|h| h.0.primary).count() as u32;
-            got >= r && primaries >= pr
-        };
         loop {
             let next = match deadline {
                 None => replies.next().await,
@@ -99,74 +87,49 @@ impl Node {
                 },
             };
             let Some((t, res)) = next else { break };
-            match res {
-                Ok(VnodeReply::Object(h, q)) => match h.map(|w| w.head()).transpose() {
-                    Ok(h) => heads.push((t, h, q)),
-                    Err(e) => tracing::warn!(partition = t.partition, error = %e, "get head"),
-                },
-                Ok(other) => tracing::warn!(?other, "unexpected head reply"),
-                Err(VnodeError::Overload) => overloaded = true,
-                Err(e) => {
-                    tracing::warn!(partition = t.partition, node = %t.node, error = %e, "get head")
+            match head_of(&t, res) {
+                Ok((h, q)) => {
+                    core.reply(t.primary, h.as_ref().map(RiakObject::is_deleted));
+                    heads.push((t, h, q));
                 }
+                Err(overload) => core.failed(overload),
             }
-            answered += 1;
-            let seen: Vec<Option<&RiakObject>> = heads.iter().map(|h| h.1.as_ref()).collect();
-            if let Some(out) = fail_fast.check(&seen, answered, overloaded) {
-                return out;
+            match core.verdict() {
+                Verdict::Wait => continue,
+                Verdict::Done(out) => return out.map_err(RequestError::from),
+                Verdict::Enough => {}
             }
-            if enough(&heads) {
-                let found_any = heads.iter().any(|h| h.1.is_some());
-                if !found_any && answered < targets.len() {
-                    if let Some(wait) = notfound_wait {
-                        // Only "not found" so far: a replica yet to answer
-                        // may hold an acknowledged write (e.g. the others
-                        // restarted or were not written yet).
-                        if deadline.is_none() {
-                            self.stats.notfound_waits.fetch_add(1, Ordering::Relaxed);
-                            deadline = Some(tokio::time::Instant::now() + wait);
-                        }
-                        continue;
+            if !core.found_any() && !core.all_in() {
+                if let Some(wait) = notfound_wait {
+                    // Only "not found" so far: a replica yet to answer may
+                    // hold an acknowledged write (e.g. the others restarted
+                    // or were not written yet).
+                    if deadline.is_none() {
+                        self.stats.notfound_waits.fetch_add(1, Ordering::Relaxed);
+                        deadline = Some(tokio::time::Instant::now() + wait);
                     }
+                    continue;
                 }
-                if found_any && deadline.is_some() {
-                    self.stats.notfound_rescues.fetch_add(1, Ordering::Relaxed);
-                }
-                // Replies already in hand also count for read repair.
-                while let Some(Some((t, Ok(VnodeReply::Object(h, q))))) =
-                    replies.next().now_or_never()
-                {
-                    if let Ok(h) = h.map(|w| w.head()).transpose() {
-                        heads.push((t, h, q));
-                    }
-                }
-                break;
             }
+            if core.found_any() && deadline.is_some() {
+                self.stats.notfound_rescues.fetch_add(1, Ordering::Relaxed);
+            }
+            // Replies already in hand also count for read repair.
+            while let Some(Some((t, res))) = replies.next().now_or_never() {
+                if let Ok((h, q)) = head_of(&t, res) {
+                    heads.push((t, h, q));
+                }
+            }
+            break;
         }
         drop(replies);
+        if !core.enough() {
+            return core.exhausted().map_err(RequestError::from);
+        }
         let found: Vec<(&Target, &RiakObject, u32)> = heads
             .iter()
             .filter_map(|(t, h, q)| h.as_ref().map(|h| (t, h, *q)))
             .collect();
-        if !enough(&heads) {
-            let got = if notfound_ok {
-                heads.len()
-            } else {
-                found.len()
-            } as u32;
-            if overloaded {
-                return Err(RequestError::Overload);
-            }
-            let need = r.max(pr);
-            if found.is_empty() && heads.len() as u32 >= need {
-                return Ok(GetOutcome::NotFound);
-            }
-            return Err(RequestError::Unsatisfied {
-                kind: if got >= r { "pr" } else { "r" },
-                need: if got >= r { pr } else { r },
-                got,
-            });
-        }
         if found.is_empty() {
             return Ok(GetOutcome::NotFound);
         }
@@ -230,6 +193,32 @@ impl Node {
             Ok(GetOutcome::Tombstone(merged.vclock))
         } else {
             Ok(GetOutcome::Found(merged))
+        }
+    }
+}
+
+/// A replica's HEAD reply: (object metadata or not found, its queue
+/// length), or `Err(overload)` for a failed replica (logged).
+fn head_of(
+    t: &Target,
+    res: Result<VnodeReply, VnodeError>,
+) -> Result<(Option<RiakObject>, u32), bool> {
+    match res {
+        Ok(VnodeReply::Object(h, q)) => match h.map(|w| w.head()).transpose() {
+            Ok(h) => Ok((h, q)),
+            Err(e) => {
+                tracing::warn!(partition = t.partition, error = %e, "get head");
+                Err(false)
+            }
+        },
+        Ok(other) => {
+            tracing::warn!(?other, "unexpected head reply");
+            Err(false)
+        }
+        Err(VnodeError::Overload) => Err(true),
+        Err(e) => {
+            tracing::warn!(partition = t.partition, node = %t.node, error = %e, "get head");
+            Err(false)
         }
     }
 }

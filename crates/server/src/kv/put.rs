@@ -2,6 +2,7 @@
 //! when the key has one here) builds and writes the new version, the other
 //! replicas reconcile it; [`super::put_core`] counts the acknowledgements.
 
+use super::put_core::PutCore;
 use super::{GetOpts, GetOutcome, PutOpts};
 use crate::bucket::types::split_storage_bucket;
 use crate::error::RequestError;
@@ -85,18 +86,8 @@ impl Node {
         content.vtag = Some(unique_id());
         content.value_len = content.value.len() as u32;
         let targets = self.router.key_targets(bucket, key, props.n_val);
-        let need = w.max(dw);
         let primaries_up = targets.iter().filter(|t| t.primary).count() as u32;
-        if primaries_up < pw {
-            return Err(RequestError::Unsatisfied {
-                kind: "pw",
-                need: pw,
-                got: primaries_up,
-            });
-        }
-        if targets.is_empty() {
-            return Err(RequestError::Invalid("empty preference list".into()));
-        }
+        let mut core = PutCore::new(targets.len() as u32, primaries_up, w, dw, pw)?;
         let req = VnodeReq::Coordinate {
             bucket: bucket.to_vec(),
             key: key.to_vec(),
@@ -152,9 +143,12 @@ impl Node {
                 )))
             }
         };
-        let mut acks = 1u32;
-        let mut primary_acks = u32::from(coord.primary);
-        let mut failed = 0u32;
+        // The coordinator's own write, and the coordinators that could not
+        // be reached before it.
+        core.ack(coord.primary);
+        for _ in 1..tried.len() {
+            core.fail();
+        }
         let replica_req = || VnodeReq::Reconcile {
             bucket: bucket.to_vec(),
             key: key.to_vec(),
@@ -164,30 +158,23 @@ impl Node {
         let (btype, bname) = split_storage_bucket(bucket);
         let sloppy = Some((key_hash(btype, bname, key), props.n_val));
         let mut replies = self.router.fan_out_with(&rest, replica_req, sloppy);
-        while acks < need || primary_acks < pw {
+        while !core.enough() && !core.hopeless() {
             let Some((t, res)) = replies.next().await else {
                 break;
             };
             match res {
-                Ok(_) => {
-                    acks += 1;
-                    primary_acks += u32::from(t.primary);
-                }
+                Ok(_) => core.ack(t.primary),
                 Err(e) => {
                     tracing::warn!(partition = t.partition, node = %t.node, error = %e, "replica write");
-                    failed += 1;
+                    core.fail();
                 }
             }
         }
         drop(replies);
-        if acks < need || primary_acks < pw {
-            tracing::warn!(acks, failed, need, "write quorum not met");
-            let (kind, need, got) = if acks < need {
-                ("w", need, acks)
-            } else {
-                ("pw", pw, primary_acks)
-            };
-            return Err(RequestError::Unsatisfied { kind, need, got });
+        if let Err(e) = core.result() {
+            let (acks, failed) = core.counts();
+            tracing::warn!(acks, failed, "write quorum not met");
+            return Err(e);
         }
         self.replicate(bucket, key, &new);
         Ok(Some(new.object()?))

@@ -100,3 +100,73 @@ impl PutCore {
         (self.acks, self.failed)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn pw_is_checked_before_any_write() {
+        let e = PutCore::new(3, 1, 2, 0, 2).err().map(|e| e.to_string());
+        assert_eq!(e.as_deref(), Some("{pw_val_unsatisfied,2,1}"));
+        assert!(PutCore::new(0, 0, 1, 0, 0).is_err());
+    }
+
+    #[test]
+    fn dw_counts_as_w_and_primaries_count_for_pw() {
+        let mut c = PutCore::new(3, 3, 1, 2, 1).unwrap_or_else(|e| panic!("{e}"));
+        c.ack(false);
+        assert!(!c.enough(), "dw = 2 needs two acknowledgements");
+        c.ack(false);
+        assert!(!c.enough(), "pw = 1 needs a primary");
+        c.ack(true);
+        assert!(c.enough());
+        assert!(c.result().is_ok());
+    }
+
+    proptest! {
+        /// Against a model that recounts the replies: `enough` iff the
+        /// counts meet the quorum, `hopeless` iff even all the replicas
+        /// still to answer could not meet it, and `result` names the first
+        /// unmet rule with the count Riak reports.
+        #[test]
+        fn the_core_agrees_with_riaks_rules(
+            n in 1u32..=5,
+            w in 1u32..=5,
+            dw in 0u32..=5,
+            pw in 0u32..=5,
+            replies in proptest::collection::vec((any::<bool>(), any::<bool>()), 5),
+        ) {
+            let (w, dw, pw) = (w.min(n), dw.min(n), pw.min(n));
+            let mut core = PutCore::new(n, n, w, dw, pw).unwrap_or_else(|e| panic!("{e}"));
+            let (mut acks, mut primary, mut failed) = (0u32, 0u32, 0u32);
+            for &(ok, is_primary) in replies.iter().take(n as usize) {
+                if ok {
+                    core.ack(is_primary);
+                    acks += 1;
+                    primary += u32::from(is_primary);
+                } else {
+                    core.fail();
+                    failed += 1;
+                }
+                let need = w.max(dw);
+                let left = n - acks - failed;
+                prop_assert_eq!(core.enough(), acks >= need && primary >= pw);
+                prop_assert_eq!(core.hopeless(), acks + left < need || primary + left < pw);
+                let want = if acks < need {
+                    Err(("w", need, acks))
+                } else if primary < pw {
+                    Err(("pw", pw, primary))
+                } else {
+                    Ok(())
+                };
+                let got = core.result().map_err(|e| match e {
+                    RequestError::Unsatisfied { kind, need, got } => (kind, need, got),
+                    other => panic!("{other}"),
+                });
+                prop_assert_eq!(got, want);
+            }
+        }
+    }
+}

@@ -7,3 +7,4 @@ pub mod aae;
 pub mod gossip;
 pub mod handoff;
 pub mod repl;
+pub mod repl_queue;

@@ -26,8 +26,7 @@ use crate::kv::{GetOpts, GetOutcome};
 use crate::node::Node;
 use crate::vnode::request::{VnodeReply, VnodeReq, WireObject};
 use crate::vnode::serve::AAE_TREE;
-use parking_lot::Mutex;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,56 +38,7 @@ const RETRY_AFTER: Duration = Duration::from_millis(500);
 pub use crate::cluster::ReplObject;
 pub use crate::config::ReplConfig;
 
-/// Counters of replication (source side and sink side).
-#[derive(Debug, Default)]
-pub struct ReplStats {
-    /// Objects sent and acknowledged by the sink.
-    pub sent: AtomicU64,
-    /// Objects dropped because the queue was full.
-    pub dropped: AtomicU64,
-    /// Failed batch sends.
-    pub errors: AtomicU64,
-    /// Objects received from a source cluster and applied.
-    pub received: AtomicU64,
-    /// Full-syncs completed.
-    pub fullsyncs: AtomicU64,
-    /// Objects pushed by full-syncs.
-    pub fullsync_pushed: AtomicU64,
-}
-
-/// The real-time queue of a node.
-#[derive(Debug, Default)]
-pub struct ReplQueue {
-    queue: Mutex<VecDeque<ReplObject>>,
-    notify: tokio::sync::Notify,
-    /// Counters.
-    pub stats: ReplStats,
-}
-
-impl ReplQueue {
-    /// Queues an object; drops the oldest when `limit` is reached.
-    pub fn push(&self, item: ReplObject, limit: usize) {
-        {
-            let mut q = self.queue.lock();
-            while q.len() >= limit.max(1) {
-                q.pop_front();
-                self.stats.dropped.fetch_add(1, Ordering::Relaxed);
-            }
-            q.push_back(item);
-        }
-        self.notify.notify_one();
-    }
-
-    /// Objects waiting.
-    pub fn len(&self) -> usize {
-        self.queue.lock().len()
-    }
-
-    /// True when nothing waits.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
+pub use super::repl_queue::{ReplQueue, ReplStats};
 
 /// What a full-sync did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -7,9 +7,9 @@
 
 use super::{dispatch, error_frame, Port};
 use crate::config::Config;
-use crate::error::OpenError;
 use crate::limits::STREAM_QUEUE_FRAMES;
 use crate::node::Node;
+use crate::node::OpenError;
 use crate::object::unique_id;
 use crate::pb::{self, FrameError};
 use std::future::Future;
