@@ -686,6 +686,7 @@ async fn handle(
                 term_regex,
                 max_results: r.max_results,
                 continuation,
+                start_after: None,
             };
             let page = node.index_query(q).await?;
             let continuation = page.continuation.map(String::into_bytes);
