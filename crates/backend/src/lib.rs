@@ -294,6 +294,36 @@ pub struct WriteOptions {
 
 /// A secondary-index query (Riak's `RpbIndexReq`); the same semantics as the
 /// leveled engine's (`$bucket`, `$key`, `_bin`, `_int`, regex, paging).
+///
+/// # Result order
+///
+/// Results come in (term, key) order: `_int` terms numerically, `_bin`
+/// terms bytewise, then the object key bytewise; `$key` and `$bucket` in
+/// key order.
+///
+/// # Resuming: `continuation` or `start_after`
+///
+/// Two ways to ask for the next page; setting both is
+/// [`BackendError::InvalidInput`].
+///
+/// * `continuation`: the opaque string of the previous page of **this
+///   backend** (its format is backend-specific; see docs/formats.md).
+/// * `start_after`: an [`IndexCursor`] (term, key), backend-independent:
+///   only results strictly after it in the order above. The term is the
+///   term as results carry it (decimal text for `_int`, bytes for `_bin`);
+///   for `$key` and `$bucket` only the key counts (the term is ignored);
+///   in an equality query an empty term stands for the query's own term.
+///   Backends seek to the cursor (the entries before it are not read), so
+///   `max_results = n` with a cursor costs about `n` entries whatever the
+///   position. A cluster coordinator sends every vnode the same cursor, the
+///   last result it returned: each vnode's first `n` after it include every
+///   one of the global first `n` that the vnode holds. A full page still
+///   carries the backend's own `continuation`. To page a range query by
+///   cursor, set `return_terms` so results carry the terms the next cursor
+///   needs ([`IndexCursor::after`] builds it from the last result).
+///
+/// An `_int` cursor term that is not an `i64`, a key over 64 KiB or a term
+/// over 64 KiB is `InvalidInput`.
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct IndexQuery {
@@ -313,6 +343,40 @@ pub struct IndexQuery {
     pub max_results: Option<u32>,
     /// Resume after the page that returned this (opaque, backend-specific).
     pub continuation: Option<String>,
+    /// Return only results strictly after this (term, key) (see
+    /// "Resuming" above); not together with `continuation`.
+    pub start_after: Option<IndexCursor>,
+}
+
+/// A position in an index query's result order (see [`IndexQuery`],
+/// "Resuming"): results strictly after (`term`, `key`) are returned.
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct IndexCursor {
+    /// The term as results carry it: decimal text for `_int`, bytes for
+    /// `_bin`; ignored for `$key` and `$bucket`; empty in an equality
+    /// query = the query's term.
+    pub term: Vec<u8>,
+    /// The object key.
+    pub key: Vec<u8>,
+}
+
+impl IndexCursor {
+    /// The cursor after (`term`, `key`).
+    pub fn new(term: impl Into<Vec<u8>>, key: impl Into<Vec<u8>>) -> Self {
+        IndexCursor {
+            term: term.into(),
+            key: key.into(),
+        }
+    }
+
+    /// The cursor after `r` (its term, or empty when it carries none).
+    pub fn after(r: &IndexResult) -> Self {
+        IndexCursor {
+            term: r.term.clone().unwrap_or_default(),
+            key: r.key.clone(),
+        }
+    }
 }
 
 impl IndexQuery {
@@ -335,6 +399,17 @@ impl IndexQuery {
             end: Some(end.to_vec()),
             ..IndexQuery::default()
         }
+    }
+
+    /// Checks the resume fields: `continuation` and `start_after` together
+    /// are `InvalidInput` (every backend calls this first).
+    pub fn check_resume(&self) -> Result<()> {
+        if self.continuation.is_some() && self.start_after.is_some() {
+            return Err(BackendError::InvalidInput(
+                "index query: give either continuation or start_after, not both".into(),
+            ));
+        }
+        Ok(())
     }
 }
 

@@ -265,6 +265,7 @@ impl Backend for Leveled {
     }
 
     fn index_query(&self, q: &IndexQuery) -> Result<IndexPage> {
+        q.check_resume()?;
         let eq = engine::IndexQuery {
             bucket: q.bucket.clone(),
             field: q.field.clone(),
@@ -274,6 +275,10 @@ impl Backend for Leveled {
             term_regex: q.term_regex.clone(),
             max_results: q.max_results,
             continuation: q.continuation.clone(),
+            start_after: q
+                .start_after
+                .as_ref()
+                .map(|c| engine::IndexCursor::new(c.term.clone(), c.key.clone())),
         };
         let page = self.store.index_query(&eq).map_err(from_engine)?;
         Ok(IndexPage {

@@ -16,7 +16,8 @@
 //! `_int`), so index queries are range scans in (term, key) order, as in
 //! the engine. Continuations are `base64(version:u8 (=1) | crc32c:u32 |
 //! query_tag:u32 | last scanned key)`, `query_tag` = low 32 bits of xxh3 of
-//! the scanned prefix.
+//! the scanned prefix. A `start_after` cursor becomes the scan's lower bound
+//! (`basalt_engine::index::seek_after`), so the store seeks past it.
 
 use crate::{expired, now_secs, now_us};
 use basalt_backend::{
@@ -24,7 +25,7 @@ use basalt_backend::{
     IndexChange, IndexOp, IndexPage, IndexQuery, IndexResult, KeyFn, KeyRange, Object, ObjectFn,
     Result, WriteOptions,
 };
-use basalt_engine::index::{decode_term, encode_term, field_kind, FieldKind};
+use basalt_engine::index::{decode_term, encode_term, field_kind, seek_after, FieldKind};
 use basalt_engine::key::{self, KeyKind};
 use base64::Engine as _;
 use std::ops::ControlFlow;
@@ -505,6 +506,7 @@ fn decode_continuation(c: &str, tag: u32) -> Result<Vec<u8>> {
 
 /// Runs an index query over the ordered keyspace (the engine's semantics).
 pub(crate) fn index_query(kv: &dyn Kv, q: &IndexQuery) -> Result<IndexPage> {
+    q.check_resume()?;
     crate::check_name("bucket", &q.bucket)?;
     let target = match q.field.as_slice() {
         b"$bucket" => Target::Bucket,
@@ -573,6 +575,13 @@ pub(crate) fn index_query(kv: &dyn Kv, q: &IndexQuery) -> Result<IndexPage> {
         after.push(0);
         lo = lo.max(after);
     }
+    if let Some(c) = &q.start_after {
+        // Seek: the scan starts at the smallest key after the cursor.
+        let eq_term = q.end.is_none().then_some(q.start.as_slice());
+        let after =
+            seek_after(b, &q.field, eq_term, &c.term, &c.key).map_err(crate::from_engine)?;
+        lo = lo.max(after);
+    }
     let return_terms =
         q.return_terms && q.end.is_some() && matches!(target, Target::Index(_) | Target::Key);
     let mut page = IndexPage::default();
@@ -630,4 +639,90 @@ pub(crate) fn index_query(kv: &dyn Kv, q: &IndexQuery) -> Result<IndexPage> {
     })?;
     page.continuation = last.map(|l| encode_continuation(tag, &l));
     Ok(page)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use basalt_backend::IndexCursor;
+    use std::collections::BTreeMap;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A `Kv` over a `BTreeMap` that counts the entries scans visit.
+    #[derive(Default)]
+    struct Counting {
+        map: BTreeMap<Vec<u8>, Vec<u8>>,
+        visited: AtomicUsize,
+    }
+
+    impl Kv for Counting {
+        fn get_raw(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+            Ok(self.map.get(key).cloned())
+        }
+        fn scan(&self, lo: &[u8], hi: Option<&[u8]>, f: &mut ScanFn<'_>) -> Result<()> {
+            use std::ops::Bound;
+            let upper = hi.map_or(Bound::Unbounded, Bound::Excluded);
+            for (k, v) in self.map.range::<[u8], _>((Bound::Included(lo), upper)) {
+                self.visited.fetch_add(1, Ordering::Relaxed);
+                if f(k, v)?.is_break() {
+                    break;
+                }
+            }
+            Ok(())
+        }
+        fn path(&self) -> std::path::PathBuf {
+            "(test)".into()
+        }
+    }
+
+    #[test]
+    fn a_cursor_seeks_instead_of_scanning_from_the_start() {
+        let mut kv = Counting::default();
+        for i in 0..5000u32 {
+            let key = format!("k{i:05}");
+            let opts = WriteOptions {
+                index: vec![
+                    IndexChange::add("t_bin", format!("t{}", i % 10)),
+                    IndexChange::add("n_int", (i as i64 - 2500).to_string()),
+                ],
+                ..WriteOptions::default()
+            };
+            for op in put_ops(b"b", key.as_bytes(), b"v", b"", &opts, 1).expect("put ops") {
+                if let Op::Put(k, v) = op {
+                    kv.map.insert(k, v);
+                }
+            }
+        }
+        let cases: [(IndexQuery, IndexCursor); 4] = [
+            (
+                IndexQuery::range(b"b", b"t_bin", b"t0", b"t9"),
+                IndexCursor::new("t8", "k04000"),
+            ),
+            (
+                IndexQuery::range(b"b", b"n_int", b"-3000", b"3000"),
+                IndexCursor::new("2000", "k04500"),
+            ),
+            (
+                IndexQuery::eq(b"b", b"t_bin", b"t7"),
+                IndexCursor::new("", "k04000"),
+            ),
+            (
+                IndexQuery::range(b"b", b"$key", b"k00000", b"k09999"),
+                IndexCursor::new("", "k04000"),
+            ),
+        ];
+        for (mut q, cursor) in cases {
+            q.return_terms = true;
+            q.max_results = Some(5);
+            q.start_after = Some(cursor);
+            kv.visited.store(0, Ordering::Relaxed);
+            let page = index_query(&kv, &q).expect("query");
+            assert_eq!(page.results.len(), 5, "{q:?}");
+            let visited = kv.visited.load(Ordering::Relaxed);
+            assert_eq!(
+                visited, 5,
+                "{q:?}: visited {visited} entries for a page of 5"
+            );
+        }
+    }
 }

@@ -67,6 +67,13 @@ macro_rules! suite {
 suite! {
     leveled_model: "leveled" => model;
     leveled_indexes: "leveled" => indexes;
+    leveled_index_cursor_paging: "leveled" => index_cursor_paging;
+    leveled_index_cursor_int: "leveled" => index_cursor_int_order;
+    leveled_index_cursor_keys: "leveled" => index_cursor_keys;
+    leveled_index_cursor_equality: "leveled" => index_cursor_equality;
+    leveled_index_cursor_beyond_end: "leveled" => index_cursor_beyond_end;
+    leveled_index_cursor_with_continuation: "leveled" => index_cursor_with_continuation;
+    leveled_index_cursor_model: "leveled" => index_cursor_model;
     leveled_fold_filters: "leveled" => fold_filters;
     leveled_snapshots: "leveled" => snapshots;
     leveled_corruption: "leveled" => corruption;
@@ -74,6 +81,13 @@ suite! {
     leveled_capabilities: "leveled" => capabilities_honest;
     bitcask_model: "bitcask" => model;
     bitcask_indexes: "bitcask" => indexes;
+    bitcask_index_cursor_paging: "bitcask" => index_cursor_paging;
+    bitcask_index_cursor_int: "bitcask" => index_cursor_int_order;
+    bitcask_index_cursor_keys: "bitcask" => index_cursor_keys;
+    bitcask_index_cursor_equality: "bitcask" => index_cursor_equality;
+    bitcask_index_cursor_beyond_end: "bitcask" => index_cursor_beyond_end;
+    bitcask_index_cursor_with_continuation: "bitcask" => index_cursor_with_continuation;
+    bitcask_index_cursor_model: "bitcask" => index_cursor_model;
     bitcask_fold_filters: "bitcask" => fold_filters;
     bitcask_snapshots: "bitcask" => snapshots;
     bitcask_corruption: "bitcask" => corruption;
@@ -81,6 +95,13 @@ suite! {
     bitcask_capabilities: "bitcask" => capabilities_honest;
     memory_model: "memory" => model;
     memory_indexes: "memory" => indexes;
+    memory_index_cursor_paging: "memory" => index_cursor_paging;
+    memory_index_cursor_int: "memory" => index_cursor_int_order;
+    memory_index_cursor_keys: "memory" => index_cursor_keys;
+    memory_index_cursor_equality: "memory" => index_cursor_equality;
+    memory_index_cursor_beyond_end: "memory" => index_cursor_beyond_end;
+    memory_index_cursor_with_continuation: "memory" => index_cursor_with_continuation;
+    memory_index_cursor_model: "memory" => index_cursor_model;
     memory_fold_filters: "memory" => fold_filters;
     memory_snapshots: "memory" => snapshots;
     memory_validation: "memory" => validation;
@@ -91,6 +112,13 @@ suite! {
 suite! {
     rocksdb_model: "rocksdb" => model;
     rocksdb_indexes: "rocksdb" => indexes;
+    rocksdb_index_cursor_paging: "rocksdb" => index_cursor_paging;
+    rocksdb_index_cursor_int: "rocksdb" => index_cursor_int_order;
+    rocksdb_index_cursor_keys: "rocksdb" => index_cursor_keys;
+    rocksdb_index_cursor_equality: "rocksdb" => index_cursor_equality;
+    rocksdb_index_cursor_beyond_end: "rocksdb" => index_cursor_beyond_end;
+    rocksdb_index_cursor_with_continuation: "rocksdb" => index_cursor_with_continuation;
+    rocksdb_index_cursor_model: "rocksdb" => index_cursor_model;
     rocksdb_fold_filters: "rocksdb" => fold_filters;
     rocksdb_snapshots: "rocksdb" => snapshots;
     rocksdb_corruption: "rocksdb" => corruption;
@@ -98,6 +126,13 @@ suite! {
     rocksdb_capabilities: "rocksdb" => capabilities_honest;
     rocksdb_blob_model: "rocksdb-blob" => model;
     rocksdb_blob_indexes: "rocksdb-blob" => indexes;
+    rocksdb_blob_index_cursor_paging: "rocksdb-blob" => index_cursor_paging;
+    rocksdb_blob_index_cursor_int: "rocksdb-blob" => index_cursor_int_order;
+    rocksdb_blob_index_cursor_keys: "rocksdb-blob" => index_cursor_keys;
+    rocksdb_blob_index_cursor_equality: "rocksdb-blob" => index_cursor_equality;
+    rocksdb_blob_index_cursor_beyond_end: "rocksdb-blob" => index_cursor_beyond_end;
+    rocksdb_blob_index_cursor_with_continuation: "rocksdb-blob" => index_cursor_with_continuation;
+    rocksdb_blob_index_cursor_model: "rocksdb-blob" => index_cursor_model;
     rocksdb_blob_fold_filters: "rocksdb-blob" => fold_filters;
     rocksdb_blob_snapshots: "rocksdb-blob" => snapshots;
     rocksdb_blob_corruption: "rocksdb-blob" => corruption;

@@ -173,6 +173,7 @@ pub fn index(store: &Store, args: IndexArgs, out: &mut dyn Write) -> Result<()> 
         term_regex: args.regex,
         max_results: args.max_results,
         continuation: args.continuation,
+        start_after: None,
     };
     if args.count {
         let n = store.index_count(&query)?;
@@ -514,6 +515,7 @@ pub fn index_backend(
         term_regex: args.regex,
         max_results: args.max_results,
         continuation: args.continuation,
+        start_after: None,
     };
     if args.count {
         query.max_results = Some(10_000);

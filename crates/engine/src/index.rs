@@ -72,6 +72,21 @@
 //! `term` is the stored term of the page's last result (empty for
 //! `$bucket`/`$key`), `key` its object key. The next page starts right after
 //! that (term, key).
+//!
+//! # Cursors (`start_after`)
+//!
+//! [`IndexQuery::start_after`] is the backend-independent way to resume:
+//! an [`IndexCursor`] (term, key) in the form results come back in (decimal
+//! text for `_int`), meaning "only results strictly after (term, key) in the
+//! query's order": numeric term then key for `_int`, bytewise term then key
+//! for `_bin`, key alone for `$key` and `$bucket` (the cursor's term is
+//! ignored there). In an equality query an empty cursor term stands for the
+//! query's term. The scan starts at [`seek_after`] (the smallest ledger key
+//! after the cursor), so skipping costs a seek, not a scan. It combines with
+//! `max_results` (a full page still carries a continuation) and filters
+//! (`term_regex`) as any page does; together with `continuation` it is
+//! `InvalidInput`. This is what a cluster coordinator sends every vnode so
+//! that each returns only its next page after the last result it merged.
 
 use crate::codec::{crc, DecodeError, Encode, Reader};
 use crate::config::Config;
@@ -487,6 +502,85 @@ pub struct IndexQuery {
     pub max_results: Option<u32>,
     /// Resume after the page that returned this continuation.
     pub continuation: Option<String>,
+    /// Return only results strictly after this (term, key) in the query's
+    /// order: a backend-independent alternative to `continuation` (setting
+    /// both is `InvalidInput`). See the module docs, "Cursors".
+    pub start_after: Option<IndexCursor>,
+}
+
+/// A position in a query's result order, given as the caller sees results:
+/// `term` is the user form (decimal text for `_int`, bytes for `_bin`;
+/// ignored for `$key` and `$bucket`, which order by key alone), `key` the
+/// object key. An empty `term` in an equality query stands for the query's
+/// own term (equality results carry no terms).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct IndexCursor {
+    /// The term (user form).
+    pub term: Vec<u8>,
+    /// The object key.
+    pub key: Vec<u8>,
+}
+
+impl IndexCursor {
+    /// The cursor after (`term`, `key`).
+    pub fn new(term: impl Into<Vec<u8>>, key: impl Into<Vec<u8>>) -> Self {
+        IndexCursor {
+            term: term.into(),
+            key: key.into(),
+        }
+    }
+}
+
+/// The smallest ledger key strictly after the cursor (`term`, `key`) in a
+/// query of `field` (`_bin`, `_int`, `$bucket` or `$key`) on `bucket`;
+/// `equality_term` is the query's term when it is an equality query (an
+/// empty cursor term then stands for it). A scan from this key returns
+/// exactly the entries after the cursor. Errors (`InvalidInput`): an `_int`
+/// cursor term that is not an `i64`, an oversized term or key, a field
+/// without a valid suffix.
+pub fn seek_after(
+    bucket: &[u8],
+    field: &[u8],
+    equality_term: Option<&[u8]>,
+    term: &[u8],
+    key: &[u8],
+) -> Result<Vec<u8>> {
+    if key.len() > limits::KEY_SIZE_BYTES_MAX {
+        return Err(invalid(format!(
+            "start_after: key is {} bytes; the limit is {} bytes",
+            key.len(),
+            limits::KEY_SIZE_BYTES_MAX
+        )));
+    }
+    if term.len() > limits::INDEX_TERM_BYTES_CEILING {
+        return Err(invalid(format!(
+            "start_after: term is {} bytes; the limit is {} bytes",
+            term.len(),
+            limits::INDEX_TERM_BYTES_CEILING
+        )));
+    }
+    let mut after = match field {
+        BUCKET_FIELD | KEY_FIELD => key::object(bucket, key),
+        f => {
+            let kind = checked_field_kind(f)?;
+            let term = match equality_term {
+                Some(t) if term.is_empty() => t,
+                _ => term,
+            };
+            let stored = encode_term(kind, f, term).map_err(|_| {
+                invalid(format!(
+                    "start_after: term '{}' of integer field '{}' is not a 64-bit integer",
+                    show(term),
+                    show(f)
+                ))
+            })?;
+            key::encode(KeyKind::Index, &[bucket, f, &stored, key])
+        }
+    };
+    // Every encoded key ends in a component terminator, so the smallest key
+    // greater than `after` is `after` followed by 0x00.
+    after.push(0);
+    Ok(after)
 }
 
 impl IndexQuery {
@@ -692,6 +786,15 @@ fn plan(q: &IndexQuery) -> Result<Plan> {
     };
     let tag = query_tag(&prefix);
     let mut lo = lo;
+    if let Some(c) = &q.start_after {
+        if q.continuation.is_some() {
+            return Err(invalid(
+                "index query: give either continuation or start_after, not both".into(),
+            ));
+        }
+        let eq_term = q.end.is_none().then_some(q.start.as_slice());
+        lo = lo.max(seek_after(b, &q.field, eq_term, &c.term, &c.key)?);
+    }
     if let Some(c) = &q.continuation {
         let (term, objkey) = decode_continuation(c, tag)?;
         let mut after = match target {
@@ -916,6 +1019,52 @@ mod tests {
             assert!(matches!(e, Error::InvalidInput(_)), "{bad}");
             assert!(e.to_string().contains("continuation"), "{e}");
         }
+    }
+
+    #[test]
+    fn a_cursor_is_the_scan_start() {
+        let mut q = IndexQuery::range(b"b", b"n_int", b"-100", b"100");
+        q.start_after = Some(IndexCursor::new("-7", "k"));
+        let p = plan(&q).unwrap();
+        let mut want = entry_key(b"b", b"n_int", &int_to_sortable(-7), b"k");
+        want.push(0);
+        assert_eq!(p.lo, want, "the scan seeks to the cursor");
+        // Before the range: the range's own start.
+        q.start_after = Some(IndexCursor::new("-1000", "k"));
+        assert_eq!(
+            plan(&q).unwrap().lo,
+            key::prefix(KeyKind::Index, &[b"b", b"n_int", &int_to_sortable(-100)])
+        );
+        // Equality: an empty term is the query's term.
+        let mut q = IndexQuery::eq(b"b", b"t_bin", b"red");
+        q.start_after = Some(IndexCursor::new("", "k1"));
+        let mut want = entry_key(b"b", b"t_bin", b"red", b"k1");
+        want.push(0);
+        assert_eq!(plan(&q).unwrap().lo, want);
+        // $key: the term is ignored.
+        let mut q = IndexQuery::range(b"b", b"$key", b"a", b"z");
+        q.start_after = Some(IndexCursor::new("whatever", "m"));
+        let mut want = key::object(b"b", b"m");
+        want.push(0);
+        assert_eq!(plan(&q).unwrap().lo, want);
+        // Not with a continuation; bad integer terms are named.
+        q.continuation = Some(encode_continuation(
+            query_tag(&plan(&q).unwrap().prefix),
+            b"",
+            b"m",
+        ));
+        let e = plan(&q).err().unwrap().to_string();
+        assert!(
+            e.contains("continuation") && e.contains("start_after"),
+            "{e}"
+        );
+        let mut q = IndexQuery::range(b"b", b"n_int", b"1", b"2");
+        q.start_after = Some(IndexCursor::new("x1", "k"));
+        let e = plan(&q).err().unwrap();
+        assert!(
+            matches!(e, Error::InvalidInput(_)) && e.to_string().contains("x1"),
+            "{e}"
+        );
     }
 
     proptest! {

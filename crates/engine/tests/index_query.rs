@@ -12,7 +12,8 @@ use basalt_engine::index::{encode_changes, IndexOp};
 use basalt_engine::journal::{Journal, JournalOptions, JournalRecord, NewRecord, RecordKind};
 use basalt_engine::stats::Stats;
 use basalt_engine::{
-    key, Config, Error, IndexChange, IndexPage, IndexQuery, IndexResult, PutOptions, Store,
+    key, Config, Error, IndexChange, IndexCursor, IndexPage, IndexQuery, IndexResult, PutOptions,
+    Store,
 };
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeSet;
@@ -262,6 +263,61 @@ fn paging_with_continuation_equals_unpaged() {
         }
         assert_eq!(paged, full.results, "{field}");
         assert_eq!(pages, full.results.len() / 97 + 1);
+    }
+}
+
+#[test]
+fn paging_with_start_after_equals_unpaged() {
+    let d = tempfile::tempdir().unwrap();
+    let s = open(d.path());
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0x2_1D4);
+    for i in 0..3000u32 {
+        let k = format!("obj-{i:05}");
+        let t: i64 = rng.gen_range(-500..500);
+        let term = format!("t{:03}", rng.gen_range(0..200u32));
+        put_idx(
+            &s,
+            b"big",
+            k.as_bytes(),
+            vec![
+                IndexChange::add("n_int", t.to_string()),
+                IndexChange::add("t_bin", term),
+            ],
+        );
+        if i == 1500 {
+            s.settle().unwrap();
+        }
+    }
+    for (field, start, end) in [("n_int", "-400", "450"), ("t_bin", "t010", "t190")] {
+        let mut q = IndexQuery::range(b"big", field.as_bytes(), start.as_bytes(), end.as_bytes());
+        q.return_terms = true;
+        let full = s.index_query(&q).unwrap();
+        assert!(full.results.len() > 2000, "{}", full.results.len());
+        let mut paged: Vec<IndexResult> = Vec::new();
+        q.max_results = Some(97);
+        loop {
+            let page = s.index_query(&q).unwrap();
+            assert!(page.results.len() <= 97);
+            let Some(last) = page.results.last() else {
+                break;
+            };
+            q.start_after = Some(IndexCursor::new(
+                last.term.clone().expect("term"),
+                last.key.clone(),
+            ));
+            paged.extend(page.results.iter().cloned());
+        }
+        assert_eq!(paged, full.results, "{field}");
+        // Counting after a cursor counts what the pages would return.
+        let mut c = q.clone();
+        c.start_after = Some(IndexCursor::new(
+            full.results[1000].term.clone().expect("term"),
+            full.results[1000].key.clone(),
+        ));
+        assert_eq!(
+            s.index_count(&c).unwrap(),
+            (full.results.len() - 1001) as u64
+        );
     }
 }
 

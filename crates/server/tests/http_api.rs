@@ -247,6 +247,7 @@ fn object_round_trip_with_headers() {
             term_regex: None,
             max_results: None,
             continuation: None,
+            start_after: None,
         }))
         .expect("2i");
     assert_eq!(page.results.len(), 1);

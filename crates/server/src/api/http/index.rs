@@ -153,6 +153,7 @@ async fn index(
         term_regex: p.term_regex.clone(),
         max_results: p.max_results,
         continuation: p.continuation.clone(),
+        start_after: None,
     };
     let page = match node.index_query(q).await {
         Ok(page) => page,

@@ -70,6 +70,7 @@ pub(super) async fn query(
         term_regex,
         max_results: r.max_results,
         continuation,
+        start_after: None,
     };
     let page = node.index_query(q).await?;
     let continuation = page.continuation.map(String::into_bytes);
