@@ -64,6 +64,9 @@ pub struct NodeStats {
     pub notfound_waits: AtomicU64,
     /// Of those, GETs that a later replica answered with the object.
     pub notfound_rescues: AtomicU64,
+    /// 2i results the covering vnodes returned to this node's queries (a
+    /// page of N reads at most N per covering vnode).
+    pub index_results_read: AtomicU64,
 }
 
 /// A node: the router (ring, cluster view, vnode table), bucket props and

@@ -4,18 +4,26 @@
 use crate::error::RequestError;
 use crate::node::Node;
 use crate::vnode::request::{VnodeReply, VnodeReq};
-use basalt_backend::{IndexPage, IndexQuery, IndexResult};
+use basalt_backend::{IndexCursor, IndexPage, IndexQuery, IndexResult};
 use futures_util::stream::StreamExt;
 use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
 
 impl Node {
-    /// A 2i query over a covering set of vnodes: every vnode's full result,
-    /// merged, deduplicated, sorted by (term, key) and paged here; the
-    /// continuation is `base64(term_len:u32 | term | key)` of the page's last result.
+    /// A 2i query over a covering set of vnodes. A page of `max_results`
+    /// asks each covering vnode for at most `max_results` results strictly
+    /// after the page's cursor (its backend seeks there), so a page reads
+    /// O(`max_results` × vnodes) index entries whatever the bucket's size;
+    /// the replies are merged, deduplicated and ordered by (term, key)
+    /// here, and the first `max_results` are the page (each vnode's first
+    /// N after the cursor hold every result of the merged first N). The
+    /// continuation is `base64(term_len:u32 | term | key)` of the page's
+    /// last result. Without `max_results` every vnode's whole result is
+    /// merged: the client asked for all of it.
     pub async fn index_query(&self, q: IndexQuery) -> Result<IndexPage, RequestError> {
         let props = self.props.get(&q.bucket);
         let after = match &q.continuation {
-            None => None,
+            None => q.start_after.clone().map(|c| (c.term, c.key)),
             Some(c) => Some(
                 decode_continuation(c)
                     .ok_or_else(|| RequestError::Invalid("invalid continuation".into()))?,
@@ -23,8 +31,11 @@ impl Node {
         };
         let want_terms = q.return_terms;
         let mut sub = q.clone();
-        sub.max_results = None;
+        sub.max_results = q.max_results.filter(|m| *m > 0);
         sub.continuation = None;
+        sub.start_after = after
+            .as_ref()
+            .map(|(term, key)| IndexCursor::new(term.clone(), key.clone()));
         sub.return_terms = q.end.is_some() || q.field == b"$key";
         let mut all: BTreeSet<IndexResult> = BTreeSet::new();
         let targets = self.router.coverage_or_err(props.n_val)?;
@@ -33,7 +44,15 @@ impl Node {
             .fan_out(&targets, || VnodeReq::Index(sub.clone()));
         while let Some((_, res)) = replies.next().await {
             match res? {
-                VnodeReply::Index(page) => all.extend(page.results),
+                VnodeReply::Index(page) => {
+                    debug_assert!(sub
+                        .max_results
+                        .is_none_or(|m| page.results.len() <= m as usize));
+                    self.stats
+                        .index_results_read
+                        .fetch_add(page.results.len() as u64, Ordering::Relaxed);
+                    all.extend(page.results)
+                }
                 _ => return Err(RequestError::Storage("unexpected index reply".into())),
             }
         }

@@ -361,6 +361,11 @@ impl Node {
                 "Of those, GETs that a later replica answered with the object.",
             ),
             (
+                "index_results_read_total",
+                ld(&s.index_results_read),
+                "2i results the covering vnodes returned to this node's queries.",
+            ),
+            (
                 "divergent_merges_total",
                 crate::object::DIVERGENT_MERGES.load(Ordering::Relaxed),
                 "Merges that met one clock over different siblings (kept the union).",
