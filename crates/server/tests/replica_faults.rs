@@ -11,7 +11,7 @@
 use basalt_server::config::Config;
 use basalt_server::kv::{GetOpts, GetOutcome, PutOpts};
 use basalt_server::object::{Content, RiakObject};
-use basalt_server::vnode::request::{VnodeReq, WireObject};
+use basalt_server::vnode::request::{Obj, VnodeReq, WireObject};
 use basalt_server::ServerHandle;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -57,7 +57,7 @@ fn only_last_replica_holds(h: &ServerHandle, rt: &tokio::runtime::Runtime, key: 
     let req = VnodeReq::Reconcile {
         bucket: b"b".to_vec(),
         key: key.to_vec(),
-        object: WireObject::full(&obj),
+        object: Obj::Wire(WireObject::full(&obj)),
         props: node.props().get(b"b"),
     };
     rt.block_on(node.router().vcall(&targets[2], req))
@@ -113,7 +113,7 @@ fn actors_after_write(dir: &tempfile::TempDir, rt: &tokio::runtime::Runtime) -> 
         GetOutcome::Found(o) => Some(o.vclock),
         _ => None,
     };
-    let obj: RiakObject = rt
+    let obj: std::sync::Arc<RiakObject> = rt
         .block_on(node.put(b"b", b"k", clock, content(b"v"), &PutOpts::default()))
         .expect("put")
         .expect("written");

@@ -378,7 +378,7 @@ pub async fn serve_conn<H, F>(
 mod tests {
     use super::*;
     use crate::cluster::{ClusterState, Meta};
-    use crate::vnode::request::{VnodeReply, VnodeReq, WireObject};
+    use crate::vnode::request::{Obj, VnodeReply, VnodeReq, WireObject};
 
     /// Found by the partition test: a peer behind a network that drops
     /// packets never resets the connection, so calls only time out. Even
@@ -450,10 +450,10 @@ mod tests {
                     bucket: b"b".to_vec(),
                     key: b"k".to_vec(),
                     client: None,
-                    content: WireObject {
+                    content: Obj::Wire(WireObject {
                         meta: vec![1, 2],
                         value: vec![3],
-                    },
+                    }),
                     props: crate::bucket::props::BucketProps::default(),
                     now_secs: 9,
                 },

@@ -9,7 +9,7 @@ use crate::error::RequestError;
 use crate::node::Node;
 use crate::object::RiakObject;
 use crate::router::Target;
-use crate::vnode::request::{VnodeReply, VnodeReq, WireObject};
+use crate::vnode::request::{Obj, VnodeReply, VnodeReq};
 use crate::vnode::VnodeError;
 use futures_util::stream::{FuturesOrdered, FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
@@ -172,18 +172,22 @@ impl Node {
         let Some(merged) = merged else {
             return Ok(GetOutcome::NotFound);
         };
-        // Read repair: stale or missing replicas get the merged object.
-        let wire = WireObject::full(&merged);
+        // Read repair: stale or missing replicas get the merged object,
+        // shared (encoded only for a replica on another node).
+        let mut shared: Option<Obj> = None;
         for (t, h, _) in &heads {
             let stale = h.as_ref().is_none_or(|h| !h.same_state(&merged));
             if stale {
+                let object = shared
+                    .get_or_insert_with(|| Obj::local(merged.clone()))
+                    .clone();
                 tracing::debug!(partition = t.partition, node = %t.node, "read repair");
                 self.background(
                     t.clone(),
                     VnodeReq::Reconcile {
                         bucket: bucket.to_vec(),
                         key: key.to_vec(),
-                        object: wire.clone(),
+                        object,
                         props: props.clone(),
                     },
                 );

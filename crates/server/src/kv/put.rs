@@ -11,10 +11,11 @@ use crate::object::vclock::VClock;
 use crate::object::{unique_id, Content, RiakObject};
 use crate::ring::key_hash;
 use crate::router::Target;
-use crate::vnode::request::{VnodeReply, VnodeReq, WireObject};
+use crate::vnode::request::{Obj, VnodeReply, VnodeReq};
 use crate::vnode::VnodeError;
 use futures_util::stream::StreamExt;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Seconds and microseconds since the epoch.
@@ -30,7 +31,8 @@ impl Node {
     /// coordinating vnode (first of the key's vnodes) builds and writes the
     /// new version, then the other replicas reconcile it; returns once
     /// `max(w, dw)` vnodes (of which `pw` primaries) acknowledged.
-    /// Returns the new object (`None`: nothing written).
+    /// Returns the new object (`None`: nothing written), shared with the
+    /// replica writes still in flight (no copy).
     pub async fn put(
         &self,
         bucket: &[u8],
@@ -38,7 +40,7 @@ impl Node {
         client: Option<VClock>,
         mut content: Content,
         opts: &PutOpts,
-    ) -> Result<Option<RiakObject>, RequestError> {
+    ) -> Result<Option<Arc<RiakObject>>, RequestError> {
         let counter = if content.deleted {
             &self.stats.deletes
         } else {
@@ -92,7 +94,7 @@ impl Node {
             bucket: bucket.to_vec(),
             key: key.to_vec(),
             client: client.as_ref().map(VClock::encode),
-            content: WireObject::full(&RiakObject {
+            content: Obj::local(RiakObject {
                 vclock: VClock::default(),
                 contents: vec![content],
             }),

@@ -13,7 +13,7 @@ use crate::cluster::transport::PeerError;
 use crate::cluster::{Cluster, HandoffKind, Msg, Reply, WireError};
 use crate::config::Config;
 use crate::ring::{actor, Ring};
-use crate::vnode::request::{VnodeReply, VnodeReq, WireObject};
+use crate::vnode::request::{Obj, VnodeReply, VnodeReq};
 use crate::vnode::{Vnode, VnodeError, VnodeState};
 use futures_util::stream::FuturesUnordered;
 use parking_lot::{Mutex, RwLock};
@@ -285,7 +285,7 @@ impl Router {
         v: &Arc<Vnode>,
         bucket: Vec<u8>,
         key: Vec<u8>,
-        object: WireObject,
+        object: Obj,
         props: crate::bucket::props::BucketProps,
     ) -> bool {
         let dropping = !self

@@ -17,7 +17,7 @@
 
 use crate::cluster::{Handoff, HandoffKind, Msg, Reply, CONTROL_TIMEOUT};
 use crate::node::Node;
-use crate::vnode::request::{VnodeReply, VnodeReq, WireObject};
+use crate::vnode::request::{Obj, VnodeReply, VnodeReq, WireObject};
 use std::sync::Arc;
 
 pub use crate::limits::HANDOFF_BATCH;
@@ -253,7 +253,7 @@ impl Node {
             let req = VnodeReq::Reconcile {
                 bucket,
                 key,
-                object,
+                object: Obj::Wire(object),
                 props,
             };
             if let Err(e) = self.router.local_call(p, req).await {

@@ -24,7 +24,7 @@
 use crate::cluster::{Msg, Reply, CONTROL_TIMEOUT};
 use crate::kv::{GetOpts, GetOutcome};
 use crate::node::Node;
-use crate::vnode::request::{VnodeReply, VnodeReq, WireObject};
+use crate::vnode::request::{Obj, VnodeReply, VnodeReq, WireObject};
 use crate::vnode::serve::AAE_TREE;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -109,12 +109,12 @@ impl Node {
     }
 
     /// Queues a coordinated write for real-time replication.
-    pub(crate) fn replicate(&self, bucket: &[u8], key: &[u8], object: &WireObject) {
+    pub(crate) fn replicate(&self, bucket: &[u8], key: &[u8], object: &Obj) {
         if self.config.repl.sinks.is_empty() {
             return;
         }
         self.repl.push(
-            (bucket.to_vec(), key.to_vec(), object.clone()),
+            (bucket.to_vec(), key.to_vec(), object.wire()),
             self.config.repl.queue_len,
         );
     }
@@ -159,7 +159,7 @@ impl Node {
         let req = || VnodeReq::Reconcile {
             bucket: bucket.to_vec(),
             key: key.to_vec(),
-            object: object.clone(),
+            object: Obj::Wire(object.clone()),
             props: props.clone(),
         };
         let mut replies = self.router.fan_out(&targets, req);

@@ -1,13 +1,17 @@
 //! The requests a vnode serves, as data: the coordinator sends the same
 //! [`VnodeReq`] to a local vnode (run on its worker) or, over the cluster
-//! transport, to a vnode on another node. Objects travel in their storage
-//! encoding ([`WireObject`]: metadata + value bytes).
+//! transport, to a vnode on another node. An object a PUT hands over is an
+//! [`Obj`]: shared by `Arc` while it stays in this process (no encoding,
+//! no copy), in its storage encoding ([`WireObject`]: metadata + value
+//! bytes) between nodes; the two serialize alike, so the wire format does
+//! not depend on which one a node held.
 
 use crate::bucket::props::BucketProps;
 use crate::object::RiakObject;
 use crate::vnode::VnodeError;
 use basalt_backend::{IndexPage, IndexQuery};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// An object in its storage encoding.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -38,6 +42,55 @@ impl WireObject {
     }
 }
 
+/// An object handed to or from a vnode; see the module docs. Serializes as
+/// its [`WireObject`] (a `Local` one is encoded then, once per remote
+/// send); deserializes as `Wire`.
+#[derive(Debug, Clone)]
+pub enum Obj {
+    /// In this process.
+    Local(Arc<RiakObject>),
+    /// From another node, or read from a backend.
+    Wire(WireObject),
+}
+
+impl Obj {
+    /// Shares `o` in this process.
+    pub fn local(o: RiakObject) -> Obj {
+        Obj::Local(Arc::new(o))
+    }
+
+    /// The object (decoded when it came from another node).
+    pub fn object(&self) -> Result<Arc<RiakObject>, VnodeError> {
+        match self {
+            Obj::Local(o) => Ok(o.clone()),
+            Obj::Wire(w) => Ok(Arc::new(w.object()?)),
+        }
+    }
+
+    /// Its storage encoding (encodes a `Local` one).
+    pub fn wire(&self) -> WireObject {
+        match self {
+            Obj::Local(o) => WireObject::full(o),
+            Obj::Wire(w) => w.clone(),
+        }
+    }
+}
+
+impl Serialize for Obj {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Obj::Local(o) => WireObject::full(o).serialize(s),
+            Obj::Wire(w) => w.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Obj {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Obj, D::Error> {
+        WireObject::deserialize(d).map(Obj::Wire)
+    }
+}
+
 /// A request to one vnode.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum VnodeReq {
@@ -64,7 +117,7 @@ pub enum VnodeReq {
         /// The client's clock, encoded.
         client: Option<Vec<u8>>,
         /// The new content, as a one-sibling object.
-        content: WireObject,
+        content: Obj,
         /// The bucket's props.
         props: BucketProps,
         /// The coordinator's clock (seconds).
@@ -77,7 +130,7 @@ pub enum VnodeReq {
         /// Key.
         key: Vec<u8>,
         /// The version to merge.
-        object: WireObject,
+        object: Obj,
         /// The bucket's props.
         props: BucketProps,
     },
@@ -172,7 +225,7 @@ pub enum VnodeReply {
     /// A head or object (`None`: not found) and the vnode's queue length.
     Object(Option<WireObject>, u32),
     /// What a write stored (`None`: nothing changed).
-    Written(Option<WireObject>),
+    Written(Option<Obj>),
     /// A list-keys batch: the keys, the last key scanned (the cursor),
     /// more to come.
     Keys(Vec<Vec<u8>>, Option<Vec<u8>>, bool),
@@ -190,4 +243,32 @@ pub enum VnodeReply {
     AaeKeys(Vec<(Vec<u8>, Vec<u8>, u64)>),
     /// Handoff batch: (bucket, key, object); empty = the end.
     Batch(Vec<(Vec<u8>, Vec<u8>, WireObject)>),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::object::Content;
+
+    /// A node holding an object by `Arc` sends exactly the bytes of its
+    /// storage encoding, and the receiver decodes the same object.
+    #[test]
+    fn a_local_object_serializes_as_its_wire_form() {
+        let o = RiakObject {
+            vclock: Default::default(),
+            contents: vec![Content {
+                value: b"value".to_vec(),
+                value_len: 5,
+                ..Content::default()
+            }],
+        };
+        let local = postcard::to_allocvec(&Obj::local(o.clone())).unwrap_or_default();
+        let wire = postcard::to_allocvec(&WireObject::full(&o)).unwrap_or_default();
+        assert!(!wire.is_empty());
+        assert_eq!(local, wire);
+        let back: Obj = postcard::from_bytes(&local).unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(back, Obj::Wire(_)));
+        let decoded = back.object().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(*decoded, o);
+    }
 }

@@ -4,13 +4,14 @@
 //! handoff, anti-entropy and CS folds).
 
 use super::merge::{coordinate, reconcile};
-use super::request::{VnodeReply, VnodeReq, WireObject};
+use super::request::{Obj, VnodeReply, VnodeReq, WireObject};
 use super::{VnodeError, VnodeState};
 use crate::object::vclock::VClock;
 use crate::object::{Content, RiakObject};
 use basalt_backend::{Capability, KeyRange};
 use std::collections::BTreeSet;
 use std::ops::ControlFlow;
+use std::sync::Arc;
 
 /// Callback of an anti-entropy fold: (bucket, key, segment, hash).
 type AaeFn<'a> = dyn FnMut(&[u8], &[u8], u32, u64) + 'a;
@@ -58,12 +59,13 @@ impl VnodeState {
                             .map_err(|e| VnodeError::Decode(crate::object::DecodeError(e.0)))?,
                     ),
                 };
-                let content: Content = content
-                    .object()?
-                    .contents
-                    .into_iter()
-                    .next()
-                    .unwrap_or_default();
+                // The request's own copy when it is the only holder (a
+                // remote request), else one clone of the content.
+                let content: Content = match Arc::try_unwrap(content.object()?) {
+                    Ok(o) => o.contents.into_iter().next(),
+                    Err(shared) => shared.contents.first().cloned(),
+                }
+                .unwrap_or_default();
                 let local = self.read(&bucket, &key)?;
                 let new = coordinate(
                     local.as_ref(),
@@ -76,7 +78,7 @@ impl VnodeState {
                 if let Some(n) = &new {
                     self.write(&bucket, &key, local.as_ref(), n)?;
                 }
-                Ok(VnodeReply::Written(new.as_ref().map(WireObject::full)))
+                Ok(VnodeReply::Written(new.map(Obj::local)))
             }
             VnodeReq::Reconcile {
                 bucket,
@@ -90,7 +92,7 @@ impl VnodeState {
                 if let Some(n) = &new {
                     self.write(&bucket, &key, local.as_ref(), n)?;
                 }
-                Ok(VnodeReply::Written(new.as_ref().map(WireObject::full)))
+                Ok(VnodeReply::Written(new.map(Obj::local)))
             }
             VnodeReq::ListKeys {
                 bucket,
