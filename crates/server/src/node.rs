@@ -11,6 +11,7 @@ use crate::cluster::Cluster;
 use crate::config::{Config, ConfigError};
 use crate::ring::Ring;
 use crate::router::{Router, Target};
+use crate::services::handoff::HandoffService;
 use crate::vnode::request::VnodeReq;
 use crate::vnode::{Vnode, VnodeError};
 use basalt_backend::BackendError;
@@ -19,7 +20,7 @@ use std::collections::BTreeSet;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 
 /// Failure to open a node.
 #[derive(Debug, thiserror::Error)]
@@ -76,11 +77,15 @@ pub struct Node {
     pub(crate) stats: NodeStats,
     pub(crate) config: Arc<Config>,
     pub(crate) router: Arc<Router>,
-    pub(crate) props: PropsStore,
+    pub(crate) props: Arc<PropsStore>,
     pub(crate) types: Arc<BucketTypes>,
     background: mpsc::Sender<(Target, VnodeReq)>,
     background_rx: Mutex<Option<mpsc::Receiver<(Target, VnodeReq)>>>,
     pub(crate) repl: crate::services::repl::ReplQueue,
+    /// Wakes the gossip loop for a round now.
+    pub(crate) gossip_now: Arc<Notify>,
+    /// Handoff, over the router and the bucket props.
+    pub(crate) handoff: Arc<HandoffService>,
 }
 
 pub use crate::limits::BACKGROUND_QUEUE;
@@ -113,6 +118,13 @@ impl Node {
         let (background, background_rx) = mpsc::channel(BACKGROUND_QUEUE);
         let config = Arc::new(config);
         let router = Router::new(config.clone(), ring, cluster);
+        let props = Arc::new(props);
+        let gossip_now = Arc::new(Notify::new());
+        let handoff = Arc::new(HandoffService::new(
+            router.clone(),
+            props.clone(),
+            gossip_now.clone(),
+        ));
         let node = Node {
             stats: NodeStats::default(),
             config,
@@ -122,6 +134,8 @@ impl Node {
             background,
             background_rx: Mutex::new(Some(background_rx)),
             repl: crate::services::repl::ReplQueue::default(),
+            gossip_now,
+            handoff,
         };
         let router = &node.router;
         let mut open: BTreeSet<u32> = router

@@ -20,7 +20,7 @@ pub async fn serve(this: Arc<Node>, msg: Msg) -> Reply {
                 .serve_vnode_msg(partition, primary, forwarded, req)
                 .await
         }
-        Msg::Handoff { partition, objects } => this.receive_handoff(partition, objects).await,
+        Msg::Handoff { partition, objects } => this.handoff.receive(partition, objects).await,
         Msg::Gossip(s, meta) => {
             let (id, size) = this
                 .router

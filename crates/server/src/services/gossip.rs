@@ -279,8 +279,15 @@ impl Node {
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(GOSSIP_INTERVAL);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let now = match node.upgrade() {
+                Some(n) => n.gossip_now.clone(),
+                None => return,
+            };
             loop {
-                tick.tick().await;
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = now.notified() => {}
+                }
                 let Some(n) = node.upgrade() else { break };
                 n.gossip_round().await;
             }

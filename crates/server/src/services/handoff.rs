@@ -15,33 +15,56 @@
 //! round, not from the start. Receiving merges each object like a replica
 //! write (vector clocks decide), so a batch sent twice changes nothing.
 
+use crate::bucket::props::PropsStore;
 use crate::cluster::{Handoff, HandoffKind, Msg, Reply, CONTROL_TIMEOUT};
-use crate::node::Node;
+use crate::router::Router;
 use crate::vnode::request::{Obj, VnodeReply, VnodeReq, WireObject};
 use std::sync::Arc;
+use tokio::sync::Notify;
 
 pub use crate::limits::HANDOFF_BATCH;
 pub use crate::limits::HANDOFF_INTERVAL;
 /// Passes run when forwarded writes keep failing, before the next round.
 const MAX_PASSES: usize = 3;
 
-impl Node {
-    /// Looks for handoffs every [`HANDOFF_INTERVAL`] while the node lives.
-    pub fn start_handoff(self: &Arc<Self>) {
-        let node = Arc::downgrade(self);
+/// The handoff service: it needs the router (the vnode table, folds, the
+/// cluster view and transport), the bucket props (a receiver merges each
+/// object by its bucket's rules) and a way to ask for a gossip round now
+/// (after a transfer, so the new ring spreads at once).
+pub struct HandoffService {
+    router: Arc<Router>,
+    props: Arc<PropsStore>,
+    gossip_now: Arc<Notify>,
+}
+
+impl HandoffService {
+    /// A service over these handles.
+    pub fn new(router: Arc<Router>, props: Arc<PropsStore>, gossip_now: Arc<Notify>) -> Self {
+        HandoffService {
+            router,
+            props,
+            gossip_now,
+        }
+    }
+
+    /// Looks for handoffs every [`HANDOFF_INTERVAL`] while `owner` (the
+    /// node) lives.
+    pub fn start<T: Send + Sync + 'static>(self: Arc<Self>, owner: std::sync::Weak<T>) {
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(HANDOFF_INTERVAL);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tick.tick().await;
-                let Some(n) = node.upgrade() else { break };
-                n.handoff_round().await;
+                if owner.upgrade().is_none() {
+                    break;
+                }
+                self.round().await;
             }
         });
     }
 
     /// One pass over the local vnodes.
-    pub async fn handoff_round(&self) {
+    pub async fn round(&self) {
         let me = self.router.cluster.me().to_string();
         let state = self.router.cluster.state();
         let local: Vec<u32> = self.router.vnodes.read().keys().copied().collect();
@@ -78,13 +101,13 @@ impl Node {
             if finished || !self.router.cluster.is_up(&target) {
                 continue;
             }
-            if let Err(e) = self.run_handoff(p, kind, &target).await {
+            if let Err(e) = self.run(p, kind, &target).await {
                 tracing::warn!(partition = p, %target, error = %e, "handoff paused; it resumes on the next round");
             }
         }
     }
 
-    async fn run_handoff(&self, p: u32, kind: HandoffKind, target: &str) -> Result<(), String> {
+    async fn run(&self, p: u32, kind: HandoffKind, target: &str) -> Result<(), String> {
         self.router.cluster.with_handoffs(|h| {
             let e = h.entry(p).or_insert_with(|| Handoff::new(kind, target));
             if e.target != target || e.kind != kind {
@@ -119,7 +142,12 @@ impl Node {
                         partition: p,
                         objects,
                     };
-                    match self.router.cluster.call(target, &msg, self.timeout()).await {
+                    match self
+                        .router
+                        .cluster
+                        .call(target, &msg, self.router.timeout())
+                        .await
+                    {
                         Ok(Reply::Ok) => {}
                         Ok(Reply::Refused(e)) => return Err(e),
                         Ok(other) => return Err(format!("unexpected reply {other:?}")),
@@ -178,7 +206,7 @@ impl Node {
                 if claimant == me {
                     let t = target.to_string();
                     self.router.cluster.update(|s| s.transfer_done(p, &me, &t));
-                    self.gossip_round().await;
+                    self.gossip_now.notify_one();
                 } else {
                     match self
                         .router
@@ -186,7 +214,7 @@ impl Node {
                         .call(&claimant, &msg, CONTROL_TIMEOUT)
                         .await
                     {
-                        Ok(Reply::Ok) => self.gossip_round().await,
+                        Ok(Reply::Ok) => self.gossip_now.notify_one(),
                         Ok(other) => {
                             self.router.cluster.with_handoffs(|h| h.remove(&p));
                             return Err(format!("claimant refused the transfer: {other:?}"));
@@ -228,7 +256,12 @@ impl Node {
             }
             return;
         }
-        let dir = self.config.data_dir.join("vnodes").join(p.to_string());
+        let dir = self
+            .router
+            .config
+            .data_dir
+            .join("vnodes")
+            .join(p.to_string());
         // The status file goes first: a crash between the two leaves data
         // without a status, which starts a new incarnation (safe).
         if let Err(e) = crate::vnode::id::remove(&dir) {
@@ -243,13 +276,9 @@ impl Node {
     }
 
     /// Merges a handoff batch into the local vnode of `p`.
-    pub(crate) async fn receive_handoff(
-        &self,
-        p: u32,
-        objects: Vec<(Vec<u8>, Vec<u8>, WireObject)>,
-    ) -> Reply {
+    pub async fn receive(&self, p: u32, objects: Vec<(Vec<u8>, Vec<u8>, WireObject)>) -> Reply {
         for (bucket, key, object) in objects {
-            let props = self.props().get(&bucket);
+            let props = self.props.get(&bucket);
             let req = VnodeReq::Reconcile {
                 bucket,
                 key,

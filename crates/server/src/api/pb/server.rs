@@ -114,7 +114,7 @@ pub async fn serve_all(
     );
     node.start_background();
     node.start_gossip();
-    node.start_handoff();
+    node.handoff.clone().start(Arc::downgrade(&node));
     node.start_aae();
     node.start_repl();
     let (stop_tx, stop_rx) = watch::channel(false);
