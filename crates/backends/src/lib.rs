@@ -51,6 +51,27 @@ pub fn backend_names() -> Vec<&'static str> {
     v
 }
 
+/// The least memory one store of `name` needs once open, before any page
+/// cache: its memtables and caches at their configured sizes plus 16 MiB
+/// of bookkeeping. It does not count what grows with the data (leveled's
+/// in-memory journal and SST indexes, bitcask's keydir, the memory
+/// backend's map), so it is a floor for refusing a memory budget that
+/// cannot work, not a sizing guide.
+pub fn memory_floor_bytes(name: &str, config: &BackendConfig) -> u64 {
+    const BOOKKEEPING: u64 = 16 << 20;
+    let _ = config;
+    match name {
+        leveled::NAME => {
+            let c = basalt_engine::Config::new(Path::new("."));
+            BOOKKEEPING + c.memtable_bytes as u64 * (1 + c.frozen_memtables_max as u64)
+        }
+        // RocksDB 7.8 defaults: two 64 MiB write buffers, an 8 MiB block cache.
+        #[cfg(feature = "rocksdb")]
+        rocksdb::NAME | rocksdb::NAME_BLOB => BOOKKEEPING + 2 * (64 << 20) + (8 << 20),
+        _ => BOOKKEEPING,
+    }
+}
+
 /// The default backend's name.
 pub const DEFAULT_BACKEND: &str = leveled::NAME;
 

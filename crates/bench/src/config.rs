@@ -55,6 +55,7 @@ const KNOWN: &[&str] = &[
     "basalt_bucket",
     "basalt_keep_data",
     "basalt_index_terms",
+    "basalt_memory_limit",
 ];
 
 /// Driver names accepted in `driver` (each also with the
@@ -387,6 +388,10 @@ pub struct BenchConfig {
     /// `basalt_index_terms`: 2i terms written by each put (default 1 when
     /// `index_query` is among the operations, else 0).
     pub index_terms: usize,
+    /// `basalt_memory_limit`: hold the bench process and its page cache to
+    /// this many bytes in a memory cgroup (`"1.5G"`, `<<"512M">>` or a byte
+    /// count; see [`crate::memlimit`]); `--memory-limit` overrides it.
+    pub memory_limit: Option<u64>,
     /// The network driver's options (`None` for `basalt_embedded` and
     /// `null`); see [`crate::netcfg`].
     pub net: Option<NetOptions>,
@@ -641,6 +646,22 @@ impl RawConfig {
             return Err(self.invalid("basalt_bucket", "must not be empty"));
         }
         let keep_data = self.bool("basalt_keep_data", false)?;
+        let memory_limit = match self.get("basalt_memory_limit") {
+            None => None,
+            Some(Term::Int(n)) if *n > 0 => Some(*n as u64),
+            Some(t) => match t.as_text() {
+                Some(text) => Some(
+                    crate::memlimit::parse_size(&text)
+                        .map_err(|e| self.invalid("basalt_memory_limit", e.to_string()))?,
+                ),
+                None => {
+                    return Err(self.invalid(
+                        "basalt_memory_limit",
+                        format!("expected a size such as \"1.5G\" or a byte count, got {t}"),
+                    ))
+                }
+            },
+        };
         let net = match driver {
             DriverKind::RiakcPb => Some(NetOptions::RiakcPb(self.pb_options()?)),
             DriverKind::Nhs => Some(NetOptions::Nhs(self.nhs_options()?)),
@@ -681,6 +702,7 @@ impl RawConfig {
                 bucket,
                 keep_data,
                 index_terms,
+                memory_limit,
                 net,
                 files: self.files.clone(),
             },

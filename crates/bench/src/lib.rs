@@ -16,6 +16,7 @@ pub mod compare;
 pub mod config;
 pub mod driver;
 pub mod keygen;
+pub mod memlimit;
 pub mod netcfg;
 pub mod netdriver;
 pub mod output;

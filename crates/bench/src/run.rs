@@ -30,6 +30,9 @@ pub enum RunError {
     /// The chart could not be drawn.
     #[error(transparent)]
     Chart(#[from] crate::chart::ChartError),
+    /// `--memory-limit` could not be applied (checked before the run).
+    #[error(transparent)]
+    MemLimit(#[from] crate::memlimit::MemLimitError),
 }
 
 /// Options that are not part of the config.
@@ -41,6 +44,8 @@ pub struct RunOptions {
     pub name: Option<String>,
     /// No progress output.
     pub quiet: bool,
+    /// `--memory-limit` in bytes (overrides `basalt_memory_limit`).
+    pub memory_limit: Option<u64>,
 }
 
 /// What a run produced.
@@ -58,6 +63,9 @@ pub struct RunOutcome {
     pub avg_tps: f64,
     /// The report.
     pub report: PathBuf,
+    /// Why the run stopped before its end, if a store failed (e.g. a full
+    /// disk); the reports cover the time measured until then.
+    pub stopped: Option<String>,
 }
 
 fn describe(cfg: &BenchConfig) -> Vec<String> {
@@ -126,12 +134,33 @@ pub fn run(
     warnings: &[String],
     opts: &RunOptions,
 ) -> Result<RunOutcome, RunError> {
+    // A memory budget too small to open the stores is refused before
+    // anything else (never an OOM kill mid-run); the process then moves into
+    // its cgroup before the value pool and the stores take memory.
+    let memory_limit = opts.memory_limit.or(cfg.memory_limit);
+    if let Some(limit) = memory_limit {
+        let pool = cfg.value_source_size as u64;
+        let floor = match cfg.driver {
+            DriverKind::Embedded => crate::memlimit::floor_bytes(
+                &cfg.backend,
+                cfg.stores,
+                &crate::driver::backend_config(&cfg),
+                pool,
+            ),
+            _ => crate::memlimit::floor_bytes("(none)", 0, &Default::default(), pool),
+        };
+        crate::memlimit::check_floor(limit, floor)?;
+    }
     // A live node must answer before anything is written.
     let net = match &cfg.net {
         Some(n) => {
             check_reachable(n).map_err(RunError::Driver)?;
             Some(NetShared::new(&cfg, n.clone()))
         }
+        None => None,
+    };
+    let cgroup = match memory_limit {
+        Some(limit) => Some(crate::memlimit::MemoryCgroup::enter(limit)?),
         None => None,
     };
     let dir = output::prepare_results_dir(&opts.results_parent, opts.name.as_deref())?;
@@ -165,6 +194,7 @@ pub fn run(
     let stats = Arc::new(Stats::new(cfg.operations.len()));
     let stop = Arc::new(AtomicBool::new(false));
     let exit_code = Arc::new(AtomicI32::new(0));
+    let fatal: Arc<parking_lot::Mutex<Option<String>>> = Arc::default();
     // Every driver first (network drivers connect here), then the workers.
     let mut drivers = Vec::with_capacity(cfg.concurrent);
     for id in 1..=cfg.concurrent {
@@ -191,6 +221,7 @@ pub fn run(
             stats: stats.clone(),
             stop: stop.clone(),
             exit_code: exit_code.clone(),
+            fatal: fatal.clone(),
             pool: pool.clone(),
             deadline,
         };
@@ -301,6 +332,25 @@ pub fn run(
     output::write_errors(&dir, &stats.error_totals(), &op_names)?;
     let data = RunData::load(&dir)?;
     let mut header = describe(&cfg);
+    if let Some(cg) = &cgroup {
+        let mut line = cg.describe();
+        if let Some(peak) = cg.peak_bytes() {
+            line.push_str(&format!("; peak charged {}", crate::memlimit::human(peak)));
+        }
+        if let Some(hits) = cg.limit_hits() {
+            line.push_str(&format!("; limit reached {hits} times (reclaim)"));
+        }
+        header.push(line);
+    } else {
+        header.push("memory limit: none (the page cache may hold the whole data set)".into());
+    }
+    let stopped = fatal.lock().clone();
+    if let Some(why) = &stopped {
+        header.push(format!(
+            "**stopped early** at {:.1} s: the store failed: {why}",
+            data.elapsed()
+        ));
+    }
     header.extend(warnings.iter().map(|w| format!("warning: {w}")));
     let extra = ReportExtra {
         header,
@@ -334,6 +384,7 @@ pub fn run(
         errors: total_err,
         avg_tps: data.avg_tps(),
         report,
+        stopped,
     })
 }
 
