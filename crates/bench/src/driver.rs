@@ -110,6 +110,12 @@ pub trait KvTarget: Send + Sync {
     }
     /// Flushes and closes (end of run).
     fn close(&self) -> Result<(), DriverError>;
+    /// The store's named counters (`Backend::stats`), sampled once per
+    /// report interval for the wait counters (see [`crate::waits`]); none
+    /// by default.
+    fn counters(&self) -> Vec<(String, u64)> {
+        Vec::new()
+    }
 }
 
 /// Any backend of `basalt-backends`, through the `Backend` trait.
@@ -212,6 +218,10 @@ impl KvTarget for BackendTarget {
 
     fn close(&self) -> Result<(), DriverError> {
         self.backend.close().map_err(|e| backend_reason(&e))
+    }
+
+    fn counters(&self) -> Vec<(String, u64)> {
+        self.backend.stats().map(|s| s.counters).unwrap_or_default()
     }
 }
 

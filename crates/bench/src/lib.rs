@@ -28,6 +28,7 @@ pub mod stats;
 pub mod sysstats;
 pub mod term;
 pub mod valgen;
+pub mod waits;
 pub mod worker;
 
 pub use config::BenchConfig;

@@ -209,6 +209,10 @@ pub fn run(
         };
         drivers.push(driver);
     }
+    // Wait counters of the stores (leveled's engine timers), as of the start.
+    let sample_waits =
+        || crate::waits::merge(&targets.iter().map(|t| t.counters()).collect::<Vec<_>>());
+    let mut waits_csv = crate::waits::WaitsCsv::create(&dir, sample_waits())?;
     let start = Instant::now();
     let deadline = cfg.duration.map(|d| start + d);
     let mut handles = Vec::new();
@@ -288,6 +292,13 @@ pub fn run(
                 &service,
                 &sys,
             )?;
+            if let Some(w) = waits_csv.as_mut() {
+                w.row(
+                    &output::secs((now - start).as_micros() as u64),
+                    &output::secs(window.as_micros() as u64),
+                    sample_waits(),
+                )?;
+            }
             let ok: u64 = ops.iter().map(|(s, _)| s.n).sum();
             let err: u64 = ops.iter().map(|(_, e)| e).sum();
             total_ok += ok;
@@ -314,6 +325,7 @@ pub fn run(
         std::thread::sleep(wait.max(Duration::from_millis(1)));
     }
     progress.finish();
+    drop(waits_csv);
     for t in &targets {
         if let Err(e) = t.close() {
             progress.println(&format!("warning: closing a store: {e}"));
