@@ -37,6 +37,9 @@ pub struct BackendConfig {
     pub tictac: Option<TreeSize>,
     /// Small file and memory sizes so tests reach rolls, flushes and merges.
     pub test_min: bool,
+    /// leveled: scheduled journal compaction runs per day (the engine's
+    /// `compaction_runs_per_day`; `None` keeps its default, 24).
+    pub compaction_runs_per_day: Option<u32>,
 }
 
 /// The names [`open_backend`] accepts, the default first.

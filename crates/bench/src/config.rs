@@ -56,6 +56,7 @@ const KNOWN: &[&str] = &[
     "basalt_keep_data",
     "basalt_index_terms",
     "basalt_memory_limit",
+    "basalt_compaction_runs_per_day",
 ];
 
 /// Driver names accepted in `driver` (each also with the
@@ -392,6 +393,9 @@ pub struct BenchConfig {
     /// this many bytes in a memory cgroup (`"1.5G"`, `<<"512M">>` or a byte
     /// count; see [`crate::memlimit`]); `--memory-limit` overrides it.
     pub memory_limit: Option<u64>,
+    /// `basalt_compaction_runs_per_day`: leveled's scheduled journal
+    /// compaction runs per day (default: the engine's, 24); others ignore it.
+    pub compaction_runs_per_day: Option<u32>,
     /// The network driver's options (`None` for `basalt_embedded` and
     /// `null`); see [`crate::netcfg`].
     pub net: Option<NetOptions>,
@@ -662,6 +666,13 @@ impl RawConfig {
                 }
             },
         };
+        let compaction_runs_per_day = match self.get("basalt_compaction_runs_per_day") {
+            None => None,
+            Some(_) => Some(
+                u32::try_from(self.int("basalt_compaction_runs_per_day", 24, 0)?)
+                    .map_err(|_| self.invalid("basalt_compaction_runs_per_day", "too large"))?,
+            ),
+        };
         let net = match driver {
             DriverKind::RiakcPb => Some(NetOptions::RiakcPb(self.pb_options()?)),
             DriverKind::Nhs => Some(NetOptions::Nhs(self.nhs_options()?)),
@@ -703,6 +714,7 @@ impl RawConfig {
                 keep_data,
                 index_terms,
                 memory_limit,
+                compaction_runs_per_day,
                 net,
                 files: self.files.clone(),
             },

@@ -230,6 +230,7 @@ impl KvTarget for BackendTarget {
 pub fn backend_config(cfg: &BenchConfig) -> basalt_backends::BackendConfig {
     basalt_backends::BackendConfig {
         sync: cfg.sync,
+        compaction_runs_per_day: cfg.compaction_runs_per_day,
         ..basalt_backends::BackendConfig::default()
     }
 }
