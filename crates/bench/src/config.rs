@@ -57,6 +57,11 @@ const KNOWN: &[&str] = &[
     "basalt_index_terms",
     "basalt_memory_limit",
     "basalt_compaction_runs_per_day",
+    "basalt_rocksdb_block_cache",
+    "basalt_rocksdb_write_buffer",
+    "basalt_rocksdb_compression",
+    "basalt_rocksdb_bloom_bits",
+    "basalt_rocksdb_dynamic_level_bytes",
 ];
 
 /// Driver names accepted in `driver` (each also with the
@@ -396,6 +401,12 @@ pub struct BenchConfig {
     /// `basalt_compaction_runs_per_day`: leveled's scheduled journal
     /// compaction runs per day (default: the engine's, 24); others ignore it.
     pub compaction_runs_per_day: Option<u32>,
+    /// RocksDB settings: `basalt_rocksdb_block_cache` (size; default a
+    /// third of the store's share of the memory limit, else 32 MiB),
+    /// `basalt_rocksdb_write_buffer` (size, 32 MiB), `basalt_rocksdb_compression`
+    /// (`none` | `lz4` | `snappy` | `zstd`, none), `basalt_rocksdb_bloom_bits`
+    /// (10; 0 = no filter), `basalt_rocksdb_dynamic_level_bytes` (true).
+    pub rocksdb: basalt_backends::RocksTuning,
     /// The network driver's options (`None` for `basalt_embedded` and
     /// `null`); see [`crate::netcfg`].
     pub net: Option<NetOptions>,
@@ -673,6 +684,7 @@ impl RawConfig {
                     .map_err(|_| self.invalid("basalt_compaction_runs_per_day", "too large"))?,
             ),
         };
+        let rocksdb = self.rocks_tuning()?;
         let net = match driver {
             DriverKind::RiakcPb => Some(NetOptions::RiakcPb(self.pb_options()?)),
             DriverKind::Nhs => Some(NetOptions::Nhs(self.nhs_options()?)),
@@ -715,11 +727,50 @@ impl RawConfig {
                 index_terms,
                 memory_limit,
                 compaction_runs_per_day,
+                rocksdb,
                 net,
                 files: self.files.clone(),
             },
             warnings,
         ))
+    }
+
+    /// A size given as text (`"32M"`) or a byte count.
+    fn size(&self, key: &str) -> Result<Option<u64>, ConfigError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(Term::Int(n)) if *n > 0 => Ok(Some(*n as u64)),
+            Some(t) => match t.as_text() {
+                Some(text) => crate::memlimit::parse_size(&text)
+                    .map(Some)
+                    .map_err(|e| self.invalid(key, e.to_string())),
+                None => Err(self.invalid(key, format!("expected a size such as \"32M\", got {t}"))),
+            },
+        }
+    }
+
+    fn rocks_tuning(&self) -> Result<basalt_backends::RocksTuning, ConfigError> {
+        let mut t = basalt_backends::RocksTuning {
+            block_cache_bytes: self.size("basalt_rocksdb_block_cache")?,
+            ..Default::default()
+        };
+        if let Some(b) = self.size("basalt_rocksdb_write_buffer")? {
+            t.write_buffer_bytes = b;
+        }
+        if let Some(c) = self.get("basalt_rocksdb_compression") {
+            t.compression = c
+                .as_atom()
+                .and_then(basalt_backends::RocksCompression::parse)
+                .ok_or_else(|| {
+                    self.invalid(
+                        "basalt_rocksdb_compression",
+                        format!("expected none, lz4, snappy or zstd, got {c}"),
+                    )
+                })?;
+        }
+        t.bloom_bits_per_key = self.int("basalt_rocksdb_bloom_bits", 10, 0)? as f64;
+        t.dynamic_level_bytes = self.bool("basalt_rocksdb_dynamic_level_bytes", true)?;
+        Ok(t)
     }
 
     fn parse_ops(&self, t: &Term, driver: DriverKind) -> Result<Vec<OpSpec>, ConfigError> {

@@ -228,9 +228,16 @@ impl KvTarget for BackendTarget {
 /// The backend settings of a run's stores (also used to size the memory
 /// floor of `--memory-limit`).
 pub fn backend_config(cfg: &BenchConfig) -> basalt_backends::BackendConfig {
+    // A store's share of the memory limit, after the process and the value pool.
+    let budget = cfg.memory_limit.map(|l| {
+        l.saturating_sub(crate::memlimit::PROCESS_FLOOR_BYTES + cfg.value_source_size as u64)
+            / cfg.stores.max(1) as u64
+    });
     basalt_backends::BackendConfig {
         sync: cfg.sync,
         compaction_runs_per_day: cfg.compaction_runs_per_day,
+        memory_budget_bytes: budget,
+        rocksdb: cfg.rocksdb.clone(),
         ..basalt_backends::BackendConfig::default()
     }
 }

@@ -97,6 +97,22 @@ fn describe(cfg: &BenchConfig) -> Vec<String> {
             cfg.key_generator, cfg.value_generator
         ),
     ];
+    if cfg.driver == DriverKind::Embedded && cfg.backend.starts_with("rocksdb") {
+        let bc = crate::driver::backend_config(cfg);
+        let t = &bc.rocksdb;
+        v.push(format!(
+            "rocksdb settings: block cache {} per store; write buffer {} × {}; compression {:?}; \
+             bloom {} bits/key; dynamic level bytes {}; background jobs {}; bytes_per_sync {}",
+            crate::memlimit::human(t.block_cache_for(bc.memory_budget_bytes)),
+            crate::memlimit::human(t.write_buffer_bytes),
+            t.max_write_buffers,
+            t.compression,
+            t.bloom_bits_per_key,
+            t.dynamic_level_bytes,
+            t.background_jobs,
+            crate::memlimit::human(t.bytes_per_sync)
+        ));
+    }
     match cfg.driver {
         DriverKind::Embedded => v.push(format!(
             "driver: basalt_embedded; backend: {}; stores: {}; sync: {}; 2i terms per put: {}",
@@ -137,7 +153,9 @@ pub fn run(
     // A memory budget too small to open the stores is refused before
     // anything else (never an OOM kill mid-run); the process then moves into
     // its cgroup before the value pool and the stores take memory.
-    let memory_limit = opts.memory_limit.or(cfg.memory_limit);
+    let mut cfg = cfg;
+    cfg.memory_limit = opts.memory_limit.or(cfg.memory_limit);
+    let memory_limit = cfg.memory_limit;
     if let Some(limit) = memory_limit {
         let pool = cfg.value_source_size as u64;
         let floor = match cfg.driver {
