@@ -344,6 +344,16 @@ pub fn run(
     }
     progress.finish();
     drop(waits_csv);
+    // The stores' counters at the end (compactions, merges, stalls, ...).
+    let end_counters = sample_waits();
+    if !end_counters.is_empty() {
+        let path = dir.join("store_stats.csv");
+        let mut text = String::from("counter, value\n");
+        for (k, v) in &end_counters {
+            text.push_str(&format!("{k}, {v}\n"));
+        }
+        std::fs::write(&path, text).map_err(|source| OutputError::Io { path, source })?;
+    }
     for t in &targets {
         if let Err(e) = t.close() {
             progress.println(&format!("warning: closing a store: {e}"));
@@ -373,6 +383,23 @@ pub fn run(
         header.push(line);
     } else {
         header.push("memory limit: none (the page cache may hold the whole data set)".into());
+    }
+    let shown: Vec<String> = [
+        "ledger_flushes",
+        "ledger_merges",
+        "write_stalls",
+        "journal_rolls",
+        "compaction_runs",
+        "compaction_bytes_reclaimed",
+    ]
+    .iter()
+    .filter_map(|k| end_counters.get(*k).map(|v| format!("{k} {v}")))
+    .collect();
+    if !shown.is_empty() {
+        header.push(format!(
+            "store at the end (store_stats.csv has all): {}",
+            shown.join(", ")
+        ));
     }
     let stopped = fatal.lock().clone();
     if let Some(why) = &stopped {
