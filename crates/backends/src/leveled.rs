@@ -110,6 +110,9 @@ impl Leveled {
             c.sync = engine::SyncStrategy::Sync;
         }
         c.tictac = config.tictac.map(tree_size);
+        if let Some(n) = config.compaction_runs_per_day {
+            c.compaction_runs_per_day = n;
+        }
         let store = engine::Store::open(c).map_err(from_engine)?;
         Ok(Leveled {
             store,

@@ -37,6 +37,91 @@ pub struct BackendConfig {
     pub tictac: Option<TreeSize>,
     /// Small file and memory sizes so tests reach rolls, flushes and merges.
     pub test_min: bool,
+    /// leveled: scheduled journal compaction runs per day (the engine's
+    /// `compaction_runs_per_day`; `None` keeps its default, 24).
+    pub compaction_runs_per_day: Option<u32>,
+    /// Memory this store may use, page cache included (the bench's
+    /// `--memory-limit` divided among its stores). RocksDB sizes its block
+    /// cache from it; `None`: no budget known.
+    pub memory_budget_bytes: Option<u64>,
+    /// RocksDB settings (`rocksdb`, `rocksdb-blob`).
+    pub rocksdb: RocksTuning,
+}
+
+/// Block compression of the RocksDB backends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RocksCompression {
+    /// None (default: the seeds' values are random bytes, and Riak objects
+    /// of random values barely shrink).
+    None,
+    /// LZ4.
+    Lz4,
+    /// Snappy (RocksDB's own default).
+    Snappy,
+    /// Zstandard.
+    Zstd,
+}
+
+impl RocksCompression {
+    /// Parses `none`, `lz4`, `snappy`, `zstd`.
+    pub fn parse(s: &str) -> Option<RocksCompression> {
+        match s {
+            "none" => Some(RocksCompression::None),
+            "lz4" => Some(RocksCompression::Lz4),
+            "snappy" => Some(RocksCompression::Snappy),
+            "zstd" => Some(RocksCompression::Zstd),
+            _ => None,
+        }
+    }
+}
+
+/// How the RocksDB backends are configured: what a careful operator would
+/// set on a small box (2 cores, a memory budget of about 1.5 GiB including
+/// the page cache). Each setting and why: `docs/bench.md` "RocksDB settings".
+#[derive(Debug, Clone, PartialEq)]
+pub struct RocksTuning {
+    /// LRU block cache; `None`: a third of `memory_budget_bytes` (the rest
+    /// holds memtables, index and filter blocks, and the page cache), or
+    /// 32 MiB without a budget.
+    pub block_cache_bytes: Option<u64>,
+    /// Write buffer (memtable) size. Default 32 MiB.
+    pub write_buffer_bytes: u64,
+    /// Write buffers in memory at most (one active, the rest flushing). Default 2.
+    pub max_write_buffers: u32,
+    /// Block compression. Default none.
+    pub compression: RocksCompression,
+    /// Bloom filter bits per key (0 = none). Default 10 (~1 % false positives).
+    pub bloom_bits_per_key: f64,
+    /// `level_compaction_dynamic_level_bytes`. Default true.
+    pub dynamic_level_bytes: bool,
+    /// Background flush + compaction jobs. Default 2 (the cores).
+    pub background_jobs: u32,
+    /// `bytes_per_sync` for SST and blob files: write back in 1 MiB steps
+    /// instead of one burst at file close. Default 1 MiB.
+    pub bytes_per_sync: u64,
+}
+
+impl Default for RocksTuning {
+    fn default() -> Self {
+        RocksTuning {
+            block_cache_bytes: None,
+            write_buffer_bytes: 32 << 20,
+            max_write_buffers: 2,
+            compression: RocksCompression::None,
+            bloom_bits_per_key: 10.0,
+            dynamic_level_bytes: true,
+            background_jobs: 2,
+            bytes_per_sync: 1 << 20,
+        }
+    }
+}
+
+impl RocksTuning {
+    /// The block cache size for a store with `budget` bytes.
+    pub fn block_cache_for(&self, budget: Option<u64>) -> u64 {
+        self.block_cache_bytes
+            .unwrap_or_else(|| budget.map_or(32 << 20, |b| (b / 3).max(8 << 20)))
+    }
 }
 
 /// The names [`open_backend`] accepts, the default first.
@@ -49,6 +134,31 @@ pub fn backend_names() -> Vec<&'static str> {
     }
     v.push(memory::NAME);
     v
+}
+
+/// The least memory one store of `name` needs once open, before any page
+/// cache: its memtables and caches at their configured sizes plus 16 MiB
+/// of bookkeeping. It does not count what grows with the data (leveled's
+/// in-memory journal and SST indexes, bitcask's keydir, the memory
+/// backend's map), so it is a floor for refusing a memory budget that
+/// cannot work, not a sizing guide.
+pub fn memory_floor_bytes(name: &str, config: &BackendConfig) -> u64 {
+    const BOOKKEEPING: u64 = 16 << 20;
+    match name {
+        leveled::NAME => {
+            let c = basalt_engine::Config::new(Path::new("."));
+            BOOKKEEPING + c.memtable_bytes as u64 * (1 + c.frozen_memtables_max as u64)
+        }
+        // Its write buffers and block cache (which fills up to its size).
+        #[cfg(feature = "rocksdb")]
+        rocksdb::NAME | rocksdb::NAME_BLOB => {
+            let t = &config.rocksdb;
+            BOOKKEEPING
+                + t.write_buffer_bytes * u64::from(t.max_write_buffers)
+                + t.block_cache_for(config.memory_budget_bytes)
+        }
+        _ => BOOKKEEPING,
+    }
 }
 
 /// The default backend's name.

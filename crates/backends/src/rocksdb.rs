@@ -3,7 +3,10 @@
 //! leveldb-family peer of Riak's eleveldb backend.
 //!
 //! * `rocksdb`: levelled compaction, whole objects in the LSM (as eleveldb
-//!   keeps them), bloom filters of 10 bits per key.
+//!   keeps them), tuned as a careful operator would for a small box
+//!   ([`crate::RocksTuning`]: block cache from the memory budget, bloom
+//!   filters of 10 bits per key, dynamic level sizes, no compression,
+//!   32 MiB write buffers, 2 background jobs, 1 MiB `bytes_per_sync`).
 //! * `rocksdb-blob`: the same plus integrated BlobDB (`enable_blob_files`,
 //!   `min_blob_size` 1 KiB, blob garbage collection during compaction): the
 //!   strongest modern key/value-separation peer of leveled.
@@ -26,7 +29,7 @@ use basalt_backend::{
     FoldOptions, FoldOutcome, Head, HeadFn, IndexPage, IndexQuery, KeyFn, KeyRange, Object,
     ObjectFn, Result,
 };
-use rocksdb::{BlockBasedOptions, Options, ReadOptions, WriteBatch, DB};
+use rocksdb::{BlockBasedOptions, Cache, DBCompressionType, Options, ReadOptions, WriteBatch, DB};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -87,12 +90,33 @@ impl Rocks {
     /// Opens (or creates) a database of configuration `kind` in `dir`.
     pub fn open(dir: &Path, kind: RocksConfig, config: &BackendConfig) -> Result<Rocks> {
         let lock = claim_dir(dir, kind.name())?;
+        let t = &config.rocksdb;
         let mut opts = Options::default();
         opts.create_if_missing(true);
         opts.set_paranoid_checks(true);
-        opts.increase_parallelism(2);
+        let jobs = i32::try_from(t.background_jobs.max(1)).unwrap_or(2);
+        opts.increase_parallelism(jobs);
+        opts.set_max_background_jobs(jobs);
+        opts.set_write_buffer_size(usize::try_from(t.write_buffer_bytes).unwrap_or(32 << 20));
+        opts.set_max_write_buffer_number(i32::try_from(t.max_write_buffers.max(2)).unwrap_or(2));
+        opts.set_level_compaction_dynamic_level_bytes(t.dynamic_level_bytes);
+        opts.set_bytes_per_sync(t.bytes_per_sync);
+        let compression = match t.compression {
+            crate::RocksCompression::None => DBCompressionType::None,
+            crate::RocksCompression::Lz4 => DBCompressionType::Lz4,
+            crate::RocksCompression::Snappy => DBCompressionType::Snappy,
+            crate::RocksCompression::Zstd => DBCompressionType::Zstd,
+        };
+        opts.set_compression_type(compression);
+        opts.set_bottommost_compression_type(compression);
         let mut table = BlockBasedOptions::default();
-        table.set_bloom_filter(10.0, false);
+        if t.bloom_bits_per_key > 0.0 {
+            table.set_bloom_filter(t.bloom_bits_per_key, false);
+        }
+        let cache_bytes = t.block_cache_for(config.memory_budget_bytes);
+        let cache = Cache::new_lru_cache(usize::try_from(cache_bytes).unwrap_or(32 << 20))
+            .map_err(|e| rerr(kind.name(), dir, e))?;
+        table.set_block_cache(&cache);
         opts.set_block_based_table_factory(&table);
         if config.test_min {
             opts.set_write_buffer_size(64 * 1024);
@@ -103,6 +127,7 @@ impl Rocks {
             opts.set_enable_blob_files(true);
             opts.set_min_blob_size(1024);
             opts.set_enable_blob_gc(true);
+            opts.set_blob_compression_type(compression);
             if config.test_min {
                 opts.set_blob_file_size(256 * 1024);
             }

@@ -2,7 +2,7 @@
 //! delegate `basalt bench ...` here:
 //!
 //! ```text
-//! basalt-bench CONFIG... [-d RESULTS_DIR] [-n NAME] [-q]
+//! basalt-bench CONFIG... [-d RESULTS_DIR] [-n NAME] [-q] [--memory-limit SIZE]
 //! basalt-bench compare DIR... [-o OUT_DIR]
 //! basalt-bench report DIR
 //! ```
@@ -18,7 +18,10 @@ use std::path::PathBuf;
 
 /// Usage text.
 pub const USAGE: &str = "usage:
-  bench CONFIG... [-d RESULTS_DIR] [-n NAME] [-q]   run basho_bench config files (later files override)
+  bench CONFIG... [-d RESULTS_DIR] [-n NAME] [-q] [--memory-limit SIZE]
+                                                    run basho_bench config files (later files override);
+                                                    --memory-limit 1.5G holds the process and its page
+                                                    cache to SIZE in a memory cgroup (needs root)
   bench compare DIR... [-o OUT_DIR]                 compare runs (first = baseline): table + charts
   bench report DIR                                  (re)write report.md and summary.png of a results dir";
 
@@ -81,6 +84,16 @@ pub fn run(args: &[String]) -> anyhow::Result<i32> {
                         opts.name = Some(it.next().context("-n needs a name")?.clone())
                     }
                     "-q" | "--quiet" => opts.quiet = true,
+                    "--memory-limit" => {
+                        let v = it
+                            .next()
+                            .context("--memory-limit needs a size, e.g. 1.5G")?;
+                        opts.memory_limit = Some(crate::memlimit::parse_size(v)?);
+                    }
+                    s if s.starts_with("--memory-limit=") => {
+                        opts.memory_limit =
+                            Some(crate::memlimit::parse_size(&s["--memory-limit=".len()..])?);
+                    }
                     s if s.starts_with('-') => bail!("unknown option {s}\n{USAGE}"),
                     s => files.push(PathBuf::from(s)),
                 }
@@ -89,6 +102,9 @@ pub fn run(args: &[String]) -> anyhow::Result<i32> {
                 bail!("no config file given\n{USAGE}");
             }
             let out = run::run_files(&files, &opts)?;
+            if let Some(why) = &out.stopped {
+                eprintln!("stopped early: the store failed: {why}");
+            }
             println!(
                 "{} ok, {} errors, avg {:.1} ops/s\nresults: {}\nreport:  {}",
                 out.ok,

@@ -55,6 +55,13 @@ const KNOWN: &[&str] = &[
     "basalt_bucket",
     "basalt_keep_data",
     "basalt_index_terms",
+    "basalt_memory_limit",
+    "basalt_compaction_runs_per_day",
+    "basalt_rocksdb_block_cache",
+    "basalt_rocksdb_write_buffer",
+    "basalt_rocksdb_compression",
+    "basalt_rocksdb_bloom_bits",
+    "basalt_rocksdb_dynamic_level_bytes",
 ];
 
 /// Driver names accepted in `driver` (each also with the
@@ -387,6 +394,19 @@ pub struct BenchConfig {
     /// `basalt_index_terms`: 2i terms written by each put (default 1 when
     /// `index_query` is among the operations, else 0).
     pub index_terms: usize,
+    /// `basalt_memory_limit`: hold the bench process and its page cache to
+    /// this many bytes in a memory cgroup (`"1.5G"`, `<<"512M">>` or a byte
+    /// count; see [`crate::memlimit`]); `--memory-limit` overrides it.
+    pub memory_limit: Option<u64>,
+    /// `basalt_compaction_runs_per_day`: leveled's scheduled journal
+    /// compaction runs per day (default: the engine's, 24); others ignore it.
+    pub compaction_runs_per_day: Option<u32>,
+    /// RocksDB settings: `basalt_rocksdb_block_cache` (size; default a
+    /// third of the store's share of the memory limit, else 32 MiB),
+    /// `basalt_rocksdb_write_buffer` (size, 32 MiB), `basalt_rocksdb_compression`
+    /// (`none` | `lz4` | `snappy` | `zstd`, none), `basalt_rocksdb_bloom_bits`
+    /// (10; 0 = no filter), `basalt_rocksdb_dynamic_level_bytes` (true).
+    pub rocksdb: basalt_backends::RocksTuning,
     /// The network driver's options (`None` for `basalt_embedded` and
     /// `null`); see [`crate::netcfg`].
     pub net: Option<NetOptions>,
@@ -641,6 +661,30 @@ impl RawConfig {
             return Err(self.invalid("basalt_bucket", "must not be empty"));
         }
         let keep_data = self.bool("basalt_keep_data", false)?;
+        let memory_limit = match self.get("basalt_memory_limit") {
+            None => None,
+            Some(Term::Int(n)) if *n > 0 => Some(*n as u64),
+            Some(t) => match t.as_text() {
+                Some(text) => Some(
+                    crate::memlimit::parse_size(&text)
+                        .map_err(|e| self.invalid("basalt_memory_limit", e.to_string()))?,
+                ),
+                None => {
+                    return Err(self.invalid(
+                        "basalt_memory_limit",
+                        format!("expected a size such as \"1.5G\" or a byte count, got {t}"),
+                    ))
+                }
+            },
+        };
+        let compaction_runs_per_day = match self.get("basalt_compaction_runs_per_day") {
+            None => None,
+            Some(_) => Some(
+                u32::try_from(self.int("basalt_compaction_runs_per_day", 24, 0)?)
+                    .map_err(|_| self.invalid("basalt_compaction_runs_per_day", "too large"))?,
+            ),
+        };
+        let rocksdb = self.rocks_tuning()?;
         let net = match driver {
             DriverKind::RiakcPb => Some(NetOptions::RiakcPb(self.pb_options()?)),
             DriverKind::Nhs => Some(NetOptions::Nhs(self.nhs_options()?)),
@@ -681,11 +725,52 @@ impl RawConfig {
                 bucket,
                 keep_data,
                 index_terms,
+                memory_limit,
+                compaction_runs_per_day,
+                rocksdb,
                 net,
                 files: self.files.clone(),
             },
             warnings,
         ))
+    }
+
+    /// A size given as text (`"32M"`) or a byte count.
+    fn size(&self, key: &str) -> Result<Option<u64>, ConfigError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(Term::Int(n)) if *n > 0 => Ok(Some(*n as u64)),
+            Some(t) => match t.as_text() {
+                Some(text) => crate::memlimit::parse_size(&text)
+                    .map(Some)
+                    .map_err(|e| self.invalid(key, e.to_string())),
+                None => Err(self.invalid(key, format!("expected a size such as \"32M\", got {t}"))),
+            },
+        }
+    }
+
+    fn rocks_tuning(&self) -> Result<basalt_backends::RocksTuning, ConfigError> {
+        let mut t = basalt_backends::RocksTuning {
+            block_cache_bytes: self.size("basalt_rocksdb_block_cache")?,
+            ..Default::default()
+        };
+        if let Some(b) = self.size("basalt_rocksdb_write_buffer")? {
+            t.write_buffer_bytes = b;
+        }
+        if let Some(c) = self.get("basalt_rocksdb_compression") {
+            t.compression = c
+                .as_atom()
+                .and_then(basalt_backends::RocksCompression::parse)
+                .ok_or_else(|| {
+                    self.invalid(
+                        "basalt_rocksdb_compression",
+                        format!("expected none, lz4, snappy or zstd, got {c}"),
+                    )
+                })?;
+        }
+        t.bloom_bits_per_key = self.int("basalt_rocksdb_bloom_bits", 10, 0)? as f64;
+        t.dynamic_level_bytes = self.bool("basalt_rocksdb_dynamic_level_bytes", true)?;
+        Ok(t)
     }
 
     fn parse_ops(&self, t: &Term, driver: DriverKind) -> Result<Vec<OpSpec>, ConfigError> {

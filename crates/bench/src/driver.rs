@@ -32,6 +32,10 @@ pub struct DriverError {
     /// A short reason (an error kind rather than a full message, so that
     /// `errors.csv` groups like errors).
     pub reason: String,
+    /// The store's full message when the store cannot go on (an I/O error
+    /// such as a full disk, or a store closed after one): the run stops
+    /// with it and writes its reports for the time measured.
+    pub fatal: Option<String>,
 }
 
 impl DriverError {
@@ -39,6 +43,7 @@ impl DriverError {
     pub fn new(reason: impl Into<String>) -> Self {
         DriverError {
             reason: reason.into(),
+            fatal: None,
         }
     }
 }
@@ -105,6 +110,12 @@ pub trait KvTarget: Send + Sync {
     }
     /// Flushes and closes (end of run).
     fn close(&self) -> Result<(), DriverError>;
+    /// The store's named counters (`Backend::stats`), sampled once per
+    /// report interval for the wait counters (see [`crate::waits`]); none
+    /// by default.
+    fn counters(&self) -> Vec<(String, u64)> {
+        Vec::new()
+    }
 }
 
 /// Any backend of `basalt-backends`, through the `Backend` trait.
@@ -113,13 +124,26 @@ pub struct BackendTarget {
 }
 
 fn backend_reason(e: &basalt_backend::BackendError) -> DriverError {
+    use basalt_backend::BackendError as B;
     let s = format!("{e:?}");
     let kind = s
         .split(['(', ' ', '{'])
         .next()
         .unwrap_or("error")
         .to_string();
-    DriverError::new(kind)
+    // Errors after which the store cannot serve the run: I/O (a full disk),
+    // a store that closed itself after one, RocksDB's "IO error" reports.
+    let fatal = match e {
+        B::Io { .. } | B::Closed(_) => true,
+        B::Other { message, .. } => {
+            message.contains("IO error") || message.contains("No space left")
+        }
+        _ => false,
+    };
+    DriverError {
+        reason: kind,
+        fatal: fatal.then(|| e.to_string()),
+    }
 }
 
 impl KvTarget for BackendTarget {
@@ -195,6 +219,27 @@ impl KvTarget for BackendTarget {
     fn close(&self) -> Result<(), DriverError> {
         self.backend.close().map_err(|e| backend_reason(&e))
     }
+
+    fn counters(&self) -> Vec<(String, u64)> {
+        self.backend.stats().map(|s| s.counters).unwrap_or_default()
+    }
+}
+
+/// The backend settings of a run's stores (also used to size the memory
+/// floor of `--memory-limit`).
+pub fn backend_config(cfg: &BenchConfig) -> basalt_backends::BackendConfig {
+    // A store's share of the memory limit, after the process and the value pool.
+    let budget = cfg.memory_limit.map(|l| {
+        l.saturating_sub(crate::memlimit::PROCESS_FLOOR_BYTES + cfg.value_source_size as u64)
+            / cfg.stores.max(1) as u64
+    });
+    basalt_backends::BackendConfig {
+        sync: cfg.sync,
+        compaction_runs_per_day: cfg.compaction_runs_per_day,
+        memory_budget_bytes: budget,
+        rocksdb: cfg.rocksdb.clone(),
+        ..basalt_backends::BackendConfig::default()
+    }
 }
 
 /// Opens the stores of a run under `data_dir` (`instance.1` ...), every
@@ -211,10 +256,7 @@ pub fn open_targets(cfg: &BenchConfig, data_dir: &Path) -> Result<Vec<Arc<dyn Kv
     (1..=cfg.stores)
         .map(|i| {
             let dir = data_dir.join(format!("instance.{i}"));
-            let bc = basalt_backends::BackendConfig {
-                sync: cfg.sync,
-                ..basalt_backends::BackendConfig::default()
-            };
+            let bc = backend_config(cfg);
             let target = basalt_backends::open_backend(&cfg.backend, &dir, &bc)
                 .map(|backend| Arc::new(BackendTarget { backend }) as Arc<dyn KvTarget>)
                 .map_err(|e| e.to_string());

@@ -16,6 +16,7 @@ pub mod compare;
 pub mod config;
 pub mod driver;
 pub mod keygen;
+pub mod memlimit;
 pub mod netcfg;
 pub mod netdriver;
 pub mod output;
@@ -27,6 +28,7 @@ pub mod stats;
 pub mod sysstats;
 pub mod term;
 pub mod valgen;
+pub mod waits;
 pub mod worker;
 
 pub use config::BenchConfig;

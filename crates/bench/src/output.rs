@@ -9,6 +9,7 @@
 //!   write_bytes, wchar, user_bytes, write_amp`
 //! - `<label>_service_latencies.csv` (ours, open-loop runs only): service
 //!   time, while `<label>_latencies.csv` holds latency from intended start
+//! - `waits.csv` (ours, stores with wait timers): see [`crate::waits`]
 //! - copies of the config files
 //!
 //! Differences from basho_bench: intervals do not overlap (HdrHistogram per
@@ -301,6 +302,8 @@ pub struct RunData {
     pub ops: Vec<(String, Vec<LatRow>)>,
     /// `sysstats.csv` rows `(elapsed, window, cpu_pct, write_bytes, wchar, user_bytes)`, if present.
     pub sys: Vec<[f64; 6]>,
+    /// `waits.csv` (the store's wait counters per interval), if present.
+    pub waits: Option<crate::waits::WaitsData>,
 }
 
 fn read_rows(path: &Path) -> Result<Vec<Vec<f64>>, OutputError> {
@@ -378,11 +381,19 @@ impl RunData {
         } else {
             Vec::new()
         };
+        let waits_path = dir.join("waits.csv");
+        let waits = if waits_path.exists() {
+            let text = std::fs::read_to_string(&waits_path).map_err(io(&waits_path))?;
+            crate::waits::WaitsData::parse(&text)
+        } else {
+            None
+        };
         Ok(RunData {
             dir: dir.to_path_buf(),
             summary,
             ops,
             sys,
+            waits,
         })
     }
 

@@ -6,7 +6,10 @@
 //! whole run (from the merged HdrHistograms when the run was ours, else
 //! from the CSV rows) and mean(max) — the mean of each report interval's
 //! max, as the leveled volume tests quote it; then per-interval process CPU,
-//! bytes written and write amplification (from `sysstats.csv`).
+//! bytes written and write amplification (from `sysstats.csv`); and, when
+//! the store keeps wait timers (`waits.csv`), the waits over the run and
+//! "where the max latencies came from": for the intervals with the highest
+//! max latency, which waits jumped in them.
 
 use crate::output::{OutputError, RunData};
 use crate::stats::LatencySummary;
@@ -190,8 +193,128 @@ pub fn render(run: &RunData, extra: &ReportExtra) -> String {
             );
         }
     }
+    if let Some(w) = &run.waits {
+        render_waits(&mut s, run, w);
+    }
     let _ = writeln!(s, "\n![summary](summary.png)");
     s
+}
+
+/// Intervals shown in "where the max latencies came from".
+const WORST_INTERVALS: usize = 5;
+
+/// The "Waits inside the store" and "Where the max latencies came from"
+/// sections, from `waits.csv`.
+fn render_waits(s: &mut String, run: &RunData, w: &crate::waits::WaitsData) {
+    if w.rows.is_empty() {
+        return;
+    }
+    let rows = w.rows.len() as f64;
+    let _ = writeln!(s, "\n## Waits inside the store\n");
+    let _ = writeln!(
+        s,
+        "Engine wait timers over the run (`waits.csv` has them per interval). \
+         slow = waits of 1 ms or more; max = the longest since the store opened. \
+         In `mode max` the bench itself queues nothing.\n"
+    );
+    let _ = writeln!(
+        s,
+        "| wait | count | total (s) | mean (µs) | slow (≥ 1 ms) | max (ms) |\n|---|---:|---:|---:|---:|---:|"
+    );
+    // Per timer: run totals, and the mean total ms per interval.
+    let mut mean_ms = Vec::new();
+    for (i, t) in w.timers.iter().enumerate() {
+        let (mut n, mut ms, mut slow, mut max) = (0.0, 0.0, 0.0, 0.0f64);
+        for r in 0..w.rows.len() {
+            if let Some((cn, cms, cs, cm)) = w.cell(r, i) {
+                n += cn;
+                ms += cms;
+                slow += cs;
+                max = max.max(cm);
+            }
+        }
+        mean_ms.push(ms / rows);
+        let mean_us = if n > 0.0 { ms * 1000.0 / n } else { 0.0 };
+        let _ = writeln!(
+            s,
+            "| {t} | {n:.0} | {:.2} | {mean_us:.1} | {slow:.0} | {max:.2} |",
+            ms / 1000.0
+        );
+    }
+    // The intervals with the highest max latency of any op.
+    let mut worst: Vec<(f64, String, f64)> = Vec::new(); // (elapsed, op, max ms)
+    for (label, lrows) in &run.ops {
+        for r in lrows.iter().filter(|r| r.n > 0) {
+            match worst
+                .iter_mut()
+                .find(|(e, _, _)| (e - r.elapsed).abs() < 1e-3)
+            {
+                Some(x) if x.2 < r.max / 1000.0 => {
+                    x.1.clone_from(label);
+                    x.2 = r.max / 1000.0;
+                }
+                Some(_) => {}
+                None => worst.push((r.elapsed, label.clone(), r.max / 1000.0)),
+            }
+        }
+    }
+    worst.sort_by(|a, b| b.2.total_cmp(&a.2));
+    worst.truncate(WORST_INTERVALS);
+    let _ = writeln!(s, "\n## Where the max latencies came from\n");
+    let _ = writeln!(
+        s,
+        "The {} intervals with the highest max latency, and the store's waits that \
+         jumped in them: total wait time in the interval against the run's mean per \
+         interval (×), slow waits, and \"new max\" when the longest wait so far was set \
+         in that interval.\n",
+        worst.len()
+    );
+    let _ = writeln!(
+        s,
+        "| interval end (s) | slowest op | its max (ms) | waits in the interval |\n|---:|---|---:|---|"
+    );
+    for (elapsed, op, max) in &worst {
+        let Some(r) = w.row_at(*elapsed) else {
+            let _ = writeln!(s, "| {elapsed:.1} | {op} | {max:.1} | (no wait sample) |");
+            continue;
+        };
+        let prev_max = |i: usize| {
+            r.checked_sub(1)
+                .and_then(|p| w.cell(p, i))
+                .map_or(0.0, |c| c.3)
+        };
+        let mut parts: Vec<(f64, String)> = Vec::new();
+        for (i, t) in w.timers.iter().enumerate() {
+            let Some((n, ms, slow, m)) = w.cell(r, i) else {
+                continue;
+            };
+            if ms <= 0.0 {
+                continue;
+            }
+            let factor = if mean_ms[i] > 0.0 {
+                ms / mean_ms[i]
+            } else {
+                0.0
+            };
+            let mut text = format!("{t} {ms:.1} ms in {n:.0} ({factor:.1}×)");
+            if slow > 0.0 {
+                text.push_str(&format!(", {slow:.0} slow"));
+            }
+            if m > prev_max(i) && r > 0 {
+                text.push_str(&format!(", new max {m:.1} ms"));
+            }
+            // Rank by how far above its usual level the wait went, then by time.
+            parts.push((factor.max(1.0) * ms.max(1e-3).ln().max(1.0), text));
+        }
+        parts.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let shown: Vec<String> = parts.into_iter().take(3).map(|p| p.1).collect();
+        let text = if shown.is_empty() {
+            "no store waits recorded (CPU, page faults or the bench)".to_string()
+        } else {
+            shown.join("; ")
+        };
+        let _ = writeln!(s, "| {elapsed:.1} | {op} | {max:.1} | {text} |");
+    }
 }
 
 /// Writes `report.md` into the run directory.

@@ -30,6 +30,9 @@ pub enum RunError {
     /// The chart could not be drawn.
     #[error(transparent)]
     Chart(#[from] crate::chart::ChartError),
+    /// `--memory-limit` could not be applied (checked before the run).
+    #[error(transparent)]
+    MemLimit(#[from] crate::memlimit::MemLimitError),
 }
 
 /// Options that are not part of the config.
@@ -41,6 +44,8 @@ pub struct RunOptions {
     pub name: Option<String>,
     /// No progress output.
     pub quiet: bool,
+    /// `--memory-limit` in bytes (overrides `basalt_memory_limit`).
+    pub memory_limit: Option<u64>,
 }
 
 /// What a run produced.
@@ -58,6 +63,9 @@ pub struct RunOutcome {
     pub avg_tps: f64,
     /// The report.
     pub report: PathBuf,
+    /// Why the run stopped before its end, if a store failed (e.g. a full
+    /// disk); the reports cover the time measured until then.
+    pub stopped: Option<String>,
 }
 
 fn describe(cfg: &BenchConfig) -> Vec<String> {
@@ -89,6 +97,22 @@ fn describe(cfg: &BenchConfig) -> Vec<String> {
             cfg.key_generator, cfg.value_generator
         ),
     ];
+    if cfg.driver == DriverKind::Embedded && cfg.backend.starts_with("rocksdb") {
+        let bc = crate::driver::backend_config(cfg);
+        let t = &bc.rocksdb;
+        v.push(format!(
+            "rocksdb settings: block cache {} per store; write buffer {} × {}; compression {:?}; \
+             bloom {} bits/key; dynamic level bytes {}; background jobs {}; bytes_per_sync {}",
+            crate::memlimit::human(t.block_cache_for(bc.memory_budget_bytes)),
+            crate::memlimit::human(t.write_buffer_bytes),
+            t.max_write_buffers,
+            t.compression,
+            t.bloom_bits_per_key,
+            t.dynamic_level_bytes,
+            t.background_jobs,
+            crate::memlimit::human(t.bytes_per_sync)
+        ));
+    }
     match cfg.driver {
         DriverKind::Embedded => v.push(format!(
             "driver: basalt_embedded; backend: {}; stores: {}; sync: {}; 2i terms per put: {}",
@@ -126,12 +150,35 @@ pub fn run(
     warnings: &[String],
     opts: &RunOptions,
 ) -> Result<RunOutcome, RunError> {
+    // A memory budget too small to open the stores is refused before
+    // anything else (never an OOM kill mid-run); the process then moves into
+    // its cgroup before the value pool and the stores take memory.
+    let mut cfg = cfg;
+    cfg.memory_limit = opts.memory_limit.or(cfg.memory_limit);
+    let memory_limit = cfg.memory_limit;
+    if let Some(limit) = memory_limit {
+        let pool = cfg.value_source_size as u64;
+        let floor = match cfg.driver {
+            DriverKind::Embedded => crate::memlimit::floor_bytes(
+                &cfg.backend,
+                cfg.stores,
+                &crate::driver::backend_config(&cfg),
+                pool,
+            ),
+            _ => crate::memlimit::floor_bytes("(none)", 0, &Default::default(), pool),
+        };
+        crate::memlimit::check_floor(limit, floor)?;
+    }
     // A live node must answer before anything is written.
     let net = match &cfg.net {
         Some(n) => {
             check_reachable(n).map_err(RunError::Driver)?;
             Some(NetShared::new(&cfg, n.clone()))
         }
+        None => None,
+    };
+    let cgroup = match memory_limit {
+        Some(limit) => Some(crate::memlimit::MemoryCgroup::enter(limit)?),
         None => None,
     };
     let dir = output::prepare_results_dir(&opts.results_parent, opts.name.as_deref())?;
@@ -165,6 +212,7 @@ pub fn run(
     let stats = Arc::new(Stats::new(cfg.operations.len()));
     let stop = Arc::new(AtomicBool::new(false));
     let exit_code = Arc::new(AtomicI32::new(0));
+    let fatal: Arc<parking_lot::Mutex<Option<String>>> = Arc::default();
     // Every driver first (network drivers connect here), then the workers.
     let mut drivers = Vec::with_capacity(cfg.concurrent);
     for id in 1..=cfg.concurrent {
@@ -179,6 +227,10 @@ pub fn run(
         };
         drivers.push(driver);
     }
+    // Wait counters of the stores (leveled's engine timers), as of the start.
+    let sample_waits =
+        || crate::waits::merge(&targets.iter().map(|t| t.counters()).collect::<Vec<_>>());
+    let mut waits_csv = crate::waits::WaitsCsv::create(&dir, sample_waits())?;
     let start = Instant::now();
     let deadline = cfg.duration.map(|d| start + d);
     let mut handles = Vec::new();
@@ -191,6 +243,7 @@ pub fn run(
             stats: stats.clone(),
             stop: stop.clone(),
             exit_code: exit_code.clone(),
+            fatal: fatal.clone(),
             pool: pool.clone(),
             deadline,
         };
@@ -257,6 +310,13 @@ pub fn run(
                 &service,
                 &sys,
             )?;
+            if let Some(w) = waits_csv.as_mut() {
+                w.row(
+                    &output::secs((now - start).as_micros() as u64),
+                    &output::secs(window.as_micros() as u64),
+                    sample_waits(),
+                )?;
+            }
             let ok: u64 = ops.iter().map(|(s, _)| s.n).sum();
             let err: u64 = ops.iter().map(|(_, e)| e).sum();
             total_ok += ok;
@@ -283,6 +343,17 @@ pub fn run(
         std::thread::sleep(wait.max(Duration::from_millis(1)));
     }
     progress.finish();
+    drop(waits_csv);
+    // The stores' counters at the end (compactions, merges, stalls, ...).
+    let end_counters = sample_waits();
+    if !end_counters.is_empty() {
+        let path = dir.join("store_stats.csv");
+        let mut text = String::from("counter, value\n");
+        for (k, v) in &end_counters {
+            text.push_str(&format!("{k}, {v}\n"));
+        }
+        std::fs::write(&path, text).map_err(|source| OutputError::Io { path, source })?;
+    }
     for t in &targets {
         if let Err(e) = t.close() {
             progress.println(&format!("warning: closing a store: {e}"));
@@ -301,6 +372,42 @@ pub fn run(
     output::write_errors(&dir, &stats.error_totals(), &op_names)?;
     let data = RunData::load(&dir)?;
     let mut header = describe(&cfg);
+    if let Some(cg) = &cgroup {
+        let mut line = cg.describe();
+        if let Some(peak) = cg.peak_bytes() {
+            line.push_str(&format!("; peak charged {}", crate::memlimit::human(peak)));
+        }
+        if let Some(hits) = cg.limit_hits() {
+            line.push_str(&format!("; limit reached {hits} times (reclaim)"));
+        }
+        header.push(line);
+    } else {
+        header.push("memory limit: none (the page cache may hold the whole data set)".into());
+    }
+    let shown: Vec<String> = [
+        "ledger_flushes",
+        "ledger_merges",
+        "write_stalls",
+        "journal_rolls",
+        "compaction_runs",
+        "compaction_bytes_reclaimed",
+    ]
+    .iter()
+    .filter_map(|k| end_counters.get(*k).map(|v| format!("{k} {v}")))
+    .collect();
+    if !shown.is_empty() {
+        header.push(format!(
+            "store at the end (store_stats.csv has all): {}",
+            shown.join(", ")
+        ));
+    }
+    let stopped = fatal.lock().clone();
+    if let Some(why) = &stopped {
+        header.push(format!(
+            "**stopped early** at {:.1} s: the store failed: {why}",
+            data.elapsed()
+        ));
+    }
     header.extend(warnings.iter().map(|w| format!("warning: {w}")));
     let extra = ReportExtra {
         header,
@@ -334,6 +441,7 @@ pub fn run(
         errors: total_err,
         avg_tps: data.avg_tps(),
         report,
+        stopped,
     })
 }
 

@@ -40,8 +40,12 @@ pub struct WorkerCtx {
     pub stats: Arc<Stats>,
     /// Set to stop all workers.
     pub stop: Arc<AtomicBool>,
-    /// Set to 1 by the first error under `shutdown_on_error`.
+    /// Set to 1 by the first error under `shutdown_on_error`, or by a
+    /// fatal store error.
     pub exit_code: Arc<AtomicI32>,
+    /// The first fatal store error (a full disk, a store that closed
+    /// itself): it stops every worker.
+    pub fatal: Arc<parking_lot::Mutex<Option<String>>>,
     /// The run's value pool.
     pub pool: ValuePool,
     /// When to stop, if the run has a duration.
@@ -140,6 +144,12 @@ pub fn run(mut ctx: WorkerCtx) {
             ),
             Err(e) => {
                 ctx.stats.error(i, &spec.label, &e.reason);
+                if let Some(why) = e.fatal {
+                    ctx.fatal.lock().get_or_insert(why);
+                    ctx.exit_code.store(1, Ordering::SeqCst);
+                    ctx.stop.store(true, Ordering::SeqCst);
+                    return;
+                }
                 if cfg.shutdown_on_error {
                     ctx.exit_code.store(1, Ordering::SeqCst);
                     ctx.stop.store(true, Ordering::SeqCst);
@@ -180,6 +190,7 @@ mod tests {
             stats: stats.clone(),
             stop: Arc::new(AtomicBool::new(false)),
             exit_code: Arc::new(AtomicI32::new(0)),
+            fatal: Arc::default(),
             deadline: Some(Instant::now() + Duration::from_millis(1000)),
         };
         run(ctx);

@@ -36,6 +36,7 @@ fn run(dir: &Path, name: &str, text: &str) -> anyhow::Result<RunOutcome> {
             results_parent: dir.join("results"),
             name: Some(name.into()),
             quiet: true,
+            memory_limit: None,
         },
     )
 }

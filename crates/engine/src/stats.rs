@@ -1,21 +1,82 @@
 //! Counters shared by the store's parts, read by `Store::stats`.
+//!
+//! Two kinds: plain monotonic counters, and [`WaitTimer`]s — one per place
+//! a GET or PUT can wait (a lock, an fsync, a roll, back-pressure, a block
+//! or value read) — each kept as four relaxed atomics: how many waits, their
+//! total nanoseconds, how many took at least [`SLOW_WAIT_NS`] (for reads: a
+//! proxy for page-cache misses) and the longest one since the store opened.
+//! A snapshot lists a timer `t` as `t_count`, `t_ns`, `t_slow`, `t_max_ns`.
+//! No locks: a reader may see the four fields from slightly different
+//! moments, which is harmless for per-interval deltas.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// A wait at least this long counts as slow (1 ms).
+pub const SLOW_WAIT_NS: u64 = 1_000_000;
+
+/// Count, total, slow count and maximum of one kind of wait (see the module doc).
+#[derive(Debug, Default)]
+pub struct WaitTimer {
+    /// Waits recorded.
+    pub count: AtomicU64,
+    /// Their total, in nanoseconds.
+    pub total_ns: AtomicU64,
+    /// Waits of at least [`SLOW_WAIT_NS`].
+    pub slow: AtomicU64,
+    /// The longest wait since the store opened, in nanoseconds.
+    pub max_ns: AtomicU64,
+}
+
+impl WaitTimer {
+    /// Records one wait of `d`.
+    pub fn record(&self, d: Duration) {
+        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.total_ns.fetch_add(ns, Ordering::Relaxed);
+        if ns >= SLOW_WAIT_NS {
+            self.slow.fetch_add(1, Ordering::Relaxed);
+        }
+        if ns > self.max_ns.load(Ordering::Relaxed) {
+            self.max_ns.fetch_max(ns, Ordering::Relaxed);
+        }
+    }
+
+    /// Records the time since `start`.
+    pub fn since(&self, start: Instant) {
+        self.record(start.elapsed());
+    }
+}
 
 macro_rules! counters {
-    ($($(#[$doc:meta])* $name:ident),* $(,)?) => {
-        /// Monotonic counters, updated with relaxed atomics.
+    (
+        $($(#[$doc:meta])* $name:ident),* $(,)?;
+        timers: $($(#[$tdoc:meta])* $timer:ident),* $(,)?
+    ) => {
+        /// Monotonic counters and wait timers, updated with relaxed atomics.
         #[derive(Debug, Default)]
         pub struct Stats {
             $($(#[$doc])* pub $name: AtomicU64,)*
+            $($(#[$tdoc])* pub $timer: WaitTimer,)*
         }
 
         impl Stats {
-            /// A named snapshot of every counter, in declaration order.
+            /// A named snapshot of every counter, in declaration order, then
+            /// every timer as `_count`, `_ns`, `_slow`, `_max_ns`.
             pub fn snapshot(&self) -> Vec<(&'static str, u64)> {
-                vec![$((stringify!($name), self.$name.load(Ordering::Relaxed)),)*]
+                let mut v = vec![$((stringify!($name), self.$name.load(Ordering::Relaxed)),)*];
+                $(
+                    v.push((concat!(stringify!($timer), "_count"), self.$timer.count.load(Ordering::Relaxed)));
+                    v.push((concat!(stringify!($timer), "_ns"), self.$timer.total_ns.load(Ordering::Relaxed)));
+                    v.push((concat!(stringify!($timer), "_slow"), self.$timer.slow.load(Ordering::Relaxed)));
+                    v.push((concat!(stringify!($timer), "_max_ns"), self.$timer.max_ns.load(Ordering::Relaxed)));
+                )*
+                v
             }
         }
+
+        /// The wait timers' names, in snapshot order.
+        pub const WAIT_TIMERS: &[&str] = &[$(stringify!($timer)),*];
     };
 }
 
@@ -88,7 +149,34 @@ counters! {
     /// Replaced records kept only as key deltas (their index changes).
     compaction_key_deltas,
     /// Hot backups taken.
-    backups,
+    backups;
+    timers:
+    /// PUT/DELETE: waiting for the store's write lock (other writers, and
+    /// whatever they do under it: journal append, a roll, back-pressure).
+    wait_write_lock,
+    /// PUT/DELETE: back-pressure, the ledger being behind (frozen memtables
+    /// or L0 files over their limits); recorded only when a writer waited.
+    wait_write_stall,
+    /// PUT/DELETE: the journal append under the write lock (encode, one
+    /// positional write; a roll is timed separately and included here too).
+    journal_append,
+    /// Journal file rolls (fsync, `.jix` index, manifest), under the active
+    /// file's lock: writers and GETs of the active file wait meanwhile.
+    journal_roll,
+    /// `fdatasync` of the active journal file (sync writes' group-commit
+    /// leader and the background flusher).
+    journal_fsync,
+    /// Sync PUTs: the whole wait for their record to be durable (leading or
+    /// joining a group commit).
+    journal_sync_wait,
+    /// GET: waiting for the journal's active-file lock (held by appends and
+    /// rolls) to find a recent value.
+    wait_journal_lock,
+    /// GET: reading one value record from a journal file (page cache or disk).
+    journal_value_read,
+    /// GET/HEAD: reading one ledger SST data block for a point lookup
+    /// (page cache or disk; merges and folds are not counted).
+    sst_block_read,
 }
 
 impl Stats {
@@ -100,5 +188,26 @@ impl Stats {
     /// Adds one to a counter.
     pub fn incr(counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timers_count_total_slow_and_max() {
+        let s = Stats::default();
+        s.journal_fsync.record(Duration::from_micros(10));
+        s.journal_fsync.record(Duration::from_millis(3));
+        let snap: std::collections::HashMap<_, _> = s.snapshot().into_iter().collect();
+        assert_eq!(snap["journal_fsync_count"], 2);
+        assert_eq!(snap["journal_fsync_ns"], 3_010_000);
+        assert_eq!(snap["journal_fsync_slow"], 1);
+        assert_eq!(snap["journal_fsync_max_ns"], 3_000_000);
+        assert_eq!(snap["sst_block_read_count"], 0);
+        for t in WAIT_TIMERS {
+            assert!(snap.contains_key(format!("{t}_max_ns").as_str()), "{t}");
+        }
     }
 }

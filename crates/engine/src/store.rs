@@ -343,7 +343,9 @@ impl Store {
         let lkey = key::object(bucket, key);
         let last_modified_us = opts.last_modified_us.unwrap_or_else(now_us);
         let sqn = {
+            let waited = std::time::Instant::now();
             let mut w = self.write.lock();
+            self.stats.wait_write_lock.since(waited);
             self.check_open()?;
             // Back-pressure (or a refusal) before anything is written, so a
             // write that returns an error has left no trace.
@@ -359,7 +361,9 @@ impl Store {
                 value,
                 index: &prepared.blob,
             };
+            let appending = std::time::Instant::now();
             self.journal.append(&rec)?;
+            self.stats.journal_append.since(appending);
             w.next_sqn += 1;
             if let Some(t) = &self.tictac {
                 // The old object hash is needed to XOR it out (only with a tree).
@@ -395,7 +399,9 @@ impl Store {
             sqn
         };
         if opts.sync.unwrap_or(self.config.sync) == SyncStrategy::Sync {
+            let syncing = std::time::Instant::now();
             self.journal.sync_to(sqn)?;
+            self.stats.journal_sync_wait.since(syncing);
         }
         Ok(sqn)
     }

@@ -627,7 +627,10 @@ impl Journal {
         self.unsynced
             .fetch_add(len, std::sync::atomic::Ordering::Relaxed);
         if a.size >= self.opts.file_bytes {
-            if let Err(e) = self.roll(&mut a) {
+            let rolling = std::time::Instant::now();
+            let rolled = self.roll(&mut a);
+            self.stats.journal_roll.since(rolling);
+            if let Err(e) = rolled {
                 self.poison(format!("journal roll failed earlier: {e}"));
                 return Err(e);
             }
@@ -703,7 +706,9 @@ impl Journal {
             let a = self.active.lock();
             (Arc::clone(&a.file), a.path.clone(), a.last_sqn)
         };
+        let syncing = std::time::Instant::now();
         let res = f.sync_data();
+        self.stats.journal_fsync.since(syncing);
         let mut s = self.sync.lock();
         s.leader_active = false;
         let out = match res {
@@ -739,7 +744,9 @@ impl Journal {
         }
         // Active file first: records only ever move from it to the closed list.
         let hit = {
+            let waited = std::time::Instant::now();
             let a = self.active.lock();
+            self.stats.wait_journal_lock.since(waited);
             match a.index.first() {
                 Some(&(first, _)) if sqn >= first => match file::index_lookup(&a.index, sqn) {
                     Some(off) => Some((Arc::clone(&a.file), a.path.clone(), off, a.size)),
@@ -797,7 +804,10 @@ impl Journal {
         sqn: u64,
         key: &[u8],
     ) -> Result<JournalRecord> {
-        let rec = match file::read_record_at(f, path, off, size) {
+        let reading = std::time::Instant::now();
+        let read = file::read_record_at(f, path, off, size);
+        self.stats.journal_value_read.since(reading);
+        let rec = match read {
             Ok(r) => r,
             Err(e) => {
                 if e.is_corruption() {

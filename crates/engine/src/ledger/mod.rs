@@ -272,11 +272,13 @@ impl Ledger {
 
     /// The newest entry for `key` (tombstones included).
     pub fn get(&self, key: &[u8]) -> Result<Option<LedgerValue>> {
-        self.view().get(key).inspect_err(|e| {
-            if e.is_corruption() {
-                Stats::incr(&self.shared.stats.ledger_corrupt_blocks);
-            }
-        })
+        self.view()
+            .get_timed(key, Some(&self.shared.stats.sst_block_read))
+            .inspect_err(|e| {
+                if e.is_corruption() {
+                    Stats::incr(&self.shared.stats.ledger_corrupt_blocks);
+                }
+            })
     }
 
     /// Why the ledger cannot currently keep up, if it cannot (see stats).
@@ -478,10 +480,9 @@ impl Shared {
             self.cv.wait_for(&mut g, Duration::from_millis(20));
         }
         drop(g);
-        Stats::add(
-            &self.stats.write_stall_us,
-            start.elapsed().as_micros() as u64,
-        );
+        let waited = start.elapsed();
+        Stats::add(&self.stats.write_stall_us, waited.as_micros() as u64);
+        self.stats.wait_write_stall.record(waited);
         Ok(())
     }
 

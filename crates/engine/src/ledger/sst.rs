@@ -932,6 +932,16 @@ impl SstReader {
 
     /// Looks `key` up; `hash` is `crate::key::hash(key)`. A damaged block is an error.
     pub fn get(&self, key: &[u8], hash: u64) -> Result<Option<LedgerValue>> {
+        self.get_timed(key, hash, None)
+    }
+
+    /// [`SstReader::get`], recording the data-block read (if one is needed) in `timer`.
+    pub fn get_timed(
+        &self,
+        key: &[u8],
+        hash: u64,
+        timer: Option<&crate::stats::WaitTimer>,
+    ) -> Result<Option<LedgerValue>> {
         if !self.may_contain(key, hash) {
             return Ok(None);
         }
@@ -939,7 +949,12 @@ impl SstReader {
         let Some(handle) = self.blocks.get(i) else {
             return Ok(None);
         };
-        let block = self.load_block(i)?;
+        let reading = timer.map(|_| std::time::Instant::now());
+        let block = self.load_block(i);
+        if let (Some(t), Some(r)) = (timer, reading) {
+            t.since(r);
+        }
+        let block = block?;
         let corrupt = |reason: String| {
             Error::corrupt(
                 &self.path,

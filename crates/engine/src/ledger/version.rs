@@ -113,8 +113,18 @@ impl Table {
 
     /// Point lookup.
     pub fn get(&self, key: &[u8], hash: u64) -> Result<Option<LedgerValue>> {
+        self.get_timed(key, hash, None)
+    }
+
+    /// [`Table::get`], recording a data-block read in `timer`.
+    pub fn get_timed(
+        &self,
+        key: &[u8],
+        hash: u64,
+        timer: Option<&crate::stats::WaitTimer>,
+    ) -> Result<Option<LedgerValue>> {
         match &self.reader {
-            Ok(r) => r.get(key, hash),
+            Ok(r) => r.get_timed(key, hash, timer),
             Err(why) => Err(self.broken(why)),
         }
     }

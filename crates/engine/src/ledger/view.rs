@@ -10,6 +10,7 @@ use super::version::{Table, Version};
 use crate::entry::LedgerValue;
 use crate::error::Result;
 use crate::limits::LEVELS;
+use crate::stats::WaitTimer;
 use std::sync::Arc;
 
 /// Memtables plus version, as of one moment.
@@ -24,6 +25,11 @@ pub struct LedgerView {
 impl LedgerView {
     /// The newest entry for `key` (tombstones included).
     pub fn get(&self, key: &[u8]) -> Result<Option<LedgerValue>> {
+        self.get_timed(key, None)
+    }
+
+    /// [`LedgerView::get`], recording each SST data-block read in `timer`.
+    pub fn get_timed(&self, key: &[u8], timer: Option<&WaitTimer>) -> Result<Option<LedgerValue>> {
         for m in &self.mems {
             if let Some(v) = m.get(key) {
                 return Ok(Some(v));
@@ -32,14 +38,14 @@ impl LedgerView {
         let hash = crate::key::hash(key);
         for t in self.version.level(0) {
             if t.covers(key) {
-                if let Some(v) = t.get(key, hash)? {
+                if let Some(v) = t.get_timed(key, hash, timer)? {
                     return Ok(Some(v));
                 }
             }
         }
         for level in 1..LEVELS {
             if let Some(t) = self.version.find_in_level(level, key) {
-                if let Some(v) = t.get(key, hash)? {
+                if let Some(v) = t.get_timed(key, hash, timer)? {
                     return Ok(Some(v));
                 }
             }

@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# The seed suite: the leveled volume tests of seeds 004 (and 003's NHS mix)
+# scaled to this machine and held beyond the page cache with
+# `basalt bench --memory-limit`. For each test, each backend runs back to
+# back with the same config (examples/seed-suite/<test>.config plus an
+# override for duration, key space, backend); then `basalt bench compare`
+# writes the seed's table (Avg TPS, delta overall, delta last sixth,
+# mean(max) per op; leveled is the baseline) and the throughput charts
+# against time and accumulated operations, and everything is gathered in
+# <results>/summary.md.
+#
+#   scripts/seed-suite.sh [--short | --long] [-d RESULTS] [-m LIMIT] [TEST...]
+#
+#   --short  (default) 1 min per backend per test, pareto/80:20 keys over
+#            200,000, memory limit 512M: a smoke of every test (~20 min).
+#   --long   30 min per backend per test, keys over 2,000,000, limit 1.5G
+#            (~8 h for all tests).
+#   -m       memory limit (process + page cache), e.g. 1G.
+#   -d       results directory (default tests/seed-suite-<mode>-<UTC time>).
+#   TEST     any of: 8kb_sync 8kb_nosync 4kb_nosync 16kb_nosync 8kb_2i
+#            8kb_journal_compaction bitcask_compare nhs_mix (default: all).
+#   BACKENDS="leveled rocksdb"   overrides the backends of every test.
+#   BASALT=path/to/basalt        uses that binary (default: a release build).
+#
+# Needs root and a memory cgroup controller (see docs/bench.md "Memory
+# limit"). Any failed run stops the suite with its exit code and the
+# command that failed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mode=short
+limit=""
+results=""
+tests=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --short) mode=short ;;
+    --long) mode=long ;;
+    -m) limit=${2:?-m needs a size}; shift ;;
+    -d) results=${2:?-d needs a directory}; shift ;;
+    -h | --help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "seed-suite: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) tests+=("$1") ;;
+  esac
+  shift
+done
+
+case $mode in
+  short) secs=60; keys=200000; : "${limit:=512M}"; compactions=2880 ;;
+  long) secs=1800; keys=2000000; : "${limit:=1.5G}"; compactions=240 ;;
+esac
+all=(8kb_sync 8kb_nosync 4kb_nosync 16kb_nosync 8kb_2i 8kb_journal_compaction bitcask_compare nhs_mix)
+[ ${#tests[@]} -eq 0 ] && tests=("${all[@]}")
+results=${results:-tests/seed-suite-$mode-$(date -u +%Y%m%d_%H%M%S)}
+
+if [ -n "${BASALT:-}" ]; then
+  basalt=$BASALT
+else
+  cargo build --release -q -p basalt-cli
+  basalt="${CARGO_TARGET_DIR:-target}/release/basalt"
+fi
+[ -x "$basalt" ] || { echo "seed-suite: no basalt binary at $basalt" >&2; exit 2; }
+
+config_of() { # test -> base config
+  case $1 in
+    bitcask_compare) echo examples/seed-suite/16kb_nosync.config ;;
+    *) echo "examples/seed-suite/$1.config" ;;
+  esac
+}
+backends_of() { # test -> backends (leveled first: the baseline)
+  if [ -n "${BACKENDS:-}" ]; then echo "$BACKENDS"; return; fi
+  case $1 in
+    bitcask_compare) echo "leveled bitcask rocksdb" ;;
+    nhs_mix) echo "leveled rocksdb bitcask" ;;
+    *) echo "leveled rocksdb" ;;
+  esac
+}
+seed_says() { # test -> what the seed reported (leveled vs leveldb unless said)
+  case $1 in
+    8kb_sync) echo "Avg TPS 12,679.91; delta overall +70.81 %, last hour +63.99 % (4 h, 60 workers)" ;;
+    8kb_nosync) echo "Avg TPS 14,100.19; delta overall +16.15 %, last hour +35.92 % (6 h, 100 workers); PUT mean(max) 101.5 vs 2,301.6 ms" ;;
+    4kb_nosync) echo "Avg TPS 14,993.95; delta overall -10.44 %, last hour -4.48 % (6 h, 100 workers)" ;;
+    16kb_nosync) echo "Avg TPS 11,167.44; delta overall +80.48 %, last hour +113.55 % (6 h, 60 workers)" ;;
+    8kb_2i) echo "Avg TPS 9,855.96; delta overall +4.48 %, last hour +22.36 % (6 h, 80 workers; leveldb ahead in hours 1-2)" ;;
+    8kb_journal_compaction) echo "leveled/leveldb by hour 112.7 % (hour 1) rising to 144.6 % (hour 12)" ;;
+    bitcask_compare) echo "16 KB: bitcask +39.13 % in hour 1, +16.48 % overall, +0.34 % in the last hour (vs leveled)" ;;
+    nhs_mix) echo "leveled ~25 % above leveldb at the end (trend of throughput vs accumulated operations), 30-35 % over 24 h" ;;
+  esac
+}
+
+mkdir -p "$results"
+summary="$results/summary.md"
+{
+  echo "# Seed suite ($mode)"
+  echo
+  echo "- started $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(nproc) CPUs, $(free -m | awk '/^Mem:/ {print $2}') MiB RAM"
+  echo "- each run: $secs s, keys over $keys, memory limit $limit (process + page cache), $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+  echo "- load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "- the first backend of each test (leveled) is the baseline: our deltas are the others against leveled,"
+  echo "  the seed's are leveled against leveldb (a seed +36 % is our rocksdb row at about -26 %)"
+  echo
+} >"$summary"
+
+run_one() { # test backend dir
+  local t=$1 b=$2 dir=$3 base override keygen
+  base=$(config_of "$t")
+  override="$dir/override-$b.config"
+  case $t in
+    nhs_mix) keygen="{int_to_str, {eightytwenty_int, $keys}}" ;;
+    *) keygen="{int_to_str, {pareto_int, $keys}}" ;;
+  esac
+  {
+    echo "%% seed-suite $mode override"
+    echo "{basalt_backend, $b}."
+    echo "{basalt_duration_secs, $secs}."
+    echo "{key_generator, $keygen}."
+    [ "$t" = 8kb_journal_compaction ] && echo "{basalt_compaction_runs_per_day, $compactions}."
+    true
+  } >"$override"
+  echo "== seed-suite $mode: $t / $b ($secs s, limit $limit)" >&2
+  if ! "$basalt" bench "$base" "$override" -q -d "$dir" -n "$b" --memory-limit "$limit"; then
+    echo "seed-suite: FAILED: $basalt bench $base $override -d $dir -n $b --memory-limit $limit" >&2
+    echo "- **FAILED**: $t / $b (see $dir/$b)" >>"$summary"
+    exit 1
+  fi
+}
+
+for t in "${tests[@]}"; do
+  case " ${all[*]} " in *" $t "*) ;; *) echo "seed-suite: unknown test $t (tests: ${all[*]})" >&2; exit 2 ;; esac
+  dir="$results/$t"
+  mkdir -p "$dir"
+  dirs=()
+  for b in $(backends_of "$t"); do
+    run_one "$t" "$b" "$dir"
+    dirs+=("$dir/$b")
+  done
+  "$basalt" bench compare "${dirs[@]}" -o "$dir/compare" >/dev/null
+  {
+    echo "## $t"
+    echo
+    echo "Config: \`$(config_of "$t")\`. What the seed reported: $(seed_says "$t")."
+    echo
+    sed -n '/^| run /,/^$/p' "$dir/compare/compare.md"
+    echo "![$t]($t/compare/compare.png)"
+    echo
+  } >>"$summary"
+done
+echo "seed-suite: summary in $summary" >&2
