@@ -621,10 +621,21 @@ fn replication_real_time_then_full_sync_after_drops() {
     source.start();
     let mut a = Client::connect(&source.pb);
     let n = if long() { 1000 } else { 100 };
-    for i in 0..n {
-        a.put(&format!("r{i}"), &format!("v{i}"))
-            .expect("put on the source");
+    // Real time: bursts smaller than the queue, each drained before the
+    // next (a burst beyond the queue's 20 would drop writes by design).
+    for burst in 0..n / 10 {
+        for i in burst * 10..burst * 10 + 10 {
+            a.put(&format!("r{i}"), &format!("v{i}"))
+                .expect("put on the source");
+        }
+        wait_for("a burst to be sent", Duration::from_secs(30), || {
+            admin(&source.cluster, &["repl", "status"])
+                .1
+                .contains("queue: 0 ")
+        });
     }
+    let (_, status) = admin(&source.cluster, &["repl", "status"]);
+    assert!(status.contains("dropped: 0\n"), "{status}");
     let mut b = Client::connect(&sink.pb);
     let on_sink =
         |b: &mut Client, k: &str, v: &str| b.get(k, 1, 0, true) == Ok(Some(v.as_bytes().to_vec()));

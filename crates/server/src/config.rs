@@ -39,6 +39,13 @@ delete_mode = 3000
 # (tictac trees) the replicas of each preference list it leads and repairs
 # keys that differ or are missing; 0 turns it off.
 aae_interval_secs = 300
+# Size of each vnode's cached anti-entropy trees (one per preference list
+# and n_val it serves): xxsmall (16 x 256 segments), xsmall (64 x 256),
+# small, medium, large (4096 x 256, Riak's), xlarge. Each tree takes
+# (segments + width) x 8 bytes: xsmall 129 KiB, large 8 MiB. Bigger trees
+# find a difference in fewer keys per segment; memory grows with
+# ring_size x n_val / nodes trees per node.
+aae_tree_size = "xsmall"
 
 [repl]
 # Replication to another Basalt cluster (one way): cluster addresses
@@ -143,6 +150,8 @@ pub struct Config {
     pub delete_mode: DeleteMode,
     /// Seconds between anti-entropy rounds (0 = off).
     pub aae_interval_secs: u64,
+    /// Size of the cached anti-entropy trees (`xxsmall` .. `xlarge`).
+    pub aae_tree_size: String,
     /// Replication to another cluster.
     pub repl: ReplConfig,
     /// Limits.
@@ -231,6 +240,7 @@ impl Default for Config {
             sync: false,
             delete_mode: DeleteMode::DEFAULT,
             aae_interval_secs: 300,
+            aae_tree_size: "xsmall".into(),
             repl: ReplConfig::default(),
             limits: Limits::default(),
         }
@@ -276,7 +286,18 @@ impl Config {
         if self.node_name.is_empty() {
             return Err(ConfigError("node_name must not be empty".into()));
         }
+        self.aae_tree_size()?;
         Ok(())
+    }
+
+    /// The parsed `aae_tree_size`.
+    pub fn aae_tree_size(&self) -> Result<basalt_backend::TreeSize, ConfigError> {
+        basalt_backend::TreeSize::from_name(&self.aae_tree_size).ok_or_else(|| {
+            ConfigError(format!(
+                "aae_tree_size must be one of xxsmall, xsmall, small, medium, large, xlarge; got {:?}",
+                self.aae_tree_size
+            ))
+        })
     }
 }
 

@@ -35,6 +35,10 @@ pub const HANDOFF_INTERVAL: Duration = Duration::from_millis(1000);
 /// Objects per handoff batch (also capped by bytes in the vnode's fold).
 pub const HANDOFF_BATCH: u32 = 256;
 
+/// Dirty branches whose segments an exchange fetches (the rest wait for
+/// the next exchange).
+pub const AAE_MAX_BRANCHES: usize = 64;
+
 /// Dirty segments examined per exchange (the rest wait for the next one).
 pub const MAX_DIRTY_SEGMENTS: usize = 256;
 

@@ -117,8 +117,12 @@ impl Node {
         )?;
         let (background, background_rx) = mpsc::channel(BACKGROUND_QUEUE);
         let config = Arc::new(config);
-        let router = Router::new(config.clone(), ring, cluster);
         let props = Arc::new(props);
+        let n_val_of: crate::vnode::NValOf = {
+            let props = props.clone();
+            Arc::new(move |bucket: &[u8]| props.get(bucket).n_val)
+        };
+        let router = Router::new(config.clone(), ring, cluster, n_val_of);
         let gossip_now = Arc::new(Notify::new());
         let handoff = Arc::new(HandoffService::new(
             router.clone(),
@@ -250,6 +254,54 @@ impl Node {
 
     pub(crate) fn timeout(&self) -> Duration {
         self.router.timeout()
+    }
+
+    /// Checks every local vnode's cached anti-entropy trees against a fresh
+    /// fold (building them first where there are none); the partitions
+    /// whose trees differ. A whole-store read: for tests and operators.
+    pub async fn aae_verify_trees(&self) -> Result<Vec<u32>, VnodeError> {
+        let local: Vec<(u32, Arc<Vnode>)> = self
+            .router
+            .vnodes
+            .read()
+            .iter()
+            .map(|(p, v)| (*p, v.clone()))
+            .collect();
+        let mut bad = Vec::new();
+        for (p, v) in local {
+            if !v.call(self.timeout(), |st| st.aae_verify()).await? {
+                bad.push(p);
+            }
+        }
+        Ok(bad)
+    }
+
+    /// Anti-entropy trees over the local vnodes: (bytes in memory, vnodes
+    /// with trees built, anti-entropy folds run since each vnode opened:
+    /// tree builds and segment key listings).
+    pub async fn aae_tree_stats(&self) -> (u64, u64, u64) {
+        let local: Vec<Arc<Vnode>> = self.router.vnodes.read().values().cloned().collect();
+        let (mut bytes, mut built, mut builds) = (0u64, 0u64, 0u64);
+        for v in local {
+            let Ok(pending) = v.submit(|st| {
+                Ok(st.aae.as_ref().map(|a| {
+                    let trees = a.trees.lock();
+                    (
+                        trees.as_ref().map_or(0, |t| t.memory_bytes() as u64),
+                        u64::from(trees.is_some()),
+                        a.folds.load(std::sync::atomic::Ordering::Relaxed),
+                    )
+                }))
+            }) else {
+                continue;
+            };
+            if let Ok(Some((b, t, f))) = pending.wait(self.timeout()).await {
+                bytes += b;
+                built += t;
+                builds += f;
+            }
+        }
+        (bytes, built, builds)
     }
 
     /// Each local vnode's backend statistics, by partition (a vnode whose

@@ -14,7 +14,7 @@ use crate::cluster::{Cluster, HandoffKind, Msg, Reply, WireError};
 use crate::config::Config;
 use crate::ring::{actor, Ring};
 use crate::vnode::request::{Obj, VnodeReply, VnodeReq};
-use crate::vnode::{Vnode, VnodeError, VnodeState};
+use crate::vnode::{NValOf, Vnode, VnodeAae, VnodeError, VnodeState};
 use futures_util::stream::FuturesUnordered;
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, HashMap};
@@ -43,6 +43,8 @@ pub struct Router {
     restarts: Mutex<HashMap<u32, Instant>>,
     /// Set once calls may run as their own tasks (under a server).
     this: OnceLock<Weak<Router>>,
+    /// A bucket's `n_val`, for the vnodes' anti-entropy trees.
+    n_val_of: NValOf,
 }
 
 pub use crate::limits::VNODE_RESTART_EVERY;
@@ -77,8 +79,9 @@ fn wire(e: VnodeError) -> WireError {
 
 impl Router {
     /// A router with no vnodes open yet.
-    pub fn new(config: Arc<Config>, ring: Ring, cluster: Cluster) -> Arc<Router> {
+    pub fn new(config: Arc<Config>, ring: Ring, cluster: Cluster, n_val_of: NValOf) -> Arc<Router> {
         Arc::new(Router {
+            n_val_of,
             config,
             ring,
             cluster,
@@ -196,6 +199,10 @@ impl Router {
             sync: self.config.sync,
             ..Default::default()
         };
+        let size = self
+            .config
+            .aae_tree_size()
+            .map_err(|e| VnodeError::Remote(e.0))?;
         let incarnation = crate::vnode::id::start(&dir)
             .map_err(|e| VnodeError::Remote(format!("vnode {p} status file: {e}")))?;
         let backend = basalt_backends::open_backend(&self.config.backend, &dir, &bcfg)?;
@@ -204,6 +211,13 @@ impl Router {
             actor: actor(&self.config.node_name, p, incarnation),
             backend,
             sync: self.config.sync,
+            aae: Some(VnodeAae {
+                ring: self.ring,
+                size,
+                n_val_of: self.n_val_of.clone(),
+                trees: parking_lot::Mutex::new(crate::vnode::aae_tree::take(&dir, size)),
+                folds: std::sync::atomic::AtomicU64::new(0),
+            }),
             incarnation: Some((dir, incarnation)),
             tainted: std::sync::atomic::AtomicBool::new(false),
         };
@@ -376,6 +390,9 @@ impl Router {
         if let Err(e) = crate::vnode::id::remove(&dir) {
             tracing::error!(partition = p, error = %e, "resetting the vnode's incarnation");
             return false;
+        }
+        if let Err(e) = crate::vnode::aae_tree::remove(&dir) {
+            tracing::warn!(partition = p, error = %e, "removing the vnode's anti-entropy trees");
         }
         match self.open_vnode(p) {
             Ok(fresh) => {

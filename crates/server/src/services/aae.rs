@@ -1,19 +1,27 @@
 //! Active anti-entropy between the replicas of each preference list, by
-//! tictac-tree exchange (the shape of Riak's tictac AAE, computed by fold
-//! rather than kept incrementally).
+//! exchanges of the vnodes' cached tictac trees (`vnode::aae_tree`: one
+//! tree per preference list and n_val, kept up to date on every write).
 //!
 //! Every [`Config::aae_interval_secs`](crate::config::Config), a node
-//! exchanges each preference list whose first partition it owns (so each
-//! list is exchanged by one node): every replica vnode folds its keys of
-//! that list into a 4096-segment tree (each key hashed with its state: clock
-//! and siblings, so one clock over different siblings is seen too);
-//! segments where the trees differ are dirty; the replicas list their keys
-//! in at most [`MAX_DIRTY_SEGMENTS`] dirty segments; every key whose state
-//! differs or that some replica lacks is repaired by a GET at `r = n`,
-//! whose read repair writes the merged object to the stale replicas.
+//! exchanges each (preference list, n_val) whose first partition it owns
+//! (so each list is exchanged by one node), for every n_val in use (the
+//! default type's, each bucket type's, each bucket's own):
+//!
+//! 1. **root**: each replica vnode answers its tree's root (one hash per
+//!    branch); equal roots end the exchange — in-sync replicas cost a
+//!    root compare, no fold;
+//! 2. **branches**: the segment hashes of at most
+//!    [`AAE_MAX_BRANCHES`](crate::limits::AAE_MAX_BRANCHES) dirty branches;
+//! 3. **keys**: each replica lists its keys (with their key-state hashes)
+//!    in at most [`MAX_DIRTY_SEGMENTS`] dirty segments — a fold filtered by
+//!    segment;
+//! 4. **repair**: every key whose state differs or that some replica lacks
+//!    is repaired by a GET at `r = n`, whose read repair writes the merged
+//!    object to the stale replicas.
+//!
+//! A vnode builds its trees by one fold the first time an exchange asks.
 //! Exchanges are skipped while ownership transfers are pending or when a
-//! replica's node is down (hinted handoff covers that case). Cost: each
-//! exchange folds the keys of its n replica vnodes; the interval bounds it.
+//! replica's node is down (hinted handoff covers that case).
 
 use crate::kv::GetOpts;
 use crate::node::Node;
@@ -89,14 +97,40 @@ impl Node {
         total
     }
 
-    /// One exchange of the preference list starting at partition `first`
-    /// (n = the default bucket type's `n_val`).
+    /// The n_vals in use: the default type's, each bucket type's and each
+    /// bucket's own.
+    pub fn aae_n_vals(&self) -> Vec<u32> {
+        let mut n: std::collections::BTreeSet<u32> = std::collections::BTreeSet::new();
+        n.insert(self.props().get(b"").n_val);
+        for (_, t) in self.types().list() {
+            n.insert(t.props.n_val);
+        }
+        for patch in self.props().snapshot().values() {
+            if let Some(v) = patch.n_val {
+                n.insert(v);
+            }
+        }
+        n.into_iter()
+            .map(|v| v.clamp(1, self.router.ring.size()))
+            .collect::<std::collections::BTreeSet<u32>>()
+            .into_iter()
+            .collect()
+    }
+
+    /// One exchange of the preference list starting at partition `first`,
+    /// for each n_val in use ([`Self::aae_n_vals`]); the totals.
     pub async fn aae_exchange(&self, first: u32) -> Result<Exchange, String> {
-        let n = self
-            .props()
-            .get(b"")
-            .n_val
-            .clamp(1, self.router.ring.size());
+        let mut total = Exchange::default();
+        for n in self.aae_n_vals() {
+            let x = self.aae_exchange_n(first, n).await?;
+            total.dirty_segments += x.dirty_segments;
+            total.repaired += x.repaired;
+        }
+        Ok(total)
+    }
+
+    /// One exchange of the tree (`first`, `n`) between its `n` replicas.
+    pub async fn aae_exchange_n(&self, first: u32, n: u32) -> Result<Exchange, String> {
         let size = self.router.ring.size();
         let targets: Vec<Target> = self.router.cluster.with_state(|s| {
             (0..n)
@@ -114,48 +148,74 @@ impl Node {
             return Err(format!("{} is down", t.node));
         }
         self.stats().aae_exchanges.fetch_add(1, Ordering::Relaxed);
-        let mut trees = Vec::with_capacity(targets.len());
+        let mut x = Exchange::default();
+        // 1. Roots.
+        let mut roots = Vec::with_capacity(targets.len());
         for t in &targets {
-            let req = VnodeReq::AaeTree {
-                ring_size: size,
-                firsts: vec![first],
-            };
-            match self.router.vcall(t, req).await.map_err(|e| e.to_string())? {
-                VnodeReply::AaeTree(tree) => trees.push(tree),
-                _ => return Err("unexpected anti-entropy reply".into()),
+            match self
+                .vcall_aae(t, VnodeReq::AaeRoot { first, n_val: n })
+                .await?
+            {
+                VnodeReply::AaeRoot(r) => roots.push(r),
+                _ => return Err("unexpected anti-entropy root reply".into()),
             }
         }
-        let segments = trees.first().map_or(0, Vec::len);
-        let dirty: Vec<u32> = (0..segments)
-            .filter(|&i| trees.iter().any(|t| t.get(i) != trees[0].get(i)))
-            .map(|i| i as u32)
+        let dirty_branches: Vec<u32> = differing(&roots)
+            .into_iter()
+            .take(crate::limits::AAE_MAX_BRANCHES)
             .collect();
-        let mut x = Exchange {
-            dirty_segments: dirty.len(),
-            repaired: 0,
-        };
+        if dirty_branches.is_empty() {
+            return Ok(x);
+        }
+        // 2. Branches: segment hashes of the dirty branches.
+        let mut branch_sets = Vec::with_capacity(targets.len());
+        for t in &targets {
+            let req = VnodeReq::AaeBranches {
+                first,
+                n_val: n,
+                branches: dirty_branches.clone(),
+            };
+            match self.vcall_aae(t, req).await? {
+                VnodeReply::AaeBranches(b) => branch_sets.push(b),
+                _ => return Err("unexpected anti-entropy branch reply".into()),
+            }
+        }
+        let mut dirty = Vec::new();
+        for (i, branch) in dirty_branches.iter().enumerate() {
+            let segs: Vec<Vec<u64>> = branch_sets
+                .iter()
+                .map(|set| {
+                    set.get(i)
+                        .filter(|(b, _)| b == branch)
+                        .map_or_else(Vec::new, |(_, s)| s.clone())
+                })
+                .collect();
+            for s in differing(&segs) {
+                dirty.push(branch * 256 + s);
+            }
+        }
+        x.dirty_segments = dirty.len();
+        let dirty: Vec<u32> = dirty.into_iter().take(MAX_DIRTY_SEGMENTS).collect();
         if dirty.is_empty() {
             return Ok(x);
         }
-        let dirty: Vec<u32> = dirty.into_iter().take(MAX_DIRTY_SEGMENTS).collect();
-        // (bucket, key) → the clock hash each replica holds (None: missing).
+        // 3. Keys in the dirty segments.
         let mut keys: BTreeMap<BucketKey, Vec<Option<u64>>> = BTreeMap::new();
         for (i, t) in targets.iter().enumerate() {
-            let req = VnodeReq::AaeKeys {
-                ring_size: size,
-                firsts: vec![first],
+            let req = VnodeReq::AaeSegmentKeys {
+                first,
+                n_val: n,
                 segments: dirty.clone(),
             };
-            let VnodeReply::AaeKeys(list) =
-                self.router.vcall(t, req).await.map_err(|e| e.to_string())?
-            else {
-                return Err("unexpected anti-entropy reply".into());
+            let VnodeReply::AaeKeys(list) = self.vcall_aae(t, req).await? else {
+                return Err("unexpected anti-entropy keys reply".into());
             };
             for (b, k, h) in list {
                 keys.entry((b, k))
                     .or_insert_with(|| vec![None; targets.len()])[i] = Some(h);
             }
         }
+        // 4. Repair what differs.
         for ((bucket, key), hashes) in keys {
             if hashes.iter().all(|h| *h == hashes[0]) {
                 continue;
@@ -174,4 +234,24 @@ impl Node {
         }
         Ok(x)
     }
+
+    async fn vcall_aae(&self, t: &Target, req: VnodeReq) -> Result<VnodeReply, String> {
+        self.router
+            .vcall(t, req)
+            .await
+            .map_err(|e| format!("{} partition {}: {e}", t.node, t.partition))
+    }
+}
+
+/// Positions where the vectors differ (a shorter or empty vector counts as
+/// zeros there).
+fn differing(v: &[Vec<u64>]) -> Vec<u32> {
+    let len = v.iter().map(Vec::len).max().unwrap_or(0);
+    (0..len)
+        .filter(|&i| {
+            let at = |x: &Vec<u64>| x.get(i).copied().unwrap_or(0);
+            v.iter().any(|x| at(x) != at(&v[0]))
+        })
+        .map(|i| i as u32)
+        .collect()
 }

@@ -268,6 +268,9 @@ impl HandoffService {
             tracing::error!(partition = p, error = %e, "deleting a handed-off vnode's status");
             return;
         }
+        if let Err(e) = crate::vnode::aae_tree::remove(&dir) {
+            tracing::warn!(partition = p, error = %e, "deleting a handed-off vnode's anti-entropy trees");
+        }
         match std::fs::remove_dir_all(&dir) {
             Ok(()) => tracing::info!(partition = p, "handed-off vnode deleted"),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

@@ -9,8 +9,10 @@
 //! * [`request`]: the requests a vnode serves, as data (local or remote);
 //! * [`serve`]: serving them on the worker;
 //! * [`merge`]: the PUT's coordinate step and a replica's reconcile (pure);
-//! * [`id`]: the vnode's incarnation id (part of its vector-clock actor).
+//! * [`id`]: the vnode's incarnation id (part of its vector-clock actor);
+//! * [`aae_tree`]: its cached anti-entropy trees, updated on every write.
 
+pub mod aae_tree;
 pub mod id;
 pub mod merge;
 pub mod request;
@@ -63,6 +65,56 @@ pub struct VnodeState {
     /// Set when a write failed: the vnode may have lost an event it
     /// issued, so its next start draws a new incarnation id.
     pub tainted: std::sync::atomic::AtomicBool,
+    /// Cached anti-entropy trees (`None`: not kept by this vnode).
+    pub aae: Option<VnodeAae>,
+}
+
+/// The `n_val` of a storage bucket (the node's bucket props and types).
+pub type NValOf = Arc<dyn Fn(&[u8]) -> u32 + Send + Sync>;
+
+/// A vnode's cached anti-entropy trees and what updating them needs.
+pub struct VnodeAae {
+    /// The ring (a key's preference list is named by its first partition).
+    pub ring: crate::ring::Ring,
+    /// The trees' size.
+    pub size: basalt_backend::TreeSize,
+    /// A bucket's `n_val`.
+    pub n_val_of: NValOf,
+    /// The trees; `None` until the first exchange builds them.
+    pub trees: Mutex<Option<aae_tree::AaeTrees>>,
+    /// Folds run over this vnode for anti-entropy: tree builds and
+    /// segment key listings (an exchange of in-sync replicas runs none).
+    pub folds: std::sync::atomic::AtomicU64,
+}
+
+impl VnodeAae {
+    /// Keeps the trees in step with a key going from `old` to `new`
+    /// (no-op while they are not built).
+    pub fn track(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        old: Option<&RiakObject>,
+        new: Option<&RiakObject>,
+    ) {
+        let mut guard = self.trees.lock();
+        let Some(trees) = guard.as_mut() else {
+            return;
+        };
+        let (btype, name) = crate::bucket::types::split_storage_bucket(bucket);
+        let first = self
+            .ring
+            .first_primary(&crate::ring::key_hash(btype, name, key));
+        let h = |o: &RiakObject| aae_tree::key_state_hash(bucket, key, o.state_hash());
+        trees.apply(
+            first,
+            (self.n_val_of)(bucket),
+            bucket,
+            key,
+            old.map(h),
+            new.map(h),
+        );
+    }
 }
 
 impl VnodeState {
@@ -119,8 +171,17 @@ impl VnodeState {
         if res.is_err() {
             self.tainted
                 .store(true, std::sync::atomic::Ordering::Relaxed);
+            if let Some(aae) = &self.aae {
+                // The write may or may not have reached the store: the
+                // trees can no longer be trusted; the next exchange
+                // rebuilds them.
+                aae.trees.lock().take();
+            }
         }
         res?;
+        if let Some(aae) = &self.aae {
+            aae.track(bucket, key, old, Some(new));
+        }
         Ok(())
     }
 
@@ -132,17 +193,26 @@ impl VnodeState {
         key: &[u8],
         vclock: &crate::object::vclock::VClock,
     ) -> Result<bool, VnodeError> {
-        let same = self
+        let Some(old) = self
             .read_head(bucket, key)?
-            .is_some_and(|o| o.is_deleted() && o.vclock.same_events(vclock));
-        if same {
-            let opts = WriteOptions {
-                sync: self.sync,
-                ..WriteOptions::default()
-            };
-            self.backend.delete(bucket, key, &opts)?;
+            .filter(|o| o.is_deleted() && o.vclock.same_events(vclock))
+        else {
+            return Ok(false);
+        };
+        let opts = WriteOptions {
+            sync: self.sync,
+            ..WriteOptions::default()
+        };
+        if let Err(e) = self.backend.delete(bucket, key, &opts) {
+            if let Some(aae) = &self.aae {
+                aae.trees.lock().take();
+            }
+            return Err(e.into());
         }
-        Ok(same)
+        if let Some(aae) = &self.aae {
+            aae.track(bucket, key, Some(&old), None);
+        }
+        Ok(true)
     }
 }
 
@@ -159,6 +229,11 @@ impl VnodeState {
                 "a write failed in this vnode incarnation; the next start draws a new id"
             );
             return;
+        }
+        if let Some(trees) = self.aae.as_ref().and_then(|a| a.trees.lock().take()) {
+            if let Err(e) = aae_tree::save(dir, &trees) {
+                tracing::warn!(partition = self.partition, error = %e, "saving anti-entropy trees; they will be rebuilt");
+            }
         }
         if let Err(e) = crate::vnode::id::mark_clean(dir, *id) {
             tracing::error!(partition = self.partition, error = %e, "recording a clean vnode shutdown");

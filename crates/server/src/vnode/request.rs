@@ -199,6 +199,35 @@ pub enum VnodeReq {
         /// Segments of the xxsmall tree.
         segments: Vec<u32>,
     },
+    /// Anti-entropy from the cached trees: the root (one hash per branch)
+    /// of the tree of preference list `first` with `n_val` replicas (the
+    /// trees are built by one fold if this vnode has none yet).
+    AaeRoot {
+        /// First partition of the preference list.
+        first: u32,
+        /// Its replicas.
+        n_val: u32,
+    },
+    /// The segment hashes of these branches of that tree.
+    AaeBranches {
+        /// First partition of the preference list.
+        first: u32,
+        /// Its replicas.
+        n_val: u32,
+        /// Branch numbers (at most [`crate::limits::AAE_MAX_BRANCHES`]).
+        branches: Vec<u32>,
+    },
+    /// (bucket, key, key-state hash) of the keys of that tree in these
+    /// segments (a fold filtered by segment).
+    AaeSegmentKeys {
+        /// First partition of the preference list.
+        first: u32,
+        /// Its replicas.
+        n_val: u32,
+        /// Segments of the cached trees' size (at most
+        /// [`crate::limits::MAX_DIRTY_SEGMENTS`]).
+        segments: Vec<u32>,
+    },
     /// The next `limit` objects in (bucket, key) order after `after`, for
     /// handoff.
     Fold {
@@ -241,6 +270,10 @@ pub enum VnodeReply {
     AaeTree(Vec<u64>),
     /// Anti-entropy keys: (bucket, key, vclock hash).
     AaeKeys(Vec<(Vec<u8>, Vec<u8>, u64)>),
+    /// A cached tree's root.
+    AaeRoot(Vec<u64>),
+    /// Segment hashes of the branches asked for: (branch, 256 hashes).
+    AaeBranches(Vec<(u32, Vec<u64>)>),
     /// Handoff batch: (bucket, key, object); empty = the end.
     Batch(Vec<(Vec<u8>, Vec<u8>, WireObject)>),
 }

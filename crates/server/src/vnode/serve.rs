@@ -3,15 +3,19 @@
 //! the PUT's coordinate and reconcile steps, listings, 2i, folds for
 //! handoff, anti-entropy and CS folds).
 
+use super::aae_tree::{key_state_hash, AaeTrees};
 use super::merge::{coordinate, reconcile};
 use super::request::{Obj, VnodeReply, VnodeReq, WireObject};
-use super::{VnodeError, VnodeState};
+use super::{VnodeAae, VnodeError, VnodeState};
 use crate::object::vclock::VClock;
 use crate::object::{Content, RiakObject};
 use basalt_backend::{Capability, KeyRange};
 use std::collections::BTreeSet;
 use std::ops::ControlFlow;
 use std::sync::Arc;
+
+/// Callback of a cached-tree fold: (first, n_val, bucket, key, key-state hash).
+type TreeFoldFn<'a> = dyn FnMut(u32, u32, &[u8], &[u8], u64) + 'a;
 
 /// Callback of an anti-entropy fold: (bucket, key, segment, hash).
 type AaeFn<'a> = dyn FnMut(&[u8], &[u8], u32, u64) + 'a;
@@ -114,6 +118,51 @@ impl VnodeState {
                 })?;
                 Ok(VnodeReply::AaeTree(tree))
             }
+            VnodeReq::AaeRoot { first, n_val } => {
+                let aae = self.cached_trees()?;
+                let guard = aae.trees.lock();
+                let trees = guard.as_ref().ok_or(VnodeError::Remote(
+                    "anti-entropy trees were dropped while in use".into(),
+                ))?;
+                Ok(VnodeReply::AaeRoot(trees.root(first, n_val)))
+            }
+            VnodeReq::AaeBranches {
+                first,
+                n_val,
+                branches,
+            } => {
+                let aae = self.cached_trees()?;
+                let guard = aae.trees.lock();
+                let trees = guard.as_ref().ok_or(VnodeError::Remote(
+                    "anti-entropy trees were dropped while in use".into(),
+                ))?;
+                let branches: Vec<u32> = branches
+                    .into_iter()
+                    .take(crate::limits::AAE_MAX_BRANCHES)
+                    .collect();
+                Ok(VnodeReply::AaeBranches(
+                    trees.branches(first, n_val, &branches),
+                ))
+            }
+            VnodeReq::AaeSegmentKeys {
+                first,
+                n_val,
+                segments,
+            } => {
+                let aae = self.cached_trees()?;
+                let want: std::collections::BTreeSet<u32> = segments
+                    .into_iter()
+                    .take(crate::limits::MAX_DIRTY_SEGMENTS)
+                    .collect();
+                let mut out = Vec::new();
+                aae.folds.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.tree_fold(aae, Some(&want), &mut |f, n, b, k, h| {
+                    if f == first && n == n_val {
+                        out.push((b.to_vec(), k.to_vec(), h));
+                    }
+                })?;
+                Ok(VnodeReply::AaeKeys(out))
+            }
             VnodeReq::AaeKeys {
                 ring_size,
                 firsts,
@@ -194,15 +243,92 @@ impl VnodeState {
                 let Some(head) = self.backend.head(&bucket, &k)? else {
                     continue;
                 };
-                let state = RiakObject::decode_metadata(&head.metadata)?
-                    .state_hash()
-                    .to_be_bytes();
-                let mut buf = Vec::with_capacity(bucket.len() + k.len() + 24);
-                for part in [&bucket[..], &k[..], &state[..]] {
-                    buf.extend_from_slice(&(part.len() as u32).to_be_bytes());
-                    buf.extend_from_slice(part);
+                let state = RiakObject::decode_metadata(&head.metadata)?.state_hash();
+                f(&bucket, &k, seg, key_state_hash(&bucket, &k, state));
+            }
+        }
+        Ok(())
+    }
+
+    /// The vnode's cached trees, built by one fold if it has none yet.
+    fn cached_trees(&self) -> Result<&VnodeAae, VnodeError> {
+        let aae = self.aae.as_ref().ok_or(VnodeError::Remote(
+            "this vnode keeps no anti-entropy trees".into(),
+        ))?;
+        if aae.trees.lock().is_some() {
+            return Ok(aae);
+        }
+        let mut trees = AaeTrees::new(aae.size);
+        self.tree_fold(aae, None, &mut |first, n, b, k, h| {
+            trees.apply(first, n, b, k, None, Some(h));
+        })?;
+        aae.folds.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        tracing::info!(
+            partition = self.partition,
+            trees = trees.memory_bytes(),
+            "anti-entropy trees built"
+        );
+        *aae.trees.lock() = Some(trees);
+        Ok(aae)
+    }
+
+    /// Whether the cached trees (built first if there are none) equal the
+    /// trees a fresh fold gives: a check for tests and operators, not run
+    /// by exchanges.
+    pub fn aae_verify(&self) -> Result<bool, VnodeError> {
+        let aae = self.cached_trees()?;
+        let mut fresh = AaeTrees::new(aae.size);
+        self.tree_fold(aae, None, &mut |first, n, b, k, h| {
+            fresh.apply(first, n, b, k, None, Some(h));
+        })?;
+        let cached = aae.trees.lock();
+        let Some(cached) = cached.as_ref() else {
+            return Ok(false);
+        };
+        // Equal as trees: an empty tree equals an absent one.
+        let keys: std::collections::BTreeSet<(u32, u32)> =
+            cached.keys().chain(fresh.keys()).collect();
+        Ok(keys.into_iter().all(|(first, n)| {
+            cached.root(first, n) == fresh.root(first, n)
+                && (0..aae.size.width())
+                    .all(|b| cached.branches(first, n, &[b]) == fresh.branches(first, n, &[b]))
+        }))
+    }
+
+    /// Calls `f(first, n_val, bucket, key, key-state hash)` for every key of
+    /// this vnode (in `segments` of the trees' size, if given).
+    fn tree_fold(
+        &self,
+        aae: &VnodeAae,
+        segments: Option<&std::collections::BTreeSet<u32>>,
+        f: &mut TreeFoldFn<'_>,
+    ) -> Result<(), VnodeError> {
+        for bucket in self.backend.list_buckets()? {
+            let (btype, name) = crate::bucket::types::split_storage_bucket(&bucket);
+            let n_val = (aae.n_val_of)(&bucket);
+            let mut keys = Vec::new();
+            self.backend.fold_keys(&bucket, None, &mut |k| {
+                let seg = basalt_backend::segment_of(&bucket, k, aae.size);
+                if segments.is_none_or(|s| s.contains(&seg)) {
+                    keys.push(k.to_vec());
                 }
-                f(&bucket, &k, seg, xxhash_rust::xxh3::xxh3_64(&buf));
+                ControlFlow::Continue(())
+            })?;
+            for k in keys {
+                let Some(head) = self.backend.head(&bucket, &k)? else {
+                    continue;
+                };
+                let state = RiakObject::decode_metadata(&head.metadata)?.state_hash();
+                let first = aae
+                    .ring
+                    .first_primary(&crate::ring::key_hash(btype, name, &k));
+                f(
+                    first,
+                    n_val,
+                    &bucket,
+                    &k,
+                    key_state_hash(&bucket, &k, state),
+                );
             }
         }
         Ok(())

@@ -74,7 +74,11 @@ pub async fn stats(State(node): Shared) -> Response {
         "backend_disk_bytes": disk,
         "backend_vnodes_reporting": answered,
     });
+    let (aae_bytes, aae_built, aae_folds) = node.aae_tree_stats().await;
     if let Some(obj) = m.as_object_mut() {
+        obj.insert("aae_tree_bytes".into(), aae_bytes.into());
+        obj.insert("aae_tree_vnodes_built".into(), aae_built.into());
+        obj.insert("aae_folds_total".into(), aae_folds.into());
         for (name, v, _) in node.cluster_counters() {
             obj.insert(name.to_string(), v.into());
         }
