@@ -46,6 +46,10 @@ aae_interval_secs = 300
 # find a difference in fewer keys per segment; memory grows with
 # ring_size x n_val / nodes trees per node.
 aae_tree_size = "xsmall"
+# When the roots of an exchange differ, wait this long (milliseconds) and
+# compare again; only branches dirty both times are examined (a write still
+# reaching its replicas is not a repair). 0 = no confirmation.
+aae_confirm_ms = 1000
 
 [repl]
 # Replication to another Basalt cluster (one way): cluster addresses
@@ -152,6 +156,8 @@ pub struct Config {
     pub aae_interval_secs: u64,
     /// Size of the cached anti-entropy trees (`xxsmall` .. `xlarge`).
     pub aae_tree_size: String,
+    /// Pause before an exchange confirms its dirty branches (0 = none).
+    pub aae_confirm_ms: u64,
     /// Replication to another cluster.
     pub repl: ReplConfig,
     /// Limits.
@@ -241,6 +247,7 @@ impl Default for Config {
             delete_mode: DeleteMode::DEFAULT,
             aae_interval_secs: 300,
             aae_tree_size: "xsmall".into(),
+            aae_confirm_ms: 1000,
             repl: ReplConfig::default(),
             limits: Limits::default(),
         }

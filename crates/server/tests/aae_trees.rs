@@ -8,7 +8,8 @@
 //!   `BASALT_LONG_TESTS=1`);
 //! * an exchange of replicas in sync compares roots and runs no fold; a
 //!   replica changed underneath is found, repaired, and the next exchange
-//!   is clean again.
+//!   is clean again; a difference that heals during the confirmation pause
+//!   (a write still reaching its replicas) is not repaired.
 
 use basalt_server::config::{Config, DeleteMode};
 use basalt_server::kv::{GetOpts, GetOutcome, PutOpts};
@@ -30,6 +31,7 @@ fn config(dir: &std::path::Path) -> Config {
         backend: "leveled".into(),
         delete_mode: DeleteMode::Keep,
         aae_tree_size: "xxsmall".into(),
+        aae_confirm_ms: 200,
         ..Config::default()
     }
 }
@@ -303,6 +305,29 @@ fn in_sync_exchanges_run_no_fold_and_a_damaged_replica_is_repaired() {
         .block_on(node.aae_exchange_n(first, 3))
         .expect("exchange");
     assert_eq!(x, Default::default(), "repaired replicas are in sync");
+    // A difference that heals during the confirmation pause (a write still
+    // reaching its other replicas) is not a repair.
+    newer.vclock.increment(b"elsewhere", 2);
+    let reconcile = |t: basalt_server::router::Target| {
+        let req = VnodeReq::Reconcile {
+            bucket: b"b".to_vec(),
+            key: key.to_vec(),
+            object: Obj::local(newer.clone()),
+            props: node.props().get(b"b"),
+        };
+        let node = node.clone();
+        async move { node.router().vcall(&t, req).await }
+    };
+    rt.block_on(reconcile(targets[0].clone()))
+        .expect("reconcile");
+    let (x, ()) = rt.block_on(async {
+        tokio::join!(node.aae_exchange_n(first, 3), async {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            reconcile(targets[1].clone()).await.expect("reconcile");
+            reconcile(targets[2].clone()).await.expect("reconcile");
+        })
+    });
+    assert_eq!(x.expect("exchange"), Default::default(), "healed in flight");
     assert!(rt
         .block_on(node.aae_verify_trees())
         .expect("verify")

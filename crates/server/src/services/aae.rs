@@ -9,7 +9,9 @@
 //!
 //! 1. **root**: each replica vnode answers its tree's root (one hash per
 //!    branch); equal roots end the exchange — in-sync replicas cost a
-//!    root compare, no fold;
+//!    root compare, no fold; differing roots are compared again after
+//!    `aae_confirm_ms` and only branches dirty both times go on (a write
+//!    still reaching its replicas is not a repair);
 //! 2. **branches**: the segment hashes of at most
 //!    [`AAE_MAX_BRANCHES`](crate::limits::AAE_MAX_BRANCHES) dirty branches;
 //! 3. **keys**: each replica lists its keys (with their key-state hashes)
@@ -149,21 +151,16 @@ impl Node {
         }
         self.stats().aae_exchanges.fetch_add(1, Ordering::Relaxed);
         let mut x = Exchange::default();
-        // 1. Roots.
-        let mut roots = Vec::with_capacity(targets.len());
-        for t in &targets {
-            match self
-                .vcall_aae(t, VnodeReq::AaeRoot { first, n_val: n })
-                .await?
-            {
-                VnodeReply::AaeRoot(r) => roots.push(r),
-                _ => return Err("unexpected anti-entropy root reply".into()),
-            }
+        // 1. Roots; if they differ, again after a pause: only branches
+        // dirty both times count (writes in flight are not repairs).
+        let mut dirty_branches = differing(&self.aae_roots(&targets, first, n).await?);
+        let pause = self.config.aae_confirm_ms;
+        if !dirty_branches.is_empty() && pause > 0 {
+            tokio::time::sleep(Duration::from_millis(pause)).await;
+            let again = differing(&self.aae_roots(&targets, first, n).await?);
+            dirty_branches.retain(|b| again.contains(b));
         }
-        let dirty_branches: Vec<u32> = differing(&roots)
-            .into_iter()
-            .take(crate::limits::AAE_MAX_BRANCHES)
-            .collect();
+        dirty_branches.truncate(crate::limits::AAE_MAX_BRANCHES);
         if dirty_branches.is_empty() {
             return Ok(x);
         }
@@ -233,6 +230,26 @@ impl Node {
             }
         }
         Ok(x)
+    }
+
+    /// Each target's root of tree (`first`, `n`).
+    async fn aae_roots(
+        &self,
+        targets: &[Target],
+        first: u32,
+        n: u32,
+    ) -> Result<Vec<Vec<u64>>, String> {
+        let mut roots = Vec::with_capacity(targets.len());
+        for t in targets {
+            match self
+                .vcall_aae(t, VnodeReq::AaeRoot { first, n_val: n })
+                .await?
+            {
+                VnodeReply::AaeRoot(r) => roots.push(r),
+                _ => return Err("unexpected anti-entropy root reply".into()),
+            }
+        }
+        Ok(roots)
     }
 
     async fn vcall_aae(&self, t: &Target, req: VnodeReq) -> Result<VnodeReply, String> {
