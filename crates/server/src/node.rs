@@ -13,7 +13,7 @@ use crate::ring::Ring;
 use crate::router::{Router, Target};
 use crate::services::handoff::HandoffService;
 use crate::vnode::request::VnodeReq;
-use crate::vnode::{Vnode, VnodeError};
+use crate::vnode::VnodeError;
 use basalt_backend::BackendError;
 use parking_lot::{Mutex, RwLockWriteGuard};
 use std::collections::BTreeSet;
@@ -260,13 +260,7 @@ impl Node {
     /// fold (building them first where there are none); the partitions
     /// whose trees differ. A whole-store read: for tests and operators.
     pub async fn aae_verify_trees(&self) -> Result<Vec<u32>, VnodeError> {
-        let local: Vec<(u32, Arc<Vnode>)> = self
-            .router
-            .vnodes
-            .read()
-            .iter()
-            .map(|(p, v)| (*p, v.clone()))
-            .collect();
+        let local = self.router.local_vnodes();
         let mut bad = Vec::new();
         for (p, v) in local {
             if !v.call(self.timeout(), |st| st.aae_verify()).await? {
@@ -280,9 +274,8 @@ impl Node {
     /// with trees built, anti-entropy folds run since each vnode opened:
     /// tree builds and segment key listings).
     pub async fn aae_tree_stats(&self) -> (u64, u64, u64) {
-        let local: Vec<Arc<Vnode>> = self.router.vnodes.read().values().cloned().collect();
         let (mut bytes, mut built, mut builds) = (0u64, 0u64, 0u64);
-        for v in local {
+        for (_, v) in self.router.local_vnodes() {
             let Ok(pending) = v.submit(|st| {
                 Ok(st.aae.as_ref().map(|a| {
                     let trees = a.trees.lock();
@@ -307,13 +300,7 @@ impl Node {
     /// Each local vnode's backend statistics, by partition (a vnode whose
     /// queue is full or that does not answer in time is left out).
     pub async fn backend_stats(&self) -> Vec<(u32, basalt_backend::BackendStats)> {
-        let local: Vec<(u32, Arc<Vnode>)> = self
-            .router
-            .vnodes
-            .read()
-            .iter()
-            .map(|(p, v)| (*p, v.clone()))
-            .collect();
+        let local = self.router.local_vnodes();
         let mut out = Vec::new();
         for (p, v) in local {
             let Ok(pending) = v.submit(|st| Ok(st.backend.stats()?)) else {

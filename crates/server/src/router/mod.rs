@@ -100,6 +100,15 @@ impl Router {
         let _ = self.this.set(Arc::downgrade(self));
     }
 
+    /// The local vnodes, by partition (a snapshot of the table).
+    pub fn local_vnodes(&self) -> Vec<(u32, Arc<Vnode>)> {
+        self.vnodes
+            .read()
+            .iter()
+            .map(|(p, v)| (*p, v.clone()))
+            .collect()
+    }
+
     /// The request timeout (`limits.request_timeout_ms`).
     pub(crate) fn timeout(&self) -> Duration {
         Duration::from_millis(self.config.limits.request_timeout_ms)
