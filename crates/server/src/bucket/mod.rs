@@ -1,6 +1,7 @@
 //! Buckets: their properties ([`props`]: n_val, quorums, allow_mult, …,
-//! persisted and gossiped) and bucket types ([`types`]: the registry, typed
-//! storage buckets). No PB handling here: that is in [`crate::api::pb`].
+//! persisted and gossiped), bucket types ([`types`]: the registry) and the
+//! keying of typed buckets ([`keying`]: storage bucket names). No PB handling here: that is in [`crate::api::pb`].
 
+pub mod keying;
 pub mod props;
 pub mod types;

@@ -29,35 +29,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-const STORAGE_PREFIX: &[u8] = b"\0bt\0";
-
-/// The backend bucket name of (type, bucket): `bucket` itself for the
-/// default type (`None`), else `00 'b' 't' 00 | type_len:u16 | type | bucket`.
-pub fn storage_bucket(btype: Option<&[u8]>, bucket: &[u8]) -> Vec<u8> {
-    match btype {
-        None => bucket.to_vec(),
-        Some(t) => {
-            let mut out = STORAGE_PREFIX.to_vec();
-            out.extend_from_slice(&(t.len() as u16).to_be_bytes());
-            out.extend_from_slice(t);
-            out.extend_from_slice(bucket);
-            out
-        }
-    }
-}
-
-/// The inverse of [`storage_bucket`]: (type, bucket); `None` = default type.
-pub fn split_storage_bucket(sb: &[u8]) -> (Option<&[u8]>, &[u8]) {
-    if let Some(rest) = sb.strip_prefix(STORAGE_PREFIX) {
-        if let Some(len) = rest.get(..2) {
-            let len = usize::from(u16::from_be_bytes([len[0], len[1]]));
-            if let (Some(t), Some(b)) = (rest.get(2..2 + len), rest.get(2 + len..)) {
-                return (Some(t), b);
-            }
-        }
-    }
-    (None, sb)
-}
+pub use super::keying::{split_storage_bucket, storage_bucket, STORAGE_PREFIX};
 
 /// A type's lifecycle state (single node: no `ready` step).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

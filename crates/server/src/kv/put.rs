@@ -4,7 +4,7 @@
 
 use super::put_core::PutCore;
 use super::{GetOpts, GetOutcome, PutOpts};
-use crate::bucket::types::split_storage_bucket;
+use crate::bucket::keying::split_storage_bucket;
 use crate::error::RequestError;
 use crate::node::Node;
 use crate::object::vclock::VClock;

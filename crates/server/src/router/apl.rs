@@ -2,7 +2,7 @@
 //! on fallbacks for owners that are down (`riak_core_apl`).
 
 use super::Router;
-use crate::bucket::types::split_storage_bucket;
+use crate::bucket::keying::split_storage_bucket;
 use crate::ring::key_hash;
 
 /// One vnode a request goes to.

@@ -101,7 +101,7 @@ impl VnodeAae {
         let Some(trees) = guard.as_mut() else {
             return;
         };
-        let (btype, name) = crate::bucket::types::split_storage_bucket(bucket);
+        let (btype, name) = crate::bucket::keying::split_storage_bucket(bucket);
         let first = self
             .ring
             .first_primary(&crate::ring::key_hash(btype, name, key));

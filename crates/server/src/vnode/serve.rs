@@ -227,7 +227,7 @@ impl VnodeState {
         let ring = crate::ring::Ring::new(ring_size)
             .ok_or_else(|| VnodeError::Remote(format!("bad ring size {ring_size}")))?;
         for bucket in self.backend.list_buckets()? {
-            let (btype, name) = crate::bucket::types::split_storage_bucket(&bucket);
+            let (btype, name) = crate::bucket::keying::split_storage_bucket(&bucket);
             let mut keys = Vec::new();
             self.backend.fold_keys(&bucket, None, &mut |k| {
                 let hash = crate::ring::key_hash(btype, name, k);
@@ -304,7 +304,7 @@ impl VnodeState {
         f: &mut TreeFoldFn<'_>,
     ) -> Result<(), VnodeError> {
         for bucket in self.backend.list_buckets()? {
-            let (btype, name) = crate::bucket::types::split_storage_bucket(&bucket);
+            let (btype, name) = crate::bucket::keying::split_storage_bucket(&bucket);
             let n_val = (aae.n_val_of)(&bucket);
             let mut keys = Vec::new();
             self.backend.fold_keys(&bucket, None, &mut |k| {
@@ -376,7 +376,7 @@ impl VnodeState {
             "an ordered backend folds keys in order"
         );
         let last = scanned.last().cloned();
-        let (btype, name) = crate::bucket::types::split_storage_bucket(bucket);
+        let (btype, name) = crate::bucket::keying::split_storage_bucket(bucket);
         let mut keys = Vec::new();
         for k in scanned {
             let first = ring.first_primary(&crate::ring::key_hash(btype, name, &k));

@@ -24,10 +24,12 @@ pub(super) async fn list_buckets(
         .list_buckets()
         .await?
         .into_iter()
-        .filter_map(|sb| match crate::bucket::types::split_storage_bucket(&sb) {
-            (t, b) if t == btype.as_deref() => Some(b.to_vec()),
-            _ => None,
-        })
+        .filter_map(
+            |sb| match crate::bucket::keying::split_storage_bucket(&sb) {
+                (t, b) if t == btype.as_deref() => Some(b.to_vec()),
+                _ => None,
+            },
+        )
         .collect();
     Ok(if r.stream.unwrap_or(false) {
         vec![
