@@ -14,7 +14,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
 
-/// Backend counters summed over every vnode, and their disk bytes.
+/// Backend counters summed over every vnode (wait-timer maxima: the
+/// largest), and their disk bytes.
 async fn backend_totals(node: &Node) -> (BTreeMap<String, u64>, u64, usize) {
     let all = node.backend_stats().await;
     let mut counters = BTreeMap::new();
@@ -23,7 +24,12 @@ async fn backend_totals(node: &Node) -> (BTreeMap<String, u64>, u64, usize) {
         disk = disk.saturating_add(s.disk_bytes);
         for (name, v) in &s.counters {
             let e = counters.entry(name.clone()).or_insert(0u64);
-            *e = e.saturating_add(*v);
+            // A wait timer's maximum is the largest over the vnodes, not a sum.
+            *e = if name.ends_with("_max_ns") {
+                (*e).max(*v)
+            } else {
+                e.saturating_add(*v)
+            };
         }
     }
     (counters, disk, all.len())
