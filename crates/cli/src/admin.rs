@@ -56,6 +56,19 @@ enum AdminCommand {
     /// Replication to another cluster: status, fullsync.
     #[command(subcommand)]
     Repl(ReplCommand),
+    /// Anti-entropy on the node: status, verify.
+    #[command(subcommand)]
+    Aae(AaeCommand),
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum AaeCommand {
+    /// The node's cached trees (memory, vnodes built, folds run) and its
+    /// exchange counters.
+    Status,
+    /// Check every local vnode's cached trees against a fresh fold (builds
+    /// them where there are none): reads the whole store of the node.
+    Verify,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -157,6 +170,8 @@ pub fn run(args: AdminArgs) -> anyhow::Result<crate::Outcome> {
         AdminCommand::RingStatus => Some("ring-status".to_string()),
         AdminCommand::Repl(ReplCommand::Status) => Some("repl-status".to_string()),
         AdminCommand::Repl(ReplCommand::Fullsync) => Some("repl-fullsync".to_string()),
+        AdminCommand::Aae(AaeCommand::Status) => Some("aae-status".to_string()),
+        AdminCommand::Aae(AaeCommand::Verify) => Some("aae-verify".to_string()),
         AdminCommand::Cluster(c) => Some(match c {
             ClusterCommand::Join { addr } => format!("join {addr}"),
             ClusterCommand::Leave { node: Some(n) } => format!("leave {n}"),

@@ -602,6 +602,16 @@ fn anti_entropy_repairs_a_replica_that_lost_its_data() {
         logs.contains("anti-entropy repaired keys"),
         "no anti-entropy repair logged"
     );
+    // The repaired node's cached trees match its data, and the exchanges
+    // ran from trees (built once per vnode), as `basalt admin aae` shows.
+    let (ok, verify) = admin(&nodes[2].cluster, &["aae", "verify"]);
+    assert!(ok && verify.contains("match a fresh fold"), "{verify}");
+    let (ok, status) = admin(&nodes[0].cluster, &["aae", "status"]);
+    assert!(
+        ok && status.contains("vnodes with trees built: "),
+        "{status}"
+    );
+    assert!(!status.contains("exchanges: 0\n"), "{status}");
     eprintln!("{missing} of {keys} keys lacked a replica; anti-entropy repaired them");
 }
 

@@ -99,6 +99,21 @@ impl Node {
         total
     }
 
+    /// `basalt admin aae status`: the cached trees and exchange counters.
+    pub async fn aae_status(&self) -> String {
+        let (bytes, built, folds) = self.aae_tree_stats().await;
+        let s = self.stats();
+        format!(
+            "tree size: {} ({} segments)\nvnodes with trees built: {built} of {}\ntree memory: {bytes} bytes\nfolds (builds + segment listings): {folds}\nexchanges: {}\nrepairs: {}\nn_vals exchanged: {:?}\n",
+            self.config.aae_tree_size,
+            self.config.aae_tree_size().map_or(0, |t| t.segments()),
+            self.router.local_vnodes().len(),
+            s.aae_exchanges.load(Ordering::Relaxed),
+            s.aae_repairs.load(Ordering::Relaxed),
+            self.aae_n_vals(),
+        )
+    }
+
     /// The n_vals in use: the default type's, each bucket type's and each
     /// bucket's own.
     pub fn aae_n_vals(&self) -> Vec<u32> {

@@ -98,8 +98,16 @@ impl Node {
                     r.dirty_segments, r.pushed
                 )
             }),
+            ["aae-status"] => Ok(self.aae_status().await),
+            ["aae-verify"] => self.aae_verify_trees().await.map_err(|e| e.to_string()).map(|bad| {
+                if bad.is_empty() {
+                    "every local vnode's anti-entropy trees match a fresh fold\n".to_string()
+                } else {
+                    format!("trees differ from a fresh fold on partitions {bad:?}\n")
+                }
+            }),
             _ => Err(format!(
-                "unknown cluster command {line:?}: join ADDR | leave [NODE] | plan | commit | clear | member-status | ring-status | repl-status | repl-fullsync"
+                "unknown cluster command {line:?}: join ADDR | leave [NODE] | plan | commit | clear | member-status | ring-status | repl-status | repl-fullsync | aae-status | aae-verify"
             )),
         };
         r.map_err(RequestError::Invalid)
