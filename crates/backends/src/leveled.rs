@@ -113,6 +113,18 @@ impl Leveled {
         if let Some(n) = config.compaction_runs_per_day {
             c.compaction_runs_per_day = n;
         }
+        if let Some(b) = config.journal_one_read {
+            c.journal_one_read = b;
+        }
+        if let Some(b) = config.journal_fadvise_random {
+            c.journal_fadvise_random = b;
+        }
+        if let Some(b) = config.journal_skip_active_lock {
+            c.journal_skip_active_lock = b;
+        }
+        if let Some(n) = config.journal_sync_bytes {
+            c.journal_sync_bytes = n;
+        }
         let store = engine::Store::open(c).map_err(from_engine)?;
         Ok(Leveled {
             store,

@@ -40,6 +40,19 @@ pub struct BackendConfig {
     /// leveled: scheduled journal compaction runs per day (the engine's
     /// `compaction_runs_per_day`; `None` keeps its default, 24).
     pub compaction_runs_per_day: Option<u32>,
+    /// leveled: read a value with one positional read (the engine's
+    /// `journal_one_read`; `None` keeps its default, true).
+    pub journal_one_read: Option<bool>,
+    /// leveled: `posix_fadvise(RANDOM)` on the journal handles used for
+    /// value reads (the engine's `journal_fadvise_random`; `None` keeps its
+    /// default, true).
+    pub journal_fadvise_random: Option<bool>,
+    /// leveled: GETs of records older than the active journal file skip its
+    /// lock (the engine's `journal_skip_active_lock`; `None`: default, true).
+    pub journal_skip_active_lock: Option<bool>,
+    /// leveled: background fsync of the active journal file every this many
+    /// bytes (the engine's `journal_sync_bytes`; `None`: default, 8 MiB).
+    pub journal_sync_bytes: Option<u64>,
     /// Memory this store may use, page cache included (the bench's
     /// `--memory-limit` divided among its stores). RocksDB sizes its block
     /// cache from it; `None`: no budget known.

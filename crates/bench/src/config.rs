@@ -57,6 +57,10 @@ const KNOWN: &[&str] = &[
     "basalt_index_terms",
     "basalt_memory_limit",
     "basalt_compaction_runs_per_day",
+    "basalt_journal_one_read",
+    "basalt_journal_fadvise_random",
+    "basalt_journal_skip_active_lock",
+    "basalt_journal_sync_bytes",
     "basalt_rocksdb_block_cache",
     "basalt_rocksdb_write_buffer",
     "basalt_rocksdb_compression",
@@ -401,6 +405,21 @@ pub struct BenchConfig {
     /// `basalt_compaction_runs_per_day`: leveled's scheduled journal
     /// compaction runs per day (default: the engine's, 24); others ignore it.
     pub compaction_runs_per_day: Option<u32>,
+    /// `basalt_journal_one_read`: leveled reads a value record with one
+    /// positional read (default: the engine's, true); others ignore it.
+    pub journal_one_read: Option<bool>,
+    /// `basalt_journal_fadvise_random`: leveled advises the kernel that
+    /// journal value reads are random (no read-ahead; default: the
+    /// engine's, true); others ignore it.
+    pub journal_fadvise_random: Option<bool>,
+    /// `basalt_journal_skip_active_lock`: leveled GETs of records older
+    /// than the active journal file skip its lock (default: the engine's,
+    /// true); others ignore it.
+    pub journal_skip_active_lock: Option<bool>,
+    /// `basalt_journal_sync_bytes`: leveled's background fsync of the
+    /// active journal file every this many bytes (a size such as "2M";
+    /// default: the engine's, 8 MiB); others ignore it.
+    pub journal_sync_bytes: Option<u64>,
     /// RocksDB settings: `basalt_rocksdb_block_cache` (size; default a
     /// third of the store's share of the memory limit, else 32 MiB),
     /// `basalt_rocksdb_write_buffer` (size, 32 MiB), `basalt_rocksdb_compression`
@@ -684,6 +703,19 @@ impl RawConfig {
                     .map_err(|_| self.invalid("basalt_compaction_runs_per_day", "too large"))?,
             ),
         };
+        let journal_one_read = match self.get("basalt_journal_one_read") {
+            None => None,
+            Some(_) => Some(self.bool("basalt_journal_one_read", true)?),
+        };
+        let journal_fadvise_random = match self.get("basalt_journal_fadvise_random") {
+            None => None,
+            Some(_) => Some(self.bool("basalt_journal_fadvise_random", true)?),
+        };
+        let journal_skip_active_lock = match self.get("basalt_journal_skip_active_lock") {
+            None => None,
+            Some(_) => Some(self.bool("basalt_journal_skip_active_lock", true)?),
+        };
+        let journal_sync_bytes = self.size("basalt_journal_sync_bytes")?;
         let rocksdb = self.rocks_tuning()?;
         let net = match driver {
             DriverKind::RiakcPb => Some(NetOptions::RiakcPb(self.pb_options()?)),
@@ -727,6 +759,10 @@ impl RawConfig {
                 index_terms,
                 memory_limit,
                 compaction_runs_per_day,
+                journal_one_read,
+                journal_fadvise_random,
+                journal_skip_active_lock,
+                journal_sync_bytes,
                 rocksdb,
                 net,
                 files: self.files.clone(),

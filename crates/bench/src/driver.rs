@@ -236,6 +236,10 @@ pub fn backend_config(cfg: &BenchConfig) -> basalt_backends::BackendConfig {
     basalt_backends::BackendConfig {
         sync: cfg.sync,
         compaction_runs_per_day: cfg.compaction_runs_per_day,
+        journal_one_read: cfg.journal_one_read,
+        journal_fadvise_random: cfg.journal_fadvise_random,
+        journal_skip_active_lock: cfg.journal_skip_active_lock,
+        journal_sync_bytes: cfg.journal_sync_bytes,
         memory_budget_bytes: budget,
         rocksdb: cfg.rocksdb.clone(),
         ..basalt_backends::BackendConfig::default()

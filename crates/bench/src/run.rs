@@ -113,6 +113,17 @@ fn describe(cfg: &BenchConfig) -> Vec<String> {
             crate::memlimit::human(t.bytes_per_sync)
         ));
     }
+    if cfg.driver == DriverKind::Embedded && cfg.backend == "leveled" {
+        let on = |o: Option<bool>| o.map_or("default".to_string(), |b| b.to_string());
+        v.push(format!(
+            "leveled journal: one read {}; fadvise random {}; skip active lock {}; sync bytes {}",
+            on(cfg.journal_one_read),
+            on(cfg.journal_fadvise_random),
+            on(cfg.journal_skip_active_lock),
+            cfg.journal_sync_bytes
+                .map_or("default".to_string(), crate::memlimit::human)
+        ));
+    }
     match cfg.driver {
         DriverKind::Embedded => v.push(format!(
             "driver: basalt_embedded; backend: {}; stores: {}; sync: {}; 2i terms per put: {}",

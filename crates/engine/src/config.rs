@@ -100,6 +100,25 @@ pub struct Config {
     /// A file's cached score is recomputed after this many runs. Default 12
     /// (Riak: 24 runs per day over 2 scorings per day).
     pub compaction_score_cache_runs: u32,
+    /// Read a value record with one positional read covering header and
+    /// body, its length taken from the in-memory index (the next record's
+    /// offset), instead of a read of the 12-byte header and then one of the
+    /// body. Default true. With the kernel's read-ahead off
+    /// (`journal_fadvise_random`) the header read alone would bring in only
+    /// one page and the body read would go to the disk a second time.
+    pub journal_one_read: bool,
+    /// Advise the kernel (`posix_fadvise(POSIX_FADV_RANDOM)`) that the
+    /// journal file handles used for value reads are read at random, so a
+    /// GET of an 8 KB value that misses the page cache reads those pages
+    /// and no read-ahead window around them (which evicts useful pages once
+    /// the data outgrows the cache). Scans (replay, compaction) read in
+    /// 1 MiB chunks and compaction opens its own handle advised sequential.
+    /// Default true.
+    pub journal_fadvise_random: bool,
+    /// A GET whose record is older than the active journal file reads it
+    /// without taking the active file's lock (which appends hold for their
+    /// write and a roll for its fsyncs). Default true.
+    pub journal_skip_active_lock: bool,
 }
 
 impl Config {
@@ -137,6 +156,9 @@ impl Config {
             compaction_maxrun_pct: 75.0,
             compaction_sample_records: 200,
             compaction_score_cache_runs: 12,
+            journal_one_read: true,
+            journal_fadvise_random: true,
+            journal_skip_active_lock: true,
         }
     }
 

@@ -174,6 +174,9 @@ impl Store {
                 compression: config.compression,
                 zstd_level: config.zstd_level,
                 compression_point: config.compression_point,
+                one_read: config.journal_one_read,
+                fadvise_random: config.journal_fadvise_random,
+                skip_active_lock: config.journal_skip_active_lock,
             },
             Arc::clone(&stats),
         )?);

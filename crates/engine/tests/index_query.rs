@@ -497,6 +497,9 @@ fn key_delta_records_replay_their_index_changes() {
                 compression: basalt_engine::journal::Compression::None,
                 zstd_level: 1,
                 compression_point: basalt_engine::journal::CompressionPoint::OnReceipt,
+                one_read: true,
+                fadvise_random: true,
+                skip_active_lock: true,
             },
             Arc::new(Stats::default()),
         )

@@ -222,8 +222,12 @@ impl Journal {
     ) -> Result<()> {
         let mut buf = Vec::new();
         for cf in run {
+            // Its own handle, advised sequential: the shared one is advised
+            // random for value reads (`Config::journal_fadvise_random`).
+            let seq = File::open(&cf.path).ctx("open", &cf.path)?;
+            file::advise(&seq, &cf.path, file::Access::Sequential);
             let outcome = file::scan(
-                &cf.file,
+                &seq,
                 &cf.path,
                 file::JNL_HEADER_LEN,
                 cf.size,
@@ -385,6 +389,9 @@ impl Journal {
                     hi = hi.max(last);
                     // The read-write handle reads as well as a read-only one.
                     let file = o.file.try_clone().ctx("dup", &o.path)?;
+                    if self.opts.fadvise_random {
+                        file::advise(&file, &o.path, file::Access::Random);
+                    }
                     Ok(Arc::new(ClosedFile {
                         file_no: o.file_no,
                         path: o.path.clone(),

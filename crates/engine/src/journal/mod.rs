@@ -79,6 +79,15 @@ pub struct JournalOptions {
     pub zstd_level: i32,
     /// Compress at append or only when compaction rewrites a value.
     pub compression_point: CompressionPoint,
+    /// Read a value record with one positional read sized from the index
+    /// (`Config::journal_one_read`); false: header, then body.
+    pub one_read: bool,
+    /// `posix_fadvise(RANDOM)` on the handles used for value reads
+    /// (`Config::journal_fadvise_random`).
+    pub fadvise_random: bool,
+    /// A fetch of a record older than the active file does not take the
+    /// active-file lock (`Config::journal_skip_active_lock`).
+    pub skip_active_lock: bool,
 }
 
 /// Summary of one journal file.
@@ -146,6 +155,12 @@ pub struct Journal {
     /// Bytes appended since the last fsync of the active file (approximate:
     /// reset when a sync or roll completes); read by the [`flusher`].
     unsynced: std::sync::atomic::AtomicU64,
+    /// Every record of the active file has an SQN above this (the highest
+    /// SQN of the closed files when the active file was started). Set under
+    /// the active lock after the closed list has the rolled file, so a fetch
+    /// of an SQN at or below it can go straight to the closed files without
+    /// waiting for appends or a roll.
+    active_floor: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Journal {
@@ -208,9 +223,12 @@ pub(crate) fn create_data_file(dir: &Path, file_no: u64) -> Result<(PathBuf, Fil
 }
 
 /// Opens a closed data file and loads (or rebuilds) its index.
-fn open_closed(dir: &Path, file_no: u64, prev_hi: u64) -> Result<ClosedFile> {
+fn open_closed(dir: &Path, file_no: u64, prev_hi: u64, random: bool) -> Result<ClosedFile> {
     let path = dir.join(file::jnl_name(file_no));
     let f = File::open(&path).ctx("open", &path)?;
+    if random {
+        file::advise(&f, &path, file::Access::Random);
+    }
     let size = f.metadata().ctx("stat", &path)?.len();
     file::read_jnl_header(&f, &path, size)?;
     let jix_path = dir.join(file::jix_name(file_no));
@@ -408,11 +426,15 @@ impl Journal {
         let mut closed = Vec::with_capacity(closed_nos.len());
         let mut hi = 0;
         for &no in closed_nos {
-            let cf = open_closed(dir, no, hi)?;
+            let cf = open_closed(dir, no, hi, opts.fadvise_random)?;
             hi = cf.search_hi;
             closed.push(Arc::new(cf));
         }
         let active = Self::recover_active(dir, active_no, hi, next_file_no, &stats)?;
+        let active_floor = std::sync::atomic::AtomicU64::new(hi);
+        if opts.fadvise_random {
+            file::advise(&active.file, &active.path, file::Access::Random);
+        }
         let j = Journal {
             dir: dir.to_path_buf(),
             opts,
@@ -424,6 +446,7 @@ impl Journal {
             compact_lock: Mutex::new(()),
             compact_fault: std::sync::atomic::AtomicU64::new(u64::MAX),
             unsynced: std::sync::atomic::AtomicU64::new(0),
+            active_floor,
         };
         if repaired {
             let a = j.active.lock();
@@ -434,6 +457,9 @@ impl Journal {
 
     fn create_fresh(dir: &Path, opts: JournalOptions, stats: Arc<Stats>) -> Result<Journal> {
         let (path, f) = create_data_file(dir, 1)?;
+        if opts.fadvise_random {
+            file::advise(&f, &path, file::Access::Random);
+        }
         let active = Active {
             file_no: 1,
             path,
@@ -455,6 +481,7 @@ impl Journal {
             compact_lock: Mutex::new(()),
             compact_fault: std::sync::atomic::AtomicU64::new(u64::MAX),
             unsynced: std::sync::atomic::AtomicU64::new(0),
+            active_floor: std::sync::atomic::AtomicU64::new(0),
         };
         {
             let a = j.active.lock();
@@ -603,6 +630,10 @@ impl Journal {
     /// may not be in the file).
     pub fn append(&self, rec: &NewRecord<'_>) -> Result<()> {
         self.check_poison()?;
+        // Encoding (and compressing) needs no lock: GETs of recent values
+        // wait on the active lock only for the write itself.
+        let mut buf = Vec::new();
+        self.encode_for_append(rec, &mut buf)?;
         let mut a = self.active.lock();
         if rec.sqn <= a.last_sqn {
             return Err(Error::InvalidInput(format!(
@@ -610,8 +641,6 @@ impl Journal {
                 rec.sqn, a.last_sqn
             )));
         }
-        let mut buf = Vec::new();
-        self.encode_for_append(rec, &mut buf)?;
         let offset = a.size;
         if let Err(e) = a.file.write_all_at(&buf, offset) {
             let err = Error::io("write", &a.path, e);
@@ -656,6 +685,10 @@ impl Journal {
         })?;
         let (new_path, new_file) = create_data_file(&self.dir, new_no)?;
         let ro = File::open(&a.path).ctx("open", &a.path)?;
+        if self.opts.fadvise_random {
+            file::advise(&new_file, &new_path, file::Access::Random);
+            file::advise(&ro, &a.path, file::Access::Random);
+        }
         let prev_hi = self.closed.read().last().map_or(0, |c| c.search_hi);
         let old = ClosedFile {
             file_no: a.file_no,
@@ -672,6 +705,8 @@ impl Journal {
         a.size = file::JNL_HEADER_LEN;
         a.next_file_no = after;
         self.closed.write().push(Arc::new(old));
+        self.active_floor
+            .store(a.last_sqn, std::sync::atomic::Ordering::Release);
         // The active lock (held) keeps other rolls out; readers of the closed
         // list are not blocked while the manifest is written and fsynced.
         self.write_manifest(a, &self.closed.read())?;
@@ -743,25 +778,37 @@ impl Journal {
             return Ok(None);
         }
         // Active file first: records only ever move from it to the closed list.
-        let hit = {
+        // A record at or below the active floor is in a closed file (or
+        // nowhere): no need to wait for the active lock.
+        let below_active = self.opts.skip_active_lock
+            && sqn <= self.active_floor.load(std::sync::atomic::Ordering::Acquire);
+        let hit = if below_active {
+            None
+        } else {
             let waited = std::time::Instant::now();
             let a = self.active.lock();
             self.stats.wait_journal_lock.since(waited);
             match a.index.first() {
-                Some(&(first, _)) if sqn >= first => match file::index_lookup(&a.index, sqn) {
-                    Some(off) => Some((Arc::clone(&a.file), a.path.clone(), off, a.size)),
-                    None => {
-                        if let Some(d) = file::damage_covering(&a.damage, sqn) {
-                            return Err(self.corrupt_hit(&a.path, d.offset, sqn));
+                Some(&(first, _)) if sqn >= first => {
+                    match file::index_span(&a.index, sqn, a.size) {
+                        Some((off, end)) => {
+                            Some((Arc::clone(&a.file), a.path.clone(), off, end, a.size))
                         }
-                        return Ok(None);
+                        None => {
+                            if let Some(d) = file::damage_covering(&a.damage, sqn) {
+                                return Err(self.corrupt_hit(&a.path, d.offset, sqn));
+                            }
+                            return Ok(None);
+                        }
                     }
-                },
+                }
                 _ => None,
             }
         };
         let rec = match hit {
-            Some((f, path, off, size)) => self.read_checked(&f, &path, off, size, sqn, key)?,
+            Some((f, path, off, end, size)) => {
+                self.read_checked(&f, &path, off, end, size, sqn, key)?
+            }
             None => {
                 let closed = self.closed.read();
                 let i = closed.partition_point(|c| c.search_hi < sqn);
@@ -770,8 +817,10 @@ impl Journal {
                 };
                 let prev = i.checked_sub(1).and_then(|p| closed.get(p)).cloned();
                 drop(closed);
-                match file::index_lookup(&c.index, sqn) {
-                    Some(off) => self.read_checked(&c.file, &c.path, off, c.size, sqn, key)?,
+                match file::index_span(&c.index, sqn, c.size) {
+                    Some((off, end)) => {
+                        self.read_checked(&c.file, &c.path, off, end, c.size, sqn, key)?
+                    }
                     None => {
                         for cf in std::iter::once(&c).chain(prev.as_ref()) {
                             if let Some(d) = file::damage_covering(&cf.damage, sqn) {
@@ -795,17 +844,19 @@ impl Journal {
         )
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn read_checked(
         &self,
         f: &File,
         path: &Path,
         off: u64,
+        end: u64,
         size: u64,
         sqn: u64,
         key: &[u8],
     ) -> Result<JournalRecord> {
         let reading = std::time::Instant::now();
-        let read = file::read_record_at(f, path, off, size);
+        let read = file::read_record_span(f, path, off, end, size, self.opts.one_read);
         self.stats.journal_value_read.since(reading);
         let rec = match read {
             Ok(r) => r,

@@ -33,6 +33,7 @@ pub struct JournalView {
     active: ActiveSnap,
     last_sqn: u64,
     stats: Arc<Stats>,
+    one_read: bool,
 }
 
 impl Journal {
@@ -51,6 +52,7 @@ impl Journal {
             },
             last_sqn: a.last_sqn,
             stats: Arc::clone(&self.stats),
+            one_read: self.opts.one_read,
         }
     }
 }
@@ -75,16 +77,17 @@ impl JournalView {
         &self,
         f: &File,
         path: &std::path::Path,
-        off: u64,
+        (off, end): (u64, u64),
         size: u64,
         sqn: u64,
         key: &[u8],
     ) -> Result<JournalRecord> {
-        let rec = file::read_record_at(f, path, off, size).inspect_err(|e| {
-            if e.is_corruption() {
-                Stats::incr(&self.stats.journal_corrupt_records);
-            }
-        })?;
+        let rec =
+            file::read_record_span(f, path, off, end, size, self.one_read).inspect_err(|e| {
+                if e.is_corruption() {
+                    Stats::incr(&self.stats.journal_corrupt_records);
+                }
+            })?;
         if rec.sqn != sqn || rec.key != key {
             return Err(self.corrupt(
                 path,
@@ -102,15 +105,19 @@ impl JournalView {
             return Ok(None);
         }
         let a = &self.active;
-        if let Some(off) = file::index_lookup(&a.index, sqn) {
-            return self.read(&a.file, &a.path, off, a.size, sqn, key).map(Some);
+        if let Some(span) = file::index_span(&a.index, sqn, a.size) {
+            return self
+                .read(&a.file, &a.path, span, a.size, sqn, key)
+                .map(Some);
         }
         let i = self.closed.partition_point(|c| c.search_hi < sqn);
         let Some(c) = self.closed.get(i) else {
             return Ok(None);
         };
-        match file::index_lookup(&c.index, sqn) {
-            Some(off) => self.read(&c.file, &c.path, off, c.size, sqn, key).map(Some),
+        match file::index_span(&c.index, sqn, c.size) {
+            Some(span) => self
+                .read(&c.file, &c.path, span, c.size, sqn, key)
+                .map(Some),
             None => match file::damage_covering(&c.damage, sqn) {
                 Some(d) => Err(self.corrupt(
                     &c.path,
