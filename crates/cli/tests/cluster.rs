@@ -93,7 +93,7 @@ impl NodeProc {
             .spawn()
             .expect("spawn basalt start");
         self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + Duration::from_secs(60);
         while TcpStream::connect(&self.pb).is_err() {
             assert!(Instant::now() < deadline, "{} did not start", self.name);
             std::thread::sleep(Duration::from_millis(50));
