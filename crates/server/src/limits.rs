@@ -42,6 +42,29 @@ pub const AAE_MAX_BRANCHES: usize = 64;
 /// Dirty segments examined per exchange (the rest wait for the next one).
 pub const MAX_DIRTY_SEGMENTS: usize = 256;
 
+// Anti-entropy fold queries (`kv::aae_fold`).
+
+/// Keys a fold query returns at most (key-clock lists, `find_keys`,
+/// `find_tombs`); a query matching more is refused with an error asking to
+/// narrow it (key range, segment filter, modified range), and no covering
+/// vnode collects more than this + 1.
+pub const AAE_FOLD_MAX_RESULTS: usize = 10_000;
+
+/// Segments a segment filter may name (`fetch_clocks_nval` and the range
+/// queries' filters).
+pub const AAE_FOLD_MAX_SEGMENTS: usize = 4096;
+
+/// Branches a `merge_branch_nval` may ask for.
+pub const AAE_FOLD_MAX_BRANCHES: usize = 256;
+
+/// Keys each covering vnode returns per round of `reap_tombs` and
+/// `erase_keys` (the coordinator reaps or deletes them, then asks for the
+/// next round after the last key).
+pub const AAE_FOLD_CHANGE_BATCH: u32 = 1000;
+
+/// Reaps or deletes of `reap_tombs` / `erase_keys` in flight at once.
+pub const AAE_FOLD_CHANGE_PARALLEL: usize = 16;
+
 /// Objects per real-time batch.
 pub const REPL_BATCH: usize = 100;
 
@@ -88,6 +111,11 @@ const _: () = {
     assert!(INDEX_STREAM_CHUNK > 0);
     assert!(HANDOFF_BATCH > 0 && FOLD_BATCH_BYTES >= 1 << 20);
     assert!(MAX_INFLIGHT > 0 && BACKGROUND_QUEUE > 0);
+    assert!(AAE_FOLD_MAX_RESULTS > 0 && AAE_FOLD_MAX_RESULTS < u32::MAX as usize);
+    // A segment filter can name a whole branch; a branch request the
+    // whole root of the default (xsmall) tree.
+    assert!(AAE_FOLD_MAX_SEGMENTS >= 256 && AAE_FOLD_MAX_BRANCHES >= 64);
+    assert!(AAE_FOLD_CHANGE_BATCH > 0 && AAE_FOLD_CHANGE_PARALLEL > 0);
     // A peer is down only after missing several gossip rounds, and a
     // connection is stale only after a request could have timed out.
     assert!(DOWN_AFTER.as_millis() >= 2 * GOSSIP_INTERVAL.as_millis());

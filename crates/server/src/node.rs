@@ -68,6 +68,8 @@ pub struct NodeStats {
     /// 2i results the covering vnodes returned to this node's queries (a
     /// page of N reads at most N per covering vnode).
     pub index_results_read: AtomicU64,
+    /// Anti-entropy fold queries (`aae_fold`) received by this node.
+    pub aae_fold_requests: AtomicU64,
 }
 
 /// A node: the router (ring, cluster view, vnode table), bucket props and

@@ -351,6 +351,11 @@ impl Node {
                 "Keys repaired by anti-entropy.",
             ),
             (
+                "aae_fold_requests_total",
+                ld(&s.aae_fold_requests),
+                "Anti-entropy fold queries (aae_fold) coordinated by this node.",
+            ),
+            (
                 "get_notfound_waits_total",
                 ld(&s.notfound_waits),
                 "GETs whose quorum answered only not-found and that waited for the other replicas.",

@@ -12,6 +12,7 @@
 //! * [`id`]: the vnode's incarnation id (part of its vector-clock actor);
 //! * [`aae_tree`]: its cached anti-entropy trees, updated on every write.
 
+pub mod aae_fold;
 pub mod aae_tree;
 pub mod id;
 pub mod merge;

@@ -236,6 +236,9 @@ pub enum VnodeReq {
         /// Batch size.
         limit: u32,
     },
+    /// One covering vnode's part of an anti-entropy fold query
+    /// ([`super::aae_fold`]).
+    AaeFold(super::aae_fold::AaeFoldReq),
 }
 
 impl VnodeReq {
@@ -276,6 +279,8 @@ pub enum VnodeReply {
     AaeBranches(Vec<(u32, Vec<u64>)>),
     /// Handoff batch: (bucket, key, object); empty = the end.
     Batch(Vec<(Vec<u8>, Vec<u8>, WireObject)>),
+    /// A vnode's part of an anti-entropy fold query.
+    AaeFold(super::aae_fold::AaeFoldReply),
 }
 
 #[cfg(test)]

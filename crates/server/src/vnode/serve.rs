@@ -108,6 +108,7 @@ impl VnodeState {
             VnodeReq::ListBuckets => Ok(VnodeReply::Buckets(self.backend.list_buckets()?)),
             VnodeReq::Index(q) => Ok(VnodeReply::Index(self.backend.index_query(&q)?)),
             VnodeReq::Fold { after, limit } => self.fold_batch(after, limit),
+            VnodeReq::AaeFold(q) => self.aae_fold_query(q).map(VnodeReply::AaeFold),
             VnodeReq::AaeTree { ring_size, firsts } => {
                 let firsts: std::collections::BTreeSet<u32> = firsts.into_iter().collect();
                 let mut tree = vec![0u64; AAE_TREE.segments() as usize];

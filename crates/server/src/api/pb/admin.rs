@@ -3,8 +3,9 @@
 //!
 //! Codes: 247 (`ADMIN_CLUSTER_REQ`: a command line) → 248 (its text
 //! output); 240–246 (bucket-type admin, see [`super::btypes`]); Riak's 31–33
-//! (`bucket-type update` sends 32); `RpbPingReq` 1. Anything else is an
-//! unknown code.
+//! (`bucket-type update` sends 32); Riak's anti-entropy fold requests
+//! 210–231 (`basalt admin aae fold`, see [`super::aaefold`]); `RpbPingReq`
+//! 1. Anything else is an unknown code.
 
 use super::unknown_code;
 use crate::error::RequestError;
@@ -30,6 +31,9 @@ pub(super) async fn handle(
             crate::services::gossip::ADMIN_CLUSTER_RESP,
             text.as_bytes(),
         )]);
+    }
+    if super::aaefold::serves(c) {
+        return super::aaefold::handle(node, c, body).await;
     }
     if let Some(frames) = super::btypes::handle_admin(node, c, body)? {
         return Ok(frames);

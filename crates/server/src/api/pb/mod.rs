@@ -9,6 +9,8 @@
 //! * [`bucket`]: 15, 17, 19, 21, 29 (listings, bucket props);
 //! * [`index`]: 25 (2i);
 //! * [`csbucket`]: 40 (CS bucket fold);
+//! * [`aaefold`]: 210–219, 223, 230, 231 (anti-entropy fold queries; also
+//!   on the cluster port, for `basalt admin aae fold`);
 //! * [`btypes`]: 31, 32, 33 (bucket types, preflists), and on the cluster
 //!   port 240–246 (bucket-type admin);
 //! * [`admin`]: the cluster port's admin line (247 → 248).
@@ -17,6 +19,7 @@
 //! the connection stays open; Basalt's own codes are unknown on the client
 //! port.
 
+pub mod aaefold;
 pub mod admin;
 pub mod btypes;
 pub mod bucket;
@@ -115,6 +118,7 @@ async fn client(
         code::RESET_BUCKET_REQ => bucket::reset_props(node, body).await,
         code::INDEX_REQ => index::query(node, body, out).await,
         code::CS_BUCKET_REQ => csbucket::fold(node, body, out).await,
+        c if aaefold::serves(c) => aaefold::handle(node, c, body).await,
         other => btypes::handle(node, other, body)?.ok_or_else(|| unknown_code(other)),
     }
 }
