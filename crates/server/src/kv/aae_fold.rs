@@ -316,7 +316,10 @@ impl Node {
         match q {
             FoldQuery::MergeRootNval { n_val } => {
                 let mut root = vec![0u64; cached.width() as usize];
-                for (_, r) in self.fold_round(*n_val, || FoldOp::Root { n_val: *n_val }).await? {
+                for (_, r) in self
+                    .fold_round(*n_val, || FoldOp::Root { n_val: *n_val })
+                    .await?
+                {
                     let AaeFoldReply::Root(r) = r else {
                         return Err(unexpected());
                     };

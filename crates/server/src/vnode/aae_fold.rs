@@ -399,7 +399,10 @@ impl VnodeState {
                     count += 1;
                     return ControlFlow::Continue(());
                 }
-                found.insert(k.to_vec(), (b.to_vec(), k.to_vec(), o.vclock.encode(), value));
+                found.insert(
+                    k.to_vec(),
+                    (b.to_vec(), k.to_vec(), o.vclock.encode(), value),
+                );
                 if found.len() > limit as usize {
                     more = true;
                     found.pop_last();
@@ -411,7 +414,9 @@ impl VnodeState {
             },
         )?;
         Ok(match want {
-            RangeWant::Tree(_) => AaeFoldReply::Segments(tree.into_iter().filter(|(_, h)| *h != 0).collect()),
+            RangeWant::Tree(_) => {
+                AaeFoldReply::Segments(tree.into_iter().filter(|(_, h)| *h != 0).collect())
+            }
             RangeWant::Stats => AaeFoldReply::Stats(stats),
             _ if count_only => AaeFoldReply::Count(count),
             _ => AaeFoldReply::Keys(found.into_values().collect(), more),

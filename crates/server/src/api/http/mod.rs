@@ -6,7 +6,9 @@
 //! * [`buckets`]: bucket and bucket-type props, bucket and key listings;
 //! * [`index`]: 2i queries;
 //! * [`metrics`]: `/stats` (JSON) and `/metrics` (Prometheus text);
-//! * [`replicas`]: `/basalt/replicas/...`: each replica's state of a key.
+//! * [`replicas`]: `/basalt/replicas/...`: each replica's state of a key;
+//! * [`aaefold`]: the anti-entropy fold queries (`/cachedtrees/...`,
+//!   `/rangetrees/...`, `/siblings/...`, ..., `/aaebucketlist`).
 //!
 //! Errors are plain text with Riak's status codes (400 bad input, 404, 412,
 //! 413, 415, 503 overload / quorum, 500).
@@ -14,6 +16,7 @@
 // Handlers return ready-made error `Response`s on the (rare) failure path.
 #![allow(clippy::result_large_err)]
 
+pub mod aaefold;
 pub mod buckets;
 pub mod index;
 pub mod metrics;
@@ -40,6 +43,7 @@ type Shared = axum::extract::State<Arc<Node>>;
 
 /// The resource map of `GET /`: resource module → path.
 pub const RESOURCES: &[(&str, &str)] = &[
+    ("riak_kv_wm_aaefold", "/cachedtrees"),
     ("riak_kv_wm_buckets", "/buckets"),
     ("riak_kv_wm_bucket_type", "/types"),
     ("riak_kv_wm_index", "/buckets"),
@@ -55,7 +59,11 @@ pub use crate::limits::MAX_PROPS_BODY_BYTES;
 /// The router of the HTTP API over `node`.
 pub fn router(node: Arc<Node>) -> Router {
     use buckets as bk;
-    Router::new()
+    let mut r = Router::new();
+    for p in aaefold::PREFIXES {
+        r = r.route(&format!("/{p}/{{*rest}}"), get(aaefold::fold));
+    }
+    r.route("/aaebucketlist", get(aaefold::fold))
         .route("/", get(root))
         .route("/ping", get(|| async { text(StatusCode::OK, "OK") }))
         .route("/stats", get(metrics::stats))

@@ -48,7 +48,9 @@ fn tree_size(v: i32) -> Result<TreeSize, RequestError> {
     usize::try_from(v)
         .ok()
         .and_then(|i| TREE_SIZES.get(i).copied())
-        .ok_or_else(|| RequestError::Invalid(format!("no tree size {v} (0 = xxsmall .. 5 = xlarge)")))
+        .ok_or_else(|| {
+            RequestError::Invalid(format!("no tree size {v} (0 = xxsmall .. 5 = xlarge)"))
+        })
 }
 
 /// Riak's `RpbTreeSize` value of a size.
