@@ -3,7 +3,8 @@
 //! 127.0.0.1:8099; the client PB port does not serve admin codes), like
 //! `riak admin bucket-type`;
 //! `basalt admin --node ADDR cluster ...|member-status|ring-status` sends a
-//! cluster command line (admin code 247) and prints the node's answer.
+//! cluster command line (admin code 247) and prints the node's answer;
+//! `aae fold` is in [`crate::aae_fold`].
 //! create, activate, list and status use Basalt's private admin codes
 //! (240–246); update is Riak's `RpbSetBucketTypeReq` (32). Codes are
 //! `riak_pb::code` and `riak_pb::code::basalt`; each command is one call of
@@ -69,6 +70,9 @@ enum AaeCommand {
     /// Check every local vnode's cached trees against a fresh fold (builds
     /// them where there are none): reads the whole store of the node.
     Verify,
+    /// Run an anti-entropy fold query (Riak's aae_fold) over the cluster.
+    #[command(subcommand)]
+    Fold(crate::aae_fold::FoldCommand),
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -133,7 +137,11 @@ enum BucketTypeCommand {
 
 /// One blocking PB round trip: `Ok(Err(msg))` when the node answered with
 /// an `RpbErrorResp`.
-fn call(node: &str, c: u8, body: &[u8]) -> anyhow::Result<Result<(u8, Vec<u8>), String>> {
+pub(crate) fn call(
+    node: &str,
+    c: u8,
+    body: &[u8],
+) -> anyhow::Result<Result<(u8, Vec<u8>), String>> {
     let mut client = Client::connect(node, CONNECT_TIMEOUT, REPLY_TIMEOUT)
         .with_context(|| format!("cannot reach node {node}"))?;
     client.set_max_reply(MAX_REPLY);
@@ -172,6 +180,7 @@ pub fn run(args: AdminArgs) -> anyhow::Result<crate::Outcome> {
         AdminCommand::Repl(ReplCommand::Fullsync) => Some("repl-fullsync".to_string()),
         AdminCommand::Aae(AaeCommand::Status) => Some("aae-status".to_string()),
         AdminCommand::Aae(AaeCommand::Verify) => Some("aae-verify".to_string()),
+        AdminCommand::Aae(AaeCommand::Fold(cmd)) => return crate::aae_fold::run(node, cmd),
         AdminCommand::Cluster(c) => Some(match c {
             ClusterCommand::Join { addr } => format!("join {addr}"),
             ClusterCommand::Leave { node: Some(n) } => format!("leave {n}"),

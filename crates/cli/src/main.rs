@@ -8,6 +8,7 @@
 //! stderr (`basalt: error: ...`); see [`EXIT_CODES`] for what the process
 //! returns.
 
+mod aae_fold;
 mod admin;
 mod dump;
 mod kv;
