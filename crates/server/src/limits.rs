@@ -57,6 +57,11 @@ pub const AAE_FOLD_MAX_SEGMENTS: usize = 4096;
 /// Branches a `merge_branch_nval` may ask for.
 pub const AAE_FOLD_MAX_BRANCHES: usize = 256;
 
+/// Keys a covering vnode folds per job of a range query (ordered
+/// backends; the coordinator asks for the next round after the last key),
+/// so a query over a long range never holds a vnode's worker for long.
+pub const AAE_FOLD_SCAN_BATCH: u32 = 10_000;
+
 /// Keys each covering vnode returns per round of `reap_tombs` and
 /// `erase_keys` (the coordinator reaps or deletes them, then asks for the
 /// next round after the last key).
@@ -116,6 +121,7 @@ const _: () = {
     // whole root of the default (xsmall) tree.
     assert!(AAE_FOLD_MAX_SEGMENTS >= 256 && AAE_FOLD_MAX_BRANCHES >= 64);
     assert!(AAE_FOLD_CHANGE_BATCH > 0 && AAE_FOLD_CHANGE_PARALLEL > 0);
+    assert!(AAE_FOLD_SCAN_BATCH >= AAE_FOLD_CHANGE_BATCH);
     // A peer is down only after missing several gossip rounds, and a
     // connection is stale only after a request could have timed out.
     assert!(DOWN_AFTER.as_millis() >= 2 * GOSSIP_INTERVAL.as_millis());

@@ -19,12 +19,12 @@
 use crate::error::RequestError;
 use crate::limits::{
     AAE_FOLD_CHANGE_BATCH, AAE_FOLD_CHANGE_PARALLEL, AAE_FOLD_MAX_BRANCHES, AAE_FOLD_MAX_RESULTS,
-    AAE_FOLD_MAX_SEGMENTS,
+    AAE_FOLD_MAX_SEGMENTS, AAE_FOLD_SCAN_BATCH,
 };
 use crate::node::Node;
 use crate::object::vclock::VClock;
 use crate::router::Target;
-use crate::vnode::aae_fold::{AaeFoldReply, AaeFoldReq, FoldOp, FoundKey, RangeWant};
+use crate::vnode::aae_fold::{AaeFoldReply, AaeFoldReq, FoldOp, FoundKey, RangePart, RangeWant};
 use crate::vnode::request::{VnodeReply, VnodeReq};
 use basalt_backend::TreeSize;
 use std::collections::BTreeMap;
@@ -375,17 +375,10 @@ impl Node {
                 collect_keys(replies)
             }
             FoldQuery::MergeTreeRange { filter, size } => {
-                let op = || range_op(filter, RangeWant::Tree(size.width()), max, false);
-                let mut segs: BTreeMap<u32, u64> = BTreeMap::new();
-                for (_, r) in self.fold_round(self.n_val_of(filter), op).await? {
-                    let AaeFoldReply::Segments(s) = r else {
-                        return Err(unexpected());
-                    };
-                    for (seg, h) in s {
-                        *segs.entry(seg).or_default() ^= h;
-                    }
-                }
-                let (root, branches) = tree_from_segments(*size, &segs);
+                let acc = self
+                    .range_rounds(filter, RangeWant::Tree(size.width()), false)
+                    .await?;
+                let (root, branches) = tree_from_segments(*size, &acc.segments);
                 Ok(FoldResult::Tree {
                     size: *size,
                     root,
@@ -393,20 +386,21 @@ impl Node {
                 })
             }
             FoldQuery::FetchClocksRange { filter } => {
-                let op = || range_op(filter, RangeWant::Clocks, max, false);
-                collect_keys(self.fold_round(self.n_val_of(filter), op).await?)
+                let acc = self.range_rounds(filter, RangeWant::Clocks, false).await?;
+                Ok(acc.into_keys())
             }
             FoldQuery::FindKeys { filter, finder } => {
                 let want = match finder {
                     Finder::SiblingCount(n) => RangeWant::Siblings(*n),
                     Finder::ObjectSize(n) => RangeWant::Sizes(*n),
                 };
-                let op = || range_op(filter, want, max, false);
-                collect_keys(self.fold_round(self.n_val_of(filter), op).await?)
+                Ok(self.range_rounds(filter, want, false).await?.into_keys())
             }
             FoldQuery::FindTombs { filter } => {
-                let op = || range_op(filter, RangeWant::Tombs, max, false);
-                let mut res = collect_keys(self.fold_round(self.n_val_of(filter), op).await?)?;
+                let mut res = self
+                    .range_rounds(filter, RangeWant::Tombs, false)
+                    .await?
+                    .into_keys();
                 if let FoldResult::Keys(keys) = &mut res {
                     for k in keys.iter_mut() {
                         k.3 = delete_hash(&k.2);
@@ -415,15 +409,8 @@ impl Node {
                 Ok(res)
             }
             FoldQuery::ObjectStats { filter } => {
-                let op = || range_op(filter, RangeWant::Stats, max, false);
-                let mut stats = ObjectStats::default();
-                for (_, r) in self.fold_round(self.n_val_of(filter), op).await? {
-                    let AaeFoldReply::Stats(s) = r else {
-                        return Err(unexpected());
-                    };
-                    stats.merge(&s);
-                }
-                Ok(FoldResult::Stats(stats))
+                let acc = self.range_rounds(filter, RangeWant::Stats, false).await?;
+                Ok(FoldResult::Stats(acc.stats))
             }
             FoldQuery::ReapTombs { filter, count_only } => {
                 self.change_range(filter, RangeWant::Tombs, *count_only)
@@ -486,12 +473,55 @@ impl Node {
         Ok(out)
     }
 
+    /// A range query over the coverage plan of the bucket's n_val: every
+    /// covering vnode at once, each in rounds of at most
+    /// [`AAE_FOLD_SCAN_BATCH`] keys after its own cursor; the rounds merged.
+    async fn range_rounds(
+        &self,
+        filter: &RangeFilter,
+        want: RangeWant,
+        count_only: bool,
+    ) -> Result<RangeAcc, RequestError> {
+        let plan = self
+            .router
+            .coverage_plan(self.n_val_of(filter))
+            .ok_or_else(|| RequestError::Invalid("insufficient_vnodes_available".into()))?;
+        let ring_size = self.router.ring.size();
+        let limit = AAE_FOLD_MAX_RESULTS as u32 + 1;
+        let per_vnode = plan.into_iter().map(|(t, firsts)| async move {
+            let mut acc = RangeAcc::default();
+            let mut after: Option<Vec<u8>> = None;
+            loop {
+                let req = VnodeReq::AaeFold(AaeFoldReq {
+                    ring_size,
+                    firsts: firsts.clone(),
+                    op: range_op(filter, want, after.clone(), limit, count_only),
+                });
+                let part = match self.router.vcall(&t, req).await? {
+                    VnodeReply::AaeFold(AaeFoldReply::Range(p)) => p,
+                    _ => return Err(unexpected()),
+                };
+                let more = part.more;
+                after.clone_from(&part.last);
+                acc.add(part)?;
+                if !more || after.is_none() {
+                    return Ok(acc);
+                }
+            }
+        });
+        let mut total = RangeAcc::default();
+        for r in futures_util::future::join_all(per_vnode).await {
+            total.merge(r?)?;
+        }
+        Ok(total)
+    }
+
     /// `reap_tombs` (`want` = tombstones) and `erase_keys` (`want` = live
     /// keys): each covering vnode in rounds of [`AAE_FOLD_CHANGE_BATCH`]
     /// keys after its cursor; each key found is reaped through
     /// [`Node::reap_tombstone`] (every replica must hold the same
     /// tombstone) or deleted through [`Node::delete`] with the clock the
-    /// fold saw. Count-only: one counting round, nothing changed. Returns
+    /// fold saw. Count-only: counting rounds, nothing changed. Returns
     /// the keys counted or dispatched.
     async fn change_range(
         self: &Arc<Self>,
@@ -499,18 +529,11 @@ impl Node {
         want: RangeWant,
         count_only: bool,
     ) -> Result<FoldResult, RequestError> {
-        let n_val = self.n_val_of(filter);
         if count_only {
-            let op = || range_op(filter, want, 0, true);
-            let mut total = 0;
-            for (_, r) in self.fold_round(n_val, op).await? {
-                let AaeFoldReply::Count(c) = r else {
-                    return Err(unexpected());
-                };
-                total += c;
-            }
-            return Ok(FoldResult::Count(total));
+            let acc = self.range_rounds(filter, want, true).await?;
+            return Ok(FoldResult::Count(acc.count));
         }
+        let n_val = self.n_val_of(filter);
         let plan = self
             .router
             .coverage_plan(n_val)
@@ -520,21 +543,17 @@ impl Node {
         for (t, firsts) in plan {
             let mut after: Option<Vec<u8>> = None;
             loop {
-                let mut op = range_op(filter, want, AAE_FOLD_CHANGE_BATCH, false);
-                if let FoldOp::Range { after: a, .. } = &mut op {
-                    a.clone_from(&after);
-                }
                 let req = VnodeReq::AaeFold(AaeFoldReq {
                     ring_size,
                     firsts: firsts.clone(),
-                    op,
+                    op: range_op(filter, want, after.clone(), AAE_FOLD_CHANGE_BATCH, false),
                 });
-                let VnodeReply::AaeFold(AaeFoldReply::Keys(keys, more)) =
-                    self.router.vcall(&t, req).await?
-                else {
-                    return Err(unexpected());
+                let part = match self.router.vcall(&t, req).await? {
+                    VnodeReply::AaeFold(AaeFoldReply::Range(p)) => p,
+                    _ => return Err(unexpected()),
                 };
-                after = keys.last().map(|k| k.1.clone());
+                let (keys, more) = (part.keys, part.more);
+                after = part.last;
                 for chunk in keys.chunks(AAE_FOLD_CHANGE_PARALLEL) {
                     let jobs = chunk.iter().map(|(b, k, clock, _)| async move {
                         let vc = VClock::decode(clock)
@@ -560,13 +579,62 @@ impl Node {
     }
 }
 
-fn range_op(filter: &RangeFilter, want: RangeWant, limit: u32, count_only: bool) -> FoldOp {
+fn range_op(
+    filter: &RangeFilter,
+    want: RangeWant,
+    after: Option<Vec<u8>>,
+    limit: u32,
+    count_only: bool,
+) -> FoldOp {
     FoldOp::Range {
         filter: filter.clone(),
         want,
-        after: None,
+        after,
         limit,
+        scan: AAE_FOLD_SCAN_BATCH,
         count_only,
+    }
+}
+
+/// The merged rounds of a range query.
+#[derive(Debug, Default)]
+struct RangeAcc {
+    segments: BTreeMap<u32, u64>,
+    stats: ObjectStats,
+    count: u64,
+    keys: Vec<KeyEntry>,
+}
+
+impl RangeAcc {
+    /// Adds one round; more than [`AAE_FOLD_MAX_RESULTS`] keys is an error.
+    fn add(&mut self, part: RangePart) -> Result<(), RequestError> {
+        for (seg, h) in part.segments {
+            *self.segments.entry(seg).or_default() ^= h;
+        }
+        self.stats.merge(&part.stats);
+        self.count += part.count;
+        self.keys.extend(part.keys);
+        if self.keys.len() > AAE_FOLD_MAX_RESULTS {
+            return Err(too_many());
+        }
+        Ok(())
+    }
+
+    fn merge(&mut self, other: RangeAcc) -> Result<(), RequestError> {
+        self.add(RangePart {
+            segments: other.segments.into_iter().collect(),
+            stats: other.stats,
+            count: other.count,
+            keys: other.keys,
+            last: None,
+            more: false,
+        })
+    }
+
+    /// The keys, sorted by bucket then key.
+    fn into_keys(mut self) -> FoldResult {
+        self.keys.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+        FoldResult::Keys(self.keys)
     }
 }
 

@@ -7,9 +7,11 @@
 //! coverage plan (`firsts`), so each key counts once across the covering
 //! set. The n_val queries on roots and branches read the cached trees and
 //! never fold the store (absent trees answer [`AaeFoldReply::NotBuilt`]);
-//! the others fold the heads of one bucket's key range (or, for the n_val
-//! key-clock query, of the buckets of that n_val filtered by segment),
-//! stopping after `limit` matching keys where a list is returned.
+//! the others fold the heads of one bucket's key range in rounds of a
+//! bounded number of keys after a cursor (one job each, so a long range
+//! never holds the vnode's worker for long), or, for the n_val key-clock
+//! query, the buckets of that n_val filtered by segment; list answers stop
+//! after `limit` matching keys.
 
 use super::{VnodeError, VnodeState};
 use crate::object::RiakObject;
@@ -105,6 +107,8 @@ pub enum FoldOp {
         after: Option<Vec<u8>>,
         /// Keys returned at most (list results).
         limit: u32,
+        /// Keys scanned at most in this round (ordered backends).
+        scan: u32,
         /// Count matches only (no keys returned).
         count_only: bool,
     },
@@ -124,16 +128,31 @@ pub enum AaeFoldReply {
     Root(Vec<u64>),
     /// Merged branches: (branch, 256 segment hashes).
     Branches(Vec<(u32, Vec<u64>)>),
-    /// A sparse tree: (segment, hash) of the non-empty segments.
-    Segments(Vec<(u32, u64)>),
-    /// Keys found, in key order, and whether more remain after the last.
+    /// Keys found (`fetch_clocks_nval`), in key order, and whether more
+    /// remain.
     Keys(Vec<FoundKey>, bool),
-    /// Object statistics.
-    Stats(ObjectStats),
-    /// Matching keys counted.
-    Count(u64),
+    /// One round of a range query.
+    Range(RangePart),
     /// Buckets.
     Buckets(Vec<Vec<u8>>),
+}
+
+/// One round of a range query: what it collected (the part its
+/// [`RangeWant`] fills) and where the next round starts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RangePart {
+    /// A sparse tree: (segment, hash) of the non-empty segments.
+    pub segments: Vec<(u32, u64)>,
+    /// Object statistics.
+    pub stats: ObjectStats,
+    /// Matching keys counted (count-only).
+    pub count: u64,
+    /// Keys found, in key order.
+    pub keys: Vec<FoundKey>,
+    /// Every key up to this one was folded; the next round starts after it.
+    pub last: Option<Vec<u8>>,
+    /// Keys of the range remain after `last`.
+    pub more: bool,
 }
 
 /// Riak's `object_stats`: count, total size, a histogram of sizes by order
@@ -298,8 +317,9 @@ impl VnodeState {
                 want,
                 after,
                 limit,
+                scan,
                 count_only,
-            } => self.range_fold(&filter, want, after, limit, count_only, &covered),
+            } => self.range_fold(&filter, want, after, limit, scan, count_only, &covered),
             FoldOp::Buckets => Ok(AaeFoldReply::Buckets(self.backend.list_buckets()?)),
         }
     }
@@ -311,13 +331,18 @@ impl VnodeState {
         ))
     }
 
-    /// A fold of one bucket's key range for a range query.
+    /// One round of a range query on this vnode: the keys of the range
+    /// after `after`, at most `scan` of them on an ordered backend (an
+    /// unordered one folds its whole range in one round), list answers
+    /// stopping at `limit` keys.
+    #[allow(clippy::too_many_arguments)]
     fn range_fold(
         &self,
         filter: &RangeFilter,
         want: RangeWant,
         after: Option<Vec<u8>>,
         limit: u32,
+        scan: u32,
         count_only: bool,
         covered: &dyn Fn(&[u8], &[u8]) -> bool,
     ) -> Result<AaeFoldReply, VnodeError> {
@@ -333,23 +358,19 @@ impl VnodeState {
             Some(a) if a.as_slice() >= lo => a.as_slice(),
             _ => lo,
         };
+        let mut part = RangePart::default();
         if lo > hi {
-            return Ok(match want {
-                RangeWant::Tree(_) => AaeFoldReply::Segments(Vec::new()),
-                RangeWant::Stats => AaeFoldReply::Stats(ObjectStats::default()),
-                _ if count_only => AaeFoldReply::Count(0),
-                _ => AaeFoldReply::Keys(Vec::new(), false),
-            });
+            return Ok(AaeFoldReply::Range(part));
         }
         let range = KeyRange::new(lo, hi);
         let ordered = self.backend.capabilities().has(Capability::OrderedKeys);
         let mut tree: BTreeMap<u32, u64> = BTreeMap::new();
-        let mut stats = ObjectStats::default();
-        let mut count = 0u64;
         // Keys found, the smallest `limit` of them (an unordered backend
         // folds in any order, so the fold keeps going there).
         let mut found: BTreeMap<Vec<u8>, FoundKey> = BTreeMap::new();
-        let mut more = false;
+        let limit = limit.max(1) as usize;
+        let scan = scan.max(1);
+        let mut scanned = 0u32;
         let tree_sz = match want {
             RangeWant::Tree(w) => Some(size_of_width(w)?),
             _ => None,
@@ -359,11 +380,23 @@ impl VnodeState {
             Some(&range),
             segs.as_ref(),
             &mut |b, k, o| {
-                if after.as_deref() == Some(k)
-                    || !covered(b, k)
-                    || !in_modified(&o, filter.modified)
-                {
+                if after.as_deref() == Some(k) {
                     return ControlFlow::Continue(());
+                }
+                scanned += 1;
+                // An ordered fold stops after `scan` keys; the next round
+                // starts after this one.
+                let stop = |part: &mut RangePart| {
+                    if ordered && scanned >= scan {
+                        part.more = true;
+                        part.last = Some(k.to_vec());
+                        ControlFlow::Break(())
+                    } else {
+                        ControlFlow::Continue(())
+                    }
+                };
+                if !covered(b, k) || !in_modified(&o, filter.modified) {
+                    return stop(&mut part);
                 }
                 let deleted = o.is_deleted();
                 let value = match want {
@@ -372,13 +405,13 @@ impl VnodeState {
                             let h = super::aae_tree::key_state_hash(b, k, o.state_hash());
                             *tree.entry(segment_of(b, k, sz)).or_default() ^= h;
                         }
-                        return ControlFlow::Continue(());
+                        None
                     }
                     RangeWant::Stats => {
                         if !deleted {
-                            stats.add(object_size(&o), o.contents.len() as u32);
+                            part.stats.add(object_size(&o), o.contents.len() as u32);
                         }
-                        return ControlFlow::Continue(());
+                        None
                     }
                     RangeWant::Clocks => Some(0),
                     RangeWant::Siblings(n) => {
@@ -393,34 +426,35 @@ impl VnodeState {
                     RangeWant::Live => (!deleted).then_some(0),
                 };
                 let Some(value) = value else {
-                    return ControlFlow::Continue(());
+                    return stop(&mut part);
                 };
                 if count_only {
-                    count += 1;
-                    return ControlFlow::Continue(());
+                    part.count += 1;
+                    return stop(&mut part);
                 }
                 found.insert(
                     k.to_vec(),
                     (b.to_vec(), k.to_vec(), o.vclock.encode(), value),
                 );
-                if found.len() > limit as usize {
-                    more = true;
-                    found.pop_last();
-                    if ordered {
-                        return ControlFlow::Break(());
-                    }
+                if ordered && found.len() >= limit {
+                    part.more = true;
+                    part.last = Some(k.to_vec());
+                    return ControlFlow::Break(());
                 }
-                ControlFlow::Continue(())
+                if found.len() > limit {
+                    part.more = true;
+                    found.pop_last();
+                }
+                stop(&mut part)
             },
         )?;
-        Ok(match want {
-            RangeWant::Tree(_) => {
-                AaeFoldReply::Segments(tree.into_iter().filter(|(_, h)| *h != 0).collect())
-            }
-            RangeWant::Stats => AaeFoldReply::Stats(stats),
-            _ if count_only => AaeFoldReply::Count(count),
-            _ => AaeFoldReply::Keys(found.into_values().collect(), more),
-        })
+        if !ordered && part.more {
+            // Every key up to the largest kept one was seen.
+            part.last = found.keys().next_back().cloned();
+        }
+        part.segments = tree.into_iter().filter(|(_, h)| *h != 0).collect();
+        part.keys = found.into_values().collect();
+        Ok(AaeFoldReply::Range(part))
     }
 
     /// Calls `f(bucket, key, object metadata)` for the keys of `bucket` in
@@ -485,6 +519,129 @@ fn in_modified(o: &RiakObject, range: Option<(u64, u64)>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::object::Content;
+
+    fn state(backend: &str, dir: &std::path::Path) -> VnodeState {
+        VnodeState {
+            partition: 0,
+            actor: b"a".to_vec(),
+            backend: basalt_backends::open_backend(backend, dir, &Default::default())
+                .unwrap_or_else(|e| panic!("{e}")),
+            sync: false,
+            incarnation: None,
+            tainted: std::sync::atomic::AtomicBool::new(false),
+            aae: None,
+        }
+    }
+
+    fn obj(len: usize, deleted: bool) -> RiakObject {
+        RiakObject {
+            vclock: Default::default(),
+            contents: vec![Content {
+                value: vec![b'x'; len],
+                value_len: len as u32,
+                deleted,
+                ..Content::default()
+            }],
+        }
+    }
+
+    /// Runs a range op in rounds of `scan` keys / `limit` results after
+    /// the cursor until done; the rounds' parts.
+    fn rounds(st: &VnodeState, want: RangeWant, limit: u32, scan: u32) -> Vec<RangePart> {
+        let mut after = None;
+        let mut parts = Vec::new();
+        loop {
+            let q = AaeFoldReq {
+                ring_size: 1,
+                firsts: vec![0],
+                op: FoldOp::Range {
+                    filter: RangeFilter {
+                        bucket: b"b".to_vec(),
+                        keys: Some((b"k010".to_vec(), b"k089".to_vec())),
+                        ..RangeFilter::default()
+                    },
+                    want,
+                    after: after.clone(),
+                    limit,
+                    scan,
+                    count_only: false,
+                },
+            };
+            let Ok(AaeFoldReply::Range(p)) = st.aae_fold_query(q) else {
+                panic!("range reply");
+            };
+            let more = p.more;
+            after.clone_from(&p.last);
+            parts.push(p);
+            assert!(parts.len() < 1000, "rounds end");
+            if !more {
+                return parts;
+            }
+        }
+    }
+
+    /// Rounds of a few keys each, on an ordered (memory) and an unordered
+    /// (bitcask) backend, add up to the answer of one big round: every key
+    /// of the range once, in order; statistics and trees merge to the same.
+    #[test]
+    fn bounded_rounds_add_up_to_one_fold() {
+        for backend in ["memory", "bitcask"] {
+            let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+            let st = state(backend, dir.path());
+            for i in 0..100u32 {
+                let o = obj(i as usize % 7 * 10, i % 5 == 0);
+                st.write(b"b", format!("k{i:03}").as_bytes(), None, &o)
+                    .unwrap_or_else(|e| panic!("{e}"));
+            }
+            let all = rounds(&st, RangeWant::Clocks, 1000, 1_000_000);
+            assert_eq!(all.len(), 1, "{backend}");
+            let want: Vec<Vec<u8>> = (10..90).map(|i| format!("k{i:03}").into_bytes()).collect();
+            let got = |parts: &[RangePart]| -> Vec<Vec<u8>> {
+                parts
+                    .iter()
+                    .flat_map(|p| p.keys.iter().map(|k| k.1.clone()))
+                    .collect()
+            };
+            assert_eq!(got(&all), want, "{backend}");
+            // Small result limits: several rounds, same keys.
+            let small = rounds(&st, RangeWant::Clocks, 7, 1_000_000);
+            assert!(small.len() > 5, "{backend}: {} rounds", small.len());
+            assert_eq!(got(&small), want, "{backend}");
+            let tombs = rounds(&st, RangeWant::Tombs, 3, 11);
+            let want_t: Vec<Vec<u8>> = (10..90)
+                .filter(|i| i % 5 == 0)
+                .map(|i| format!("k{i:03}").into_bytes())
+                .collect();
+            assert_eq!(got(&tombs), want_t, "{backend}");
+            // Scan-limited rounds (ordered only) merge to the one-round stats.
+            let one = rounds(&st, RangeWant::Stats, 1, 1_000_000);
+            let many = rounds(&st, RangeWant::Stats, 1, 9);
+            if backend == "memory" {
+                assert!(many.len() >= 80 / 9, "{} rounds", many.len());
+            }
+            let merged = many.iter().fold(ObjectStats::default(), |mut a, p| {
+                a.merge(&p.stats);
+                a
+            });
+            assert_eq!(merged, one[0].stats, "{backend}");
+            assert_eq!(merged.total_count, 64, "80 keys, 16 tombstones");
+            let tree = |parts: &[RangePart]| {
+                let mut t: BTreeMap<u32, u64> = BTreeMap::new();
+                for (s, h) in parts.iter().flat_map(|p| p.segments.iter()) {
+                    *t.entry(*s).or_default() ^= h;
+                }
+                t
+            };
+            let w = TreeSize::Small.width();
+            assert_eq!(
+                tree(&rounds(&st, RangeWant::Tree(w), 1, 13)),
+                tree(&rounds(&st, RangeWant::Tree(w), 1, 1_000_000)),
+                "{backend}"
+            );
+            drop(st);
+        }
+    }
 
     #[test]
     fn orders_of_magnitude() {
