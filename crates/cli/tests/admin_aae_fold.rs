@@ -134,8 +134,16 @@ fn admin_aae_fold_queries() {
         "--apply",
     ]);
     assert_eq!((rc, out.as_str()), (0, "dispatched_count\t2\n"));
-    let (_, out, _) = node.fold(&["object-stats", "--bucket", "b"]);
-    assert!(out.contains("total_count\t2\n"), "{out}");
+    // The deletes' last replica writes may still be arriving (w = quorum).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !node
+        .fold(&["object-stats", "--bucket", "b"])
+        .1
+        .contains("total_count\t2\n")
+    {
+        assert!(Instant::now() < deadline, "erase reached every replica");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let (_, out, _) = node.fold(&["find-tombs", "--bucket", "b"]);
     assert_eq!(out.lines().count(), 2, "{out}");
 

@@ -745,3 +745,97 @@ fn aae_trees_survive_a_clean_stop_and_are_rebuilt_after_kill_9() {
     assert!(s.contains("folds (builds + segment listings): 16\n"), "{s}");
     assert!(n.terminate(), "clean stop");
 }
+
+/// `aae_fold` over a 3-node cluster: the coverage plan spans every node,
+/// remote vnodes answer over the cluster transport, and each key counts
+/// once whichever node coordinates; the cached roots (after every node
+/// built its trees) agree from any node and equal the range tree of the
+/// only n_val-3 bucket; erase-keys deletes through DELETE cluster-wide.
+#[test]
+fn aae_fold_queries_cover_the_cluster_once() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (root, _guard) = test_dir();
+    let mut nodes = start_nodes(&root, 3);
+    form_cluster(&nodes);
+    let mut c = Client::connect(&nodes[0].pb);
+    for i in 0..60 {
+        c.put(&format!("f{i:02}"), "vvvv").expect("put");
+    }
+    wait_for("every replica written", Duration::from_secs(30), || {
+        (0..60).all(|i| {
+            c.get(&format!("f{i:02}"), 3, 3, false)
+                .is_ok_and(|v| v.is_some())
+        })
+    });
+    let fold = |n: &NodeProc, args: &[&str]| {
+        let mut all = vec!["aae", "fold"];
+        all.extend_from_slice(args);
+        let (ok, out) = admin(&n.cluster, &all);
+        assert!(ok, "{args:?}: {out}");
+        out
+    };
+    for n in &nodes {
+        let out = fold(n, &["object-stats", "--bucket", "b"]);
+        assert!(out.contains("total_count\t60\n"), "{out}");
+        assert!(out.contains("total_size\t240\n"), "{out}");
+    }
+    let out = fold(
+        &nodes[1],
+        &[
+            "fetch-clocks-range",
+            "--bucket",
+            "b",
+            "--start-key",
+            "f10",
+            "--end-key",
+            "f19",
+        ],
+    );
+    assert_eq!(out.lines().count(), 10, "{out}");
+    for n in &nodes {
+        let (ok, v) = admin(&n.cluster, &["aae", "verify"]);
+        assert!(ok && v.contains("match a fresh fold"), "{v}");
+    }
+    let roots: Vec<String> = nodes
+        .iter()
+        .map(|n| fold(n, &["merge-root-nval", "--n-val", "3"]))
+        .collect();
+    assert!(roots.iter().all(|r| *r == roots[0]), "{roots:?}");
+    let range = fold(
+        &nodes[2],
+        &["merge-tree-range", "--bucket", "b", "--size", "xsmall"],
+    );
+    let branches = |t: &str| -> Vec<String> {
+        t.lines()
+            .filter(|l| l.starts_with("branch "))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(branches(&roots[0]).len(), 64);
+    assert_eq!(branches(&roots[0]), branches(&range));
+    let out = fold(
+        &nodes[2],
+        &[
+            "erase-keys",
+            "--bucket",
+            "b",
+            "--start-key",
+            "f50",
+            "--end-key",
+            "f59",
+            "--apply",
+        ],
+    );
+    assert_eq!(out, "dispatched_count\t10\n");
+    // The deletes' last replica writes may still be arriving (w = quorum).
+    wait_for(
+        "the erase on every replica",
+        Duration::from_secs(10),
+        || fold(&nodes[1], &["object-stats", "--bucket", "b"]).contains("total_count\t50\n"),
+    );
+    assert_eq!(c.get("f55", 2, 0, false), Ok(None));
+    drop(c);
+    for n in &mut nodes {
+        assert!(n.terminate(), "{} did not exit 0 after SIGTERM", n.name);
+    }
+}

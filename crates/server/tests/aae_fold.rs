@@ -601,7 +601,15 @@ fn every_fold_type_against_a_model() {
         ),
     );
     assert_eq!(j["dispatched_count"], 5);
-    assert_eq!(object_stats(&mut c)[0].2, 15);
+    // The deletes' last replica writes may still be arriving (w = quorum).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while object_stats(&mut c)[0].2 != 15 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "erase reached every replica"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let tombs = find_tombs(&mut c);
     assert_eq!(
         tombs,
