@@ -7,7 +7,8 @@
 //! with "trees not built" and that the cached root equals the XOR of range
 //! trees; count-only and real modes of `reap_tombs` and `erase_keys`
 //! (erased keys read as not found, their tombstones are found); answers
-//! after a restart; bad input over PB and HTTP (each error names it).
+//! after a restart; bad input over PB and HTTP (each error names it); a
+//! typed bucket (its type in list answers, its own n_val's cached root).
 
 mod common;
 
@@ -772,5 +773,117 @@ fn bad_input_is_named_over_pb_and_http() {
     let (status, _) = http(&h, "/nosuchfold/buckets/b");
     assert_eq!(status, 404);
     drop(c);
+    h.shutdown().expect("shutdown");
+}
+
+/// A typed bucket (type `tp`, n_val 2): range queries find its keys, list
+/// answers carry the type, the n_val-2 cached root is its range tree, and
+/// an unknown type is refused.
+#[test]
+fn typed_buckets_are_folded_with_their_type() {
+    use basalt_server::api::pb::btypes::{code as bt, BasaltBucketTypeReq};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let h = ServerHandle::spawn(config(dir.path())).expect("spawn");
+    let mut admin = Client::admin(&h);
+    admin.call(
+        bt::ADMIN_TYPE_CREATE_REQ,
+        &BasaltBucketTypeReq {
+            r#type: b"tp".to_vec(),
+            props: Some(pb::RpbBucketProps {
+                n_val: Some(2),
+                ..Default::default()
+            }),
+        },
+        bt::ADMIN_TYPE_CREATE_RESP,
+    );
+    admin.call(
+        bt::ADMIN_TYPE_ACTIVATE_REQ,
+        &BasaltBucketTypeReq {
+            r#type: b"tp".to_vec(),
+            props: None,
+        },
+        bt::ADMIN_TYPE_ACTIVATE_RESP,
+    );
+    let mut c = Client::connect(&h);
+    for i in 0..4 {
+        let req = pb::RpbPutReq {
+            r#type: Some(b"tp".to_vec()),
+            bucket: b"tb".to_vec(),
+            key: Some(format!("x{i}").into_bytes()),
+            content: pb::RpbContent {
+                value: b"abc".to_vec(),
+                ..Default::default()
+            },
+            w: Some(2),
+            ..Default::default()
+        };
+        c.call(code::PUT_REQ, &req, code::PUT_RESP);
+    }
+    put(&mut c, None, "plain", "p", b"v", None);
+    let b = call(
+        &mut c,
+        code::AAE_FOLD_FETCH_CLOCKS_RANGE_REQ,
+        &pb::RpbAaeFoldFetchClocksRangeReq {
+            r#type: Some(b"tp".to_vec()),
+            bucket: b"tb".to_vec(),
+            ..Default::default()
+        },
+        code::AAE_FOLD_KEY_VALUE_RESP,
+    );
+    let kv = pb::RpbAaeFoldKeyValueResp::decode(b.as_slice()).expect("kv");
+    assert_eq!(kv.keys_value.len(), 4);
+    assert!(kv
+        .keys_value
+        .iter()
+        .all(|k| k.r#type.as_deref() == Some(b"tp".as_slice()) && k.bucket == b"tb"));
+    let j = http_json(&h, "/objectstats/types/tp/buckets/tb");
+    assert_eq!(j["total_count"], 4);
+    assert_eq!(j["total_size"], 12);
+    let j = http_json(&h, "/aaebucketlist?nval=2");
+    let listed: BTreeSet<String> = j["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|b| {
+            format!(
+                "{}/{}",
+                b["bucket-type"].as_str().unwrap_or("default"),
+                b["bucket"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        BTreeSet::from(["tp/tb".to_string(), "default/plain".to_string()])
+    );
+    build_trees(&h);
+    let root = root_pb(&mut c, 2).expect("root");
+    let b = call(
+        &mut c,
+        code::AAE_FOLD_MERGE_TREES_RANGE_REQ,
+        &pb::RpbAaeFoldMergeTreesRangeReq {
+            r#type: Some(b"tp".to_vec()),
+            bucket: b"tb".to_vec(),
+            tree_size: 0,
+            use_prehash: true,
+            ..Default::default()
+        },
+        code::AAE_FOLD_TREE_RESP,
+    );
+    let t = pb::RpbAaeFoldTreeResp::decode(b.as_slice()).expect("tree");
+    assert_eq!(t.level_one.unwrap_or_default(), root);
+    assert!(root.iter().any(|b| *b != 0));
+    let e = c
+        .try_call(
+            code::AAE_FOLD_OBJECT_STATS_REQ,
+            &pb::RpbAaeFoldObjectStatsReq {
+                r#type: Some(b"nosuch".to_vec()),
+                bucket: b"tb".to_vec(),
+                ..Default::default()
+            },
+        )
+        .expect_err("unknown type");
+    assert!(e.contains("nosuch"), "{e}");
+    drop((c, admin));
     h.shutdown().expect("shutdown");
 }
