@@ -57,7 +57,7 @@ enum AdminCommand {
     /// Replication to another cluster: status, fullsync.
     #[command(subcommand)]
     Repl(ReplCommand),
-    /// Anti-entropy on the node: status, verify.
+    /// Anti-entropy on the node: status, verify, rebuild, fold.
     #[command(subcommand)]
     Aae(AaeCommand),
 }
@@ -70,6 +70,14 @@ enum AaeCommand {
     /// Check every local vnode's cached trees against a fresh fold (builds
     /// them where there are none): reads the whole store of the node.
     Verify,
+    /// Rebuild the cached trees of every local vnode (or one partition)
+    /// now, one at a time at `aae_rebuild_keys_per_sec`; refused while a
+    /// rebuild runs or waits.
+    Rebuild {
+        /// Only this partition.
+        #[arg(long)]
+        partition: Option<u32>,
+    },
     /// Run an anti-entropy fold query (Riak's aae_fold) over the cluster.
     #[command(subcommand)]
     Fold(crate::aae_fold::FoldCommand),
@@ -180,6 +188,12 @@ pub fn run(args: AdminArgs) -> anyhow::Result<crate::Outcome> {
         AdminCommand::Repl(ReplCommand::Fullsync) => Some("repl-fullsync".to_string()),
         AdminCommand::Aae(AaeCommand::Status) => Some("aae-status".to_string()),
         AdminCommand::Aae(AaeCommand::Verify) => Some("aae-verify".to_string()),
+        AdminCommand::Aae(AaeCommand::Rebuild { partition: None }) => {
+            Some("aae-rebuild".to_string())
+        }
+        AdminCommand::Aae(AaeCommand::Rebuild { partition: Some(p) }) => {
+            Some(format!("aae-rebuild {p}"))
+        }
         AdminCommand::Aae(AaeCommand::Fold(cmd)) => return crate::aae_fold::run(node, cmd),
         AdminCommand::Cluster(c) => Some(match c {
             ClusterCommand::Join { addr } => format!("join {addr}"),

@@ -3,8 +3,10 @@
 //! HTTP, then runs fold queries as separate `basalt admin --node
 //! CLUSTER_ADDR aae fold ...` processes: object stats, key clocks of a
 //! range, erase-keys counting by default and deleting with `--apply`, the
-//! "trees not built" refusal (exit 1), a bad range (exit 1, named) and an
-//! unknown fold type (exit 2, clap's usage error).
+//! "trees not built" refusal (exit 1; anti-entropy is off, so nothing
+//! builds them) then the merged root once `aae verify` built them, a bad
+//! range (exit 1, named) and an unknown fold type (exit 2, clap's usage
+//! error).
 
 mod common;
 
@@ -24,9 +26,15 @@ struct Node {
 impl Node {
     fn start() -> Node {
         let dir = tempfile::tempdir().expect("tempdir");
+        // Anti-entropy off: no scheduler builds the trees, so the test
+        // sees them missing until `aae verify` builds them.
+        let config = dir.path().join("node.toml");
+        std::fs::write(&config, "aae_interval_secs = 0\n").expect("config");
         let (pb, http, cluster) = (free_addr(), free_addr(), free_addr());
         let child = Command::new(env!("CARGO_BIN_EXE_basalt"))
             .args(["start", "--pb-listen", &pb, "--ring-size", "8"])
+            .arg("--config")
+            .arg(&config)
             .args(["--backend", "memory", "--http-listen", &http])
             .args(["--cluster-listen", &cluster])
             .arg("--data-dir")
@@ -65,8 +73,14 @@ impl Node {
     }
 
     fn fold(&self, args: &[&str]) -> (i32, String, String) {
+        let mut all = vec!["aae", "fold"];
+        all.extend_from_slice(args);
+        self.admin(&all)
+    }
+
+    fn admin(&self, args: &[&str]) -> (i32, String, String) {
         let out = Command::new(env!("CARGO_BIN_EXE_basalt"))
-            .args(["admin", "--node", &self.cluster, "aae", "fold"])
+            .args(["admin", "--node", &self.cluster])
             .args(args)
             .output()
             .expect("run admin");
@@ -150,6 +164,12 @@ fn admin_aae_fold_queries() {
     let (rc, _, err) = node.fold(&["merge-root-nval", "--n-val", "3"]);
     assert_eq!(rc, 1);
     assert!(err.contains("trees not built"), "{err}");
+    let (rc, out, err) = node.admin(&["aae", "verify"]);
+    assert_eq!(rc, 0, "{out}{err}");
+    let (rc, out, err) = node.fold(&["merge-root-nval", "--n-val", "3"]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(out.starts_with("tree size xsmall\nbranch 0: "), "{out}");
+    assert_eq!(out.lines().count(), 65, "{out}");
 
     let (rc, _, err) = node.fold(&[
         "find-tombs",

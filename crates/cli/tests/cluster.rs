@@ -701,48 +701,65 @@ fn replication_real_time_then_full_sync_after_drops() {
 }
 
 /// A node's cached anti-entropy trees survive a clean stop (saved, read
-/// back: no fold at the next start) and not a kill -9 (no tree file is
-/// left to trust: the trees are rebuilt by a fold, and match the data).
+/// back: no rebuild at the next start) and not a kill -9 (no tree file is
+/// left to trust: the scheduler rebuilds them at start, and they match the
+/// data) — also a kill -9 in the middle of a rebuild. A second rebuild
+/// request while one runs is refused, saying so.
 #[test]
 fn aae_trees_survive_a_clean_stop_and_are_rebuilt_after_kill_9() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (root, _guard) = test_dir();
+    let config = root.join("aae.toml");
+    // Slow rebuilds (50 keys per vnode at 200 keys/s: ~0.25 s per vnode,
+    // steps of 20 keys), so a kill -9 can land in the middle of one.
+    std::fs::write(&config, "aae_rebuild_keys_per_sec = 200\n").expect("config");
     let mut n = NodeProc::new(&root, 1);
+    n.config = Some(config);
     n.start();
+    let status = |n: &NodeProc| admin(&n.cluster, &["aae", "status"]).1;
+    let built_all = |n: &NodeProc| status(n).contains("vnodes with trees built: 16 of 16");
+    // A fresh node builds its (empty) trees at start.
+    wait_for("trees built at start", Duration::from_secs(30), || {
+        built_all(&n)
+    });
     let mut c = Client::connect(&n.pb);
-    for i in 0..50 {
+    for i in 0..800 {
         c.put(&format!("t{i}"), "v").expect("put");
     }
-    let status = |n: &NodeProc| admin(&n.cluster, &["aae", "status"]).1;
     let (ok, v) = admin(&n.cluster, &["aae", "verify"]);
     assert!(ok && v.contains("match a fresh fold"), "{v}");
-    assert!(
-        status(&n).contains("vnodes with trees built: 16 of 16"),
-        "{}",
-        status(&n)
-    );
-    // Clean stop: the trees come back without a fold.
+    // Clean stop: the trees come back without a rebuild.
     assert!(n.terminate(), "clean stop");
     n.start();
     let s = status(&n);
     assert!(s.contains("vnodes with trees built: 16 of 16"), "{s}");
     assert!(s.contains("folds (builds + segment listings): 0\n"), "{s}");
+    assert!(s.contains("rebuilds done: 0 "), "{s}");
+    // An operator's rebuild; a second request while it runs is refused.
+    let (ok, out) = admin(&n.cluster, &["aae", "rebuild"]);
+    assert!(ok && out.contains("of 16 vnodes"), "{out}");
+    let (ok, again) = admin(&n.cluster, &["aae", "rebuild"]);
+    assert!(!ok && again.contains("already"), "{again}");
+    wait_for("a rebuild under way", Duration::from_secs(30), || {
+        status(&n).contains("rebuild: running: partition")
+    });
     let mut c = Client::connect(&n.pb);
-    for i in 50..80 {
+    for i in 800..900 {
         c.put(&format!("t{i}"), "v").expect("put");
     }
-    // kill -9: nothing to trust at the next start; rebuilt on first use.
+    // kill -9 mid-rebuild: nothing to trust at the next start; the
+    // scheduler rebuilds every vnode at once.
     n.kill9();
     n.start();
-    assert!(
-        status(&n).contains("vnodes with trees built: 0 of 16"),
-        "{}",
-        status(&n)
+    wait_for(
+        "trees rebuilt after kill -9",
+        Duration::from_secs(60),
+        || built_all(&n),
     );
+    let s = status(&n);
+    assert!(s.contains("rebuilds done: 16 ("), "{s}");
     let (ok, v) = admin(&n.cluster, &["aae", "verify"]);
     assert!(ok && v.contains("match a fresh fold"), "{v}");
-    let s = status(&n);
-    assert!(s.contains("folds (builds + segment listings): 16\n"), "{s}");
     assert!(n.terminate(), "clean stop");
 }
 

@@ -50,6 +50,20 @@ aae_tree_size = "xsmall"
 # compare again; only branches dirty both times are examined (a write still
 # reaching its replicas is not a repair). 0 = no confirmation.
 aae_confirm_ms = 1000
+# Tree rebuilds: trees are built when missing (first start, after a crash)
+# and rebuilt every aae_rebuild_wait_secs (default 14 days) plus a delay
+# drawn per vnode in 0..aae_rebuild_delay_secs (default 4 days), so the
+# vnodes of a node and of a cluster do not rebuild together (Riak's
+# defaults). One rebuild runs at a time per node, reading at most
+# aae_rebuild_keys_per_sec keys per second (0 = no limit); exchanges go on
+# with the old trees meanwhile. `basalt admin aae rebuild` rebuilds now.
+aae_rebuild_wait_secs = 1209600
+aae_rebuild_delay_secs = 345600
+aae_rebuild_keys_per_sec = 20000
+# Leave out of the rebuilt trees the keys whose value is no longer in the
+# journal (leveled only: an index lookup per key, no value read), so
+# anti-entropy repairs values lost underneath the ledger.
+aae_rebuild_journal_check = true
 
 [repl]
 # Replication to another Basalt cluster (one way): cluster addresses
@@ -158,6 +172,14 @@ pub struct Config {
     pub aae_tree_size: String,
     /// Pause before an exchange confirms its dirty branches (0 = none).
     pub aae_confirm_ms: u64,
+    /// Seconds between scheduled rebuilds of a vnode's trees.
+    pub aae_rebuild_wait_secs: u64,
+    /// Extra delay per vnode and rebuild, drawn in `0..this` seconds.
+    pub aae_rebuild_delay_secs: u64,
+    /// Keys a rebuild reads per second (0 = unlimited).
+    pub aae_rebuild_keys_per_sec: u64,
+    /// Rebuilds leave out keys whose value is not in the journal.
+    pub aae_rebuild_journal_check: bool,
     /// Replication to another cluster.
     pub repl: ReplConfig,
     /// Limits.
@@ -248,6 +270,10 @@ impl Default for Config {
             aae_interval_secs: 300,
             aae_tree_size: "xsmall".into(),
             aae_confirm_ms: 1000,
+            aae_rebuild_wait_secs: 14 * 24 * 3600,
+            aae_rebuild_delay_secs: 4 * 24 * 3600,
+            aae_rebuild_keys_per_sec: 20_000,
+            aae_rebuild_journal_check: true,
             repl: ReplConfig::default(),
             limits: Limits::default(),
         }
@@ -294,6 +320,11 @@ impl Config {
             return Err(ConfigError("node_name must not be empty".into()));
         }
         self.aae_tree_size()?;
+        if self.aae_rebuild_wait_secs == 0 {
+            return Err(ConfigError(
+                "aae_rebuild_wait_secs must be at least 1".into(),
+            ));
+        }
         Ok(())
     }
 

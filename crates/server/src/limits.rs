@@ -70,6 +70,17 @@ pub const AAE_FOLD_CHANGE_BATCH: u32 = 1000;
 /// Reaps or deletes of `reap_tombs` / `erase_keys` in flight at once.
 pub const AAE_FOLD_CHANGE_PARALLEL: usize = 16;
 
+/// Keys one step of a tree rebuild sweeps (one job on the vnode's worker:
+/// requests to the vnode wait at most one step).
+pub const AAE_REBUILD_STEP_KEYS: usize = 2048;
+
+/// How often the rebuild scheduler looks for vnodes whose trees are due
+/// (or missing) when nothing wakes it.
+pub const AAE_REBUILD_POLL: Duration = Duration::from_secs(5);
+
+/// Tree rebuilds running at once per node.
+pub const AAE_REBUILDS_AT_ONCE: usize = 1;
+
 /// Objects per real-time batch.
 pub const REPL_BATCH: usize = 100;
 
@@ -114,6 +125,11 @@ const _: () = {
     assert!(LIST_KEYS_FRAME_KEYS > 0 && LIST_KEYS_FRAME_KEYS <= LIST_KEYS_BATCH as usize);
     assert!(CS_BUCKET_FRAME_OBJECTS >= 1 && CS_BUCKET_FRAME_OBJECTS <= CS_FOLD_BATCH);
     assert!(INDEX_STREAM_CHUNK > 0);
+    assert!(AAE_REBUILD_STEP_KEYS > 0 && AAE_REBUILD_STEP_KEYS <= 65_536);
+    assert!(
+        AAE_REBUILDS_AT_ONCE == 1,
+        "the scheduler runs one rebuild at a time"
+    );
     assert!(HANDOFF_BATCH > 0 && FOLD_BATCH_BYTES >= 1 << 20);
     assert!(MAX_INFLIGHT > 0 && BACKGROUND_QUEUE > 0);
     assert!(AAE_FOLD_MAX_RESULTS > 0 && AAE_FOLD_MAX_RESULTS < u32::MAX as usize);

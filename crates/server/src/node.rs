@@ -88,6 +88,8 @@ pub struct Node {
     pub(crate) gossip_now: Arc<Notify>,
     /// Handoff, over the router and the bucket props.
     pub(crate) handoff: Arc<HandoffService>,
+    /// The anti-entropy tree rebuild scheduler.
+    pub(crate) aae_rebuilds: crate::services::aae_rebuild::AaeRebuilds,
 }
 
 pub use crate::limits::BACKGROUND_QUEUE;
@@ -142,6 +144,7 @@ impl Node {
             repl: crate::services::repl::ReplQueue::default(),
             gossip_now,
             handoff,
+            aae_rebuilds: Default::default(),
         };
         let router = &node.router;
         let mut open: BTreeSet<u32> = router
@@ -262,6 +265,7 @@ impl Node {
     /// fold (building them first where there are none); the partitions
     /// whose trees differ. A whole-store read: for tests and operators.
     pub async fn aae_verify_trees(&self) -> Result<Vec<u32>, VnodeError> {
+        self.aae_build_missing().await.map_err(VnodeError::Remote)?;
         let local = self.router.local_vnodes();
         let mut bad = Vec::new();
         for (p, v) in local {
@@ -274,7 +278,7 @@ impl Node {
 
     /// Anti-entropy trees over the local vnodes: (bytes in memory, vnodes
     /// with trees built, anti-entropy folds run since each vnode opened:
-    /// tree builds and segment key listings).
+    /// completed tree rebuilds and segment key listings).
     pub async fn aae_tree_stats(&self) -> (u64, u64, u64) {
         let (mut bytes, mut built, mut builds) = (0u64, 0u64, 0u64);
         for (_, v) in self.router.local_vnodes() {

@@ -666,7 +666,7 @@ fn too_many() -> RequestError {
 
 fn not_built(t: &Target) -> RequestError {
     RequestError::Invalid(format!(
-        "trees not built on partition {} of {}: anti-entropy builds a vnode's cached trees on its first exchange; retry later",
+        "trees not built on partition {} of {}: the rebuild scheduler builds missing trees when anti-entropy is on (or `basalt admin aae rebuild`); retry later",
         t.partition, t.node
     ))
 }

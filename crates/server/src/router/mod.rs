@@ -220,13 +220,12 @@ impl Router {
             actor: actor(&self.config.node_name, p, incarnation),
             backend,
             sync: self.config.sync,
-            aae: Some(VnodeAae {
-                ring: self.ring,
+            aae: Some(VnodeAae::new(
+                self.ring,
                 size,
-                n_val_of: self.n_val_of.clone(),
-                trees: parking_lot::Mutex::new(crate::vnode::aae_tree::take(&dir, size)),
-                folds: std::sync::atomic::AtomicU64::new(0),
-            }),
+                self.n_val_of.clone(),
+                crate::vnode::aae_tree::take(&dir, size),
+            )),
             incarnation: Some((dir, incarnation)),
             tainted: std::sync::atomic::AtomicBool::new(false),
         };

@@ -55,6 +55,7 @@ impl Node {
         if secs == 0 {
             return;
         }
+        self.start_aae_rebuilds();
         let node = Arc::downgrade(self);
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_secs(secs));
@@ -104,13 +105,14 @@ impl Node {
         let (bytes, built, folds) = self.aae_tree_stats().await;
         let s = self.stats();
         format!(
-            "tree size: {} ({} segments)\nvnodes with trees built: {built} of {}\ntree memory: {bytes} bytes\nfolds (builds + segment listings): {folds}\nexchanges: {}\nrepairs: {}\nn_vals exchanged: {:?}\n",
+            "tree size: {} ({} segments)\nvnodes with trees built: {built} of {}\ntree memory: {bytes} bytes\nfolds (builds + segment listings): {folds}\nexchanges: {}\nrepairs: {}\nn_vals exchanged: {:?}\n{}",
             self.config.aae_tree_size,
             self.config.aae_tree_size().map_or(0, |t| t.segments()),
             self.router.local_vnodes().len(),
             s.aae_exchanges.load(Ordering::Relaxed),
             s.aae_repairs.load(Ordering::Relaxed),
             self.aae_n_vals(),
+            self.aae_rebuild_status().await,
         )
     }
 

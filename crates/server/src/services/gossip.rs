@@ -99,6 +99,11 @@ impl Node {
                 )
             }),
             ["aae-status"] => Ok(self.aae_status().await),
+            ["aae-rebuild"] => self.aae_request_rebuild(None),
+            ["aae-rebuild", p] => match p.parse::<u32>() {
+                Ok(p) => self.aae_request_rebuild(Some(p)),
+                Err(_) => Err(format!("aae-rebuild: {p:?} is not a partition number\n")),
+            },
             ["aae-verify"] => self.aae_verify_trees().await.map_err(|e| e.to_string()).map(|bad| {
                 if bad.is_empty() {
                     "every local vnode's anti-entropy trees match a fresh fold\n".to_string()
@@ -107,7 +112,7 @@ impl Node {
                 }
             }),
             _ => Err(format!(
-                "unknown cluster command {line:?}: join ADDR | leave [NODE] | plan | commit | clear | member-status | ring-status | repl-status | repl-fullsync | aae-status | aae-verify"
+                "unknown cluster command {line:?}: join ADDR | leave [NODE] | plan | commit | clear | member-status | ring-status | repl-status | repl-fullsync | aae-status | aae-rebuild [PARTITION] | aae-verify"
             )),
         };
         r.map_err(RequestError::Invalid)

@@ -122,7 +122,8 @@ pub type FoundKey = (Vec<u8>, Vec<u8>, Vec<u8>, u64);
 /// The answer of one vnode.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum AaeFoldReply {
-    /// This vnode has no cached trees yet (the first exchange builds them).
+    /// This vnode has no cached trees yet (the rebuild scheduler builds
+    /// missing trees).
     NotBuilt,
     /// A merged root: one hash per branch.
     Root(Vec<u64>),

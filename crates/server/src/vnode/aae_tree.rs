@@ -10,13 +10,14 @@
 //! mixes the key with its state ([`key_state_hash`]), so replicas agree on
 //! a segment only if they hold the same versions of the same keys.
 //!
-//! Trees are built by one fold of the vnode the first time an exchange
-//! asks for them (on the vnode's worker, so no write can slip between the
-//! fold and the first update), then kept up to date. They are written to
+//! Trees are built, and rebuilt on a schedule, by a sweep of the vnode in
+//! small steps (`vnode::aae_rebuild`, driven by `services::aae_rebuild`),
+//! then kept up to date. They are written to
 //! `<data_dir>/vnodes/<partition>.aae` when the vnode shuts down cleanly and
 //! read back (then the file is deleted) when it starts; a missing or
-//! damaged file, or a crash, means a rebuild on first use. File layout:
-//! `docs/formats.md` "AAE tree file".
+//! damaged file, a crash, or a backend directory that is not the one the
+//! trees were saved beside (restored from a backup, recreated) means a
+//! rebuild. File layout: `docs/formats.md` "AAE tree file".
 //!
 //! Known gap: a bucket whose `n_val` changes keeps its keys in the trees of
 //! the old `n_val` until the trees are rebuilt (as Riak's hashtrees).
@@ -25,7 +26,10 @@ use basalt_backend::{segment_of, TreeSize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-const MAGIC: &[u8; 8] = b"BSLTAAE1";
+const MAGIC: &[u8; 8] = b"BSLTAAE2";
+
+/// Bytes before the trees: magic, width, count, built_at, store_id.
+const HEADER: usize = 8 + 4 + 4 + 8 + 8;
 
 /// Segments per branch.
 const BRANCH: usize = 256;
@@ -85,6 +89,8 @@ impl Tree {
 pub struct AaeTrees {
     size: TreeSize,
     trees: BTreeMap<(u32, u32), Tree>,
+    /// When the sweep that built them finished (Unix seconds; 0 = unknown).
+    built_at: u64,
 }
 
 impl AaeTrees {
@@ -93,7 +99,18 @@ impl AaeTrees {
         AaeTrees {
             size,
             trees: BTreeMap::new(),
+            built_at: 0,
         }
+    }
+
+    /// When the sweep that built these trees finished (Unix seconds).
+    pub fn built_at(&self) -> u64 {
+        self.built_at
+    }
+
+    /// Records when the sweep that built these trees finished.
+    pub fn set_built_at(&mut self, secs: u64) {
+        self.built_at = secs;
     }
 
     /// The tree size.
@@ -165,12 +182,15 @@ impl AaeTrees {
         self.trees.len() * per
     }
 
-    /// The file form: see `docs/formats.md` "AAE tree file".
-    pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(24 + self.memory_bytes());
+    /// The file form, bound to the backend directory `store_id` (see
+    /// [`store_id`]): `docs/formats.md` "AAE tree file".
+    pub fn encode(&self, store_id: u64) -> Vec<u8> {
+        let mut out = Vec::with_capacity(HEADER + 4 + self.memory_bytes());
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&self.size.width().to_be_bytes());
         out.extend_from_slice(&(self.trees.len() as u32).to_be_bytes());
+        out.extend_from_slice(&self.built_at.to_be_bytes());
+        out.extend_from_slice(&store_id.to_be_bytes());
         for ((first, n), t) in &self.trees {
             out.extend_from_slice(&first.to_be_bytes());
             out.extend_from_slice(&n.to_be_bytes());
@@ -184,8 +204,9 @@ impl AaeTrees {
     }
 
     /// Parses [`Self::encode`]'s bytes; `None` if damaged (CRC, magic,
-    /// lengths) or of another tree size than `size`.
-    pub fn decode(bytes: &[u8], size: TreeSize) -> Option<AaeTrees> {
+    /// lengths), of another tree size than `size` or saved beside another
+    /// backend directory than `store_id`.
+    pub fn decode(bytes: &[u8], size: TreeSize, store_id: u64) -> Option<AaeTrees> {
         let (body, crc) = bytes.split_at_checked(bytes.len().checked_sub(4)?)?;
         if crc32c::crc32c(body).to_be_bytes() != crc {
             return None;
@@ -198,9 +219,16 @@ impl AaeTrees {
             return None;
         }
         let count = u32_at(rest, 4)? as usize;
+        let u64_at = |b: &[u8], i: usize| -> Option<u64> {
+            Some(u64::from_be_bytes(b.get(i..i + 8)?.try_into().ok()?))
+        };
+        let built_at = u64_at(rest, 8)?;
+        if u64_at(rest, 16)? != store_id {
+            return None;
+        }
         let segs = size.segments() as usize;
         let per = 8 + segs * 8;
-        let entries = rest.get(8..)?;
+        let entries = rest.get(HEADER - MAGIC.len()..)?;
         if entries.len() != count.checked_mul(per)? {
             return None;
         }
@@ -216,7 +244,11 @@ impl AaeTrees {
             }
             trees.insert((first, n), t);
         }
-        Some(AaeTrees { size, trees })
+        Some(AaeTrees {
+            size,
+            trees,
+            built_at,
+        })
     }
 }
 
@@ -227,9 +259,18 @@ pub fn tree_path(dir: &Path) -> PathBuf {
     dir.with_file_name(name)
 }
 
+/// What binds a tree file to the backend directory `dir` it was saved
+/// beside: the directory's inode number, which changes when the directory
+/// is deleted and created again or replaced by a copy (a restored backup);
+/// 0 if it cannot be read.
+pub fn store_id(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(dir).map_or(0, |m| m.ino())
+}
+
 /// Writes the trees of a vnode that shut down cleanly.
 pub fn save(dir: &Path, trees: &AaeTrees) -> std::io::Result<()> {
-    crate::fsutil::atomic_write(&tree_path(dir), &trees.encode())
+    crate::fsutil::atomic_write(&tree_path(dir), &trees.encode(store_id(dir)))
 }
 
 /// Reads and deletes the tree file of the vnode in `dir` (so a crash from
@@ -248,9 +289,9 @@ pub fn take(dir: &Path, size: TreeSize) -> Option<AaeTrees> {
     if let Err(e) = remove(dir) {
         tracing::warn!(path = %path.display(), error = %e, "removing the anti-entropy tree file");
     }
-    let trees = AaeTrees::decode(&bytes, size);
+    let trees = AaeTrees::decode(&bytes, size, store_id(dir));
     if trees.is_none() {
-        tracing::warn!(path = %path.display(), "anti-entropy tree file is damaged or of another size; the trees will be rebuilt");
+        tracing::warn!(path = %path.display(), "anti-entropy tree file is damaged, of another size or saved beside another backend directory; the trees will be rebuilt");
     }
     trees
 }
@@ -292,22 +333,31 @@ mod tests {
                 Some(i * 31 + 1),
             );
         }
-        let bytes = t.encode();
-        assert_eq!(AaeTrees::decode(&bytes, TreeSize::XXSmall), Some(t.clone()));
-        assert_eq!(AaeTrees::decode(&bytes, TreeSize::XSmall), None);
+        t.set_built_at(1_700_000_000);
+        let bytes = t.encode(42);
+        assert_eq!(
+            AaeTrees::decode(&bytes, TreeSize::XXSmall, 42),
+            Some(t.clone())
+        );
+        assert_eq!(AaeTrees::decode(&bytes, TreeSize::XSmall, 42), None);
+        assert_eq!(
+            AaeTrees::decode(&bytes, TreeSize::XXSmall, 43),
+            None,
+            "another backend directory"
+        );
         for i in [0, 9, bytes.len() / 2, bytes.len() - 1] {
             let mut bad = bytes.clone();
             bad[i] ^= 0x40;
             assert_eq!(
-                AaeTrees::decode(&bad, TreeSize::XXSmall),
+                AaeTrees::decode(&bad, TreeSize::XXSmall, 42),
                 None,
                 "flip at {i}"
             );
         }
         assert_eq!(
-            AaeTrees::decode(&bytes[..bytes.len() - 3], TreeSize::XXSmall),
+            AaeTrees::decode(&bytes[..bytes.len() - 3], TreeSize::XXSmall, 42),
             None
         );
-        assert_eq!(AaeTrees::decode(&[], TreeSize::XXSmall), None);
+        assert_eq!(AaeTrees::decode(&[], TreeSize::XXSmall, 42), None);
     }
 }

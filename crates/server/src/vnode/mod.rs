@@ -10,9 +10,12 @@
 //! * [`serve`]: serving them on the worker;
 //! * [`merge`]: the PUT's coordinate step and a replica's reconcile (pure);
 //! * [`id`]: the vnode's incarnation id (part of its vector-clock actor);
-//! * [`aae_tree`]: its cached anti-entropy trees, updated on every write.
+//! * [`aae_tree`]: its cached anti-entropy trees, updated on every write;
+//! * [`aae_rebuild`]: rebuilding them by a sweep in small steps;
+//! * [`aae_fold`]: its part of an anti-entropy fold query.
 
 pub mod aae_fold;
+pub mod aae_rebuild;
 pub mod aae_tree;
 pub mod id;
 pub mod merge;
@@ -81,16 +84,47 @@ pub struct VnodeAae {
     pub size: basalt_backend::TreeSize,
     /// A bucket's `n_val`.
     pub n_val_of: NValOf,
-    /// The trees; `None` until the first exchange builds them.
+    /// The trees; `None` until a rebuild has built them (exchanges skip
+    /// the vnode meanwhile).
     pub trees: Mutex<Option<aae_tree::AaeTrees>>,
+    /// The rebuild in progress, if any (exchanges go on with `trees`).
+    pub rebuild: Mutex<Option<aae_rebuild::Rebuild>>,
     /// Folds run over this vnode for anti-entropy: tree builds and
     /// segment key listings (an exchange of in-sync replicas runs none).
     pub folds: std::sync::atomic::AtomicU64,
 }
 
 impl VnodeAae {
-    /// Keeps the trees in step with a key going from `old` to `new`
-    /// (no-op while they are not built).
+    /// A vnode's trees of `size`: `trees` if read back from a clean
+    /// shutdown, else none until a rebuild.
+    pub fn new(
+        ring: crate::ring::Ring,
+        size: basalt_backend::TreeSize,
+        n_val_of: NValOf,
+        trees: Option<aae_tree::AaeTrees>,
+    ) -> VnodeAae {
+        VnodeAae {
+            ring,
+            size,
+            n_val_of,
+            trees: Mutex::new(trees),
+            rebuild: Mutex::new(None),
+            folds: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// The preference list (its first partition) and n_val of a key.
+    pub fn list_of(&self, bucket: &[u8], key: &[u8]) -> (u32, u32) {
+        let (btype, name) = crate::bucket::keying::split_storage_bucket(bucket);
+        let first = self
+            .ring
+            .first_primary(&crate::ring::key_hash(btype, name, key));
+        (first, (self.n_val_of)(bucket))
+    }
+
+    /// Keeps the trees, and a rebuild's new trees where its sweep has
+    /// passed the key, in step with a key going from `old` to `new` (no-op
+    /// while there are neither).
     pub fn track(
         &self,
         bucket: &[u8],
@@ -98,23 +132,28 @@ impl VnodeAae {
         old: Option<&RiakObject>,
         new: Option<&RiakObject>,
     ) {
-        let mut guard = self.trees.lock();
-        let Some(trees) = guard.as_mut() else {
+        let mut trees = self.trees.lock();
+        let mut rebuild = self.rebuild.lock();
+        if trees.is_none() && rebuild.is_none() {
             return;
-        };
-        let (btype, name) = crate::bucket::keying::split_storage_bucket(bucket);
-        let first = self
-            .ring
-            .first_primary(&crate::ring::key_hash(btype, name, key));
+        }
+        let (first, n_val) = self.list_of(bucket, key);
         let h = |o: &RiakObject| aae_tree::key_state_hash(bucket, key, o.state_hash());
-        trees.apply(
-            first,
-            (self.n_val_of)(bucket),
-            bucket,
-            key,
-            old.map(h),
-            new.map(h),
-        );
+        let (old, new) = (old.map(h), new.map(h));
+        if let Some(t) = trees.as_mut() {
+            t.apply(first, n_val, bucket, key, old, new);
+        }
+        if let Some(r) = rebuild.as_mut() {
+            r.apply(first, n_val, bucket, key, old, new);
+        }
+    }
+
+    /// Forgets the trees and any rebuild: a write may or may not have
+    /// reached the store, so neither can be trusted; the scheduler
+    /// rebuilds them.
+    pub fn forget(&self) {
+        self.trees.lock().take();
+        self.rebuild.lock().take();
     }
 }
 
@@ -174,9 +213,8 @@ impl VnodeState {
                 .store(true, std::sync::atomic::Ordering::Relaxed);
             if let Some(aae) = &self.aae {
                 // The write may or may not have reached the store: the
-                // trees can no longer be trusted; the next exchange
-                // rebuilds them.
-                aae.trees.lock().take();
+                // trees can no longer be trusted.
+                aae.forget();
             }
         }
         res?;
@@ -206,7 +244,7 @@ impl VnodeState {
         };
         if let Err(e) = self.backend.delete(bucket, key, &opts) {
             if let Some(aae) = &self.aae {
-                aae.trees.lock().take();
+                aae.forget();
             }
             return Err(e.into());
         }

@@ -251,31 +251,24 @@ impl VnodeState {
         Ok(())
     }
 
-    /// The vnode's cached trees, built by one fold if it has none yet.
+    /// The vnode's cached trees; an error while they are not built (the
+    /// rebuild scheduler builds them; exchanges skip the vnode meanwhile).
     fn cached_trees(&self) -> Result<&VnodeAae, VnodeError> {
         let aae = self.aae.as_ref().ok_or(VnodeError::Remote(
             "this vnode keeps no anti-entropy trees".into(),
         ))?;
-        if aae.trees.lock().is_some() {
-            return Ok(aae);
+        if aae.trees.lock().is_none() {
+            return Err(VnodeError::Remote(format!(
+                "the anti-entropy trees of partition {} are not built yet",
+                self.partition
+            )));
         }
-        let mut trees = AaeTrees::new(aae.size);
-        self.tree_fold(aae, None, &mut |first, n, b, k, h| {
-            trees.apply(first, n, b, k, None, Some(h));
-        })?;
-        aae.folds.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        tracing::info!(
-            partition = self.partition,
-            trees = trees.memory_bytes(),
-            "anti-entropy trees built"
-        );
-        *aae.trees.lock() = Some(trees);
         Ok(aae)
     }
 
-    /// Whether the cached trees (built first if there are none) equal the
-    /// trees a fresh fold gives: a check for tests and operators, not run
-    /// by exchanges.
+    /// Whether the cached trees equal the trees a fresh fold gives (an
+    /// error if they are not built): a check for tests and operators, not
+    /// run by exchanges.
     pub fn aae_verify(&self) -> Result<bool, VnodeError> {
         let aae = self.cached_trees()?;
         let mut fresh = AaeTrees::new(aae.size);
@@ -440,7 +433,7 @@ impl VnodeState {
 }
 
 /// Above every valid key (keys are at most 64 KiB): the open end of a range.
-static KEY_ABOVE_ALL: [u8; 65_537] = [0xFF; 65_537];
+pub(crate) static KEY_ABOVE_ALL: [u8; 65_537] = [0xFF; 65_537];
 
 /// One round of a CS bucket fold on a vnode: the (at most `limit`) smallest
 /// keys of `bucket` in the range, with their stored objects (tombstones

@@ -85,6 +85,19 @@ pub async fn stats(State(node): Shared) -> Response {
         obj.insert("aae_tree_bytes".into(), aae_bytes.into());
         obj.insert("aae_tree_vnodes_built".into(), aae_built.into());
         obj.insert("aae_folds_total".into(), aae_folds.into());
+        let r = &node.aae_rebuilds;
+        let ld = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+        obj.insert("aae_rebuilds_total".into(), ld(&r.rebuilds).into());
+        obj.insert("aae_rebuild_keys_total".into(), ld(&r.keys).into());
+        obj.insert(
+            "aae_rebuild_missing_in_journal_total".into(),
+            ld(&r.missing_in_journal).into(),
+        );
+        obj.insert("aae_rebuild_failures_total".into(), ld(&r.failures).into());
+        obj.insert(
+            "aae_rebuild_seconds_total".into(),
+            (ld(&r.micros) as f64 / 1e6).into(),
+        );
         for (name, v, _) in node.cluster_counters() {
             obj.insert(name.to_string(), v.into());
         }
