@@ -50,6 +50,16 @@ aae_tree_size = "xsmall"
 # compare again; only branches dirty both times are examined (a write still
 # reaching its replicas is not a repair). 0 = no confirmation.
 aae_confirm_ms = 1000
+# Anti-entropy read repairs (a GET at r = n per key that differs) are paced
+# to at most this many per second over the whole node, so a replica that
+# lost everything is refilled without starving client requests; 0 =
+# unlimited.
+aae_repairs_per_sec = 400
+# When an exchange finds more differences than one pass examines, it runs
+# up to this many follow-up loops at once, each scoped (where the repairs
+# allow) to the bucket and last-modified range most repairs shared; 0 = no
+# follow-up loops (the rest waits for the next exchange of that list).
+aae_max_loops = 4
 
 [repl]
 # Replication to another Basalt cluster (one way): cluster addresses
@@ -158,6 +168,10 @@ pub struct Config {
     pub aae_tree_size: String,
     /// Pause before an exchange confirms its dirty branches (0 = none).
     pub aae_confirm_ms: u64,
+    /// Anti-entropy read repairs per second, node-wide (0 = unlimited).
+    pub aae_repairs_per_sec: u64,
+    /// Follow-up loops an exchange may run when it hit its caps (0 = none).
+    pub aae_max_loops: u32,
     /// Replication to another cluster.
     pub repl: ReplConfig,
     /// Limits.
@@ -248,6 +262,8 @@ impl Default for Config {
             aae_interval_secs: 300,
             aae_tree_size: "xsmall".into(),
             aae_confirm_ms: 1000,
+            aae_repairs_per_sec: 400,
+            aae_max_loops: 4,
             repl: ReplConfig::default(),
             limits: Limits::default(),
         }

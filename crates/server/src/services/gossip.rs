@@ -99,6 +99,13 @@ impl Node {
                 )
             }),
             ["aae-status"] => Ok(self.aae_status().await),
+            ["aae-round"] => {
+                let x = self.aae_round().await;
+                Ok(format!(
+                    "anti-entropy round: {} dirty segments, {} keys repaired, {} follow-up loops, {} range repairs\n",
+                    x.dirty_segments, x.repaired, x.loops, x.range_repairs
+                ))
+            }
             ["aae-verify"] => self.aae_verify_trees().await.map_err(|e| e.to_string()).map(|bad| {
                 if bad.is_empty() {
                     "every local vnode's anti-entropy trees match a fresh fold\n".to_string()
@@ -107,7 +114,7 @@ impl Node {
                 }
             }),
             _ => Err(format!(
-                "unknown cluster command {line:?}: join ADDR | leave [NODE] | plan | commit | clear | member-status | ring-status | repl-status | repl-fullsync | aae-status | aae-verify"
+                "unknown cluster command {line:?}: join ADDR | leave [NODE] | plan | commit | clear | member-status | ring-status | repl-status | repl-fullsync | aae-status | aae-round | aae-verify"
             )),
         };
         r.map_err(RequestError::Invalid)

@@ -10,8 +10,10 @@
 //! * [`serve`]: serving them on the worker;
 //! * [`merge`]: the PUT's coordinate step and a replica's reconcile (pure);
 //! * [`id`]: the vnode's incarnation id (part of its vector-clock actor);
-//! * [`aae_tree`]: its cached anti-entropy trees, updated on every write.
+//! * [`aae_tree`]: its cached anti-entropy trees, updated on every write;
+//! * [`aae_range`]: scoped key listings for anti-entropy follow-up loops.
 
+pub mod aae_range;
 pub mod aae_tree;
 pub mod id;
 pub mod merge;
