@@ -20,6 +20,9 @@
 //! case), or when a replica cannot answer (e.g. its trees are not built
 //! yet); the next pass retries it.
 //!
+//! One exchange of a list runs at a time on a node (an admin round meeting
+//! a scheduled exchange of the same list skips it).
+//!
 //! **Repair throttle**: the read repairs of all exchanges of the node are
 //! paced ([`Pacer`]) to `aae_repairs_per_sec` (0 = unlimited).
 //!
@@ -137,6 +140,20 @@ pub struct AaeService {
     pub queue: Mutex<ExchangeQueue>,
     /// The repair pacing.
     pub pacer: Pacer,
+    /// Exchanges running (a scheduled one and an admin round may meet).
+    running: Mutex<std::collections::BTreeSet<WorkItem>>,
+}
+
+/// An exchange marked running until dropped.
+pub(crate) struct Running<'a> {
+    service: &'a AaeService,
+    item: WorkItem,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.service.running.lock().remove(&self.item);
+    }
 }
 
 impl AaeService {
@@ -149,7 +166,19 @@ impl AaeService {
         AaeService {
             queue: Mutex::new(ExchangeQueue::new(seed)),
             pacer: Pacer::new(config.aae_repairs_per_sec),
+            running: Mutex::new(std::collections::BTreeSet::new()),
         }
+    }
+
+    /// Marks the exchange of `item` running; `None` if it already is (one
+    /// exchange of a list at a time, so no key is repaired twice).
+    pub(crate) fn start(&self, item: WorkItem) -> Option<Running<'_>> {
+        // The lock is released before a `Running` exists (its drop locks).
+        let inserted = self.running.lock().insert(item);
+        inserted.then(|| Running {
+            service: self,
+            item,
+        })
     }
 }
 
@@ -371,6 +400,17 @@ mod tests {
             let t = tick(s300, n);
             assert!(t >= AAE_MIN_TICK && t <= s300, "{n}: {t:?}");
         }
+    }
+
+    #[test]
+    fn one_exchange_of_a_list_runs_at_a_time() {
+        let service = AaeService::new(&crate::config::Config::default());
+        let a = service.start((1, 3)).expect("first");
+        assert!(service.start((1, 3)).is_none(), "already running");
+        let b = service.start((2, 3)).expect("another list");
+        drop(a);
+        assert!(service.start((1, 3)).is_some(), "free again once done");
+        drop(b);
     }
 
     #[test]

@@ -172,6 +172,9 @@ impl Node {
         if let Some(t) = targets.iter().find(|t| !self.router.cluster.is_up(&t.node)) {
             return Err(format!("{} is down", t.node));
         }
+        let Some(_running) = self.aae.start((first, n)) else {
+            return Err("an exchange of this list is running".into());
+        };
         self.stats().aae_exchanges.fetch_add(1, Ordering::Relaxed);
         let mut x = Exchange::default();
         // 1. Roots; if they differ, again after a pause: only branches
