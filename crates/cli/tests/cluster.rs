@@ -711,7 +711,7 @@ fn aae_status_sum(nodes: &[&NodeProc], name: &str) -> u64 {
 fn anti_entropy_repairs_a_deleted_vnode_and_a_damaged_journal_from_trees() {
     use rand::{Rng, SeedableRng};
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let mut rng = rand::rngs::StdRng::seed_from_u64(common::seed(0xaae_3));
+    let mut rng = rand::rngs::StdRng::seed_from_u64(common::seed(0xaae3));
     let (root, _guard) = test_dir();
     let config = root.join("aae.toml");
     std::fs::write(
