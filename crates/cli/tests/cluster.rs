@@ -823,6 +823,15 @@ fn anti_entropy_repairs_a_deleted_vnode_and_a_damaged_journal_from_trees() {
     // The healthy nodes kept their trees: no build since the damage.
     let builds_after = [log_count(&root, 1, built), log_count(&root, 2, built)];
     assert_eq!(builds_before, builds_after, "a healthy node rebuilt trees");
+    for n in &nodes[..2] {
+        let (_, s) = admin(&n.cluster, &["aae", "status"]);
+        let line = s
+            .lines()
+            .find_map(|l| l.strip_prefix("vnodes with trees built: "))
+            .unwrap_or_else(|| panic!("{s}"));
+        let (built, of) = line.split_once(" of ").unwrap_or_else(|| panic!("{s}"));
+        assert_eq!(built, of, "{} has every tree: {s}", n.name);
+    }
     for n in &mut nodes {
         assert!(n.terminate(), "{} did not exit 0 after SIGTERM", n.name);
     }
