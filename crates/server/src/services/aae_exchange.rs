@@ -57,6 +57,9 @@ pub struct Exchange {
     pub range_repairs: usize,
     /// Key listings asked of the replicas (one per replica per pass).
     pub listings: usize,
+    /// In a round's totals: exchanges skipped (a replica down or unable to
+    /// answer, transfers pending, or an exchange of the list running).
+    pub skipped: usize,
 }
 
 impl Exchange {
@@ -67,6 +70,7 @@ impl Exchange {
         self.loops += other.loops;
         self.range_repairs += other.range_repairs;
         self.listings += other.listings;
+        self.skipped += other.skipped;
     }
 }
 

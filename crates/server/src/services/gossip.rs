@@ -102,8 +102,8 @@ impl Node {
             ["aae-round"] => {
                 let x = self.aae_round().await;
                 Ok(format!(
-                    "anti-entropy round: {} dirty segments, {} keys repaired, {} follow-up loops, {} range repairs\n",
-                    x.dirty_segments, x.repaired, x.loops, x.range_repairs
+                    "anti-entropy round: {} dirty segments, {} keys repaired, {} follow-up loops, {} range repairs, {} exchanges skipped\n",
+                    x.dirty_segments, x.repaired, x.loops, x.range_repairs, x.skipped
                 ))
             }
             ["aae-verify"] => self.aae_verify_trees().await.map_err(|e| e.to_string()).map(|bad| {
