@@ -6,8 +6,11 @@
 //! bucket, asking each replica for one key listing per loop (the folds
 //! counted by the vnodes stay bounded); the few stale keys of another
 //! bucket in the same list are repaired by the next exchange; then the
-//! replicas are in sync. Run on leveled (head folds with segment and
-//! last-modified filters) and bitcask (key fold and a head per key).
+//! replicas are in sync. When two buckets share the stale keys evenly,
+//! the follow-up loop is scoped by last-modified time over every bucket
+//! instead, and one exchange call repairs them all. Run on leveled (head
+//! folds with segment and last-modified filters) and bitcask (key fold and
+//! a head per key).
 
 use basalt_server::config::{Config, DeleteMode};
 use basalt_server::kv::{GetOpts, GetOutcome, PutOpts};
@@ -209,6 +212,75 @@ async fn replica_clocks(node: &Node, bucket: &[u8], key: &[u8]) -> Vec<Option<Ve
         }
     }
     out
+}
+
+/// Two buckets share the stale keys evenly: no bucket holds most repairs,
+/// so the follow-up loop lists every bucket within the repairs'
+/// last-modified range, and one exchange call repairs them all.
+fn loops_scope_by_time_when_no_bucket_dominates(backend: &str) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let node = Arc::new(Node::open(config(dir.path(), backend)).expect("open"));
+    rt.block_on(async {
+        node.start_background();
+        for b in [&b"x"[..], b"y"] {
+            for i in 0..2000u32 {
+                let k = format!("k{i}");
+                node.put(b, k.as_bytes(), None, content(b"v"), &PutOpts::default())
+                    .await
+                    .expect("put");
+            }
+        }
+        settle(&node).await;
+        assert!(node.aae_verify_trees().await.expect("verify").is_empty());
+        let first = 0u32;
+        let mut stale: Vec<(&[u8], String)> = Vec::new();
+        for b in [&b"x"[..], b"y"] {
+            for i in 0..2000 {
+                let k = format!("k{i}");
+                if node.preflist_of(b, k.as_bytes())[0].partition == first {
+                    stale.push((b, k));
+                }
+            }
+        }
+        let size = basalt_backend::TreeSize::XXSmall;
+        let segments: BTreeSet<u32> = stale
+            .iter()
+            .map(|(b, k)| basalt_backend::segment_of(b, k.as_bytes(), size))
+            .collect();
+        assert!(segments.len() > MAX_DIRTY_SEGMENTS, "{}", segments.len());
+        for (b, k) in &stale {
+            make_stale(&node, b, k.as_bytes()).await;
+        }
+        let folds_before = node.aae_tree_stats().await.2;
+        let x = node.aae_exchange_n(first, 3).await.expect("exchange");
+        let folds = node.aae_tree_stats().await.2 - folds_before;
+        eprintln!(
+            "{backend}: {} stale keys in x and y, {} segments: {x:?}, {folds} folds",
+            stale.len(),
+            segments.len()
+        );
+        assert!(x.loops >= 1 && x.range_repairs > 0, "{x:?}");
+        assert_eq!(x.repaired, stale.len(), "all in one exchange: {x:?}");
+        assert_eq!(folds, x.listings as u64, "{x:?}");
+        settle(&node).await;
+        let y = node.aae_exchange_n(first, 3).await.expect("exchange");
+        assert_eq!(y, Default::default(), "in sync after the repairs");
+    });
+    node.close();
+}
+
+#[test]
+fn leveled_loops_scope_by_time_when_no_bucket_dominates() {
+    loops_scope_by_time_when_no_bucket_dominates("leveled");
+}
+
+#[test]
+fn bitcask_loops_scope_by_time_when_no_bucket_dominates() {
+    loops_scope_by_time_when_no_bucket_dominates("bitcask");
 }
 
 #[test]

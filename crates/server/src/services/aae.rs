@@ -10,7 +10,9 @@
 //! them in a shuffled queue ([`ExchangeQueue`]) and pops **one per tick**;
 //! a pass over the queue takes `aae_interval_secs`: the tick is the
 //! interval divided by the pass's items, never below
-//! [`AAE_MIN_TICK`](crate::limits::AAE_MIN_TICK) ([`tick`]). When the
+//! [`AAE_MIN_TICK`](crate::limits::AAE_MIN_TICK) ([`tick`]; it is the
+//! pause from the end of one exchange to the start of the next, so slow
+//! exchanges stretch a pass). When the
 //! queue is empty it is refilled from the items of that moment and
 //! shuffled again, so exchanges do not run in partition order and a list
 //! whose exchange is skipped is retried in the next pass.
