@@ -57,7 +57,7 @@ enum AdminCommand {
     /// Replication to another cluster: status, fullsync.
     #[command(subcommand)]
     Repl(ReplCommand),
-    /// Anti-entropy on the node: status, verify, rebuild, fold.
+    /// Anti-entropy on the node: status, round, verify, rebuild, fold.
     #[command(subcommand)]
     Aae(AaeCommand),
 }
@@ -67,6 +67,9 @@ enum AaeCommand {
     /// The node's cached trees (memory, vnodes built, folds run) and its
     /// exchange counters.
     Status,
+    /// Run every anti-entropy exchange this node leads now (one after the
+    /// other, repairs paced as scheduled ones) and print the totals.
+    Round,
     /// Check every local vnode's cached trees against a fresh fold (builds
     /// them where there are none): reads the whole store of the node.
     Verify,
@@ -187,6 +190,7 @@ pub fn run(args: AdminArgs) -> anyhow::Result<crate::Outcome> {
         AdminCommand::Repl(ReplCommand::Status) => Some("repl-status".to_string()),
         AdminCommand::Repl(ReplCommand::Fullsync) => Some("repl-fullsync".to_string()),
         AdminCommand::Aae(AaeCommand::Status) => Some("aae-status".to_string()),
+        AdminCommand::Aae(AaeCommand::Round) => Some("aae-round".to_string()),
         AdminCommand::Aae(AaeCommand::Verify) => Some("aae-verify".to_string()),
         AdminCommand::Aae(AaeCommand::Rebuild { partition: None }) => {
             Some("aae-rebuild".to_string())

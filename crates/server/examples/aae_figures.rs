@@ -74,6 +74,8 @@ fn config(a: &Args, dir: &std::path::Path, journal_check: bool) -> Config {
         // No scheduler: the harness drives every rebuild and exchange.
         aae_interval_secs: 0,
         aae_rebuild_journal_check: journal_check,
+        // Capacity, not the default pacing of repairs (400/s).
+        aae_repairs_per_sec: 0,
         ..Config::default()
     }
 }

@@ -64,6 +64,16 @@ aae_rebuild_keys_per_sec = 20000
 # journal (leveled only: an index lookup per key, no value read), so
 # anti-entropy repairs values lost underneath the ledger.
 aae_rebuild_journal_check = true
+# Anti-entropy read repairs (a GET at r = n per key that differs) are paced
+# to at most this many per second over the whole node, so a replica that
+# lost everything is refilled without starving client requests; 0 =
+# unlimited.
+aae_repairs_per_sec = 400
+# When an exchange finds more differences than one pass examines, it runs
+# up to this many follow-up loops at once, each scoped (where the repairs
+# allow) to the bucket and last-modified range most repairs shared; 0 = no
+# follow-up loops (the rest waits for the next exchange of that list).
+aae_max_loops = 4
 
 [repl]
 # Replication to another Basalt cluster (one way): cluster addresses
@@ -180,6 +190,10 @@ pub struct Config {
     pub aae_rebuild_keys_per_sec: u64,
     /// Rebuilds leave out keys whose value is not in the journal.
     pub aae_rebuild_journal_check: bool,
+    /// Anti-entropy read repairs per second, node-wide (0 = unlimited).
+    pub aae_repairs_per_sec: u64,
+    /// Follow-up loops an exchange may run when it hit its caps (0 = none).
+    pub aae_max_loops: u32,
     /// Replication to another cluster.
     pub repl: ReplConfig,
     /// Limits.
@@ -274,6 +288,8 @@ impl Default for Config {
             aae_rebuild_delay_secs: 4 * 24 * 3600,
             aae_rebuild_keys_per_sec: 20_000,
             aae_rebuild_journal_check: true,
+            aae_repairs_per_sec: 400,
+            aae_max_loops: 4,
             repl: ReplConfig::default(),
             limits: Limits::default(),
         }

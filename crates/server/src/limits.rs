@@ -39,7 +39,8 @@ pub const HANDOFF_BATCH: u32 = 256;
 /// the next exchange).
 pub const AAE_MAX_BRANCHES: usize = 64;
 
-/// Dirty segments examined per exchange (the rest wait for the next one).
+/// Dirty segments examined per exchange loop (the rest wait for a
+/// follow-up loop or the next exchange).
 pub const MAX_DIRTY_SEGMENTS: usize = 256;
 
 // Anti-entropy fold queries (`kv::aae_fold`).
@@ -80,6 +81,21 @@ pub const AAE_REBUILD_POLL: Duration = Duration::from_secs(5);
 
 /// Tree rebuilds running at once per node.
 pub const AAE_REBUILDS_AT_ONCE: usize = 1;
+/// A follow-up loop scoped to a bucket or a last-modified range lists only
+/// part of each vnode, so it examines this many times more segments than
+/// the first loop (Riak's `tictacaae_rangeboost`).
+pub const AAE_RANGE_BOOST: usize = 2;
+
+/// Shortest pause between two scheduled exchanges of a node: a pass over
+/// its exchange queue takes `aae_interval_secs` or, with more exchanges
+/// than fit, this long per exchange.
+pub const AAE_MIN_TICK: Duration = Duration::from_millis(100);
+
+/// A last-modified range of a scoped follow-up loop is widened by this
+/// much below when it prefilters on the time a replica stored its copy
+/// (which follows the object's own time by the replication delay, give or
+/// take the clock skew between nodes).
+pub const AAE_RANGE_CLOCK_SLACK_US: u64 = 60_000_000;
 
 /// Objects per real-time batch.
 pub const REPL_BATCH: usize = 100;
@@ -131,6 +147,8 @@ const _: () = {
         "the scheduler runs one rebuild at a time"
     );
     assert!(HANDOFF_BATCH > 0 && FOLD_BATCH_BYTES >= 1 << 20);
+    assert!(AAE_MAX_BRANCHES > 0 && MAX_DIRTY_SEGMENTS > 0 && AAE_RANGE_BOOST >= 1);
+    assert!(AAE_MIN_TICK.as_millis() > 0);
     assert!(MAX_INFLIGHT > 0 && BACKGROUND_QUEUE > 0);
     assert!(AAE_FOLD_MAX_RESULTS > 0 && AAE_FOLD_MAX_RESULTS < u32::MAX as usize);
     // A segment filter can name a whole branch; a branch request the

@@ -60,6 +60,11 @@ pub struct NodeStats {
     pub aae_exchanges: AtomicU64,
     /// Keys repaired by anti-entropy.
     pub aae_repairs: AtomicU64,
+    /// Anti-entropy follow-up loops run (exchanges that hit their caps).
+    pub aae_loops: AtomicU64,
+    /// Keys repaired by scoped (bucket or last-modified range) follow-up
+    /// loops.
+    pub aae_range_repairs: AtomicU64,
     /// GETs whose quorum answered only "not found" and that waited for the
     /// other replicas (`notfound_wait_ms`).
     pub notfound_waits: AtomicU64,
@@ -90,6 +95,8 @@ pub struct Node {
     pub(crate) handoff: Arc<HandoffService>,
     /// The anti-entropy tree rebuild scheduler.
     pub(crate) aae_rebuilds: crate::services::aae_rebuild::AaeRebuilds,
+    /// Anti-entropy scheduling: the exchange queue and repair pacing.
+    pub(crate) aae: crate::services::aae::AaeService,
 }
 
 pub use crate::limits::BACKGROUND_QUEUE;
@@ -133,6 +140,7 @@ impl Node {
             props.clone(),
             gossip_now.clone(),
         ));
+        let aae = crate::services::aae::AaeService::new(&config);
         let node = Node {
             stats: NodeStats::default(),
             config,
@@ -145,6 +153,7 @@ impl Node {
             gossip_now,
             handoff,
             aae_rebuilds: Default::default(),
+            aae,
         };
         let router = &node.router;
         let mut open: BTreeSet<u32> = router

@@ -775,7 +775,12 @@ fn bad_frames_fuzz_keep_the_node_serving() {
 
 #[test]
 fn full_vnode_queue_answers_overload() {
-    let (h, _d) = start(|c| c.limits.vnode_queue_len = 1);
+    // A queue of one job: no anti-entropy, whose tree rebuilds and probes
+    // would take the slot the test's own requests race for.
+    let (h, _d) = start(|c| {
+        c.limits.vnode_queue_len = 1;
+        c.aae_interval_secs = 0;
+    });
     let mut c = Client::connect(&h);
     c.put(put_req("o", "k", "v"));
     let addr = h.addr();

@@ -1,117 +1,304 @@
 //! Active anti-entropy between the replicas of each preference list, by
 //! exchanges of the vnodes' cached tictac trees (`vnode::aae_tree`: one
 //! tree per preference list and n_val, kept up to date on every write).
+//! One exchange is [`super::aae_exchange`]; this module schedules them.
 //!
-//! Every [`Config::aae_interval_secs`](crate::config::Config), a node
-//! exchanges each (preference list, n_val) whose first partition it owns
-//! (so each list is exchanged by one node), for every n_val in use (the
-//! default type's, each bucket type's, each bucket's own):
+//! **Scheduling** (as Riak's tictac AAE): a node's work items are the
+//! (first partition, n_val) pairs whose first partition it owns (so each
+//! preference list is exchanged by one node), for every n_val in use (the
+//! default type's, each bucket type's, each bucket's own). The node keeps
+//! them in a shuffled queue ([`ExchangeQueue`]) and pops **one per tick**;
+//! a pass over the queue takes `aae_interval_secs`: the tick is the
+//! interval divided by the pass's items, never below
+//! [`AAE_MIN_TICK`](crate::limits::AAE_MIN_TICK) ([`tick`]; it is the
+//! pause from the end of one exchange to the start of the next, so slow
+//! exchanges stretch a pass). When the
+//! queue is empty it is refilled from the items of that moment and
+//! shuffled again, so exchanges do not run in partition order and a list
+//! whose exchange is skipped is retried in the next pass.
 //!
-//! 1. **root**: each replica vnode answers its tree's root (one hash per
-//!    branch); equal roots end the exchange — in-sync replicas cost a
-//!    root compare, no fold; differing roots are compared again after
-//!    `aae_confirm_ms` and only branches dirty both times go on (a write
-//!    still reaching its replicas is not a repair);
-//! 2. **branches**: the segment hashes of at most
-//!    [`AAE_MAX_BRANCHES`](crate::limits::AAE_MAX_BRANCHES) dirty branches;
-//! 3. **keys**: each replica lists its keys (with their key-state hashes)
-//!    in at most [`MAX_DIRTY_SEGMENTS`] dirty segments — a fold filtered by
-//!    segment;
-//! 4. **repair**: every key whose state differs or that some replica lacks
-//!    is repaired by a GET at `r = n`, whose read repair writes the merged
-//!    object to the stale replicas.
+//! Exchanges are primary-only: one is skipped while ownership transfers
+//! are pending, when a replica's node is down (hinted handoff covers that
+//! case), or when a replica cannot answer (e.g. its trees are not built
+//! yet); the next pass retries it.
 //!
-//! A vnode builds its trees by one fold the first time an exchange asks.
-//! Exchanges are skipped while ownership transfers are pending or when a
-//! replica's node is down (hinted handoff covers that case).
+//! One exchange of a list runs at a time on a node (an admin round meeting
+//! a scheduled exchange of the same list skips it).
+//!
+//! **Repair throttle**: the read repairs of all exchanges of the node are
+//! paced ([`Pacer`]) to `aae_repairs_per_sec` (0 = unlimited).
+//!
+//! [`Node::aae_round`] runs every work item now, one after the other (for
+//! tests and `basalt admin aae round`).
 
-use crate::kv::GetOpts;
-use crate::node::Node;
-use crate::router::Target;
-use crate::vnode::request::{VnodeReply, VnodeReq};
-use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
-use std::time::Duration;
-
-type BucketKey = (Vec<u8>, Vec<u8>);
-
+pub use super::aae_exchange::{follow_up_scope, Exchange, Scope};
 pub use crate::limits::MAX_DIRTY_SEGMENTS;
 
-/// What one exchange found.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Exchange {
-    /// Segments whose hashes differed.
-    pub dirty_segments: usize,
-    /// Keys repaired.
-    pub repaired: usize,
+use crate::limits::AAE_MIN_TICK;
+use crate::node::Node;
+use parking_lot::Mutex;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// One exchange's work: (first partition, n_val).
+pub type WorkItem = (u32, u32);
+
+/// A node's queue of exchanges; see the module docs.
+#[derive(Debug)]
+pub struct ExchangeQueue {
+    pending: Vec<WorkItem>,
+    pass_len: usize,
+    passes: u64,
+    rng: StdRng,
+}
+
+impl ExchangeQueue {
+    /// An empty queue shuffling with `seed`.
+    pub fn new(seed: u64) -> ExchangeQueue {
+        ExchangeQueue {
+            pending: Vec::new(),
+            pass_len: 0,
+            passes: 0,
+            rng: StdRng::seed_from_u64(seed),
+        }
+    }
+
+    /// The next item; when the queue is empty it is first refilled from
+    /// `items()` (the items of now) and shuffled. `None` if there are none.
+    pub fn next(&mut self, items: impl FnOnce() -> Vec<WorkItem>) -> Option<WorkItem> {
+        if self.pending.is_empty() {
+            let mut all = items();
+            all.sort_unstable();
+            all.dedup();
+            all.shuffle(&mut self.rng);
+            self.pass_len = all.len();
+            self.passes += 1;
+            self.pending = all;
+        }
+        self.pending.pop()
+    }
+
+    /// Items of the current pass (the last refill).
+    pub fn pass_len(&self) -> usize {
+        self.pass_len
+    }
+
+    /// Items of the current pass not popped yet.
+    pub fn remaining(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Refills so far.
+    pub fn passes(&self) -> u64 {
+        self.passes
+    }
+}
+
+/// The pause between two scheduled exchanges: `interval` spread over the
+/// pass's `items`, at least [`AAE_MIN_TICK`].
+pub fn tick(interval: Duration, items: usize) -> Duration {
+    let n = u32::try_from(items.max(1)).unwrap_or(u32::MAX);
+    (interval / n).max(AAE_MIN_TICK)
+}
+
+/// Paces events to a rate: each [`Pacer::reserve`] takes the next slot.
+#[derive(Debug)]
+pub struct Pacer {
+    every: Option<Duration>,
+    next: Mutex<Option<Instant>>,
+}
+
+impl Pacer {
+    /// At most `per_sec` events a second (0 = unlimited).
+    pub fn new(per_sec: u64) -> Pacer {
+        Pacer {
+            every: (per_sec > 0).then(|| Duration::from_secs(1) / per_sec.min(1 << 30) as u32),
+            next: Mutex::new(None),
+        }
+    }
+
+    /// Reserves the next slot at or after `now`; how long to wait for it.
+    /// Unused time is not saved up: after a quiet spell the next event
+    /// goes at once, the one after it a slot later.
+    pub fn reserve(&self, now: Instant) -> Duration {
+        let Some(every) = self.every else {
+            return Duration::ZERO;
+        };
+        let mut next = self.next.lock();
+        let at = next.map_or(now, |n| n.max(now));
+        *next = Some(at + every);
+        at - now
+    }
+}
+
+/// A node's anti-entropy scheduling state.
+#[derive(Debug)]
+pub struct AaeService {
+    /// The exchange queue.
+    pub queue: Mutex<ExchangeQueue>,
+    /// The repair pacing.
+    pub pacer: Pacer,
+    /// Exchanges running (a scheduled one and an admin round may meet).
+    running: Mutex<std::collections::BTreeSet<WorkItem>>,
+}
+
+/// An exchange marked running until dropped.
+pub(crate) struct Running<'a> {
+    service: &'a AaeService,
+    item: WorkItem,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.service.running.lock().remove(&self.item);
+    }
+}
+
+impl AaeService {
+    /// For a node with `config`; the queue's shuffle is seeded from the
+    /// clock.
+    pub fn new(config: &crate::config::Config) -> AaeService {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        AaeService {
+            queue: Mutex::new(ExchangeQueue::new(seed)),
+            pacer: Pacer::new(config.aae_repairs_per_sec),
+            running: Mutex::new(std::collections::BTreeSet::new()),
+        }
+    }
+
+    /// Marks the exchange of `item` running; `None` if it already is (one
+    /// exchange of a list at a time, so no key is repaired twice).
+    pub(crate) fn start(&self, item: WorkItem) -> Option<Running<'_>> {
+        // The lock is released before a `Running` exists (its drop locks).
+        let inserted = self.running.lock().insert(item);
+        inserted.then(|| Running {
+            service: self,
+            item,
+        })
+    }
 }
 
 impl Node {
-    /// Runs an anti-entropy round every `aae_interval_secs` (0: never)
-    /// while the node lives.
+    /// Runs scheduled exchanges (module docs) while the node lives;
+    /// nothing if `aae_interval_secs` is 0.
     pub fn start_aae(self: &Arc<Self>) {
         let secs = self.config.aae_interval_secs;
         if secs == 0 {
             return;
         }
         self.start_aae_rebuilds();
+        let interval = Duration::from_secs(secs);
         let node = Arc::downgrade(self);
+        let mut wait = tick(interval, self.aae_work_items().len());
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_secs(secs));
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            tick.tick().await; // the first tick is immediate: skip it
             loop {
-                tick.tick().await;
+                tokio::time::sleep(wait).await;
                 let Some(n) = node.upgrade() else { break };
-                n.aae_round().await;
+                let (item, pass_len) = {
+                    let mut q = n.aae.queue.lock();
+                    let item = q.next(|| n.aae_work_items());
+                    (item, q.pass_len())
+                };
+                wait = tick(interval, pass_len);
+                if let Some((first, nv)) = item {
+                    n.aae_scheduled(first, nv).await;
+                }
             }
         });
     }
 
-    /// Exchanges every preference list whose first partition this node
-    /// owns; returns the totals.
-    pub async fn aae_round(&self) -> Exchange {
-        let me = self.router.cluster.me().to_string();
-        let (firsts, pending) = self
-            .router
-            .cluster
-            .with_state(|s| (s.owned_by(&me), !s.next.is_empty()));
-        let mut total = Exchange::default();
-        if pending || self.router.cluster.with_state(|s| s.members.len()) < 2 {
-            return total;
+    /// One scheduled exchange, unless the cluster cannot run it now.
+    async fn aae_scheduled(&self, first: u32, n: u32) {
+        if !self.aae_can_run() {
+            return;
         }
-        for f in firsts {
-            match self.aae_exchange(f).await {
-                Ok(x) => {
-                    total.dirty_segments += x.dirty_segments;
-                    total.repaired += x.repaired;
-                }
-                Err(e) => tracing::debug!(first = f, error = %e, "anti-entropy exchange skipped"),
+        let me = self.router.cluster.me().to_string();
+        if !self.router.cluster.with_state(|s| s.owner(first) == me) {
+            return; // no longer this node's list
+        }
+        match self.aae_exchange_n(first, n).await {
+            Ok(x) => log_repairs(&x),
+            Err(e) => {
+                tracing::debug!(first, n, error = %e, "anti-entropy exchange skipped")
             }
         }
-        if total.repaired > 0 {
-            tracing::info!(
-                repaired = total.repaired,
-                dirty_segments = total.dirty_segments,
-                "anti-entropy repaired keys"
-            );
+    }
+
+    /// Exchanges need two members and no pending transfers.
+    fn aae_can_run(&self) -> bool {
+        let (pending, members) = self
+            .router
+            .cluster
+            .with_state(|s| (!s.next.is_empty(), s.members.len()));
+        !pending && members >= 2
+    }
+
+    /// This node's exchange work items: each (first partition it owns,
+    /// n_val in use).
+    pub fn aae_work_items(&self) -> Vec<WorkItem> {
+        let me = self.router.cluster.me().to_string();
+        let firsts = self.router.cluster.with_state(|s| s.owned_by(&me));
+        let n_vals = self.aae_n_vals();
+        firsts
+            .into_iter()
+            .flat_map(|f| n_vals.iter().map(move |&n| (f, n)))
+            .collect()
+    }
+
+    /// Exchanges every work item of this node now, one after the other;
+    /// returns the totals (with the exchanges skipped: a round that
+    /// skipped none and found no dirty segment saw every list in sync).
+    pub async fn aae_round(&self) -> Exchange {
+        let mut total = Exchange::default();
+        let items = self.aae_work_items();
+        if !self.aae_can_run() {
+            total.skipped = items.len();
+            return total;
         }
+        for (f, n) in items {
+            match self.aae_exchange_n(f, n).await {
+                Ok(x) => total.add(&x),
+                Err(e) => {
+                    total.skipped += 1;
+                    tracing::debug!(first = f, n, error = %e, "anti-entropy exchange skipped")
+                }
+            }
+        }
+        log_repairs(&total);
         total
     }
 
-    /// `basalt admin aae status`: the cached trees and exchange counters.
+    /// `basalt admin aae status`: the cached trees, the exchange queue and
+    /// the exchange counters.
     pub async fn aae_status(&self) -> String {
         let (bytes, built, folds) = self.aae_tree_stats().await;
         let s = self.stats();
+        let (pass_len, remaining, passes) = {
+            let q = self.aae.queue.lock();
+            (q.pass_len(), q.remaining(), q.passes())
+        };
+        let interval = Duration::from_secs(self.config.aae_interval_secs);
         format!(
-            "tree size: {} ({} segments)\nvnodes with trees built: {built} of {}\ntree memory: {bytes} bytes\nfolds (builds + segment listings): {folds}\nexchanges: {}\nrepairs: {}\nn_vals exchanged: {:?}\n{}",
+            "tree size: {} ({} segments)\nvnodes with trees built: {built} of {}\ntree memory: {bytes} bytes\nfolds (builds + segment listings): {folds}\nexchanges: {}\nrepairs: {}\nfollow-up loops: {}\nrange repairs: {}\nn_vals exchanged: {:?}\nexchange queue: {remaining} of {pass_len} left in pass {passes}, one every {} ms\nrepairs per second: {}\n{}",
             self.config.aae_tree_size,
             self.config.aae_tree_size().map_or(0, |t| t.segments()),
             self.router.local_vnodes().len(),
             s.aae_exchanges.load(Ordering::Relaxed),
             s.aae_repairs.load(Ordering::Relaxed),
+            s.aae_loops.load(Ordering::Relaxed),
+            s.aae_range_repairs.load(Ordering::Relaxed),
             self.aae_n_vals(),
+            tick(interval, pass_len).as_millis(),
+            match self.config.aae_repairs_per_sec {
+                0 => "unlimited".to_string(),
+                r => r.to_string(),
+            },
             self.aae_rebuild_status().await,
         )
     }
@@ -141,151 +328,113 @@ impl Node {
     pub async fn aae_exchange(&self, first: u32) -> Result<Exchange, String> {
         let mut total = Exchange::default();
         for n in self.aae_n_vals() {
-            let x = self.aae_exchange_n(first, n).await?;
-            total.dirty_segments += x.dirty_segments;
-            total.repaired += x.repaired;
+            total.add(&self.aae_exchange_n(first, n).await?);
         }
         Ok(total)
     }
+}
 
-    /// One exchange of the tree (`first`, `n`) between its `n` replicas.
-    pub async fn aae_exchange_n(&self, first: u32, n: u32) -> Result<Exchange, String> {
-        let size = self.router.ring.size();
-        let targets: Vec<Target> = self.router.cluster.with_state(|s| {
-            (0..n)
-                .map(|d| {
-                    let p = (first + d) % size;
-                    Target {
-                        partition: p,
-                        node: s.owner(p).to_string(),
-                        primary: true,
-                    }
-                })
-                .collect()
-        });
-        if let Some(t) = targets.iter().find(|t| !self.router.cluster.is_up(&t.node)) {
-            return Err(format!("{} is down", t.node));
-        }
-        self.stats().aae_exchanges.fetch_add(1, Ordering::Relaxed);
-        let mut x = Exchange::default();
-        // 1. Roots; if they differ, again after a pause: only branches
-        // dirty both times count (writes in flight are not repairs).
-        let mut dirty_branches = differing(&self.aae_roots(&targets, first, n).await?);
-        let pause = self.config.aae_confirm_ms;
-        if !dirty_branches.is_empty() && pause > 0 {
-            tokio::time::sleep(Duration::from_millis(pause)).await;
-            let again = differing(&self.aae_roots(&targets, first, n).await?);
-            dirty_branches.retain(|b| again.contains(b));
-        }
-        dirty_branches.truncate(crate::limits::AAE_MAX_BRANCHES);
-        if dirty_branches.is_empty() {
-            return Ok(x);
-        }
-        // 2. Branches: segment hashes of the dirty branches.
-        let mut branch_sets = Vec::with_capacity(targets.len());
-        for t in &targets {
-            let req = VnodeReq::AaeBranches {
-                first,
-                n_val: n,
-                branches: dirty_branches.clone(),
-            };
-            match self.vcall_aae(t, req).await? {
-                VnodeReply::AaeBranches(b) => branch_sets.push(b),
-                _ => return Err("unexpected anti-entropy branch reply".into()),
-            }
-        }
-        let mut dirty = Vec::new();
-        for (i, branch) in dirty_branches.iter().enumerate() {
-            let segs: Vec<Vec<u64>> = branch_sets
-                .iter()
-                .map(|set| {
-                    set.get(i)
-                        .filter(|(b, _)| b == branch)
-                        .map_or_else(Vec::new, |(_, s)| s.clone())
-                })
-                .collect();
-            for s in differing(&segs) {
-                dirty.push(branch * 256 + s);
-            }
-        }
-        x.dirty_segments = dirty.len();
-        let dirty: Vec<u32> = dirty.into_iter().take(MAX_DIRTY_SEGMENTS).collect();
-        if dirty.is_empty() {
-            return Ok(x);
-        }
-        // 3. Keys in the dirty segments.
-        let mut keys: BTreeMap<BucketKey, Vec<Option<u64>>> = BTreeMap::new();
-        for (i, t) in targets.iter().enumerate() {
-            let req = VnodeReq::AaeSegmentKeys {
-                first,
-                n_val: n,
-                segments: dirty.clone(),
-            };
-            let VnodeReply::AaeKeys(list) = self.vcall_aae(t, req).await? else {
-                return Err("unexpected anti-entropy keys reply".into());
-            };
-            for (b, k, h) in list {
-                keys.entry((b, k))
-                    .or_insert_with(|| vec![None; targets.len()])[i] = Some(h);
-            }
-        }
-        // 4. Repair what differs.
-        for ((bucket, key), hashes) in keys {
-            if hashes.iter().all(|h| *h == hashes[0]) {
-                continue;
-            }
-            let opts = GetOpts {
-                r: Some(n),
-                ..GetOpts::default()
-            };
-            match self.get(&bucket, &key, &opts).await {
-                Ok(_) => {
-                    x.repaired += 1;
-                    self.stats().aae_repairs.fetch_add(1, Ordering::Relaxed);
-                }
-                Err(e) => tracing::debug!(error = %e, "anti-entropy repair GET"),
-            }
-        }
-        Ok(x)
-    }
-
-    /// Each target's root of tree (`first`, `n`).
-    async fn aae_roots(
-        &self,
-        targets: &[Target],
-        first: u32,
-        n: u32,
-    ) -> Result<Vec<Vec<u64>>, String> {
-        let mut roots = Vec::with_capacity(targets.len());
-        for t in targets {
-            match self
-                .vcall_aae(t, VnodeReq::AaeRoot { first, n_val: n })
-                .await?
-            {
-                VnodeReply::AaeRoot(r) => roots.push(r),
-                _ => return Err("unexpected anti-entropy root reply".into()),
-            }
-        }
-        Ok(roots)
-    }
-
-    async fn vcall_aae(&self, t: &Target, req: VnodeReq) -> Result<VnodeReply, String> {
-        self.router
-            .vcall(t, req)
-            .await
-            .map_err(|e| format!("{} partition {}: {e}", t.node, t.partition))
+fn log_repairs(x: &Exchange) {
+    if x.repaired > 0 {
+        tracing::info!(
+            repaired = x.repaired,
+            dirty_segments = x.dirty_segments,
+            loops = x.loops,
+            range_repairs = x.range_repairs,
+            "anti-entropy repaired keys"
+        );
     }
 }
 
-/// Positions where the vectors differ (a shorter or empty vector counts as
-/// zeros there).
-fn differing(v: &[Vec<u64>]) -> Vec<u32> {
-    let len = v.iter().map(Vec::len).max().unwrap_or(0);
-    (0..len)
-        .filter(|&i| {
-            let at = |x: &Vec<u64>| x.get(i).copied().unwrap_or(0);
-            v.iter().any(|x| at(x) != at(&v[0]))
-        })
-        .map(|i| i as u32)
-        .collect()
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn items(n: u32) -> Vec<WorkItem> {
+        (0..n).map(|f| (f, 3)).collect()
+    }
+
+    #[test]
+    fn every_item_is_popped_once_per_pass_then_the_queue_refills_reshuffled() {
+        let mut q = ExchangeQueue::new(7);
+        let mut passes = Vec::new();
+        for _ in 0..4 {
+            let pass: Vec<WorkItem> = (0..16)
+                .map(|_| q.next(|| items(16)).expect("item"))
+                .collect();
+            let mut sorted = pass.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, items(16), "each item once per pass");
+            assert_eq!(q.remaining(), 0);
+            passes.push(pass);
+        }
+        assert_eq!(q.passes(), 4);
+        assert!(
+            passes.windows(2).any(|w| w[0] != w[1]),
+            "passes are reshuffled"
+        );
+        assert_ne!(passes[0], items(16), "not in partition order");
+        // The same seed gives the same order.
+        let mut again = ExchangeQueue::new(7);
+        let first: Vec<WorkItem> = (0..16)
+            .map(|_| again.next(|| items(16)).expect("item"))
+            .collect();
+        assert_eq!(first, passes[0]);
+    }
+
+    #[test]
+    fn a_refill_takes_the_items_of_that_moment_and_an_empty_set_gives_none() {
+        let mut q = ExchangeQueue::new(1);
+        assert_eq!(q.next(Vec::new), None);
+        assert_eq!(q.pass_len(), 0);
+        let a = q.next(|| items(2)).expect("item");
+        // Mid-pass, a change of items does not disturb the pass...
+        let b = q.next(|| panic!("no refill mid-pass")).expect("item");
+        assert_ne!(a, b);
+        // ...the next refill sees it (duplicates dropped).
+        let c = q.next(|| vec![(9, 2), (9, 2)]).expect("item");
+        assert_eq!(c, (9, 2));
+        assert_eq!(q.pass_len(), 1);
+    }
+
+    #[test]
+    fn the_tick_spreads_a_pass_over_the_interval_with_a_floor() {
+        let s300 = Duration::from_secs(300);
+        assert_eq!(tick(s300, 10), Duration::from_secs(30));
+        assert_eq!(tick(s300, 0), s300);
+        assert_eq!(tick(Duration::from_secs(1), 1000), AAE_MIN_TICK);
+        assert_eq!(tick(Duration::ZERO, 5), AAE_MIN_TICK);
+        for n in [1usize, 3, 64, 4096, usize::MAX] {
+            let t = tick(s300, n);
+            assert!(t >= AAE_MIN_TICK && t <= s300, "{n}: {t:?}");
+        }
+    }
+
+    #[test]
+    fn one_exchange_of_a_list_runs_at_a_time() {
+        let service = AaeService::new(&crate::config::Config::default());
+        let a = service.start((1, 3)).expect("first");
+        assert!(service.start((1, 3)).is_none(), "already running");
+        let b = service.start((2, 3)).expect("another list");
+        drop(a);
+        assert!(service.start((1, 3)).is_some(), "free again once done");
+        drop(b);
+    }
+
+    #[test]
+    fn the_pacer_spaces_events_and_zero_is_unlimited() {
+        let p = Pacer::new(10);
+        let t0 = Instant::now();
+        let waits: Vec<Duration> = (0..4).map(|_| p.reserve(t0)).collect();
+        assert_eq!(
+            waits,
+            [0, 100, 200, 300].map(Duration::from_millis).to_vec()
+        );
+        // After a quiet spell nothing is saved up.
+        let later = t0 + Duration::from_secs(10);
+        assert_eq!(p.reserve(later), Duration::ZERO);
+        assert_eq!(p.reserve(later), Duration::from_millis(100));
+        let free = Pacer::new(0);
+        assert!((0..100).all(|_| free.reserve(t0).is_zero()));
+    }
 }

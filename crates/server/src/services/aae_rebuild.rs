@@ -146,7 +146,7 @@ impl Node {
             self.config.aae_rebuild_wait_secs,
             self.config.aae_rebuild_delay_secs,
         );
-        self.aae_tree_states()
+        self.aae_tree_states(true)
             .await
             .into_iter()
             .map(|(p, built)| (built.map_or(0, |t| due_at(p, t, wait, delay)), p))
@@ -155,10 +155,15 @@ impl Node {
             .map(|(_, p)| p)
     }
 
-    /// Each local vnode's trees: built when (`None`: not built).
-    pub async fn aae_tree_states(&self) -> Vec<(u32, Option<u64>)> {
+    /// Each local vnode's trees: built when (`None`: not built). With
+    /// `skip_busy`, a vnode with jobs waiting is left out (the scheduler
+    /// asks again at its next poll rather than queue one more job).
+    pub async fn aae_tree_states(&self, skip_busy: bool) -> Vec<(u32, Option<u64>)> {
         let mut out = Vec::new();
         for (p, v) in self.router.local_vnodes() {
+            if skip_busy && v.queue_len() > 0 {
+                continue;
+            }
             let Ok(pending) = v.submit(|st| Ok(st.aae_tree_state())) else {
                 continue;
             };
@@ -265,7 +270,7 @@ impl Node {
     /// number built. For tests and `aae verify`.
     pub async fn aae_build_missing(&self) -> Result<usize, String> {
         let mut built = 0;
-        for (p, t) in self.aae_tree_states().await {
+        for (p, t) in self.aae_tree_states(false).await {
             if t.is_none() {
                 self.aae_rebuild_vnode(p, 0).await?;
                 built += 1;
@@ -326,7 +331,7 @@ impl Node {
             ),
             None => "idle".into(),
         };
-        let states = self.aae_tree_states().await;
+        let states = self.aae_tree_states(false).await;
         let missing = states.iter().filter(|(_, t)| t.is_none()).count();
         let (wait, delay) = (
             self.config.aae_rebuild_wait_secs,

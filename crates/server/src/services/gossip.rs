@@ -104,6 +104,13 @@ impl Node {
                 Ok(p) => self.aae_request_rebuild(Some(p)),
                 Err(_) => Err(format!("aae-rebuild: {p:?} is not a partition number\n")),
             },
+            ["aae-round"] => {
+                let x = self.aae_round().await;
+                Ok(format!(
+                    "anti-entropy round: {} dirty segments, {} keys repaired, {} follow-up loops, {} range repairs, {} exchanges skipped\n",
+                    x.dirty_segments, x.repaired, x.loops, x.range_repairs, x.skipped
+                ))
+            }
             ["aae-verify"] => self.aae_verify_trees().await.map_err(|e| e.to_string()).map(|bad| {
                 if bad.is_empty() {
                     "every local vnode's anti-entropy trees match a fresh fold\n".to_string()
@@ -112,7 +119,7 @@ impl Node {
                 }
             }),
             _ => Err(format!(
-                "unknown cluster command {line:?}: join ADDR | leave [NODE] | plan | commit | clear | member-status | ring-status | repl-status | repl-fullsync | aae-status | aae-rebuild [PARTITION] | aae-verify"
+                "unknown cluster command {line:?}: join ADDR | leave [NODE] | plan | commit | clear | member-status | ring-status | repl-status | repl-fullsync | aae-status | aae-round | aae-rebuild [PARTITION] | aae-verify"
             )),
         };
         r.map_err(RequestError::Invalid)

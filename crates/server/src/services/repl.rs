@@ -356,6 +356,16 @@ impl Node {
                 "Anti-entropy fold queries (aae_fold) coordinated by this node.",
             ),
             (
+                "aae_loops_total",
+                ld(&s.aae_loops),
+                "Anti-entropy follow-up loops run by exchanges that hit their caps.",
+            ),
+            (
+                "aae_range_repairs_total",
+                ld(&s.aae_range_repairs),
+                "Keys repaired by scoped (bucket or last-modified range) anti-entropy follow-up loops.",
+            ),
+            (
                 "get_notfound_waits_total",
                 ld(&s.notfound_waits),
                 "GETs whose quorum answered only not-found and that waited for the other replicas.",

@@ -12,10 +12,13 @@
 //! * [`id`]: the vnode's incarnation id (part of its vector-clock actor);
 //! * [`aae_tree`]: its cached anti-entropy trees, updated on every write;
 //! * [`aae_rebuild`]: rebuilding them by a sweep in small steps;
-//! * [`aae_fold`]: its part of an anti-entropy fold query.
+//! * [`aae_fold`]: its part of an anti-entropy fold query;
+//! * [`aae_range`]: scoped key listings for anti-entropy follow-up loops.
 
 pub mod aae_fold;
 pub mod aae_rebuild;
+
+pub mod aae_range;
 pub mod aae_tree;
 pub mod id;
 pub mod merge;

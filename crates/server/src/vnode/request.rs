@@ -239,6 +239,26 @@ pub enum VnodeReq {
     /// One covering vnode's part of an anti-entropy fold query
     /// ([`super::aae_fold`]).
     AaeFold(super::aae_fold::AaeFoldReq),
+    /// [`VnodeReq::AaeSegmentKeys`] scoped for an exchange's follow-up
+    /// loop: only keys of `bucket` (every bucket with `None`) whose
+    /// object was last modified within `modified_range` (microseconds,
+    /// inclusive; the greatest last-modified time of its siblings), served
+    /// by a head fold filtered by segment where the backend has one
+    /// (`super::aae_range`). Answered as [`VnodeReply::AaeKeys`].
+    AaeRangeKeys {
+        /// First partition of the preference list.
+        first: u32,
+        /// Its replicas.
+        n_val: u32,
+        /// Storage bucket to list (`None`: every bucket).
+        bucket: Option<Vec<u8>>,
+        /// Last-modified range, microseconds since the epoch (`None`: any).
+        modified_range: Option<(u64, u64)>,
+        /// Segments of the cached trees' size (at most
+        /// [`crate::limits::MAX_DIRTY_SEGMENTS`] ×
+        /// [`crate::limits::AAE_RANGE_BOOST`]).
+        segments: Vec<u32>,
+    },
 }
 
 impl VnodeReq {

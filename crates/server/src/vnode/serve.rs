@@ -200,6 +200,13 @@ impl VnodeState {
                     .collect();
                 Ok(VnodeReply::CsBatch(wire, last, more))
             }
+            VnodeReq::AaeRangeKeys {
+                first,
+                n_val,
+                bucket,
+                modified_range,
+                segments,
+            } => self.aae_range_keys(first, n_val, bucket.as_deref(), modified_range, segments),
             VnodeReq::ReapTombstone {
                 bucket,
                 key,
