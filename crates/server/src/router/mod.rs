@@ -225,6 +225,7 @@ impl Router {
                 size,
                 self.n_val_of.clone(),
                 crate::vnode::aae_tree::take(&dir, size),
+                self.config.aae_rebuild_journal_check,
             )),
             incarnation: Some((dir, incarnation)),
             tainted: std::sync::atomic::AtomicBool::new(false),

@@ -66,6 +66,7 @@ impl VnodeState {
         };
         if self.backend.capabilities().has(Capability::FoldHeads) {
             let opts = FoldOptions {
+                journal_check: aae.journal_check,
                 segments: Some((aae.size, want)),
                 modified_range: modified_range
                     .map(|(lo, _)| (lo.saturating_sub(AAE_RANGE_CLOCK_SLACK_US), u64::MAX)),

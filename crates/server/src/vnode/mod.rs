@@ -92,6 +92,9 @@ pub struct VnodeAae {
     pub trees: Mutex<Option<aae_tree::AaeTrees>>,
     /// The rebuild in progress, if any (exchanges go on with `trees`).
     pub rebuild: Mutex<Option<aae_rebuild::Rebuild>>,
+    /// Rebuilds and segment listings leave out keys whose value is not in
+    /// the journal (`aae_rebuild_journal_check`; leveled only).
+    pub journal_check: bool,
     /// Folds run over this vnode for anti-entropy: tree builds and
     /// segment key listings (an exchange of in-sync replicas runs none).
     pub folds: std::sync::atomic::AtomicU64,
@@ -105,6 +108,7 @@ impl VnodeAae {
         size: basalt_backend::TreeSize,
         n_val_of: NValOf,
         trees: Option<aae_tree::AaeTrees>,
+        journal_check: bool,
     ) -> VnodeAae {
         VnodeAae {
             ring,
@@ -112,6 +116,7 @@ impl VnodeAae {
             n_val_of,
             trees: Mutex::new(trees),
             rebuild: Mutex::new(None),
+            journal_check,
             folds: std::sync::atomic::AtomicU64::new(0),
         }
     }

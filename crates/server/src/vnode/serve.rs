@@ -297,13 +297,39 @@ impl VnodeState {
     }
 
     /// Calls `f(first, n_val, bucket, key, key-state hash)` for every key of
-    /// this vnode (in `segments` of the trees' size, if given).
+    /// this vnode (in `segments` of the trees' size, if given). With head
+    /// folds (leveled): one fold filtered by segment in the engine, leaving
+    /// out keys whose value is not in the journal when the trees are built
+    /// with the journal check — so a segment listing agrees with trees
+    /// that left such a key out, and the exchange repairs it.
     fn tree_fold(
         &self,
         aae: &VnodeAae,
         segments: Option<&std::collections::BTreeSet<u32>>,
         f: &mut TreeFoldFn<'_>,
     ) -> Result<(), VnodeError> {
+        if self.backend.capabilities().has(Capability::FoldHeads) {
+            let opts = basalt_backend::FoldOptions {
+                journal_check: aae.journal_check,
+                segments: segments.map(|s| (aae.size, s.iter().copied().collect())),
+                ..basalt_backend::FoldOptions::default()
+            };
+            let mut failed = None;
+            self.backend.fold_heads(None, None, &opts, &mut |b, k, h| {
+                match RiakObject::decode_metadata(&h.metadata) {
+                    Ok(o) => {
+                        let (first, n_val) = aae.list_of(b, k);
+                        f(first, n_val, b, k, key_state_hash(b, k, o.state_hash()));
+                        ControlFlow::Continue(())
+                    }
+                    Err(e) => {
+                        failed = Some(e);
+                        ControlFlow::Break(())
+                    }
+                }
+            })?;
+            return failed.map_or(Ok(()), |e| Err(e.into()));
+        }
         for bucket in self.backend.list_buckets()? {
             let (btype, name) = crate::bucket::keying::split_storage_bucket(&bucket);
             let n_val = (aae.n_val_of)(&bucket);
