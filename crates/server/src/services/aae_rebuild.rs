@@ -125,15 +125,19 @@ impl Node {
         });
     }
 
-    /// The local vnode to rebuild next, if one is due: an operator's
-    /// request first, then missing trees, then the most overdue.
-    async fn aae_next_rebuild(&self) -> Option<u32> {
-        let local: BTreeSet<u32> = self
-            .router
+    /// The partitions of the local vnodes.
+    fn local_partitions(&self) -> BTreeSet<u32> {
+        self.router
             .local_vnodes()
             .into_iter()
             .map(|(p, _)| p)
-            .collect();
+            .collect()
+    }
+
+    /// The local vnode to rebuild next, if one is due: an operator's
+    /// request first, then missing trees, then the most overdue.
+    async fn aae_next_rebuild(&self) -> Option<u32> {
+        let local = self.local_partitions();
         {
             let mut req = self.aae_rebuilds.requested.lock();
             req.retain(|p| local.contains(p));
@@ -299,12 +303,7 @@ impl Node {
                 req.len()
             ));
         }
-        let local: BTreeSet<u32> = self
-            .router
-            .local_vnodes()
-            .into_iter()
-            .map(|(p, _)| p)
-            .collect();
+        let local = self.local_partitions();
         let want: BTreeSet<u32> = match partition {
             None => local,
             Some(p) if local.contains(&p) => [p].into(),
