@@ -12,12 +12,14 @@
 //! folds with segment and last-modified filters) and bitcask (key fold and
 //! a head per key).
 
+mod common;
+
 use basalt_server::config::{Config, DeleteMode};
 use basalt_server::kv::{GetOpts, GetOutcome, PutOpts};
-use basalt_server::object::Content;
 use basalt_server::services::aae::MAX_DIRTY_SEGMENTS;
 use basalt_server::vnode::request::{Obj, VnodeReq};
 use basalt_server::Node;
+use common::content;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -35,14 +37,6 @@ fn config(dir: &std::path::Path, backend: &str) -> Config {
         aae_repairs_per_sec: 0,
         aae_max_loops: 4,
         ..Config::default()
-    }
-}
-
-fn content(v: &[u8]) -> Content {
-    Content {
-        value: v.to_vec(),
-        value_len: v.len() as u32,
-        ..Content::default()
     }
 }
 

@@ -12,12 +12,14 @@
 //!   is clean again; a difference that heals during the confirmation pause
 //!   (a write still reaching its replicas) is not repaired.
 
+mod common;
+
 use basalt_server::config::{Config, DeleteMode};
 use basalt_server::kv::{GetOpts, GetOutcome, PutOpts};
-use basalt_server::object::Content;
 use basalt_server::pb::RpbBucketProps;
 use basalt_server::vnode::request::{Obj, VnodeReq};
 use basalt_server::Node;
+use common::{content, runtime};
 use proptest::prelude::*;
 use proptest::test_runner::{Config as PtConfig, RngAlgorithm, TestRng, TestRunner};
 use std::sync::Arc;
@@ -34,21 +36,6 @@ fn config(dir: &std::path::Path) -> Config {
         aae_tree_size: "xxsmall".into(),
         aae_confirm_ms: 200,
         ..Config::default()
-    }
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
-
-fn content(v: &[u8]) -> Content {
-    Content {
-        value: v.to_vec(),
-        value_len: v.len() as u32,
-        ..Content::default()
     }
 }
 

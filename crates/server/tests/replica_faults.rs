@@ -8,11 +8,14 @@
 //! * a vnode keeps its vclock actor across a clean restart and takes a new
 //!   one after an unclean stop (its status file left `open`).
 
+mod common;
+
 use basalt_server::config::Config;
 use basalt_server::kv::{GetOpts, GetOutcome, PutOpts};
-use basalt_server::object::{Content, RiakObject};
+use basalt_server::object::RiakObject;
 use basalt_server::vnode::request::{Obj, VnodeReq, WireObject};
 use basalt_server::ServerHandle;
+use common::{content, runtime};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -25,21 +28,6 @@ fn config(dir: &tempfile::TempDir, backend: &str) -> Config {
         ring_size: 8,
         backend: backend.into(),
         ..Config::default()
-    }
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
-
-fn content(v: &[u8]) -> Content {
-    Content {
-        value: v.to_vec(),
-        value_len: v.len() as u32,
-        ..Content::default()
     }
 }
 

@@ -1,10 +1,13 @@
-//! The blocking PB client of the server's PB tests (`pb_api.rs`,
-//! `bucket_types.rs`): `riak_pb::sync::Client` (20 s timeouts) with calls
-//! shaped for assertions — I/O failures panic, an `RpbErrorResp` is
-//! `Err(errmsg)` or a panic, raw frames for tests of bad input and streams.
+//! Shared by the server's integration tests: the blocking PB client of the
+//! PB tests (`pb_api.rs`, `bucket_types.rs`, `aae_fold.rs`):
+//! `riak_pb::sync::Client` (20 s timeouts) with calls shaped for
+//! assertions — I/O failures panic, an `RpbErrorResp` is `Err(errmsg)` or a
+//! panic, raw frames for tests of bad input and streams; and the helpers of
+//! the in-process node tests ([`runtime`], [`content`]).
 
 #![allow(dead_code)]
 
+use basalt_server::object::Content;
 use basalt_server::pb::code;
 use basalt_server::ServerHandle;
 use prost::Message;
@@ -65,5 +68,22 @@ impl Client {
     pub fn ping(&mut self) {
         self.send(code::PING_REQ, &[]);
         assert_eq!(self.recv(), Some((code::PING_RESP, vec![])));
+    }
+}
+
+/// A current-thread runtime for driving an in-process node.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// One sibling holding `v`.
+pub fn content(v: &[u8]) -> Content {
+    Content {
+        value: v.to_vec(),
+        value_len: v.len() as u32,
+        ..Content::default()
     }
 }

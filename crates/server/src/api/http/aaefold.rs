@@ -69,29 +69,9 @@ pub async fn fold(State(node): Shared, req: Request) -> Response {
     }
 }
 
-/// A path segment, percent-decoded.
+/// A path segment, percent-decoded (`+` is itself).
 fn seg(s: &str) -> Vec<u8> {
-    let b = s.as_bytes();
-    let hex = |c: u8| (c as char).to_digit(16);
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match (
-            b[i],
-            b.get(i + 1).and_then(|&c| hex(c)),
-            b.get(i + 2).and_then(|&c| hex(c)),
-        ) {
-            (b'%', Some(h), Some(l)) => {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-            }
-            (c, _, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    out
+    super::pct_decode(s, false)
 }
 
 fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {

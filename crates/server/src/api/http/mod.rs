@@ -252,6 +252,12 @@ pub(crate) fn query_pairs(q: &str) -> Vec<(String, String)> {
 }
 
 pub(crate) fn pct(s: &str) -> String {
+    String::from_utf8_lossy(&pct_decode(s, true)).into_owned()
+}
+
+/// Percent-decodes `s` to bytes (a malformed escape stays as it is); `+`
+/// is a space in query strings (`plus_is_space`), itself in a path.
+pub(crate) fn pct_decode(s: &str, plus_is_space: bool) -> Vec<u8> {
     let hex = |c: u8| (c as char).to_digit(16);
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
@@ -262,7 +268,7 @@ pub(crate) fn pct(s: &str) -> String {
             b.get(i + 1).and_then(|&c| hex(c)),
             b.get(i + 2).and_then(|&c| hex(c)),
         ) {
-            (b'+', _, _) => out.push(b' '),
+            (b'+', _, _) if plus_is_space => out.push(b' '),
             (b'%', Some(h), Some(l)) => {
                 out.push((h * 16 + l) as u8);
                 i += 2;
@@ -271,7 +277,7 @@ pub(crate) fn pct(s: &str) -> String {
         }
         i += 1;
     }
-    String::from_utf8_lossy(&out).into_owned()
+    out
 }
 
 pub use objects::parse_quorum;
