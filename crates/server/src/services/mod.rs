@@ -11,4 +11,3 @@ pub mod aae_rebuild;
 pub mod gossip;
 pub mod handoff;
 pub mod repl;
-pub mod repl_queue;

@@ -21,6 +21,8 @@
 //!   ring sizes compare. Each full-sync first sends the source's bucket
 //!   types and props, which the sink merges by change stamp (as gossip).
 
+mod memqueue;
+
 use crate::cluster::{Msg, Reply, CONTROL_TIMEOUT};
 use crate::kv::{GetOpts, GetOutcome};
 use crate::node::Node;
@@ -38,7 +40,7 @@ const RETRY_AFTER: Duration = Duration::from_millis(500);
 pub use crate::cluster::ReplObject;
 pub use crate::config::ReplConfig;
 
-pub use super::repl_queue::{ReplQueue, ReplStats};
+pub use memqueue::{ReplQueue, ReplStats};
 
 /// What a full-sync did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
