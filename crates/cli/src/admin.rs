@@ -88,10 +88,54 @@ enum AaeCommand {
 
 #[derive(Debug, clap::Subcommand)]
 enum ReplCommand {
-    /// Sinks, queue length and counters of the node.
+    /// Sinks (state, queue per priority, peers), counters and replication
+    /// time of the node.
     Status,
     /// Run a full-sync with the sink cluster now and print what it pushed.
     Fullsync,
+    /// Add, remove, suspend or resume a sink cluster on this node (kept
+    /// across restarts).
+    #[command(subcommand)]
+    Sink(SinkCommand),
+    /// Drop every entry waiting in a sink's queue (a full-sync repairs
+    /// them).
+    ClearQueue {
+        /// The sink's name.
+        name: String,
+    },
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum SinkCommand {
+    /// Add a sink: refused unless a peer answers as a node of another
+    /// Basalt cluster.
+    Add {
+        /// Its name (letters, digits, '_', '-').
+        name: String,
+        /// Cluster addresses of some of its nodes, comma-separated (the
+        /// others are discovered).
+        #[arg(long, value_delimiter = ',', required = true)]
+        peers: Vec<String>,
+        /// Which writes it takes: any, block_rt, bucket:NAME,
+        /// prefix:PREFIX, type:TYPE.
+        #[arg(long, default_value = "any")]
+        filter: String,
+    },
+    /// Remove a sink and delete its queue.
+    Remove {
+        /// The sink's name.
+        name: String,
+    },
+    /// Keep queueing for a sink but stop delivering.
+    Suspend {
+        /// The sink's name.
+        name: String,
+    },
+    /// Deliver to a suspended sink again.
+    Resume {
+        /// The sink's name.
+        name: String,
+    },
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -189,6 +233,24 @@ pub fn run(args: AdminArgs) -> anyhow::Result<crate::Outcome> {
         AdminCommand::RingStatus => Some("ring-status".to_string()),
         AdminCommand::Repl(ReplCommand::Status) => Some("repl-status".to_string()),
         AdminCommand::Repl(ReplCommand::Fullsync) => Some("repl-fullsync".to_string()),
+        AdminCommand::Repl(ReplCommand::ClearQueue { name }) => {
+            Some(format!("repl-queue-clear {name}"))
+        }
+        AdminCommand::Repl(ReplCommand::Sink(c)) => Some(match c {
+            SinkCommand::Add {
+                name,
+                peers,
+                filter,
+            } => {
+                if filter.contains(char::is_whitespace) {
+                    anyhow::bail!("a filter cannot contain spaces");
+                }
+                format!("repl-sink-add {name} {filter} {}", peers.join(","))
+            }
+            SinkCommand::Remove { name } => format!("repl-sink-remove {name}"),
+            SinkCommand::Suspend { name } => format!("repl-sink-suspend {name}"),
+            SinkCommand::Resume { name } => format!("repl-sink-resume {name}"),
+        }),
         AdminCommand::Aae(AaeCommand::Status) => Some("aae-status".to_string()),
         AdminCommand::Aae(AaeCommand::Round) => Some("aae-round".to_string()),
         AdminCommand::Aae(AaeCommand::Verify) => Some("aae-verify".to_string()),

@@ -880,7 +880,10 @@ fn replication_real_time_then_full_sync_after_drops() {
     let mut sink = NodeProc::new(&root, 2);
     sink.start();
     let config = root.join("repl.toml");
-    let text = format!("[repl]\nsinks = [\"{}\"]\nqueue_len = 20\n", sink.cluster);
+    let text = format!(
+        "[repl]\nsinks = [\"{}\"]\nqueue_max_entries = 20\n",
+        sink.cluster
+    );
     std::fs::write(&config, text).expect("config");
     let mut source = NodeProc::new(&root, 1);
     source.config = Some(config);
@@ -897,11 +900,11 @@ fn replication_real_time_then_full_sync_after_drops() {
         wait_for("a burst to be sent", Duration::from_secs(30), || {
             admin(&source.cluster, &["repl", "status"])
                 .1
-                .contains("queue: 0 ")
+                .contains("waiting: 0\n")
         });
     }
     let (_, status) = admin(&source.cluster, &["repl", "status"]);
-    assert!(status.contains("dropped: 0\n"), "{status}");
+    assert!(status.contains("discarded: 0\n"), "{status}");
     let mut b = Client::connect(&sink.pb);
     let on_sink =
         |b: &mut Client, k: &str, v: &str| b.get(k, 1, 0, true) == Ok(Some(v.as_bytes().to_vec()));
@@ -919,13 +922,13 @@ fn replication_real_time_then_full_sync_after_drops() {
             .expect("put on the source");
     }
     let (_, status) = admin(&source.cluster, &["repl", "status"]);
-    assert!(!status.contains("dropped: 0\n"), "{status}");
+    assert!(!status.contains("discarded: 0\n"), "{status}");
     sink.start();
     let mut b = Client::connect(&sink.pb);
     wait_for("the queue to drain", Duration::from_secs(30), || {
         admin(&source.cluster, &["repl", "status"])
             .1
-            .contains("queue: 0 ")
+            .contains("waiting: 0\n")
     });
     let missing = (0..n)
         .filter(|i| !on_sink(&mut b, &format!("f{i}"), &format!("w{i}")))

@@ -76,17 +76,31 @@ aae_repairs_per_sec = 400
 aae_max_loops = 4
 
 [repl]
-# Replication to another Basalt cluster (one way): cluster addresses
-# (cluster_listen) of nodes of the sink cluster, e.g. ["10.0.0.5:8099",
-# "10.0.0.6:8099"]. Every write
-# coordinated here is queued and sent (real-time); empty = off.
+# Replication to other Basalt clusters ("sinks"): every write this node
+# coordinates goes to the queue of each sink whose filter takes it, and the
+# node pushes each queue to a node of that sink cluster, removing entries
+# only once the sink confirmed them. Queues survive restarts (on disk under
+# <data_dir>/repl). Shorthand for one sink named "default" taking every
+# write: cluster addresses (cluster_listen) of nodes of the sink cluster,
+# e.g. ["10.0.0.5:8099"]; the sink cluster's other nodes are discovered.
 sinks = []
-# Writes waiting to be sent; when full the oldest are dropped (and counted);
-# a full-sync repairs them.
-queue_len = 100000
+# Objects up to this size (bytes) are queued whole; larger ones as
+# references, read when delivered. Tombstones are always whole.
+object_limit_bytes = 204800
+# Entries of each priority kept in memory per queue; more spill to disk.
+queue_memory_entries = 10000
+# Entries of each priority per queue (memory + disk); beyond it new entries
+# are discarded and counted (a full-sync repairs them).
+queue_max_entries = 1000000
 # Seconds between automatic full-syncs (tictac trees of both clusters
 # compared, differing keys pushed); 0 = only `basalt admin repl fullsync`.
 fullsync_interval_secs = 0
+# More sinks, each with its own queue:
+# [[repl.sink]]
+# name = "dc2"
+# peers = ["10.0.1.5:8099"]
+# filter = "any"   # any | block_rt | bucket:NAME | prefix:PREFIX | type:TYPE
+# suspended = false
 
 [limits]
 # Largest PB frame accepted (bytes, counting the message code).
@@ -341,6 +355,7 @@ impl Config {
                 "aae_rebuild_wait_secs must be at least 1".into(),
             ));
         }
+        self.repl.validate()?;
         Ok(())
     }
 
@@ -359,21 +374,119 @@ impl Config {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ReplConfig {
-    /// Cluster addresses of nodes of the sink cluster (empty: no replication).
+    /// Shorthand: seed addresses of one sink named `default`, filter `any`.
     pub sinks: Vec<String>,
-    /// Writes waiting to be sent; beyond it the oldest are dropped.
-    pub queue_len: usize,
+    /// Objects up to this size are queued whole, larger ones as references.
+    pub object_limit_bytes: u64,
+    /// Entries of each priority in memory per queue before spilling.
+    pub queue_memory_entries: usize,
+    /// Entries of each priority per queue; beyond it new ones are discarded.
+    pub queue_max_entries: u64,
     /// Seconds between automatic full-syncs (0: only on demand).
     pub fullsync_interval_secs: u64,
+    /// Sinks (`[[repl.sink]]`).
+    pub sink: Vec<SinkConfig>,
 }
 
 impl Default for ReplConfig {
     fn default() -> Self {
         ReplConfig {
             sinks: Vec::new(),
-            queue_len: 100_000,
+            object_limit_bytes: 200 * 1024,
+            queue_memory_entries: 10_000,
+            queue_max_entries: 1_000_000,
             fullsync_interval_secs: 0,
+            sink: Vec::new(),
         }
+    }
+}
+
+/// One sink cluster (`[[repl.sink]]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SinkConfig {
+    /// The sink's name (its queue's name): letters, digits, `_`, `-`.
+    pub name: String,
+    /// Cluster addresses of some of its nodes (the rest are discovered).
+    pub peers: Vec<String>,
+    /// Which real-time writes it takes (`any`, `block_rt`, `bucket:NAME`,
+    /// `prefix:PREFIX`, `type:TYPE`).
+    pub filter: String,
+    /// Queue but do not deliver.
+    pub suspended: bool,
+}
+
+impl Default for SinkConfig {
+    fn default() -> Self {
+        SinkConfig {
+            name: String::new(),
+            peers: Vec::new(),
+            filter: "any".into(),
+            suspended: false,
+        }
+    }
+}
+
+impl ReplConfig {
+    /// The configured sinks: `[[repl.sink]]` plus the `sinks` shorthand
+    /// (as `default`).
+    pub fn all_sinks(&self) -> Vec<SinkConfig> {
+        let mut all = self.sink.clone();
+        if !self.sinks.is_empty() {
+            all.push(SinkConfig {
+                name: "default".into(),
+                peers: self.sinks.clone(),
+                ..SinkConfig::default()
+            });
+        }
+        all
+    }
+
+    /// Checks names, filters, peers and limits; the error says which.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let all = self.all_sinks();
+        let mut names = std::collections::BTreeSet::new();
+        for s in &all {
+            s.validate().map_err(ConfigError)?;
+            if !names.insert(s.name.as_str()) {
+                return Err(ConfigError(format!("repl: two sinks named {:?}", s.name)));
+            }
+        }
+        if all.len() > crate::limits::REPL_MAX_SINKS {
+            return Err(ConfigError(format!(
+                "repl: {} sinks; at most {}",
+                all.len(),
+                crate::limits::REPL_MAX_SINKS
+            )));
+        }
+        if self.queue_memory_entries == 0 || self.queue_max_entries == 0 {
+            return Err(ConfigError(
+                "repl: queue_memory_entries and queue_max_entries must be > 0".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl SinkConfig {
+    /// Checks the name, the filter and that there is a peer.
+    pub fn validate(&self) -> Result<(), String> {
+        let ok = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+        if self.name.is_empty() || self.name.len() > 64 || !self.name.chars().all(ok) {
+            return Err(format!(
+                "repl sink name {:?}: 1-64 letters, digits, '_' or '-'",
+                self.name
+            ));
+        }
+        crate::services::repl::Filter::parse(&self.filter)
+            .map_err(|e| format!("repl sink {}: {e}", self.name))?;
+        if self.peers.is_empty() || self.peers.iter().any(|p| p.trim().is_empty()) {
+            return Err(format!(
+                "repl sink {}: needs the cluster address of at least one of its nodes (peers)",
+                self.name
+            ));
+        }
+        Ok(())
     }
 }
 

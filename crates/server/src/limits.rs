@@ -97,8 +97,30 @@ pub const AAE_MIN_TICK: Duration = Duration::from_millis(100);
 /// take the clock skew between nodes).
 pub const AAE_RANGE_CLOCK_SLACK_US: u64 = 60_000_000;
 
-/// Objects per real-time batch.
+/// Objects per replication batch (one push to a sink node).
 pub const REPL_BATCH: usize = 100;
+
+/// Bytes per replication batch (at least one entry is always sent).
+pub const REPL_BATCH_BYTES: usize = 4 << 20;
+
+/// Replicated keys a sink node applies at once (entries of one key are
+/// applied in order).
+pub const REPL_APPLY_PARALLEL: usize = 16;
+
+/// First back-off of a sink node after a failed push.
+pub const REPL_FIRST_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Longest back-off of a sink node.
+pub const REPL_MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// How often a source asks its sink clusters for their members.
+pub const REPL_DISCOVERY_INTERVAL: Duration = Duration::from_secs(60);
+
+/// How often a sender flushes its queue's buffered spill appends.
+pub const REPL_FLUSH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Sinks per node.
+pub const REPL_MAX_SINKS: usize = 16;
 
 /// Requests in flight per connection.
 pub const MAX_INFLIGHT: usize = 4096;
@@ -150,6 +172,11 @@ const _: () = {
     assert!(AAE_MAX_BRANCHES > 0 && MAX_DIRTY_SEGMENTS > 0 && AAE_RANGE_BOOST >= 1);
     assert!(AAE_MIN_TICK.as_millis() > 0);
     assert!(MAX_INFLIGHT > 0 && BACKGROUND_QUEUE > 0);
+    assert!(
+        REPL_BATCH > 0
+            && REPL_APPLY_PARALLEL > 0
+            && REPL_FIRST_BACKOFF.as_millis() < REPL_MAX_BACKOFF.as_millis()
+    );
     assert!(AAE_FOLD_MAX_RESULTS > 0 && AAE_FOLD_MAX_RESULTS < u32::MAX as usize);
     // A segment filter can name a whole branch; a branch request the
     // whole root of the default (xsmall) tree.

@@ -43,6 +43,24 @@ pub enum OpenError {
     /// The bucket props file is unreadable.
     #[error(transparent)]
     Props(#[from] PropsError),
+    /// The replication sinks or queues did not open.
+    #[error(transparent)]
+    Repl(#[from] crate::services::repl::SinksError),
+}
+
+/// A sink peer that is this node's own cluster address is refused at
+/// once (other nodes of this cluster are found by the sender's hello).
+fn check_sinks_are_elsewhere(config: &Config) -> Result<(), ConfigError> {
+    let own = [&config.cluster_listen, &config.advertise_cluster];
+    for s in config.repl.all_sinks() {
+        if let Some(p) = s.peers.iter().find(|p| own.contains(p)) {
+            return Err(ConfigError(format!(
+                "repl sink {}: {p} is this node's cluster address; a cluster cannot replicate to itself",
+                s.name
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Operation counters of a node (all APIs), for `/stats`.
@@ -88,7 +106,9 @@ pub struct Node {
     pub(crate) types: Arc<BucketTypes>,
     background: mpsc::Sender<(Target, VnodeReq)>,
     background_rx: Mutex<Option<mpsc::Receiver<(Target, VnodeReq)>>>,
-    pub(crate) repl: crate::services::repl::ReplQueue,
+    pub(crate) repl: crate::services::repl::ReplService,
+    /// Replication counters of this node (sink side, full-syncs).
+    pub(crate) repl_sink: crate::services::repl::ReplStats,
     /// Wakes the gossip loop for a round now.
     pub(crate) gossip_now: Arc<Notify>,
     /// Handoff, over the router and the bucket props.
@@ -141,6 +161,8 @@ impl Node {
             gossip_now.clone(),
         ));
         let aae = crate::services::aae::AaeService::new(&config);
+        check_sinks_are_elsewhere(&config)?;
+        let repl = crate::services::repl::ReplService::open(&config.data_dir, &config.repl)?;
         let node = Node {
             stats: NodeStats::default(),
             config,
@@ -149,7 +171,8 @@ impl Node {
             types,
             background,
             background_rx: Mutex::new(Some(background_rx)),
-            repl: crate::services::repl::ReplQueue::default(),
+            repl,
+            repl_sink: Default::default(),
             gossip_now,
             handoff,
             aae_rebuilds: Default::default(),
@@ -263,6 +286,7 @@ impl Node {
 
     /// Stops every vnode (queued jobs finish) and closes the backends.
     pub fn close(&self) {
+        self.repl.close();
         self.router.close();
     }
 

@@ -65,7 +65,8 @@ pub async fn serve(this: Arc<Node>, msg: Msg) -> Reply {
                 Err(e) => Reply::Refused(e),
             }
         }
-        Msg::ReplPut(objects) => this.apply_repl(objects).await,
+        Msg::ReplPush { source, items } => this.apply_repl(&source, items).await,
+        Msg::ReplHello { .. } => this.repl_hello(),
         Msg::ReplMeta(meta) => {
             this.merge_meta(&meta);
             Reply::Ok

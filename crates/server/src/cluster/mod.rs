@@ -35,6 +35,16 @@ pub use crate::limits::GOSSIP_INTERVAL;
 /// One object to replicate: (storage bucket, key, object).
 pub type ReplObject = (Vec<u8>, Vec<u8>, WireObject);
 
+/// One replicated change, as a source pushes it to a sink cluster.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum ReplItem {
+    /// Merge this object (or tombstone) into every replica, as-is.
+    Object(ReplObject),
+    /// The source reaped this tombstone (storage bucket, key, encoded
+    /// clock): reap it here if every replica holds it with that clock.
+    Reap(Vec<u8>, Vec<u8>, Vec<u8>),
+}
+
 /// A request from another node.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Msg {
@@ -76,8 +86,19 @@ pub enum Msg {
     },
     /// An admin change (forwarded to the claimant).
     Admin(AdminCmd),
-    /// Replication from a source cluster: merge these objects here.
-    ReplPut(Vec<ReplObject>),
+    /// Replication from a source cluster: apply these changes here, in
+    /// order per key; the reply is `Ok` only when all were applied.
+    ReplPush {
+        /// The source's cluster id (a cluster never applies its own).
+        source: String,
+        /// The changes.
+        items: Vec<ReplItem>,
+    },
+    /// A source asks a sink node who it is: [`Reply::ReplHello`].
+    ReplHello {
+        /// The source's cluster id.
+        source: String,
+    },
     /// Full-sync: this cluster's key tree.
     ReplTree,
     /// Full-sync: the source's bucket props and types, merged here.
@@ -138,6 +159,13 @@ pub enum Reply {
     Tree(Vec<u64>),
     /// Full-sync keys: (bucket, key, clock hash).
     Keys(Vec<(Vec<u8>, Vec<u8>, u64)>),
+    /// A sink node's answer to [`Msg::ReplHello`].
+    ReplHello {
+        /// Its cluster id.
+        cluster_id: String,
+        /// The cluster addresses of its cluster's valid members.
+        members: Vec<String>,
+    },
     /// Done.
     Ok,
 }

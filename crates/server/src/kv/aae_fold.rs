@@ -559,7 +559,7 @@ impl Node {
                         let vc = VClock::decode(clock)
                             .map_err(|e| RequestError::Storage(e.to_string()))?;
                         if want == RangeWant::Tombs {
-                            self.reap_tombstone(b, k, &vc).await.map(|_| ())
+                            self.reap_and_replicate(b, k, &vc).await.map(|_| ())
                         } else {
                             self.delete(b, k, Some(vc), &super::PutOpts::default())
                                 .await

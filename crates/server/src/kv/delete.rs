@@ -35,7 +35,7 @@ impl Node {
                 let (b, k) = (bucket.to_vec(), key.to_vec());
                 tokio::spawn(async move {
                     tokio::time::sleep(delay).await;
-                    match node.reap_tombstone(&b, &k, &obj.vclock).await {
+                    match node.reap_and_replicate(&b, &k, &obj.vclock).await {
                         Ok(n) => tracing::debug!(replicas = n, "tombstone reap"),
                         Err(e) => tracing::debug!(error = %e, "tombstone reap"),
                     }

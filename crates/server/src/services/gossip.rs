@@ -91,7 +91,6 @@ impl Node {
             ["clear"] => self.admin(AdminCmd::Clear).await,
             ["member-status"] => Ok(self.member_status()),
             ["ring-status"] => Ok(self.ring_status()),
-            ["repl-status"] => Ok(self.repl_status()),
             ["repl-fullsync"] => self.fullsync().await.map(|r| {
                 format!(
                     "full-sync done: {} dirty segments, {} objects pushed\n",
@@ -118,8 +117,9 @@ impl Node {
                     format!("trees differ from a fresh fold on partitions {bad:?}\n")
                 }
             }),
+            [w, ..] if w.starts_with("repl-") => self.repl_admin(&words).await,
             _ => Err(format!(
-                "unknown cluster command {line:?}: join ADDR | leave [NODE] | plan | commit | clear | member-status | ring-status | repl-status | repl-fullsync | aae-status | aae-round | aae-rebuild [PARTITION] | aae-verify"
+                "unknown cluster command {line:?}: join ADDR | leave [NODE] | plan | commit | clear | member-status | ring-status | repl-status | repl-fullsync | repl-sink-add NAME FILTER PEER[,PEER] | repl-sink-remove NAME | repl-sink-suspend NAME | repl-sink-resume NAME | repl-queue-clear NAME | aae-status | aae-round | aae-rebuild [PARTITION] | aae-verify"
             )),
         };
         r.map_err(RequestError::Invalid)

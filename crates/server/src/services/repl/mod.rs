@@ -1,103 +1,74 @@
-//! Replication to another cluster (the "sink"), one way, as Riak's
-//! real-time replication plus a tictac-tree full-sync.
+//! Replication to other clusters ("sinks"), as Riak's nextgenrepl, with
+//! durable, acknowledged queues.
 //!
-//! * **Real-time**: every PUT or DELETE this node coordinates is queued
-//!   (bounded: `repl.queue_len`; when full the oldest entry is dropped and
-//!   counted — full-sync repairs it) and a sender task pushes batches of up
-//!   to [`BATCH`] objects to a node of the sink cluster (its cluster address, as
-//!   a cluster message). The sink merges each object into all its replicas
-//!   as a replica write (vector clocks decide), so a batch sent twice
-//!   changes nothing, and it never re-replicates what it receives. A failed
-//!   batch stays at the head of the queue and is retried after a back-off,
-//!   trying the next sink address.
-//! * **Full-sync** (`repl fullsync`, and every `repl.fullsync_interval_secs`):
-//!   both clusters compute a tree of all their keys (4096 segments, each key
-//!   hashed with its vclock) over a covering set that counts each key once;
-//!   segments that differ are dirty; both list their keys in up to
-//!   [`crate::limits::MAX_DIRTY_SEGMENTS`] dirty segments; every key the
-//!   source holds with another clock than the sink (or that the sink lacks)
-//!   is read here and pushed. Keys only the sink holds are left alone (one
-//!   way). The trees do not depend on ring size, so clusters of different
-//!   ring sizes compare. Each full-sync first sends the source's bucket
-//!   types and props, which the sink merges by change stamp (as gossip).
+//! * **Queues** ([`queue`]): one per sink, three priorities (real-time >
+//!   full-sync repairs > requeues), in memory up to a bound and spilled to
+//!   disk beyond it (with CRCs), kept across restarts, bounded with a
+//!   discard counter.
+//! * **Real-time**: every write this node coordinates (PUT, DELETE's
+//!   tombstone) goes to the queue of each sink whose [`Filter`] takes it:
+//!   whole when small (and tombstones always), otherwise as a reference
+//!   read at delivery; a tombstone this node reaps goes too, as a reap
+//!   ([`Node::replicate_reap`]), so the sink reaps it as well and a
+//!   full-sync cannot bring it back. Queueing never blocks a PUT.
+//! * **Delivery** ([`sender`]): the source pushes each queue to a node of
+//!   the sink cluster (why push: see there) and removes entries only when
+//!   the sink confirmed them; per-node back-off ([`peers`]); the sink's
+//!   nodes are discovered from it.
+//! * **Sink side** ([`sink`]): changes applied as-is into every replica,
+//!   never re-replicated, so replication both ways converges; the
+//!   replication time of each object is counted.
+//! * **Sinks** ([`sinks`]): from the config, changed at run time by
+//!   `basalt admin repl sink ...` and kept across restarts.
+//! * **Full-sync** ([`fullsync`]): compares the clusters' trees and pushes
+//!   what differs.
 
-mod memqueue;
+pub mod filter;
+pub mod fullsync;
+pub mod peers;
+pub mod queue;
+pub mod sender;
+pub mod sink;
+pub mod sinks;
+mod status;
 
-use crate::cluster::{Msg, Reply, CONTROL_TIMEOUT};
-use crate::kv::{GetOpts, GetOutcome};
+pub use crate::config::{ReplConfig, SinkConfig};
+pub use filter::Filter;
+pub use fullsync::FullSync;
+pub use queue::{Entry, Payload, Priority};
+pub use sink::ReplStats;
+pub use sinks::{ReplService, Sink, SinksError};
+
+use crate::cluster::Reply;
 use crate::node::Node;
-use crate::vnode::request::{Obj, VnodeReply, VnodeReq, WireObject};
-use crate::vnode::serve::AAE_TREE;
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::object::vclock::VClock;
+use crate::vnode::request::{Obj, VnodeReq, WireObject};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
-
-pub use crate::limits::REPL_BATCH as BATCH;
-/// Wait before retrying a failed batch.
-const RETRY_AFTER: Duration = Duration::from_millis(500);
-
-pub use crate::cluster::ReplObject;
-pub use crate::config::ReplConfig;
-
-pub use memqueue::{ReplQueue, ReplStats};
-
-/// What a full-sync did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct FullSync {
-    /// Dirty segments found.
-    pub dirty_segments: usize,
-    /// Objects pushed to the sink.
-    pub pushed: usize,
-}
 
 impl Node {
-    /// Starts the real-time sender (and the full-sync timer) when sinks are
-    /// configured.
+    /// Starts a sender per sink, now and for sinks added later (and the
+    /// full-sync timer).
     pub fn start_repl(self: &Arc<Self>) {
-        if self.config.repl.sinks.is_empty() {
-            return;
-        }
         let node = Arc::downgrade(self);
         tokio::spawn(async move {
-            let mut next_sink = 0usize;
             loop {
                 let Some(n) = node.upgrade() else { break };
-                let batch: Vec<ReplObject> = {
-                    let q = n.repl.queue.lock();
-                    q.iter().take(BATCH).cloned().collect()
-                };
-                if batch.is_empty() {
-                    let _ = tokio::time::timeout(Duration::from_secs(1), n.repl.notify.notified())
-                        .await;
-                    continue;
-                }
-                let sinks = &n.config.repl.sinks;
-                let addr = &sinks[next_sink % sinks.len()];
-                let count = batch.len();
-                match n.send_repl(addr, batch).await {
-                    Ok(()) => {
-                        let mut q = n.repl.queue.lock();
-                        for _ in 0..count.min(q.len()) {
-                            q.pop_front();
-                        }
-                        n.repl.stats.sent.fetch_add(count as u64, Ordering::Relaxed);
-                    }
-                    Err(e) => {
-                        n.repl.stats.errors.fetch_add(1, Ordering::Relaxed);
-                        tracing::warn!(sink = %addr, error = %e, "real-time replication batch failed; retrying");
-                        next_sink += 1;
-                        drop(n);
-                        tokio::time::sleep(RETRY_AFTER).await;
+                for sink in n.repl.sinks() {
+                    if !sink.started.swap(true, Ordering::Relaxed) {
+                        tokio::spawn(sender::run(node.clone(), sink));
                     }
                 }
+                let added = n.repl.added.notified();
+                let _ = tokio::time::timeout(std::time::Duration::from_secs(1), added).await;
             }
         });
         let secs = self.config.repl.fullsync_interval_secs;
-        if secs > 0 {
+        if secs > 0 && self.repl.active() {
             let node = Arc::downgrade(self);
             tokio::spawn(async move {
-                let mut tick = tokio::time::interval(Duration::from_secs(secs));
+                let period = std::time::Duration::from_secs(secs);
+                let mut tick = tokio::time::interval(period);
                 tick.tick().await;
                 loop {
                     tick.tick().await;
@@ -110,47 +81,77 @@ impl Node {
         }
     }
 
-    /// Queues a coordinated write for real-time replication.
+    /// Queues a write this node coordinated for each sink that takes it.
     pub(crate) fn replicate(&self, bucket: &[u8], key: &[u8], object: &Obj) {
-        if self.config.repl.sinks.is_empty() {
+        if !self.repl.active() {
             return;
         }
-        self.repl.push(
-            (bucket.to_vec(), key.to_vec(), object.wire()),
-            self.config.repl.queue_len,
-        );
-    }
-
-    async fn send_repl(&self, addr: &str, objects: Vec<ReplObject>) -> Result<(), String> {
-        match self
-            .router
-            .cluster
-            .peers
-            .call(addr, &Msg::ReplPut(objects), self.timeout())
-            .await
-        {
-            Ok(Reply::Ok) => Ok(()),
-            Ok(Reply::Refused(e)) => Err(e),
-            Ok(other) => Err(format!("unexpected reply {other:?}")),
-            Err(e) => Err(e.to_string()),
+        let sinks: Vec<_> = self
+            .repl
+            .sinks()
+            .into_iter()
+            .filter(|s| s.filter.read().takes(bucket))
+            .collect();
+        if sinks.is_empty() {
+            return;
         }
-    }
-
-    /// Sink side: merges replicated objects into all their replicas here;
-    /// refused if some object reached no replica.
-    pub(crate) async fn apply_repl(&self, objects: Vec<ReplObject>) -> Reply {
-        for (bucket, key, object) in objects {
-            if let Err(e) = self.merge_everywhere(&bucket, &key, object).await {
-                return Reply::Refused(e);
+        let wire = object.wire();
+        let payload = match object.object() {
+            Ok(o) if !o.is_deleted() && too_big(&wire, self.config.repl.object_limit_bytes) => {
+                Payload::Ref {
+                    clock: o.vclock.encode(),
+                }
             }
-            self.repl.stats.received.fetch_add(1, Ordering::Relaxed);
+            _ => Payload::Object {
+                meta: wire.meta,
+                value: wire.value,
+            },
+        };
+        let entry = Entry {
+            bucket: bucket.to_vec(),
+            key: key.to_vec(),
+            payload,
+        };
+        for sink in sinks {
+            queue_entry(&sink, Priority::RealTime, entry.clone());
         }
-        Reply::Ok
+    }
+
+    /// Queues, for every sink, the reap of a tombstone this node reaped.
+    pub(crate) fn replicate_reap(&self, bucket: &[u8], key: &[u8], clock: &VClock) {
+        for sink in self.repl.sinks() {
+            if !sink.filter.read().takes(bucket) {
+                continue;
+            }
+            let entry = Entry {
+                bucket: bucket.to_vec(),
+                key: key.to_vec(),
+                payload: Payload::Reap {
+                    clock: clock.encode(),
+                },
+            };
+            queue_entry(&sink, Priority::RealTime, entry);
+        }
+    }
+
+    /// Reaps a tombstone ([`Node::reap_tombstone`]) and, when it was
+    /// reaped here, queues the reap for the sinks.
+    pub async fn reap_and_replicate(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        clock: &VClock,
+    ) -> Result<usize, crate::error::RequestError> {
+        let n = self.reap_tombstone(bucket, key, clock).await?;
+        if n > 0 {
+            self.replicate_reap(bucket, key, clock);
+        }
+        Ok(n)
     }
 
     /// Merges `object` into every replica of its key (fallbacks included);
     /// fine if at least one replica took it.
-    async fn merge_everywhere(
+    pub(crate) async fn merge_everywhere(
         &self,
         bucket: &[u8],
         key: &[u8],
@@ -179,272 +180,61 @@ impl Node {
         Ok(())
     }
 
-    /// Sink side: this cluster's full-sync tree.
-    pub(crate) async fn repl_tree(&self) -> Result<Vec<u64>, String> {
-        let n = self.props().get(b"").n_val;
-        let plan = self
-            .router
-            .coverage_plan(n)
-            .ok_or("insufficient_vnodes_available")?;
-        let mut tree = vec![0u64; AAE_TREE.segments() as usize];
-        for (t, firsts) in plan {
-            let req = VnodeReq::AaeTree {
-                ring_size: self.router.ring.size(),
-                firsts,
-            };
-            match self
-                .router
-                .vcall(&t, req)
-                .await
-                .map_err(|e| e.to_string())?
-            {
-                VnodeReply::AaeTree(part) => {
-                    for (slot, h) in tree.iter_mut().zip(part) {
-                        *slot ^= h;
-                    }
-                }
-                _ => return Err("unexpected tree reply".into()),
-            }
-        }
-        Ok(tree)
-    }
-
-    /// Sink side: (bucket, key, clock hash) of this cluster's keys in
-    /// `segments`.
-    pub(crate) async fn repl_keys(
-        &self,
-        segments: Vec<u32>,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>, u64)>, String> {
-        let n = self.props().get(b"").n_val;
-        let plan = self
-            .router
-            .coverage_plan(n)
-            .ok_or("insufficient_vnodes_available")?;
-        let mut out = Vec::new();
-        for (t, firsts) in plan {
-            let req = VnodeReq::AaeKeys {
-                ring_size: self.router.ring.size(),
-                firsts,
-                segments: segments.clone(),
-            };
-            match self
-                .router
-                .vcall(&t, req)
-                .await
-                .map_err(|e| e.to_string())?
-            {
-                VnodeReply::AaeKeys(keys) => out.extend(keys),
-                _ => return Err("unexpected keys reply".into()),
-            }
-        }
-        Ok(out)
-    }
-
-    /// One full-sync with the first reachable sink.
-    pub async fn fullsync(&self) -> Result<FullSync, String> {
-        let sinks = &self.config.repl.sinks;
-        if sinks.is_empty() {
-            return Err("no repl sinks configured (config [repl] sinks)".into());
-        }
-        let mut last = String::new();
-        for addr in sinks {
-            match self.fullsync_with(addr).await {
-                Ok(r) => {
-                    self.repl.stats.fullsyncs.fetch_add(1, Ordering::Relaxed);
-                    tracing::info!(sink = %addr, dirty = r.dirty_segments, pushed = r.pushed, "full-sync done");
-                    return Ok(r);
-                }
-                Err(e) => last = format!("{addr}: {e}"),
-            }
-        }
-        Err(last)
-    }
-
-    async fn fullsync_with(&self, addr: &str) -> Result<FullSync, String> {
-        let call = |m: Msg| async move {
-            self.router
-                .cluster
-                .peers
-                .call(addr, &m, CONTROL_TIMEOUT.max(self.timeout()))
-                .await
-                .map_err(|e| e.to_string())
-        };
-        // Bucket types and props first (merged by change stamp, as gossip).
-        match call(Msg::ReplMeta(self.meta())).await? {
-            Reply::Ok => {}
-            Reply::Refused(e) => return Err(e),
-            other => return Err(format!("unexpected reply {other:?}")),
-        }
-        let mine = self.repl_tree().await?;
-        let theirs = match call(Msg::ReplTree).await? {
-            Reply::Tree(t) => t,
-            Reply::Refused(e) => return Err(e),
-            other => return Err(format!("unexpected reply {other:?}")),
-        };
-        let dirty: Vec<u32> = (0..mine.len())
-            .filter(|&i| mine.get(i) != theirs.get(i))
-            .map(|i| i as u32)
+    /// Sink side of `Msg::ReplHello`: this cluster's id and members.
+    pub(crate) fn repl_hello(&self) -> Reply {
+        let state = self.router.cluster.state();
+        let members = state
+            .members
+            .values()
+            .filter(|m| !m.cluster.is_empty())
+            .map(|m| m.cluster.clone())
             .collect();
-        let mut result = FullSync {
-            dirty_segments: dirty.len(),
-            pushed: 0,
-        };
-        if dirty.is_empty() {
-            return Ok(result);
+        Reply::ReplHello {
+            cluster_id: state.cluster_id,
+            members,
         }
-        let segments: Vec<u32> = dirty
-            .into_iter()
-            .take(crate::limits::MAX_DIRTY_SEGMENTS)
-            .collect();
-        let theirs: BTreeMap<(Vec<u8>, Vec<u8>), u64> =
-            match call(Msg::ReplKeys(segments.clone())).await? {
-                Reply::Keys(k) => k.into_iter().map(|(b, k, h)| ((b, k), h)).collect(),
-                Reply::Refused(e) => return Err(e),
-                other => return Err(format!("unexpected reply {other:?}")),
-            };
-        let mut batch = Vec::new();
-        for (bucket, key, h) in self.repl_keys(segments).await? {
-            if theirs.get(&(bucket.clone(), key.clone())) == Some(&h) {
-                continue;
-            }
-            let obj = match self.get(&bucket, &key, &GetOpts::default()).await {
-                Ok(GetOutcome::Found(o)) => o,
-                Ok(GetOutcome::Tombstone(vclock)) => crate::object::RiakObject {
-                    vclock,
-                    contents: vec![crate::object::Content {
-                        deleted: true,
-                        ..Default::default()
-                    }],
-                },
-                Ok(GetOutcome::NotFound) => continue,
-                Err(e) => return Err(format!("reading a key to push: {e}")),
-            };
-            batch.push((bucket, key, WireObject::full(&obj)));
-            if batch.len() >= BATCH {
-                result.pushed += batch.len();
-                self.send_repl(addr, std::mem::take(&mut batch)).await?;
-            }
-        }
-        if !batch.is_empty() {
-            result.pushed += batch.len();
-            self.send_repl(addr, batch).await?;
-        }
-        self.repl
-            .stats
-            .fullsync_pushed
-            .fetch_add(result.pushed as u64, Ordering::Relaxed);
-        Ok(result)
     }
 
-    /// Anti-entropy and replication counters: (name, value, help), for
-    /// `/stats` and `/metrics` (`repl_queue` is a gauge, the rest counters).
-    pub fn cluster_counters(&self) -> Vec<(&'static str, u64, &'static str)> {
-        let (s, r) = (self.stats(), &self.repl.stats);
-        let ld = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        vec![
-            (
-                "aae_exchanges_total",
-                ld(&s.aae_exchanges),
-                "Anti-entropy exchanges run by this node.",
-            ),
-            (
-                "aae_repairs_total",
-                ld(&s.aae_repairs),
-                "Keys repaired by anti-entropy.",
-            ),
-            (
-                "aae_fold_requests_total",
-                ld(&s.aae_fold_requests),
-                "Anti-entropy fold queries (aae_fold) coordinated by this node.",
-            ),
-            (
-                "aae_loops_total",
-                ld(&s.aae_loops),
-                "Anti-entropy follow-up loops run by exchanges that hit their caps.",
-            ),
-            (
-                "aae_range_repairs_total",
-                ld(&s.aae_range_repairs),
-                "Keys repaired by scoped (bucket or last-modified range) anti-entropy follow-up loops.",
-            ),
-            (
-                "get_notfound_waits_total",
-                ld(&s.notfound_waits),
-                "GETs whose quorum answered only not-found and that waited for the other replicas.",
-            ),
-            (
-                "get_notfound_rescues_total",
-                ld(&s.notfound_rescues),
-                "Of those, GETs that a later replica answered with the object.",
-            ),
-            (
-                "index_results_read_total",
-                ld(&s.index_results_read),
-                "2i results the covering vnodes returned to this node's queries.",
-            ),
-            (
-                "divergent_merges_total",
-                crate::object::DIVERGENT_MERGES.load(Ordering::Relaxed),
-                "Merges that met one clock over different siblings (kept the union).",
-            ),
-            (
-                "repl_sent_total",
-                ld(&r.sent),
-                "Objects replicated to the sink cluster (real-time).",
-            ),
-            (
-                "repl_dropped_total",
-                ld(&r.dropped),
-                "Real-time replication entries dropped (queue full).",
-            ),
-            (
-                "repl_errors_total",
-                ld(&r.errors),
-                "Failed real-time replication batches.",
-            ),
-            (
-                "repl_received_total",
-                ld(&r.received),
-                "Objects received from a source cluster.",
-            ),
-            (
-                "repl_fullsyncs_total",
-                ld(&r.fullsyncs),
-                "Full-syncs completed.",
-            ),
-            (
-                "repl_fullsync_pushed_total",
-                ld(&r.fullsync_pushed),
-                "Objects pushed by full-syncs.",
-            ),
-            (
-                "repl_queue",
-                self.repl.len() as u64,
-                "Writes waiting in the real-time replication queue.",
-            ),
-        ]
-    }
-
-    /// `repl-status`: sinks, queue and counters.
-    pub fn repl_status(&self) -> String {
-        let sinks = if self.config.repl.sinks.is_empty() {
-            "(none)".to_string()
-        } else {
-            self.config.repl.sinks.join(", ")
-        };
-        let mut out = format!(
-            "sinks: {sinks}\nqueue: {} (limit {})\n",
-            self.repl.len(),
-            self.config.repl.queue_len
-        );
-        for (name, v, _) in self.cluster_counters() {
-            if let Some(c) = name
-                .strip_prefix("repl_")
-                .and_then(|n| n.strip_suffix("_total"))
-            {
-                out.push_str(&format!("{}: {v}\n", c.replace('_', " ")));
+    /// Adds a sink at run time after checking that its address is a node
+    /// of another Basalt cluster; starts its sender.
+    pub async fn repl_add_sink(&self, spec: SinkConfig) -> Result<String, String> {
+        spec.validate()?;
+        let mut why = Vec::new();
+        let mut ok = false;
+        for addr in &spec.peers {
+            match sender::hello(self, addr).await {
+                Ok((id, _)) if id == self.router.cluster.state().cluster_id => {
+                    return Err(format!(
+                        "{addr} is a node of this cluster: a cluster cannot replicate to itself"
+                    ))
+                }
+                Ok(_) => ok = true,
+                Err(e) => why.push(e),
             }
         }
-        out
+        if !ok {
+            return Err(format!(
+                "no peer of sink {} answered: {}",
+                spec.name,
+                why.join("; ")
+            ));
+        }
+        let name = spec.name.clone();
+        self.repl.add(spec).map_err(|e| e.to_string())?;
+        Ok(format!("sink {name} added\n"))
+    }
+}
+
+fn too_big(w: &WireObject, limit: u64) -> bool {
+    (w.meta.len() + w.value.len()) as u64 > limit
+}
+
+fn queue_entry(sink: &Sink, p: Priority, entry: Entry) {
+    match sink.queue.push(p, entry) {
+        Ok(true) => sink.notify.notify_one(),
+        Ok(false) => {}
+        Err(e) => {
+            tracing::warn!(sink = %sink.name(), error = %e, "replication queue: entry discarded");
+        }
     }
 }

@@ -1,0 +1,209 @@
+//! What replication reports and how an operator drives it: the counters
+//! for `/stats` and `/metrics`, `basalt admin repl status`, and the admin
+//! commands (sinks added, removed, suspended, resumed; queues cleared).
+
+use super::{Sink, SinkConfig};
+use crate::node::Node;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+impl Node {
+    /// Anti-entropy and replication counters: (name, value, help), for
+    /// `/stats` and `/metrics` (`repl_queue` is a gauge, the rest counters).
+    pub fn cluster_counters(&self) -> Vec<(&'static str, u64, &'static str)> {
+        let s = self.stats();
+        let ld = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let mut out = vec![
+            (
+                "aae_exchanges_total",
+                ld(&s.aae_exchanges),
+                "Anti-entropy exchanges run by this node.",
+            ),
+            (
+                "aae_repairs_total",
+                ld(&s.aae_repairs),
+                "Keys repaired by anti-entropy.",
+            ),
+            (
+                "aae_fold_requests_total",
+                ld(&s.aae_fold_requests),
+                "Anti-entropy fold queries (aae_fold) coordinated by this node.",
+            ),
+            (
+                "aae_loops_total",
+                ld(&s.aae_loops),
+                "Anti-entropy follow-up loops run by exchanges that hit their caps.",
+            ),
+            (
+                "aae_range_repairs_total",
+                ld(&s.aae_range_repairs),
+                "Keys repaired by scoped (bucket or last-modified range) anti-entropy follow-up loops.",
+            ),
+            (
+                "get_notfound_waits_total",
+                ld(&s.notfound_waits),
+                "GETs whose quorum answered only not-found and that waited for the other replicas.",
+            ),
+            (
+                "get_notfound_rescues_total",
+                ld(&s.notfound_rescues),
+                "Of those, GETs that a later replica answered with the object.",
+            ),
+            (
+                "index_results_read_total",
+                ld(&s.index_results_read),
+                "2i results the covering vnodes returned to this node's queries.",
+            ),
+            (
+                "divergent_merges_total",
+                crate::object::DIVERGENT_MERGES.load(Ordering::Relaxed),
+                "Merges that met one clock over different siblings (kept the union).",
+            ),
+        ];
+        out.extend(self.repl_counters());
+        out
+    }
+
+    /// Replication counters summed over the sinks, then the sink side.
+    fn repl_counters(&self) -> Vec<(&'static str, u64, &'static str)> {
+        let sinks = self.repl.sinks();
+        let sum = |f: &dyn Fn(&Sink) -> u64| sinks.iter().map(|s| f(s)).sum::<u64>();
+        let ld = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let qs = |f: fn(super::queue::QueueStats) -> u64| sum(&|s| f(s.queue.stats()));
+        let r = &self.repl_sink;
+        let waiting = sum(&|s| s.queue.waiting().iter().sum::<u64>() + s.queue.in_flight() as u64);
+        vec![
+            ("repl_sent_total", sum(&|s| ld(&s.stats.sent)), "Replication entries the sink clusters confirmed."),
+            ("repl_discarded_total", qs(|q| q.discarded), "Replication entries discarded because a queue was full (a full-sync repairs them)."),
+            ("repl_errors_total", sum(&|s| ld(&s.stats.errors)), "Replication batches that failed (they stay queued)."),
+            ("repl_requeued_total", qs(|q| q.requeued), "Replication entries put back at the front of their queue after a failed batch."),
+            ("repl_spilled_total", qs(|q| q.spilled), "Replication entries spilled from memory to disk."),
+            ("repl_queue_corrupt_total", qs(|q| q.corrupt_skipped), "Corrupt replication queue records skipped."),
+            ("repl_refs_fetched_total", sum(&|s| ld(&s.stats.refs_fetched)), "Queued references read at delivery."),
+            ("repl_refs_missing_total", sum(&|s| ld(&s.stats.refs_missing)), "Queued references whose key was gone at delivery."),
+            ("repl_reaps_sent_total", sum(&|s| ld(&s.stats.reaps)), "Tombstone reaps replicated to sink clusters."),
+            ("repl_received_total", ld(&r.received), "Objects received from source clusters and applied."),
+            ("repl_reaps_applied_total", ld(&r.reaps), "Replicated reaps that removed a tombstone here."),
+            ("repl_reaps_skipped_total", ld(&r.reaps_skipped), "Replicated reaps not applied (the replicas here did not all hold that tombstone)."),
+            ("repl_refused_total", ld(&r.refused), "Pushes from source clusters refused (not all changes applied)."),
+            ("repl_time_lt_1s_total", ld(&r.lag[0]), "Replicated objects applied less than a second after their last modification."),
+            ("repl_time_lt_1m_total", ld(&r.lag[1]), "... between a second and a minute after."),
+            ("repl_time_lt_1h_total", ld(&r.lag[2]), "... between a minute and an hour after."),
+            ("repl_time_lt_1d_total", ld(&r.lag[3]), "... between an hour and a day after."),
+            ("repl_time_over_1d_total", ld(&r.lag[4]), "... more than a day after."),
+            ("repl_time_ms_sum_total", ld(&r.lag_ms_sum), "Sum of replication times (ms) of those objects, for the mean."),
+            ("repl_fullsyncs_total", ld(&r.fullsyncs), "Full-syncs completed."),
+            ("repl_fullsync_pushed_total", ld(&r.fullsync_pushed), "Objects pushed by full-syncs."),
+            ("repl_queue", waiting, "Entries waiting or in flight in this node's replication queues."),
+        ]
+    }
+
+    /// `basalt admin repl status`: each sink, its queue and peers, then
+    /// the node's counters.
+    pub fn repl_status(&self) -> String {
+        let sinks = self.repl.sinks();
+        let mut out = String::new();
+        if sinks.is_empty() {
+            out.push_str("sinks: (none)\n");
+        }
+        for s in &sinks {
+            out.push_str(&sink_status(s));
+        }
+        if self.repl.unclean.load(Ordering::Relaxed) {
+            out.push_str("warning: a queue was not closed cleanly at the last stop; a full-sync repairs what it held in memory\n");
+        }
+        for (name, v, _) in self.repl_counters() {
+            if name == "repl_queue" {
+                out.push_str(&format!("waiting: {v}\n"));
+            }
+            if let Some(c) = name
+                .strip_prefix("repl_")
+                .and_then(|n| n.strip_suffix("_total"))
+            {
+                out.push_str(&format!("{}: {v}\n", c.replace('_', " ")));
+            }
+        }
+        let count = self.repl_sink.lag_count();
+        if let Some(mean) = self
+            .repl_sink
+            .lag_ms_sum
+            .load(Ordering::Relaxed)
+            .checked_div(count)
+        {
+            out.push_str(&format!(
+                "mean replication time: {mean} ms over {count} objects\n"
+            ));
+        }
+        out
+    }
+
+    /// Runs a `repl-*` admin line (already split on spaces).
+    pub async fn repl_admin(&self, words: &[&str]) -> Result<String, String> {
+        match words {
+            ["repl-status"] => Ok(self.repl_status()),
+            ["repl-sink-add", name, filter, peers] => {
+                let spec = SinkConfig {
+                    name: name.to_string(),
+                    filter: filter.to_string(),
+                    peers: peers.split(',').map(str::to_string).collect(),
+                    suspended: false,
+                };
+                self.repl_add_sink(spec).await
+            }
+            ["repl-sink-remove", name] => self
+                .repl
+                .remove(name)
+                .map(|n| format!("sink {name} removed ({n} queued entries dropped)\n"))
+                .map_err(|e| e.to_string()),
+            ["repl-sink-suspend", name] => self
+                .repl
+                .set_suspended(name, true)
+                .map(|()| format!("sink {name} suspended: writes are queued, not delivered\n"))
+                .map_err(|e| e.to_string()),
+            ["repl-sink-resume", name] => self
+                .repl
+                .set_suspended(name, false)
+                .map(|()| format!("sink {name} resumed\n"))
+                .map_err(|e| e.to_string()),
+            ["repl-queue-clear", name] => {
+                let sink = self
+                    .repl
+                    .sink(name)
+                    .ok_or(format!("no sink named {name}"))?;
+                let n = sink.queue.clear().map_err(|e| e.to_string())?;
+                Ok(format!(
+                    "queue {name}: {n} entries dropped (a full-sync repairs them)\n"
+                ))
+            }
+            _ => Err(format!("unknown repl command {:?}", words.join(" "))),
+        }
+    }
+}
+
+fn sink_status(s: &Sink) -> String {
+    let spec = s.spec.read().clone();
+    let state = match (s.refused.lock().clone(), spec.suspended) {
+        (Some(why), _) => format!("refused: {why}"),
+        (None, true) => "suspended".to_string(),
+        (None, false) => "active".to_string(),
+    };
+    let [p1, p2, p3] = s.queue.waiting();
+    let q = s.queue.stats();
+    let mut out = format!(
+        "sink {}: {state}, filter {}\n  queue: real-time {p3}, full-sync {p2}, requeue {p1}, in flight {}; sent {}, discarded {}{}\n",
+        spec.name,
+        spec.filter,
+        s.queue.in_flight(),
+        s.stats.sent.load(Ordering::Relaxed),
+        q.discarded,
+        if q.discarded > 0 { " (the next full-sync repairs them)" } else { "" },
+    );
+    for p in s.peers.lock().peers() {
+        let health = match &p.last_error {
+            None => "ok".to_string(),
+            Some(e) => format!("backing off {:?}: {e}", p.backoff),
+        };
+        let kind = if p.seed { "configured" } else { "discovered" };
+        out.push_str(&format!("  peer {} ({kind}): {health}\n", p.addr));
+    }
+    out
+}
