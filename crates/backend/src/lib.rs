@@ -459,6 +459,7 @@ impl KeyRange {
 
 /// Width of a tictac tree (the engine's `TreeSize`): `width × 256` segments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum TreeSize {
     /// 16 × 256 segments.
     XXSmall,

@@ -91,8 +91,13 @@ enum ReplCommand {
     /// Sinks (state, queue per priority, peers), counters and replication
     /// time of the node.
     Status,
-    /// Run a full-sync with the sink cluster now and print what it pushed.
-    Fullsync,
+    /// Run one full-sync check with the peer cluster now and print what
+    /// it found and queued.
+    Fullsync {
+        /// all, day, hour, range or auto.
+        #[arg(default_value = "auto")]
+        check: String,
+    },
     /// Add, remove, suspend or resume a sink cluster on this node (kept
     /// across restarts).
     #[command(subcommand)]
@@ -232,7 +237,9 @@ pub fn run(args: AdminArgs) -> anyhow::Result<crate::Outcome> {
         AdminCommand::MemberStatus => Some("member-status".to_string()),
         AdminCommand::RingStatus => Some("ring-status".to_string()),
         AdminCommand::Repl(ReplCommand::Status) => Some("repl-status".to_string()),
-        AdminCommand::Repl(ReplCommand::Fullsync) => Some("repl-fullsync".to_string()),
+        AdminCommand::Repl(ReplCommand::Fullsync { check }) => {
+            Some(format!("repl-fullsync {check}"))
+        }
         AdminCommand::Repl(ReplCommand::ClearQueue { name }) => {
             Some(format!("repl-queue-clear {name}"))
         }

@@ -92,15 +92,45 @@ queue_memory_entries = 10000
 # Entries of each priority per queue (memory + disk); beyond it new entries
 # are discarded and counted (a full-sync repairs them).
 queue_max_entries = 1000000
-# Seconds between automatic full-syncs (tictac trees of both clusters
-# compared, differing keys pushed); 0 = only `basalt admin repl fullsync`.
-fullsync_interval_secs = 0
 # More sinks, each with its own queue:
 # [[repl.sink]]
 # name = "dc2"
 # peers = ["10.0.1.5:8099"]
 # filter = "any"   # any | block_rt | bucket:NAME | prefix:PREFIX | type:TYPE
 # suspended = false
+
+[repl.fullsync]
+# Full-sync with another cluster on the cached anti-entropy trees (as
+# riak_kv's ttaaefs): this node's peer there (a cluster address; empty = a
+# node of `sink`), the local sink whose queue takes repairs (empty = the
+# first sink), and the peer's sink queue name pointing back here for keys
+# newer there (empty = one way: such keys are only counted).
+peer = ""
+sink = ""
+peer_queue = ""
+# "all" (every bucket of n_val, on the cached trees) or "bucket" (one
+# bucket, `bucket` in `bucket_type`, its trees folded at each check).
+scope = "all"
+n_val = 3
+bucket = ""
+bucket_type = ""
+# Checks per day by kind: all keys, modified in the last day / hour, in a
+# learnt range, or auto (the node picks). All 0 = only
+# `basalt admin repl fullsync`.
+all_check = 0
+day_check = 0
+hour_check = 0
+range_check = 0
+auto_check = 24
+# Segments compared per check (a range check: times range_boost).
+max_results = 32
+range_boost = 16
+# 1-4: shifts this cluster's checks by quarters of a node's share of each
+# slice, so two clusters syncing with each other do not check at once.
+cluster_slice = 1
+# Hours of the day (UTC, [from, to), may wrap) when an auto check may run
+# an `all` check.
+allcheck_window = [0, 24]
 
 [limits]
 # Largest PB frame accepted (bytes, counting the message code).
@@ -382,10 +412,134 @@ pub struct ReplConfig {
     pub queue_memory_entries: usize,
     /// Entries of each priority per queue; beyond it new ones are discarded.
     pub queue_max_entries: u64,
-    /// Seconds between automatic full-syncs (0: only on demand).
-    pub fullsync_interval_secs: u64,
     /// Sinks (`[[repl.sink]]`).
     pub sink: Vec<SinkConfig>,
+    /// Full-sync (`[repl.fullsync]`).
+    pub fullsync: FullSyncConfig,
+}
+
+/// The `[repl.fullsync]` section; see the default config's comments.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FullSyncConfig {
+    /// Cluster address of this node's peer in the other cluster.
+    pub peer: String,
+    /// The local sink whose queue takes repairs.
+    pub sink: String,
+    /// The peer's sink queue pointing back here (bi-directional repair).
+    pub peer_queue: String,
+    /// `all` or `bucket`.
+    pub scope: String,
+    /// The n_val of scope `all`.
+    pub n_val: u32,
+    /// The bucket of scope `bucket`.
+    pub bucket: String,
+    /// Its bucket type (empty: none).
+    pub bucket_type: String,
+    /// `all` checks per day.
+    pub all_check: u32,
+    /// `day` checks per day.
+    pub day_check: u32,
+    /// `hour` checks per day.
+    pub hour_check: u32,
+    /// `range` checks per day.
+    pub range_check: u32,
+    /// `auto` checks per day.
+    pub auto_check: u32,
+    /// Segments compared per check.
+    pub max_results: usize,
+    /// Multiplier of `max_results` for range checks.
+    pub range_boost: usize,
+    /// 1-4.
+    pub cluster_slice: u32,
+    /// [from, to) hours (UTC) when auto may run an `all` check.
+    pub allcheck_window: Vec<u32>,
+}
+
+impl Default for FullSyncConfig {
+    fn default() -> Self {
+        FullSyncConfig {
+            peer: String::new(),
+            sink: String::new(),
+            peer_queue: String::new(),
+            scope: "all".into(),
+            n_val: 3,
+            bucket: String::new(),
+            bucket_type: String::new(),
+            all_check: 0,
+            day_check: 0,
+            hour_check: 0,
+            range_check: 0,
+            auto_check: 24,
+            max_results: 32,
+            range_boost: 16,
+            cluster_slice: 1,
+            allcheck_window: vec![0, 24],
+        }
+    }
+}
+
+impl FullSyncConfig {
+    /// Checks per day by kind.
+    pub fn wants(&self) -> crate::services::repl::schedule::Wants {
+        crate::services::repl::schedule::Wants {
+            all: self.all_check,
+            day: self.day_check,
+            hour: self.hour_check,
+            range: self.range_check,
+            auto: self.auto_check,
+        }
+    }
+
+    /// The all-check window.
+    pub fn window(&self) -> (u32, u32) {
+        match self.allcheck_window.as_slice() {
+            [a, b] => (*a, *b),
+            _ => (0, 24),
+        }
+    }
+
+    /// The storage bucket of scope `bucket`, `None` for scope `all`.
+    pub fn scope_bucket(&self) -> Result<Option<Vec<u8>>, String> {
+        match self.scope.as_str() {
+            "all" => Ok(None),
+            "bucket" if !self.bucket.is_empty() => {
+                let t = (!self.bucket_type.is_empty()).then_some(self.bucket_type.as_bytes());
+                Ok(Some(crate::bucket::keying::storage_bucket(
+                    t,
+                    self.bucket.as_bytes(),
+                )))
+            }
+            "bucket" => Err("repl.fullsync scope \"bucket\" needs `bucket`".into()),
+            s => Err(format!("repl.fullsync scope {s:?}: \"all\" or \"bucket\"")),
+        }
+    }
+
+    /// Checks the section; the error names the setting.
+    pub fn validate(&self) -> Result<(), String> {
+        self.scope_bucket()?;
+        let (a, b) = match self.allcheck_window.as_slice() {
+            [a, b] => (*a, *b),
+            _ => return Err("repl.fullsync allcheck_window: [from_hour, to_hour]".into()),
+        };
+        if a > 24 || b > 24 {
+            return Err("repl.fullsync allcheck_window: hours in 0..=24".into());
+        }
+        if !(1..=4).contains(&self.cluster_slice) {
+            return Err("repl.fullsync cluster_slice: 1 to 4".into());
+        }
+        if self.max_results == 0 || self.range_boost == 0 || self.n_val == 0 {
+            return Err("repl.fullsync max_results, range_boost and n_val must be > 0".into());
+        }
+        let total =
+            self.all_check + self.day_check + self.hour_check + self.range_check + self.auto_check;
+        if total > 24 * 60 {
+            return Err(format!(
+                "repl.fullsync: {total} checks a day; at most one a minute"
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl Default for ReplConfig {
@@ -395,8 +549,8 @@ impl Default for ReplConfig {
             object_limit_bytes: 200 * 1024,
             queue_memory_entries: 10_000,
             queue_max_entries: 1_000_000,
-            fullsync_interval_secs: 0,
             sink: Vec::new(),
+            fullsync: FullSyncConfig::default(),
         }
     }
 }
@@ -459,6 +613,7 @@ impl ReplConfig {
                 crate::limits::REPL_MAX_SINKS
             )));
         }
+        self.fullsync.validate().map_err(ConfigError)?;
         if self.queue_memory_entries == 0 || self.queue_max_entries == 0 {
             return Err(ConfigError(
                 "repl: queue_memory_entries and queue_max_entries must be > 0".into(),

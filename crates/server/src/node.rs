@@ -109,6 +109,8 @@ pub struct Node {
     pub(crate) repl: crate::services::repl::ReplService,
     /// Replication counters of this node (sink side, full-syncs).
     pub(crate) repl_sink: crate::services::repl::ReplStats,
+    /// The full-sync manager's counters and memory.
+    pub(crate) fullsync_state: crate::services::repl::FullSyncState,
     /// Wakes the gossip loop for a round now.
     pub(crate) gossip_now: Arc<Notify>,
     /// Handoff, over the router and the bucket props.
@@ -173,6 +175,7 @@ impl Node {
             background_rx: Mutex::new(Some(background_rx)),
             repl,
             repl_sink: Default::default(),
+            fullsync_state: Default::default(),
             gossip_now,
             handoff,
             aae_rebuilds: Default::default(),

@@ -71,14 +71,11 @@ pub async fn serve(this: Arc<Node>, msg: Msg) -> Reply {
             this.merge_meta(&meta);
             Reply::Ok
         }
-        Msg::ReplTree => match this.repl_tree().await {
-            Ok(t) => Reply::Tree(t),
-            Err(e) => Reply::Refused(e),
+        Msg::ReplFold(q) => match this.aae_fold(&q).await {
+            Ok(r) => Reply::ReplFold(r),
+            Err(e) => Reply::Refused(e.to_string()),
         },
-        Msg::ReplKeys(segments) => match this.repl_keys(segments).await {
-            Ok(k) => Reply::Keys(k),
-            Err(e) => Reply::Refused(e),
-        },
+        Msg::ReplRequeue { queue, keys } => this.repl_requeue(&queue, keys),
         Msg::Admin(cmd) => match this.admin(cmd).await {
             Ok(text) => Reply::Text(text),
             Err(e) => Reply::Refused(e),

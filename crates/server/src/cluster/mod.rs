@@ -94,17 +94,25 @@ pub enum Msg {
         /// The changes.
         items: Vec<ReplItem>,
     },
+    /// A full-sync of another cluster runs an anti-entropy fold query here
+    /// (cached-tree roots, branches, clocks; range trees and clocks):
+    /// [`Reply::ReplFold`].
+    ReplFold(crate::kv::aae_fold::FoldQuery),
+    /// A full-sync of another cluster found keys newer here: queue them
+    /// (as references, full-sync priority) on this node's sink `queue`.
+    ReplRequeue {
+        /// The local sink (queue) name.
+        queue: String,
+        /// (storage bucket, key).
+        keys: Vec<(Vec<u8>, Vec<u8>)>,
+    },
     /// A source asks a sink node who it is: [`Reply::ReplHello`].
     ReplHello {
         /// The source's cluster id.
         source: String,
     },
-    /// Full-sync: this cluster's key tree.
-    ReplTree,
     /// Full-sync: the source's bucket props and types, merged here.
     ReplMeta(Meta),
-    /// Full-sync: this cluster's keys in these segments.
-    ReplKeys(Vec<u32>),
     /// The old owner finished handing `partition` to `to`.
     TransferDone {
         /// Partition.
@@ -155,10 +163,8 @@ pub enum Reply {
     Text(String),
     /// Refused, with the reason.
     Refused(String),
-    /// A full-sync tree.
-    Tree(Vec<u64>),
-    /// Full-sync keys: (bucket, key, clock hash).
-    Keys(Vec<(Vec<u8>, Vec<u8>, u64)>),
+    /// The answer to [`Msg::ReplFold`].
+    ReplFold(crate::kv::aae_fold::FoldResult),
     /// A sink node's answer to [`Msg::ReplHello`].
     ReplHello {
         /// Its cluster id.

@@ -37,7 +37,7 @@ pub use crate::vnode::aae_fold::{ObjectStats, RangeFilter, TREE_SIZES};
 const BRANCH: usize = 256;
 
 /// What `find_keys` looks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Finder {
     /// Keys with more than this many siblings.
     SiblingCount(u64),
@@ -45,8 +45,9 @@ pub enum Finder {
     ObjectSize(u64),
 }
 
-/// An anti-entropy fold query; see the module docs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// An anti-entropy fold query; see the module docs. It crosses the
+/// cluster port when a full-sync asks another cluster (`Msg::ReplFold`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum FoldQuery {
     /// The merged root of the cached trees of `n_val`.
     MergeRootNval {
@@ -120,11 +121,12 @@ pub enum FoldQuery {
 }
 
 /// A key found by a list query: storage bucket, key, encoded clock and a
-/// value (sibling count, size, or a tombstone's clock hash; 0 for clocks).
+/// value (sibling count, size, or a tombstone's clock hash; for clock
+/// listings 1 for a tombstone, else 0).
 pub type KeyEntry = FoundKey;
 
 /// The merged answer of a query.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum FoldResult {
     /// A tree (`merge_root_nval`: root only; `merge_branch_nval`: branches
     /// only; `merge_tree_range`: root and the non-empty branches).

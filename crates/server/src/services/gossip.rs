@@ -78,7 +78,7 @@ impl Node {
     }
 
     /// Serves an [`ADMIN_CLUSTER_REQ`] body.
-    pub async fn admin_request(&self, body: &[u8]) -> Result<String, RequestError> {
+    pub async fn admin_request(self: &Arc<Self>, body: &[u8]) -> Result<String, RequestError> {
         let line = std::str::from_utf8(body)
             .map_err(|_| RequestError::Invalid("cluster command is not UTF-8".into()))?;
         let words: Vec<&str> = line.split_whitespace().collect();
@@ -91,12 +91,6 @@ impl Node {
             ["clear"] => self.admin(AdminCmd::Clear).await,
             ["member-status"] => Ok(self.member_status()),
             ["ring-status"] => Ok(self.ring_status()),
-            ["repl-fullsync"] => self.fullsync().await.map(|r| {
-                format!(
-                    "full-sync done: {} dirty segments, {} objects pushed\n",
-                    r.dirty_segments, r.pushed
-                )
-            }),
             ["aae-status"] => Ok(self.aae_status().await),
             ["aae-rebuild"] => self.aae_request_rebuild(None),
             ["aae-rebuild", p] => match p.parse::<u32>() {

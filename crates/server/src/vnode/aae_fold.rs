@@ -304,7 +304,12 @@ impl VnodeState {
                             more = true;
                             return ControlFlow::Break(());
                         }
-                        found.push((b.to_vec(), k.to_vec(), o.vclock.encode(), 0));
+                        found.push((
+                            b.to_vec(),
+                            k.to_vec(),
+                            o.vclock.encode(),
+                            u64::from(o.is_deleted()),
+                        ));
                         ControlFlow::Continue(())
                     })?;
                     if more {
@@ -414,7 +419,7 @@ impl VnodeState {
                         }
                         None
                     }
-                    RangeWant::Clocks => Some(0),
+                    RangeWant::Clocks => Some(u64::from(deleted)),
                     RangeWant::Siblings(n) => {
                         let c = o.contents.len() as u64;
                         (!deleted && c > n).then_some(c)

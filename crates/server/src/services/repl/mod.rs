@@ -20,13 +20,15 @@
 //!   replication time of each object is counted.
 //! * **Sinks** ([`sinks`]): from the config, changed at run time by
 //!   `basalt admin repl sink ...` and kept across restarts.
-//! * **Full-sync** ([`fullsync`]): compares the clusters' trees and pushes
-//!   what differs.
+//! * **Full-sync** ([`fullsync`], scheduled by [`schedule`], decided by
+//!   [`compare`]): compares the clusters' cached trees, queues repairs.
 
+pub mod compare;
 pub mod filter;
 pub mod fullsync;
 pub mod peers;
 pub mod queue;
+pub mod schedule;
 pub mod sender;
 pub mod sink;
 pub mod sinks;
@@ -34,8 +36,9 @@ mod status;
 
 pub use crate::config::{ReplConfig, SinkConfig};
 pub use filter::Filter;
-pub use fullsync::FullSync;
+pub use fullsync::{FullSync, FullSyncState};
 pub use queue::{Entry, Payload, Priority};
+pub use schedule::Check;
 pub use sink::ReplStats;
 pub use sinks::{ReplService, Sink, SinksError};
 
@@ -63,22 +66,7 @@ impl Node {
                 let _ = tokio::time::timeout(std::time::Duration::from_secs(1), added).await;
             }
         });
-        let secs = self.config.repl.fullsync_interval_secs;
-        if secs > 0 && self.repl.active() {
-            let node = Arc::downgrade(self);
-            tokio::spawn(async move {
-                let period = std::time::Duration::from_secs(secs);
-                let mut tick = tokio::time::interval(period);
-                tick.tick().await;
-                loop {
-                    tick.tick().await;
-                    let Some(n) = node.upgrade() else { break };
-                    if let Err(e) = n.fullsync().await {
-                        tracing::warn!(error = %e, "full-sync failed");
-                    }
-                }
-            });
-        }
+        self.start_fullsync();
     }
 
     /// Queues a write this node coordinated for each sink that takes it.

@@ -2,9 +2,10 @@
 //! for `/stats` and `/metrics`, `basalt admin repl status`, and the admin
 //! commands (sinks added, removed, suspended, resumed; queues cleared).
 
-use super::{Sink, SinkConfig};
+use super::{Check, Sink, SinkConfig};
 use crate::node::Node;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 impl Node {
     /// Anti-entropy and replication counters: (name, value, help), for
@@ -137,9 +138,16 @@ impl Node {
     }
 
     /// Runs a `repl-*` admin line (already split on spaces).
-    pub async fn repl_admin(&self, words: &[&str]) -> Result<String, String> {
+    pub async fn repl_admin(self: &Arc<Self>, words: &[&str]) -> Result<String, String> {
         match words {
             ["repl-status"] => Ok(self.repl_status()),
+            ["repl-fullsync"] => self.fullsync(Check::Auto).await.map(|r| r.summary()),
+            ["repl-fullsync", kind] => {
+                let check = Check::parse(kind).ok_or(format!(
+                    "full-sync check {kind:?}: all, day, hour, range or auto"
+                ))?;
+                self.fullsync(check).await.map(|r| r.summary())
+            }
             ["repl-sink-add", name, filter, peers] => {
                 let spec = SinkConfig {
                     name: name.to_string(),
