@@ -1,0 +1,287 @@
+//! Real node processes for the cluster and replication tests: a
+//! [`NodeProc`] (`basalt start` on loopback ports, started, stopped,
+//! killed), cluster formation, and a small blocking PB [`Client`].
+
+use super::{admin, wait_for};
+use basalt_server::pb::{self, code};
+use prost::Message;
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A temporary directory for the nodes; kept (and printed) when
+/// `BASALT_KEEP_TEST_DIRS` is set, to read the node logs after a failure.
+pub fn test_dir() -> (PathBuf, Option<tempfile::TempDir>) {
+    let d = tempfile::tempdir().expect("tempdir");
+    if std::env::var_os("BASALT_KEEP_TEST_DIRS").is_some() {
+        let p = d.keep();
+        eprintln!("node data and logs in {}", p.display());
+        (p, None)
+    } else {
+        (d.path().to_path_buf(), Some(d))
+    }
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+pub struct NodeProc {
+    pub name: String,
+    pub pb: String,
+    /// Its cluster address: admin commands and the other nodes use it.
+    pub cluster: String,
+    pub dir: PathBuf,
+    pub config: Option<PathBuf>,
+    pub child: Option<Child>,
+}
+
+impl NodeProc {
+    pub fn new(root: &std::path::Path, i: usize) -> NodeProc {
+        NodeProc {
+            name: format!("n{i}@127.0.0.1"),
+            pb: format!("127.0.0.1:{}", free_port()),
+            cluster: format!("127.0.0.1:{}", free_port()),
+            dir: root.join(format!("n{i}")),
+            config: None,
+            child: None,
+        }
+    }
+
+    pub fn start(&mut self) {
+        self.start_with_ring(16);
+    }
+
+    pub fn start_with_ring(&mut self, ring: u32) {
+        let log = std::fs::File::create(self.dir.with_extension("log")).expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_basalt"))
+            .args([
+                "start",
+                "--ring-size",
+                &ring.to_string(),
+                "--backend",
+                "leveled",
+                "--http-listen",
+                "",
+            ])
+            .args(["--node-name", &self.name, "--pb-listen", &self.pb])
+            .args(["--cluster-listen", &self.cluster])
+            .args(
+                self.config
+                    .iter()
+                    .flat_map(|c| [std::ffi::OsStr::new("--config"), c.as_os_str()]),
+            )
+            .arg("--data-dir")
+            .arg(&self.dir)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn basalt start");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while TcpStream::connect(&self.pb).is_err() {
+            assert!(Instant::now() < deadline, "{} did not start", self.name);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn signal(&self, sig: &str) {
+        if let Some(c) = &self.child {
+            let ok = Command::new("kill")
+                .args([sig, &c.id().to_string()])
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "kill {sig} {}", self.name);
+        }
+    }
+
+    /// SIGTERM; true if the process exited 0 within 20 s.
+    pub fn terminate(&mut self) -> bool {
+        self.signal("-TERM");
+        let Some(mut c) = self.child.take() else {
+            return false;
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            match c.try_wait() {
+                Ok(Some(status)) => return status.success(),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(50))
+                }
+                _ => {
+                    self.child = Some(c);
+                    return false;
+                }
+            }
+        }
+    }
+
+    pub fn kill9(&mut self) {
+        self.signal("-KILL");
+        if let Some(mut c) = self.child.take() {
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for NodeProc {
+    fn drop(&mut self) {
+        self.signal("-CONT");
+        self.kill9();
+    }
+}
+
+/// Starts `n` nodes (ring 16) under `root`.
+pub fn start_nodes(root: &std::path::Path, n: usize) -> Vec<NodeProc> {
+    let mut nodes: Vec<NodeProc> = (1..=n).map(|i| NodeProc::new(root, i)).collect();
+    for node in &mut nodes {
+        node.start();
+    }
+    nodes
+}
+
+/// Joins `nodes[1..]` to `nodes[0]`, commits and waits for the transfers.
+pub fn form_cluster(nodes: &[NodeProc]) {
+    for n in &nodes[1..] {
+        let (ok, out) = admin(&n.cluster, &["cluster", "join", &nodes[0].cluster]);
+        assert!(ok, "join: {out}");
+    }
+    let (ok, out) = admin(&nodes[0].cluster, &["cluster", "plan"]);
+    assert!(ok && out.contains("Transfers after commit"), "plan: {out}");
+    let (ok, out) = admin(&nodes[0].cluster, &["cluster", "commit"]);
+    assert!(ok, "commit: {out}");
+    settle(&nodes[0].cluster);
+}
+
+/// Waits until the ring has no pending transfers.
+pub fn settle(node: &str) {
+    wait_for("transfers to finish", Duration::from_secs(60), || {
+        admin(node, &["ring-status"])
+            .1
+            .contains("pending ownership transfers: 0")
+    });
+}
+
+/// A blocking PB client (`riak_pb`'s); errors as text, an `RpbErrorResp`
+/// as its `errmsg`.
+pub struct Client {
+    pub c: riak_pb::sync::Client,
+}
+
+impl Client {
+    /// Connects, or says why not (a node that is down).
+    pub fn try_connect(addr: &str) -> Result<Client, String> {
+        let t = Duration::from_secs(10);
+        riak_pb::sync::Client::connect(addr, t, t)
+            .map(|c| Client { c })
+            .map_err(|e| e.to_string())
+    }
+
+    pub fn connect(addr: &str) -> Client {
+        let t = Duration::from_secs(70);
+        let c = riak_pb::sync::Client::connect(addr, t, t).expect("connect");
+        Client { c }
+    }
+
+    pub fn call<M: Message>(&mut self, c: u8, m: &M) -> Result<(u8, Vec<u8>), String> {
+        self.c.call(c, m).map_err(|e| match e {
+            riak_pb::Error::Riak { errmsg, .. } => errmsg,
+            e => e.to_string(),
+        })
+    }
+
+    pub fn put(&mut self, key: &str, value: &str) -> Result<(), String> {
+        self.put_in("b", key, value)
+    }
+
+    pub fn put_in(&mut self, bucket: &str, key: &str, value: &str) -> Result<(), String> {
+        let req = pb::RpbPutReq {
+            bucket: bucket.as_bytes().to_vec(),
+            key: Some(key.as_bytes().to_vec()),
+            content: pb::RpbContent {
+                value: value.as_bytes().to_vec(),
+                ..Default::default()
+            },
+            w: Some(2),
+            ..Default::default()
+        };
+        self.call(code::PUT_REQ, &req).map(|_| ())
+    }
+
+    pub fn delete(&mut self, key: &str) -> Result<(), String> {
+        let req = pb::RpbDelReq {
+            bucket: b"b".to_vec(),
+            key: key.as_bytes().to_vec(),
+            ..Default::default()
+        };
+        self.call(code::DEL_REQ, &req).map(|_| ())
+    }
+
+    pub fn get(
+        &mut self,
+        key: &str,
+        r: u32,
+        pr: u32,
+        notfound_ok: bool,
+    ) -> Result<Option<Vec<u8>>, String> {
+        let req = pb::RpbGetReq {
+            bucket: b"b".to_vec(),
+            key: key.as_bytes().to_vec(),
+            r: Some(r),
+            pr: Some(pr),
+            notfound_ok: Some(notfound_ok),
+            ..Default::default()
+        };
+        let (_, body) = self.call(code::GET_REQ, &req)?;
+        let resp = pb::RpbGetResp::decode(body.as_slice()).map_err(|e| e.to_string())?;
+        Ok(resp.content.first().map(|c| c.value.clone()))
+    }
+
+    /// Every key of `bucket` (streamed list keys).
+    pub fn list_keys(&mut self, bucket: &str) -> Result<Vec<Vec<u8>>, String> {
+        let req = pb::RpbListKeysReq {
+            bucket: bucket.as_bytes().to_vec(),
+            ..Default::default()
+        };
+        self.c
+            .send_msg(code::LIST_KEYS_REQ, &req)
+            .map_err(|e| e.to_string())?;
+        let mut keys = Vec::new();
+        loop {
+            let (_, body) = self.c.recv().map_err(|e| e.to_string())?;
+            let r = pb::RpbListKeysResp::decode(body.as_slice()).map_err(|e| e.to_string())?;
+            keys.extend(r.keys);
+            if r.done == Some(true) {
+                return Ok(keys);
+            }
+        }
+    }
+
+    /// (vclock, sibling values sorted) of `bucket`/`key` read with r = n,
+    /// `None` when not found.
+    pub fn get_state(
+        &mut self,
+        bucket: &str,
+        key: &[u8],
+    ) -> Result<Option<(Vec<u8>, Vec<Vec<u8>>)>, String> {
+        let req = pb::RpbGetReq {
+            bucket: bucket.as_bytes().to_vec(),
+            key: key.to_vec(),
+            r: Some(3),
+            ..Default::default()
+        };
+        let (_, body) = self.call(code::GET_REQ, &req)?;
+        let resp = pb::RpbGetResp::decode(body.as_slice()).map_err(|e| e.to_string())?;
+        if resp.content.is_empty() {
+            return Ok(None);
+        }
+        let mut values: Vec<Vec<u8>> = resp.content.into_iter().map(|c| c.value).collect();
+        values.sort();
+        Ok(Some((resp.vclock.unwrap_or_default(), values)))
+    }
+}

