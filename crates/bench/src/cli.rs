@@ -105,6 +105,11 @@ pub fn run(args: &[String]) -> anyhow::Result<i32> {
             if let Some(why) = &out.stopped {
                 eprintln!("stopped early: the store failed: {why}");
             }
+            if let Some(d) = &out.replication {
+                for l in d.lines() {
+                    println!("{l}");
+                }
+            }
             println!(
                 "{} ok, {} errors, avg {:.1} ops/s\nresults: {}\nreport:  {}",
                 out.ok,

@@ -177,6 +177,9 @@ pub enum OpKind {
     PutUnique,
     /// NHS: get one of the unique keys put so far.
     GetUnique,
+    /// NHS: `put_unique` on the active cluster, then poll a GET of the key
+    /// on the passive cluster (`replpb_ips`) until it is there.
+    PutUniqueCheckRepl,
 }
 
 impl OpKind {
@@ -203,6 +206,7 @@ impl OpKind {
         ),
         ("put_unique", OpKind::PutUnique),
         ("get_unique", OpKind::GetUnique),
+        ("put_unique_checkrepl", OpKind::PutUniqueCheckRepl),
     ];
 
     /// The config name.
@@ -275,6 +279,7 @@ impl DriverKind {
                 "alwaysget_updatewithout2i",
                 "put_unique",
                 "get_unique",
+                "put_unique_checkrepl",
             ],
             DriverKind::HttpRaw => &[
                 "get",
@@ -509,11 +514,16 @@ impl RawConfig {
             .collect()
     }
 
+    /// `file:line` where `key` was given, if it came from a file.
+    pub(crate) fn location(&self, key: &str) -> Option<String> {
+        self.entries.get(key).map(|l| l.at.clone())
+    }
+
     pub(crate) fn invalid(&self, key: &str, message: impl Into<String>) -> ConfigError {
         ConfigError::Invalid {
             key: key.into(),
             message: message.into(),
-            at: self.entries.get(key).map(|l| l.at.clone()),
+            at: self.location(key),
         }
     }
 
@@ -719,7 +729,7 @@ impl RawConfig {
         let rocksdb = self.rocks_tuning()?;
         let net = match driver {
             DriverKind::RiakcPb => Some(NetOptions::RiakcPb(self.pb_options()?)),
-            DriverKind::Nhs => Some(NetOptions::Nhs(self.nhs_options()?)),
+            DriverKind::Nhs => Some(NetOptions::Nhs(self.nhs_options(&operations)?)),
             DriverKind::HttpRaw => Some(NetOptions::HttpRaw(self.http_options()?)),
             DriverKind::Embedded | DriverKind::Null => None,
         };

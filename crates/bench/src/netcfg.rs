@@ -4,7 +4,7 @@
 //! | driver | keys (default) |
 //! |---|---|
 //! | `riakc_pb` | `riakc_pb_ips` (`[{127,0,0,1}]`), `riakc_pb_port` (8087), `riakc_pb_bucket` (`<<"test">>`), `riakc_pb_replies` (`quorum`) and `riakc_pb_r` / `_w` / `_dw` / `_rw` / `_pr` / `_pw` (default: `riakc_pb_replies`), `riakc_pb_content_type` (`"application/octet-stream"`), `pb_timeout_general` (62000 ms), `pb_timeout_read` / `pb_timeout_write` (default: general), `basalt_2i_max_results` (none) |
-//! | `nhs` | `pb_ips` (`["127.0.0.1"]`), `pb_port` (8087), `record_bucket` (`"domainRecord"`), `document_bucket` (`"domainDocument"`), `postcode_indexcount` (3), `alwaysget` (`{1, 1, key_order}`), `unique` (`{8000, key_order}`), `node_name` (`basalt`), `pb_timeout_general` (30000 ms) |
+//! | `nhs` | `pb_ips` (`["127.0.0.1"]`), `pb_port` (8087), `record_bucket` (`"domainRecord"`), `document_bucket` (`"domainDocument"`), `postcode_indexcount` (3), `alwaysget` (`{1, 1, key_order}`), `unique` (`{8000, key_order}`), `node_name` (`basalt`), `pb_timeout_general` (30000 ms); with `put_unique_checkrepl`: `replpb_ips` (required, port `pb_port`), `basalt_checkrepl_timeout` (10000 ms) |
 //! | `http_raw` | `http_raw_ips` (`["127.0.0.1"]`), `http_raw_port` (8098), `http_raw_path` (`"/buckets/test/keys"`), `http_timeout_general` (30000 ms) |
 //!
 //! An address list holds `IP` (a string, an atom or a tuple like
@@ -18,11 +18,17 @@
 //!
 //! Differences from upstream, on purpose: `http_raw_path` defaults to
 //! Basalt's `/buckets/test/keys` (upstream's `/riak/test` is Riak's old URL
-//! scheme, which Basalt does not serve); `replpb_ips`, `http_ips` and the
-//! NHS driver's `riakc_pb_replies` are accepted and unused (no replication
-//! yet, the NHS HTTP operations are not implemented).
+//! scheme, which Basalt does not serve); `http_ips` and the NHS driver's
+//! `riakc_pb_replies` are accepted and unused (the NHS HTTP operations are
+//! not implemented). `replpb_ips` is read only when `put_unique_checkrepl`
+//! is among the operations, and then it must be given: upstream defaults it
+//! to `["127.0.0.1"]` and, when it cannot connect there, runs the op as a
+//! plain `put_unique` without saying so; here a missing `replpb_ips` is a
+//! config error and an unreachable one stops the run before any load.
+//! `basalt_checkrepl_timeout` bounds the op's polling (upstream polls
+//! forever; see `netdriver`).
 
-use crate::config::{ConfigError, RawConfig};
+use crate::config::{ConfigError, OpKind, OpSpec, RawConfig};
 use crate::term::Term;
 use riak_pb::quorum;
 use std::fmt;
@@ -118,7 +124,16 @@ pub struct NhsOptions {
     pub node_name: String,
     /// `pb_timeout_general`.
     pub timeout: Duration,
+    /// `replpb_ips` (port `pb_port`): the passive cluster that
+    /// `put_unique_checkrepl` polls; empty when that op is not configured.
+    pub repl_targets: Vec<Target>,
+    /// `basalt_checkrepl_timeout`: how long `put_unique_checkrepl` polls
+    /// the passive cluster before the op fails with `replication_timeout`.
+    pub checkrepl_timeout: Duration,
 }
+
+/// Default of `basalt_checkrepl_timeout`.
+pub const DEFAULT_CHECKREPL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// `http_raw` driver options.
 #[derive(Debug, Clone)]
@@ -143,12 +158,21 @@ pub enum NetOptions {
 }
 
 impl NetOptions {
-    /// Every address the run will use.
+    /// The addresses of the node (or active cluster) under load.
     pub fn targets(&self) -> &[Target] {
         match self {
             NetOptions::RiakcPb(o) => &o.targets,
             NetOptions::Nhs(o) => &o.targets,
             NetOptions::HttpRaw(o) => &o.targets,
+        }
+    }
+
+    /// The passive cluster's addresses (`replpb_ips`), when an operation
+    /// reads from it; else empty.
+    pub fn repl_targets(&self) -> &[Target] {
+        match self {
+            NetOptions::Nhs(o) => &o.repl_targets,
+            NetOptions::RiakcPb(_) | NetOptions::HttpRaw(_) => &[],
         }
     }
 }
@@ -183,6 +207,7 @@ pub const KNOWN_KEYS: &[&str] = &[
     "http_raw_path",
     "http_timeout_general",
     "replpb_ips",
+    "basalt_checkrepl_timeout",
     "http_ips",
     "http_port",
     "record_sync",
@@ -381,8 +406,9 @@ impl RawConfig {
         })
     }
 
-    /// The `nhs` options.
-    pub(crate) fn nhs_options(&self) -> Result<NhsOptions, ConfigError> {
+    /// The `nhs` options (`ops`: the parsed operations, which decide
+    /// whether `replpb_ips` is needed).
+    pub(crate) fn nhs_options(&self, ops: &[OpSpec]) -> Result<NhsOptions, ConfigError> {
         let (alwaysget_max, alwaysget_min, alwaysget_order) = match self.get("alwaysget") {
             None => (1, 1, KeyOrder::KeyOrder),
             Some(t) => match t {
@@ -436,8 +462,33 @@ impl RawConfig {
         if postcode_indexcount > 100 {
             return Err(self.invalid("postcode_indexcount", "at most 100"));
         }
+        let targets = self.targets("pb_ips", "pb_port", 8087)?;
+        let checkrepl = ops.iter().any(|o| o.op == OpKind::PutUniqueCheckRepl);
+        let (repl_targets, checkrepl_timeout) = if checkrepl {
+            if self.get("replpb_ips").is_none() {
+                let at = self
+                    .location("operations")
+                    .map(|l| format!(" (operations at {l})"))
+                    .unwrap_or_default();
+                return Err(ConfigError::Invalid {
+                    key: "replpb_ips".into(),
+                    message: format!(
+                        "missing: put_unique_checkrepl{at} reads each key back from the \
+                         passive cluster, so replpb_ips must list its PB addresses (port \
+                         pb_port), e.g. {{replpb_ips, [\"10.0.0.2\"]}}"
+                    ),
+                    at: None,
+                });
+            }
+            (
+                self.targets("replpb_ips", "pb_port", 8087)?,
+                self.millis("basalt_checkrepl_timeout", DEFAULT_CHECKREPL_TIMEOUT)?,
+            )
+        } else {
+            (Vec::new(), DEFAULT_CHECKREPL_TIMEOUT)
+        };
         Ok(NhsOptions {
-            targets: self.targets("pb_ips", "pb_port", 8087)?,
+            targets,
             record_bucket: self.bytes_or("record_bucket", "domainRecord")?,
             document_bucket: self.bytes_or("document_bucket", "domainDocument")?,
             postcode_indexcount: postcode_indexcount as u32,
@@ -448,6 +499,8 @@ impl RawConfig {
             unique_order,
             node_name: self.text("node_name")?.unwrap_or_else(|| "basalt".into()),
             timeout: self.millis("pb_timeout_general", Duration::from_millis(30_000))?,
+            repl_targets,
+            checkrepl_timeout,
         })
     }
 
@@ -537,6 +590,76 @@ mod tests {
     }
 
     #[test]
+    fn checkrepl_needs_replpb_ips() {
+        let e = BenchConfig::from_text(
+            "{driver, basho_bench_driver_nhs}.\n{pb_ips, [\"127.0.0.1\"]}.\n\
+             {operations, [{put_unique, 148}, {put_unique_checkrepl, 2}]}.",
+        )
+        .expect_err("checkrepl without replpb_ips");
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with("replpb_ips: missing: put_unique_checkrepl (operations at <text>:3)")
+                && msg.contains("passive cluster"),
+            "{msg}"
+        );
+        // An address that cannot be one (the seed's elision) names the key.
+        let e = BenchConfig::from_text(
+            "{driver, nhs}.\n{replpb_ips, [ ... ]}.\n{operations, [{put_unique_checkrepl, 2}]}.",
+        )
+        .expect_err("elided replpb_ips");
+        assert!(
+            e.to_string().starts_with("replpb_ips: expected a list"),
+            "{e}"
+        );
+        let e = BenchConfig::from_text(
+            "{driver, nhs}.\n{replpb_ips, [\"b\"]}.\n{basalt_checkrepl_timeout, 0}.\n\
+             {operations, [{put_unique_checkrepl, 2}]}.",
+        )
+        .expect_err("zero bound");
+        assert!(e.to_string().contains("basalt_checkrepl_timeout"), "{e}");
+    }
+
+    #[test]
+    fn checkrepl_is_accepted_with_replpb_ips() {
+        let (c, w) = BenchConfig::from_text(
+            "{driver, basho_bench_driver_nhs}.\n{pb_ips, [\"a1\", \"a2\"]}.\n{pb_port, 10017}.\n\
+             {replpb_ips, [\"b1\", {\"b2\", 9000}]}.\n\
+             {operations, [{put_unique, 148}, {put_unique_checkrepl, 2}]}.",
+        )
+        .expect("cfg");
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(
+            c.operations[1].op,
+            crate::config::OpKind::PutUniqueCheckRepl
+        );
+        let net = c.net.expect("net");
+        // The passive cluster's port is pb_port, as upstream.
+        assert_eq!(net.repl_targets(), &[t("b1", 10017), t("b2", 9000)]);
+        assert_eq!(net.targets(), &[t("a1", 10017), t("a2", 10017)]);
+        let Some(NetOptions::Nhs(o)) = Some(net) else {
+            panic!("nhs")
+        };
+        assert_eq!(o.checkrepl_timeout, super::DEFAULT_CHECKREPL_TIMEOUT);
+        let (c, _) = BenchConfig::from_text(
+            "{driver, nhs}.\n{replpb_ips, [\"b\"]}.\n{basalt_checkrepl_timeout, 250}.\n\
+             {operations, [{put_unique_checkrepl, 1}]}.",
+        )
+        .expect("cfg");
+        let Some(NetOptions::Nhs(o)) = c.net else {
+            panic!("nhs")
+        };
+        assert_eq!(o.checkrepl_timeout, Duration::from_millis(250));
+        // Without the op, replpb_ips is not read (so not checked) and no
+        // passive connection is made.
+        let (c, w) = BenchConfig::from_text(
+            "{driver, nhs}.\n{replpb_ips, [ ... ]}.\n{operations, [{put_unique, 1}]}.",
+        )
+        .expect("cfg");
+        assert!(w.is_empty(), "{w:?}");
+        assert!(c.net.expect("net").repl_targets().is_empty());
+    }
+
+    #[test]
     fn bad_options_are_named() {
         for (text, want) in [
             ("{riakc_pb_ips, [{300,0,0,1}]}.", "riakc_pb_ips"),
@@ -556,11 +679,6 @@ mod tests {
         )
         .expect_err("bad order");
         assert!(e.to_string().contains("key_order or skew_order"), "{e}");
-        let e = BenchConfig::from_text(
-            "{driver, basho_bench_driver_nhs}.\n{operations, [{put_unique_checkrepl,1}]}.",
-        )
-        .expect_err("checkrepl");
-        assert!(e.to_string().contains("unknown operation"), "{e}");
         let e = BenchConfig::from_text(
             "{driver, basho_bench_driver_http_raw}.\n{operations, [{query_dob,1}]}.",
         )

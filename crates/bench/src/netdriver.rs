@@ -54,6 +54,28 @@
 //!   (as upstream).
 //! - `get_pb` and `update_with2i`: the `riakc_pb` ops on the record bucket
 //!   with keys from `key_generator`.
+//! - `put_unique_checkrepl`: `put_unique` (same object, same key sequence:
+//!   the two ops share the worker's unique-key counter) to the active
+//!   cluster (`pb_ips`), then GET of that key on the passive cluster
+//!   (`replpb_ips`, worker *N* keeps a second connection to entry
+//!   `N mod len`) again and again until it is found. Its latency is PUT +
+//!   replication + the last GET, so its mean against `put_unique`'s is the
+//!   replication delay (the report computes it). As upstream, polls follow
+//!   each other without a pause while the passive cluster answers "not
+//!   found" (so the resolution is one GET round trip) and any GET error is
+//!   retried too, here after [`REPL_ERROR_PAUSE`] so that a refused
+//!   connection is not retried in a tight loop. Unlike upstream, which
+//!   polls forever, polling stops `basalt_checkrepl_timeout` (default 10 s)
+//!   after the PUT was acknowledged: the op then fails with
+//!   `replication_timeout` (`replication_timeout (last get: <reason>)` when
+//!   the last poll failed rather than found nothing) and the worker goes
+//!   on. A GET on the passive connection times out after
+//!   `min(pb_timeout_general, basalt_checkrepl_timeout)`, so a passive node
+//!   that stops answering ends the op within twice the bound. When the run
+//!   ends (duration or stop) during the polling, the op is dropped
+//!   uncounted, like basho_bench's op in flight at the end. A failed PUT
+//!   is an error as for `put_unique`; after a successful PUT the counter
+//!   advances whatever the polling gives.
 //!
 //! **`http_raw` operations** on `<http_raw_path>/<percent-encoded key>`:
 //! `get` (200/300 and 404 succeed; `get_existing`: 404 is `not_found`),
@@ -74,11 +96,25 @@ use rand::{Rng, RngCore, SeedableRng};
 use riak_pb as pb;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Timeout of connects and of the start-up ping.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// `put_unique_checkrepl`: pause after a poll that failed (connection
+/// refused, timeout, Riak error) before the next one. A "not found" answer
+/// is polled again at once, as upstream.
+pub const REPL_ERROR_PAUSE: Duration = Duration::from_millis(1);
+
+/// The `errors.csv` reason of a `put_unique_checkrepl` whose key did not
+/// reach the passive cluster within `basalt_checkrepl_timeout`.
+pub const REPLICATION_TIMEOUT: &str = "replication_timeout";
+
+/// How the start-up check and the worker connections name the passive
+/// cluster.
+const PASSIVE: &str = "Riak PB of the passive cluster (replpb_ips)";
 
 /// Largest raw size of the NHS driver's shared blob (upstream: 1000 ×
 /// the `unique` size, which would be 8 MB for the seeds' 8000).
@@ -149,10 +185,12 @@ pub fn check_reachable(net: &NetOptions) -> Result<(), String> {
             }
         }
         NetOptions::RiakcPb(_) | NetOptions::Nhs(_) => {
-            for t in net.targets() {
-                let (_, mut c) = connect_checked(t, "Riak PB")?;
+            let active = net.targets().iter().map(|t| (t, "Riak PB"));
+            let passive = net.repl_targets().iter().map(|t| (t, PASSIVE));
+            for (t, what) in active.chain(passive) {
+                let (_, mut c) = connect_checked(t, what)?;
                 c.ping()
-                    .map_err(|e| format!("Riak PB at {t} did not answer a ping: {e}"))?;
+                    .map_err(|e| format!("{what} at {t} did not answer a ping: {e}"))?;
             }
         }
     }
@@ -163,13 +201,19 @@ pub fn check_reachable(net: &NetOptions) -> Result<(), String> {
 pub struct NetShared {
     net: NetOptions,
     blob: Arc<Vec<u8>>,
+    stop: Arc<AtomicBool>,
 }
 
 impl NetShared {
     /// Prepares the drivers of `cfg` (the NHS blob is made here, once).
-    pub fn new(cfg: &BenchConfig, net: NetOptions) -> NetShared {
+    /// `stop` is the run's stop flag: an operation that waits (the
+    /// replication check) gives up when it is set.
+    pub fn new(cfg: &BenchConfig, net: NetOptions, stop: Arc<AtomicBool>) -> NetShared {
+        let unique = |s: &crate::config::OpSpec| {
+            matches!(s.op, OpKind::PutUnique | OpKind::PutUniqueCheckRepl)
+        };
         let blob = match &net {
-            NetOptions::Nhs(o) if cfg.operations.iter().any(|s| s.op == OpKind::PutUnique) => {
+            NetOptions::Nhs(o) if cfg.operations.iter().any(unique) => {
                 let raw_len = o.unique_size.saturating_mul(1000).min(MAX_BLOB);
                 let mut raw = vec![0u8; raw_len];
                 StdRng::seed_from_u64(cfg.rng_seed.for_worker(0) ^ 0xb10b).fill_bytes(&mut raw);
@@ -182,6 +226,7 @@ impl NetShared {
         NetShared {
             net,
             blob: Arc::new(blob),
+            stop,
         }
     }
 
@@ -190,11 +235,17 @@ impl NetShared {
         let seed = cfg.rng_seed.for_worker(id) ^ 0x6e68_7321;
         Ok(match &self.net {
             NetOptions::RiakcPb(o) => Box::new(RiakcPbDriver {
-                conn: Conn::open(&o.targets, id, o.timeout_write)?,
+                conn: Conn::open(&o.targets, id, o.timeout_write, "Riak PB")?,
                 o: o.clone(),
                 rng: StdRng::seed_from_u64(seed),
             }),
-            NetOptions::Nhs(o) => Box::new(NhsDriver::new(o, id, seed, self.blob.clone())?),
+            NetOptions::Nhs(o) => Box::new(NhsDriver::new(
+                o,
+                id,
+                seed,
+                self.blob.clone(),
+                self.stop.clone(),
+            )?),
             NetOptions::HttpRaw(o) => Box::new(HttpDriver::new(o, id)?),
         })
     }
@@ -233,15 +284,17 @@ fn pb_reason(e: &PbError) -> DriverError {
 }
 
 impl Conn {
-    fn open(targets: &[Target], id: usize, timeout: Duration) -> Result<Conn, String> {
+    /// Connects worker `id` to its entry of `targets` (`what` names them
+    /// in errors).
+    fn open(targets: &[Target], id: usize, timeout: Duration, what: &str) -> Result<Conn, String> {
         let target = targets
             .get(id % targets.len().max(1))
             .cloned()
             .ok_or("no address configured")?;
-        let (addr, client) = connect_checked(&target, "Riak PB")?;
+        let (addr, client) = connect_checked(&target, what)?;
         client
             .set_timeout(timeout)
-            .map_err(|e| format!("Riak PB at {target}: {e}"))?;
+            .map_err(|e| format!("{what} at {target}: {e}"))?;
         Ok(Conn {
             addr,
             timeout,
@@ -522,6 +575,9 @@ pub fn unique_key(c: u64, keyid: u32, order: KeyOrder) -> Vec<u8> {
 /// `basho_bench_driver_nhs` of one worker.
 pub struct NhsDriver {
     conn: Conn,
+    /// The passive cluster (`replpb_ips`), when `put_unique_checkrepl` runs.
+    repl: Option<Conn>,
+    stop: Arc<AtomicBool>,
     o: NhsOptions,
     rng: StdRng,
     keyid: u32,
@@ -532,12 +588,26 @@ pub struct NhsDriver {
 }
 
 impl NhsDriver {
-    fn new(o: &NhsOptions, id: usize, seed: u64, blob: Arc<Vec<u8>>) -> Result<NhsDriver, String> {
+    fn new(
+        o: &NhsOptions,
+        id: usize,
+        seed: u64,
+        blob: Arc<Vec<u8>>,
+        stop: Arc<AtomicBool>,
+    ) -> Result<NhsDriver, String> {
         let keyid = ((xxhash_rust::xxh3::xxh3_64(&(id as u64).to_be_bytes())
             ^ xxhash_rust::xxh3::xxh3_64(o.node_name.as_bytes()))
             % (1 << 27)) as u32;
+        let repl = if o.repl_targets.is_empty() {
+            None
+        } else {
+            let timeout = o.timeout.min(o.checkrepl_timeout);
+            Some(Conn::open(&o.repl_targets, id, timeout, PASSIVE)?)
+        };
         Ok(NhsDriver {
-            conn: Conn::open(&o.targets, id, o.timeout)?,
+            conn: Conn::open(&o.targets, id, o.timeout, "Riak PB")?,
+            repl,
+            stop,
             o: o.clone(),
             rng: StdRng::seed_from_u64(seed),
             keyid,
@@ -560,6 +630,52 @@ impl NhsDriver {
 
     fn put(&mut self, req: pb::RpbPutReq) -> Result<(), DriverError> {
         self.conn.call(|c| c.put(&req)).map(|_| ())
+    }
+
+    /// `put_unique`: puts the next unique key; returns its bucket and key.
+    fn put_unique(&mut self) -> Result<(Vec<u8>, Vec<u8>), DriverError> {
+        let c = self.unique_count;
+        let k = unique_key(c, self.keyid, self.o.unique_order);
+        let size = self.o.unique_size.min(self.blob.len());
+        let pre = self.rng.gen_range(0..=self.blob.len() - size);
+        let v = &self.blob[pre..pre + size];
+        let ix = vec![pair(LASTMOD_FIELD, lastmodified_term())];
+        let b = self.o.document_bucket.clone();
+        self.put(put_req(&b, &k, None, v, None, Some(ix)))?;
+        self.unique_count = c + 1;
+        Ok((b, k))
+    }
+
+    /// The replication check of `put_unique_checkrepl` (see the module
+    /// doc): GETs `key` on the passive cluster until it is found, for at
+    /// most `basalt_checkrepl_timeout` from now.
+    fn check_repl(&mut self, bucket: &[u8], key: &[u8]) -> Result<Outcome, DriverError> {
+        let bound = self.o.checkrepl_timeout;
+        let started = Instant::now();
+        let req = get_req(bucket, key, None);
+        let Some(repl) = self.repl.as_mut() else {
+            // The config refuses put_unique_checkrepl without replpb_ips.
+            return Err(DriverError::new("no_replpb_ips"));
+        };
+        loop {
+            if self.stop.load(Ordering::Relaxed) {
+                return Ok(Outcome::Silent);
+            }
+            let last_error = match repl.call(|c| c.get(&req)) {
+                Ok(Some(_)) => return Ok(Outcome::Done),
+                Ok(None) => None,
+                Err(e) => Some(e.reason),
+            };
+            if started.elapsed() >= bound {
+                return Err(DriverError::new(match last_error {
+                    None => REPLICATION_TIMEOUT.to_string(),
+                    Some(r) => format!("{REPLICATION_TIMEOUT} (last get: {r})"),
+                }));
+            }
+            if last_error.is_some() {
+                std::thread::sleep(REPL_ERROR_PAUSE);
+            }
+        }
     }
 
     fn alwaysget_update(&mut self, value: &[u8], with2i: bool) -> Result<Outcome, DriverError> {
@@ -613,17 +729,10 @@ impl Driver for NhsDriver {
             }
             OpKind::AlwaysGetUpdateWith2i => self.alwaysget_update(value, true),
             OpKind::AlwaysGetUpdateWithout2i => self.alwaysget_update(value, false),
-            OpKind::PutUnique => {
-                let c = self.unique_count;
-                let k = unique_key(c, self.keyid, self.o.unique_order);
-                let size = self.o.unique_size.min(self.blob.len());
-                let pre = self.rng.gen_range(0..=self.blob.len() - size);
-                let v = &self.blob[pre..pre + size];
-                let ix = vec![pair(LASTMOD_FIELD, lastmodified_term())];
-                let b = self.o.document_bucket.clone();
-                self.put(put_req(&b, &k, None, v, None, Some(ix)))?;
-                self.unique_count = c + 1;
-                Ok(Outcome::Done)
+            OpKind::PutUnique => self.put_unique().map(|_| Outcome::Done),
+            OpKind::PutUniqueCheckRepl => {
+                let (b, k) = self.put_unique()?;
+                self.check_repl(&b, &k)
             }
             OpKind::GetUnique => {
                 let (ukc, lkc) = (self.unique_count, self.unique_low);

@@ -10,6 +10,11 @@
 //! the store keeps wait timers (`waits.csv`), the waits over the run and
 //! "where the max latencies came from": for the intervals with the highest
 //! max latency, which waits jumped in them.
+//!
+//! When both `put_unique` and `put_unique_checkrepl` ran (NHS driver), a
+//! "Replication delay" section gives seed 003's headline figure:
+//! `put_unique_checkrepl` mean − `put_unique` mean, in ms and in % of the
+//! `put_unique` mean, and the same for the medians (see [`ReplDelay`]).
 
 use crate::output::{OutputError, RunData};
 use crate::stats::LatencySummary;
@@ -25,6 +30,181 @@ pub struct ReportExtra {
     pub totals: Vec<(String, LatencySummary, u64)>,
     /// Open-loop: whole-run service time per op file label.
     pub service: Vec<(String, LatencySummary)>,
+    /// File labels of the `put_unique` and `put_unique_checkrepl` ops, when
+    /// both ran; `None`: look for the default labels (`put-unique`,
+    /// `put-unique-checkrepl`), e.g. in a basho_bench results directory.
+    pub repl_pair: Option<(String, String)>,
+}
+
+/// `put_unique_checkrepl` (PUT to the active cluster, then GET polled on
+/// the passive cluster until found) against `put_unique` (the PUT alone):
+/// the difference is the replication delay. Latencies in µs, over the
+/// successful ops only.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplDelay {
+    /// File label of the `put_unique` op.
+    pub put_label: String,
+    /// File label of the `put_unique_checkrepl` op.
+    pub check_label: String,
+    /// Successful `put_unique` ops.
+    pub put_n: u64,
+    /// Successful `put_unique_checkrepl` ops.
+    pub check_n: u64,
+    /// `put_unique` mean.
+    pub put_mean: f64,
+    /// `put_unique_checkrepl` mean.
+    pub check_mean: f64,
+    /// `put_unique` median; `None` when only the CSV rows are known (they
+    /// hold per-interval medians, which do not give the run's median).
+    pub put_median: Option<f64>,
+    /// `put_unique_checkrepl` median; see `put_median`.
+    pub check_median: Option<f64>,
+    /// `put_unique_checkrepl` ops that ended in `replication_timeout`
+    /// (from `errors.csv`; not in the latencies).
+    pub timeouts: u64,
+}
+
+fn delay_line(what: &str, put: f64, check: f64) -> String {
+    let d = check - put;
+    let pct = if put > 0.0 {
+        format!("{:+.1} %", d / put * 100.0)
+    } else {
+        "- %".into()
+    };
+    format!(
+        "replication delay: put_unique_checkrepl {what} − put_unique {what} = {} ms ({pct})",
+        ms(d)
+    )
+}
+
+impl ReplDelay {
+    /// `replication delay: put_unique_checkrepl mean − put_unique mean = X ms (+Y %)`.
+    pub fn mean_line(&self) -> String {
+        delay_line("mean", self.put_mean, self.check_mean)
+    }
+
+    /// The same for the medians, if known.
+    pub fn median_line(&self) -> Option<String> {
+        Some(delay_line("median", self.put_median?, self.check_median?))
+    }
+
+    /// The mean line, the median line (or why it is missing) and the
+    /// timeouts, one per line.
+    pub fn lines(&self) -> Vec<String> {
+        let mut v = vec![self.mean_line()];
+        v.push(self.median_line().unwrap_or_else(|| {
+            "replication delay, medians: not known from the CSV rows alone".into()
+        }));
+        if self.timeouts > 0 {
+            v.push(format!(
+                "{} put_unique_checkrepl ended in replication_timeout and are not in these figures",
+                self.timeouts
+            ));
+        }
+        v
+    }
+}
+
+/// Counts the `errors.csv` rows of `op` whose reason starts with `reason`.
+fn errors_of(dir: &Path, op: &str, reason: &str) -> u64 {
+    let Ok(text) = std::fs::read_to_string(dir.join("errors.csv")) else {
+        return 0;
+    };
+    let needle = format!(",{op}}},{reason}");
+    text.lines()
+        .filter(|l| l.contains(&needle))
+        .filter_map(|l| {
+            l.rsplit(',')
+                .next()?
+                .trim()
+                .trim_matches('"')
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+/// The replication delay of a run, when both `put_unique` and
+/// `put_unique_checkrepl` have successful ops.
+pub fn repl_delay(run: &RunData, extra: &ReportExtra) -> Option<ReplDelay> {
+    let (put_label, check_label) = extra
+        .repl_pair
+        .clone()
+        .unwrap_or_else(|| ("put-unique".into(), "put-unique-checkrepl".into()));
+    // (n, mean, median) of a label: the whole-run histogram when the run
+    // was ours, else the n-weighted mean of the CSV rows.
+    let figures = |label: &str| -> Option<(u64, f64, Option<f64>)> {
+        if let Some((_, t, _)) = extra.totals.iter().find(|(l, _, _)| l == label) {
+            return Some((t.n, t.mean, Some(t.median as f64)));
+        }
+        let (_, rows) = run.ops.iter().find(|(l, _)| l == label)?;
+        let n: u64 = rows.iter().map(|r| r.n).sum();
+        let mean = if n > 0 {
+            rows.iter().map(|r| r.mean * r.n as f64).sum::<f64>() / n as f64
+        } else {
+            0.0
+        };
+        Some((n, mean, None))
+    };
+    let (put_n, put_mean, put_median) = figures(&put_label)?;
+    let (check_n, check_mean, check_median) = figures(&check_label)?;
+    if put_n == 0 || check_n == 0 {
+        return None;
+    }
+    Some(ReplDelay {
+        put_label,
+        check_label,
+        put_n,
+        check_n,
+        put_mean,
+        check_mean,
+        put_median,
+        check_median,
+        timeouts: errors_of(
+            &run.dir,
+            "put_unique_checkrepl",
+            crate::netdriver::REPLICATION_TIMEOUT,
+        ),
+    })
+}
+
+fn render_repl_delay(s: &mut String, d: &ReplDelay) {
+    let _ = writeln!(
+        s,
+        "
+## Replication delay
+"
+    );
+    let _ = writeln!(
+        s,
+        "`put_unique_checkrepl` = PUT to the active cluster + replication + GET on the \
+         passive cluster (polled until found); `put_unique` = the PUT alone. Successful \
+         ops only.\n"
+    );
+    for l in d.lines() {
+        let _ = writeln!(s, "- {l}");
+    }
+    let med = |m: Option<f64>| m.map_or_else(|| "-".into(), ms);
+    let _ = writeln!(
+        s,
+        "\n| op | n | mean (ms) | median (ms) |\n|---|---:|---:|---:|"
+    );
+    let _ = writeln!(
+        s,
+        "| {} | {} | {} | {} |",
+        d.put_label,
+        d.put_n,
+        ms(d.put_mean),
+        med(d.put_median)
+    );
+    let _ = writeln!(
+        s,
+        "| {} | {} | {} | {} |",
+        d.check_label,
+        d.check_n,
+        ms(d.check_mean),
+        med(d.check_median)
+    );
 }
 
 fn ms(us: f64) -> String {
@@ -122,6 +302,9 @@ pub fn render(run: &RunData, extra: &ReportExtra) -> String {
                 ms(t.max as f64)
             );
         }
+    }
+    if let Some(d) = repl_delay(run, extra) {
+        render_repl_delay(&mut s, &d);
     }
     if !run.sys.is_empty() {
         let cpu: f64 = run.sys.iter().map(|r| r[2] * r[1] / 100.0).sum();
@@ -330,4 +513,115 @@ pub fn write(run: &RunData, extra: &ReportExtra) -> Result<std::path::PathBuf, O
 /// Loads a results directory and writes its report (for basho_bench runs too).
 pub fn write_for_dir(dir: &Path) -> Result<std::path::PathBuf, OutputError> {
     write(&RunData::load(dir)?, &ReportExtra::default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::LatRow;
+
+    fn row(n: u64, mean: f64, median: f64) -> LatRow {
+        LatRow {
+            elapsed: 10.0,
+            n,
+            mean,
+            median,
+            p95: median,
+            p99: median,
+            p999: median,
+            max: median,
+            errors: 0,
+        }
+    }
+
+    fn summary(n: u64, mean: f64, median: u64) -> LatencySummary {
+        LatencySummary {
+            n,
+            mean,
+            median,
+            ..LatencySummary::default()
+        }
+    }
+
+    #[test]
+    fn replication_delay_from_whole_run_histograms() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let run = RunData {
+            dir: dir.path().to_path_buf(),
+            summary: Vec::new(),
+            ops: vec![
+                ("pu".into(), vec![row(100, 1.0, 1.0)]),
+                ("pucr".into(), vec![row(2, 1.0, 1.0)]),
+            ],
+            sys: Vec::new(),
+            waits: None,
+        };
+        // Seed 003's leveldb figure: +3.70 ms over a 74 ms PUT is +5.0 %.
+        let mut extra = ReportExtra {
+            totals: vec![
+                ("pu".into(), summary(148, 74_000.0, 70_000), 0),
+                ("pucr".into(), summary(2, 77_700.0, 72_000), 1),
+            ],
+            repl_pair: Some(("pu".into(), "pucr".into())),
+            ..ReportExtra::default()
+        };
+        std::fs::write(
+            dir.path().join("errors.csv"),
+            "\"error\",\"count\"\n\
+             \"{{pucr,put_unique_checkrepl},replication_timeout}\",\"3\"\n\
+             \"{{pucr,put_unique_checkrepl},replication_timeout (last get: econnrefused)}\",\"2\"\n\
+             \"{{pucr,put_unique_checkrepl},disconnected}\",\"7\"\n",
+        )
+        .expect("write");
+        let d = repl_delay(&run, &extra).expect("both ran");
+        assert_eq!(
+            d.mean_line(),
+            "replication delay: put_unique_checkrepl mean − put_unique mean = 3.70 ms (+5.0 %)"
+        );
+        assert_eq!(
+            d.median_line().as_deref(),
+            Some(
+                "replication delay: put_unique_checkrepl median − put_unique median = 2.00 ms (+2.9 %)"
+            )
+        );
+        assert_eq!(d.timeouts, 5);
+        let text = render(&run, &extra);
+        assert!(text.contains("## Replication delay"), "{text}");
+        assert!(
+            text.contains("- 5 put_unique_checkrepl ended in replication_timeout"),
+            "{text}"
+        );
+        // No section unless both ops have successful ops.
+        extra.totals[1].1.n = 0;
+        assert!(repl_delay(&run, &extra).is_none());
+        assert!(!render(&run, &extra).contains("Replication delay"));
+    }
+
+    #[test]
+    fn replication_delay_from_csv_rows_has_no_median() {
+        // A basho_bench results directory: default labels, CSV rows only.
+        let dir = tempfile::tempdir().expect("tmp");
+        let run = RunData {
+            dir: dir.path().to_path_buf(),
+            summary: Vec::new(),
+            ops: vec![
+                (
+                    "put-unique".into(),
+                    vec![row(100, 20_000.0, 19_000.0), row(300, 40_000.0, 39_000.0)],
+                ),
+                ("put-unique-checkrepl".into(), vec![row(4, 40_000.0, 1.0)]),
+            ],
+            sys: Vec::new(),
+            waits: None,
+        };
+        let d = repl_delay(&run, &ReportExtra::default()).expect("both ran");
+        // n-weighted mean of the rows: 35 ms.
+        assert_eq!(
+            d.mean_line(),
+            "replication delay: put_unique_checkrepl mean − put_unique mean = 5.00 ms (+14.3 %)"
+        );
+        assert_eq!(d.median_line(), None);
+        assert_eq!(d.timeouts, 0);
+        assert!(d.lines()[1].contains("medians: not known from the CSV rows alone"));
+    }
 }

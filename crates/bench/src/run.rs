@@ -3,8 +3,9 @@
 //! write a row per report interval, then `errors.csv`, `report.md` and
 //! `summary.png`.
 
-use crate::config::{BenchConfig, DriverKind, Mode, RateMode};
+use crate::config::{BenchConfig, DriverKind, Mode, OpKind, RateMode};
 use crate::driver::{open_targets, Driver, EmbeddedDriver, KvTarget, NullDriver};
+use crate::netcfg::NetOptions;
 use crate::netdriver::{check_reachable, NetShared};
 use crate::output::{self, CsvWriters, OutputError, RunData, SysRow};
 use crate::progress::Progress;
@@ -66,6 +67,9 @@ pub struct RunOutcome {
     /// Why the run stopped before its end, if a store failed (e.g. a full
     /// disk); the reports cover the time measured until then.
     pub stopped: Option<String>,
+    /// `put_unique_checkrepl` against `put_unique`, when both ran (also in
+    /// the report).
+    pub replication: Option<report::ReplDelay>,
 }
 
 fn describe(cfg: &BenchConfig) -> Vec<String> {
@@ -142,6 +146,18 @@ fn describe(cfg: &BenchConfig) -> Vec<String> {
                 .map(|n| n.targets().iter().map(|t| t.to_string()).collect())
                 .unwrap_or_default();
             v.push(format!("driver: {name}; nodes: {}", targets.join(" ")));
+            if let Some(NetOptions::Nhs(o)) = &cfg.net {
+                if !o.repl_targets.is_empty() {
+                    let passive: Vec<String> =
+                        o.repl_targets.iter().map(|t| t.to_string()).collect();
+                    v.push(format!(
+                        "passive cluster (replpb_ips, read by put_unique_checkrepl): {}; \
+                         replication check bound (basalt_checkrepl_timeout): {} ms",
+                        passive.join(" "),
+                        o.checkrepl_timeout.as_millis()
+                    ));
+                }
+            }
         }
     }
     v.push(format!(
@@ -181,10 +197,11 @@ pub fn run(
         crate::memlimit::check_floor(limit, floor)?;
     }
     // A live node must answer before anything is written.
+    let stop = Arc::new(AtomicBool::new(false));
     let net = match &cfg.net {
         Some(n) => {
             check_reachable(n).map_err(RunError::Driver)?;
-            Some(NetShared::new(&cfg, n.clone()))
+            Some(NetShared::new(&cfg, n.clone(), stop.clone()))
         }
         None => None,
     };
@@ -221,7 +238,6 @@ pub fn run(
     );
     let cfg = Arc::new(cfg);
     let stats = Arc::new(Stats::new(cfg.operations.len()));
-    let stop = Arc::new(AtomicBool::new(false));
     let exit_code = Arc::new(AtomicI32::new(0));
     let fatal: Arc<parking_lot::Mutex<Option<String>>> = Arc::default();
     // Every driver first (network drivers connect here), then the workers.
@@ -442,7 +458,17 @@ pub fn run(
         } else {
             Vec::new()
         },
+        repl_pair: {
+            let label = |k: OpKind| {
+                cfg.operations
+                    .iter()
+                    .find(|o| o.op == k)
+                    .map(|o| o.file_label())
+            };
+            label(OpKind::PutUnique).zip(label(OpKind::PutUniqueCheckRepl))
+        },
     };
+    let replication = report::repl_delay(&data, &extra);
     let report = report::write(&data, &extra)?;
     crate::chart::summary_png(&data, &dir.join("summary.png"))?;
     Ok(RunOutcome {
@@ -453,6 +479,7 @@ pub fn run(
         avg_tps: data.avg_tps(),
         report,
         stopped,
+        replication,
     })
 }
 

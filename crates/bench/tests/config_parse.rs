@@ -1,12 +1,15 @@
 //! Config parsing against real basho_bench configs: the Riak 2.9.1
 //! volume-test config printed in seed 003 (copied into `tests/data/`) must
-//! parse with basho_bench's meaning (its NHS-driver keys known), and an
-//! override file (later file wins) makes it runnable here.
+//! parse with basho_bench's meaning (its NHS-driver keys known, its
+//! operations all accepted, `put_unique_checkrepl` included), and an
+//! override file giving only the addresses (later file wins) makes it
+//! runnable here (`live_drivers.rs` runs it).
 //! Also: malformed files give the file and line; unknown generators,
 //! drivers and operations list the valid ones.
 
-use basalt_bench::config::{BenchConfig, DriverKind, Mode, RawConfig};
+use basalt_bench::config::{BenchConfig, DriverKind, Mode, OpKind, RawConfig};
 use basalt_bench::keygen::KeyGenSpec;
+use basalt_bench::netcfg::{NetOptions, DEFAULT_CHECKREPL_TIMEOUT};
 use basalt_bench::valgen::ValGenSpec;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -23,35 +26,59 @@ fn seed_003_config_parses_with_basho_bench_meaning() {
     assert_eq!(raw.get("duration").and_then(|t| t.as_int()), Some(2880));
     assert_eq!(raw.get("concurrent").and_then(|t| t.as_int()), Some(100));
     assert!(raw.unknown_keys().is_empty(), "{:?}", raw.unknown_keys());
-    // The one operation we lack (the replication check) is named, with its line.
-    let e = raw.build().expect_err("checkrepl");
+    // Verbatim, only the elided address lists `[ ... ]` stop it, each
+    // refused with its key and line.
+    let e = raw.build().expect_err("elided pb_ips");
     let msg = e.to_string();
     assert!(
-        msg.contains("unknown operation put_unique_checkrepl")
-            && msg.contains("valid: get_pb")
-            && msg.contains("seed_003_riak291.config:26"),
+        msg.starts_with("pb_ips: expected a list") && msg.contains("seed_003_riak291.config:20"),
         "{msg}"
     );
     let dir = tempfile::tempdir().expect("tmp");
-    let over = dir.path().join("override.config");
-    std::fs::write(
-        &over,
-        "{operations, [{alwaysget_pb, 460}, {alwaysget_updatewithout2i, 200}, {put_unique, 148}, {get_unique, 190}]}.\n",
-    )
-    .expect("write");
-    // The elided address list `[ ... ]` is refused, naming the key.
-    let e = BenchConfig::from_files(&[data("seed_003_riak291.config"), over.clone()])
-        .expect_err("elided pb_ips");
-    assert!(e.to_string().contains("pb_ips"), "{e}");
     let ips = dir.path().join("ips.config");
     std::fs::write(&ips, "{pb_ips, [\"127.0.0.1\"]}.\n").expect("write");
-    let (cfg, warnings) =
-        BenchConfig::from_files(&[data("seed_003_riak291.config"), ips.clone(), over.clone()])
-            .expect("nhs config builds");
+    // put_unique_checkrepl is among the seed's operations, so replpb_ips is
+    // read too.
+    let e = BenchConfig::from_files(&[data("seed_003_riak291.config"), ips.clone()])
+        .expect_err("elided replpb_ips");
+    let msg = e.to_string();
+    assert!(
+        msg.starts_with("replpb_ips: expected a list")
+            && msg.contains("seed_003_riak291.config:21"),
+        "{msg}"
+    );
+    // With the two address lists given (the only override), the seed's
+    // config builds as it stands, put_unique_checkrepl included.
+    std::fs::write(
+        &ips,
+        "{pb_ips, [\"10.0.0.1\", \"10.0.0.2\"]}.\n{replpb_ips, [\"10.0.1.1\"]}.\n",
+    )
+    .expect("write");
+    let (cfg, warnings) = BenchConfig::from_files(&[data("seed_003_riak291.config"), ips.clone()])
+        .expect("nhs config builds");
     assert_eq!(cfg.driver, DriverKind::Nhs);
     assert!(warnings.is_empty(), "{warnings:?}");
+    let ops: Vec<(OpKind, u32)> = cfg.operations.iter().map(|o| (o.op, o.weight)).collect();
+    assert_eq!(
+        ops,
+        vec![
+            (OpKind::AlwaysGetPb, 460),
+            (OpKind::AlwaysGetUpdateWithout2i, 200),
+            (OpKind::PutUnique, 148),
+            (OpKind::PutUniqueCheckRepl, 2),
+            (OpKind::GetUnique, 190)
+        ]
+    );
+    let Some(NetOptions::Nhs(o)) = &cfg.net else {
+        panic!("nhs options")
+    };
+    assert_eq!(o.targets.len(), 2);
+    assert_eq!(o.repl_targets.len(), 1);
+    assert_eq!(o.repl_targets[0].to_string(), "10.0.1.1:8087");
+    assert_eq!(o.checkrepl_timeout, DEFAULT_CHECKREPL_TIMEOUT);
 
     // A later file overrides the driver and operations.
+    let over = dir.path().join("override.config");
     std::fs::write(
         &over,
         "{driver, basalt_embedded}.\n{operations, [{get, 460}, {update, 200}, {put, 148}]}.\n",

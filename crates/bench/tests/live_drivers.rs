@@ -5,26 +5,52 @@
 //! succeeded, no errors, and what was written reads back (values over PB
 //! and HTTP, 2i terms through range queries). A run against a closed port
 //! must fail before any load with a message naming the address.
+//!
+//! `put_unique_checkrepl` needs a passive cluster: node B, with node A
+//! configured to replicate to it in real time (`[repl] sinks`), so the op
+//! measures real replication; a node that never receives the writes shows
+//! the `replication_timeout` path.
 
+use basalt_bench::config::{BenchConfig, OpKind};
+use basalt_bench::driver::Outcome;
+use basalt_bench::netdriver::{NetShared, REPLICATION_TIMEOUT};
 use basalt_bench::riakpb::{PbClient, RiakKv};
 use basalt_bench::run::{run_files, RunOptions, RunOutcome};
+use basalt_server::config::ReplConfig;
 use basalt_server::{Config, ServerHandle};
 use riak_pb as pb;
-use std::path::Path;
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-fn start() -> (ServerHandle, tempfile::TempDir) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let c = Config {
-        data_dir: dir.path().join("node"),
+fn node_config(data_dir: PathBuf) -> Config {
+    Config {
+        data_dir,
         pb_listen: "127.0.0.1:0".into(),
         cluster_listen: "127.0.0.1:0".into(),
         http_listen: "127.0.0.1:0".into(),
         ring_size: 8,
         backend: "memory".into(),
         ..Config::default()
-    };
+    }
+}
+
+fn start() -> (ServerHandle, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = node_config(dir.path().join("node"));
     (ServerHandle::spawn(c).expect("spawn"), dir)
+}
+
+/// A node of its own cluster that replicates every write it coordinates,
+/// in real time, to the cluster of `sink` (the server's `[repl] sinks`).
+fn start_replicating_to(sink: &ServerHandle, dir: &Path) -> ServerHandle {
+    let mut c = node_config(dir.join("active"));
+    c.repl = ReplConfig {
+        sinks: vec![sink.cluster_addr().to_string()],
+        ..ReplConfig::default()
+    };
+    ServerHandle::spawn(c).expect("spawn the active node")
 }
 
 fn run(dir: &Path, name: &str, text: &str) -> anyhow::Result<RunOutcome> {
@@ -318,4 +344,225 @@ fn a_closed_port_fails_fast_with_a_clear_message() {
         )),
         "{stderr}"
     );
+}
+
+fn seed_003() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/seed_003_riak291.config")
+}
+
+fn latency_n(dir: &Path, label: &str) -> u64 {
+    let text = std::fs::read_to_string(dir.join(format!("{label}_latencies.csv")))
+        .unwrap_or_else(|e| panic!("{label}_latencies.csv: {e}"));
+    text.lines()
+        .skip(1)
+        .filter_map(|l| l.split(',').nth(2)?.trim().parse::<u64>().ok())
+        .sum()
+}
+
+#[test]
+fn nhs_checkrepl_measures_replication_to_a_sink_node() {
+    // B is the passive cluster; A replicates every write it coordinates
+    // to B (real-time replication of the server, nothing faked here).
+    let (b, dir) = start();
+    let a = start_replicating_to(&b, dir.path());
+    let pb = |h: &ServerHandle| format!("[{{\"127.0.0.1\", {}}}]", h.addr().port());
+    // 1. Seed 003's config as printed, with only the addresses, the
+    //    duration and the workers overridden. put_unique_checkrepl is 2 of
+    //    1000 ops, so a short run may draw none: this checks that the mix
+    //    runs cleanly; step 2 measures.
+    let over = dir.path().join("seed_003_override.config");
+    std::fs::write(
+        &over,
+        format!(
+            "{{pb_ips, {}}}.\n{{replpb_ips, {}}}.\n{{duration, 0.05}}.\n{{concurrent, 2}}.\n",
+            pb(&a),
+            pb(&b)
+        ),
+    )
+    .expect("write");
+    let out = run_files(
+        &[seed_003(), over],
+        &RunOptions {
+            results_parent: dir.path().join("results"),
+            name: Some("seed_003".into()),
+            quiet: true,
+            memory_limit: None,
+        },
+    )
+    .expect("seed 003 run");
+    assert_clean(&out, "seed 003");
+    assert!(latency_n(&out.dir, "put-unique") > 0);
+    assert!(out.dir.join("put-unique-checkrepl_latencies.csv").exists());
+
+    // 2. put_unique and put_unique_checkrepl one to one: the report gives
+    //    the replication delay.
+    let out = run(
+        dir.path(),
+        "checkrepl",
+        &format!(
+            "{{driver, basho_bench_driver_nhs}}.\n{{pb_ips, {}}}.\n{{replpb_ips, {}}}.\n\
+             {{mode, max}}.\n{{concurrent, 2}}.\n{{basalt_duration_secs, 3}}.\n\
+             {{report_interval, 1}}.\n{{unique, {{8000, skew_order}}}}.\n\
+             {{operations, [{{put_unique, 1}}, {{put_unique_checkrepl, 1}}]}}.\n",
+            pb(&a),
+            pb(&b)
+        ),
+    )
+    .expect("checkrepl run");
+    assert_clean(&out, "checkrepl");
+    let d = out.replication.clone().expect("replication delay");
+    assert!(d.put_n > 0 && d.check_n > 0, "{d:?}");
+    assert_eq!(d.timeouts, 0);
+    // Each checkrepl is a put_unique plus at least one GET on B (and the
+    // replication between): over hundreds of ops its mean is the larger.
+    assert!(d.check_mean > d.put_mean, "{d:?}");
+    let report = std::fs::read_to_string(&out.report).expect("report");
+    assert!(
+        report.contains("## Replication delay")
+            && report.contains("replication delay: put_unique_checkrepl mean − put_unique mean = ")
+            && report
+                .contains("replication delay: put_unique_checkrepl median − put_unique median = "),
+        "{report}"
+    );
+    assert!(report.contains("passive cluster (replpb_ips"), "{report}");
+    // The documents reached B by replication (the bench wrote only to A):
+    // both ops' keys, all with their last-modified term.
+    let docs = |h: &ServerHandle| {
+        range_count(
+            &mut pb_client(h),
+            b"domainDocument",
+            b"lastmodified_bin",
+            b"2000",
+            b"9999",
+        )
+    };
+    let on_a = docs(&a);
+    assert!(on_a as u64 >= d.put_n + d.check_n, "{on_a} on A, {d:?}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while docs(&b) < on_a && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(docs(&b), on_a, "every document replicated to B");
+    // The poll's resolution: one not-found GET round trip on B.
+    let mut c = pb_client(&b);
+    let req = pb::RpbGetReq {
+        bucket: b"domainDocument".to_vec(),
+        key: b"never-written".to_vec(),
+        ..Default::default()
+    };
+    let t = Instant::now();
+    for _ in 0..200 {
+        assert!(c.get(&req).expect("get").is_none());
+    }
+    eprintln!(
+        "replication delay over {} + {} ops: {}; a not-found GET on B takes {:.0} µs",
+        d.put_n,
+        d.check_n,
+        d.lines().join("; "),
+        t.elapsed().as_secs_f64() * 1e6 / 200.0
+    );
+    a.shutdown().expect("shutdown A");
+    b.shutdown().expect("shutdown B");
+}
+
+#[test]
+fn nhs_checkrepl_times_out_when_the_key_never_arrives() {
+    // A replicates nowhere; C is a node that never receives A's writes.
+    let (a, dir) = start();
+    let c_dir = tempfile::tempdir().expect("tempdir");
+    let c = ServerHandle::spawn(node_config(c_dir.path().join("node"))).expect("spawn C");
+    let text = |bound_ms: u64| {
+        format!(
+            "{{driver, nhs}}.\n{{pb_ips, [{{\"127.0.0.1\", {}}}]}}.\n\
+             {{replpb_ips, [{{\"127.0.0.1\", {}}}]}}.\n{{basalt_checkrepl_timeout, {bound_ms}}}.\n\
+             {{unique, {{1000, key_order}}}}.\n{{mode, max}}.\n{{concurrent, 2}}.\n\
+             {{basalt_duration_secs, 2}}.\n{{report_interval, 1}}.\n\
+             {{operations, [{{put_unique, 1}}, {{put_unique_checkrepl, 1}}]}}.\n",
+            a.addr().port(),
+            c.addr().port()
+        )
+    };
+    // 1. One driver by hand: the op ends with the named error once the
+    //    bound has passed (a GET round trip later), and the same driver
+    //    goes on.
+    let (cfg, _) = BenchConfig::from_text(&text(300)).expect("cfg");
+    let stop = Arc::new(AtomicBool::new(false));
+    let shared = NetShared::new(&cfg, cfg.net.clone().expect("net"), stop.clone());
+    let mut drv = shared.driver(&cfg, 1).expect("driver");
+    let t = Instant::now();
+    let e = drv
+        .run(OpKind::PutUniqueCheckRepl, b"", b"")
+        .expect_err("never replicated");
+    let took = t.elapsed();
+    assert_eq!(e.reason, REPLICATION_TIMEOUT);
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_millis(1300),
+        "{took:?}"
+    );
+    assert_eq!(
+        drv.run(OpKind::PutUnique, b"", b"").expect("put_unique"),
+        Outcome::Done
+    );
+    // The end of the run (the stop flag) cuts the polling short: the op
+    // is dropped uncounted (silent), not reported as a timeout.
+    let (cfg, _) = BenchConfig::from_text(&text(60_000)).expect("cfg");
+    let shared = NetShared::new(&cfg, cfg.net.clone().expect("net"), stop.clone());
+    let mut drv = shared.driver(&cfg, 2).expect("driver");
+    let setter = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            stop.store(true, Ordering::SeqCst);
+        })
+    };
+    let t = Instant::now();
+    assert_eq!(
+        drv.run(OpKind::PutUniqueCheckRepl, b"", b"")
+            .expect("cut by the stop"),
+        Outcome::Silent
+    );
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    setter.join().expect("setter");
+
+    // 2. A whole run: every checkrepl is a replication_timeout, the
+    //    workers keep going (put_unique ops between them), the run ends on
+    //    time and the report has no replication figure (nothing measured).
+    let t = Instant::now();
+    let out = run(dir.path(), "timeout", &text(200)).expect("timeout run");
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    assert_eq!(out.exit_code, 0);
+    assert!(out.errors > 0, "no timeouts");
+    assert_eq!(latency_n(&out.dir, "put-unique-checkrepl"), 0);
+    assert!(latency_n(&out.dir, "put-unique") > out.errors);
+    let errors = std::fs::read_to_string(out.dir.join("errors.csv")).expect("errors.csv");
+    assert_eq!(errors.lines().count(), 2, "{errors}");
+    assert!(
+        errors.contains(&format!(
+            "\"{{{{put_unique_checkrepl,put_unique_checkrepl}},{REPLICATION_TIMEOUT}}}\",\"{}\"",
+            out.errors
+        )),
+        "{errors}"
+    );
+    assert!(out.replication.is_none());
+
+    // 3. A passive cluster that cannot be reached stops the run before any
+    //    load, named as such.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").port()
+    };
+    let closed = text(200).replace(
+        &format!("{{\"127.0.0.1\", {}}}", c.addr().port()),
+        &format!("{{\"127.0.0.1\", {port}}}"),
+    );
+    let e = run(dir.path(), "closed_passive", &closed).expect_err("passive closed");
+    assert!(
+        format!("{e:#}").contains(&format!(
+            "cannot reach Riak PB of the passive cluster (replpb_ips) at 127.0.0.1:{port}: \
+             connection refused"
+        )),
+        "{e:#}"
+    );
+    a.shutdown().expect("shutdown A");
+    c.shutdown().expect("shutdown C");
 }
