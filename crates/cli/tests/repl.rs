@@ -10,7 +10,7 @@
 //! Sizes are small for CI; `BASALT_LONG_TESTS=1` runs longer loads.
 
 mod common;
-use common::procs::{form_cluster, test_dir, Client, NodeProc};
+use common::procs::{form_cluster, test_dir, Client, KeyState, NodeProc};
 use common::{admin, long, wait_for};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -64,7 +64,7 @@ fn load(
             if c.put(&key, &format!("v{i}")).is_err() {
                 continue;
             }
-            if i % 5 == 0 && c.delete(&key).is_ok() {
+            if i.is_multiple_of(5) && c.delete(&key).is_ok() {
                 deleted.push(key);
             } else {
                 live.push(key);
@@ -75,7 +75,7 @@ fn load(
 }
 
 /// key → (clock, siblings) of bucket `b`, read through `node`.
-fn contents(node: &str) -> BTreeMap<Vec<u8>, (Vec<u8>, Vec<Vec<u8>>)> {
+fn contents(node: &str) -> BTreeMap<Vec<u8>, KeyState> {
     let mut c = Client::connect(node);
     let mut out = BTreeMap::new();
     for k in c.list_keys("b").expect("list keys") {
@@ -169,4 +169,122 @@ fn two_clusters_replicating_both_ways_converge_after_node_kills() {
         b_del.len(),
         ca.len()
     );
+}
+
+/// One node per cluster: a filter keeps a bucket out, timed deletes are
+/// reaped on the source and their reaps replicated (a sink with
+/// `delete_mode = keep` keeps its tombstones and counts the reaps
+/// skipped), entries sent equal entries applied, a suspended sink queues
+/// and a resumed one catches up — also across a clean restart of the
+/// source (the queue is on disk) — and bad sinks are refused with reasons.
+#[test]
+fn one_way_filters_reaps_suspend_restart_and_bad_sinks() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (root, _guard) = test_dir();
+    let mut sink = NodeProc::new(&root, 2);
+    let sink_cfg = root.join("sink.toml");
+    std::fs::write(&sink_cfg, "delete_mode = \"keep\"\n").expect("config");
+    sink.config = Some(sink_cfg);
+    sink.start();
+    let mut source = NodeProc::new(&root, 1);
+    let cfg = root.join("source.toml");
+    let text = repl_config("s", "prefix:b", &sink.cluster, "", "")
+        .replace("delete_mode = \"immediate\"", "delete_mode = 300");
+    std::fs::write(&cfg, text).expect("config");
+    source.config = Some(cfg);
+    source.start();
+    let mut c = Client::connect(&source.pb);
+    for i in 0..50 {
+        c.put(&format!("k{i}"), "v").expect("put");
+    }
+    for i in 0..10 {
+        c.put_in("private", &format!("p{i}"), "v")
+            .expect("put private");
+        c.delete(&format!("k{i}")).expect("delete");
+    }
+    // 50 objects, 10 tombstones and, once reaped, 10 reaps.
+    wait_for(
+        "entries and reaps delivered",
+        Duration::from_secs(30),
+        || status_value(&source.cluster, "sent") == 70 && all_drained(&[&source]),
+    );
+    assert_eq!(status_value(&source.cluster, "reaps sent"), 10);
+    assert_eq!(status_value(&source.cluster, "discarded"), 0);
+    assert_eq!(status_value(&sink.cluster, "received"), 60);
+    assert_eq!(status_value(&sink.cluster, "reaps skipped"), 10, "keep");
+    let mut s = Client::connect(&sink.pb);
+    assert!(
+        s.list_keys("private").expect("list").is_empty(),
+        "filtered bucket leaked"
+    );
+    for i in 0..50 {
+        let got = s.get_state("b", format!("k{i}").as_bytes()).expect("get");
+        assert_eq!(got.is_some(), i >= 10, "k{i} on the sink");
+    }
+    // Suspended: queued, not delivered; kept across a clean restart.
+    let (ok, out) = admin(&source.cluster, &["repl", "sink", "suspend", "s"]);
+    assert!(ok, "{out}");
+    for i in 50..55 {
+        c.put(&format!("k{i}"), "v").expect("put");
+    }
+    assert_eq!(status_value(&source.cluster, "waiting"), 5);
+    assert!(source.terminate(), "clean stop");
+    source.start();
+    assert_eq!(
+        status_value(&source.cluster, "waiting"),
+        5,
+        "queue kept across a restart"
+    );
+    let (_, st) = admin(&source.cluster, &["repl", "status"]);
+    assert!(st.contains("sink s: suspended"), "{st}");
+    let (ok, out) = admin(&source.cluster, &["repl", "sink", "resume", "s"]);
+    assert!(ok, "{out}");
+    wait_for("the suspended writes", Duration::from_secs(30), || {
+        (50..55).all(|i| {
+            s.get_state("b", format!("k{i}").as_bytes())
+                .is_ok_and(|g| g.is_some())
+        })
+    });
+    // Bad sinks, refused with the reason; the node keeps serving.
+    let (ok, out) = admin(
+        &source.cluster,
+        &["repl", "sink", "add", "me", "--peers", &source.cluster],
+    );
+    assert!(!ok && out.contains("cannot replicate to itself"), "{out}");
+    let (ok, out) = admin(
+        &source.cluster,
+        &["repl", "sink", "add", "pb", "--peers", &sink.pb],
+    );
+    assert!(!ok && out.contains("no peer of sink pb answered"), "{out}");
+    let (ok, out) = admin(
+        &source.cluster,
+        &[
+            "repl",
+            "sink",
+            "add",
+            "x",
+            "--peers",
+            &sink.cluster,
+            "--filter",
+            "all",
+        ],
+    );
+    assert!(!ok && out.contains("bad repl filter"), "{out}");
+    let (ok, out) = admin(
+        &source.cluster,
+        &[
+            "repl",
+            "sink",
+            "add",
+            "t",
+            "--peers",
+            &sink.cluster,
+            "--filter",
+            "type:none",
+        ],
+    );
+    assert!(ok, "{out}");
+    let (ok, out) = admin(&source.cluster, &["repl", "sink", "remove", "t"]);
+    assert!(ok && out.contains("removed"), "{out}");
+    c.put("after", "v").expect("the node keeps serving");
 }

@@ -10,6 +10,9 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// A key's clock and sorted sibling values.
+pub type KeyState = (Vec<u8>, Vec<Vec<u8>>);
+
 /// A temporary directory for the nodes; kept (and printed) when
 /// `BASALT_KEEP_TEST_DIRS` is set, to read the node logs after a failure.
 pub fn test_dir() -> (PathBuf, Option<tempfile::TempDir>) {
@@ -264,11 +267,7 @@ impl Client {
 
     /// (vclock, sibling values sorted) of `bucket`/`key` read with r = n,
     /// `None` when not found.
-    pub fn get_state(
-        &mut self,
-        bucket: &str,
-        key: &[u8],
-    ) -> Result<Option<(Vec<u8>, Vec<Vec<u8>>)>, String> {
+    pub fn get_state(&mut self, bucket: &str, key: &[u8]) -> Result<Option<KeyState>, String> {
         let req = pb::RpbGetReq {
             bucket: bucket.as_bytes().to_vec(),
             key: key.to_vec(),

@@ -5,7 +5,7 @@
 //! never queued for replication again, so two clusters that replicate to
 //! each other converge without loops. A reap removes the tombstone here
 //! only if every replica holds it with the reaped clock (a write that
-//! raced it survives). The changes of one key are applied in order; up to
+//! raced it survives), and never where `delete_mode` is `keep`. The changes of one key are applied in order; up to
 //! [`REPL_APPLY_PARALLEL`] keys at once. The reply is `Ok` only when all
 //! were applied, so the source keeps what failed.
 //!
@@ -109,6 +109,11 @@ impl Node {
                         self.repl_sink
                             .record_lag(now_us.saturating_sub(modified_us) / 1000);
                     }
+                }
+                ReplItem::Reap(..)
+                    if self.config.delete_mode == crate::config::DeleteMode::Keep =>
+                {
+                    self.repl_sink.reaps_skipped.fetch_add(1, Ordering::Relaxed);
                 }
                 ReplItem::Reap(bucket, key, clock) => {
                     let vc = VClock::decode(&clock).map_err(|e| format!("bad reap clock: {e}"))?;
