@@ -1,7 +1,7 @@
 //! Replication between clusters with real processes: two clusters of
 //! three nodes (ring 16) replicating to each other under load from both
-//! sides, with a sink node and a source node killed (`kill -9`) and
-//! restarted mid-load; after the queues drain and full-syncs report both
+//! sides, with a sink node, a source node, then the whole sink cluster
+//! killed (`kill -9`) and restarted mid-load; after the queues drain and full-syncs report both
 //! clusters in sync, every key is compared between the clusters (clock
 //! and siblings), every acknowledged write is present and every delete
 //! stayed deleted. A single-node pair checks filters, reaps and the
@@ -116,6 +116,15 @@ fn two_clusters_replicating_both_ways_converge_after_node_kills() {
     a[2].kill9();
     std::thread::sleep(Duration::from_secs(1));
     a[2].start();
+    std::thread::sleep(Duration::from_secs(secs / 3));
+    // The whole of B goes down and comes back: A's queues hold its writes.
+    for n in b.iter_mut() {
+        n.kill9();
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    for n in b.iter_mut() {
+        n.start();
+    }
     std::thread::sleep(Duration::from_secs(secs / 3));
     stop.store(true, Ordering::Release);
     let (a_live, a_del) = la.join().expect("load a");
