@@ -22,6 +22,7 @@
 //!   types and props, which the sink merges by change stamp (as gossip).
 
 mod memqueue;
+pub mod queue;
 
 use crate::cluster::{Msg, Reply, CONTROL_TIMEOUT};
 use crate::kv::{GetOpts, GetOutcome};
