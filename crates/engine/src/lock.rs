@@ -63,7 +63,12 @@ pub fn check_marker(dir: &Path, marker: &str) -> Result<bool> {
                 .map(|e| e.file_name().to_string_lossy().into_owned())
                 .filter(|n| n != "LOCK")
                 .collect();
-            if !others.is_empty() {
+            if others == ["STORE.tmp"] {
+                // The marker's own atomic write was cut short (kill -9 while
+                // the store was being created): nothing else exists yet.
+                let tmp = dir.join("STORE.tmp");
+                std::fs::remove_file(&tmp).ctx("remove", &tmp)?;
+            } else if !others.is_empty() {
                 return Err(Error::WrongStore {
                     path: dir.to_path_buf(),
                     found: format!("no STORE marker but other files ({})", others.join(", ")),
@@ -80,6 +85,18 @@ pub fn check_marker(dir: &Path, marker: &str) -> Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cut_short_marker_write_is_a_new_store_and_other_files_are_foreign() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("STORE.tmp"), b"basalt-le").unwrap();
+        assert!(check_marker(d.path(), "m").unwrap(), "created");
+        assert!(!check_marker(d.path(), "m").unwrap(), "found");
+        let e = tempfile::tempdir().unwrap();
+        std::fs::write(e.path().join("STORE.tmp"), b"x").unwrap();
+        std::fs::write(e.path().join("data"), b"x").unwrap();
+        assert!(check_marker(e.path(), "m").is_err());
+    }
 
     #[test]
     fn second_lock_fails_then_succeeds_after_release() {

@@ -87,7 +87,16 @@ sinks = []
 # Objects up to this size (bytes) are queued whole; larger ones as
 # references, read when delivered. Tombstones are always whole.
 object_limit_bytes = 204800
-# Entries of each priority kept in memory per queue; more spill to disk.
+# Every queued entry is written to the queue's file before the PUT that
+# queued it returns (to the kernel, no fsync: one write(2)), so a node
+# killed at any moment loses nothing queued. false: the first
+# queue_memory_entries of each priority stay in memory (a kill -9 loses
+# them; a clean stop does not; a full-sync repairs them, but a lost delete
+# or reap can then come back from the other cluster unless
+# delete_mode = "keep").
+queue_write_through = true
+# Entries of each priority kept in memory per queue (read ahead of
+# delivery; without write-through also new entries) before spilling.
 queue_memory_entries = 10000
 # Entries of each priority per queue (memory + disk); beyond it new entries
 # are discarded and counted (a full-sync repairs them).
@@ -408,6 +417,8 @@ pub struct ReplConfig {
     pub sinks: Vec<String>,
     /// Objects up to this size are queued whole, larger ones as references.
     pub object_limit_bytes: u64,
+    /// Every entry written to disk (the kernel) before `push` returns.
+    pub queue_write_through: bool,
     /// Entries of each priority in memory per queue before spilling.
     pub queue_memory_entries: usize,
     /// Entries of each priority per queue; beyond it new ones are discarded.
@@ -547,6 +558,7 @@ impl Default for ReplConfig {
         ReplConfig {
             sinks: Vec::new(),
             object_limit_bytes: 200 * 1024,
+            queue_write_through: true,
             queue_memory_entries: 10_000,
             queue_max_entries: 1_000_000,
             sink: Vec::new(),

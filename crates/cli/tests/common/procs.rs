@@ -95,6 +95,19 @@ impl NodeProc {
         self.assert_running();
     }
 
+    /// Panics with the end of its log if the process has exited (or is a
+    /// zombie waiting to be reaped), without needing `&mut`.
+    pub fn check_alive(&self) {
+        let Some(c) = &self.child else { return };
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", c.id())).unwrap_or_default();
+        let state = stat.rsplit(") ").next().and_then(|r| r.chars().next());
+        if matches!(state, None | Some('Z') | Some('X')) {
+            let log = std::fs::read_to_string(self.dir.with_extension("log")).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(5).collect();
+            panic!("{} exited: {:?}", self.name, tail);
+        }
+    }
+
     /// Panics with the end of its log if the process has exited.
     pub fn assert_running(&mut self) {
         let exited = self

@@ -214,6 +214,11 @@ pub struct QueueLimits {
     pub max_entries: u64,
     /// Size at which a spill file rolls.
     pub spill_file_bytes: u64,
+    /// Every entry goes to the spill file at once, written to the kernel
+    /// (one `write(2)`, no fsync) before `push` returns, so a process
+    /// killed at any moment loses nothing it queued; memory only holds
+    /// entries read back ahead of delivery.
+    pub write_through: bool,
 }
 
 impl Default for QueueLimits {
@@ -222,6 +227,7 @@ impl Default for QueueLimits {
             memory_entries: DEFAULT_MEMORY_ENTRIES,
             max_entries: DEFAULT_MAX_ENTRIES,
             spill_file_bytes: DEFAULT_SPILL_FILE_BYTES,
+            write_through: false,
         }
     }
 }
@@ -591,6 +597,12 @@ struct Disk {
     /// Files rolled since the last fsync.
     unsynced: Vec<u64>,
     read_errors: u32,
+    /// Write-through: a file read to its end is deleted only once every
+    /// entry read from it was acked (`pending` per file; `retired` = read
+    /// to the end, waiting for those acks), so a crash finds it again.
+    keep_until_acked: bool,
+    pending: std::collections::BTreeMap<u64, u64>,
+    retired: std::collections::BTreeSet<u64>,
     /// A file was created since the directory was last synced.
     created: bool,
 }
@@ -649,7 +661,45 @@ impl Disk {
             reader: None,
             unsynced: Vec::new(),
             read_errors: 0,
+            keep_until_acked: false,
+            pending: Default::default(),
+            retired: Default::default(),
             created: false,
+        }
+    }
+
+    /// Deletes file `no` now, or once the entries read from it are acked.
+    fn drop_file(&mut self, no: u64) {
+        if self.keep_until_acked && self.pending.get(&no).is_some_and(|n| *n > 0) {
+            self.retired.insert(no);
+        } else {
+            remove_logged(&self.path(no));
+        }
+    }
+
+    /// An entry read from file `no` was acked (or dropped).
+    fn release(&mut self, no: u64) {
+        let left = match self.pending.get_mut(&no) {
+            Some(n) => {
+                *n = n.saturating_sub(1);
+                *n
+            }
+            None => return,
+        };
+        if left == 0 {
+            self.pending.remove(&no);
+            if self.retired.remove(&no) {
+                remove_logged(&self.path(no));
+            }
+        }
+    }
+
+    /// Every entry read but not acked is persisted elsewhere (close) or
+    /// dropped (clear): the retired files go.
+    fn forget_pending(&mut self) {
+        self.pending.clear();
+        for no in std::mem::take(&mut self.retired) {
+            remove_logged(&self.path(no));
         }
     }
 
@@ -687,12 +737,30 @@ impl Disk {
         Ok(())
     }
 
+    /// Hands the writer's buffered records to the kernel (no fsync).
+    fn write_out(&mut self) -> Result<(), QueueError> {
+        let Some(no) = self.writer.as_ref().map(|w| w.no) else {
+            return Ok(());
+        };
+        let path = self.path(no);
+        match self.writer.as_mut() {
+            Some(w) => w.out.flush().map_err(io_err("write", &path)),
+            None => Ok(()),
+        }
+    }
+
     /// Creates the next spill file after the last one.
     fn start_file(&mut self) -> Result<SpillWriter, QueueError> {
-        let next = self
+        // After the last file, including files kept for unacked entries.
+        let last = self
             .files
             .back()
-            .map_or(Some(FIRST_FILE_NO), |f| f.no.checked_add(1));
+            .map(|f| f.no)
+            .into_iter()
+            .chain(self.retired.iter().copied())
+            .chain(self.pending.keys().copied())
+            .max();
+        let next = last.map_or(Some(FIRST_FILE_NO), |n| n.checked_add(1));
         let no = next.ok_or_else(|| exhausted(&self.dir))?;
         let path = self.path(no);
         let file = OpenOptions::new()
@@ -754,7 +822,7 @@ impl Disk {
 
     /// Next entry from the first file; None when the disk part is drained
     /// or caught up with the writer. Damage is skipped (and counted).
-    fn read_one(&mut self, corrupt: &mut u64) -> Result<Option<Entry>, QueueError> {
+    fn read_one(&mut self, corrupt: &mut u64) -> Result<Option<(Entry, u64)>, QueueError> {
         while let Some(front) = self.files.front().copied() {
             if self.writer.as_ref().is_some_and(|w| w.no == front.no) {
                 self.write_buffer()?;
@@ -762,7 +830,10 @@ impl Disk {
             match self.read_front(front)? {
                 Some(Next::Entry(entry)) => {
                     self.advance();
-                    return Ok(Some(entry));
+                    if self.keep_until_acked {
+                        *self.pending.entry(front.no).or_default() += 1;
+                    }
+                    return Ok(Some((entry, front.no)));
                 }
                 Some(Next::Damaged) => {
                     self.damaged(front, corrupt);
@@ -843,7 +914,7 @@ impl Disk {
         if self.writing(front.no) {
             self.writer = None;
         }
-        remove_logged(&self.path(front.no));
+        self.drop_file(front.no);
     }
 
     /// A read failed: retry at the next refill; after [`READ_ATTEMPTS`]
@@ -868,7 +939,7 @@ impl Disk {
         self.writer = None;
         self.unsynced.clear();
         for f in std::mem::take(&mut self.files) {
-            remove_logged(&self.path(f.no));
+            self.drop_file(f.no);
         }
     }
 
@@ -902,10 +973,16 @@ impl Disk {
 
     /// Number of a new file in front of all others.
     fn head_no(&self) -> Result<u64, QueueError> {
-        let previous = self
+        // Before the first file, including files kept for unacked entries.
+        let first = self
             .files
             .front()
-            .map_or(Some(FIRST_FILE_NO), |f| f.no.checked_sub(1));
+            .map(|f| f.no)
+            .into_iter()
+            .chain(self.retired.iter().copied())
+            .chain(self.pending.keys().copied())
+            .min();
+        let previous = first.map_or(Some(FIRST_FILE_NO), |n| n.checked_sub(1));
         previous.ok_or_else(|| exhausted(&self.dir))
     }
 }
@@ -917,6 +994,9 @@ impl Disk {
 struct Slot {
     seq: u64,
     entry: Entry,
+    /// Write-through: the spill file it was read from (deleted only
+    /// once all its entries are acked).
+    file: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -928,8 +1008,9 @@ struct Lane {
 }
 
 impl Lane {
-    fn open(dir: &Path, p: Priority, files: VecDeque<QueueFile>) -> Lane {
+    fn open(dir: &Path, p: Priority, files: VecDeque<QueueFile>, keep_until_acked: bool) -> Lane {
         let mut disk = Disk::new(dir, p, files);
+        disk.keep_until_acked = keep_until_acked;
         disk.settle();
         Lane {
             memory: VecDeque::new(),
@@ -942,11 +1023,12 @@ impl Lane {
         self.memory.len() as u64 + self.disk.entries
     }
 
-    fn push_memory(&mut self, entry: Entry) {
+    fn push_memory(&mut self, entry: Entry, file: Option<u64>) {
         debug_assert!(self.memory.back().is_none_or(|s| s.seq < self.next_seq));
         self.memory.push_back(Slot {
             seq: self.next_seq,
             entry,
+            file,
         });
         self.next_seq += 1;
     }
@@ -972,10 +1054,11 @@ impl Lane {
             && bytes < REFILL_BYTES
         {
             match self.disk.read_one(corrupt) {
-                Ok(Some(entry)) => {
+                Ok(Some((entry, no))) => {
                     read += 1;
                     bytes += entry.size();
-                    self.push_memory(entry);
+                    let file = self.disk.keep_until_acked.then_some(no);
+                    self.push_memory(entry, file);
                 }
                 Ok(None) => break,
                 Err(error) => {
@@ -1035,8 +1118,14 @@ impl DurableQueue {
             Some(files) => (files, true),
             None => (scan_files(dir, &found, &mut corrupt)?, false),
         };
-        let lanes = [Priority::Requeue, Priority::FullSync, Priority::RealTime]
-            .map(|p| Lane::open(dir, p, std::mem::take(&mut files[p.index()])));
+        let lanes = [Priority::Requeue, Priority::FullSync, Priority::RealTime].map(|p| {
+            Lane::open(
+                dir,
+                p,
+                std::mem::take(&mut files[p.index()]),
+                limits.write_through,
+            )
+        });
         let inner = Inner {
             dir: dir.to_path_buf(),
             limits,
@@ -1097,8 +1186,11 @@ impl DurableQueue {
     pub fn ack(&self, tickets: &[u64]) {
         let mut inner = self.inner.lock();
         for ticket in tickets {
-            if inner.in_flight.remove(ticket).is_some() {
+            if let Some(taken) = inner.in_flight.remove(ticket) {
                 inner.stats.acked += 1;
+                if let Some(no) = taken.slot.file {
+                    inner.lanes[taken.p.index()].disk.release(no);
+                }
             }
         }
         inner.check();
@@ -1148,7 +1240,11 @@ impl DurableQueue {
         let mut result = Ok(());
         for lane in &mut inner.lanes {
             dropped += lane.memory.len() as u64;
-            lane.memory.clear();
+            for slot in std::mem::take(&mut lane.memory) {
+                if let Some(no) = slot.file {
+                    lane.disk.release(no);
+                }
+            }
             match lane.disk.clear() {
                 Ok(n) => dropped += n,
                 Err(e) => result = result.and(Err(e)),
@@ -1197,8 +1293,11 @@ impl Inner {
             self.stats.discarded += 1;
             return Ok(false);
         }
-        if lane.disk.is_empty() && lane.memory.len() < self.limits.memory_entries {
-            lane.push_memory(e);
+        let to_memory = !self.limits.write_through
+            && lane.disk.is_empty()
+            && lane.memory.len() < self.limits.memory_entries;
+        if to_memory {
+            lane.push_memory(e, None);
             self.stats.pushed += 1;
             return Ok(true);
         }
@@ -1206,7 +1305,17 @@ impl Inner {
             self.stats.discarded += 1; // not reached: the size was checked
             return Ok(false);
         };
-        if let Err(error) = lane.disk.append(&record, self.limits.spill_file_bytes) {
+        let appended = lane
+            .disk
+            .append(&record, self.limits.spill_file_bytes)
+            .and_then(|()| {
+                if self.limits.write_through {
+                    lane.disk.write_out()
+                } else {
+                    Ok(())
+                }
+            });
+        if let Err(error) = appended {
             self.stats.discarded += 1;
             lane.disk.settle();
             return Err(error);
@@ -1298,6 +1407,7 @@ impl Inner {
         }
         let lane = &mut self.lanes[p.index()];
         lane.memory.clear();
+        lane.disk.forget_pending();
         lane.disk
             .files
             .push_front(QueueFile::unread(no, count, false));
@@ -1528,6 +1638,7 @@ mod tests {
             memory_entries,
             max_entries,
             spill_file_bytes,
+            write_through: false,
         }
     }
 
@@ -1940,19 +2051,44 @@ mod tests {
         [Priority::Requeue, Priority::FullSync, Priority::RealTime][i]
     }
 
+    #[test]
+    fn write_through_loses_nothing_at_a_crash() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let lim = QueueLimits {
+            write_through: true,
+            ..limits(100, 1000, 1 << 20)
+        };
+        let (q, _) = open(d.path(), lim);
+        push_ids(&q, Priority::RealTime, 0..20);
+        let taken = q.take(5, usize::MAX);
+        q.ack(&taken.iter().map(|t| t.0).collect::<Vec<_>>());
+        std::mem::forget(q); // as a kill -9: no close, no buffer flushed
+        let (q, report) = open(d.path(), lim);
+        assert!(!report.clean);
+        // Delivered entries come again (delivery is idempotent); none lost.
+        assert_eq!(q.waiting()[Priority::RealTime.index()], 20);
+    }
+
     const MODEL_LIMITS: QueueLimits = QueueLimits {
         memory_entries: 3,
         max_entries: 12,
         spill_file_bytes: 160,
+        write_through: false,
     };
 
     /// Applies one op to both; checks what take returns.
-    fn step(q: &mut DurableQueue, m: &mut Model, dir: &Path, op: Op) -> Result<(), TestCaseError> {
+    fn step(
+        q: &mut DurableQueue,
+        m: &mut Model,
+        dir: &Path,
+        op: Op,
+        lim: QueueLimits,
+    ) -> Result<(), TestCaseError> {
         match op {
             Op::Push { p, len } => {
                 m.next_id += 1;
                 let e = entry(m.next_id, len);
-                let expected = m.waiting[p].len() < MODEL_LIMITS.max_entries as usize;
+                let expected = m.waiting[p].len() < lim.max_entries as usize;
                 if expected {
                     m.waiting[p].push_back(e.clone());
                 }
@@ -1994,7 +2130,7 @@ mod tests {
                 for (_, (i, e)) in std::mem::take(&mut m.in_flight) {
                     m.requeue(i, e);
                 }
-                let (reopened, report) = open(dir, MODEL_LIMITS);
+                let (reopened, report) = open(dir, lim);
                 *q = reopened;
                 prop_assert_eq!(
                     (report.recovered, report.clean, report.corrupt_skipped),
@@ -2015,14 +2151,18 @@ mod tests {
         /// counts agree after every step, close + reopen loses nothing,
         /// and once everything is delivered no file is left.
         #[test]
-        fn the_queue_behaves_as_the_model(ops in proptest::collection::vec(op(), 1..120)) {
+        fn the_queue_behaves_as_the_model(
+            ops in proptest::collection::vec(op(), 1..120),
+            write_through in any::<bool>(),
+        ) {
+            let lim = QueueLimits { write_through, ..MODEL_LIMITS };
             let dir = tempfile::tempdir().expect("tempdir");
-            let (mut q, _) = open(dir.path(), MODEL_LIMITS);
+            let (mut q, _) = open(dir.path(), lim);
             let mut m = Model::default();
             for op in ops {
-                step(&mut q, &mut m, dir.path(), op)?;
+                step(&mut q, &mut m, dir.path(), op, lim)?;
             }
-            step(&mut q, &mut m, dir.path(), Op::Nack(u64::MAX))?;
+            step(&mut q, &mut m, dir.path(), Op::Nack(u64::MAX), lim)?;
             let rest = m.take(usize::MAX, usize::MAX);
             let expected: Vec<(Priority, u64)> =
                 rest.iter().map(|(i, e)| (priority(*i), id_of(e))).collect();

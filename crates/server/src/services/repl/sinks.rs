@@ -121,6 +121,7 @@ impl ReplService {
             limits: QueueLimits {
                 memory_entries: config.queue_memory_entries,
                 max_entries: config.queue_max_entries,
+                write_through: config.queue_write_through,
                 ..QueueLimits::default()
             },
             sinks: RwLock::new(BTreeMap::new()),
