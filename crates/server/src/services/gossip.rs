@@ -360,6 +360,25 @@ impl Node {
         for (p, to) in &s.next {
             let _ = writeln!(out, "  partition {p:>4}: {} -> {to}", s.owner(*p));
         }
+        let me = self.router.cluster.me();
+        let owned: std::collections::BTreeSet<u32> = s.owned_by(me).into_iter().collect();
+        let fallbacks: Vec<u32> = self
+            .router
+            .local_vnodes()
+            .into_iter()
+            .map(|(p, _)| p)
+            .filter(|p| !owned.contains(p) && s.next.get(p).is_none_or(|to| to != me))
+            .collect();
+        let _ = writeln!(
+            out,
+            "vnodes held here for other owners (hinted handoff pending): {}{}",
+            fallbacks.len(),
+            if fallbacks.is_empty() {
+                String::new()
+            } else {
+                format!(" {fallbacks:?}")
+            }
+        );
         let h = self.router.cluster.handoffs();
         let _ = writeln!(
             out,
