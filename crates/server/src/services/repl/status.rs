@@ -71,6 +71,7 @@ impl Node {
         let ld = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let qs = |f: fn(super::queue::QueueStats) -> u64| sum(&|s| f(s.queue.stats()));
         let r = &self.repl_sink;
+        let fs = &self.fullsync_state;
         let waiting = sum(&|s| s.queue.waiting().iter().sum::<u64>() + s.queue.in_flight() as u64);
         vec![
             ("repl_sent_total", sum(&|s| ld(&s.stats.sent)), "Replication entries the sink clusters confirmed."),
@@ -93,7 +94,19 @@ impl Node {
             ("repl_time_over_1d_total", ld(&r.lag[4]), "... more than a day after."),
             ("repl_time_ms_sum_total", ld(&r.lag_ms_sum), "Sum of replication times (ms) of those objects, for the mean."),
             ("repl_fullsyncs_total", ld(&r.fullsyncs), "Full-syncs completed."),
-            ("repl_fullsync_pushed_total", ld(&r.fullsync_pushed), "Objects pushed by full-syncs."),
+            ("repl_fullsync_all_checks_total", ld(&fs.checks[0]), "Full-sync all checks run."),
+            ("repl_fullsync_day_checks_total", ld(&fs.checks[1]), "Full-sync day checks run."),
+            ("repl_fullsync_hour_checks_total", ld(&fs.checks[2]), "Full-sync hour checks run."),
+            ("repl_fullsync_range_checks_total", ld(&fs.checks[3]), "Full-sync range checks run."),
+            ("repl_fullsync_in_sync_total", ld(&fs.in_sync), "Full-sync checks that found both clusters in sync."),
+            ("repl_fullsync_not_in_sync_total", ld(&fs.not_in_sync), "Full-sync checks that found differences."),
+            ("repl_fullsync_failed_total", ld(&fs.failed), "Full-sync checks that failed."),
+            ("repl_fullsync_source_ahead_total", ld(&fs.source_ahead), "Keys full-syncs found newer here."),
+            ("repl_fullsync_sink_ahead_total", ld(&fs.sink_ahead), "Keys full-syncs found newer on the peer cluster."),
+            ("repl_fullsync_requeued_total", ld(&fs.requeued), "Keys full-syncs asked of the peer's queue."),
+            ("repl_fullsync_reaped_total", ld(&fs.reaped), "Lone tombstones full-syncs reaped or sent to be reaped."),
+            ("repl_fullsync_ms_total", ld(&fs.millis), "Milliseconds spent in full-sync checks."),
+            ("repl_fullsync_pushed_total", ld(&r.fullsync_pushed), "References full-syncs queued for the sink."),
             ("repl_queue", waiting, "Entries waiting or in flight in this node's replication queues."),
         ]
     }
@@ -108,6 +121,9 @@ impl Node {
         }
         for s in &sinks {
             out.push_str(&sink_status(s));
+        }
+        if let Some(last) = self.fullsync_state.last.lock().clone() {
+            out.push_str(&format!("last {}", last));
         }
         if self.repl.unclean.load(Ordering::Relaxed) {
             out.push_str("warning: a queue was not closed cleanly at the last stop; a full-sync repairs what it held in memory\n");
