@@ -730,7 +730,7 @@ fn bad_input_is_named_over_pb_and_http() {
         }
         .encode_to_vec()
     });
-    assert!(e.contains("not supported"), "{e}");
+    assert!(e.contains("no replication queue named q"), "{e}");
     let e = err(&mut c, code::AAE_FOLD_ERASE_KEYS_REQ, &|| {
         pb::RpbAaeFoldEraseKeysReq {
             bucket: b"b".to_vec(),

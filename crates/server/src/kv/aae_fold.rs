@@ -113,6 +113,15 @@ pub enum FoldQuery {
         /// Count only.
         count_only: bool,
     },
+    /// Queue every key of a range (tombstones included) as a reference on
+    /// this node's sink `queue` at requeue priority (Riak's
+    /// `repl_keys_range`); answers the count queued.
+    ReplKeys {
+        /// The range.
+        filter: RangeFilter,
+        /// The local sink (queue) name.
+        queue: String,
+    },
     /// Buckets holding anything, over the coverage of `n_val`.
     ListBuckets {
         /// Replicas of the coverage plan.
@@ -162,6 +171,7 @@ impl FoldQuery {
             FoldQuery::FindTombs { .. } => "find_tombs",
             FoldQuery::ReapTombs { .. } => "reap_tombs",
             FoldQuery::EraseKeys { .. } => "erase_keys",
+            FoldQuery::ReplKeys { .. } => "repl_keys_range",
             FoldQuery::ListBuckets { .. } => "list_buckets",
         }
     }
@@ -174,7 +184,8 @@ impl FoldQuery {
             | FoldQuery::ObjectStats { filter }
             | FoldQuery::FindTombs { filter }
             | FoldQuery::ReapTombs { filter, .. }
-            | FoldQuery::EraseKeys { filter, .. } => Some(filter),
+            | FoldQuery::EraseKeys { filter, .. }
+            | FoldQuery::ReplKeys { filter, .. } => Some(filter),
             _ => None,
         }
     }
@@ -415,11 +426,20 @@ impl Node {
                 Ok(FoldResult::Stats(acc.stats))
             }
             FoldQuery::ReapTombs { filter, count_only } => {
-                self.change_range(filter, RangeWant::Tombs, *count_only)
+                self.change_range(filter, RangeWant::Tombs, *count_only, None)
+                    .await
+            }
+            FoldQuery::ReplKeys { filter, queue } => {
+                let sink = self.repl.sink(queue).ok_or_else(|| {
+                    RequestError::Invalid(format!(
+                        "no replication queue named {queue} on this node"
+                    ))
+                })?;
+                self.change_range(filter, RangeWant::Clocks, false, Some(sink))
                     .await
             }
             FoldQuery::EraseKeys { filter, count_only } => {
-                self.change_range(filter, RangeWant::Live, *count_only)
+                self.change_range(filter, RangeWant::Live, *count_only, None)
                     .await
             }
             FoldQuery::ListBuckets { n_val } => {
@@ -530,6 +550,7 @@ impl Node {
         filter: &RangeFilter,
         want: RangeWant,
         count_only: bool,
+        requeue: Option<Arc<crate::services::repl::Sink>>,
     ) -> Result<FoldResult, RequestError> {
         if count_only {
             let acc = self.range_rounds(filter, want, true).await?;
@@ -556,6 +577,13 @@ impl Node {
                 };
                 let (keys, more) = (part.keys, part.more);
                 after = part.last;
+                if let Some(sink) = &requeue {
+                    dispatched += sink.requeue(keys);
+                    if !more || after.is_none() {
+                        break;
+                    }
+                    continue;
+                }
                 for chunk in keys.chunks(AAE_FOLD_CHANGE_PARALLEL) {
                     let jobs = chunk.iter().map(|(b, k, clock, _)| async move {
                         let vc = VClock::decode(clock)

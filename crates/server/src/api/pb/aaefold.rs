@@ -11,7 +11,8 @@
 //! * 215 `…FindKeysReq`, 218 `…FindTombsReq`, 216 `…ObjectStatsReq`, 230
 //!   `…ReapTombsReq`, 231 `…EraseKeysReq` → 222 `RpbAaeFoldKeyCountResp`;
 //! * 223 `…ListBucketsReq` → 224 `RpbAaeFoldListBucketsResp`;
-//! * 217 `…ReplKeysReq`, 219 `…RepairKeysReq`: refused (not supported).
+//! * 217 `…ReplKeysReq` (requeue a range on a local sink's queue) → the
+//!   count response; 219 `…RepairKeysReq`: refused (not supported).
 //!
 //! Trees in 220: `level_one` = one u64 (big-endian) per branch, each
 //! `level_two` entry = `branch:u32be | 256 × u64be` segment hashes,
@@ -265,9 +266,11 @@ fn query(node: &Node, c: u8, body: &[u8]) -> Result<FoldQuery, RequestError> {
             }
         }
         code::AAE_FOLD_REPL_KEYS_REQ => {
-            return Err(RequestError::Invalid(
-                "aae fold repl_keys_range is not supported".into(),
-            ))
+            let r: pb::RpbAaeFoldReplKeysReq = decode(body)?;
+            FoldQuery::ReplKeys {
+                queue: String::from_utf8_lossy(&r.queuename).into_owned(),
+                filter: fields_nosegs!(node, r)?,
+            }
         }
         code::AAE_FOLD_REPAIR_KEYS_REQ => {
             return Err(RequestError::Invalid(

@@ -63,6 +63,28 @@ impl Sink {
         self.spec.read().name.clone()
     }
 
+    /// Queues these keys (storage bucket, key, ...) as references at
+    /// requeue priority; the count accepted.
+    pub fn requeue(&self, keys: Vec<crate::kv::aae_fold::KeyEntry>) -> u64 {
+        let mut n = 0;
+        for (bucket, key, _, _) in keys {
+            let e = super::Entry {
+                bucket,
+                key,
+                payload: super::Payload::Ref { clock: Vec::new() },
+            };
+            if self
+                .queue
+                .push(super::Priority::Requeue, e)
+                .unwrap_or(false)
+            {
+                n += 1;
+            }
+        }
+        self.notify.notify_one();
+        n
+    }
+
     /// Whether delivery is suspended.
     pub fn suspended(&self) -> bool {
         self.spec.read().suspended
