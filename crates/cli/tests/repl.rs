@@ -141,13 +141,19 @@ fn two_clusters_replicating_both_ways_converge_after_node_kills() {
         let mut in_sync = true;
         for n in &a {
             let (ok, out) = admin(&n.cluster, &["repl", "fullsync", "all"]);
-            in_sync &= ok && out.contains(": in sync");
+            if !(ok && out.contains(": in sync")) {
+                eprintln!("round {rounds}, {}: {}", n.name, out.trim_end());
+                in_sync = false;
+            }
         }
         wait_for("repairs to drain", Duration::from_secs(60), || {
             all_drained(&everyone)
         });
         in_sync
     });
+    for n in a.iter_mut().chain(b.iter_mut()) {
+        n.assert_running();
+    }
     let (ca, cb) = (contents(&a[0].pb), contents(&b[0].pb));
     let differing: Vec<_> = ca
         .keys()
@@ -295,5 +301,6 @@ fn one_way_filters_reaps_suspend_restart_and_bad_sinks() {
     assert!(ok, "{out}");
     let (ok, out) = admin(&source.cluster, &["repl", "sink", "remove", "t"]);
     assert!(ok && out.contains("removed"), "{out}");
+    let mut c = Client::connect(&source.pb);
     c.put("after", "v").expect("the node keeps serving");
 }

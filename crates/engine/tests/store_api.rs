@@ -329,3 +329,47 @@ fn clean_reopen_skips_scanning_the_active_journal_file() {
         assert_eq!(o.value, i.to_le_bytes().repeat(100));
     }
 }
+
+/// A crash while a store is being created (its first journal file made,
+/// the journal manifest not yet written) leaves a store that opens as new,
+/// not one that asks for a repair (seen after `kill -9` of a node that was
+/// creating a vnode).
+#[test]
+fn a_store_whose_creation_was_interrupted_opens_as_new() {
+    let d = tempfile::tempdir().unwrap();
+    open(d.path()).close().unwrap();
+    let journal = d.path().join("journal");
+    std::fs::remove_file(journal.join("MANIFEST")).unwrap();
+    let s = open(d.path());
+    s.put(b"b", b"k", b"v", b"").unwrap();
+    s.close().unwrap();
+    drop(s);
+    // With a record in it the file is data: a missing manifest is damage.
+    std::fs::remove_file(journal.join("MANIFEST")).unwrap();
+    let e = Store::open(Config::test_min(d.path())).unwrap_err();
+    assert!(e.to_string().contains("repair"), "{e}");
+}
+
+/// The same for the ledger: a store cut short after its STORE marker and
+/// journal but before its ledger manifest opens as new.
+#[test]
+fn a_store_cut_short_before_its_ledger_manifest_opens_as_new() {
+    let d = tempfile::tempdir().unwrap();
+    open(d.path()).close().unwrap();
+    let ledger = d.path().join("ledger");
+    let ssts = std::fs::read_dir(&ledger)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".sst"))
+        })
+        .count();
+    assert_eq!(ssts, 0, "nothing flushed yet");
+    std::fs::remove_file(ledger.join("MANIFEST")).unwrap();
+    let s = open(d.path());
+    s.put(b"b", b"k", b"v", b"").unwrap();
+    assert_eq!(
+        s.get(b"b", b"k").unwrap().map(|o| o.value),
+        Some(b"v".to_vec())
+    );
+}

@@ -119,6 +119,11 @@ pub const REPL_DISCOVERY_INTERVAL: Duration = Duration::from_secs(60);
 /// How often a sender flushes its queue's buffered spill appends.
 pub const REPL_FLUSH_INTERVAL: Duration = Duration::from_secs(1);
 
+/// Real-time entries waiting in a queue beyond which new objects are
+/// queued as references (read at delivery), not whole: bounds the memory
+/// whole objects take (Riak's `replrtq_srcobjectlimit`).
+pub const REPL_WHOLE_OBJECTS: u64 = 1000;
+
 /// Sinks per node.
 pub const REPL_MAX_SINKS: usize = 16;
 

@@ -88,8 +88,23 @@ impl NodeProc {
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(60);
         while TcpStream::connect(&self.pb).is_err() {
+            self.assert_running();
             assert!(Instant::now() < deadline, "{} did not start", self.name);
             std::thread::sleep(Duration::from_millis(50));
+        }
+        self.assert_running();
+    }
+
+    /// Panics with the end of its log if the process has exited.
+    pub fn assert_running(&mut self) {
+        let exited = self
+            .child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten());
+        if let Some(status) = exited {
+            let log = std::fs::read_to_string(self.dir.with_extension("log")).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(5).collect();
+            panic!("{} exited ({status}): {:?}", self.name, tail);
         }
     }
 

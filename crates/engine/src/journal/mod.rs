@@ -223,6 +223,20 @@ pub(crate) fn create_data_file(dir: &Path, file_no: u64) -> Result<(PathBuf, Fil
 }
 
 /// Opens a closed data file and loads (or rebuilds) its index.
+/// Whether the data files without a manifest are what an interrupted
+/// [`Journal::create_fresh`] leaves: file 1 alone, no longer than its
+/// header (no record was ever appended: records follow the manifest).
+fn interrupted_creation(dir: &Path, on_disk: &std::collections::BTreeSet<u64>) -> Result<bool> {
+    if on_disk.len() != 1 || !on_disk.contains(&1) {
+        return Ok(false);
+    }
+    let path = dir.join(file::jnl_name(1));
+    let len = std::fs::metadata(&path)
+        .map_err(|e| Error::io("stat", &path, e))?
+        .len();
+    Ok(len <= file::JNL_HEADER_LEN)
+}
+
 fn open_closed(dir: &Path, file_no: u64, prev_hi: u64, random: bool) -> Result<ClosedFile> {
     let path = dir.join(file::jnl_name(file_no));
     let f = File::open(&path).ctx("open", &path)?;
@@ -359,6 +373,13 @@ impl Journal {
                 if on_disk.is_empty() {
                     return Self::create_fresh(dir, opts, stats);
                 }
+                if interrupted_creation(dir, &on_disk)? {
+                    // `create_fresh` makes file 1 before the manifest: a
+                    // crash between leaves one file with no record.
+                    tracing::warn!(dir = %dir.display(), "journal creation was interrupted (no manifest, one empty data file); starting afresh");
+                    remove_leftover(dir, 1)?;
+                    return Self::create_fresh(dir, opts, stats);
+                }
                 if !opts.repair_manifest {
                     return Err(manifest_error(
                         &manifest_path,
@@ -455,6 +476,8 @@ impl Journal {
         Ok(j)
     }
 
+    /// A new journal: data file 1, then the manifest listing it (a crash
+    /// between the two is recognised by [`interrupted_creation`]).
     fn create_fresh(dir: &Path, opts: JournalOptions, stats: Arc<Stats>) -> Result<Journal> {
         let (path, f) = create_data_file(dir, 1)?;
         if opts.fadvise_random {

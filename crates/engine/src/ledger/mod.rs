@@ -151,7 +151,8 @@ fn now_secs() -> u64 {
 
 impl Ledger {
     /// Opens the ledger in `dir`. With `create`, a missing manifest means a
-    /// new, empty ledger; otherwise it is an error telling how to repair.
+    /// new, empty ledger; otherwise it is an error telling how to repair,
+    /// unless the ledger holds no file at all (a creation cut short).
     pub fn open(
         dir: &Path,
         opts: LedgerOptions,
@@ -161,7 +162,15 @@ impl Ledger {
     ) -> Result<Ledger> {
         fsutil::ensure_dir(dir)?;
         let manifest_path = dir.join("MANIFEST");
-        let manifest = if create && !manifest_path.exists() {
+        let interrupted = !create && !manifest_path.exists() && !has_sst_files(dir)?;
+        if interrupted {
+            // The store's creation was cut short between its STORE marker
+            // and this manifest (a kill -9 while a vnode was being made):
+            // no file was ever flushed, so persisted SQN 0 is the truth and
+            // the journal replays everything.
+            tracing::warn!(target: "basalt::ledger", dir = %dir.display(), "ledger manifest missing and no ledger file: creation was interrupted; starting afresh");
+        }
+        let manifest = if (create || interrupted) && !manifest_path.exists() {
             let m = Manifest {
                 persisted_sqn: 0,
                 next_file_no: 1,
@@ -809,4 +818,15 @@ impl Shared {
         let reader = Arc::new(SstReader::open(&path)?);
         Ok(Arc::new(Table::new(file_no, summary, Ok(reader), path)))
     }
+}
+
+/// Whether `dir` holds any ledger file (`.sst`).
+fn has_sst_files(dir: &Path) -> Result<bool> {
+    for e in std::fs::read_dir(dir).ctx("list", dir)? {
+        let e = e.ctx("list", dir)?;
+        if e.file_name().to_string_lossy().ends_with(".sst") {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }

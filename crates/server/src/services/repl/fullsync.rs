@@ -64,7 +64,7 @@ pub struct FullSync {
     pub queued: u64,
     /// Keys asked of the peer's queue.
     pub requeued_to_peer: u64,
-    /// Lone tombstones reaped (here or there).
+    /// Lone tombstones reaped here or sent to be reaped there.
     pub reaped: u64,
     /// How long it took.
     pub duration: Duration,
@@ -78,7 +78,7 @@ impl FullSync {
             return "full-sync skipped (auto check suppressed after a futile one)\n".into();
         }
         format!(
-            "full-sync {kind} check: {} in {:.3} s; {} segments compared, source ahead {}, sink ahead {}; {} queued for the sink, {} asked of the peer's queue, {} tombstones reaped\n",
+            "full-sync {kind} check: {} in {:.3} s; {} segments compared, source ahead {}, sink ahead {}; {} queued for the sink, {} asked of the peer's queue, {} lone tombstones reaped or sent to be reaped\n",
             if self.in_sync { "in sync" } else { "not in sync" },
             self.duration.as_secs_f64(),
             self.segments,

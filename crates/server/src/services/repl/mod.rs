@@ -7,8 +7,8 @@
 //!   discard counter.
 //! * **Real-time**: every write this node coordinates (PUT, DELETE's
 //!   tombstone) goes to the queue of each sink whose [`Filter`] takes it:
-//!   whole when small (and tombstones always), otherwise as a reference
-//!   read at delivery; a tombstone this node reaps goes too, as a reap
+//!   whole when small and the queue short (and tombstones always),
+//!   otherwise as a reference read at delivery; a tombstone this node reaps goes too, as a reap
 //!   ([`Node::replicate_reap`]), so the sink reaps it as well and a
 //!   full-sync cannot bring it back. Queueing never blocks a PUT.
 //! * **Delivery** ([`sender`]): the source pushes each queue to a node of
@@ -84,24 +84,31 @@ impl Node {
             return;
         }
         let wire = object.wire();
-        let payload = match object.object() {
-            Ok(o) if !o.is_deleted() && too_big(&wire, self.config.repl.object_limit_bytes) => {
+        let Ok(o) = object.object() else { return };
+        let limit = self.config.repl.object_limit_bytes;
+        for sink in sinks {
+            // Whole while the queue is short (Riak keeps at most 1000
+            // objects whole); tombstones always whole: they may be reaped
+            // before a reference could be read.
+            let backlog = sink.queue.waiting()[Priority::RealTime as usize - 1];
+            let by_ref = !o.is_deleted()
+                && (too_big(&wire, limit) || backlog >= crate::limits::REPL_WHOLE_OBJECTS);
+            let payload = if by_ref {
                 Payload::Ref {
                     clock: o.vclock.encode(),
                 }
-            }
-            _ => Payload::Object {
-                meta: wire.meta,
-                value: wire.value,
-            },
-        };
-        let entry = Entry {
-            bucket: bucket.to_vec(),
-            key: key.to_vec(),
-            payload,
-        };
-        for sink in sinks {
-            queue_entry(&sink, Priority::RealTime, entry.clone());
+            } else {
+                Payload::Object {
+                    meta: wire.meta.clone(),
+                    value: wire.value.clone(),
+                }
+            };
+            let entry = Entry {
+                bucket: bucket.to_vec(),
+                key: key.to_vec(),
+                payload,
+            };
+            queue_entry(&sink, Priority::RealTime, entry);
         }
     }
 
@@ -135,6 +142,34 @@ impl Node {
             self.replicate_reap(bucket, key, clock);
         }
         Ok(n)
+    }
+
+    /// Reaps a tombstone that one replica reported, after first merging
+    /// it into every replica (a replica that missed it, e.g. while its
+    /// node was down, would otherwise stop the reap for good): the merge
+    /// changes nothing where the tombstone is, replaces what it dominates,
+    /// and keeps a concurrent write as a sibling — which then stops the
+    /// reap, as it should. Not replicated. Returns the replicas reaped.
+    pub(crate) async fn settle_and_reap(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        clock: &VClock,
+    ) -> Result<usize, String> {
+        let n = self
+            .reap_tombstone(bucket, key, clock)
+            .await
+            .map_err(|e| e.to_string())?;
+        if n > 0 {
+            return Ok(n);
+        }
+        let Some(tomb) = sender::stored_tombstone(self, bucket, key, clock).await? else {
+            return Ok(0);
+        };
+        self.merge_everywhere(bucket, key, tomb).await?;
+        self.reap_tombstone(bucket, key, clock)
+            .await
+            .map_err(|e| e.to_string())
     }
 
     /// Merges `object` into every replica of its key (fallbacks included);

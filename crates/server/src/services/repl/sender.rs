@@ -23,7 +23,8 @@ use crate::cluster::{Msg, ReplItem, Reply};
 use crate::kv::{GetOpts, GetOutcome};
 use crate::limits::{REPL_BATCH, REPL_BATCH_BYTES, REPL_DISCOVERY_INTERVAL, REPL_FLUSH_INTERVAL};
 use crate::node::Node;
-use crate::vnode::request::WireObject;
+use crate::object::vclock::VClock;
+use crate::vnode::request::{VnodeReply, VnodeReq, WireObject};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -151,19 +152,38 @@ pub(crate) async fn read_current(
 ) -> Result<Option<WireObject>, String> {
     match node.get(bucket, key, &GetOpts::default()).await {
         Ok(GetOutcome::Found(o)) => Ok(Some(WireObject::full(&o))),
-        Ok(GetOutcome::Tombstone(vclock)) => {
-            let tomb = crate::object::RiakObject {
-                vclock,
-                contents: vec![crate::object::Content {
-                    deleted: true,
-                    ..Default::default()
-                }],
-            };
-            Ok(Some(WireObject::full(&tomb)))
-        }
+        Ok(GetOutcome::Tombstone(vclock)) => stored_tombstone(node, bucket, key, &vclock).await,
         Ok(GetOutcome::NotFound) => Ok(None),
         Err(e) => Err(e.to_string()),
     }
+}
+
+/// The tombstone a replica stores with `clock`, as stored (its metadata
+/// and last-modified time: a tombstone rebuilt from the clock alone would
+/// be another sibling under the same clock), or `None` if no replica
+/// holds it.
+pub(crate) async fn stored_tombstone(
+    node: &Node,
+    bucket: &[u8],
+    key: &[u8],
+    clock: &VClock,
+) -> Result<Option<WireObject>, String> {
+    let targets = node.preflist_of(bucket, key);
+    let get = || VnodeReq::Get {
+        bucket: bucket.to_vec(),
+        key: key.to_vec(),
+    };
+    let mut replies = node.router.fan_out(&targets, get);
+    while let Some((_, r)) = futures_util::StreamExt::next(&mut replies).await {
+        if let Ok(VnodeReply::Object(Some(w), _)) = r {
+            if w.head()
+                .is_ok_and(|o| o.is_deleted() && o.vclock.same_events(clock))
+            {
+                return Ok(Some(w));
+            }
+        }
+    }
+    Ok(None)
 }
 
 /// Pushes `items` to the sink node `addr`.

@@ -5,7 +5,8 @@
 //! never queued for replication again, so two clusters that replicate to
 //! each other converge without loops. A reap removes the tombstone here
 //! only if every replica holds it with the reaped clock (a write that
-//! raced it survives), and never where `delete_mode` is `keep`. The changes of one key are applied in order; up to
+//! raced it survives; a replica that missed the tombstone is given it
+//! first), and never where `delete_mode` is `keep`. The changes of one key are applied in order; up to
 //! [`REPL_APPLY_PARALLEL`] keys at once. The reply is `Ok` only when all
 //! were applied, so the source keeps what failed.
 //!
@@ -117,10 +118,7 @@ impl Node {
                 }
                 ReplItem::Reap(bucket, key, clock) => {
                     let vc = VClock::decode(&clock).map_err(|e| format!("bad reap clock: {e}"))?;
-                    let n = self
-                        .reap_tombstone(&bucket, &key, &vc)
-                        .await
-                        .map_err(|e| e.to_string())?;
+                    let n = self.settle_and_reap(&bucket, &key, &vc).await?;
                     let c = if n > 0 {
                         &self.repl_sink.reaps
                     } else {

@@ -153,7 +153,7 @@ impl ReplService {
             source,
         };
         let (queue, report) =
-            DurableQueue::open(&self.dir.join(&name), self.limits.clone()).map_err(qerr)?;
+            DurableQueue::open(&self.dir.join(&name), self.limits).map_err(qerr)?;
         if !report.clean {
             self.unclean.store(true, Ordering::Relaxed);
             tracing::warn!(sink = %name, "replication queue was not closed cleanly; entries only in memory were lost and the next full-sync repairs them");
