@@ -54,6 +54,13 @@ enum AdminCommand {
     MemberStatus,
     /// Pending ownership transfers and the handoffs running on the node.
     RingStatus,
+    /// Show or set how many handoffs the node runs at once (Riak's
+    /// transfer-limit; 0 pauses handoffs until raised; not kept across a
+    /// restart, where `transfer_limit` in the config applies).
+    TransferLimit {
+        /// The new limit (0..=16); none prints the current one.
+        limit: Option<usize>,
+    },
     /// Replication to another cluster: status, fullsync.
     #[command(subcommand)]
     Repl(ReplCommand),
@@ -236,6 +243,10 @@ pub fn run(args: AdminArgs) -> anyhow::Result<crate::Outcome> {
         AdminCommand::BucketType(_) => None,
         AdminCommand::MemberStatus => Some("member-status".to_string()),
         AdminCommand::RingStatus => Some("ring-status".to_string()),
+        AdminCommand::TransferLimit { limit } => Some(match limit {
+            Some(n) => format!("transfer-limit {n}"),
+            None => "transfer-limit".to_string(),
+        }),
         AdminCommand::Repl(ReplCommand::Status) => Some("repl-status".to_string()),
         AdminCommand::Repl(ReplCommand::Fullsync { check }) => {
             Some(format!("repl-fullsync {check}"))

@@ -4,7 +4,7 @@
 //! killed (`kill -9`) and restarted mid-load; after the queues drain and full-syncs report both
 //! clusters in sync, every key is compared between the clusters (clock
 //! and siblings), every acknowledged write is present and every delete
-//! stayed deleted (tombstones kept). A single-node pair checks filters,
+//! stayed deleted (`delete_mode = "immediate"`: reaps replicated). A single-node pair checks filters,
 //! reaps replicated (timed delete mode) and the
 //! accounting of queued, sent and applied entries.
 //!
@@ -96,12 +96,10 @@ fn two_clusters_replicating_both_ways_converge_after_node_kills() {
     let (a1, b1) = (a[0].cluster.clone(), b[0].cluster.clone());
     for (side, sink, peer, back) in [(&mut a, "to_b", &b1, "to_a"), (&mut b, "to_a", &a1, "to_b")] {
         let path = root.join(format!("{sink}.toml"));
-        // Tombstones kept (Riak's advice with replication): with reaps, a
-        // fallback vnode that handed an older write back after a reap
-        // would bring the key back inside one cluster (reaps are tested
-        // in the one-way test below).
-        let text = repl_config(sink, "any", peer, back, "")
-            .replace("delete_mode = \"immediate\"", "delete_mode = \"keep\"");
+        // Reaps at once on both sides: a reap waits while a fallback
+        // holds a copy of the key's partitions (tests/reaps.rs), so the
+        // node kills below cannot bring a deleted key back.
+        let text = repl_config(sink, "any", peer, back, "");
         std::fs::write(&path, text).expect("config");
         for n in side.iter_mut() {
             n.config = Some(path.clone());

@@ -74,6 +74,11 @@ aae_repairs_per_sec = 400
 # allow) to the bucket and last-modified range most repairs shared; 0 = no
 # follow-up loops (the rest waits for the next exchange of that list).
 aae_max_loops = 4
+# Handoffs (hinted and ownership) this node runs at once, as Riak's
+# transfer_limit; `basalt admin transfer-limit N` changes it at run time
+# (0 pauses handoffs: fallbacks keep their data until it is raised). At
+# most 16.
+transfer_limit = 2
 
 [repl]
 # Replication to other Basalt clusters ("sinks"): every write this node
@@ -247,6 +252,8 @@ pub struct Config {
     pub aae_repairs_per_sec: u64,
     /// Follow-up loops an exchange may run when it hit its caps (0 = none).
     pub aae_max_loops: u32,
+    /// Handoffs run at once (0 = paused).
+    pub transfer_limit: usize,
     /// Replication to another cluster.
     pub repl: ReplConfig,
     /// Limits.
@@ -343,6 +350,7 @@ impl Default for Config {
             aae_rebuild_journal_check: true,
             aae_repairs_per_sec: 400,
             aae_max_loops: 4,
+            transfer_limit: 2,
             repl: ReplConfig::default(),
             limits: Limits::default(),
         }
@@ -393,6 +401,13 @@ impl Config {
             return Err(ConfigError(
                 "aae_rebuild_wait_secs must be at least 1".into(),
             ));
+        }
+        if self.transfer_limit > crate::limits::MAX_TRANSFER_LIMIT {
+            return Err(ConfigError(format!(
+                "transfer_limit must be at most {}, got {}",
+                crate::limits::MAX_TRANSFER_LIMIT,
+                self.transfer_limit
+            )));
         }
         self.repl.validate()?;
         Ok(())

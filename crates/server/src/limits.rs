@@ -32,6 +32,23 @@ pub const FOLD_BATCH_BYTES: usize = 4 << 20;
 /// How often a node looks for vnodes to hand off.
 pub const HANDOFF_INTERVAL: Duration = Duration::from_millis(1000);
 
+/// Reaps (delete_mode) waiting at once for their delay or a retry; beyond,
+/// a delete's tombstone is kept (`reaps_dropped_total`).
+pub const MAX_PENDING_REAPS: usize = 100_000;
+/// Attempts of one reap that keeps being put off (a copy of the key's
+/// partitions held for another owner, a node down), after which the
+/// tombstone is kept.
+pub const REAP_ATTEMPTS: u32 = 8;
+/// The first wait before a reap put off is tried again; it doubles.
+pub const REAP_RETRY_MIN: Duration = Duration::from_millis(1000);
+/// The longest wait between two attempts of one reap (8 attempts span
+/// about 3 minutes after the delete_mode delay).
+pub const REAP_RETRY_MAX: Duration = Duration::from_secs(60);
+
+/// The most handoffs a node may run at once (`transfer_limit`): each
+/// folds one vnode and holds one batch in memory.
+pub const MAX_TRANSFER_LIMIT: usize = 16;
+
 /// Objects per handoff batch (also capped by bytes in the vnode's fold).
 pub const HANDOFF_BATCH: u32 = 256;
 

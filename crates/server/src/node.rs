@@ -17,7 +17,7 @@ use crate::vnode::VnodeError;
 use basalt_backend::BackendError;
 use parking_lot::{Mutex, RwLockWriteGuard};
 use std::collections::BTreeSet;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, Notify};
@@ -93,6 +93,16 @@ pub struct NodeStats {
     pub index_results_read: AtomicU64,
     /// Anti-entropy fold queries (`aae_fold`) received by this node.
     pub aae_fold_requests: AtomicU64,
+    /// Tombstones reaped by this node (from every replica).
+    pub reaps: AtomicU64,
+    /// Reap attempts put off (a copy of the key's partitions may be handed
+    /// back later, or a primary was unreachable).
+    pub reaps_deferred: AtomicU64,
+    /// Reaps given up (put off every attempt, or over the pending limit):
+    /// their tombstones stay.
+    pub reaps_dropped: AtomicU64,
+    /// Reaps waiting for their delay or a retry (a gauge).
+    pub reaps_pending: AtomicUsize,
 }
 
 /// A node: the router (ring, cluster view, vnode table), bucket props and

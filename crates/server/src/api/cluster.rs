@@ -80,6 +80,7 @@ pub async fn serve(this: Arc<Node>, msg: Msg) -> Reply {
             Ok(text) => Reply::Text(text),
             Err(e) => Reply::Refused(e),
         },
+        Msg::HeldFor { partitions } => Reply::Held(this.handoff.held_for(&partitions)),
         Msg::TransferDone {
             partition,
             from,

@@ -122,6 +122,14 @@ pub enum Msg {
         /// New owner.
         to: String,
     },
+    /// Before a reap: which of these partitions does the receiver hold a
+    /// copy of that it does not own (a fallback or leftover vnode whose
+    /// hinted handoff is pending, or either side of an ownership
+    /// transfer)? [`Reply::Held`].
+    HeldFor {
+        /// Partitions of the key's preference list.
+        partitions: Vec<u32>,
+    },
 }
 
 /// Bucket metadata every node exchanges with every gossip: bucket props
@@ -174,6 +182,9 @@ pub enum Reply {
     },
     /// Done.
     Ok,
+    /// The answer to [`Msg::HeldFor`]: the partitions held here for
+    /// another owner.
+    Held(Vec<u32>),
 }
 
 /// A vnode error as it crosses the wire.

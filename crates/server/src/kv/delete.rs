@@ -1,14 +1,40 @@
 //! DELETE as a tombstone PUT, then the tombstone reap (`delete_mode`):
-//! removed from every replica only when all hold it with the same clock.
+//! removed from every replica only when all hold it with the same clock
+//! and no copy of its partitions waits anywhere to be handed back.
+//!
+//! A reap is **put off** while any node holds a copy of one of the key's
+//! partitions for another owner (a fallback or leftover vnode whose hinted
+//! handoff is pending, or either side of an ownership transfer), while any
+//! member is down or does not answer (it may hold such a copy), or while a
+//! primary is unreachable: an older write handed back after the reap would
+//! otherwise bring the deleted key back (and full-sync would copy it to the
+//! other cluster). A reap put off is tried again (`REAP_RETRY_*`); one that
+//! never succeeds leaves the tombstone, as `delete_mode = keep` would.
 
 use super::PutOpts;
+use crate::cluster::{Msg, Reply, CONTROL_TIMEOUT};
 use crate::error::RequestError;
+use crate::limits::{MAX_PENDING_REAPS, REAP_ATTEMPTS, REAP_RETRY_MAX, REAP_RETRY_MIN};
 use crate::node::Node;
 use crate::object::vclock::VClock;
 use crate::object::Content;
 use crate::vnode::request::{VnodeReply, VnodeReq};
 use futures_util::stream::StreamExt;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
+
+/// What one reap attempt did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reap {
+    /// Removed from this many replicas.
+    Reaped(usize),
+    /// Not every replica holds this tombstone (a later write, a replica
+    /// that missed it): nothing removed.
+    NotHeld,
+    /// Put off: a copy of the key's partitions may be handed back later
+    /// (fallback, transfer, a node down or silent, a primary unreachable).
+    Deferred,
+}
 
 impl Node {
     /// DELETE: a tombstone PUT ([`Node::put`]), then, unless the config's
@@ -31,36 +57,101 @@ impl Node {
         let delay = self.config.delete_mode.delay();
         if let (Some(obj), Some(delay)) = (written, delay) {
             if obj.is_deleted() {
-                let node = Arc::clone(self);
-                let (b, k) = (bucket.to_vec(), key.to_vec());
-                tokio::spawn(async move {
-                    tokio::time::sleep(delay).await;
-                    match node.reap_and_replicate(&b, &k, &obj.vclock).await {
-                        Ok(n) => tracing::debug!(replicas = n, "tombstone reap"),
-                        Err(e) => tracing::debug!(error = %e, "tombstone reap"),
-                    }
-                });
+                self.schedule_reap(bucket, key, obj.vclock.clone(), delay);
             }
         }
         Ok(())
     }
 
-    /// Removes a tombstone from the backends of its `n_val` replicas if all
-    /// of them hold it with exactly this clock (Riak's reap: every replica
-    /// must agree); each replica re-checks the clock in the same job as the
-    /// removal, so a write that raced the reap survives. Returns the
-    /// replicas reaped (0 when not all held the tombstone).
+    /// Starts the task that reaps a deleted key's tombstone after `delay`,
+    /// trying again while the reap is put off ([`Reap::Deferred`]), at most
+    /// [`REAP_ATTEMPTS`] times, waiting twice as long each time (from
+    /// [`REAP_RETRY_MIN`] to [`REAP_RETRY_MAX`]). At most
+    /// [`MAX_PENDING_REAPS`] wait at once; beyond, the tombstone stays
+    /// (counted as dropped; `aae fold reap-tombs` reaps it later). The task
+    /// holds the node weakly: reaps pending at shutdown are dropped.
+    fn schedule_reap(
+        self: &Arc<Self>,
+        bucket: &[u8],
+        key: &[u8],
+        clock: VClock,
+        delay: std::time::Duration,
+    ) {
+        let stats = &self.stats;
+        if stats.reaps_pending.fetch_add(1, Ordering::AcqRel) >= MAX_PENDING_REAPS {
+            stats.reaps_pending.fetch_sub(1, Ordering::AcqRel);
+            stats.reaps_dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let node = Arc::downgrade(self);
+        let (b, k) = (bucket.to_vec(), key.to_vec());
+        tokio::spawn(async move {
+            let mut wait = delay;
+            let mut outcome = Reap::Deferred;
+            for _ in 0..REAP_ATTEMPTS {
+                tokio::time::sleep(wait).await;
+                let Some(node) = node.upgrade() else { return };
+                outcome = match node.try_reap(&b, &k, &clock, true).await {
+                    Ok(r) => r,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "tombstone reap");
+                        Reap::NotHeld
+                    }
+                };
+                if outcome != Reap::Deferred {
+                    break;
+                }
+                wait = (wait * 2).clamp(REAP_RETRY_MIN, REAP_RETRY_MAX);
+            }
+            if let Some(node) = node.upgrade() {
+                node.stats.reaps_pending.fetch_sub(1, Ordering::AcqRel);
+                if outcome == Reap::Deferred {
+                    node.stats.reaps_dropped.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        });
+    }
+
+    /// [`Node::try_reap`] without replicating the reap; the replicas
+    /// reaped (0 when not all held the tombstone or the reap was put off).
     pub async fn reap_tombstone(
         &self,
         bucket: &[u8],
         key: &[u8],
         vclock: &VClock,
     ) -> Result<usize, RequestError> {
+        Ok(match self.try_reap(bucket, key, vclock, false).await? {
+            Reap::Reaped(n) => n,
+            Reap::NotHeld | Reap::Deferred => 0,
+        })
+    }
+
+    /// Removes a tombstone from the backends of its `n_val` replicas if all
+    /// of them hold it with exactly this clock (Riak's reap: every replica
+    /// must agree) and no copy of its partitions is held anywhere for
+    /// another owner ([`Node::copy_held_elsewhere`]); each replica
+    /// re-checks the clock in the same job as the removal, so a write that
+    /// raced the reap survives. With `replicate`, a reap done here is
+    /// queued for the replication sinks. Counted in `/stats`.
+    pub async fn try_reap(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        vclock: &VClock,
+        replicate: bool,
+    ) -> Result<Reap, RequestError> {
         let props = self.props.get(bucket);
         let targets = self.router.key_targets(bucket, key, props.n_val);
         // Every replica must be a reachable primary holding this tombstone.
         if targets.len() < props.n_val as usize || targets.iter().any(|t| !t.primary) {
-            return Ok(0);
+            self.stats.reaps_deferred.fetch_add(1, Ordering::Relaxed);
+            return Ok(Reap::Deferred);
+        }
+        let partitions: Vec<u32> = targets.iter().map(|t| t.partition).collect();
+        if let Some(why) = self.copy_held_elsewhere(&partitions).await {
+            tracing::debug!(reason = %why, "tombstone reap put off");
+            self.stats.reaps_deferred.fetch_add(1, Ordering::Relaxed);
+            return Ok(Reap::Deferred);
         }
         let head = || VnodeReq::Head {
             bucket: bucket.to_vec(),
@@ -75,7 +166,7 @@ impl Node {
                 _ => false,
             };
             if !same {
-                return Ok(0);
+                return Ok(Reap::NotHeld);
             }
         }
         drop(replies);
@@ -91,6 +182,48 @@ impl Node {
                 reaped += 1;
             }
         }
-        Ok(reaped)
+        if reaped > 0 {
+            self.stats.reaps.fetch_add(1, Ordering::Relaxed);
+            if replicate {
+                self.replicate_reap(bucket, key, vclock);
+            }
+        }
+        Ok(Reap::Reaped(reaped))
+    }
+
+    /// Why a reap of a key with these preference-list partitions must wait,
+    /// or `None` when no node holds a copy of them for another owner: no
+    /// transfer of them pending, no local fallback copy, and every other
+    /// member up and answering [`Msg::HeldFor`] with none (a member down or
+    /// silent may hold one, so it puts the reap off too).
+    pub async fn copy_held_elsewhere(&self, partitions: &[u32]) -> Option<String> {
+        let held = self.handoff.held_for(partitions);
+        if !held.is_empty() {
+            return Some(format!("partitions {held:?} held here for another owner"));
+        }
+        let me = self.router.cluster.me().to_string();
+        let others: Vec<String> = self
+            .router
+            .cluster
+            .with_state(|s| s.members.keys().filter(|m| **m != me).cloned().collect());
+        if let Some(down) = others.iter().find(|m| !self.router.cluster.is_up(m)) {
+            return Some(format!("member {down} is down"));
+        }
+        let msg = Msg::HeldFor {
+            partitions: partitions.to_vec(),
+        };
+        let asks = others.iter().map(|m| {
+            let msg = &msg;
+            async move { (m, self.router.cluster.call(m, msg, CONTROL_TIMEOUT).await) }
+        });
+        for (m, reply) in futures_util::future::join_all(asks).await {
+            match reply {
+                Ok(Reply::Held(h)) if h.is_empty() => {}
+                Ok(Reply::Held(h)) => return Some(format!("{m} holds partitions {h:?}")),
+                Ok(other) => return Some(format!("{m} answered {other:?}")),
+                Err(e) => return Some(format!("{m}: {e}")),
+            }
+        }
+        None
     }
 }

@@ -1,6 +1,6 @@
 //! The control plane of a node: serving cluster messages, gossip, and the
 //! admin operations (`join`, `leave`, `plan`, `commit`, `clear`,
-//! `member-status`, `ring-status`).
+//! `member-status`, `ring-status`, `transfer-limit`).
 
 use crate::cluster::{AdminCmd, ClusterState, Msg, Reply, CONTROL_TIMEOUT, GOSSIP_INTERVAL};
 use crate::error::RequestError;
@@ -91,6 +91,17 @@ impl Node {
             ["clear"] => self.admin(AdminCmd::Clear).await,
             ["member-status"] => Ok(self.member_status()),
             ["ring-status"] => Ok(self.ring_status()),
+            ["transfer-limit"] => Ok(format!(
+                "transfer limit: {}\n",
+                self.handoff.transfer_limit()
+            )),
+            ["transfer-limit", n] => match n.parse::<usize>() {
+                Ok(n) => self
+                    .handoff
+                    .set_transfer_limit(n)
+                    .map(|()| format!("transfer limit: {n}\n")),
+                Err(_) => Err(format!("transfer-limit: {n:?} is not a number\n")),
+            },
             ["aae-status"] => Ok(self.aae_status().await),
             ["aae-rebuild"] => self.aae_request_rebuild(None),
             ["aae-rebuild", p] => match p.parse::<u32>() {
@@ -113,7 +124,7 @@ impl Node {
             }),
             [w, ..] if w.starts_with("repl-") => self.repl_admin(&words).await,
             _ => Err(format!(
-                "unknown cluster command {line:?}: join ADDR | leave [NODE] | plan | commit | clear | member-status | ring-status | repl-status | repl-fullsync | repl-sink-add NAME FILTER PEER[,PEER] | repl-sink-remove NAME | repl-sink-suspend NAME | repl-sink-resume NAME | repl-queue-clear NAME | aae-status | aae-round | aae-rebuild [PARTITION] | aae-verify"
+                "unknown cluster command {line:?}: join ADDR | leave [NODE] | plan | commit | clear | member-status | ring-status | transfer-limit [N] | repl-status | repl-fullsync | repl-sink-add NAME FILTER PEER[,PEER] | repl-sink-remove NAME | repl-sink-suspend NAME | repl-sink-resume NAME | repl-queue-clear NAME | aae-status | aae-round | aae-rebuild [PARTITION] | aae-verify"
             )),
         };
         r.map_err(RequestError::Invalid)
@@ -382,9 +393,10 @@ impl Node {
         let h = self.router.cluster.handoffs();
         let _ = writeln!(
             out,
-            "handoffs running on {}: {}",
+            "handoffs running on {}: {} (transfer limit {})",
             self.router.cluster.me(),
-            h.len()
+            h.len(),
+            self.handoff.transfer_limit()
         );
         for (p, h) in &h {
             let _ = writeln!(

@@ -10,6 +10,10 @@
 //!   was down) or any other vnode this node does not own hands its data to
 //!   the owner as soon as the owner is up again, then is deleted.
 //!
+//! At most `transfer_limit` handoffs run at once per node (Riak's
+//! `transfer-limit`, default 2, changed at run time with `basalt admin
+//! transfer-limit`); 0 pauses them.
+//!
 //! Progress (objects sent, the last key the receiver acknowledged) is kept
 //! per partition: a failed batch is retried from that key on the next
 //! round, not from the start. Receiving merges each object like a replica
@@ -19,11 +23,14 @@ use crate::bucket::props::PropsStore;
 use crate::cluster::{Handoff, HandoffKind, Msg, Reply, CONTROL_TIMEOUT};
 use crate::router::Router;
 use crate::vnode::request::{Obj, VnodeReply, VnodeReq, WireObject};
+use futures_util::StreamExt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::sync::Notify;
 
 pub use crate::limits::HANDOFF_BATCH;
 pub use crate::limits::HANDOFF_INTERVAL;
+pub use crate::limits::MAX_TRANSFER_LIMIT;
 /// Passes run when forwarded writes keep failing, before the next round.
 const MAX_PASSES: usize = 3;
 
@@ -35,15 +42,18 @@ pub struct HandoffService {
     router: Arc<Router>,
     props: Arc<PropsStore>,
     gossip_now: Arc<Notify>,
+    transfer_limit: AtomicUsize,
 }
 
 impl HandoffService {
     /// A service over these handles.
     pub fn new(router: Arc<Router>, props: Arc<PropsStore>, gossip_now: Arc<Notify>) -> Self {
+        let limit = router.config.transfer_limit;
         HandoffService {
             router,
             props,
             gossip_now,
+            transfer_limit: AtomicUsize::new(limit),
         }
     }
 
@@ -63,11 +73,49 @@ impl HandoffService {
         });
     }
 
-    /// One pass over the local vnodes.
+    /// Handoffs this node runs at once (Riak's `transfer-limit`); 0
+    /// pauses them (writes still reach fallbacks, which keep their data).
+    pub fn transfer_limit(&self) -> usize {
+        self.transfer_limit.load(Ordering::Relaxed)
+    }
+
+    /// Sets [`Self::transfer_limit`] (from `basalt admin transfer-limit`);
+    /// handoffs under way finish their pass.
+    pub fn set_transfer_limit(&self, limit: usize) -> Result<(), String> {
+        if limit > MAX_TRANSFER_LIMIT {
+            return Err(format!(
+                "transfer limit {limit} is above the most allowed, {MAX_TRANSFER_LIMIT}"
+            ));
+        }
+        self.transfer_limit.store(limit, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The partitions among `partitions` whose local vnode holds a copy
+    /// for another owner: a fallback or leftover vnode (hinted handoff
+    /// pending) or either side of an ownership transfer. A tombstone of
+    /// such a partition must not be reaped: the copy handed over later
+    /// would bring the key back.
+    pub fn held_for(&self, partitions: &[u32]) -> Vec<u32> {
+        let me = self.router.cluster.me().to_string();
+        let state = self.router.cluster.state();
+        let local = self.router.vnodes.read();
+        partitions
+            .iter()
+            .copied()
+            .filter(|p| {
+                state.next.contains_key(p) || (local.contains_key(p) && state.owner(*p) != me)
+            })
+            .collect()
+    }
+
+    /// One pass over the local vnodes: finished hinted copies are dropped,
+    /// the handoffs due run, [`Self::transfer_limit`] at a time.
     pub async fn round(&self) {
         let me = self.router.cluster.me().to_string();
         let state = self.router.cluster.state();
         let local: Vec<u32> = self.router.vnodes.read().keys().copied().collect();
+        let mut due = Vec::new();
         for p in local {
             let owner = state.owner(p).to_string();
             let next = state.next.get(&p).cloned();
@@ -101,10 +149,19 @@ impl HandoffService {
             if finished || !self.router.cluster.is_up(&target) {
                 continue;
             }
-            if let Err(e) = self.run(p, kind, &target).await {
-                tracing::warn!(partition = p, %target, error = %e, "handoff paused; it resumes on the next round");
-            }
+            due.push((p, kind, target));
         }
+        let limit = self.transfer_limit();
+        if limit == 0 || due.is_empty() {
+            return;
+        }
+        futures_util::stream::iter(due)
+            .for_each_concurrent(limit, |(p, kind, target)| async move {
+                if let Err(e) = self.run(p, kind, &target).await {
+                    tracing::warn!(partition = p, %target, error = %e, "handoff paused; it resumes on the next round");
+                }
+            })
+            .await;
     }
 
     async fn run(&self, p: u32, kind: HandoffKind, target: &str) -> Result<(), String> {

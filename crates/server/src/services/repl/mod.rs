@@ -137,11 +137,10 @@ impl Node {
         key: &[u8],
         clock: &VClock,
     ) -> Result<usize, crate::error::RequestError> {
-        let n = self.reap_tombstone(bucket, key, clock).await?;
-        if n > 0 {
-            self.replicate_reap(bucket, key, clock);
-        }
-        Ok(n)
+        Ok(match self.try_reap(bucket, key, clock, true).await? {
+            crate::kv::delete::Reap::Reaped(n) => n,
+            _ => 0,
+        })
     }
 
     /// Reaps a tombstone that one replica reported, after first merging

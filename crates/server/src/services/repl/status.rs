@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 impl Node {
     /// Anti-entropy and replication counters: (name, value, help), for
-    /// `/stats` and `/metrics` (`repl_queue` is a gauge, the rest counters).
+    /// `/stats` and `/metrics` (`repl_queue` and `reaps_pending` are gauges, the rest counters).
     pub fn cluster_counters(&self) -> Vec<(&'static str, u64, &'static str)> {
         let s = self.stats();
         let ld = |a: &AtomicU64| a.load(Ordering::Relaxed);
@@ -48,6 +48,26 @@ impl Node {
                 "get_notfound_rescues_total",
                 ld(&s.notfound_rescues),
                 "Of those, GETs that a later replica answered with the object.",
+            ),
+            (
+                "reaps_total",
+                ld(&s.reaps),
+                "Tombstones this node reaped from every replica (delete_mode, full-sync, aae fold reap-tombs).",
+            ),
+            (
+                "reaps_deferred_total",
+                ld(&s.reaps_deferred),
+                "Reap attempts put off: a copy of the key's partitions held for another owner, a member down, or a primary unreachable.",
+            ),
+            (
+                "reaps_dropped_total",
+                ld(&s.reaps_dropped),
+                "Reaps given up (put off at every attempt, or over the pending limit): their tombstones stay.",
+            ),
+            (
+                "reaps_pending",
+                s.reaps_pending.load(Ordering::Relaxed) as u64,
+                "Reaps waiting for their delete_mode delay or a retry.",
             ),
             (
                 "index_results_read_total",
