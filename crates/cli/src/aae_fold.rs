@@ -14,7 +14,7 @@ use riak_pb::{
     RpbAaeFoldFindKeysReq, RpbAaeFoldFindTombsReq, RpbAaeFoldKeyCountResp, RpbAaeFoldKeyValueResp,
     RpbAaeFoldListBucketsReq, RpbAaeFoldListBucketsResp, RpbAaeFoldMergeBranchNValReq,
     RpbAaeFoldMergeRootNValReq, RpbAaeFoldMergeTreesRangeReq, RpbAaeFoldObjectStatsReq,
-    RpbAaeFoldReapTombsReq, RpbAaeFoldTreeResp,
+    RpbAaeFoldReapTombsReq, RpbAaeFoldReplKeysReq, RpbAaeFoldTreeResp,
 };
 
 /// The tree size names, in Riak's `RpbTreeSize` order.
@@ -145,6 +145,17 @@ pub enum FoldCommand {
         /// Delete them (default: count only).
         #[arg(long)]
         apply: bool,
+    },
+    /// Queue every key of a bucket range (tombstones included) on a local
+    /// replication sink's queue, as references at requeue priority (1):
+    /// the fast way to repair a large known delta with the other cluster
+    /// (Riak's repl_keys_range). Prints the keys queued.
+    ReplKeysRange {
+        #[command(flatten)]
+        range: RangeArgs,
+        /// The local sink whose queue takes them.
+        #[arg(long)]
+        queue: String,
     },
     /// Buckets holding anything.
     ListBuckets {
@@ -330,6 +341,12 @@ fn request(cmd: &FoldCommand) -> anyhow::Result<(u8, Vec<u8>)> {
                 }),
             )
         }
+        FoldCommand::ReplKeysRange { range: r, queue } => (
+            code::AAE_FOLD_REPL_KEYS_REQ,
+            with_range!(RpbAaeFoldReplKeysReq, r, {
+                queuename: queue.as_bytes().to_vec(),
+            }),
+        ),
         FoldCommand::ListBuckets { n_val } => (
             code::AAE_FOLD_LIST_BUCKETS_REQ,
             RpbAaeFoldListBucketsReq {

@@ -270,26 +270,23 @@ fn one_way_filters_reaps_suspend_restart_and_bad_sinks() {
                 .is_ok_and(|g| g.is_some())
         })
     });
-    // aae fold repl_keys_range: every key of the bucket requeued at
-    // priority 1 (45 live keys, k10..k54), delivered again.
+    // aae fold repl_keys_range (`basalt admin aae fold repl-keys-range`,
+    // PB 217): every key of the bucket requeued at priority 1 (45 live
+    // keys, k10..k54), delivered again.
     let before = status_value(&source.cluster, "sent");
-    let mut c = Client::connect(&source.pb);
-    let req = basalt_server::pb::RpbAaeFoldReplKeysReq {
-        bucket: b"b".to_vec(),
-        queuename: b"s".to_vec(),
-        ..Default::default()
-    };
-    let (_, body) = c
-        .call(basalt_server::pb::code::AAE_FOLD_REPL_KEYS_REQ, &req)
-        .expect("repl keys");
-    let resp =
-        <basalt_server::pb::RpbAaeFoldKeyCountResp as prost::Message>::decode(body.as_slice())
-            .expect("count reply");
-    assert_eq!(
-        resp.keys_count.first().map(|k| k.count),
-        Some(45),
-        "{resp:?}"
+    let (ok, out) = admin(
+        &source.cluster,
+        &[
+            "aae",
+            "fold",
+            "repl-keys-range",
+            "--bucket",
+            "b",
+            "--queue",
+            "s",
+        ],
     );
+    assert!(ok && out == "dispatched_count\t45\n", "{out}");
     wait_for("the requeued keys", Duration::from_secs(30), || {
         status_value(&source.cluster, "sent") == before + 45 && all_drained(&[&source])
     });

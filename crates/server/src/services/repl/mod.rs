@@ -165,22 +165,37 @@ impl Node {
         let Some(tomb) = sender::stored_tombstone(self, bucket, key, clock).await? else {
             return Ok(0);
         };
-        self.merge_everywhere(bucket, key, tomb).await?;
+        self.merge_everywhere(bucket, key, tomb, true).await?;
         self.reap_tombstone(bucket, key, clock)
             .await
             .map_err(|e| e.to_string())
     }
 
-    /// Merges `object` into every replica of its key (fallbacks included);
-    /// fine if at least one replica took it.
+    /// Merges `object` into every replica of its key (fallbacks included).
+    /// With `wait_all`, returns once every replica answered; else once the
+    /// bucket's write quorum (`max(w, dw)`) took it, the other replicas'
+    /// merges finishing on their own (a replicated write is then as
+    /// durable as a client PUT at the bucket's defaults, and the push that
+    /// carried it is not held up by the slowest replica). Fine if at least
+    /// one replica took it (anti-entropy and full-sync bring the others);
+    /// an error when none did.
     pub(crate) async fn merge_everywhere(
         &self,
         bucket: &[u8],
         key: &[u8],
         object: WireObject,
+        wait_all: bool,
     ) -> Result<(), String> {
         let props = self.props().get(bucket);
         let targets = self.router.key_targets(bucket, key, props.n_val);
+        let quorum = props.n_val / 2 + 1;
+        let w = props.resolve(None, props.w, "w").unwrap_or(quorum);
+        let dw = props.resolve(None, props.dw, "dw").unwrap_or(quorum);
+        let enough = if wait_all {
+            targets.len()
+        } else {
+            (w.max(dw) as usize).clamp(1, targets.len().max(1))
+        };
         let req = || VnodeReq::Reconcile {
             bucket: bucket.to_vec(),
             key: key.to_vec(),
@@ -194,6 +209,9 @@ impl Node {
             match r {
                 Ok(_) => acks += 1,
                 Err(e) => last = e.to_string(),
+            }
+            if acks >= enough {
+                break;
             }
         }
         if acks == 0 {

@@ -1,7 +1,8 @@
 //! The sink side: changes pushed by a source cluster, applied here.
 //!
 //! Objects are merged as-is into every replica of their key (fallbacks
-//! included): no clock increment, no hooks, no last-modified update, and
+//! included; acknowledged once the bucket's write quorum took them, the
+//! other replicas finishing on their own): no clock increment, no hooks, no last-modified update, and
 //! never queued for replication again, so two clusters that replicate to
 //! each other converge without loops. A reap removes the tombstone here
 //! only if every replica holds it with the reaped clock (a write that
@@ -101,7 +102,7 @@ impl Node {
                         .ok()
                         .flatten()
                         .unwrap_or(0);
-                    self.merge_everywhere(&bucket, &key, object).await?;
+                    self.merge_everywhere(&bucket, &key, object, false).await?;
                     self.repl_sink.received.fetch_add(1, Ordering::Relaxed);
                     if modified_us > 0 {
                         let now_us = std::time::SystemTime::now()
