@@ -226,6 +226,16 @@ impl RiakObject {
         v
     }
 
+    /// The siblings in the order Riak lists them to clients: the newest
+    /// first (by last-modified time, ties by vtag, both descending), so a
+    /// client that takes the first sibling takes the latest write. Storage
+    /// keeps the canonical order ([`RiakObject::canonicalize`]).
+    pub fn newest_first(&self) -> Vec<&Content> {
+        let mut v: Vec<&Content> = self.contents.iter().collect();
+        v.sort_by(|x, y| (y.last_mod_us(), &y.vtag).cmp(&(x.last_mod_us(), &x.vtag)));
+        v
+    }
+
     /// Total size of the sibling values.
     pub fn value_bytes(&self) -> usize {
         self.contents.iter().map(|c| c.value.len()).sum()

@@ -146,8 +146,12 @@ pub(crate) fn decode_vclock(v: &Option<Vec<u8>>) -> Result<Option<VClock>, Reque
     }
 }
 
+/// The siblings as PB contents, newest first as Riak lists them.
 pub(crate) fn contents_pb(o: &RiakObject, with_values: bool) -> Vec<pb::RpbContent> {
-    o.contents.iter().map(|c| c.to_pb(with_values)).collect()
+    o.newest_first()
+        .into_iter()
+        .map(|c| c.to_pb(with_values))
+        .collect()
 }
 
 /// Riak's answer to a code it does not serve (`riak_api_pb_server`); the
