@@ -35,8 +35,9 @@ pub struct BucketProps {
     pub old_vclock: u32,
     /// The data type of a bucket type's buckets (`counter`, `set`, `map`,
     /// `hll`, `gset`; see [`crate::crdt`]); set when the type is created,
-    /// never changed after.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// never changed after. (Always serialized: props also travel in
+    /// postcard, which has no optional fields.)
+    #[serde(default)]
     pub datatype: Option<String>,
     /// HyperLogLog precision of `hll` buckets (registers = 2^precision).
     #[serde(default = "default_hll_precision")]

@@ -25,7 +25,9 @@ use crate::limits::{CRDT_MAX_DEFERRED, CRDT_MAX_DEPTH};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The kind of a field (Riak's `MapField.MapFieldType`, same numbers).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub enum FieldKind {
     /// An embedded counter.
     Counter = 1,
@@ -57,7 +59,7 @@ impl FieldKind {
 pub type Field = (Vec<u8>, FieldKind);
 
 /// An operation on one field.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum FieldOp {
     /// Add to a counter (negative: subtract).
     Counter(i64),
@@ -85,7 +87,7 @@ impl FieldOp {
 
 /// An operation on a map: field removes first, then field updates (the
 /// order riak_pb_dt_codec gives them).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct MapOp {
     /// Fields to remove.
     pub removes: Vec<Field>,

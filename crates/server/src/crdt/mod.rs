@@ -59,7 +59,7 @@ pub enum CrdtError {
     #[error("Malformed context")]
     BadContext,
     /// An operation of another type than the value's.
-    #[error("Operation type is `{op}` but bucket type is `{have}`.")]
+    #[error("Operation type is `{op}` but  bucket type is `{have}`.")]
     TypeMismatch {
         /// The operation's type.
         op: &'static str,
@@ -75,7 +75,7 @@ pub enum CrdtError {
 }
 
 /// The five data types of a bucket type's `datatype` prop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum DataType {
     /// `counter`.
     Counter,
@@ -154,7 +154,7 @@ impl DataType {
 }
 
 /// Adds and removes on a set (adds first, as riak_pb_dt_codec orders them).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SetOp {
     /// Elements to add.
     pub adds: Vec<Vec<u8>>,
@@ -163,7 +163,7 @@ pub struct SetOp {
 }
 
 /// One client operation on a top-level value.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Op {
     /// Add to the counter (negative: subtract).
     Counter(i64),

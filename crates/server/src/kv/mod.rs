@@ -7,6 +7,7 @@
 //! cores decide from the replies and do no I/O.
 
 pub mod aae_fold;
+pub mod crdt;
 pub mod csfold;
 pub mod delete;
 pub mod get;

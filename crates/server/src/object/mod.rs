@@ -37,6 +37,7 @@
 //! All integers are big-endian. Siblings are kept in a canonical order (by
 //! dot, then vtag), so equal versions encode to equal bytes.
 
+pub mod datatype;
 pub mod vclock;
 
 use crate::object::vclock::VClock;
@@ -399,6 +400,9 @@ impl RiakObject {
     /// than a concurrent third write, replicas that merged in different
     /// orders can keep different single values; with `allow_mult` (and
     /// for typed buckets, whose default it is) the merge is exact.
+    ///
+    /// Live siblings holding one data type are merged into one sibling
+    /// ([`datatype::collapse`]), whatever `allow_mult` says.
     pub fn merge(a: &RiakObject, b: &RiakObject, allow_mult: bool) -> RiakObject {
         let equal_clocks = a.vclock.same_events(&b.vclock);
         let mut contents: Vec<Content> = Vec::with_capacity(a.contents.len() + b.contents.len());
@@ -425,6 +429,8 @@ impl RiakObject {
                 "two replicas hold different siblings under one clock; keeping the union"
             );
         }
+        // Data types converge instead of keeping siblings.
+        datatype::collapse(&mut contents);
         if contents.is_empty() {
             // Unreachable when every dot was issued once; keep both sides
             // rather than an object without contents.
