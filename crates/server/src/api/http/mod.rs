@@ -8,6 +8,8 @@
 //! * [`metrics`]: `/stats` (JSON) and `/metrics` (Prometheus text);
 //! * [`replicas`]: `/basalt/replicas/...`: each replica's state of a key;
 //! * [`preflist`]: `.../keys/K/preflist`: a key's preference list;
+//! * [`datatypes`]: `/types/T/buckets/B/datatypes[/K]` (data types, JSON)
+//!   and `/buckets/B/counters/K` (1.4 counters);
 //! * [`aaefold`]: the anti-entropy fold queries (`/cachedtrees/...`,
 //!   `/rangetrees/...`, `/siblings/...`, ..., `/aaebucketlist`).
 //!
@@ -19,6 +21,7 @@
 
 pub mod aaefold;
 pub mod buckets;
+pub mod datatypes;
 pub mod index;
 pub mod metrics;
 pub mod objects;
@@ -48,6 +51,8 @@ pub const RESOURCES: &[(&str, &str)] = &[
     ("riak_kv_wm_aaefold", "/cachedtrees"),
     ("riak_kv_wm_buckets", "/buckets"),
     ("riak_kv_wm_bucket_type", "/types"),
+    ("riak_kv_wm_counter", "/buckets"),
+    ("riak_kv_wm_crdt", "/types"),
     ("riak_kv_wm_index", "/buckets"),
     ("riak_kv_wm_keylist", "/buckets"),
     ("riak_kv_wm_object", "/buckets"),
@@ -108,6 +113,18 @@ pub fn router(node: Arc<Node>) -> Router {
         .route(
             "/types/{t}/buckets/{b}/keys/{k}/preflist",
             get(preflist::preflist_typed),
+        )
+        .route(
+            "/types/{t}/buckets/{b}/datatypes",
+            axum::routing::post(datatypes::update_new),
+        )
+        .route(
+            "/types/{t}/buckets/{b}/datatypes/{k}",
+            get(datatypes::fetch).post(datatypes::update),
+        )
+        .route(
+            "/buckets/{b}/counters/{k}",
+            get(datatypes::counter_get).post(datatypes::counter_post),
         )
         .route("/buckets/{b}/index/{f}/{v}", get(index::eq_default))
         .route("/buckets/{b}/index/{f}/{s}/{e}", get(index::range_default))
