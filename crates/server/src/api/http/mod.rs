@@ -8,8 +8,8 @@
 //! * [`metrics`]: `/stats` (JSON) and `/metrics` (Prometheus text);
 //! * [`replicas`]: `/basalt/replicas/...`: each replica's state of a key;
 //! * [`preflist`]: `.../keys/K/preflist`: a key's preference list;
-//! * [`datatypes`]: `/types/T/buckets/B/datatypes[/K]` (data types, JSON)
-//!   and `/buckets/B/counters/K` (1.4 counters);
+//! * [`datatypes`]: data types as JSON (`/types/T/buckets/B/datatypes/K`)
+//!   and the 1.4 counters (`/buckets/B/counters/K`);
 //! * [`aaefold`]: the anti-entropy fold queries (`/cachedtrees/...`,
 //!   `/rangetrees/...`, `/siblings/...`, ..., `/aaebucketlist`).
 //!
