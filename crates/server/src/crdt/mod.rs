@@ -275,6 +275,45 @@ impl Crdt {
         }
     }
 
+    /// Canonical bytes of what a client can observe: the value and the
+    /// context. Two replicas that saw the same events have equal
+    /// observations, though a map's bytes may differ (its fields'
+    /// tombstones, as riak_dt_map's, depend on the order merges happened
+    /// in); the object layer names a merged value by this.
+    pub fn observed(&self) -> Vec<u8> {
+        fn value(v: &Value, w: &mut Writer) {
+            match v {
+                Value::Counter(c) => w.u64(*c as u64),
+                Value::Hll(h) => w.u64(*h),
+                Value::Set(s) | Value::GSet(s) => elems(s, w),
+                Value::Map(m) => fields(m, w),
+            }
+        }
+        fn elems(s: &[Vec<u8>], w: &mut Writer) {
+            w.len(s.len());
+            s.iter().for_each(|e| w.bytes(e));
+        }
+        fn fields(m: &BTreeMap<map::Field, map::FieldValue>, w: &mut Writer) {
+            w.len(m.len());
+            for ((name, kind), v) in m {
+                w.bytes(name);
+                w.u8(*kind as u8);
+                match v {
+                    map::FieldValue::Counter(c) => w.u64(*c as u64),
+                    map::FieldValue::Set(s) => elems(s, w),
+                    map::FieldValue::Register(r) => w.bytes(r),
+                    map::FieldValue::Flag(f) => w.u8(u8::from(*f)),
+                    map::FieldValue::Map(inner) => fields(inner, w),
+                }
+            }
+        }
+        let mut w = Writer::default();
+        w.u8(self.data_type().tag());
+        value(&self.value(), &mut w);
+        w.bytes(&self.context().unwrap_or_default());
+        w.buf
+    }
+
     /// The join of two values of one type.
     pub fn merge(&self, other: &Crdt) -> Result<Crdt, CrdtError> {
         Ok(match (self, other) {

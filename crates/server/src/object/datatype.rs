@@ -11,10 +11,13 @@
 //! The merged sibling has no dot: it stands for several writes, and the
 //! dot-less rule of the object merge (dropped only when the other side's
 //! clock dominates this object's clock) keeps it until a version that saw
-//! all of them replaces it. Its vtag is a hash of the merged bytes and its
+//! all of them replaces it. Its vtag is a hash of what a client observes
+//! of the merged value (its value and context, [`Crdt::observed`]) and its
 //! last-modified time the latest of the merged ones, so replicas that merge
-//! the same siblings in any order hold the same sibling. Siblings that do
-//! not decode are left as they are (logged), never dropped.
+//! the same siblings in any order hold siblings that anti-entropy sees as
+//! the same (a map's bytes may still differ in its fields' tombstones, as
+//! in riak_dt; the next merge joins them). Siblings that do not decode are
+//! left as they are (logged), never dropped.
 
 use super::{Content, RiakObject};
 use crate::crdt::{Crdt, CrdtError, DataType};
@@ -57,9 +60,7 @@ pub fn collapse(contents: &mut Vec<Content>) {
             .max_by_key(|i| (contents[*i].last_mod_us(), contents[*i].vtag.clone()));
         let Some(latest) = latest else { continue };
         let mut one = contents[latest].clone();
-        one.value = merged.encode();
-        one.value_len = one.value.len() as u32;
-        one.vtag = Some(format!("{:032x}", xxhash_rust::xxh3::xxh3_128(&one.value)).into_bytes());
+        set_value(&mut one, &merged);
         one.dot = None;
         let mut i = 0;
         contents.retain(|_| {
@@ -69,6 +70,29 @@ pub fn collapse(contents: &mut Vec<Content>) {
         });
         contents.push(one);
     }
+}
+
+/// `x` and `c` are one sibling held by two replicas (same identity); if it
+/// is a data type whose bytes differ (a map's field tombstones record
+/// merge history), `x` becomes their join, named by what it observes.
+pub fn join_same(x: &mut Content, c: &Content) {
+    if x.value == c.value || sibling_type(x).is_none() || sibling_type(x) != sibling_type(c) {
+        return;
+    }
+    match merge_values([&*x, c].into_iter()) {
+        Ok(Some(m)) => set_value(x, &m),
+        Ok(None) => {}
+        Err(e) => {
+            tracing::warn!(error = %e, "data-type sibling copies not joined: a value does not decode")
+        }
+    }
+}
+
+/// Stores `m` as `c`'s value, named (vtag) by what it observes.
+fn set_value(c: &mut Content, m: &Crdt) {
+    c.value = m.encode();
+    c.value_len = c.value.len() as u32;
+    c.vtag = Some(format!("{:032x}", xxhash_rust::xxh3::xxh3_128(&m.observed())).into_bytes());
 }
 
 /// The join of the data-type values of `siblings` (`None`: none).

@@ -416,8 +416,13 @@ impl RiakObject {
                 // With equal clocks the invariant says both sides hold the
                 // same siblings; if not, keep the union (lose nothing).
                 let keep = held || !seen || equal_clocks;
-                if keep && !contents.iter().any(|x| x.identity() == c.identity()) {
-                    contents.push(c.clone());
+                if keep {
+                    match contents.iter_mut().find(|x| x.identity() == c.identity()) {
+                        None => contents.push(c.clone()),
+                        // The same data-type sibling on both sides may
+                        // differ in bytes (a map's tombstones): join them.
+                        Some(x) => datatype::join_same(x, c),
+                    }
                 }
             }
         }
