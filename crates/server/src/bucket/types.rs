@@ -155,7 +155,9 @@ impl BucketTypes {
             return Ok(None);
         }
         match self.get(name) {
-            None => Err(bad(format!("No bucket-type named '{name}'"))),
+            // Riak answers `no_type` (riak_core_bucket's error); clients
+            // match on it.
+            None => Err(bad(format!("No bucket-type named '{name}' (no_type)"))),
             Some(bt) if bt.status != TypeStatus::Active => {
                 Err(bad(format!("Bucket-type '{name}' is not active")))
             }

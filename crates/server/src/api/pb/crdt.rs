@@ -35,7 +35,7 @@ fn target(node: &Node, btype: &[u8], bucket: &[u8]) -> Result<(Vec<u8>, DataType
         .types()
         .storage_bucket(Some(btype), bucket)
         .map_err(|e| match e {
-            RequestError::Invalid(m) if m.starts_with("No bucket-type") => bad(format!(
+            RequestError::Invalid(m) if m.contains("no_type") => bad(format!(
                 "Error no bucket type `<<\"{}\">>` (no_type)",
                 String::from_utf8_lossy(btype)
             )),
