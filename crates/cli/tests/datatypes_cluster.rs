@@ -84,7 +84,12 @@ fn counters_converge_after_a_split_with_no_lost_increment() {
     form_cluster(&nodes);
     let (ok, out) = admin(
         &nodes[0].cluster,
-        &["bucket-type", "create", "counters", r#"{"props":{"datatype":"counter"}}"#],
+        &[
+            "bucket-type",
+            "create",
+            "counters",
+            r#"{"props":{"datatype":"counter"}}"#,
+        ],
     );
     assert!(ok, "{out}");
     let (ok, out) = admin(&nodes[0].cluster, &["bucket-type", "activate", "counters"]);
@@ -114,21 +119,28 @@ fn counters_converge_after_a_split_with_no_lost_increment() {
     nodes[0].start();
     nodes[1].start();
     let mut last = Vec::new();
-    wait_for("every node reads the sum at r = 3", Duration::from_secs(120), || {
-        last = nodes
-            .iter()
-            .map(|n| {
-                let mut c = Client::connect(&n.pb);
-                (0..KEYS).map(|k| read(&mut c, k, 3)).collect::<Vec<_>>()
-            })
-            .collect();
-        last.iter().all(|vs| {
-            vs.iter()
-                .zip(acked.iter().zip(&tried))
-                .all(|(v, (a, t))| v.is_some_and(|v| v >= *a && v <= *t))
-        }) && last.windows(2).all(|w| w[0] == w[1])
-    });
-    eprintln!("acknowledged {acked:?}, attempted {tried:?}, read {:?}", last[0]);
+    wait_for(
+        "every node reads the sum at r = 3",
+        Duration::from_secs(120),
+        || {
+            last = nodes
+                .iter()
+                .map(|n| {
+                    let mut c = Client::connect(&n.pb);
+                    (0..KEYS).map(|k| read(&mut c, k, 3)).collect::<Vec<_>>()
+                })
+                .collect();
+            last.iter().all(|vs| {
+                vs.iter()
+                    .zip(acked.iter().zip(&tried))
+                    .all(|(v, (a, t))| v.is_some_and(|v| v >= *a && v <= *t))
+            }) && last.windows(2).all(|w| w[0] == w[1])
+        },
+    );
+    eprintln!(
+        "acknowledged {acked:?}, attempted {tried:?}, read {:?}",
+        last[0]
+    );
     wait_for("single replicas agree", Duration::from_secs(120), || {
         let first = last[0].clone();
         nodes.iter().all(|n| {
