@@ -472,3 +472,40 @@ fn a_set_of_many_removed_elements_stays_small() {
     // Only the clock remains: one actor.
     assert!(empty < 64, "{empty} bytes after removing every element");
 }
+
+#[test]
+fn updates_past_a_limit_fail_and_change_nothing() {
+    use crate::limits::{CRDT_MAX_DEPTH, CRDT_MAX_ELEMENT_BYTES};
+    let s = Crdt::new(DataType::Set, 14).unwrap_or_else(|e| panic!("{e}"));
+    let big = Op::Set(SetOp {
+        adds: vec![vec![0; CRDT_MAX_ELEMENT_BYTES + 1]],
+        removes: vec![],
+    });
+    assert_eq!(
+        s.update(&big, b"a", None, 1).err(),
+        Some(CrdtError::TooLarge("element size"))
+    );
+    // Maps nested one deeper than the limit.
+    let mut op = MapOp {
+        removes: vec![],
+        updates: vec![((b"f".to_vec(), FieldKind::Flag), FieldOp::Flag(true))],
+    };
+    for _ in 0..CRDT_MAX_DEPTH {
+        op = MapOp {
+            removes: vec![],
+            updates: vec![((b"m".to_vec(), FieldKind::Map), FieldOp::Map(op))],
+        };
+    }
+    let m = Crdt::new(DataType::Map, 14).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        m.update(&Op::Map(op.clone()), b"a", None, 1).err(),
+        Some(CrdtError::TooLarge("maps nested too deep"))
+    );
+    // One level less is accepted, and decodes.
+    if let Some((_, FieldOp::Map(inner))) = op.updates.pop() {
+        let ok = m
+            .update(&Op::Map(inner), b"a", None, 1)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(Crdt::decode(&ok.encode()).ok(), Some(ok));
+    }
+}
