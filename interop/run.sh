@@ -23,6 +23,13 @@
 # `node --test` there. Needs node >= 18 and npm; BASALT_INTEROP_NODE=0 skips
 # the Node part (the extra args above go to `go test` only).
 #
+# Then the Java stage against the same node (BASALT_INTEROP_JAVA=0 skips
+# it): interop/java (Maven, the real com.basho.riak:riak-client 2.1.1)
+# compiled with its local repository under target/m2 and run as
+# basalt.interop.Main; it prints PASS/FAIL per check and "N passed, M
+# failed". The data-type bucket types `counters`, `sets`, `maps`, `hlls`,
+# `gsets` are created for it (and for the clients' own suites).
+#
 # Last, the cluster stage (BASALT_INTEROP_CLUSTER=0 skips it): three nodes
 # on free loopback ports (own data dirs under the temp dir, --node-name
 # nN@127.0.0.1, --ring-size 16, no HTTP, the cluster port on PB port + 1),
@@ -198,6 +205,11 @@ done
 admin create nomult '{"props":{"allow_mult":false}}'
 admin activate nomult
 admin create interop_inactive '{"props":{}}'
+# Data-type bucket types, named as the clients' own suites name them.
+for dt in counter set map hll gset; do
+  admin create "${dt}s" "{\"props\":{\"datatype\":\"$dt\"}}"
+  admin activate "${dt}s"
+done
 
 status=0
 (
@@ -227,6 +239,41 @@ if [[ $run_node != 0 ]]; then
   fi
 else
   echo "== interop: BASALT_INTEROP_NODE=0, skipping the Node client tests"
+fi
+
+# The Java stage (BASALT_INTEROP_JAVA=0 skips it): interop/java (Maven,
+# com.basho.riak:riak-client 2.1.1 from Maven Central) against the same
+# node. The local repository and the build output live under target/
+# (target/m2, target/interop-java), so later runs work offline. Needs java
+# >= 17 and mvn.
+run_java=${BASALT_INTEROP_JAVA:-1}
+if [[ $run_java != 0 ]]; then
+  java_status=0
+  if ! command -v java >/dev/null 2>&1 || ! command -v mvn >/dev/null 2>&1; then
+    echo "interop: 'java' and 'mvn' are needed for the Java stage; set BASALT_INTEROP_JAVA=0 to skip it" >&2
+    java_status=2
+  else
+    (
+      cd "$root/interop/java"
+      m2="${CARGO_TARGET_DIR:-$root/target}/m2"
+      out="${CARGO_TARGET_DIR:-$root/target}/interop-java"
+      echo "== interop: mvn compile (interop/java, riak-client 2.1.1)"
+      mvn -q -B -Dmaven.repo.local="$m2" compile dependency:build-classpath \
+        -Dmdep.outputFile="$out/classpath.txt"
+      echo "== interop: java basalt.interop.Main (riak-client 2.1.1)"
+      # riak-client 2.1.1's netty 4.1.5 reflects into java.nio (JDK 17).
+      BASALT_PB_ADDR="127.0.0.1:$port" java --add-opens java.base/java.nio=ALL-UNNAMED \
+        --add-opens java.base/sun.nio.ch=ALL-UNNAMED --add-opens java.base/java.lang=ALL-UNNAMED \
+        -cp "$out/classes:$(cat "$out/classpath.txt")" basalt.interop.Main
+    ) || java_status=$?
+  fi
+  if [[ $java_status -ne 0 ]]; then
+    echo "interop: Java client stage failed ($java_status); node log tail:" >&2
+    tail -40 "$tmp/node.log" >&2
+    status=$java_status
+  fi
+else
+  echo "== interop: BASALT_INTEROP_JAVA=0, skipping the Java client stage"
 fi
 
 # Graceful stop: SIGTERM, then the node must exit 0 within 20 s.

@@ -24,11 +24,12 @@
 // / StoreBucketTypeProps (31/32, n_val change as in Riak), FetchPreflist
 // (33/34), unknown and inactive types → error for every request kind.
 //
+// Covered (datatypes_test.go; run.sh creates the types `counters`, `sets`,
+// `maps`, `hlls`, `gsets`): data types over DtFetch/DtUpdate 80-83 and the
+// 1.4 counters 50-53.
+//
 // Not covered, because the server does not support it yet (docs/server.md
 // "Server", "Missing"; docs/testing.md "Not covered"):
-//   - the CRDT bucket types of the Go client's own integration suite
-//     (`counters`, `sets`, `gsets`, `maps`, `hlls`: need data types);
-//   - CRDTs (DtFetch/DtUpdate 80-83, legacy counters 50-53);
 //   - MapReduce (23/24);
 //   - search / Yokozuna (27/28, 54-60);
 //   - 2i return_body (42);

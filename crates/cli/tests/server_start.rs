@@ -95,7 +95,7 @@ fn start_ping_put_get_sigterm() {
     let mut resp = String::new();
     h.read_to_string(&mut resp).expect("read");
     assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
-    assert!(resp.ends_with("\r\n\r\nOK\n"), "{resp}");
+    assert!(resp.ends_with("\r\n\r\nOK"), "{resp}");
     let put = pb::RpbPutReq {
         bucket: b"b".to_vec(),
         key: Some(b"k".to_vec()),

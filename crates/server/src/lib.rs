@@ -22,6 +22,7 @@ pub mod api;
 pub mod bucket;
 pub mod cluster;
 pub mod config;
+pub mod crdt;
 pub mod error;
 pub mod fsutil;
 /// For the fuzz targets only (see the module docs).

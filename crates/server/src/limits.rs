@@ -180,7 +180,39 @@ pub const BUCKETS_PER_CHUNK: usize = 100;
 /// Largest accepted props body (`PUT .../props`), bytes; larger → 413.
 pub const MAX_PROPS_BODY_BYTES: usize = 64 * 1024;
 
+// Data types (crate::crdt). Riak sets none of these; Basalt refuses an
+// update that would pass one (nothing is written) so a data type stays a
+// value a replica can merge and send in one message.
+
+/// HyperLogLog precision bounds and default (Riak's `hll_precision`:
+/// 2^p one-byte registers; 14 = 16 KiB, about 0.8 % standard error).
+pub const HLL_PRECISION_MIN: u32 = 4;
+/// See [`HLL_PRECISION_MIN`].
+pub const HLL_PRECISION_MAX: u32 = 16;
+/// See [`HLL_PRECISION_MIN`].
+pub const HLL_PRECISION_DEFAULT: u32 = 14;
+/// Elements of one set or GSet (top level or in a map).
+pub const CRDT_MAX_SET_ELEMENTS: usize = 100_000;
+/// Fields of one map (each nested map counts its own).
+pub const CRDT_MAX_MAP_FIELDS: usize = 10_000;
+/// Nesting of maps in maps (the top-level map is depth 1); decoding
+/// refuses deeper bytes, so a corrupt value cannot exhaust the stack.
+pub const CRDT_MAX_DEPTH: usize = 8;
+/// Bytes of one set element, map field name or register value.
+pub const CRDT_MAX_ELEMENT_BYTES: usize = 64 * 1024;
+/// Bytes of an encoded data type after an update.
+pub const CRDT_MAX_ENCODED_BYTES: usize = 16 << 20;
+/// Removes held back (their context not yet seen) per set or map.
+pub const CRDT_MAX_DEFERRED: usize = 1024;
+
 const _: () = {
+    assert!(
+        HLL_PRECISION_MIN <= HLL_PRECISION_DEFAULT && HLL_PRECISION_DEFAULT <= HLL_PRECISION_MAX
+    );
+    assert!(HLL_PRECISION_MIN >= 4 && HLL_PRECISION_MAX <= 16);
+    assert!(CRDT_MAX_DEPTH >= 2 && CRDT_MAX_DEPTH <= 32);
+    assert!(CRDT_MAX_ELEMENT_BYTES < CRDT_MAX_ENCODED_BYTES);
+    assert!(CRDT_MAX_SET_ELEMENTS > 0 && CRDT_MAX_MAP_FIELDS > 0 && CRDT_MAX_DEFERRED > 0);
     assert!(STREAM_QUEUE_FRAMES > 0);
     assert!(LIST_KEYS_FRAME_KEYS > 0 && LIST_KEYS_FRAME_KEYS <= LIST_KEYS_BATCH as usize);
     assert!(CS_BUCKET_FRAME_OBJECTS >= 1 && CS_BUCKET_FRAME_OBJECTS <= CS_FOLD_BATCH);

@@ -366,7 +366,7 @@ fn unknown_or_inactive_type_is_refused_connection_kept() {
     a.create("later", r#"{"props":{}}"#);
     let get =
         |c: &mut Client, t: &str| c.try_call(code::GET_REQ, &Client::get_req(Some(t), "b", "k"));
-    assert!(get(&mut c, "nope").is_err_and(|e| e == "No bucket-type named 'nope'"));
+    assert!(get(&mut c, "nope").is_err_and(|e| e == "No bucket-type named 'nope' (no_type)"));
     c.ping();
     assert!(get(&mut c, "later").is_err_and(|e| e == "Bucket-type 'later' is not active"));
     c.ping();

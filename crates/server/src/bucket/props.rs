@@ -33,7 +33,25 @@ pub struct BucketProps {
     pub big_vclock: u32,
     pub young_vclock: u32,
     pub old_vclock: u32,
+    /// The data type of a bucket type's buckets (`counter`, `set`, `map`,
+    /// `hll`, `gset`; see [`crate::crdt`]); set when the type is created,
+    /// never changed after. (Always serialized: props also travel in
+    /// postcard, which has no optional fields.)
+    #[serde(default)]
+    pub datatype: Option<String>,
+    /// HyperLogLog precision of `hll` buckets (registers = 2^precision).
+    #[serde(default = "default_hll_precision")]
+    pub hll_precision: u32,
 }
+
+fn default_hll_precision() -> u32 {
+    crate::limits::HLL_PRECISION_DEFAULT
+}
+
+/// The bucket-level hash function Riak reports (and Basalt uses).
+pub const CHASH_KEYFUN: (&str, &str) = ("riak_core_util", "chash_std_keyfun");
+/// The link function Riak reports.
+pub const LINKFUN: (&str, &str) = ("riak_kv_wm_link_walker", "mapreduce_linkfun");
 
 impl Default for BucketProps {
     fn default() -> Self {
@@ -53,6 +71,8 @@ impl Default for BucketProps {
             big_vclock: 50,
             young_vclock: 20,
             old_vclock: 86_400,
+            datatype: None,
+            hll_precision: crate::limits::HLL_PRECISION_DEFAULT,
         }
     }
 }
@@ -141,9 +161,55 @@ impl BucketProps {
             young_vclock,
             old_vclock
         );
-        if p.datatype.is_some() || p.consistent == Some(true) || p.write_once == Some(true) {
+        if p.consistent == Some(true) || p.write_once == Some(true) {
             return Err(PropsError::Invalid(
-                "datatype, consistent and write_once buckets are not supported".into(),
+                "consistent and write_once buckets are not supported".into(),
+            ));
+        }
+        if let Some(d) = &p.datatype {
+            let d = String::from_utf8_lossy(d);
+            if self.datatype.as_deref() != Some(&*d) {
+                // As riak_kv_bucket: a datatype is fixed when its type is
+                // created ([`BucketProps::apply_new`]).
+                return Err(PropsError::Invalid(format!(
+                    "datatype: cannot_modify_datatype ({} to {d})",
+                    self.datatype.as_deref().unwrap_or("none")
+                )));
+            }
+        }
+        if let Some(h) = p.hll_precision {
+            if !(crate::limits::HLL_PRECISION_MIN..=crate::limits::HLL_PRECISION_MAX).contains(&h) {
+                return Err(PropsError::Invalid(format!(
+                    "hll_precision: {h} is not in {}..{}",
+                    crate::limits::HLL_PRECISION_MIN,
+                    crate::limits::HLL_PRECISION_MAX
+                )));
+            }
+            self.hll_precision = h;
+        }
+        self.check_datatype()
+    }
+
+    /// [`BucketProps::apply`] for a bucket type being created: `datatype`
+    /// may be set here, and only here.
+    pub fn apply_new(&mut self, p: &RpbBucketProps) -> Result<(), PropsError> {
+        if let Some(d) = &p.datatype {
+            let d = String::from_utf8_lossy(d).into_owned();
+            if crate::crdt::DataType::from_name(&d).is_none() {
+                return Err(PropsError::Invalid(format!(
+                    "datatype: {d} is not a supported data type (counter, set, map, hll, gset)"
+                )));
+            }
+            self.datatype = Some(d);
+        }
+        self.apply(p)
+    }
+
+    /// A data-type bucket must allow siblings (as riak_kv_bucket).
+    fn check_datatype(&self) -> Result<(), PropsError> {
+        if self.datatype.is_some() && (!self.allow_mult || self.last_write_wins) {
+            return Err(PropsError::Invalid(
+                "Data Type buckets must be allow_mult=true (and not last_write_wins)".into(),
             ));
         }
         Ok(())
@@ -169,8 +235,19 @@ impl BucketProps {
             rw: Some(self.rw),
             basic_quorum: Some(self.basic_quorum),
             notfound_ok: Some(self.notfound_ok),
+            chash_keyfun: Some(modfun(CHASH_KEYFUN)),
+            linkfun: Some(modfun(LINKFUN)),
+            datatype: self.datatype.clone().map(String::into_bytes),
+            hll_precision: Some(self.hll_precision),
             ..Default::default()
         }
+    }
+}
+
+fn modfun((module, function): (&str, &str)) -> crate::pb::RpbModFun {
+    crate::pb::RpbModFun {
+        module: module.as_bytes().to_vec(),
+        function: function.as_bytes().to_vec(),
     }
 }
 

@@ -155,7 +155,9 @@ impl BucketTypes {
             return Ok(None);
         }
         match self.get(name) {
-            None => Err(bad(format!("No bucket-type named '{name}'"))),
+            // Riak answers `no_type` (riak_core_bucket's error); clients
+            // match on it.
+            None => Err(bad(format!("No bucket-type named '{name}' (no_type)"))),
             Some(bt) if bt.status != TypeStatus::Active => {
                 Err(bad(format!("Bucket-type '{name}' is not active")))
             }
@@ -191,7 +193,7 @@ impl BucketTypes {
             return Err(bad("bucket type names are at most 255 bytes"));
         }
         let mut props = custom_type_defaults();
-        props.apply(p)?;
+        props.apply_new(p)?;
         let mut map = self.types.lock();
         if map
             .get(name)
@@ -348,6 +350,23 @@ pub fn props_from_json(text: &str) -> Result<RpbBucketProps, String> {
             "pw" => p.pw = Some(quorum_json(val, k)?),
             "dw" => p.dw = Some(quorum_json(val, k)?),
             "rw" => p.rw = Some(quorum_json(val, k)?),
+            "datatype" => {
+                p.datatype = Some(
+                    val.as_str()
+                        .ok_or_else(|| format!("{k}: expected a string"))?
+                        .as_bytes()
+                        .to_vec(),
+                )
+            }
+            "hll_precision" => p.hll_precision = Some(num()?),
+            // What GET answers and clients send back unchanged: fixed here.
+            "chash_keyfun" | "linkfun" | "precommit" | "postcommit" | "has_precommit"
+            | "has_postcommit" | "search" | "young_vclock_ms" => {}
+            "consistent" | "write_once" => {
+                if boolean()? {
+                    return Err(format!("{k}: not supported"));
+                }
+            }
             other => return Err(format!("unsupported bucket property {other:?}")),
         }
     }

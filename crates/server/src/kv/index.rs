@@ -91,7 +91,9 @@ impl Node {
                 }
             }
         }
-        if !(want_terms && q.end.is_some()) {
+        // As Riak: terms for range queries only, and never for `$key`
+        // (its "term" is the key itself; `return_terms` is ignored).
+        if !(want_terms && q.end.is_some() && q.field != b"$key") {
             for r in &mut results {
                 r.term = None;
             }

@@ -7,6 +7,7 @@
 //! cores decide from the replies and do no I/O.
 
 pub mod aae_fold;
+pub mod crdt;
 pub mod csfold;
 pub mod delete;
 pub mod get;
@@ -16,8 +17,10 @@ pub mod list;
 pub mod put;
 pub mod put_core;
 
+use crate::error::RequestError;
 use crate::object::vclock::VClock;
 use crate::object::RiakObject;
+use std::future::Future;
 
 pub use csfold::{CsFold, CS_FOLD_BATCH};
 pub use list::LIST_KEYS_BATCH;
@@ -57,4 +60,22 @@ pub struct PutOpts {
     pub if_none_match: bool,
     /// Fail unless the stored clock equals the request's.
     pub if_not_modified: bool,
+}
+
+/// Runs a listing or 2i request within the client's `timeout` (ms; absent
+/// or 0 = no limit, as Riak's `infinity`): past it the request fails with
+/// Riak's `timeout` error (a stream already started just ends with it).
+pub async fn within<T>(
+    timeout_ms: Option<u32>,
+    request: impl Future<Output = Result<T, RequestError>>,
+) -> Result<T, RequestError> {
+    match timeout_ms.filter(|ms| *ms > 0) {
+        None => request.await,
+        Some(ms) => {
+            let limit = std::time::Duration::from_millis(u64::from(ms));
+            tokio::time::timeout(limit, request)
+                .await
+                .unwrap_or(Err(RequestError::Timeout))
+        }
+    }
 }

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Seconds and microseconds since the epoch.
-fn now() -> (u64, u32) {
+pub(crate) fn now() -> (u64, u32) {
     let d = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
@@ -53,6 +53,12 @@ impl Node {
             crate::latency::Op::Put
         });
         let props = self.props.get(bucket);
+        if let (Some(dt), false) = (&props.datatype, content.deleted) {
+            // A data-type bucket holds only values its merge understands.
+            return Err(RequestError::Invalid(format!(
+                "Bucket datatype is `{dt}`: plain objects cannot be stored in it; use the data type API (DtUpdateReq, /types/T/buckets/B/datatypes/K)"
+            )));
+        }
         let w = props.resolve(opts.w, props.w, "w")?;
         let dw = props.resolve(opts.dw, props.dw, "dw")?;
         let pw = props.resolve(opts.pw, props.pw, "pw")?;
@@ -87,9 +93,6 @@ impl Node {
         content.last_mod_usecs = usecs;
         content.vtag = Some(unique_id());
         content.value_len = content.value.len() as u32;
-        let targets = self.router.key_targets(bucket, key, props.n_val);
-        let primaries_up = targets.iter().filter(|t| t.primary).count() as u32;
-        let mut core = PutCore::new(targets.len() as u32, primaries_up, w, dw, pw)?;
         let req = VnodeReq::Coordinate {
             bucket: bucket.to_vec(),
             key: key.to_vec(),
@@ -101,6 +104,26 @@ impl Node {
             props: props.clone(),
             now_secs: secs,
         };
+        self.coordinate_and_replicate(bucket, key, &props, (w, dw, pw), req)
+            .await
+    }
+
+    /// The write steps every PUT shares: `req` (a coordinating step) on
+    /// one of the key's vnodes, then the new version to the others, until
+    /// `(w, dw, pw)` is met. A coordinator's [`VnodeReply::Refused`] is the
+    /// client's error.
+    pub(crate) async fn coordinate_and_replicate(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        props: &crate::bucket::props::BucketProps,
+        (w, dw, pw): (u32, u32, u32),
+        req: VnodeReq,
+    ) -> Result<Option<Arc<RiakObject>>, RequestError> {
+        debug_assert!(req.is_write());
+        let targets = self.router.key_targets(bucket, key, props.n_val);
+        let primaries_up = targets.iter().filter(|t| t.primary).count() as u32;
+        let mut core = PutCore::new(targets.len() as u32, primaries_up, w, dw, pw)?;
         // A local vnode coordinates if the key has one here (no extra hop,
         // no wait on a slow peer), else the first; an unreachable one is
         // skipped (it counts as a failed replica).
@@ -139,6 +162,7 @@ impl Node {
         let new = match reply {
             VnodeReply::Written(None) => return Ok(None),
             VnodeReply::Written(Some(w)) => w,
+            VnodeReply::Refused(why) => return Err(RequestError::Invalid(why)),
             other => {
                 return Err(RequestError::Storage(format!(
                     "unexpected coordinator reply {other:?}"

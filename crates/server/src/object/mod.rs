@@ -37,6 +37,7 @@
 //! All integers are big-endian. Siblings are kept in a canonical order (by
 //! dot, then vtag), so equal versions encode to equal bytes.
 
+pub mod datatype;
 pub mod vclock;
 
 use crate::object::vclock::VClock;
@@ -226,6 +227,16 @@ impl RiakObject {
         v
     }
 
+    /// The siblings in the order Riak lists them to clients: the newest
+    /// first (by last-modified time, ties by vtag, both descending), so a
+    /// client that takes the first sibling takes the latest write. Storage
+    /// keeps the canonical order ([`RiakObject::canonicalize`]).
+    pub fn newest_first(&self) -> Vec<&Content> {
+        let mut v: Vec<&Content> = self.contents.iter().collect();
+        v.sort_by(|x, y| (y.last_mod_us(), &y.vtag).cmp(&(x.last_mod_us(), &x.vtag)));
+        v
+    }
+
     /// Total size of the sibling values.
     pub fn value_bytes(&self) -> usize {
         self.contents.iter().map(|c| c.value.len()).sum()
@@ -389,6 +400,9 @@ impl RiakObject {
     /// than a concurrent third write, replicas that merged in different
     /// orders can keep different single values; with `allow_mult` (and
     /// for typed buckets, whose default it is) the merge is exact.
+    ///
+    /// Live siblings holding one data type are merged into one sibling
+    /// ([`datatype::collapse`]), whatever `allow_mult` says.
     pub fn merge(a: &RiakObject, b: &RiakObject, allow_mult: bool) -> RiakObject {
         let equal_clocks = a.vclock.same_events(&b.vclock);
         let mut contents: Vec<Content> = Vec::with_capacity(a.contents.len() + b.contents.len());
@@ -402,8 +416,13 @@ impl RiakObject {
                 // With equal clocks the invariant says both sides hold the
                 // same siblings; if not, keep the union (lose nothing).
                 let keep = held || !seen || equal_clocks;
-                if keep && !contents.iter().any(|x| x.identity() == c.identity()) {
-                    contents.push(c.clone());
+                if keep {
+                    match contents.iter_mut().find(|x| x.identity() == c.identity()) {
+                        None => contents.push(c.clone()),
+                        // The same data-type sibling on both sides may
+                        // differ in bytes (a map's tombstones): join them.
+                        Some(x) => datatype::join_same(x, c),
+                    }
                 }
             }
         }
@@ -415,6 +434,8 @@ impl RiakObject {
                 "two replicas hold different siblings under one clock; keeping the union"
             );
         }
+        // Data types converge instead of keeping siblings.
+        datatype::collapse(&mut contents);
         if contents.is_empty() {
             // Unreachable when every dot was issued once; keep both sides
             // rather than an object without contents.

@@ -241,15 +241,15 @@ impl Router {
         let qlen = v.queue_len() as u32;
         let write = req.is_write();
         let props = match &req {
-            VnodeReq::Coordinate { props, .. } | VnodeReq::Reconcile { props, .. } => {
-                Some(props.clone())
-            }
+            VnodeReq::Coordinate { props, .. }
+            | VnodeReq::Reconcile { props, .. }
+            | VnodeReq::CoordinateCrdt { props, .. } => Some(props.clone()),
             _ => None,
         };
         let bk = match &req {
-            VnodeReq::Coordinate { bucket, key, .. } | VnodeReq::Reconcile { bucket, key, .. } => {
-                Some((bucket.clone(), key.clone()))
-            }
+            VnodeReq::Coordinate { bucket, key, .. }
+            | VnodeReq::Reconcile { bucket, key, .. }
+            | VnodeReq::CoordinateCrdt { bucket, key, .. } => Some((bucket.clone(), key.clone())),
             _ => None,
         };
         // Reads are cheap to keep for a retry; writes (which carry values)

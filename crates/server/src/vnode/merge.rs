@@ -1,10 +1,93 @@
 //! Merging on a vnode: the coordinating vnode's step of a PUT
-//! ([`coordinate`]: a new event over the local version) and a replica's
-//! step ([`reconcile`]: a join with what it holds). Both are pure.
+//! ([`coordinate`]: a new event over the local version), of a data-type
+//! update ([`coordinate_crdt`]: the operation applied to the merged local
+//! value) and a replica's step ([`reconcile`]: a join with what it holds,
+//! which merges data-type siblings, see [`crate::object::datatype`]). All
+//! are pure.
 
 use crate::bucket::props::BucketProps;
+use crate::crdt::{Crdt, CrdtError, DataType, Op};
 use crate::object::vclock::VClock;
-use crate::object::{Content, RiakObject};
+use crate::object::{datatype, unique_id, Content, RiakObject};
+use serde::{Deserialize, Serialize};
+
+/// A data-type update as a vnode receives it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CrdtUpdate {
+    /// The bucket's data type (what an absent value starts as).
+    pub datatype: DataType,
+    /// The operation.
+    pub op: Op,
+    /// The client's context (opaque; empty = none).
+    pub context: Option<Vec<u8>>,
+}
+
+/// The coordinating vnode's step of a data-type update: the local value
+/// (the join of its live siblings of the type; empty if none) with `op`
+/// applied as a new event of `actor`, stored as the one sibling of the
+/// type under the local clock plus that event. Plain siblings beside it
+/// stay. Nothing is written on error (a bad operation or context, a
+/// limit, a local value that does not decode).
+pub fn coordinate_crdt(
+    local: Option<&RiakObject>,
+    update: &CrdtUpdate,
+    props: &BucketProps,
+    actor: &[u8],
+    now_us: u64,
+) -> Result<RiakObject, CrdtError> {
+    let t = update.datatype;
+    let current = match local {
+        Some(l) => datatype::value_of(l, t)?,
+        None => None,
+    };
+    let base = match current {
+        Some(c) => c,
+        None => Crdt::new(t, props.hll_precision)?,
+    };
+    let next = base.update(&update.op, actor, update.context.as_deref(), now_us)?;
+    let mut vclock = local.map(|l| l.vclock.clone()).unwrap_or_default();
+    let now_secs = now_us / 1_000_000;
+    vclock.increment(actor, now_secs);
+    let value = next.encode();
+    debug_assert!(
+        Crdt::decode(&value).is_ok(),
+        "a data type must decode as encoded"
+    );
+    let content = Content {
+        value_len: value.len() as u32,
+        value,
+        content_type: Some(t.content_type().as_bytes().to_vec()),
+        vtag: Some(unique_id()),
+        last_mod: now_secs as u32,
+        last_mod_usecs: (now_us % 1_000_000) as u32,
+        dot: Some(crate::object::Dot {
+            actor: actor.to_vec(),
+            counter: vclock.counter(actor),
+        }),
+        ..Content::default()
+    };
+    // The other live siblings the local version holds (plain values beside
+    // a 1.4 counter); those of the type are merged into `content`.
+    let mut contents: Vec<Content> = local
+        .map(|l| {
+            l.contents
+                .iter()
+                .filter(|c| !c.deleted && datatype::sibling_type(c) != Some(t))
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
+    contents.push(content);
+    let mut obj = RiakObject { vclock, contents };
+    obj.vclock.prune(now_secs, &props.prune());
+    for c in &mut obj.contents {
+        if c.dot.as_ref().is_some_and(|d| !d.covered_by(&obj.vclock)) {
+            c.dot = None;
+        }
+    }
+    obj.canonicalize();
+    Ok(obj)
+}
 
 /// The coordinating vnode's step of a PUT: the new object from the local
 /// version, the client's clock and the new content (`None` = nothing to

@@ -259,6 +259,23 @@ pub enum VnodeReq {
         /// [`crate::limits::AAE_RANGE_BOOST`]).
         segments: Vec<u32>,
     },
+    /// The coordinating step of a data-type update
+    /// ([`super::merge::coordinate_crdt`]): read, apply the operation to
+    /// the merged local value as a new event of this vnode, write.
+    /// Answered as [`VnodeReply::Written`], or [`VnodeReply::Refused`]
+    /// when the operation does not apply.
+    CoordinateCrdt {
+        /// Storage bucket.
+        bucket: Vec<u8>,
+        /// Key.
+        key: Vec<u8>,
+        /// The update.
+        update: super::merge::CrdtUpdate,
+        /// The bucket's props.
+        props: BucketProps,
+        /// The coordinator's clock (microseconds since the epoch).
+        now_us: u64,
+    },
 }
 
 impl VnodeReq {
@@ -266,7 +283,9 @@ impl VnodeReq {
     pub fn is_write(&self) -> bool {
         matches!(
             self,
-            VnodeReq::Coordinate { .. } | VnodeReq::Reconcile { .. }
+            VnodeReq::Coordinate { .. }
+                | VnodeReq::Reconcile { .. }
+                | VnodeReq::CoordinateCrdt { .. }
         )
     }
 }
@@ -301,6 +320,9 @@ pub enum VnodeReply {
     Batch(Vec<(Vec<u8>, Vec<u8>, WireObject)>),
     /// A vnode's part of an anti-entropy fold query.
     AaeFold(super::aae_fold::AaeFoldReply),
+    /// A data-type update the vnode refused (bad operation, context or
+    /// limit: the client's error, nothing written).
+    Refused(String),
 }
 
 #[cfg(test)]

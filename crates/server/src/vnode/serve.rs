@@ -4,7 +4,7 @@
 //! handoff, anti-entropy and CS folds).
 
 use super::aae_tree::{key_state_hash, AaeTrees};
-use super::merge::{coordinate, reconcile};
+use super::merge::{coordinate, coordinate_crdt, reconcile};
 use super::request::{Obj, VnodeReply, VnodeReq, WireObject};
 use super::{VnodeAae, VnodeError, VnodeState};
 use crate::object::vclock::VClock;
@@ -97,6 +97,22 @@ impl VnodeState {
                     self.write(&bucket, &key, local.as_ref(), n)?;
                 }
                 Ok(VnodeReply::Written(new.map(Obj::local)))
+            }
+            VnodeReq::CoordinateCrdt {
+                bucket,
+                key,
+                update,
+                props,
+                now_us,
+            } => {
+                let local = self.read(&bucket, &key)?;
+                match coordinate_crdt(local.as_ref(), &update, &props, &self.actor, now_us) {
+                    Ok(new) => {
+                        self.write(&bucket, &key, local.as_ref(), &new)?;
+                        Ok(VnodeReply::Written(Some(Obj::local(new))))
+                    }
+                    Err(e) => Ok(VnodeReply::Refused(e.to_string())),
+                }
             }
             VnodeReq::ListKeys {
                 bucket,

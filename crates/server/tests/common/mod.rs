@@ -87,3 +87,98 @@ pub fn content(v: &[u8]) -> Content {
         ..Content::default()
     }
 }
+
+/// An HTTP reply: status, headers (names as sent), body (de-chunked).
+pub struct HttpResp {
+    /// Status code.
+    pub status: u16,
+    /// Headers.
+    pub headers: Vec<(String, String)>,
+    /// Body.
+    pub body: Vec<u8>,
+}
+
+impl HttpResp {
+    /// A header's value (case-insensitive name).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The body as text.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// The body as JSON (panics if it is not).
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
+    }
+}
+
+/// One HTTP/1.1 request on a new connection to the node's HTTP port.
+pub fn http(
+    h: &ServerHandle,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> HttpResp {
+    use std::io::{Read, Write};
+    let addr = h.http_addr().expect("http on");
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
+    let mut out = format!("{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n");
+    for (n, v) in headers {
+        out.push_str(&format!("{n}: {v}\r\n"));
+    }
+    out.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+    let mut bytes = out.into_bytes();
+    bytes.extend_from_slice(body);
+    s.write_all(&bytes).expect("write");
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("header end");
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|c| c.parse().ok())
+        .expect("status");
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(": "))
+        .map(|(n, v)| (n.to_string(), v.to_string()))
+        .collect();
+    let mut r = HttpResp {
+        status,
+        headers,
+        body: raw[split + 4..].to_vec(),
+    };
+    if r.header("transfer-encoding")
+        .is_some_and(|t| t.eq_ignore_ascii_case("chunked"))
+    {
+        let mut b: &[u8] = &r.body;
+        let mut out = Vec::new();
+        loop {
+            let eol = b.windows(2).position(|w| w == b"\r\n").expect("chunk line");
+            let size = usize::from_str_radix(std::str::from_utf8(&b[..eol]).expect("utf8"), 16)
+                .expect("hex chunk size");
+            b = &b[eol + 2..];
+            if size == 0 {
+                break;
+            }
+            out.extend_from_slice(&b[..size]);
+            b = &b[size + 2..];
+        }
+        r.body = out;
+    }
+    r
+}

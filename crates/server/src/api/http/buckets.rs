@@ -3,9 +3,10 @@
 //! key listing (`riak_kv_wm_keylist`), plain and streamed.
 
 use super::{
-    bad, chunked, error_response, js, json, query, read_body, text, Shared, MAX_PROPS_BODY_BYTES,
+    bad, chunked, error_response, js, json, query, read_body, text, timeout_param, Shared,
+    MAX_PROPS_BODY_BYTES,
 };
-use crate::bucket::props::BucketProps;
+use crate::bucket::props::{BucketProps, CHASH_KEYFUN, LINKFUN};
 use crate::bucket::types::{props_from_json, split_storage_bucket};
 use crate::node::Node;
 use crate::pb::quorum;
@@ -46,11 +47,20 @@ pub fn props_json(p: &BucketProps) -> serde_json::Map<String, Value> {
         "big_vclock": p.big_vclock,
         "young_vclock": p.young_vclock,
         "old_vclock": p.old_vclock,
+        "chash_keyfun": { "mod": CHASH_KEYFUN.0, "fun": CHASH_KEYFUN.1 },
+        "linkfun": { "mod": LINKFUN.0, "fun": LINKFUN.1 },
+        "precommit": [],
+        "postcommit": [],
+        "hll_precision": p.hll_precision,
     });
-    match v {
+    let mut m = match v {
         Value::Object(m) => m,
         _ => serde_json::Map::new(),
+    };
+    if let Some(d) = &p.datatype {
+        m.insert("datatype".into(), d.clone().into());
     }
+    m
 }
 
 /// Reads a `{"props":{...}}` body (JSON only; `name` / `bucket_type`, which
@@ -195,7 +205,11 @@ async fn list_buckets(node: Arc<Node>, t: Option<String>, req: Request) -> Respo
         Ok(bt) => bt,
         Err(e) => return error_response(e),
     };
-    let buckets: Vec<Value> = match node.list_buckets().await {
+    let timeout = match timeout_param(&req) {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    let buckets: Vec<Value> = match crate::kv::within(timeout, node.list_buckets()).await {
         Ok(all) => all
             .iter()
             .filter_map(|sb| match split_storage_bucket(sb) {
@@ -245,18 +259,20 @@ async fn list_keys(node: Arc<Node>, t: Option<String>, b: String, req: Request) 
         Ok(sb) => sb,
         Err(e) => return error_response(e),
     };
+    let timeout = match timeout_param(&req) {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
     match mode {
         // As Riak (API v2): no listing asked for, no keys.
         None => json(StatusCode::OK, &json!({})),
         Some(false) => {
             let mut keys = Vec::new();
-            match node
-                .list_keys(&sb, |batch| {
-                    keys.extend(batch.iter().map(|k| js(k)));
-                    std::future::ready(true)
-                })
-                .await
-            {
+            let listing = node.list_keys(&sb, |batch| {
+                keys.extend(batch.iter().map(|k| js(k)));
+                std::future::ready(true)
+            });
+            match crate::kv::within(timeout, listing).await {
                 Ok(()) => json(StatusCode::OK, &json!({ "keys": keys })),
                 Err(e) => error_response(e),
             }
@@ -266,15 +282,14 @@ async fn list_keys(node: Arc<Node>, t: Option<String>, b: String, req: Request) 
             // `{"keys":[]}`; a failure mid-stream is an `{"error":...}` chunk.
             let (tx, resp) = chunked("application/json");
             tokio::spawn(async move {
-                let res = node
-                    .list_keys(&sb, |batch| {
-                        let keys: Vec<Value> = batch.iter().map(|k| js(k)).collect();
-                        let sent = tx
-                            .send(Bytes::from(json!({ "keys": keys }).to_string()))
-                            .is_ok();
-                        std::future::ready(sent)
-                    })
-                    .await;
+                let listing = node.list_keys(&sb, |batch| {
+                    let keys: Vec<Value> = batch.iter().map(|k| js(k)).collect();
+                    let sent = tx
+                        .send(Bytes::from(json!({ "keys": keys }).to_string()))
+                        .is_ok();
+                    std::future::ready(sent)
+                });
+                let res = crate::kv::within(timeout, listing).await;
                 let last = match res {
                     Ok(()) => json!({ "keys": [] }),
                     Err(e) => json!({ "error": e.to_string() }),

@@ -58,6 +58,7 @@ pub(crate) struct Params {
     continuation: Option<String>,
     term_regex: Option<String>,
     stream: bool,
+    timeout: Option<u32>,
 }
 
 pub(crate) fn params(q: &[(String, String)]) -> Result<Params, String> {
@@ -77,6 +78,12 @@ pub(crate) fn params(q: &[(String, String)]) -> Result<Params, String> {
                 })?)
             }
             "continuation" => p.continuation = Some(v.clone()),
+            "timeout" => {
+                p.timeout = Some(
+                    v.parse::<u32>()
+                        .map_err(|_| format!("Bad timeout value \"{v}\""))?,
+                )
+            }
             "term_regex" => p.term_regex = Some(v.clone()),
             _ => {}
         }
@@ -143,7 +150,9 @@ async fn index(
             return bad(format!("Invalid term regular expression \"{re}\": {e}"));
         }
     }
-    let range = end.is_some();
+    // As Riak, terms are returned for range queries only, and never for
+    // `$key` (its `return_terms` is ignored).
+    let terms = p.return_terms && end.is_some() && field != "$key";
     let q = IndexQuery {
         bucket: sb,
         field: field.into_bytes(),
@@ -155,12 +164,10 @@ async fn index(
         continuation: p.continuation.clone(),
         start_after: None,
     };
-    let page = match node.index_query(q).await {
+    let page = match crate::kv::within(p.timeout, node.index_query(q)).await {
         Ok(page) => page,
         Err(e) => return error_response(e),
     };
-    // As Riak, terms are returned for range queries only.
-    let terms = p.return_terms && range;
     let encode = |rs: &[IndexResult]| -> Value {
         if terms {
             let results: Vec<Value> = rs

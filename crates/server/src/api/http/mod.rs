@@ -7,6 +7,9 @@
 //! * [`index`]: 2i queries;
 //! * [`metrics`]: `/stats` (JSON) and `/metrics` (Prometheus text);
 //! * [`replicas`]: `/basalt/replicas/...`: each replica's state of a key;
+//! * [`preflist`]: `.../keys/K/preflist`: a key's preference list;
+//! * [`datatypes`]: data types as JSON (`/types/T/buckets/B/datatypes/K`)
+//!   and the 1.4 counters (`/buckets/B/counters/K`);
 //! * [`aaefold`]: the anti-entropy fold queries (`/cachedtrees/...`,
 //!   `/rangetrees/...`, `/siblings/...`, ..., `/aaebucketlist`).
 //!
@@ -18,9 +21,11 @@
 
 pub mod aaefold;
 pub mod buckets;
+pub mod datatypes;
 pub mod index;
 pub mod metrics;
 pub mod objects;
+pub mod preflist;
 pub mod replicas;
 
 use crate::error::RequestError;
@@ -46,10 +51,13 @@ pub const RESOURCES: &[(&str, &str)] = &[
     ("riak_kv_wm_aaefold", "/cachedtrees"),
     ("riak_kv_wm_buckets", "/buckets"),
     ("riak_kv_wm_bucket_type", "/types"),
+    ("riak_kv_wm_counter", "/buckets"),
+    ("riak_kv_wm_crdt", "/types"),
     ("riak_kv_wm_index", "/buckets"),
     ("riak_kv_wm_keylist", "/buckets"),
     ("riak_kv_wm_object", "/buckets"),
     ("riak_kv_wm_ping", "/ping"),
+    ("riak_kv_wm_preflist", "/types"),
     ("riak_kv_wm_props", "/buckets"),
     ("riak_kv_wm_stats", "/stats"),
 ];
@@ -65,7 +73,11 @@ pub fn router(node: Arc<Node>) -> Router {
     }
     r.route("/aaebucketlist", get(aaefold::fold))
         .route("/", get(root))
-        .route("/ping", get(|| async { text(StatusCode::OK, "OK") }))
+        // Exactly `OK`, no newline: clients compare the body.
+        .route(
+            "/ping",
+            get(|| async { ([(header::CONTENT_TYPE, "text/plain")], "OK").into_response() }),
+        )
         .route("/stats", get(metrics::stats))
         .route("/metrics", get(metrics::metrics))
         .route(
@@ -93,6 +105,26 @@ pub fn router(node: Arc<Node>) -> Router {
         .route(
             "/types/{t}/buckets/{b}/keys/{k}",
             any(objects::object_typed),
+        )
+        .route(
+            "/buckets/{b}/keys/{k}/preflist",
+            get(preflist::preflist_default),
+        )
+        .route(
+            "/types/{t}/buckets/{b}/keys/{k}/preflist",
+            get(preflist::preflist_typed),
+        )
+        .route(
+            "/types/{t}/buckets/{b}/datatypes",
+            axum::routing::post(datatypes::update_new),
+        )
+        .route(
+            "/types/{t}/buckets/{b}/datatypes/{k}",
+            get(datatypes::fetch).post(datatypes::update),
+        )
+        .route(
+            "/buckets/{b}/counters/{k}",
+            get(datatypes::counter_get).post(datatypes::counter_post),
         )
         .route("/buckets/{b}/index/{f}/{v}", get(index::eq_default))
         .route("/buckets/{b}/index/{f}/{s}/{e}", get(index::range_default))
@@ -281,6 +313,17 @@ pub(crate) fn pct_decode(s: &str, plus_is_space: bool) -> Vec<u8> {
 }
 
 pub use objects::parse_quorum;
+
+/// The `?timeout=` of a listing or 2i request (ms; absent = none).
+pub(crate) fn timeout_param(req: &Request) -> Result<Option<u32>, Response> {
+    match query(req).iter().rev().find(|(k, _)| k == "timeout") {
+        None => Ok(None),
+        Some((_, v)) => v
+            .parse::<u32>()
+            .map(Some)
+            .map_err(|_| bad(format!("Bad timeout value \"{v}\""))),
+    }
+}
 
 /// A JSON response with `status`.
 pub(crate) fn json(status: StatusCode, v: &serde_json::Value) -> Response {

@@ -326,7 +326,7 @@ fn part_header_name(n: &str) -> String {
 fn multipart(loc: &Loc<'_>, o: &RiakObject) -> Response {
     let boundary = String::from_utf8_lossy(&unique_id()).into_owned();
     let mut body = Vec::new();
-    for c in &o.contents {
+    for c in o.newest_first() {
         body.extend_from_slice(format!("\r\n--{boundary}\r\n").as_bytes());
         for (n, v) in content_headers(loc, c) {
             body.extend_from_slice(part_header_name(n.as_str()).as_bytes());
@@ -372,7 +372,8 @@ fn object_response(
         _ if accepts_multipart(headers) => multipart(loc, o),
         cs => {
             let mut body = String::from("Siblings:\n");
-            for c in cs {
+            debug_assert!(cs.len() > 1);
+            for c in o.newest_first() {
                 body.push_str(&String::from_utf8_lossy(c.vtag.as_deref().unwrap_or(b"")));
                 body.push('\n');
             }

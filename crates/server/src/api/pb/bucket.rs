@@ -20,8 +20,7 @@ pub(super) async fn list_buckets(
 ) -> Result<Vec<Vec<u8>>, RequestError> {
     let r: pb::RpbListBucketsReq = decode(body)?;
     let btype = node.types().resolve(r.r#type.as_deref())?;
-    let buckets = node
-        .list_buckets()
+    let buckets = crate::kv::within(r.timeout, node.list_buckets())
         .await?
         .into_iter()
         .filter_map(
@@ -70,7 +69,7 @@ pub(super) async fn list_keys(
         .types()
         .storage_bucket(r.r#type.as_deref(), &r.bucket)?;
     // Each covering vnode's batch is sent as soon as it is read.
-    node.list_keys(&sb, |keys| {
+    let listing = node.list_keys(&sb, |keys| {
         let out = out.clone();
         async move {
             let mut keys = keys.into_iter();
@@ -92,8 +91,8 @@ pub(super) async fn list_keys(
                 }
             }
         }
-    })
-    .await?;
+    });
+    crate::kv::within(r.timeout, listing).await?;
     Ok(vec![frame_msg(
         code::LIST_KEYS_RESP,
         &pb::RpbListKeysResp {

@@ -72,7 +72,7 @@ pub(super) async fn query(
         continuation,
         start_after: None,
     };
-    let page = node.index_query(q).await?;
+    let page = crate::kv::within(r.timeout, node.index_query(q)).await?;
     let continuation = page.continuation.map(String::into_bytes);
     let to_resp = |results: &[basalt_backend::IndexResult]| {
         let mut resp = pb::RpbIndexResp::default();

@@ -9,6 +9,8 @@
 //! * [`bucket`]: 15, 17, 19, 21, 29 (listings, bucket props);
 //! * [`index`]: 25 (2i);
 //! * [`csbucket`]: 40 (CS bucket fold);
+//! * [`counter`]: 50, 52 (1.4 counters);
+//! * [`crdt`]: 80, 82 (data types);
 //! * [`aaefold`]: 210–219, 223, 230, 231 (anti-entropy fold queries; also
 //!   on the cluster port, for `basalt admin aae fold`);
 //! * [`btypes`]: 31, 32, 33 (bucket types, preflists), and on the cluster
@@ -23,6 +25,8 @@ pub mod aaefold;
 pub mod admin;
 pub mod btypes;
 pub mod bucket;
+pub mod counter;
+pub mod crdt;
 pub mod csbucket;
 pub mod index;
 pub mod object;
@@ -118,6 +122,10 @@ async fn client(
         code::RESET_BUCKET_REQ => bucket::reset_props(node, body).await,
         code::INDEX_REQ => index::query(node, body, out).await,
         code::CS_BUCKET_REQ => csbucket::fold(node, body, out).await,
+        code::COUNTER_UPDATE_REQ => counter::update(node, body).await,
+        code::COUNTER_GET_REQ => counter::get(node, body).await,
+        code::DT_FETCH_REQ => crdt::fetch(node, body).await,
+        code::DT_UPDATE_REQ => crdt::update(node, body).await,
         c if aaefold::serves(c) => aaefold::handle(node, c, body).await,
         other => btypes::handle(node, other, body)?.ok_or_else(|| unknown_code(other)),
     }
@@ -146,8 +154,12 @@ pub(crate) fn decode_vclock(v: &Option<Vec<u8>>) -> Result<Option<VClock>, Reque
     }
 }
 
+/// The siblings as PB contents, newest first as Riak lists them.
 pub(crate) fn contents_pb(o: &RiakObject, with_values: bool) -> Vec<pb::RpbContent> {
-    o.contents.iter().map(|c| c.to_pb(with_values)).collect()
+    o.newest_first()
+        .into_iter()
+        .map(|c| c.to_pb(with_values))
+        .collect()
 }
 
 /// Riak's answer to a code it does not serve (`riak_api_pb_server`); the

@@ -1,0 +1,469 @@
+//! Data types over HTTP (`riak_kv_wm_crdt`, `riak_kv_wm_counter`):
+//!
+//! * `GET /types/T/buckets/B/datatypes/K` → `{"type":..,"value":..,
+//!   "context":"base64"}` (context for sets and maps, unless
+//!   `include_context=false`); 404 `{"type":..,"error":"notfound"}`.
+//! * `POST /types/T/buckets/B/datatypes/K` with Riak's JSON operation
+//!   (`riak_kv_crdt_json`): a counter `{"increment":N}` / `{"decrement":N}`
+//!   / `N`; a set or GSet `{"add":E, "add_all":[..], "remove":E,
+//!   "remove_all":[..]}`; an HLL `{"add":E,"add_all":[..]}`; a map
+//!   `{"remove":["f_counter",..], "update":{"name_register":"v",
+//!   "n_counter":1, "s_set":{..}, "f_flag":"enable", "m_map":{..}}}`; any of
+//!   them with `"context"`. 204, or 200 with the value when `returnbody=
+//!   true`. `POST .../datatypes` (no key) generates one: 201 + `Location`.
+//! * `GET|POST /buckets/B/counters/K`: the 1.4 counter as text (an
+//!   integer body to add; `returnvalue=true` answers the new value).
+//!
+//! A set operation's adds apply before its removes (the PB order), not in
+//! the order the JSON object lists them.
+
+use super::{bad, error_response, json, query, read_body, text, Shared};
+use crate::crdt::map::{Field, FieldKind, FieldOp, FieldValue, MapOp};
+use crate::crdt::{Crdt, DataType, Op, SetOp, Value};
+use crate::error::RequestError;
+use crate::kv::{GetOpts, PutOpts};
+use crate::node::Node;
+use crate::object::unique_id;
+use crate::vnode::merge::CrdtUpdate;
+use axum::extract::{Path, Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use serde_json::{json, Map as JsonMap, Value as Json};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
+
+/// Largest JSON operation body.
+const MAX_OP_BODY_BYTES: usize = crate::limits::CRDT_MAX_ENCODED_BYTES;
+
+/// Query parameters of a data-type request.
+#[derive(Default)]
+struct Params {
+    get: GetOpts,
+    put: PutOpts,
+    returnbody: bool,
+    include_context: bool,
+    timeout: Option<u32>,
+}
+
+fn params(req: &Request, body_key: &str) -> Result<Params, Response> {
+    let mut p = Params {
+        include_context: true,
+        ..Params::default()
+    };
+    let boolean = |k: &str, v: &str| match v.to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(bad(format!("{k} query parameter must be true or false"))),
+    };
+    let quorum = |k: &str, v: &str| super::parse_quorum(k, v).map(Some).map_err(bad);
+    for (k, v) in query(req) {
+        match k.as_str() {
+            "r" => p.get.r = quorum(&k, &v)?,
+            "pr" => p.get.pr = quorum(&k, &v)?,
+            "w" => p.put.w = quorum(&k, &v)?,
+            "dw" => p.put.dw = quorum(&k, &v)?,
+            "pw" => p.put.pw = quorum(&k, &v)?,
+            "notfound_ok" => p.get.notfound_ok = Some(boolean(&k, &v)?),
+            "include_context" => p.include_context = boolean(&k, &v)?,
+            "timeout" => {
+                p.timeout = Some(v.parse().map_err(|_| {
+                    bad(format!(
+                        "timeout query parameter must be an integer greater than 0, {v} is invalid"
+                    ))
+                })?)
+            }
+            k if k == body_key => p.returnbody = boolean(k, &v)?,
+            _ => {}
+        }
+    }
+    Ok(p)
+}
+
+/// The storage bucket and data type of `/types/T/buckets/B`, with
+/// riak_kv_wm_crdt's answers (404 unknown type, 403 not a data-type
+/// bucket, 301 to the counters URL for the default type).
+fn target(node: &Node, t: &str, b: &str, k: Option<&str>) -> Result<(Vec<u8>, DataType), Response> {
+    if t == "default" {
+        let loc = format!(
+            "/buckets/{}/counters/{}",
+            super::pct_encode(b.as_bytes()),
+            super::pct_encode(k.unwrap_or_default().as_bytes())
+        );
+        let mut r = text(
+            StatusCode::MOVED_PERMANENTLY,
+            "Counters in the default bucket-type should use the legacy URL",
+        );
+        if let Ok(v) = HeaderValue::from_str(&loc) {
+            r.headers_mut().insert(header::LOCATION, v);
+        }
+        return Err(r);
+    }
+    if node.types().get(t).is_none() {
+        return Err(text(
+            StatusCode::NOT_FOUND,
+            format!("Unknown bucket type: {t}"),
+        ));
+    }
+    let sb = node
+        .types()
+        .storage_bucket(Some(t.as_bytes()), b.as_bytes())
+        .map_err(error_response)?;
+    let dt = crate::kv::crdt::check_datatype(&node.props().get(&sb))
+        .map_err(|e| text(StatusCode::FORBIDDEN, e.to_string()))?;
+    Ok((sb, dt))
+}
+
+fn value_json(v: &Value) -> Json {
+    match v {
+        Value::Counter(c) => json!(c),
+        Value::Set(s) | Value::GSet(s) => {
+            Json::from(s.iter().map(|e| super::js(e)).collect::<Vec<_>>())
+        }
+        Value::Map(m) => map_json(m),
+        Value::Hll(h) => json!(h),
+    }
+}
+
+fn kind_name(k: FieldKind) -> &'static str {
+    match k {
+        FieldKind::Counter => "counter",
+        FieldKind::Set => "set",
+        FieldKind::Register => "register",
+        FieldKind::Flag => "flag",
+        FieldKind::Map => "map",
+    }
+}
+
+fn map_json(m: &BTreeMap<Field, FieldValue>) -> Json {
+    let mut out = JsonMap::new();
+    for ((name, kind), v) in m {
+        let key = format!("{}_{}", String::from_utf8_lossy(name), kind_name(*kind));
+        let val = match v {
+            FieldValue::Counter(c) => json!(c),
+            FieldValue::Set(s) => Json::from(s.iter().map(|e| super::js(e)).collect::<Vec<_>>()),
+            FieldValue::Register(r) => super::js(r),
+            FieldValue::Flag(f) => json!(f),
+            FieldValue::Map(inner) => map_json(inner),
+        };
+        out.insert(key, val);
+    }
+    Json::Object(out)
+}
+
+fn body_json(t: DataType, c: &Crdt, with_ctx: bool) -> Json {
+    let mut o = json!({ "type": t.name(), "value": value_json(&c.value()) });
+    if let (Some(ctx), true, Some(m)) = (c.context(), with_ctx, o.as_object_mut()) {
+        m.insert("context".into(), Json::from(B64.encode(ctx)));
+    }
+    o
+}
+
+/// `GET /types/T/buckets/B/datatypes/K`.
+pub async fn fetch(
+    State(node): Shared,
+    Path((t, b, k)): Path<(String, String, String)>,
+    req: Request,
+) -> Response {
+    let (sb, dt) = match target(&node, &t, &b, Some(&k)) {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    let p = match params(&req, "returnbody") {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    let found = crate::kv::within(p.timeout, node.fetch_crdt(&sb, k.as_bytes(), dt, &p.get)).await;
+    match found {
+        Ok(Some(c)) => json(StatusCode::OK, &body_json(dt, &c, p.include_context)),
+        Ok(None) => json(
+            StatusCode::NOT_FOUND,
+            &json!({ "type": dt.name(), "error": "notfound" }),
+        ),
+        Err(e) => error_response(e),
+    }
+}
+
+/// `POST /types/T/buckets/B/datatypes/K`.
+pub async fn update(
+    State(node): Shared,
+    Path((t, b, k)): Path<(String, String, String)>,
+    req: Request,
+) -> Response {
+    post(node, t, b, Some(k), req).await
+}
+
+/// `POST /types/T/buckets/B/datatypes` (a generated key).
+pub async fn update_new(
+    State(node): Shared,
+    Path((t, b)): Path<(String, String)>,
+    req: Request,
+) -> Response {
+    post(node, t, b, None, req).await
+}
+
+async fn post(node: Arc<Node>, t: String, b: String, k: Option<String>, req: Request) -> Response {
+    let (sb, dt) = match target(&node, &t, &b, k.as_deref()) {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    let p = match params(&req, "returnbody") {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    let (_, body) = match read_body(req, MAX_OP_BODY_BYTES).await {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    let parsed: Json = match serde_json::from_slice(&body) {
+        Ok(j) => j,
+        Err(e) => return bad(format!("Couldn't decode JSON: {e}")),
+    };
+    let (op, context) = match update_from_json(dt, parsed) {
+        Ok(x) => x,
+        Err(m) => return bad(m),
+    };
+    let generated = k.is_none();
+    let key = k.map_or_else(unique_id, String::into_bytes);
+    let update = CrdtUpdate {
+        datatype: dt,
+        op,
+        context,
+    };
+    let written = crate::kv::within(p.timeout, node.update_crdt(&sb, &key, update, &p.put)).await;
+    let written = match written {
+        Ok(w) => w,
+        Err(e) => return error_response(e),
+    };
+    let mut resp = if p.returnbody {
+        match crate::object::datatype::value_of(&written, dt) {
+            Ok(Some(c)) => json(StatusCode::OK, &body_json(dt, &c, p.include_context)),
+            Ok(None) => StatusCode::NO_CONTENT.into_response(),
+            Err(e) => error_response(RequestError::Storage(e.to_string())),
+        }
+    } else {
+        StatusCode::NO_CONTENT.into_response()
+    };
+    if generated {
+        *resp.status_mut() = StatusCode::CREATED;
+        let loc = format!(
+            "/types/{}/buckets/{}/datatypes/{}",
+            super::pct_encode(t.as_bytes()),
+            super::pct_encode(b.as_bytes()),
+            super::pct_encode(&key)
+        );
+        if let Ok(v) = HeaderValue::from_str(&loc) {
+            resp.headers_mut().insert(header::LOCATION, v);
+        }
+    }
+    resp
+}
+
+/// A JSON update (`riak_kv_crdt_json`): the operation and the context.
+pub(crate) fn update_from_json(t: DataType, mut j: Json) -> Result<(Op, Option<Vec<u8>>), String> {
+    let context = match j.as_object_mut().and_then(|o| o.remove("context")) {
+        None => None,
+        Some(Json::String(s)) => Some(
+            B64.decode(s.as_bytes())
+                .map_err(|_| "Malformed context".to_string())?,
+        ),
+        Some(_) => return Err("Malformed context".into()),
+    };
+    let op = match t {
+        DataType::Counter => Op::Counter(counter_op(&j)?),
+        DataType::Set => Op::Set(set_op(&j, "set", true)?),
+        DataType::GSet => Op::GSet(set_op(&j, "gset", false)?.adds),
+        DataType::Hll => Op::Hll(set_op(&j, "hll", false)?.adds),
+        DataType::Map => Op::Map(map_op(&j, 1)?),
+    };
+    Ok((op, context))
+}
+
+fn invalid(t: &str, j: &Json) -> String {
+    format!("Invalid operation on datatype '{t}': {j}")
+}
+
+fn counter_op(j: &Json) -> Result<i64, String> {
+    if let Some(n) = j.as_i64() {
+        return Ok(n);
+    }
+    match j {
+        Json::String(s) if s == "increment" => return Ok(1),
+        Json::String(s) if s == "decrement" => return Ok(-1),
+        _ => {}
+    }
+    let o = j
+        .as_object()
+        .filter(|o| o.len() == 1)
+        .ok_or_else(|| invalid("counter", j))?;
+    match (
+        o.get("increment").and_then(Json::as_i64),
+        o.get("decrement").and_then(Json::as_i64),
+    ) {
+        (Some(n), None) => Ok(n),
+        (None, Some(n)) => n.checked_neg().ok_or_else(|| invalid("counter", j)),
+        _ => Err(invalid("counter", j)),
+    }
+}
+
+fn set_op(j: &Json, t: &str, removes_allowed: bool) -> Result<SetOp, String> {
+    let o = j.as_object().ok_or_else(|| invalid(t, j))?;
+    let mut out = SetOp::default();
+    let elem = |v: &Json| {
+        v.as_str()
+            .map(|s| s.as_bytes().to_vec())
+            .ok_or_else(|| invalid(t, j))
+    };
+    let elems = |v: &Json| -> Result<Vec<Vec<u8>>, String> {
+        v.as_array()
+            .ok_or_else(|| invalid(t, j))?
+            .iter()
+            .map(elem)
+            .collect()
+    };
+    for (verb, v) in o {
+        match verb.as_str() {
+            "add" => out.adds.push(elem(v)?),
+            "add_all" => out.adds.extend(elems(v)?),
+            "remove" if removes_allowed => out.removes.push(elem(v)?),
+            "remove_all" if removes_allowed => out.removes.extend(elems(v)?),
+            "update" => {
+                let inner = set_op(v, t, removes_allowed)?;
+                out.adds.extend(inner.adds);
+                out.removes.extend(inner.removes);
+            }
+            _ => return Err(invalid(t, j)),
+        }
+    }
+    Ok(out)
+}
+
+/// `name_type` → a field (`riak_kv_crdt_json`'s `^(.*)_(counter|set|...)$`).
+fn field_from_json(s: &str) -> Result<Field, String> {
+    let (name, kind) = s
+        .rsplit_once('_')
+        .ok_or_else(|| format!("Invalid map field name '{s}'"))?;
+    let kind = match kind {
+        "counter" => FieldKind::Counter,
+        "set" => FieldKind::Set,
+        "register" => FieldKind::Register,
+        "flag" => FieldKind::Flag,
+        "map" => FieldKind::Map,
+        _ => return Err(format!("Invalid map field name '{s}'")),
+    };
+    Ok((name.as_bytes().to_vec(), kind))
+}
+
+fn map_op(j: &Json, depth: usize) -> Result<MapOp, String> {
+    if depth > crate::limits::CRDT_MAX_DEPTH {
+        return Err("data type limit exceeded: maps nested too deep".into());
+    }
+    let o = j.as_object().ok_or_else(|| invalid("map", j))?;
+    let mut out = MapOp::default();
+    for (verb, v) in o {
+        match verb.as_str() {
+            "remove" => match v {
+                Json::String(s) => out.removes.push(field_from_json(s)?),
+                Json::Array(a) => {
+                    for f in a {
+                        let s = f.as_str().ok_or_else(|| invalid("map", j))?;
+                        out.removes.push(field_from_json(s)?);
+                    }
+                }
+                _ => return Err(invalid("map", j)),
+            },
+            "update" => {
+                let ups = v.as_object().ok_or_else(|| invalid("map", j))?;
+                for (name, fop) in ups {
+                    let f = field_from_json(name)?;
+                    let op = match f.1 {
+                        FieldKind::Counter => FieldOp::Counter(counter_op(fop)?),
+                        FieldKind::Set => FieldOp::Set(set_op(fop, "set", true)?),
+                        FieldKind::Register => match fop {
+                            Json::String(s) => FieldOp::Register(s.as_bytes().to_vec()),
+                            Json::Object(a) if a.len() == 1 => match a.get("assign") {
+                                Some(Json::String(s)) => FieldOp::Register(s.as_bytes().to_vec()),
+                                _ => return Err(invalid("register", fop)),
+                            },
+                            _ => return Err(invalid("register", fop)),
+                        },
+                        FieldKind::Flag => match fop.as_str() {
+                            Some("enable") => FieldOp::Flag(true),
+                            Some("disable") => FieldOp::Flag(false),
+                            _ => return Err(invalid("flag", fop)),
+                        },
+                        FieldKind::Map => FieldOp::Map(map_op(fop, depth + 1)?),
+                    };
+                    out.updates.push((f, op));
+                }
+            }
+            _ => return Err(invalid("map", j)),
+        }
+    }
+    Ok(out)
+}
+
+/// `GET /buckets/B/counters/K`: the value as text, 404 if none.
+pub async fn counter_get(
+    State(node): Shared,
+    Path((b, k)): Path<(String, String)>,
+    req: Request,
+) -> Response {
+    let p = match params(&req, "returnvalue") {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    let got = crate::api::pb::counter::get_value(
+        &node,
+        b.as_bytes(),
+        k.as_bytes(),
+        p.get.r,
+        p.get.pr,
+        p.get.notfound_ok,
+    )
+    .await;
+    match got {
+        Ok(Some(v)) => plain(StatusCode::OK, v.to_string()),
+        Ok(None) => text(StatusCode::NOT_FOUND, "not found"),
+        Err(e) => error_response(e),
+    }
+}
+
+/// `POST /buckets/B/counters/K` with an integer body.
+pub async fn counter_post(
+    State(node): Shared,
+    Path((b, k)): Path<(String, String)>,
+    req: Request,
+) -> Response {
+    let p = match params(&req, "returnvalue") {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    let (_, body) = match read_body(req, 64).await {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    let amount: i64 = match std::str::from_utf8(&body)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+    {
+        Some(n) => n,
+        None => return bad("Counter increment must be an integer"),
+    };
+    let r =
+        crate::api::pb::counter::update_value(&node, b.as_bytes(), k.as_bytes(), amount, &p.put)
+            .await;
+    match r {
+        Ok(v) if p.returnbody => plain(StatusCode::OK, v.to_string()),
+        Ok(_) => StatusCode::NO_CONTENT.into_response(),
+        Err(RequestError::Invalid(m)) if m.contains("allow_mult") => text(StatusCode::CONFLICT, m),
+        Err(e) => error_response(e),
+    }
+}
+
+/// A `text/plain` body exactly as given (a counter's value, no newline).
+fn plain(status: StatusCode, body: String) -> Response {
+    (status, [(header::CONTENT_TYPE, "text/plain")], body).into_response()
+}

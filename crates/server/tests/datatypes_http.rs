@@ -1,0 +1,233 @@
+//! Riak data types over HTTP against an in-process node (memory backend,
+//! ring of 8): `/types/T/buckets/B/datatypes[/K]` with Riak's JSON
+//! operations (counters, sets with a context, maps with nested fields,
+//! HLLs, generated keys), its answers for a missing value, a bucket
+//! without a datatype and the default type, and the 1.4 counters at
+//! `/buckets/B/counters/K`.
+
+mod common;
+
+use basalt_server::api::pb::btypes::{code as bt, BasaltBucketTypeReq};
+use basalt_server::bucket::types as btypes;
+use basalt_server::{Config, ServerHandle};
+use common::{http, Client, HttpResp};
+use serde_json::json;
+
+fn start() -> (ServerHandle, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = Config {
+        data_dir: dir.path().to_path_buf(),
+        pb_listen: "127.0.0.1:0".into(),
+        cluster_listen: "127.0.0.1:0".into(),
+        http_listen: "127.0.0.1:0".into(),
+        ring_size: 8,
+        backend: "memory".into(),
+        aae_interval_secs: 0,
+        ..Config::default()
+    };
+    let h = ServerHandle::spawn(c).expect("spawn");
+    let mut a = Client::admin(&h);
+    for (t, json) in [
+        ("counters", r#"{"props":{"datatype":"counter"}}"#),
+        ("sets", r#"{"props":{"datatype":"set"}}"#),
+        ("maps", r#"{"props":{"datatype":"map"}}"#),
+        ("hlls", r#"{"props":{"datatype":"hll"}}"#),
+        ("plain", r#"{"props":{}}"#),
+    ] {
+        let req = BasaltBucketTypeReq {
+            r#type: t.into(),
+            props: Some(btypes::props_from_json(json).expect("json")),
+        };
+        a.call(bt::ADMIN_TYPE_CREATE_REQ, &req, bt::ADMIN_TYPE_CREATE_RESP);
+        let req = BasaltBucketTypeReq {
+            r#type: t.into(),
+            props: None,
+        };
+        a.call(
+            bt::ADMIN_TYPE_ACTIVATE_REQ,
+            &req,
+            bt::ADMIN_TYPE_ACTIVATE_RESP,
+        );
+    }
+    (h, dir)
+}
+
+fn post(h: &ServerHandle, path: &str, body: serde_json::Value) -> HttpResp {
+    http(
+        h,
+        "POST",
+        path,
+        &[("Content-Type", "application/json")],
+        body.to_string().as_bytes(),
+    )
+}
+
+#[test]
+fn counters_and_sets_with_contexts() {
+    let (h, _d) = start();
+    let r = http(&h, "GET", "/types/counters/buckets/b/datatypes/c", &[], b"");
+    assert_eq!(r.status, 404);
+    assert_eq!(r.json(), json!({"type": "counter", "error": "notfound"}));
+    let r = post(
+        &h,
+        "/types/counters/buckets/b/datatypes/c",
+        json!({"increment": 5}),
+    );
+    assert_eq!(r.status, 204, "{}", r.text());
+    let r = post(
+        &h,
+        "/types/counters/buckets/b/datatypes/c?returnbody=true",
+        json!({"decrement": 2}),
+    );
+    assert_eq!(r.json(), json!({"type": "counter", "value": 3}));
+    let r = post(
+        &h,
+        "/types/counters/buckets/b/datatypes/c?returnbody=true",
+        json!(-1),
+    );
+    assert_eq!(r.json()["value"], 2);
+
+    let r = post(
+        &h,
+        "/types/sets/buckets/b/datatypes/s?returnbody=true",
+        json!({"add_all": ["a", "b"], "add": "c"}),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let j = r.json();
+    assert_eq!(j["value"], json!(["a", "b", "c"]));
+    let ctx = j["context"].as_str().expect("context").to_string();
+    let r = post(
+        &h,
+        "/types/sets/buckets/b/datatypes/s?returnbody=true&include_context=false",
+        json!({"remove": "a", "context": ctx}),
+    );
+    assert_eq!(r.json(), json!({"type": "set", "value": ["b", "c"]}));
+    let r = post(
+        &h,
+        "/types/sets/buckets/b/datatypes/s",
+        json!({"remove": "zz"}),
+    );
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains("not_present"));
+    let r = post(
+        &h,
+        "/types/sets/buckets/b/datatypes/s",
+        json!({"frobnicate": "a"}),
+    );
+    assert_eq!(r.status, 400);
+    assert!(r.text().contains("Invalid operation on datatype 'set'"));
+    let r = post(
+        &h,
+        "/types/sets/buckets/b/datatypes/s",
+        json!({"remove": "b", "context": "%%%"}),
+    );
+    assert_eq!(r.status, 400);
+    let j = http(&h, "GET", "/types/sets/buckets/b/datatypes/s", &[], b"").json();
+    assert_eq!(
+        j["value"],
+        json!(["b", "c"]),
+        "nothing written by the bad updates"
+    );
+}
+
+#[test]
+fn maps_hlls_and_generated_keys() {
+    let (h, _d) = start();
+    let op = json!({"update": {
+        "visits_counter": 2,
+        "tags_set": {"add_all": ["x", "y"]},
+        "name_register": "ann",
+        "vip_flag": "enable",
+        "addr_map": {"update": {"city_register": "oslo"}}
+    }});
+    let r = post(&h, "/types/maps/buckets/b/datatypes/m?returnbody=true", op);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let j = r.json();
+    assert_eq!(
+        j["value"],
+        json!({
+            "addr_map": {"city_register": "oslo"},
+            "name_register": "ann",
+            "tags_set": ["x", "y"],
+            "vip_flag": true,
+            "visits_counter": 2
+        })
+    );
+    let ctx = j["context"].as_str().expect("ctx").to_string();
+    let r = post(
+        &h,
+        "/types/maps/buckets/b/datatypes/m?returnbody=true",
+        json!({"remove": ["tags_set"], "update": {"visits_counter": {"increment": 3}}, "context": ctx}),
+    );
+    let v = &r.json()["value"];
+    assert!(v.get("tags_set").is_none(), "{v}");
+    assert_eq!(v["visits_counter"], 5);
+    let r = post(
+        &h,
+        "/types/maps/buckets/b/datatypes/m",
+        json!({"update": {"bad": 1}}),
+    );
+    assert_eq!(r.status, 400);
+    assert!(r.text().contains("Invalid map field name 'bad'"));
+
+    let r = post(
+        &h,
+        "/types/hlls/buckets/b/datatypes",
+        json!({"add_all": ["1", "2", "3", "2"]}),
+    );
+    assert_eq!(r.status, 201, "{}", r.text());
+    let loc = r.header("location").expect("location").to_string();
+    assert!(loc.starts_with("/types/hlls/buckets/b/datatypes/"), "{loc}");
+    let j = http(&h, "GET", &loc, &[], b"").json();
+    assert_eq!(j, json!({"type": "hll", "value": 3}));
+}
+
+#[test]
+fn buckets_without_a_datatype_and_legacy_counters() {
+    let (h, _d) = start();
+    let r = post(&h, "/types/plain/buckets/b/datatypes/k", json!(1));
+    assert_eq!(r.status, 403, "{}", r.text());
+    let r = post(&h, "/types/nope/buckets/b/datatypes/k", json!(1));
+    assert_eq!(r.status, 404);
+    let r = http(&h, "GET", "/types/default/buckets/b/datatypes/k", &[], b"");
+    assert_eq!(r.status, 301);
+    assert_eq!(r.header("location"), Some("/buckets/b/counters/k"));
+
+    let r = http(&h, "POST", "/buckets/c/counters/k", &[], b"1");
+    assert_eq!(r.status, 409, "allow_mult is off: {}", r.text());
+    let r = http(
+        &h,
+        "PUT",
+        "/buckets/c/props",
+        &[("Content-Type", "application/json")],
+        br#"{"props":{"allow_mult":true}}"#,
+    );
+    assert_eq!(r.status, 204);
+    assert_eq!(
+        http(&h, "GET", "/buckets/c/counters/k", &[], b"").status,
+        404
+    );
+    assert_eq!(
+        http(&h, "POST", "/buckets/c/counters/k", &[], b"5").status,
+        204
+    );
+    let r = http(
+        &h,
+        "POST",
+        "/buckets/c/counters/k?returnvalue=true",
+        &[],
+        b"-2",
+    );
+    assert_eq!((r.status, r.text().as_str()), (200, "3"));
+    assert_eq!(
+        http(&h, "GET", "/buckets/c/counters/k", &[], b"").text(),
+        "3"
+    );
+    assert_eq!(
+        http(&h, "POST", "/buckets/c/counters/k", &[], b"x").status,
+        400
+    );
+    let map = http(&h, "GET", "/", &[("Accept", "application/json")], b"").json();
+    assert_eq!(map["riak_kv_wm_counter"], "/buckets");
+    assert_eq!(map["riak_kv_wm_crdt"], "/types");
+}
