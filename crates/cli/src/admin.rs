@@ -67,6 +67,17 @@ enum AdminCommand {
     /// Anti-entropy on the node: status, round, verify, rebuild, fold.
     #[command(subcommand)]
     Aae(AaeCommand),
+    /// Security as Riak's (cluster-wide, spread with the gossip): enable,
+    /// disable, status, add-user NAME [password=P] [groups=G,H],
+    /// alter-user, del-user, add-group, del-group, grant PERMS on
+    /// any|TYPE|TYPE/BUCKET to ROLE, revoke PERMS on SCOPE from ROLE,
+    /// add-source USER|all CIDR trust|password|certificate, del-source,
+    /// print-users, print-groups, print-grants, print-sources.
+    Security {
+        /// The command and its arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        args: Vec<String>,
+    },
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -243,6 +254,15 @@ pub fn run(args: AdminArgs) -> anyhow::Result<crate::Outcome> {
         AdminCommand::BucketType(_) => None,
         AdminCommand::MemberStatus => Some("member-status".to_string()),
         AdminCommand::RingStatus => Some("ring-status".to_string()),
+        AdminCommand::Security { args } => {
+            if args
+                .iter()
+                .any(|a| a.is_empty() || a.contains(char::is_whitespace))
+            {
+                anyhow::bail!("security arguments cannot be empty or contain spaces");
+            }
+            Some(format!("security {}", args.join(" ")))
+        }
         AdminCommand::TransferLimit { limit } => Some(match limit {
             Some(n) => format!("transfer-limit {n}"),
             None => "transfer-limit".to_string(),

@@ -24,6 +24,11 @@ cluster_listen = "127.0.0.1:8099"
 # The cluster address other nodes and `basalt admin` use to reach this node;
 # "" = the bound cluster_listen address (set it when binding 0.0.0.0).
 advertise_cluster = ""
+# TLS of the PB listener (RpbStartTls): a PEM certificate chain and its PEM
+# private key. Needed once security is enabled (`basalt admin security
+# enable`): clients must STARTTLS and authenticate. "" = no TLS.
+tls_certfile = ""
+tls_keyfile = ""
 # Number of ring partitions (vnodes); a power of two, 1..=1024.
 ring_size = 64
 # Storage backend of every vnode: leveled, bitcask, rocksdb, rocksdb-blob, memory.
@@ -226,6 +231,10 @@ pub struct Config {
     pub cluster_listen: String,
     /// Cluster address advertised to the cluster; empty = the bound address.
     pub advertise_cluster: String,
+    /// PEM certificate chain of the PB listener's TLS ("" = none).
+    pub tls_certfile: String,
+    /// PEM private key of `tls_certfile`.
+    pub tls_keyfile: String,
     /// Ring partitions.
     pub ring_size: u32,
     /// Backend name.
@@ -337,6 +346,8 @@ impl Default for Config {
             http_listen: "127.0.0.1:8098".into(),
             cluster_listen: "127.0.0.1:8099".into(),
             advertise_cluster: String::new(),
+            tls_certfile: String::new(),
+            tls_keyfile: String::new(),
             ring_size: 64,
             backend: "leveled".into(),
             sync: false,
@@ -395,6 +406,11 @@ impl Config {
         }
         if self.node_name.is_empty() {
             return Err(ConfigError("node_name must not be empty".into()));
+        }
+        if self.tls_certfile.is_empty() != self.tls_keyfile.is_empty() {
+            return Err(ConfigError(
+                "tls_certfile and tls_keyfile go together: set both or neither".into(),
+            ));
         }
         self.aae_tree_size()?;
         if self.aae_rebuild_wait_secs == 0 {

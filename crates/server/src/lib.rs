@@ -36,6 +36,7 @@ pub mod object;
 pub mod pb;
 pub mod ring;
 pub mod router;
+pub mod security;
 pub mod services;
 pub mod vnode;
 

@@ -43,6 +43,12 @@ pub enum OpenError {
     /// The bucket props file is unreadable.
     #[error(transparent)]
     Props(#[from] PropsError),
+    /// The security state is unreadable.
+    #[error(transparent)]
+    Security(#[from] crate::security::LoadError),
+    /// The TLS certificate or key is unusable.
+    #[error(transparent)]
+    Tls(#[from] crate::security::tls::TlsError),
     /// The replication sinks or queues did not open.
     #[error(transparent)]
     Repl(#[from] crate::services::repl::SinksError),
@@ -129,6 +135,10 @@ pub struct Node {
     pub(crate) aae_rebuilds: crate::services::aae_rebuild::AaeRebuilds,
     /// Anti-entropy scheduling: the exchange queue and repair pacing.
     pub(crate) aae: crate::services::aae::AaeService,
+    /// Users, grants and sources (cluster-wide, spread with the gossip).
+    pub(crate) security: crate::security::Security,
+    /// TLS of the PB listener, when configured.
+    pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 pub use crate::limits::BACKGROUND_QUEUE;
@@ -175,6 +185,15 @@ impl Node {
         let aae = crate::services::aae::AaeService::new(&config);
         check_sinks_are_elsewhere(&config)?;
         let repl = crate::services::repl::ReplService::open(&config.data_dir, &config.repl)?;
+        let security =
+            crate::security::Security::open(Some(config.data_dir.join("security.json")))?;
+        let tls = match (config.tls_certfile.as_str(), config.tls_keyfile.as_str()) {
+            ("", _) | (_, "") => None,
+            (c, k) => Some(crate::security::tls::server_config(
+                std::path::Path::new(c),
+                std::path::Path::new(k),
+            )?),
+        };
         let node = Node {
             stats: NodeStats::default(),
             config,
@@ -190,6 +209,8 @@ impl Node {
             handoff,
             aae_rebuilds: Default::default(),
             aae,
+            security,
+            tls,
         };
         let router = &node.router;
         let mut open: BTreeSet<u32> = router

@@ -143,6 +143,10 @@ pub struct Meta {
     pub props: String,
     /// Bucket types by name, as JSON.
     pub types: String,
+    /// The security state (users, grants, sources), as JSON; empty in
+    /// what crosses to another cluster (`ReplMeta`): each cluster has its
+    /// own users.
+    pub security: String,
 }
 
 /// Changes run by the claimant.

@@ -440,6 +440,7 @@ mod tests {
                 Meta {
                     props: r#"{"YQ==":{"allow_mult":true,"stamp":5}}"#.into(),
                     types: "{}".into(),
+                    security: String::new(),
                 },
             ),
             Msg::Vnode {

@@ -123,6 +123,13 @@ impl Node {
                 }
             }),
             [w, ..] if w.starts_with("repl-") => self.repl_admin(&words).await,
+            ["security", rest @ ..] => {
+                let r = self.security.admin(rest);
+                if r.is_ok() && rest.first().is_some_and(|w| !w.starts_with("print") && *w != "status") {
+                    self.gossip_now.notify_one();
+                }
+                r
+            }
             _ => Err(format!(
                 "unknown cluster command {line:?}: join ADDR | leave [NODE] | plan | commit | clear | member-status | ring-status | transfer-limit [N] | repl-status | repl-fullsync | repl-sink-add NAME FILTER PEER[,PEER] | repl-sink-remove NAME | repl-sink-suspend NAME | repl-sink-resume NAME | repl-queue-clear NAME | aae-status | aae-round | aae-rebuild [PARTITION] | aae-verify"
             )),
@@ -265,6 +272,7 @@ impl Node {
         crate::cluster::Meta {
             props: serde_json::to_string(&self.props().snapshot()).unwrap_or_default(),
             types: serde_json::to_string(&self.types().snapshot()).unwrap_or_default(),
+            security: self.security.to_json(),
         }
     }
 
@@ -292,6 +300,7 @@ impl Node {
         if let Err(e) = self.props().merge(&props) {
             tracing::warn!(error = %e, "merging bucket props from a peer");
         }
+        self.security.merge_json(&meta.security);
     }
 
     async fn push_gossip(&self) {

@@ -13,6 +13,8 @@
 //! * [`aaefold`]: the anti-entropy fold queries (`/cachedtrees/...`,
 //!   `/rangetrees/...`, `/siblings/...`, ..., `/aaebucketlist`).
 //!
+//! With security enabled every request but `/ping` is refused (403).
+//!
 //! Errors are plain text with Riak's status codes (400 bad input, 404, 412,
 //! 413, 415, 503 overload / quorum, 500).
 
@@ -133,7 +135,30 @@ pub fn router(node: Arc<Node>) -> Router {
             "/types/{t}/buckets/{b}/index/{f}/{s}/{e}",
             get(index::range_typed),
         )
+        .layer(axum::middleware::from_fn_with_state(
+            node.clone(),
+            plain_http_under_security,
+        ))
         .with_state(node)
+}
+
+/// With security enabled the plain HTTP listener answers only `/ping`:
+/// credentials must not travel in clear, and there is no HTTPS listener
+/// yet (use PB with STARTTLS). Counted as refused.
+async fn plain_http_under_security(
+    axum::extract::State(node): Shared,
+    req: Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if node.security.enabled() && req.uri().path() != "/ping" {
+        node.security
+            .refused("http", None, "plain HTTP request while security is enabled");
+        return text(
+            StatusCode::FORBIDDEN,
+            "Security is enabled: the plain HTTP listener refuses requests; use PB with STARTTLS and a user",
+        );
+    }
+    next.run(req).await
 }
 
 /// Serves the HTTP API on `listener` until `shutdown` resolves.

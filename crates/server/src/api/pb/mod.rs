@@ -16,6 +16,9 @@
 //! * [`btypes`]: 31, 32, 33 (bucket types, preflists), and on the cluster
 //!   port 240–246 (bucket-type admin);
 //! * [`admin`]: the cluster port's admin line (247 → 248).
+//! * [`auth`]: security on the client port — 253 → 254 (`RpbAuthReq`),
+//!   255 (`RpbStartTls`, answered by the connection, which then upgrades)
+//!   — and the table of every client code's permission.
 //!
 //! A code no service serves gets Riak's "Unknown message code" error and
 //! the connection stays open; Basalt's own codes are unknown on the client
@@ -23,6 +26,7 @@
 
 pub mod aaefold;
 pub mod admin;
+pub mod auth;
 pub mod btypes;
 pub mod bucket;
 pub mod counter;

@@ -112,6 +112,17 @@ pub async fn serve_all(
         &http_local.map(|a| a.to_string()).unwrap_or_default(),
         &advertised(&node.config().advertise_cluster, cluster_local),
     );
+    let exposed: Vec<SocketAddr> = [local, http_local]
+        .into_iter()
+        .flatten()
+        .filter(|a| !a.ip().is_loopback())
+        .collect();
+    if !exposed.is_empty() && !node.security.enabled() {
+        tracing::warn!(
+            addrs = ?exposed,
+            "client listeners on non-loopback addresses with security disabled: anyone who reaches them can read, write and delete (see `basalt admin security`)"
+        );
+    }
     node.start_background();
     node.start_gossip();
     node.handoff.clone().start(Arc::downgrade(&node));
@@ -268,6 +279,18 @@ impl Drop for ServerHandle {
     }
 }
 
+/// How [`serve_frames`] ended.
+enum End {
+    /// The client went away, a fatal frame error, or shutdown.
+    Closed,
+    /// The client asked for TLS (`RpbStartTls`, acknowledged): upgrade the
+    /// socket, then serve on.
+    StartTls,
+    /// Another node: the socket carries cluster messages from now on,
+    /// starting with this body.
+    Cluster(Vec<u8>),
+}
+
 async fn connection(
     mut sock: TcpStream,
     peer: SocketAddr,
@@ -276,43 +299,109 @@ async fn connection(
     mut stop: watch::Receiver<bool>,
 ) {
     let max = node.config().limits.max_frame_bytes;
-    let mut client_id = unique_id();
-    client_id.truncate(4);
+    let mut conn = Conn {
+        peer,
+        port,
+        client_id: unique_id(),
+        session: super::auth::Session::default(),
+    };
+    conn.client_id.truncate(4);
+    match serve_frames(&mut sock, &mut conn, &node, &mut stop).await {
+        End::Closed => {}
+        End::Cluster(body) => {
+            let n = node.clone();
+            crate::cluster::transport::serve_conn(sock, body, max, stop.clone(), move |m| {
+                crate::api::cluster::serve(n.clone(), m)
+            })
+            .await;
+        }
+        End::StartTls => {
+            let Some(config) = node.tls.clone() else {
+                return;
+            };
+            match tokio_rustls::TlsAcceptor::from(config).accept(sock).await {
+                Ok(mut tls) => {
+                    conn.session.tls = true;
+                    if let End::StartTls | End::Cluster(_) =
+                        serve_frames(&mut tls, &mut conn, &node, &mut stop).await
+                    {
+                        tracing::warn!(%peer, "unexpected request on a TLS connection; closed");
+                    }
+                    let _ = tls.shutdown().await;
+                }
+                Err(e) => {
+                    node.security
+                        .refused(&peer.to_string(), None, &format!("TLS handshake: {e}"));
+                }
+            }
+        }
+    }
+}
+
+/// What a connection carries from one request to the next.
+struct Conn {
+    peer: SocketAddr,
+    port: Port,
+    client_id: Vec<u8>,
+    session: super::auth::Session,
+}
+
+/// Serves requests on `sock` (plain or TLS) until the connection ends or
+/// changes kind ([`End`]).
+async fn serve_frames<S>(
+    sock: &mut S,
+    conn: &mut Conn,
+    node: &Arc<Node>,
+    stop: &mut watch::Receiver<bool>,
+) -> End
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let max = node.config().limits.max_frame_bytes;
+    let peer = conn.peer;
     loop {
         let next = tokio::select! {
-            f = pb::read_frame(&mut sock, max) => f,
-            _ = stop.changed() => break,
+            f = pb::read_frame(&mut *sock, max) => f,
+            _ = stop.changed() => return End::Closed,
         };
         let (c, body) = match next {
             Ok(Some(f)) => f,
-            Ok(None) => break,
+            Ok(None) => return End::Closed,
             Err(FrameError::Empty) => {
                 if sock.write_all(&error_frame("Empty frame")).await.is_err() {
-                    break;
+                    return End::Closed;
                 }
                 continue;
             }
             Err(e @ FrameError::TooLarge { .. }) => {
                 tracing::warn!(%peer, error = %e, "closing connection");
                 let _ = sock.write_all(&error_frame(&e)).await;
-                break;
+                return End::Closed;
             }
-            Err(FrameError::Io(_)) => break,
+            Err(FrameError::Io(_)) => return End::Closed,
         };
-        if c == crate::cluster::transport::CLUSTER_REQ && port == Port::Cluster {
-            // Another node: this connection carries cluster messages from now on.
-            let n = node.clone();
-            crate::cluster::transport::serve_conn(sock, body, max, stop.clone(), move |m| {
-                crate::api::cluster::serve(n.clone(), m)
-            })
-            .await;
-            return;
+        if c == crate::cluster::transport::CLUSTER_REQ && conn.port == Port::Cluster {
+            return End::Cluster(body);
+        }
+        if conn.port == Port::Client {
+            if let Some(reply) = security_step(node, conn, c, &body) {
+                let (frame, upgrade) = reply;
+                if sock.write_all(&frame).await.is_err() {
+                    return End::Closed;
+                }
+                if upgrade {
+                    return End::StartTls;
+                }
+                continue;
+            }
         }
         // The handler sends streamed frames through a bounded channel while
         // this task writes them out; its final frames (or its error) follow.
         let (tx, rx) = mpsc::channel::<Vec<u8>>(STREAM_QUEUE_FRAMES);
+        let client_id = &mut conn.client_id;
+        let port = conn.port;
         let work = async {
-            let res = dispatch(&node, port, &mut client_id, c, &body, &tx).await;
+            let res = dispatch(node, port, client_id, c, &body, &tx).await;
             let out = match res {
                 Ok(frames) => frames,
                 Err(e) => vec![error_frame(e)],
@@ -324,7 +413,7 @@ async fn connection(
             }
             drop(tx);
         };
-        let sock_w = &mut sock;
+        let sock_w = &mut *sock;
         let write = async move {
             let mut rx = rx;
             while let Some(f) = rx.recv().await {
@@ -337,7 +426,35 @@ async fn connection(
         };
         let ((), ok) = tokio::join!(work, write);
         if !ok || *stop.borrow() {
-            break;
+            return End::Closed;
         }
+    }
+}
+
+/// The client port's security step before a request runs: `RpbStartTls`
+/// and `RpbAuthReq` are answered here (the frame, and whether to upgrade
+/// to TLS now), as is any request security refuses; `None` = dispatch it.
+fn security_step(node: &Node, conn: &mut Conn, c: u8, body: &[u8]) -> Option<(Vec<u8>, bool)> {
+    let ip = conn.peer.ip();
+    match c {
+        pb::code::START_TLS => Some(if conn.session.tls {
+            (error_frame("Connection already uses TLS"), false)
+        } else if node.tls.is_none() {
+            (
+                error_frame("TLS is not configured on this node (tls_certfile, tls_keyfile)"),
+                false,
+            )
+        } else {
+            (pb::frame(pb::code::START_TLS, &[]), true)
+        }),
+        pb::code::AUTH_REQ => Some(
+            match super::auth::authenticate(node, &mut conn.session, ip, body) {
+                Ok(frame) => (frame, false),
+                Err(e) => (error_frame(e), false),
+            },
+        ),
+        _ => super::auth::check(node, &conn.session, ip, c, body)
+            .err()
+            .map(|e| (error_frame(e), false)),
     }
 }

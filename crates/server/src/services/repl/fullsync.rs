@@ -269,7 +269,11 @@ impl Node {
         modified: Option<(u64, u64)>,
     ) -> Result<FullSync, String> {
         let peer = self.fullsync_peer()?;
-        self.peer_call(&peer, Msg::ReplMeta(self.meta())).await?;
+        let meta = crate::cluster::Meta {
+            security: String::new(),
+            ..self.meta()
+        };
+        self.peer_call(&peer, Msg::ReplMeta(meta)).await?;
         let c = self.fs_config();
         let cap = if kind == Check::Range {
             c.max_results.saturating_mul(c.range_boost)

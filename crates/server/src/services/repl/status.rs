@@ -70,6 +70,11 @@ impl Node {
                 "Reaps waiting for their delete_mode delay or a retry.",
             ),
             (
+                "security_refused_total",
+                self.security.refused.load(Ordering::Relaxed),
+                "Requests refused by security (no TLS, not authenticated, bad credentials, permission missing).",
+            ),
+            (
                 "index_results_read_total",
                 ld(&s.index_results_read),
                 "2i results the covering vnodes returned to this node's queries.",
