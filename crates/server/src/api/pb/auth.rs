@@ -38,7 +38,8 @@ pub fn rule(c: u8) -> Option<Rule> {
         | code::GET_SERVER_INFO_REQ
         | code::AUTH_REQ
         | code::START_TLS => Open,
-        code::GET_REQ => Bucket("riak_kv.get"),
+        code::GET_REQ | code::COUNTER_GET_REQ | code::DT_FETCH_REQ => Bucket("riak_kv.get"),
+        code::COUNTER_UPDATE_REQ | code::DT_UPDATE_REQ => Bucket("riak_kv.put"),
         code::PUT_REQ => Bucket("riak_kv.put"),
         code::DEL_REQ => Bucket("riak_kv.delete"),
         code::LIST_BUCKETS_REQ => Type("riak_kv.list_buckets"),
@@ -109,6 +110,22 @@ fn target(c: u8, body: &[u8]) -> Result<Named, RequestError> {
         code::SET_BUCKET_TYPE_REQ => {
             let r: pb::RpbSetBucketTypeReq = decode(body)?;
             (Some(r.r#type), None)
+        }
+        code::COUNTER_GET_REQ => {
+            let r: pb::RpbCounterGetReq = decode(body)?;
+            (None, Some(r.bucket))
+        }
+        code::COUNTER_UPDATE_REQ => {
+            let r: pb::RpbCounterUpdateReq = decode(body)?;
+            (None, Some(r.bucket))
+        }
+        code::DT_FETCH_REQ => {
+            let r: pb::DtFetchReq = decode(body)?;
+            (Some(r.r#type), Some(r.bucket))
+        }
+        code::DT_UPDATE_REQ => {
+            let r: pb::DtUpdateReq = decode(body)?;
+            (Some(r.r#type), Some(r.bucket))
         }
         code::GET_BUCKET_KEY_PREFLIST_REQ => {
             let r: pb::RpbGetBucketKeyPreflistReq = decode(body)?;
