@@ -93,6 +93,12 @@ pub struct NodeStats {
     pub index_results_read: AtomicU64,
     /// Anti-entropy fold queries (`aae_fold`) received by this node.
     pub aae_fold_requests: AtomicU64,
+    /// MapReduce jobs run by this node.
+    pub mapred_jobs: AtomicU64,
+    /// Of those, jobs that failed (bad job, phase error, timeout, limit).
+    pub mapred_errors: AtomicU64,
+    /// Writes a pre-commit hook refused (or that failed in a hook).
+    pub precommit_refused: AtomicU64,
 }
 
 /// A node: the router (ring, cluster view, vnode table), bucket props and
@@ -119,6 +125,10 @@ pub struct Node {
     pub(crate) aae_rebuilds: crate::services::aae_rebuild::AaeRebuilds,
     /// Anti-entropy scheduling: the exchange queue and repair pacing.
     pub(crate) aae: crate::services::aae::AaeService,
+    /// The JavaScript VM pools (MapReduce phases, commit hooks).
+    pub(crate) js: Arc<crate::js::JsPools>,
+    /// Post-commit hook runs: places in flight, counters.
+    pub(crate) postcommit: Arc<crate::hooks::PostCommit>,
 }
 
 pub use crate::limits::BACKGROUND_QUEUE;
@@ -165,6 +175,7 @@ impl Node {
         let aae = crate::services::aae::AaeService::new(&config);
         check_sinks_are_elsewhere(&config)?;
         let repl = crate::services::repl::ReplService::open(&config.data_dir, &config.repl)?;
+        let config_mapred = config.mapred.clone();
         let node = Node {
             stats: NodeStats::default(),
             config,
@@ -180,6 +191,8 @@ impl Node {
             handoff,
             aae_rebuilds: Default::default(),
             aae,
+            js: Arc::new(crate::js::JsPools::new(&config_mapred)),
+            postcommit: Arc::default(),
         };
         let router = &node.router;
         let mut open: BTreeSet<u32> = router

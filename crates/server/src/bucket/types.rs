@@ -313,6 +313,25 @@ fn quorum_json(v: &serde_json::Value, name: &str) -> Result<u32, String> {
     }
 }
 
+/// Riak's JSON commit hooks: a list of `{"mod": M, "fun": F}` or
+/// `{"name": N}` objects.
+fn hooks_json(v: &serde_json::Value, name: &str) -> Result<Vec<crate::pb::RpbCommitHook>, String> {
+    let list = v
+        .as_array()
+        .ok_or_else(|| format!("{name}: expected a list of hooks"))?;
+    list.iter()
+        .map(|h| {
+            let hook: crate::bucket::props::CommitHook = serde_json::from_value(h.clone())
+                .map_err(|_| {
+                    format!(
+                        "{name}: a hook is {{\"mod\": M, \"fun\": F}} or {{\"name\": N}}, got {h}"
+                    )
+                })?;
+            Ok(hook.to_pb())
+        })
+        .collect()
+}
+
 /// Parses `riak admin bucket-type` JSON (`{"props":{...}}`) into PB props.
 pub fn props_from_json(text: &str) -> Result<RpbBucketProps, String> {
     let v: serde_json::Value =
@@ -348,6 +367,16 @@ pub fn props_from_json(text: &str) -> Result<RpbBucketProps, String> {
             "pw" => p.pw = Some(quorum_json(val, k)?),
             "dw" => p.dw = Some(quorum_json(val, k)?),
             "rw" => p.rw = Some(quorum_json(val, k)?),
+            "precommit" => {
+                p.precommit = hooks_json(val, k)?;
+                p.has_precommit = Some(true);
+            }
+            "postcommit" => {
+                p.postcommit = hooks_json(val, k)?;
+                p.has_postcommit = Some(true);
+            }
+            // Riak's GET shows them; they follow from the lists.
+            "has_precommit" | "has_postcommit" => {}
             other => return Err(format!("unsupported bucket property {other:?}")),
         }
     }

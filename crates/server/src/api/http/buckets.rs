@@ -46,6 +46,10 @@ pub fn props_json(p: &BucketProps) -> serde_json::Map<String, Value> {
         "big_vclock": p.big_vclock,
         "young_vclock": p.young_vclock,
         "old_vclock": p.old_vclock,
+        "precommit": p.precommit,
+        "has_precommit": !p.precommit.is_empty(),
+        "postcommit": p.postcommit,
+        "has_postcommit": !p.postcommit.is_empty(),
     });
     match v {
         Value::Object(m) => m,
