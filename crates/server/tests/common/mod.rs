@@ -87,3 +87,92 @@ pub fn content(v: &[u8]) -> Content {
         ..Content::default()
     }
 }
+
+/// An HTTP reply: status, headers, body (de-chunked).
+pub struct HttpResp {
+    /// Status code.
+    pub status: u16,
+    /// Headers as sent.
+    pub headers: Vec<(String, String)>,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+impl HttpResp {
+    /// A header's value.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The body as text.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// One HTTP/1.1 request (`Connection: close`) to `addr`; panics on I/O
+/// failures.
+pub fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> HttpResp {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    let mut out = format!("{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n");
+    for (n, v) in headers {
+        out.push_str(&format!("{n}: {v}\r\n"));
+    }
+    out.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+    let mut bytes = out.into_bytes();
+    bytes.extend_from_slice(body);
+    s.write_all(&bytes).expect("write");
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("header end");
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|c| c.parse().ok())
+        .expect("status");
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_string(), v.trim().to_string()))
+        .collect();
+    let mut r = HttpResp {
+        status,
+        headers,
+        body: raw[split + 4..].to_vec(),
+    };
+    if r.header("transfer-encoding")
+        .is_some_and(|t| t.eq_ignore_ascii_case("chunked"))
+    {
+        let mut b = &r.body[..];
+        let mut out = Vec::new();
+        loop {
+            let eol = b.windows(2).position(|w| w == b"\r\n").expect("chunk line");
+            let size = usize::from_str_radix(std::str::from_utf8(&b[..eol]).expect("utf8"), 16)
+                .expect("chunk size");
+            b = &b[eol + 2..];
+            if size == 0 {
+                break;
+            }
+            out.extend_from_slice(&b[..size]);
+            b = &b[size + 2..];
+        }
+        r.body = out;
+    }
+    r
+}
