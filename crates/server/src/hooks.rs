@@ -60,7 +60,7 @@ impl Default for PostCommit {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
     /// Write this content (the same or changed).
-    Accept(Content),
+    Accept(Box<Content>),
     /// Refuse the write with this reason.
     Refuse(String),
 }
@@ -77,14 +77,14 @@ pub fn hook_name(h: &CommitHook) -> String {
 pub fn builtin_precommit(function: &str, content: Content, max_bytes: usize) -> Verdict {
     match function {
         "validate_json" => match serde_json::from_slice::<serde::de::IgnoredAny>(&content.value) {
-            Ok(_) => Verdict::Accept(content),
+            Ok(_) => Verdict::Accept(Box::new(content)),
             Err(e) => Verdict::Refuse(format!("Invalid JSON: {e}")),
         },
         "max_object_size" if content.value.len() > max_bytes => Verdict::Refuse(format!(
             "Object too large: {} bytes (limit {max_bytes}, mapred.hook_max_object_bytes)",
             content.value.len()
         )),
-        "max_object_size" => Verdict::Accept(content),
+        "max_object_size" => Verdict::Accept(Box::new(content)),
         other => Verdict::Refuse(format!("unknown pre-commit hook basalt_hooks:{other}")),
     }
 }
@@ -149,7 +149,7 @@ pub fn js_verdict(name: &str, answer: &str, mut content: Content) -> Verdict {
                 .collect();
         }
     }
-    Verdict::Accept(content)
+    Verdict::Accept(Box::new(content))
 }
 
 impl Node {
@@ -183,7 +183,7 @@ impl Node {
                 }
             };
             content = match verdict {
-                Verdict::Accept(c) => c,
+                Verdict::Accept(c) => *c,
                 Verdict::Refuse(reason) => {
                     self.stats.precommit_refused.fetch_add(1, Ordering::Relaxed);
                     tracing::debug!(hook = %hook_name(h), %reason, "pre-commit hook refused a write");
