@@ -97,6 +97,9 @@ pub struct NodeStats {
     pub mapred_jobs: AtomicU64,
     /// Of those, jobs that failed (bad job, phase error, timeout, limit).
     pub mapred_errors: AtomicU64,
+    /// Map rounds this node ran on its own vnodes for whole-bucket jobs
+    /// (its own and other nodes' jobs: map phases where the data is).
+    pub mapred_local_rounds: AtomicU64,
     /// Writes a pre-commit hook refused (or that failed in a hook).
     pub precommit_refused: AtomicU64,
 }

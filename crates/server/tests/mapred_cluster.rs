@@ -1,7 +1,9 @@
 //! MapReduce on a cluster of three in-process nodes (memory backend, ring
 //! of 16, n_val 3): joined and committed through the admin requests, the
 //! ownership transfers awaited; objects written through one node, jobs
-//! sent to another; the results equal a coverage fold computed directly,
+//! sent to another; whole-bucket map phases run on the node that
+//! coordinated no job (its map-round counter); the results equal a
+//! coverage fold computed directly,
 //! and again once a node is down (n_val 3 leaves two replicas of every
 //! key). The job is retried until the survivors have marked the stopped
 //! node down (its vnodes no longer in the coverage plan); the results must
@@ -189,11 +191,20 @@ fn results_equal_a_direct_fold_on_three_nodes_and_with_one_down() {
     assert_eq!(direct.len(), KEYS as usize);
 
     // Every job, sent to the nodes that did not take the writes.
+    let rounds = |h: &ServerHandle| {
+        let s = h.node().stats();
+        s.mapred_local_rounds
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    assert_eq!(rounds(&n1), 0);
     for (job, want) in jobs(&direct) {
         for h in [&n2, &n3] {
             assert_eq!(job_once_more_if_lost(h, &job).as_ref(), Ok(&want), "{job}");
         }
     }
+    // n1 coordinated no job, yet ran map rounds on its vnodes: the
+    // whole-bucket map phases of n2's and n3's jobs ran where the data is.
+    assert!(rounds(&n1) > 0, "no map round ran on n1");
 
     // n3 down: n1 and n2 hold a replica of every key.
     n3.shutdown().expect("shutdown");

@@ -122,6 +122,9 @@ pub enum Msg {
         /// New owner.
         to: String,
     },
+    /// A MapReduce job's first map phase over a whole bucket, one round
+    /// on the local vnode of a partition: [`Reply::MapFold`].
+    MapFold(crate::mapred::local::MapFoldReq),
 }
 
 /// Bucket metadata every node exchanges with every gossip: bucket props
@@ -174,6 +177,8 @@ pub enum Reply {
     },
     /// Done.
     Ok,
+    /// The answer to [`Msg::MapFold`] (the error: the job error's JSON).
+    MapFold(Result<crate::mapred::local::MapFoldBatch, String>),
 }
 
 /// A vnode error as it crosses the wire.

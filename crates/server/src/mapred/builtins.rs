@@ -62,6 +62,14 @@ impl Builtin {
         TABLE.iter().find(|(n, _)| *n == function).map(|(_, b)| *b)
     }
 
+    /// Its function name in `riak_kv_mapreduce`.
+    pub fn name(self) -> &'static str {
+        TABLE
+            .iter()
+            .find(|(_, b)| *b == self)
+            .map_or("unknown", |(n, _)| *n)
+    }
+
     /// `riak_kv_mapreduce:f` for every built-in.
     pub fn names() -> Vec<String> {
         TABLE
@@ -391,5 +399,8 @@ mod tests {
         assert_eq!(Builtin::find("riak_kv_mapreduce", "nope"), None);
         assert_eq!(Builtin::find("other", "reduce_sum"), None);
         assert_eq!(Builtin::names().len(), TABLE.len());
+        for (n, b) in TABLE {
+            assert_eq!(b.name(), *n);
+        }
     }
 }

@@ -350,6 +350,34 @@ fn parse_phase(v: &Value, is_last: bool) -> Result<Phase, JobError> {
     Ok(Phase { kind, arg, keep })
 }
 
+/// A map phase's function and `arg` as the job's JSON spec (what
+/// [`parse_map_spec`] reads back), to send the phase to another node.
+pub fn map_spec_json(fun: &PhaseFun, arg: &Value) -> Value {
+    let mut spec = match fun {
+        PhaseFun::Erlang(b) => serde_json::json!({
+            "language": "erlang", "module": "riak_kv_mapreduce", "function": b.name()}),
+        PhaseFun::Js(JsFun::Source(s)) => {
+            serde_json::json!({"language": "javascript", "source": s})
+        }
+        PhaseFun::Js(JsFun::Name(n)) => serde_json::json!({"language": "javascript", "name": n}),
+    };
+    if let Value::Object(o) = &mut spec {
+        o.insert("arg".into(), arg.clone());
+    }
+    spec
+}
+
+/// The inverse of [`map_spec_json`].
+pub fn parse_map_spec(v: &Value) -> Result<(PhaseFun, Value), JobError> {
+    let Value::Object(spec) = v else {
+        return bad(format!("a map spec is an object, got {v}"));
+    };
+    Ok((
+        phase_fun(spec)?,
+        spec.get("arg").cloned().unwrap_or(Value::Null),
+    ))
+}
+
 fn phase_fun(spec: &Map<String, Value>) -> Result<PhaseFun, JobError> {
     let lang = spec.get("language").and_then(Value::as_str);
     match lang {
@@ -477,6 +505,13 @@ mod tests {
             PhaseKind::Map(PhaseFun::Erlang(Builtin::MapObjectValue))
         );
         assert_eq!(j.query[2].arg, Value::String("filter_notfound".into()));
+        for p in &j.query {
+            if let PhaseKind::Map(f) = &p.kind {
+                let back =
+                    parse_map_spec(&map_spec_json(f, &p.arg)).unwrap_or_else(|e| panic!("{e}"));
+                assert_eq!(back, (f.clone(), p.arg.clone()));
+            }
+        }
     }
 
     #[test]

@@ -7,16 +7,18 @@
 //! [`crate::js`]). The PB and HTTP services are `api::pb::mapred` and
 //! `api::http::mapred`.
 //!
-//! Where phases run: on the node that received the job. Map phases read
-//! their objects from the replicas like a GET (whole-bucket inputs: from
-//! the covering vnodes' fold batches) and run here; Riak runs them on the
-//! vnode's node. That is the known gap to item 1 of issue 15 (docs/server.md
-//! "MapReduce").
+//! Where phases run: a whole-bucket job's first map phase runs on the node
+//! of each covering vnode ([`local`]: only map outputs cross the cluster,
+//! as Riak). Everything else runs on the node that received the job: map
+//! phases over listed keys, 2i inputs or a previous phase's output read
+//! their objects with the KV GET, and reduce phases run there (as in
+//! Riak, where reduce runs on the coordinating node).
 
 pub mod builtins;
 pub mod core;
 pub mod job;
 pub mod keyfilter;
+pub mod local;
 pub mod run;
 
 use crate::error::RequestError;

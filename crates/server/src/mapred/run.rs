@@ -1,6 +1,7 @@
 //! Runs a MapReduce job on the node (the I/O around [`super::core`]):
 //! reads the inputs (listed keys; a 2i query; a whole bucket as a bounded
-//! coverage fold, in batches), fetches the objects map and link phases
+//! coverage fold, in batches, its first map phase run where the data is by
+//! [`super::local`]), fetches the objects map and link phases
 //! need (KV GETs, [`MAPRED_FETCH_PARALLEL`] at once), calls the phase
 //! functions (Erlang built-ins here, JavaScript on the VM pools), and
 //! sends each kept phase's results to `out` as they are made, within the
@@ -16,7 +17,7 @@ use super::job::{Inputs, Job, KeyInput, Phase, PhaseFun, PhaseKind};
 use super::MapRedError;
 use crate::error::RequestError;
 use crate::js::{JsCall, JsError, PoolKind};
-use crate::kv::{CsFold, GetOpts, GetOutcome};
+use crate::kv::{GetOpts, GetOutcome};
 use crate::limits::{MAPRED_FETCH_PARALLEL, MAPRED_JS_MAP_BATCH, MAPRED_RESULTS_PER_FRAME};
 use crate::node::Node;
 use basalt_backend::IndexQuery;
@@ -118,51 +119,39 @@ impl Node {
                 let sb = self
                     .types
                     .storage_bucket(bucket.btype.as_deref(), &bucket.bucket)?;
-                let first_is_map = matches!(
-                    job.query.first(),
+                let first_map = match job.query.first() {
                     Some(Phase {
-                        kind: PhaseKind::Map(_),
+                        kind: PhaseKind::Map(f),
+                        arg,
                         ..
-                    })
-                );
-                let (tx, rx) = mpsc::channel::<Vec<Item>>(1);
+                    }) if filters.is_empty() => Some((f, arg)),
+                    _ => None,
+                };
+                let (tx, rx) = mpsc::channel::<Fed>(1);
                 let consume = async move {
                     let mut rx = rx;
-                    while let Some(items) = rx.recv().await {
-                        run.feed(0, items).await?;
+                    while let Some(fed) = rx.recv().await {
+                        match fed {
+                            Fed::Items(items) => run.feed(0, items).await?,
+                            Fed::Mapped(outputs, read) => run.mapped_first(outputs, read).await?,
+                        }
                     }
                     Ok::<Run<'_>, MapRedError>(run)
                 };
                 let b = bucket.clone();
                 // Owns `tx`: the consumer ends when the producer does.
                 let produce = async move {
-                    if filters.is_empty() && first_is_map {
-                        // The objects come with the fold: no second read.
-                        let q = CsFold {
-                            bucket: sb.clone(),
-                            start_incl: true,
-                            ..Default::default()
-                        };
-                        self.cs_bucket_fold(&q, |batch| {
+                    if let Some((f, arg)) = first_map {
+                        // The first map phase runs where the data is.
+                        self.map_fold(&sb, f, arg, deadline, |outputs, read| {
                             let tx = tx.clone();
-                            let b = b.clone();
                             async move {
-                                let items = batch
-                                    .into_iter()
-                                    .map(|(key, o)| {
-                                        Item::Obj(Box::new(Fetched {
-                                            bucket: b.clone(),
-                                            key,
-                                            keydata: Value::Null,
-                                            object: Some(o),
-                                        }))
-                                    })
-                                    .collect();
-                                tx.send(items).await.is_ok()
+                                tx.send(Fed::Mapped(outputs, read))
+                                    .await
+                                    .map_err(|_| MapRedError::Limit("the job stopped".into()))
                             }
                         })
                         .await
-                        .map(|_| ())
                     } else {
                         self.list_keys(&sb, |keys| {
                             let tx = tx.clone();
@@ -179,10 +168,11 @@ impl Node {
                                         })
                                     })
                                     .collect();
-                                items.is_empty() || tx.send(items).await.is_ok()
+                                items.is_empty() || tx.send(Fed::Items(items)).await.is_ok()
                             }
                         })
                         .await
+                        .map_err(MapRedError::Request)
                     }
                 };
                 let (produced, consumed) = tokio::join!(produce, consume);
@@ -193,6 +183,15 @@ impl Node {
         }
         run.finish().await
     }
+}
+
+/// What the bucket input's producer hands the job.
+enum Fed {
+    /// Keys for the first phase.
+    Items(Vec<Item>),
+    /// The first (map) phase's outputs, run where the data is, and the
+    /// objects it read.
+    Mapped(Vec<Value>, u64),
 }
 
 /// One running job.
@@ -307,6 +306,17 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
+    /// Outputs of the first (map) phase, run on the covering vnodes' nodes
+    /// ([`Node::map_fold`]): counted, kept if asked, sent on.
+    async fn mapped_first(&mut self, outputs: Vec<Value>, read: u64) -> Result<(), MapRedError> {
+        self.count(usize::try_from(read).unwrap_or(usize::MAX))?;
+        if self.phases.first().is_some_and(|p| p.keep) {
+            self.keep(0, &outputs).await?;
+        }
+        self.feed(1, outputs.into_iter().map(Item::Val).collect())
+            .await
+    }
+
     /// The end of the inputs: each reduce phase makes its last call and its
     /// output goes on.
     async fn finish(mut self) -> Result<(), MapRedError> {
@@ -372,56 +382,7 @@ impl<'a> Run<'a> {
         inputs: Vec<Fetched>,
         arg: &Value,
     ) -> Result<Vec<Value>, MapRedError> {
-        match f {
-            PhaseFun::Erlang(b) => {
-                let mut out = Vec::new();
-                for x in &inputs {
-                    out.extend(b.map(x, arg).map_err(|e| MapRedError::Phase {
-                        phase: i,
-                        error: e,
-                        input: Some(x.bkey_json()),
-                        stack: None,
-                    })?);
-                }
-                Ok(out)
-            }
-            PhaseFun::Js(fun) => {
-                let arg = arg.to_string();
-                let calls: Vec<JsCall> = inputs
-                    .chunks(MAPRED_JS_MAP_BATCH)
-                    .map(|c| JsCall::Map {
-                        fun: fun.clone(),
-                        inputs: Value::Array(
-                            c.iter()
-                                .map(|x| Value::Array(vec![x.to_json(), x.keydata.clone()]))
-                                .collect(),
-                        )
-                        .to_string(),
-                        arg: arg.clone(),
-                    })
-                    .collect();
-                let parallel = self.node.config.mapred.map_js_vm_count.max(1);
-                let deadline = self.deadline;
-                let js = &self.node.js;
-                let answers: Vec<Result<String, JsError>> = stream::iter(calls)
-                    .map(|c| js.call(PoolKind::Map, c, deadline))
-                    .buffered(parallel)
-                    .collect()
-                    .await;
-                let mut out = Vec::new();
-                for a in answers {
-                    let lists: Vec<Vec<Value>> = parse_js(i, a)?
-                        .into_iter()
-                        .map(|v| match v {
-                            Value::Array(l) => l,
-                            other => vec![other],
-                        })
-                        .collect();
-                    out.extend(lists.into_iter().flatten());
-                }
-                Ok(out)
-            }
-        }
+        map_batch(self.node, i, f, inputs, arg, self.deadline).await
     }
 
     async fn call_reduce(
@@ -452,6 +413,68 @@ impl<'a> Run<'a> {
                         .await,
                 )
             }
+        }
+    }
+}
+
+/// A map phase (phase `i`) over fetched inputs, on this node: Erlang
+/// built-ins here, JavaScript on the map VM pool, in calls of
+/// [`MAPRED_JS_MAP_BATCH`] inputs, one per map VM at once.
+pub(crate) async fn map_batch(
+    node: &Node,
+    i: usize,
+    f: &PhaseFun,
+    inputs: Vec<Fetched>,
+    arg: &Value,
+    deadline: Instant,
+) -> Result<Vec<Value>, MapRedError> {
+    match f {
+        PhaseFun::Erlang(b) => {
+            let mut out = Vec::new();
+            for x in &inputs {
+                out.extend(b.map(x, arg).map_err(|e| MapRedError::Phase {
+                    phase: i,
+                    error: e,
+                    input: Some(x.bkey_json()),
+                    stack: None,
+                })?);
+            }
+            Ok(out)
+        }
+        PhaseFun::Js(fun) => {
+            let arg = arg.to_string();
+            let calls: Vec<JsCall> = inputs
+                .chunks(MAPRED_JS_MAP_BATCH)
+                .map(|c| JsCall::Map {
+                    fun: fun.clone(),
+                    inputs: Value::Array(
+                        c.iter()
+                            .map(|x| Value::Array(vec![x.to_json(), x.keydata.clone()]))
+                            .collect(),
+                    )
+                    .to_string(),
+                    arg: arg.clone(),
+                })
+                .collect();
+            let parallel = node.config.mapred.map_js_vm_count.max(1);
+            let js = &node.js;
+            let answers: Vec<Result<String, JsError>> = stream::iter(calls)
+                .map(|c| js.call(PoolKind::Map, c, deadline))
+                .buffered(parallel)
+                .collect()
+                .await;
+            let mut out = Vec::new();
+            for a in answers {
+                let lists: Vec<Vec<Value>> = parse_js(i, a)?
+                    .into_iter()
+                    .map(|v| match v {
+                        Value::Array(l) => l,
+                        other => vec![other],
+                    })
+                    .collect();
+                out.extend(lists.into_iter().flatten());
+            }
+            Ok(out)
         }
     }
 }

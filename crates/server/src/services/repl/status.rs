@@ -65,6 +65,11 @@ impl Node {
                 "MapReduce jobs that failed (bad job, phase error, timeout, limit).",
             ),
             (
+                "mapred_local_map_rounds_total",
+                ld(&s.mapred_local_rounds),
+                "Map rounds run on this node's vnodes for whole-bucket MapReduce jobs (any coordinator).",
+            ),
+            (
                 "precommit_refused_total",
                 ld(&s.precommit_refused),
                 "Writes refused by a pre-commit hook (or failed in one).",
