@@ -324,5 +324,17 @@ mod tests {
             js_verdict("h", r#"{"values":[]}"#, c),
             Verdict::Refuse(_)
         ));
+        // A binary value passed on unchanged keeps its bytes.
+        let bin = Content {
+            value: vec![0xff, 0xfe, b'a'],
+            value_len: 3,
+            ..Default::default()
+        };
+        let sent = String::from_utf8_lossy(&bin.value).into_owned();
+        let answer = json!({"values": [{"data": sent, "metadata": {}}]}).to_string();
+        assert_eq!(
+            js_verdict("h", &answer, bin.clone()),
+            Verdict::Accept(Box::new(bin))
+        );
     }
 }
