@@ -4,13 +4,19 @@
 //! or change them (the stored value is the hook's); the built-in JSON and
 //! size checks; a hook that fails or runs past its time refuses the write;
 //! post-commit hooks run after the write and their failures are counted in
-//! `/stats`, never failing the write; bad hook props are refused.
+//! `/stats`, never failing the write; bad hook props are refused; writes
+//! that arrive by replication (`Msg::ReplPush`) or handoff (`Msg::Handoff`)
+//! on the cluster port skip the hooks.
 
 mod common;
 
 use basalt_server::api::pb::btypes::{code as bt, BasaltBucketTypeReq};
 use basalt_server::bucket::types as btypes;
+use basalt_server::cluster::{transport, Msg, ReplItem, Reply};
+use basalt_server::kv::{GetOpts, GetOutcome};
 use basalt_server::pb::{self, code};
+use basalt_server::ring::{key_hash, Ring};
+use basalt_server::vnode::request::WireObject;
 use basalt_server::{Config, ServerHandle};
 use common::{http, Client, HttpResp};
 use prost::Message;
@@ -394,4 +400,87 @@ fn postcommit_failures_are_counted_and_never_fail_the_write() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Sends one node-to-node message to `h`'s cluster port (the transport's
+/// framing: code 252, id, postcard) and returns the reply.
+fn cluster_call(h: &ServerHandle, msg: &Msg) -> Reply {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(h.cluster_addr()).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
+    let frame = transport::encode(code::basalt::CLUSTER_REQ, 1, msg).expect("encode");
+    s.write_all(&frame).expect("write");
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).expect("reply length");
+    let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+    s.read_exact(&mut body).expect("reply");
+    assert_eq!(body[0], code::basalt::CLUSTER_RESP);
+    let (id, reply): (u64, Reply) = transport::decode(&body[1..]).expect("decode");
+    assert_eq!(id, 1);
+    reply
+}
+
+#[test]
+fn replicated_and_handed_off_writes_skip_hooks() {
+    let (a, _da) = start();
+    let mut ca = Client::connect(&a);
+    ca.set_hooks(
+        None,
+        "rb",
+        vec![hook("basalt_hooks", "validate_json")],
+        vec![],
+    )
+    .expect("set");
+    assert!(
+        ca.put_value(None, "rb", "k0", b"{not json").is_err(),
+        "a client write is refused"
+    );
+
+    // The objects come from another node without hooks.
+    let (b, _db) = start();
+    let mut cb = Client::connect(&b);
+    cb.put_value(None, "rb", "k1", b"{not json 1").expect("b");
+    cb.put_value(None, "rb", "k2", b"{not json 2").expect("b");
+    let rt = common::runtime();
+    let object = |key: &[u8]| match rt
+        .block_on(b.node().get(b"rb", key, &GetOpts::default()))
+        .expect("get")
+    {
+        GetOutcome::Found(o) => WireObject::full(&o),
+        other => panic!("{other:?}"),
+    };
+
+    // Replication (a sink applying a source cluster's push).
+    let push = Msg::ReplPush {
+        source: "another-cluster".into(),
+        items: vec![ReplItem::Object((
+            b"rb".to_vec(),
+            b"k1".to_vec(),
+            object(b"k1"),
+        ))],
+    };
+    assert!(matches!(cluster_call(&a, &push), Reply::Ok));
+    assert_eq!(ca.get_value("rb", "k1"), Some(b"{not json 1".to_vec()));
+
+    // Handoff (a batch for each vnode of the key's preference list).
+    let ring = Ring::new(8).expect("ring");
+    for p in ring.preflist(&key_hash(None, b"rb", b"k2"), 3) {
+        let batch = Msg::Handoff {
+            partition: p,
+            objects: vec![(b"rb".to_vec(), b"k2".to_vec(), object(b"k2"))],
+        };
+        assert!(
+            matches!(cluster_call(&a, &batch), Reply::Ok),
+            "partition {p}"
+        );
+    }
+    assert_eq!(ca.get_value("rb", "k2"), Some(b"{not json 2".to_vec()));
+    let stats = http(a.http_addr().expect("http"), "GET", "/stats", &[], b"");
+    let v: Value = serde_json::from_slice(&stats.body).expect("stats");
+    assert_eq!(
+        v["precommit_refused_total"],
+        json!(1),
+        "only the client write"
+    );
 }

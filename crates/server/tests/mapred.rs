@@ -366,6 +366,21 @@ fn bad_jobs_get_errors_naming_the_field() {
     let (status, v) = http_job(&h, &job, false);
     assert_eq!(status, 500);
     assert_eq!(v["phase"], json!(1));
+    // Chunked: the headers are gone by then; the error is the last part.
+    let (status, parts) = http_job(&h, &job, true);
+    assert_eq!(status, 200);
+    let last = parts
+        .as_array()
+        .and_then(|p| p.last())
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(last["phase"], json!(1), "{parts}");
+    assert!(
+        last["error"]
+            .as_str()
+            .is_some_and(|s| s.contains("not a number")),
+        "{parts}"
+    );
 }
 
 #[test]
