@@ -157,7 +157,8 @@ js_max_stack_kb = 1024
 js_queue_len = 1024
 # A directory of .js files evaluated in every VM at start: their global
 # functions can be named in phases ({"language":"javascript","name":"f"})
-# and hooks ({"name":"f"}). "" = none.
+# and hooks ({"name":"f"}). "" = none. A directory that cannot be read
+# stops the node at start.
 js_source_dir = ""
 # Objects (and listed keys) a job may read at most; a job passing it is
 # stopped with an error naming this limit.

@@ -178,7 +178,7 @@ impl Node {
         let aae = crate::services::aae::AaeService::new(&config);
         check_sinks_are_elsewhere(&config)?;
         let repl = crate::services::repl::ReplService::open(&config.data_dir, &config.repl)?;
-        let config_mapred = config.mapred.clone();
+        let js = crate::js::JsPools::new(&config.mapred).map_err(ConfigError)?;
         let node = Node {
             stats: NodeStats::default(),
             config,
@@ -194,7 +194,7 @@ impl Node {
             handoff,
             aae_rebuilds: Default::default(),
             aae,
-            js: Arc::new(crate::js::JsPools::new(&config_mapred)),
+            js: Arc::new(js),
             postcommit: Arc::default(),
         };
         let router = &node.router;

@@ -163,7 +163,7 @@ fn read_sources(dir: &Path) -> Result<Vec<(String, String)>, String> {
 /// The three pools of a node (map phases, reduce phases, commit hooks),
 /// each started on first use with its configured number of VMs.
 pub struct JsPools {
-    settings: Result<Arc<JsSettings>, String>,
+    settings: Arc<JsSettings>,
     counts: [usize; 3],
     pools: [std::sync::OnceLock<Result<JsPool, String>>; 3],
 }
@@ -188,19 +188,15 @@ impl std::fmt::Debug for JsPools {
 }
 
 impl JsPools {
-    /// The pools of a node with this config (nothing started yet; a
-    /// `js_source_dir` that cannot be read fails every JavaScript call
-    /// with its error, the rest of the node works).
-    pub fn new(c: &crate::config::MapRedConfig) -> JsPools {
-        let settings = JsSettings::from_config(c).map(Arc::new);
-        if let Err(e) = &settings {
-            tracing::error!(error = %e, "JavaScript functions unavailable");
-        }
-        JsPools {
+    /// The pools of a node with this config (nothing started yet); an
+    /// unreadable `js_source_dir` is an error here, at the node's start.
+    pub fn new(c: &crate::config::MapRedConfig) -> Result<JsPools, String> {
+        let settings = JsSettings::from_config(c).map(Arc::new)?;
+        Ok(JsPools {
             settings,
             counts: [c.map_js_vm_count, c.reduce_js_vm_count, c.hook_js_vm_count],
             pools: Default::default(),
-        }
+        })
     }
 
     /// Runs `call` on a VM of pool `kind` (started now if it is not yet).
@@ -212,7 +208,7 @@ impl JsPools {
     ) -> Result<String, JsError> {
         let i = kind as usize;
         let pool = self.pools[i].get_or_init(|| {
-            let s = self.settings.clone()?;
+            let s = self.settings.clone();
             let name = ["map", "reduce", "hook"][i];
             JsPool::start(name, self.counts[i], s).map_err(|e| e.to_string())
         });
