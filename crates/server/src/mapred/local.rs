@@ -6,7 +6,8 @@
 //! next [`CS_FOLD_BATCH`] keys of the bucket on its vnode, keeps the keys
 //! whose first primary this vnode answers for in the plan (so each key is
 //! mapped once), runs the map function on them there and sends back only
-//! the map's output and a cursor. Values never cross the cluster to be
+//! the map's output and a cursor ([`MAPRED_FOLD_PARALLEL`] covering vnodes
+//! at a time). Values never cross the cluster to be
 //! mapped. As in Riak, each key is read from one replica (the covering
 //! vnode's copy, siblings merged there), not a quorum.
 
@@ -16,14 +17,16 @@ use super::{core::Fetched, MapRedError};
 use crate::bucket::keying::split_storage_bucket;
 use crate::cluster::{Msg, Reply};
 use crate::error::RequestError;
-use crate::limits::CS_FOLD_BATCH;
+use crate::limits::{CS_FOLD_BATCH, MAPRED_FOLD_PARALLEL};
 use crate::node::Node;
 use crate::ring::key_hash;
 use crate::router::Target;
 use crate::vnode::request::{VnodeReply, VnodeReq};
+use futures_util::stream::{self, StreamExt};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
 
 /// One round of a map phase on the local vnode of `partition`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -142,80 +145,89 @@ impl Node {
     }
 
     /// Runs a first map phase over the whole of bucket `sb` where the data
-    /// is, calling `each` with every round's outputs and count of objects
-    /// read (`each` failing stops the fold).
-    pub(crate) async fn map_fold<F, Fut>(
+    /// is, [`MAPRED_FOLD_PARALLEL`] covering vnodes at a time, sending every
+    /// round's outputs and count of objects read to `out` (a closed `out`
+    /// stops the fold).
+    pub(crate) async fn map_fold(
         &self,
         sb: &[u8],
         fun: &PhaseFun,
         arg: &Value,
         deadline: Instant,
-        mut each: F,
-    ) -> Result<(), MapRedError>
-    where
-        F: FnMut(Vec<Value>, u64) -> Fut,
-        Fut: std::future::Future<Output = Result<(), MapRedError>>,
-    {
+        out: mpsc::Sender<(Vec<Value>, u64)>,
+    ) -> Result<(), MapRedError> {
         let props = self.props.get(sb);
         let plan = self
             .router
             .coverage_plan(props.n_val)
             .ok_or_else(|| RequestError::Invalid("insufficient_vnodes_available".into()))?;
         let spec = super::job::map_spec_json(fun, arg).to_string();
-        let me = self.router.cluster.me().to_string();
-        for (t, firsts) in plan {
-            let mut after: Option<Vec<u8>> = None;
-            loop {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    return Err(MapRedError::Timeout);
-                }
-                let req = MapFoldReq {
-                    partition: t.partition,
-                    firsts: firsts.clone(),
-                    bucket: sb.to_vec(),
-                    after: after.clone(),
-                    spec: spec.clone(),
-                    timeout_ms: left.as_millis().try_into().unwrap_or(u64::MAX),
-                };
-                let batch = if t.node == me {
-                    self.map_fold_local(&req).await?
-                } else {
-                    match self
-                        .router
-                        .cluster
-                        .call(&t.node, &Msg::MapFold(req), left)
-                        .await
-                    {
-                        Ok(Reply::MapFold(Ok(b))) => b,
-                        Ok(Reply::MapFold(Err(e))) => return Err(remote_error(&e)),
-                        Ok(Reply::Refused(e)) => {
-                            return Err(MapRedError::Request(RequestError::Storage(e)))
-                        }
-                        Ok(other) => {
-                            return Err(MapRedError::Request(RequestError::Storage(format!(
-                                "unexpected map fold reply {other:?}"
-                            ))))
-                        }
-                        Err(e) => {
-                            return Err(MapRedError::Request(RequestError::Storage(format!(
-                                "map fold on {}: {e}",
-                                t.node
-                            ))))
-                        }
-                    }
-                };
-                let outputs: Vec<Value> = serde_json::from_str(&batch.outputs).map_err(|e| {
-                    MapRedError::Request(RequestError::Storage(format!("map fold outputs: {e}")))
-                })?;
-                each(outputs, batch.read).await?;
-                if !batch.more || batch.last.is_none() {
-                    break;
-                }
-                after = batch.last;
-            }
+        let spec = spec.as_str();
+        let out = &out;
+        let mut vnodes = stream::iter(plan)
+            .map(|(t, firsts)| self.map_fold_vnode(sb, t, firsts, spec, deadline, out))
+            .buffer_unordered(MAPRED_FOLD_PARALLEL);
+        while let Some(r) = vnodes.next().await {
+            r?;
         }
         Ok(())
+    }
+
+    /// Every round of one covering vnode.
+    async fn map_fold_vnode(
+        &self,
+        sb: &[u8],
+        t: Target,
+        firsts: Vec<u32>,
+        spec: &str,
+        deadline: Instant,
+        out: &mpsc::Sender<(Vec<Value>, u64)>,
+    ) -> Result<(), MapRedError> {
+        let me = self.router.cluster.me().to_string();
+        let mut after: Option<Vec<u8>> = None;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(MapRedError::Timeout);
+            }
+            let req = MapFoldReq {
+                partition: t.partition,
+                firsts: firsts.clone(),
+                bucket: sb.to_vec(),
+                after: after.clone(),
+                spec: spec.to_string(),
+                timeout_ms: left.as_millis().try_into().unwrap_or(u64::MAX),
+            };
+            let batch = if t.node == me {
+                self.map_fold_local(&req).await?
+            } else {
+                let storage = |m: String| MapRedError::Request(RequestError::Storage(m));
+                match self
+                    .router
+                    .cluster
+                    .call(&t.node, &Msg::MapFold(req), left)
+                    .await
+                {
+                    Ok(Reply::MapFold(Ok(b))) => b,
+                    Ok(Reply::MapFold(Err(e))) => return Err(remote_error(&e)),
+                    Ok(Reply::Refused(e)) => return Err(storage(e)),
+                    Ok(other) => {
+                        return Err(storage(format!("unexpected map fold reply {other:?}")))
+                    }
+                    Err(e) => return Err(storage(format!("map fold on {}: {e}", t.node))),
+                }
+            };
+            let outputs: Vec<Value> = serde_json::from_str(&batch.outputs).map_err(|e| {
+                MapRedError::Request(RequestError::Storage(format!("map fold outputs: {e}")))
+            })?;
+            if out.send((outputs, batch.read)).await.is_err() {
+                return Err(MapRedError::Limit("the job stopped".into()));
+            }
+            if !batch.more || batch.last.is_none() {
+                return Ok(());
+            }
+            after = batch.last;
+        }
     }
 }
 

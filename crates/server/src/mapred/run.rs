@@ -143,15 +143,17 @@ impl Node {
                 let produce = async move {
                     if let Some((f, arg)) = first_map {
                         // The first map phase runs where the data is.
-                        self.map_fold(&sb, f, arg, deadline, |outputs, read| {
-                            let tx = tx.clone();
-                            async move {
-                                tx.send(Fed::Mapped(outputs, read))
-                                    .await
-                                    .map_err(|_| MapRedError::Limit("the job stopped".into()))
+                        let (mtx, mut mrx) = mpsc::channel(1);
+                        let fold = self.map_fold(&sb, f, arg, deadline, mtx);
+                        let relay = async {
+                            while let Some((outputs, read)) = mrx.recv().await {
+                                if tx.send(Fed::Mapped(outputs, read)).await.is_err() {
+                                    return;
+                                }
                             }
-                        })
-                        .await
+                        };
+                        let (r, ()) = tokio::join!(fold, relay);
+                        r
                     } else {
                         self.list_keys(&sb, |keys| {
                             let tx = tx.clone();
