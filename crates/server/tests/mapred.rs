@@ -467,3 +467,23 @@ fn javascript_errors_loops_and_memory_bombs_end_their_job_and_the_node_serves_on
         "{v}"
     );
 }
+
+#[test]
+fn a_2i_input_on_a_backend_without_2i_is_an_error_naming_the_field() {
+    let (h, _d) = start(|c| c.backend = "bitcask".into());
+    let mut c = Client::connect(&h);
+    put(&mut c, "mr", "k1", "{\"n\":1}", None, &[]);
+    let job =
+        json!({"inputs": {"bucket": "mr", "index": "n_int", "start": 0, "end": 9}, "query": []});
+    let e = pb_job(&h, &job).expect_err("no 2i");
+    assert!(e.starts_with("inputs.index: "), "{e}");
+    let (status, v) = http_job(&h, &job, false);
+    assert_eq!(status, 400, "{v}");
+    // The rest of MapReduce works on that backend.
+    let job = json!({"inputs": "mr", "query": [
+        {"map": {"language": "javascript", "name": "Riak.mapValuesJson"}}]});
+    assert_eq!(
+        only(pb_job(&h, &job).expect("job"), 0),
+        vec![json!({"n": 1})]
+    );
+}
