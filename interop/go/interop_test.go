@@ -24,12 +24,13 @@
 // / StoreBucketTypeProps (31/32, n_val change as in Riak), FetchPreflist
 // (33/34), unknown and inactive types → error for every request kind.
 //
+// Covered (mapreduce_test.go): MapReduce (23/24), collected and streamed.
+//
 // Not covered, because the server does not support it yet (docs/server.md
 // "Server", "Missing"; docs/testing.md "Not covered"):
 //   - the CRDT bucket types of the Go client's own integration suite
 //     (`counters`, `sets`, `gsets`, `maps`, `hlls`: need data types);
 //   - CRDTs (DtFetch/DtUpdate 80-83, legacy counters 50-53);
-//   - MapReduce (23/24);
 //   - search / Yokozuna (27/28, 54-60);
 //   - 2i return_body (42);
 //   - CS bucket fold (40/41), Riak TS (90-104), security (253-255).
