@@ -190,6 +190,56 @@ fn results_equal_a_direct_fold_on_three_nodes_and_with_one_down() {
     .expect("fold");
     assert_eq!(direct.len(), KEYS as usize);
 
+    // Commit hooks in a cluster: props with hooks travel in the vnode
+    // requests (postcard) and the gossip; a w = 3 PUT through n2 reaches
+    // every replica, an invalid one is refused on every node.
+    let hooked = pb::RpbSetBucketReq {
+        bucket: b"hk".to_vec(),
+        r#type: None,
+        props: pb::RpbBucketProps {
+            precommit: vec![pb::RpbCommitHook {
+                modfun: Some(pb::RpbModFun {
+                    module: b"basalt_hooks".to_vec(),
+                    function: b"validate_json".to_vec(),
+                }),
+                name: None,
+            }],
+            has_precommit: Some(true),
+            ..Default::default()
+        },
+    };
+    c.call(code::SET_BUCKET_REQ, &hooked, code::SET_BUCKET_RESP);
+    let t = Instant::now();
+    while [&n2, &n3]
+        .iter()
+        .any(|h| h.node().props().get(b"hk").precommit.is_empty())
+    {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "props did not reach n2 and n3"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for (h, ok) in [(&n2, true), (&n3, true), (&n2, false), (&n3, false)] {
+        let mut hc = Client::connect(h);
+        let value: &[u8] = if ok { b"{\"ok\":1}" } else { b"{nope" };
+        let req = pb::RpbPutReq {
+            bucket: b"hk".to_vec(),
+            key: Some(format!("k{}", h.addr().port()).into_bytes()),
+            w: Some(3),
+            content: pb::RpbContent {
+                value: value.to_vec(),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let res = hc.try_call(code::PUT_REQ, &req);
+        assert_eq!(res.is_ok(), ok, "{res:?}");
+        if !ok {
+            assert!(res.is_err_and(|e| e.starts_with("Invalid JSON")));
+        }
+    }
+
     // Every job, sent to the nodes that did not take the writes.
     let rounds = |h: &ServerHandle| {
         let s = h.node().stats();

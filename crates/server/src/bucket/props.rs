@@ -47,8 +47,12 @@ pub struct BucketProps {
 /// one of Basalt's built-in hooks, [`BUILTIN_HOOKS`]) or a JavaScript
 /// function `{"name"}` (a `Riak.*` built-in or one loaded from
 /// `mapred.js_source_dir`).
+///
+/// Its serde form is externally tagged (`{"ModFun": {"mod", "fun"}}`,
+/// `{"Name": {"name"}}`) because props also travel in postcard (vnode
+/// requests), which cannot read untagged enums; Riak's JSON shape is
+/// [`CommitHook::to_riak_json`] / [`CommitHook::from_riak_json`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(untagged)]
 pub enum CommitHook {
     /// A built-in hook.
     ModFun {
@@ -77,6 +81,33 @@ pub const BUILTIN_HOOKS: &[(&str, &str, &str)] = &[
 ];
 
 impl CommitHook {
+    /// Riak's JSON form: `{"mod": M, "fun": F}` or `{"name": N}`.
+    pub fn to_riak_json(&self) -> serde_json::Value {
+        match self {
+            CommitHook::ModFun { module, function } => {
+                serde_json::json!({"mod": module, "fun": function})
+            }
+            CommitHook::Name { name } => serde_json::json!({"name": name}),
+        }
+    }
+
+    /// From Riak's JSON form.
+    pub fn from_riak_json(v: &serde_json::Value) -> Option<CommitHook> {
+        let text = |k: &str| {
+            v.get(k)
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_string)
+        };
+        let o = v.as_object()?;
+        match (text("mod"), text("fun"), text("name")) {
+            (Some(module), Some(function), None) if o.len() == 2 => {
+                Some(CommitHook::ModFun { module, function })
+            }
+            (None, None, Some(name)) if o.len() == 1 => Some(CommitHook::Name { name }),
+            _ => None,
+        }
+    }
+
     /// From Riak's PB form.
     pub fn from_pb(h: &RpbCommitHook) -> Result<CommitHook, PropsError> {
         let text = |b: &[u8], what: &str| {
@@ -578,5 +609,87 @@ impl From<PropsError> for crate::error::RequestError {
             PropsError::Invalid(m) => crate::error::RequestError::Invalid(m),
             other => crate::error::RequestError::Storage(other.to_string()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hooked() -> BucketProps {
+        BucketProps {
+            precommit: vec![
+                CommitHook::ModFun {
+                    module: "basalt_hooks".into(),
+                    function: "validate_json".into(),
+                },
+                CommitHook::Name {
+                    name: "check".into(),
+                },
+            ],
+            postcommit: vec![CommitHook::Name {
+                name: "after".into(),
+            }],
+            ..BucketProps::default()
+        }
+    }
+
+    #[test]
+    fn props_with_hooks_cross_postcard_and_json() {
+        // Vnode requests carry props in postcard, the props files in JSON.
+        let p = hooked();
+        let wire = postcard::to_allocvec(&p).unwrap_or_else(|e| panic!("{e}"));
+        let back: BucketProps = postcard::from_bytes(&wire).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(back, p);
+        let json = serde_json::to_string(&p).unwrap_or_else(|e| panic!("{e}"));
+        let back: BucketProps = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(back, p);
+        // A props file written before hooks existed still loads.
+        let mut old = serde_json::to_value(BucketProps::default()).unwrap_or_default();
+        if let Some(o) = old.as_object_mut() {
+            o.remove("precommit");
+            o.remove("postcommit");
+        }
+        let back: BucketProps = serde_json::from_value(old).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(back, BucketProps::default());
+    }
+
+    #[test]
+    fn hooks_in_riak_shapes() {
+        for h in hooked().precommit {
+            assert_eq!(
+                CommitHook::from_riak_json(&h.to_riak_json()),
+                Some(h.clone())
+            );
+            assert_eq!(CommitHook::from_pb(&h.to_pb()).ok(), Some(h));
+        }
+        let bad = [
+            serde_json::json!({"mod": "m"}),
+            serde_json::json!({"mod": "m", "fun": "f", "name": "n"}),
+            serde_json::json!("name"),
+        ];
+        for b in bad {
+            assert_eq!(CommitHook::from_riak_json(&b), None, "{b}");
+        }
+        let mut p = BucketProps::default();
+        let set = RpbBucketProps {
+            precommit: vec![CommitHook::Name { name: "x".into() }.to_pb()],
+            has_precommit: Some(true),
+            ..Default::default()
+        };
+        assert!(p.apply(&set).is_ok());
+        assert_eq!(p.to_pb().has_precommit, Some(true));
+        let unknown = RpbBucketProps {
+            postcommit: vec![CommitHook::ModFun {
+                module: "basalt_hooks".into(),
+                function: "validate_json".into(),
+            }
+            .to_pb()],
+            ..Default::default()
+        };
+        assert!(
+            p.apply(&unknown).is_err(),
+            "a pre-commit built-in set as post"
+        );
     }
 }

@@ -321,12 +321,9 @@ fn hooks_json(v: &serde_json::Value, name: &str) -> Result<Vec<crate::pb::RpbCom
         .ok_or_else(|| format!("{name}: expected a list of hooks"))?;
     list.iter()
         .map(|h| {
-            let hook: crate::bucket::props::CommitHook = serde_json::from_value(h.clone())
-                .map_err(|_| {
-                    format!(
-                        "{name}: a hook is {{\"mod\": M, \"fun\": F}} or {{\"name\": N}}, got {h}"
-                    )
-                })?;
+            let hook = crate::bucket::props::CommitHook::from_riak_json(h).ok_or_else(|| {
+                format!("{name}: a hook is {{\"mod\": M, \"fun\": F}} or {{\"name\": N}}, got {h}")
+            })?;
             Ok(hook.to_pb())
         })
         .collect()

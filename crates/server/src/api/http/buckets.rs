@@ -5,7 +5,7 @@
 use super::{
     bad, chunked, error_response, js, json, query, read_body, text, Shared, MAX_PROPS_BODY_BYTES,
 };
-use crate::bucket::props::BucketProps;
+use crate::bucket::props::{BucketProps, CommitHook};
 use crate::bucket::types::{props_from_json, split_storage_bucket};
 use crate::node::Node;
 use crate::pb::quorum;
@@ -46,9 +46,9 @@ pub fn props_json(p: &BucketProps) -> serde_json::Map<String, Value> {
         "big_vclock": p.big_vclock,
         "young_vclock": p.young_vclock,
         "old_vclock": p.old_vclock,
-        "precommit": p.precommit,
+        "precommit": p.precommit.iter().map(CommitHook::to_riak_json).collect::<Vec<_>>(),
         "has_precommit": !p.precommit.is_empty(),
-        "postcommit": p.postcommit,
+        "postcommit": p.postcommit.iter().map(CommitHook::to_riak_json).collect::<Vec<_>>(),
         "has_postcommit": !p.postcommit.is_empty(),
     });
     match v {
