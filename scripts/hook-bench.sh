@@ -11,13 +11,18 @@
 # (ops/s), whole-run median / p99 / p99.9 latency (ms), errors.
 #
 # Usage: scripts/hook-bench.sh [sizes...]   (default: 10000 50000)
+#        BASALT_BIN=target/debug/basalt HOOK_BENCH_SECS=3 scripts/hook-bench.sh 10000
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${HOOK_BENCH_SECS:-20}
 sizes=("$@")
 [[ ${#sizes[@]} -gt 0 ]] || sizes=(10000 50000)
-cargo build --release -q -p basalt-cli --bin basalt --locked
-B="$PWD/target/release/basalt"
+if [[ -n ${BASALT_BIN:-} ]]; then
+  B=$BASALT_BIN # e.g. a debug build, to check this script (numbers meaningless)
+else
+  cargo build --release -q -p basalt-cli --bin basalt --locked
+  B="$PWD/target/release/basalt"
+fi
 root="$(mktemp -d /tmp/basalt-hookbench-XXXXXX)"
 pid=""
 cleanup() { [[ -n $pid ]] && kill "$pid" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$root"; }
@@ -75,9 +80,12 @@ EOF
   local tput
   tput=$(awk -F, 'NR>1 && $2>0 {print $4/$2}' "$res/summary.csv" | sort -g |
     awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}')
-  local lat
-  lat=$(grep -E '^\| put ' "$res/report.md" | head -1)
-  printf '%-12s %6s B  median %8.1f ops/s  %s\n' "$label" "$size" "$tput" "$lat"
+  # report.md: | op | n | errors | mean | median | 95th | 99th | 99.9th | max | mean(max) | (ms)
+  local row
+  row=$(grep -E '^\| put ' "$res/report.md" | head -1)
+  IFS='|' read -r _ _ n errors _ median _ p99 p999 _ <<<"$row"
+  printf '%-9s %6s B  %8.1f ops/s  median %7s ms  p99 %7s ms  p99.9 %7s ms  n %s  errors %s\n' \
+    "$label" "$size" "$tput" "${median// /}" "${p99// /}" "${p999// /}" "${n// /}" "${errors// /}"
 }
 
 for size in "${sizes[@]}"; do
