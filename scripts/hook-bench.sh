@@ -7,7 +7,7 @@
 # 127.0.0.1:1830x, the hook set on bucket `test` over HTTP, then
 # `basalt bench` (riakc_pb driver, 8 workers at max, PUTs of printable
 # values, 100,000 uniform keys) for HOOK_BENCH_SECS (default 20) seconds.
-# Prints one line per run: median throughput over the report intervals
+# Figures: docs/benchmarks.md (2026-11-24). Prints one line per run: median throughput over the report intervals
 # (ops/s), whole-run median / p99 / p99.9 latency (ms), errors.
 #
 # Usage: scripts/hook-bench.sh [sizes...]   (default: 10000 50000)
