@@ -89,10 +89,25 @@ pub fn builtin_precommit(function: &str, content: Content, max_bytes: usize) -> 
     }
 }
 
-/// The object a hook sees (Riak's JSON form, as a map phase's input).
-fn object_json(sb: &[u8], key: &[u8], vclock: VClock, content: &Content) -> String {
+/// The object a hook sees (Riak's JSON form, as a map phase's input),
+/// its first value's data apart: `(object JSON with "data": null, data)`.
+fn object_json(sb: &[u8], key: &[u8], vclock: VClock, content: &Content) -> (String, String) {
     let (btype, bucket) = split_storage_bucket(sb);
-    Fetched {
+    let data = String::from_utf8_lossy(&content.value).into_owned();
+    let bare = Content {
+        value: Vec::new(),
+        content_type: content.content_type.clone(),
+        charset: content.charset.clone(),
+        content_encoding: content.content_encoding.clone(),
+        vtag: content.vtag.clone(),
+        last_mod: content.last_mod,
+        last_mod_usecs: content.last_mod_usecs,
+        usermeta: content.usermeta.clone(),
+        indexes: content.indexes.clone(),
+        links: content.links.clone(),
+        ..Content::default()
+    };
+    let mut v = Fetched {
         bucket: BucketName {
             btype: btype.map(<[u8]>::to_vec),
             bucket: bucket.to_vec(),
@@ -101,11 +116,14 @@ fn object_json(sb: &[u8], key: &[u8], vclock: VClock, content: &Content) -> Stri
         keydata: Value::Null,
         object: Some(RiakObject {
             vclock,
-            contents: vec![content.clone()],
+            contents: vec![bare],
         }),
     }
-    .to_json()
-    .to_string()
+    .to_json();
+    if let Some(first) = v.pointer_mut("/values/0/data") {
+        *first = Value::Null;
+    }
+    (v.to_string(), data)
 }
 
 /// A JavaScript pre-commit hook's answer applied to `content`: the object
@@ -130,9 +148,12 @@ pub fn js_verdict(name: &str, answer: &str, mut content: Content) -> Verdict {
         return bad();
     };
     // The value went out as (lossy) text: an unchanged text keeps the
-    // original bytes, so a hook that passes a binary value on leaves it be.
+    // original bytes, so a hook that passes a binary value on leaves it be
+    // (the VM says so with `__basalt_same_data` instead of sending it back).
+    let same = v.get("__basalt_same_data") == Some(&Value::Bool(true));
     let sent = String::from_utf8_lossy(&content.value).into_owned();
     match first.get("data") {
+        _ if same => {}
         Some(Value::String(s)) if *s == sent => {}
         Some(Value::String(s)) => content.value = s.clone().into_bytes(),
         Some(other) => content.value = other.to_string().into_bytes(),
@@ -189,9 +210,12 @@ impl Node {
                 }
                 CommitHook::Name { name } => {
                     let deadline = Instant::now() + Duration::from_millis(cfg.hook_timeout_ms);
+                    let (object, data) =
+                        object_json(sb, key, client.cloned().unwrap_or_default(), &content);
                     let call = JsCall::Hook {
                         fun: JsFun::Name(name.clone()),
-                        object: object_json(sb, key, client.cloned().unwrap_or_default(), &content),
+                        object,
+                        data,
                     };
                     match self.js.call(PoolKind::Hook, call, deadline).await {
                         Ok(answer) => js_verdict(name, &answer, content),
@@ -225,7 +249,7 @@ impl Node {
         let Some(content) = obj.contents.iter().find(|c| !c.deleted) else {
             return;
         };
-        let object = object_json(sb, key, obj.vclock.clone(), content);
+        let (object, data) = object_json(sb, key, obj.vclock.clone(), content);
         let hooks = hooks.to_vec();
         let js: Arc<JsPools> = self.js.clone();
         let counters = self.postcommit.clone();
@@ -249,6 +273,7 @@ impl Node {
                         let call = JsCall::Hook {
                             fun: JsFun::Name(name.clone()),
                             object: object.clone(),
+                            data: data.clone(),
                         };
                         js.call(PoolKind::Hook, call, Instant::now() + timeout)
                             .await
@@ -334,6 +359,12 @@ mod tests {
         let answer = json!({"values": [{"data": sent, "metadata": {}}]}).to_string();
         assert_eq!(
             js_verdict("h", &answer, bin.clone()),
+            Verdict::Accept(Box::new(bin.clone()))
+        );
+        // The VM's "unchanged" mark: no data came back, the bytes stay.
+        let answer = r#"{"values":[{"data":null,"metadata":{}}],"__basalt_same_data":true}"#;
+        assert_eq!(
+            js_verdict("h", answer, bin.clone()),
             Verdict::Accept(Box::new(bin))
         );
     }

@@ -299,6 +299,9 @@ fn precommit_hooks_over_http_and_on_a_bucket_type() {
     assert!(r.text().contains("not JSON: k1"), "{}", r.text());
     let r = http_put(&h, "/buckets/hb/keys/k1", b"{\"ok\":true}");
     assert!(r.status == 204 || r.status == 200, "{}", r.text());
+    // A hook returning the object unchanged: the value is written as sent.
+    let r = http(addr, "GET", "/buckets/hb/keys/k1", &[], b"");
+    assert_eq!(r.body, b"{\"ok\":true}");
 
     // A changing hook over HTTP: the stored value is the hook's.
     let r = http_put(

@@ -147,13 +147,26 @@ var __basalt = (function () {
       }
       return JSON.stringify(r);
     },
-    hook: function (kind, spec, objectJson) {
+    // The first value's data comes as its own string (not inside the
+    // JSON), and goes back only if the hook changed it: a large value
+    // crosses no JSON codec.
+    hook: function (kind, spec, objectJson, data) {
       var f = fn(kind, spec);
+      var o = JSON.parse(objectJson);
+      if (Array.isArray(o.values) && o.values.length > 0) {
+        o.values[0].data = data;
+      }
       var r;
       try {
-        r = f(JSON.parse(objectJson));
+        r = f(o);
       } catch (e) {
         throw wrap(e);
+      }
+      if (r !== null && typeof r === "object" && Array.isArray(r.values) &&
+          r.values.length > 0 && r.values[0] !== null &&
+          typeof r.values[0] === "object" && r.values[0].data === data) {
+        r.values[0].data = null;
+        r.__basalt_same_data = true;
       }
       var s = JSON.stringify(r);
       if (s === undefined) {

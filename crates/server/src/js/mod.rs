@@ -74,12 +74,16 @@ pub enum JsCall {
         /// The phase's `arg`.
         arg: String,
     },
-    /// A commit hook over an object; answers the object or `{"fail": ...}`.
+    /// A commit hook over an object; answers the object or `{"fail": ...}`
+    /// (with `"__basalt_same_data": true` and no data when the first
+    /// value's data came back unchanged).
     Hook {
         /// The function.
         fun: JsFun,
-        /// The object.
+        /// The object, its first value's `data` left out (`null`).
         object: String,
+        /// That data.
+        data: String,
     },
 }
 
@@ -387,7 +391,7 @@ impl Vm {
                 JsCall::Reduce { fun, values, arg } => {
                     ("reduce", fun, values.as_str(), arg.as_str())
                 }
-                JsCall::Hook { fun, object } => ("hook", fun, object.as_str(), ""),
+                JsCall::Hook { fun, object, data } => ("hook", fun, object.as_str(), data.as_str()),
             };
             let f: Function = entry.get(method).map_err(|e| script(&ctx, e))?;
             let (kind, spec) = fun.parts();
