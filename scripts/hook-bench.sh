@@ -7,7 +7,8 @@
 # 127.0.0.1:1830x, the hook set on bucket `test` over HTTP, then
 # `basalt bench` (riakc_pb driver, 8 workers at max, PUTs of printable
 # values, 100,000 uniform keys) for HOOK_BENCH_SECS (default 20) seconds.
-# Figures: docs/benchmarks.md (2026-11-24). Prints one line per run: median throughput over the report intervals
+# Each run's data directory (up to ~5 GB for 50 KB values) is removed
+# before the next run. Figures: docs/benchmarks.md (2026-11-24). Prints one line per run: median throughput over the report intervals
 # (ops/s), whole-run median / p99 / p99.9 latency (ms), errors.
 #
 # Usage: scripts/hook-bench.sh [sizes...]   (default: 10000 50000)
@@ -72,8 +73,16 @@ EOF
 {value_generator, {fixed_char, $size}}.
 {operations, [{put, 1}]}.
 EOF
-  "$B" bench -d "$dir/results" -n run "$dir/bench.config" >"$dir/bench.log" 2>&1
+  local bench_status=0
+  "$B" bench -d "$dir/results" -n run "$dir/bench.config" >"$dir/bench.log" 2>&1 || bench_status=$?
   kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
+  # A 50 KB run writes ~5 GB: each run's store goes before the next.
+  rm -rf "$dir/data"
+  if [[ $bench_status -ne 0 ]]; then
+    echo "$label $size: basalt bench exited $bench_status; its log tail:" >&2
+    tail -5 "$dir/bench.log" >&2
+    return 0
+  fi
   local res="$dir/results/run"
   # Median of the per-interval throughputs; whole-run percentiles from the
   # per-interval CSV's sample-weighted rows are not exact, so the report's.
