@@ -29,6 +29,17 @@
 # basalt.interop.Main; it prints PASS/FAIL per check and "N passed, M
 # failed". The data-type bucket types `counters`, `sets`, `maps`, `hlls`,
 # `gsets` are created for it (and for the clients' own suites).
+# Then the Python stage (BASALT_INTEROP_PYTHON=0 skips it): the real Python
+# client (riak 2.7.0, pinned with its dependencies in
+# interop/python/requirements.txt) needs Python 3.6 (BASALT_PYTHON36, else
+# `python3.6` on PATH, else pyenv's 3.6.x). A venv in interop/python/.venv
+# (git-ignored) is made or refreshed when requirements.txt is newer than
+# it (pip's downloads cached in target/pip-cache, or PIP_CACHE_DIR; needs
+# PyPI the first time). Its own node is started with HTTP on (PB port + 2)
+# and the bucket types `py_typed`, `py_mult` (allow_mult) and the data
+# types `counters`, `sets`, `maps`, `hlls`, then every interop/python/test_*.py runs
+# under `python -m unittest discover` with BASALT_PB_ADDR and
+# BASALT_HTTP_ADDR (host:port) set; then SIGTERM, exit 0 expected.
 #
 # Last, the cluster stage (BASALT_INTEROP_CLUSTER=0 skips it): three nodes
 # on free loopback ports (own data dirs under the temp dir, --node-name
@@ -66,6 +77,24 @@ if [[ $run_node != 0 ]]; then
       exit 2
     fi
   done
+fi
+
+run_python=${BASALT_INTEROP_PYTHON:-1}
+python36=""
+if [[ $run_python != 0 ]]; then
+  if [[ -n "${BASALT_PYTHON36:-}" ]]; then
+    python36=$BASALT_PYTHON36
+  elif command -v python3.6 >/dev/null 2>&1 && python3.6 -c 'import sys; assert sys.version_info[:2] == (3, 6)' 2>/dev/null; then
+    python36=$(command -v python3.6)
+  elif command -v pyenv >/dev/null 2>&1; then
+    python36=$(ls -d "$(pyenv root)"/versions/3.6.*/bin/python 2>/dev/null | tail -1 || true)
+  fi
+  if [[ -z $python36 || ! -x $python36 ]]; then
+    echo "interop/run.sh: Python 3.6 not found (BASALT_PYTHON36, python3.6 on PATH, or pyenv's 3.6.x)." >&2
+    echo "  The Python client tests need it (riak 2.7.0 does not import on newer Pythons);" >&2
+    echo "  set BASALT_INTEROP_PYTHON=0 to skip them." >&2
+    exit 2
+  fi
 fi
 
 profile=${BASALT_INTEROP_PROFILE:-debug}
@@ -122,21 +151,30 @@ port_in_use() { (exec 2>/dev/null 3<>"/dev/tcp/127.0.0.1/$1"); }
 # free PB port and the next port as its cluster port (retries other ports
 # if it does not come up) and waits for a PB ping (~10 s). Sets started_pid,
 # started_port and started_cport (cluster and admin); returns 1 on failure.
+# With start_http=1 the node also serves HTTP on the port after those
+# (started_hport); else HTTP is off.
+start_http=0
 start_node() {
-  local dir=$1 log=$2 attempt p pid
+  local dir=$1 log=$2 attempt p pid http_args
   shift 2
-  started_pid="" started_port="" started_cport=""
+  started_pid="" started_port="" started_cport="" started_hport=""
   for attempt in 1 2 3 4 5; do
     p=$((20000 + RANDOM % 40000))
     port_in_use "$p" && continue
     port_in_use "$((p + 1))" && continue
+    http_args=(--http-listen "")
+    if [[ $start_http == 1 ]]; then
+      port_in_use "$((p + 2))" && continue
+      http_args=(--http-listen "127.0.0.1:$((p + 2))")
+    fi
     rm -rf "$dir"
-    "$bin" start --data-dir "$dir" --pb-listen "127.0.0.1:$p" --cluster-listen "127.0.0.1:$((p + 1))" --http-listen "" "$@" >"$log" 2>&1 &
+    "$bin" start --data-dir "$dir" --pb-listen "127.0.0.1:$p" --cluster-listen "127.0.0.1:$((p + 1))" "${http_args[@]}" "$@" >"$log" 2>&1 &
     pid=$!
     pids+=("$pid")
     for _ in $(seq 1 100); do # ~10 s
       if pb_ping "$p"; then
         started_pid=$pid started_port=$p started_cport=$((p + 1))
+        [[ $start_http == 1 ]] && started_hport=$((p + 2))
         return 0
       fi
       kill -0 "$pid" 2>/dev/null || break
@@ -278,6 +316,59 @@ fi
 
 # Graceful stop: SIGTERM, then the node must exit 0 within 20 s.
 stop_nodes "basalt:$pid:$tmp/node.log" || status=1
+
+# The Python stage: see the header. Returns 1 on any failure.
+python_stage() {
+  local venv=$root/interop/python/.venv py_status=0 ppid pport pcport phport
+  if [[ ! -x $venv/bin/python || $root/interop/python/requirements.txt -nt $venv/.installed ]]; then
+    echo "== interop: python venv (interop/python/.venv, $python36)"
+    rm -rf "$venv"
+    "$python36" -m venv "$venv" || return 1
+    PIP_CACHE_DIR=${PIP_CACHE_DIR:-$root/target/pip-cache} "$venv/bin/pip" install -q \
+      --disable-pip-version-check -r "$root/interop/python/requirements.txt" || return 1
+    touch "$venv/.installed"
+  fi
+  start_http=1
+  if ! start_node "$tmp/py" "$tmp/py.log"; then
+    start_http=0
+    echo "interop: could not start the node for the Python tests" >&2
+    return 1
+  fi
+  start_http=0
+  ppid=$started_pid pport=$started_port pcport=$started_cport phport=$started_hport
+  pytype() { # NAME PROPS_JSON
+    "$bin" admin --node "127.0.0.1:$pcport" bucket-type create "$1" "$2" >/dev/null &&
+      "$bin" admin --node "127.0.0.1:$pcport" bucket-type activate "$1" >/dev/null
+  }
+  pytype py_typed '{"props":{"allow_mult":false}}' || py_status=1
+  pytype py_mult '{"props":{"allow_mult":true}}' || py_status=1
+  for dt in counter set map hll; do
+    pytype "${dt}s" "{\"props\":{\"datatype\":\"$dt\"}}" || py_status=1
+  done
+  if [[ $py_status -eq 0 ]]; then
+    echo "== interop: python -m unittest (riak 2.7.0) against 127.0.0.1:$pport (HTTP $phport)"
+    (
+      cd "$root/interop/python"
+      BASALT_PB_ADDR="127.0.0.1:$pport" BASALT_HTTP_ADDR="127.0.0.1:$phport" \
+        "$venv/bin/python" -m unittest discover -s . -p 'test_*.py' -v
+    ) || py_status=$?
+  fi
+  if [[ $py_status -ne 0 ]]; then
+    echo "interop: python tests failed ($py_status); node log tail:" >&2
+    tail -40 "$tmp/py.log" >&2
+  fi
+  stop_nodes "basalt-python:$ppid:$tmp/py.log" || py_status=1
+  [[ $py_status -eq 0 ]]
+}
+
+if [[ $run_python != 0 ]]; then
+  if ! python_stage; then
+    echo "interop: python stage failed" >&2
+    status=1
+  fi
+else
+  echo "== interop: BASALT_INTEROP_PYTHON=0, skipping the Python client tests"
+fi
 
 # The cluster stage: see the header. Returns 1 on any failure.
 cluster_stage() {

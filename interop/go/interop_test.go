@@ -28,9 +28,10 @@
 // `maps`, `hlls`, `gsets`): data types over DtFetch/DtUpdate 80-83 and the
 // 1.4 counters 50-53.
 //
+// Covered (mapreduce_test.go): MapReduce (23/24), collected and streamed.
+//
 // Not covered, because the server does not support it yet (docs/server.md
 // "Server", "Missing"; docs/testing.md "Not covered"):
-//   - MapReduce (23/24);
 //   - search / Yokozuna (27/28, 54-60);
 //   - 2i return_body (42);
 //   - CS bucket fold (40/41), Riak TS (90-104), security (253-255).

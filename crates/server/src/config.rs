@@ -151,6 +151,41 @@ cluster_slice = 1
 # an `all` check.
 allcheck_window = [0, 24]
 
+[mapred]
+# MapReduce (PB 23, HTTP POST /mapred) and commit hooks. JavaScript runs in
+# pools of QuickJS VMs, one OS thread each, created on first use: map
+# phases, reduce phases and commit hooks each have their own pool (Riak's
+# map_js_vm_count, reduce_js_vm_count, hook_js_vm_count).
+map_js_vm_count = 8
+reduce_js_vm_count = 6
+hook_js_vm_count = 2
+# Each VM's heap limit (MiB; Riak's js_max_vm_mem) and stack limit (KiB);
+# a script past either gets an error, and the VM is rebuilt.
+js_max_vm_mem_mb = 16
+js_max_stack_kb = 1024
+# Calls waiting per pool; a caller waits for a place up to its deadline.
+js_queue_len = 1024
+# A directory of .js files evaluated in every VM at start: their global
+# functions can be named in phases ({"language":"javascript","name":"f"})
+# and hooks ({"name":"f"}). "" = none. A directory that cannot be read
+# stops the node at start.
+js_source_dir = ""
+# Objects (and listed keys) a job may read at most; a job passing it is
+# stopped with an error naming this limit.
+max_inputs = 100000
+# Whole-bucket inputs (a bucket, a key-filter input) read every key of the
+# bucket through a coverage fold; false refuses them (Riak operators saw
+# whole-bucket MapReduce take clusters down).
+allow_bucket_inputs = true
+# The kept results of a job (JSON bytes) at most; more stops the job.
+max_result_bytes = 67108864
+# Time a pre-commit or post-commit hook may take (ms); a pre-commit hook
+# past it refuses the write.
+hook_timeout_ms = 5000
+# The built-in pre-commit hook basalt_hooks:max_object_size refuses objects
+# larger than this (bytes; the Test Pilot study's 5 MB).
+hook_max_object_bytes = 5242880
+
 [limits]
 # Largest PB frame accepted (bytes, counting the message code).
 max_frame_bytes = 67108864
@@ -265,8 +300,94 @@ pub struct Config {
     pub transfer_limit: usize,
     /// Replication to another cluster.
     pub repl: ReplConfig,
+    /// MapReduce, JavaScript VMs and commit hooks.
+    pub mapred: MapRedConfig,
     /// Limits.
     pub limits: Limits,
+}
+
+/// The `[mapred]` section: MapReduce, the JavaScript VM pools and commit
+/// hooks; see the default config's comments.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MapRedConfig {
+    /// VMs running JavaScript map phases.
+    pub map_js_vm_count: usize,
+    /// VMs running JavaScript reduce phases.
+    pub reduce_js_vm_count: usize,
+    /// VMs running JavaScript commit hooks.
+    pub hook_js_vm_count: usize,
+    /// Heap limit of each VM, MiB.
+    pub js_max_vm_mem_mb: usize,
+    /// Stack limit of each VM, KiB.
+    pub js_max_stack_kb: usize,
+    /// Calls waiting per pool.
+    pub js_queue_len: usize,
+    /// Directory of `.js` files loaded into every VM ("" = none).
+    pub js_source_dir: String,
+    /// Objects and keys a job may read.
+    pub max_inputs: u64,
+    /// Whole-bucket inputs allowed.
+    pub allow_bucket_inputs: bool,
+    /// Kept results of a job, JSON bytes.
+    pub max_result_bytes: usize,
+    /// Time a commit hook may take, ms.
+    pub hook_timeout_ms: u64,
+    /// Limit of the built-in `basalt_hooks:max_object_size` hook, bytes.
+    pub hook_max_object_bytes: usize,
+}
+
+impl Default for MapRedConfig {
+    fn default() -> Self {
+        MapRedConfig {
+            map_js_vm_count: 8,
+            reduce_js_vm_count: 6,
+            hook_js_vm_count: 2,
+            js_max_vm_mem_mb: 16,
+            js_max_stack_kb: 1024,
+            js_queue_len: 1024,
+            js_source_dir: String::new(),
+            max_inputs: 100_000,
+            allow_bucket_inputs: true,
+            max_result_bytes: 64 << 20,
+            hook_timeout_ms: 5000,
+            hook_max_object_bytes: 5 << 20,
+        }
+    }
+}
+
+impl MapRedConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        let counts = [
+            ("map_js_vm_count", self.map_js_vm_count),
+            ("reduce_js_vm_count", self.reduce_js_vm_count),
+            ("hook_js_vm_count", self.hook_js_vm_count),
+        ];
+        for (name, n) in counts {
+            if !(1..=256).contains(&n) {
+                return Err(ConfigError(format!(
+                    "mapred.{name} must be in 1..=256, got {n}"
+                )));
+            }
+        }
+        if !(1..=4096).contains(&self.js_max_vm_mem_mb) {
+            return Err(ConfigError(
+                "mapred.js_max_vm_mem_mb must be in 1..=4096".into(),
+            ));
+        }
+        if !(64..=65_536).contains(&self.js_max_stack_kb) {
+            return Err(ConfigError(
+                "mapred.js_max_stack_kb must be in 64..=65536".into(),
+            ));
+        }
+        if self.js_queue_len == 0 || self.hook_timeout_ms == 0 || self.max_result_bytes == 0 {
+            return Err(ConfigError(
+                "mapred.js_queue_len, hook_timeout_ms and max_result_bytes must be at least 1"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Riak's `delete_mode`: what happens to a tombstone once all `n` replicas
@@ -363,6 +484,7 @@ impl Default for Config {
             aae_max_loops: 4,
             transfer_limit: 2,
             repl: ReplConfig::default(),
+            mapred: MapRedConfig::default(),
             limits: Limits::default(),
         }
     }
@@ -426,6 +548,7 @@ impl Config {
             )));
         }
         self.repl.validate()?;
+        self.mapred.validate()?;
         Ok(())
     }
 

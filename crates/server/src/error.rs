@@ -41,6 +41,9 @@ pub enum RequestError {
     /// A storage failure.
     #[error("storage error: {0}")]
     Storage(String),
+    /// A pre-commit hook refused the write; its reason (HTTP 403).
+    #[error("{0}")]
+    Forbidden(String),
 }
 
 /// True if `e` comes from a full disk (ENOSPC), here or, by its message,

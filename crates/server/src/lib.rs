@@ -13,6 +13,8 @@
 //!   with their pure cores;
 //! * [`services`]: background work: handoff, anti-entropy, replication,
 //!   gossip and cluster administration;
+//! * [`js`], [`mapred`], [`hooks`]: the JavaScript VM pools, MapReduce
+//!   (job parser, built-ins, the pure phase core, the runner), commit hooks;
 //! * [`api`]: the PB API (one file per service), HTTP, the cluster port;
 //! * [`error`], [`limits`], [`config`], [`latency`]: cross-cutting pieces.
 
@@ -28,9 +30,12 @@ pub mod fsutil;
 /// For the fuzz targets only (see the module docs).
 #[doc(hidden)]
 pub mod fuzz_api;
+pub mod hooks;
+pub mod js;
 pub mod kv;
 pub mod latency;
 pub mod limits;
+pub mod mapred;
 pub mod node;
 pub mod object;
 pub mod pb;

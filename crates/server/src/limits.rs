@@ -204,6 +204,55 @@ pub const CRDT_MAX_ELEMENT_BYTES: usize = 64 * 1024;
 pub const CRDT_MAX_ENCODED_BYTES: usize = 16 << 20;
 /// Removes held back (their context not yet seen) per set or map.
 pub const CRDT_MAX_DEFERRED: usize = 1024;
+// MapReduce, JavaScript and commit hooks (`mapred`, `js`, `hooks`); the
+// configurable ones (VM counts, VM memory and stack, input and result
+// limits, hook timeout) are in `config::MapRedConfig`.
+
+/// Largest MapReduce job accepted over HTTP (`POST /mapred` body); over PB
+/// the frame limit (`limits.max_frame_bytes`) applies.
+pub const MAPRED_MAX_JOB_BYTES: usize = 4 << 20;
+/// Phases a job may have.
+pub const MAPRED_MAX_PHASES: usize = 32;
+/// `[bucket, key]` inputs a job may list (bucket, 2i and key-filter inputs
+/// are bounded by `mapred.max_inputs` instead).
+pub const MAPRED_MAX_LISTED_INPUTS: usize = 100_000;
+/// Covering vnodes mapping a whole bucket at once (each one round of
+/// [`CS_FOLD_BATCH`] keys at a time on its node).
+pub const MAPRED_FOLD_PARALLEL: usize = 4;
+/// Objects fetched at once for a map or link phase.
+pub const MAPRED_FETCH_PARALLEL: usize = 16;
+/// Inputs handed to one JavaScript map call (one trip to a VM).
+pub const MAPRED_JS_MAP_BATCH: usize = 64;
+/// Riak's `reduce_phase_batch_size`: a reduce phase re-reduces its previous
+/// output with this many new inputs at a time (a phase's `arg` may set
+/// `{"reduce_phase_batch_size": N}` or `{"reduce_phase_only_1": true}`).
+pub const MAPRED_REDUCE_BATCH: usize = 20;
+/// The largest `reduce_phase_batch_size` a phase may ask for.
+pub const MAPRED_MAX_REDUCE_BATCH: usize = 100_000;
+/// Results per `RpbMapRedResp` frame (and per HTTP chunk).
+pub const MAPRED_RESULTS_PER_FRAME: usize = 100;
+/// A job's timeout when it gives none (Riak's 60 s).
+pub const MAPRED_DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+/// The longest timeout a job may ask for.
+pub const MAPRED_MAX_TIMEOUT: Duration = Duration::from_secs(3600);
+/// Key filters in a job, counting nested `and` / `or` / `not` ones.
+pub const MAPRED_MAX_KEY_FILTERS: usize = 64;
+/// Compiled anonymous functions a VM keeps (cleared when full).
+pub const JS_FUNCTION_CACHE: usize = 256;
+/// Commit hooks per kind (pre / post) on one bucket.
+pub const MAX_COMMIT_HOOKS: usize = 8;
+/// Post-commit hook runs waiting or running at once per node; more are
+/// dropped and counted (`postcommit_dropped`), never delaying a write.
+pub const POSTCOMMIT_IN_FLIGHT: usize = 1024;
+
+const _: () = {
+    assert!(MAPRED_MAX_PHASES > 0 && MAPRED_FETCH_PARALLEL > 0 && MAPRED_JS_MAP_BATCH > 0);
+    assert!(MAPRED_FOLD_PARALLEL > 0);
+    assert!(MAPRED_REDUCE_BATCH > 0 && MAPRED_REDUCE_BATCH <= MAPRED_MAX_REDUCE_BATCH);
+    assert!(MAPRED_RESULTS_PER_FRAME > 0 && MAPRED_MAX_KEY_FILTERS > 0);
+    assert!(MAPRED_DEFAULT_TIMEOUT.as_millis() <= MAPRED_MAX_TIMEOUT.as_millis());
+    assert!(JS_FUNCTION_CACHE > 0 && MAX_COMMIT_HOOKS > 0 && POSTCOMMIT_IN_FLIGHT > 0);
+};
 
 const _: () = {
     assert!(

@@ -109,6 +109,15 @@ pub struct NodeStats {
     pub reaps_dropped: AtomicU64,
     /// Reaps waiting for their delay or a retry (a gauge).
     pub reaps_pending: AtomicUsize,
+    /// MapReduce jobs run by this node.
+    pub mapred_jobs: AtomicU64,
+    /// Of those, jobs that failed (bad job, phase error, timeout, limit).
+    pub mapred_errors: AtomicU64,
+    /// Map rounds this node ran on its own vnodes for whole-bucket jobs
+    /// (its own and other nodes' jobs: map phases where the data is).
+    pub mapred_local_rounds: AtomicU64,
+    /// Writes a pre-commit hook refused (or that failed in a hook).
+    pub precommit_refused: AtomicU64,
 }
 
 /// A node: the router (ring, cluster view, vnode table), bucket props and
@@ -139,6 +148,10 @@ pub struct Node {
     pub(crate) security: crate::security::Security,
     /// TLS of the PB listener, when configured.
     pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
+    /// The JavaScript VM pools (MapReduce phases, commit hooks).
+    pub(crate) js: Arc<crate::js::JsPools>,
+    /// Post-commit hook runs: places in flight, counters.
+    pub(crate) postcommit: Arc<crate::hooks::PostCommit>,
 }
 
 pub use crate::limits::BACKGROUND_QUEUE;
@@ -194,6 +207,7 @@ impl Node {
                 std::path::Path::new(k),
             )?),
         };
+        let js = crate::js::JsPools::new(&config.mapred).map_err(ConfigError)?;
         let node = Node {
             stats: NodeStats::default(),
             config,
@@ -211,6 +225,8 @@ impl Node {
             aae,
             security,
             tls,
+            js: Arc::new(js),
+            postcommit: Arc::default(),
         };
         let router = &node.router;
         let mut open: BTreeSet<u32> = router

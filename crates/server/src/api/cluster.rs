@@ -1,7 +1,8 @@
 //! The cluster port's node-to-node messages ([`Msg`]): each goes to the
 //! part of the node that serves it — a vnode request to the router, a
 //! handoff batch to the handoff service, gossip and joins to membership,
-//! replication messages to the replication service.
+//! replication messages to the replication service, a MapReduce map
+//! round to `mapred::local`.
 
 use crate::cluster::{ClusterState, Msg, Reply};
 use crate::node::Node;
@@ -21,6 +22,11 @@ pub async fn serve(this: Arc<Node>, msg: Msg) -> Reply {
                 .await
         }
         Msg::Handoff { partition, objects } => this.handoff.receive(partition, objects).await,
+        Msg::MapFold(req) => Reply::MapFold(
+            this.map_fold_local(&req)
+                .await
+                .map_err(|e| e.to_json().to_string()),
+        ),
         Msg::Gossip(s, meta) => {
             let (id, size) = this
                 .router

@@ -2,11 +2,13 @@
 //! per-bucket overrides (get / set / reset) on top of the bucket type's
 //! props, held in memory and persisted as JSON in
 //! `<data_dir>/bucket_props.json` (temp file, fsync, rename, fsync dir).
+//! Commit hooks (`precommit`, `postcommit`) are props too ([`CommitHook`]);
+//! they are run by [`crate::hooks`].
 
 use crate::bucket::types::{split_storage_bucket, BucketTypes};
 use crate::fsutil::atomic_write;
 use crate::object::vclock::PruneProps;
-use crate::pb::{quorum, RpbBucketProps};
+use crate::pb::{quorum, RpbBucketProps, RpbCommitHook, RpbModFun};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -42,6 +44,172 @@ pub struct BucketProps {
     /// HyperLogLog precision of `hll` buckets (registers = 2^precision).
     #[serde(default = "default_hll_precision")]
     pub hll_precision: u32,
+    /// Pre-commit hooks, run in order before a PUT is written.
+    #[serde(default)]
+    pub precommit: Vec<CommitHook>,
+    /// Post-commit hooks, run after a PUT is acknowledged.
+    #[serde(default)]
+    pub postcommit: Vec<CommitHook>,
+}
+
+/// A commit hook as Riak names it: an Erlang-style `{"mod","fun"}` (here:
+/// one of Basalt's built-in hooks, [`BUILTIN_HOOKS`]) or a JavaScript
+/// function `{"name"}` (a `Riak.*` built-in or one loaded from
+/// `mapred.js_source_dir`).
+///
+/// Its serde form is externally tagged (`{"ModFun": {"mod", "fun"}}`,
+/// `{"Name": {"name"}}`) because props also travel in postcard (vnode
+/// requests), which cannot read untagged enums; Riak's JSON shape is
+/// [`CommitHook::to_riak_json`] / [`CommitHook::from_riak_json`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CommitHook {
+    /// A built-in hook.
+    ModFun {
+        /// Module (`basalt_hooks`).
+        #[serde(rename = "mod")]
+        module: String,
+        /// Function.
+        #[serde(rename = "fun")]
+        function: String,
+    },
+    /// A named JavaScript function.
+    Name {
+        /// The function's name.
+        name: String,
+    },
+}
+
+/// The built-in hooks `(module, function, kind)`; kind `pre` or `post`.
+/// `validate_json` refuses a value that is not JSON; `max_object_size`
+/// refuses a value larger than `mapred.hook_max_object_bytes` (5 MB by
+/// default, the Test Pilot limit); `log_commit` logs the written key.
+pub const BUILTIN_HOOKS: &[(&str, &str, &str)] = &[
+    ("basalt_hooks", "validate_json", "pre"),
+    ("basalt_hooks", "max_object_size", "pre"),
+    ("basalt_hooks", "log_commit", "post"),
+];
+
+impl CommitHook {
+    /// Riak's JSON form: `{"mod": M, "fun": F}` or `{"name": N}`.
+    pub fn to_riak_json(&self) -> serde_json::Value {
+        match self {
+            CommitHook::ModFun { module, function } => {
+                serde_json::json!({"mod": module, "fun": function})
+            }
+            CommitHook::Name { name } => serde_json::json!({"name": name}),
+        }
+    }
+
+    /// From Riak's JSON form.
+    pub fn from_riak_json(v: &serde_json::Value) -> Option<CommitHook> {
+        let text = |k: &str| {
+            v.get(k)
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_string)
+        };
+        let o = v.as_object()?;
+        match (text("mod"), text("fun"), text("name")) {
+            (Some(module), Some(function), None) if o.len() == 2 => {
+                Some(CommitHook::ModFun { module, function })
+            }
+            (None, None, Some(name)) if o.len() == 1 => Some(CommitHook::Name { name }),
+            _ => None,
+        }
+    }
+
+    /// From Riak's PB form.
+    pub fn from_pb(h: &RpbCommitHook) -> Result<CommitHook, PropsError> {
+        let text = |b: &[u8], what: &str| {
+            String::from_utf8(b.to_vec())
+                .map_err(|_| PropsError::Invalid(format!("commit hook {what} is not UTF-8")))
+        };
+        match (&h.modfun, &h.name) {
+            (Some(mf), None) => Ok(CommitHook::ModFun {
+                module: text(&mf.module, "module")?,
+                function: text(&mf.function, "function")?,
+            }),
+            (None, Some(n)) => Ok(CommitHook::Name {
+                name: text(n, "name")?,
+            }),
+            _ => Err(PropsError::Invalid(
+                "a commit hook needs either modfun or name".into(),
+            )),
+        }
+    }
+
+    /// Riak's PB form.
+    pub fn to_pb(&self) -> RpbCommitHook {
+        match self {
+            CommitHook::ModFun { module, function } => RpbCommitHook {
+                modfun: Some(RpbModFun {
+                    module: module.clone().into_bytes(),
+                    function: function.clone().into_bytes(),
+                }),
+                name: None,
+            },
+            CommitHook::Name { name } => RpbCommitHook {
+                modfun: None,
+                name: Some(name.clone().into_bytes()),
+            },
+        }
+    }
+
+    /// Checks a hook set as `kind` (`precommit` / `postcommit`): a mod/fun
+    /// must be a built-in of that kind; a name must not be empty.
+    pub fn check(&self, kind: &str) -> Result<(), PropsError> {
+        match self {
+            CommitHook::ModFun { module, function } => {
+                let want = if kind == "precommit" { "pre" } else { "post" };
+                if BUILTIN_HOOKS
+                    .iter()
+                    .any(|(m, f, k)| m == module && f == function && *k == want)
+                {
+                    Ok(())
+                } else {
+                    Err(PropsError::Invalid(format!(
+                        "{kind}: unknown built-in hook {module}:{function} (built-in {kind} hooks: {})",
+                        BUILTIN_HOOKS
+                            .iter()
+                            .filter(|(_, _, k)| *k == want)
+                            .map(|(m, f, _)| format!("{m}:{f}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )))
+                }
+            }
+            CommitHook::Name { name } if name.trim().is_empty() => Err(PropsError::Invalid(
+                format!("{kind}: a JavaScript hook needs a function name"),
+            )),
+            CommitHook::Name { .. } => Ok(()),
+        }
+    }
+}
+
+/// The hooks a PB props message sets for one kind: `Some(list)` when the
+/// message carries hooks or `has_<kind> = true` (the list replaces the
+/// current one; empty clears it), `None` when it leaves them alone.
+fn hooks_from_pb(
+    hooks: &[RpbCommitHook],
+    has: Option<bool>,
+    kind: &str,
+) -> Result<Option<Vec<CommitHook>>, PropsError> {
+    if hooks.is_empty() && has != Some(true) {
+        return Ok(None);
+    }
+    if hooks.len() > crate::limits::MAX_COMMIT_HOOKS {
+        return Err(PropsError::Invalid(format!(
+            "{kind}: at most {} hooks",
+            crate::limits::MAX_COMMIT_HOOKS
+        )));
+    }
+    let list = hooks
+        .iter()
+        .map(CommitHook::from_pb)
+        .collect::<Result<Vec<_>, _>>()?;
+    for h in &list {
+        h.check(kind)?;
+    }
+    Ok(Some(list))
 }
 
 fn default_hll_precision() -> u32 {
@@ -73,6 +241,8 @@ impl Default for BucketProps {
             old_vclock: 86_400,
             datatype: None,
             hll_precision: crate::limits::HLL_PRECISION_DEFAULT,
+            precommit: Vec::new(),
+            postcommit: Vec::new(),
         }
     }
 }
@@ -161,6 +331,12 @@ impl BucketProps {
             young_vclock,
             old_vclock
         );
+        if let Some(h) = hooks_from_pb(&p.precommit, p.has_precommit, "precommit")? {
+            self.precommit = h;
+        }
+        if let Some(h) = hooks_from_pb(&p.postcommit, p.has_postcommit, "postcommit")? {
+            self.postcommit = h;
+        }
         if p.consistent == Some(true) || p.write_once == Some(true) {
             return Err(PropsError::Invalid(
                 "consistent and write_once buckets are not supported".into(),
@@ -221,8 +397,10 @@ impl BucketProps {
             n_val: Some(self.n_val),
             allow_mult: Some(self.allow_mult),
             last_write_wins: Some(self.last_write_wins),
-            has_precommit: Some(false),
-            has_postcommit: Some(false),
+            precommit: self.precommit.iter().map(CommitHook::to_pb).collect(),
+            has_precommit: Some(!self.precommit.is_empty()),
+            postcommit: self.postcommit.iter().map(CommitHook::to_pb).collect(),
+            has_postcommit: Some(!self.postcommit.is_empty()),
             old_vclock: Some(self.old_vclock),
             young_vclock: Some(self.young_vclock),
             big_vclock: Some(self.big_vclock),
@@ -288,6 +466,12 @@ pub struct PropsPatch {
     pub young_vclock: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub old_vclock: Option<u32>,
+    /// Pre-commit hooks (replace the type's list when set).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub precommit: Option<Vec<CommitHook>>,
+    /// Post-commit hooks (replace the type's list when set).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub postcommit: Option<Vec<CommitHook>>,
     /// When this entry last changed (ms since the epoch; cluster merge:
     /// the later entry wins).
     #[serde(skip_serializing_if = "is_zero")]
@@ -353,14 +537,28 @@ impl PropsPatch {
             ($($f:ident),*) => { $( if let Some(v) = self.$f { base.$f = v; } )* };
         }
         patch_fields!(f);
+        if let Some(h) = &self.precommit {
+            base.precommit = h.clone();
+        }
+        if let Some(h) = &self.postcommit {
+            base.postcommit = h.clone();
+        }
     }
 
-    /// Adds the fields present in `p`.
-    pub fn merge_pb(&mut self, p: &RpbBucketProps) {
+    /// Adds the fields present in `p` (already validated by
+    /// [`BucketProps::apply`]).
+    pub fn merge_pb(&mut self, p: &RpbBucketProps) -> Result<(), PropsError> {
         macro_rules! f {
             ($($f:ident),*) => { $( if p.$f.is_some() { self.$f = p.$f; } )* };
         }
         patch_fields!(f);
+        if let Some(h) = hooks_from_pb(&p.precommit, p.has_precommit, "precommit")? {
+            self.precommit = Some(h);
+        }
+        if let Some(h) = hooks_from_pb(&p.postcommit, p.has_postcommit, "postcommit")? {
+            self.postcommit = Some(h);
+        }
+        Ok(())
     }
 }
 
@@ -426,7 +624,7 @@ impl PropsStore {
         check.apply(p)?;
         let mut next = map.clone();
         let e = next.entry(bucket_key(bucket)).or_default();
-        e.merge_pb(p);
+        e.merge_pb(p)?;
         e.stamp = stamp_after(e.stamp);
         self.persist(&next)?;
         *map = next;
@@ -488,5 +686,87 @@ impl From<PropsError> for crate::error::RequestError {
             PropsError::Invalid(m) => crate::error::RequestError::Invalid(m),
             other => crate::error::RequestError::Storage(other.to_string()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hooked() -> BucketProps {
+        BucketProps {
+            precommit: vec![
+                CommitHook::ModFun {
+                    module: "basalt_hooks".into(),
+                    function: "validate_json".into(),
+                },
+                CommitHook::Name {
+                    name: "check".into(),
+                },
+            ],
+            postcommit: vec![CommitHook::Name {
+                name: "after".into(),
+            }],
+            ..BucketProps::default()
+        }
+    }
+
+    #[test]
+    fn props_with_hooks_cross_postcard_and_json() {
+        // Vnode requests carry props in postcard, the props files in JSON.
+        let p = hooked();
+        let wire = postcard::to_allocvec(&p).unwrap_or_else(|e| panic!("{e}"));
+        let back: BucketProps = postcard::from_bytes(&wire).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(back, p);
+        let json = serde_json::to_string(&p).unwrap_or_else(|e| panic!("{e}"));
+        let back: BucketProps = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(back, p);
+        // A props file written before hooks existed still loads.
+        let mut old = serde_json::to_value(BucketProps::default()).unwrap_or_default();
+        if let Some(o) = old.as_object_mut() {
+            o.remove("precommit");
+            o.remove("postcommit");
+        }
+        let back: BucketProps = serde_json::from_value(old).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(back, BucketProps::default());
+    }
+
+    #[test]
+    fn hooks_in_riak_shapes() {
+        for h in hooked().precommit {
+            assert_eq!(
+                CommitHook::from_riak_json(&h.to_riak_json()),
+                Some(h.clone())
+            );
+            assert_eq!(CommitHook::from_pb(&h.to_pb()).ok(), Some(h));
+        }
+        let bad = [
+            serde_json::json!({"mod": "m"}),
+            serde_json::json!({"mod": "m", "fun": "f", "name": "n"}),
+            serde_json::json!("name"),
+        ];
+        for b in bad {
+            assert_eq!(CommitHook::from_riak_json(&b), None, "{b}");
+        }
+        let mut p = BucketProps::default();
+        let set = RpbBucketProps {
+            precommit: vec![CommitHook::Name { name: "x".into() }.to_pb()],
+            has_precommit: Some(true),
+            ..Default::default()
+        };
+        assert!(p.apply(&set).is_ok());
+        assert_eq!(p.to_pb().has_precommit, Some(true));
+        let unknown = RpbBucketProps {
+            postcommit: vec![CommitHook::ModFun {
+                module: "basalt_hooks".into(),
+                function: "validate_json".into(),
+            }
+            .to_pb()],
+            ..Default::default()
+        };
+        assert!(
+            p.apply(&unknown).is_err(),
+            "a pre-commit built-in set as post"
+        );
     }
 }

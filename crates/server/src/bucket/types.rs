@@ -315,6 +315,22 @@ fn quorum_json(v: &serde_json::Value, name: &str) -> Result<u32, String> {
     }
 }
 
+/// Riak's JSON commit hooks: a list of `{"mod": M, "fun": F}` or
+/// `{"name": N}` objects.
+fn hooks_json(v: &serde_json::Value, name: &str) -> Result<Vec<crate::pb::RpbCommitHook>, String> {
+    let list = v
+        .as_array()
+        .ok_or_else(|| format!("{name}: expected a list of hooks"))?;
+    list.iter()
+        .map(|h| {
+            let hook = crate::bucket::props::CommitHook::from_riak_json(h).ok_or_else(|| {
+                format!("{name}: a hook is {{\"mod\": M, \"fun\": F}} or {{\"name\": N}}, got {h}")
+            })?;
+            Ok(hook.to_pb())
+        })
+        .collect()
+}
+
 /// Parses `riak admin bucket-type` JSON (`{"props":{...}}`) into PB props.
 pub fn props_from_json(text: &str) -> Result<RpbBucketProps, String> {
     let v: serde_json::Value =
@@ -359,9 +375,18 @@ pub fn props_from_json(text: &str) -> Result<RpbBucketProps, String> {
                 )
             }
             "hll_precision" => p.hll_precision = Some(num()?),
-            // What GET answers and clients send back unchanged: fixed here.
-            "chash_keyfun" | "linkfun" | "precommit" | "postcommit" | "has_precommit"
-            | "has_postcommit" | "search" | "young_vclock_ms" => {}
+            "precommit" => {
+                p.precommit = hooks_json(val, k)?;
+                p.has_precommit = Some(true);
+            }
+            "postcommit" => {
+                p.postcommit = hooks_json(val, k)?;
+                p.has_postcommit = Some(true);
+            }
+            // What GET answers and clients send back unchanged: fixed here
+            // (has_* follow from the hook lists).
+            "chash_keyfun" | "linkfun" | "has_precommit" | "has_postcommit" | "search"
+            | "young_vclock_ms" => {}
             "consistent" | "write_once" => {
                 if boolean()? {
                     return Err(format!("{k}: not supported"));

@@ -130,6 +130,9 @@ pub enum Msg {
         /// Partitions of the key's preference list.
         partitions: Vec<u32>,
     },
+    /// A MapReduce job's first map phase over a whole bucket, one round
+    /// on the local vnode of a partition: [`Reply::MapFold`].
+    MapFold(crate::mapred::local::MapFoldReq),
 }
 
 /// Bucket metadata every node exchanges with every gossip: bucket props
@@ -189,6 +192,8 @@ pub enum Reply {
     /// The answer to [`Msg::HeldFor`]: the partitions held here for
     /// another owner.
     Held(Vec<u32>),
+    /// The answer to [`Msg::MapFold`] (the error: the job error's JSON).
+    MapFold(Result<crate::mapred::local::MapFoldBatch, String>),
 }
 
 /// A vnode error as it crosses the wire.

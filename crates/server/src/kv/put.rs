@@ -1,6 +1,9 @@
 //! The PUT FSM: conditional checks, the coordinating vnode (the local one
 //! when the key has one here) builds and writes the new version, the other
 //! replicas reconcile it; [`super::put_core`] counts the acknowledgements.
+//! A client PUT runs the bucket's commit hooks ([`crate::hooks`]):
+//! pre-commit ones before anything is written, post-commit ones after the
+//! acknowledgement.
 
 use super::put_core::PutCore;
 use super::{GetOpts, GetOutcome, PutOpts};
@@ -62,6 +65,11 @@ impl Node {
         let w = props.resolve(opts.w, props.w, "w")?;
         let dw = props.resolve(opts.dw, props.dw, "dw")?;
         let pw = props.resolve(opts.pw, props.pw, "pw")?;
+        if !content.deleted && !props.precommit.is_empty() {
+            content = self
+                .precommit(&props.precommit, bucket, key, client.as_ref(), content)
+                .await?;
+        }
         let size = content.value.len();
         if size > self.config.limits.max_object_bytes {
             return Err(RequestError::Invalid(format!(
@@ -203,6 +211,10 @@ impl Node {
             return Err(e);
         }
         self.replicate(bucket, key, &new);
-        Ok(Some(new.object()?))
+        let written = new.object()?;
+        if !props.postcommit.is_empty() && !written.is_deleted() {
+            self.postcommit(&props.postcommit, bucket, key, &written);
+        }
+        Ok(Some(written))
     }
 }

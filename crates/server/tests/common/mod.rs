@@ -88,13 +88,13 @@ pub fn content(v: &[u8]) -> Content {
     }
 }
 
-/// An HTTP reply: status, headers (names as sent), body (de-chunked).
+/// An HTTP reply: status, headers, body (de-chunked).
 pub struct HttpResp {
     /// Status code.
     pub status: u16,
-    /// Headers.
+    /// Headers as sent.
     pub headers: Vec<(String, String)>,
-    /// Body.
+    /// The body.
     pub body: Vec<u8>,
 }
 
@@ -119,18 +119,37 @@ impl HttpResp {
     }
 }
 
-/// One HTTP/1.1 request on a new connection to the node's HTTP port.
+/// Where an HTTP request goes: an address, or a test node's HTTP port.
+pub trait HttpAddr {
+    /// The socket address.
+    fn http_socket(&self) -> SocketAddr;
+}
+
+impl HttpAddr for SocketAddr {
+    fn http_socket(&self) -> SocketAddr {
+        *self
+    }
+}
+
+impl HttpAddr for &ServerHandle {
+    fn http_socket(&self) -> SocketAddr {
+        self.http_addr().expect("http on")
+    }
+}
+
+/// One HTTP/1.1 request (`Connection: close`) to `to`; panics on I/O
+/// failures.
 pub fn http(
-    h: &ServerHandle,
+    to: impl HttpAddr,
     method: &str,
     path: &str,
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> HttpResp {
     use std::io::{Read, Write};
-    let addr = h.http_addr().expect("http on");
+    let addr = to.http_socket();
     let mut s = std::net::TcpStream::connect(addr).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(20)))
+    s.set_read_timeout(Some(Duration::from_secs(30)))
         .expect("timeout");
     let mut out = format!("{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n");
     for (n, v) in headers {
@@ -154,8 +173,8 @@ pub fn http(
         .and_then(|c| c.parse().ok())
         .expect("status");
     let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(": "))
-        .map(|(n, v)| (n.to_string(), v.to_string()))
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_string(), v.trim().to_string()))
         .collect();
     let mut r = HttpResp {
         status,
@@ -165,12 +184,12 @@ pub fn http(
     if r.header("transfer-encoding")
         .is_some_and(|t| t.eq_ignore_ascii_case("chunked"))
     {
-        let mut b: &[u8] = &r.body;
+        let mut b = &r.body[..];
         let mut out = Vec::new();
         loop {
             let eol = b.windows(2).position(|w| w == b"\r\n").expect("chunk line");
             let size = usize::from_str_radix(std::str::from_utf8(&b[..eol]).expect("utf8"), 16)
-                .expect("hex chunk size");
+                .expect("chunk size");
             b = &b[eol + 2..];
             if size == 0 {
                 break;

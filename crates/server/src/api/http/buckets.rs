@@ -6,7 +6,7 @@ use super::{
     bad, chunked, error_response, js, json, query, read_body, text, timeout_param, Shared,
     MAX_PROPS_BODY_BYTES,
 };
-use crate::bucket::props::{BucketProps, CHASH_KEYFUN, LINKFUN};
+use crate::bucket::props::{BucketProps, CommitHook, CHASH_KEYFUN, LINKFUN};
 use crate::bucket::types::{props_from_json, split_storage_bucket};
 use crate::node::Node;
 use crate::pb::quorum;
@@ -49,8 +49,10 @@ pub fn props_json(p: &BucketProps) -> serde_json::Map<String, Value> {
         "old_vclock": p.old_vclock,
         "chash_keyfun": { "mod": CHASH_KEYFUN.0, "fun": CHASH_KEYFUN.1 },
         "linkfun": { "mod": LINKFUN.0, "fun": LINKFUN.1 },
-        "precommit": [],
-        "postcommit": [],
+        "precommit": p.precommit.iter().map(CommitHook::to_riak_json).collect::<Vec<_>>(),
+        "has_precommit": !p.precommit.is_empty(),
+        "postcommit": p.postcommit.iter().map(CommitHook::to_riak_json).collect::<Vec<_>>(),
+        "has_postcommit": !p.postcommit.is_empty(),
         "hll_precision": p.hll_precision,
     });
     let mut m = match v {

@@ -5,6 +5,7 @@
 //!   (GET, HEAD, PUT, POST, DELETE; siblings, links, conditional headers);
 //! * [`buckets`]: bucket and bucket-type props, bucket and key listings;
 //! * [`index`]: 2i queries;
+//! * [`mapred`]: `POST /mapred` (MapReduce, plain or chunked);
 //! * [`metrics`]: `/stats` (JSON) and `/metrics` (Prometheus text);
 //! * [`replicas`]: `/basalt/replicas/...`: each replica's state of a key;
 //! * [`preflist`]: `.../keys/K/preflist`: a key's preference list;
@@ -25,6 +26,7 @@ pub mod aaefold;
 pub mod buckets;
 pub mod datatypes;
 pub mod index;
+pub mod mapred;
 pub mod metrics;
 pub mod objects;
 pub mod preflist;
@@ -57,6 +59,7 @@ pub const RESOURCES: &[(&str, &str)] = &[
     ("riak_kv_wm_crdt", "/types"),
     ("riak_kv_wm_index", "/buckets"),
     ("riak_kv_wm_keylist", "/buckets"),
+    ("riak_kv_wm_mapred", "/mapred"),
     ("riak_kv_wm_object", "/buckets"),
     ("riak_kv_wm_ping", "/ping"),
     ("riak_kv_wm_preflist", "/types"),
@@ -81,6 +84,7 @@ pub fn router(node: Arc<Node>) -> Router {
             get(|| async { ([(header::CONTENT_TYPE, "text/plain")], "OK").into_response() }),
         )
         .route("/stats", get(metrics::stats))
+        .route("/mapred", axum::routing::post(mapred::mapred))
         .route("/metrics", get(metrics::metrics))
         .route(
             "/basalt/replicas/buckets/{b}/keys/{k}",
@@ -249,6 +253,7 @@ pub(crate) fn error_response(e: RequestError) -> Response {
         RequestError::NotFound => StatusCode::NOT_FOUND,
         RequestError::DiskFull(_) => StatusCode::INSUFFICIENT_STORAGE,
         RequestError::Storage(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        RequestError::Forbidden(_) => StatusCode::FORBIDDEN,
     };
     text(status, e.to_string())
 }

@@ -50,6 +50,9 @@ pub fn rule(c: u8) -> Option<Rule> {
         code::GET_BUCKET_TYPE_REQ => Type("riak_core.get_bucket_type"),
         code::SET_BUCKET_TYPE_REQ => Type("riak_core.set_bucket_type"),
         code::GET_BUCKET_KEY_PREFLIST_REQ => Bucket("riak_kv.get_preflist"),
+        // A job's inputs may name any bucket (or none: key filters, 2i,
+        // listed keys of many buckets): granted on ANY only.
+        code::MAP_RED_REQ => Any("riak_kv.mapreduce"),
         code::AAE_FOLD_REPL_KEYS_REQ => Any("basalt.repl"),
         210..=219 | 223 | 230 | 231 => Any("basalt.aae_fold"),
         _ => return None,

@@ -7,6 +7,7 @@
 //!   5, `RpbGetServerInfoReq` 7;
 //! * [`object`]: 9, 11, 13 (get, put, delete);
 //! * [`bucket`]: 15, 17, 19, 21, 29 (listings, bucket props);
+//! * [`mapred`]: 23 (MapReduce, streamed);
 //! * [`index`]: 25 (2i);
 //! * [`csbucket`]: 40 (CS bucket fold);
 //! * [`counter`]: 50, 52 (1.4 counters);
@@ -33,6 +34,7 @@ pub mod counter;
 pub mod crdt;
 pub mod csbucket;
 pub mod index;
+pub mod mapred;
 pub mod object;
 pub mod server;
 
@@ -124,6 +126,7 @@ async fn client(
         code::GET_BUCKET_REQ => bucket::get_props(node, body).await,
         code::SET_BUCKET_REQ => bucket::set_props(node, body).await,
         code::RESET_BUCKET_REQ => bucket::reset_props(node, body).await,
+        code::MAP_RED_REQ => mapred::mapred(node, body, out).await,
         code::INDEX_REQ => index::query(node, body, out).await,
         code::CS_BUCKET_REQ => csbucket::fold(node, body, out).await,
         code::COUNTER_UPDATE_REQ => counter::update(node, body).await,

@@ -80,6 +80,36 @@ impl Node {
                 "2i results the covering vnodes returned to this node's queries.",
             ),
             (
+                "mapred_jobs_total",
+                ld(&s.mapred_jobs),
+                "MapReduce jobs run by this node.",
+            ),
+            (
+                "mapred_errors_total",
+                ld(&s.mapred_errors),
+                "MapReduce jobs that failed (bad job, phase error, timeout, limit).",
+            ),
+            (
+                "mapred_local_map_rounds_total",
+                ld(&s.mapred_local_rounds),
+                "Map rounds run on this node's vnodes for whole-bucket MapReduce jobs (any coordinator).",
+            ),
+            (
+                "precommit_refused_total",
+                ld(&s.precommit_refused),
+                "Writes refused by a pre-commit hook (or failed in one).",
+            ),
+            (
+                "postcommit_errors_total",
+                ld(&self.postcommit.errors),
+                "Post-commit hook runs that failed (the writes stand).",
+            ),
+            (
+                "postcommit_dropped_total",
+                ld(&self.postcommit.dropped),
+                "Post-commit hook runs dropped because too many were in flight.",
+            ),
+            (
                 "divergent_merges_total",
                 crate::object::DIVERGENT_MERGES.load(Ordering::Relaxed),
                 "Merges that met one clock over different siblings (kept the union).",
