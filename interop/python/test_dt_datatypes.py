@@ -10,22 +10,14 @@ BASALT_HTTP_ADDR (host:port). It needs the bucket types `counters`, `sets`,
 them every test is skipped, saying so.
 """
 
-import os
 import time
 import unittest
 
-from riak import RiakClient, RiakError, RiakObject
+from basalt_env import client
+from riak import RiakError, RiakObject
 
-PB = os.environ.get("BASALT_PB_ADDR", "127.0.0.1:8087")
-HTTP = os.environ.get("BASALT_HTTP_ADDR", "127.0.0.1:8098")
 TYPES = {"counters": "counter", "sets": "set", "maps": "map", "hlls": "hll"}
 
-
-def client(protocol):
-    host, pb_port = PB.rsplit(":", 1)
-    _, http_port = HTTP.rsplit(":", 1)
-    return RiakClient(protocol=protocol, nodes=[{
-        "host": host, "pb_port": int(pb_port), "http_port": int(http_port)}])
 
 
 class DatatypesBase(object):

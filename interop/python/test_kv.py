@@ -10,20 +10,11 @@ BASALT_HTTP_ADDR (host:port) and the bucket type `py_mult`
 (allow_mult true) created on that node.
 """
 
-import os
 import unittest
 
-from riak import RiakClient
-
-PB = os.environ.get("BASALT_PB_ADDR", "127.0.0.1:8087")
-HTTP = os.environ.get("BASALT_HTTP_ADDR", "127.0.0.1:8098")
+from basalt_env import client
 
 
-def client(protocol):
-    host, pb_port = PB.rsplit(":", 1)
-    _, http_port = HTTP.rsplit(":", 1)
-    return RiakClient(protocol=protocol, nodes=[{
-        "host": host, "pb_port": int(pb_port), "http_port": int(http_port)}])
 
 
 class KvBase(object):

@@ -10,24 +10,16 @@ Each check compares MapReduce results with what plain GETs of the same
 objects give.
 """
 
-import os
 import unittest
 from contextlib import closing
 
-from riak import RiakClient, RiakError
+from basalt_env import client
+from riak import RiakError
 
-PB = os.environ.get("BASALT_PB_ADDR", "127.0.0.1:8087")
-HTTP = os.environ.get("BASALT_HTTP_ADDR", "127.0.0.1:8098")
 COUNT = 30
 
 SUM_N = "function(v) { return [JSON.parse(v.values[0].data).n]; }"
 
-
-def client(protocol):
-    host, pb_port = PB.rsplit(":", 1)
-    _, http_port = HTTP.rsplit(":", 1)
-    return RiakClient(protocol=protocol, nodes=[{
-        "host": host, "pb_port": int(pb_port), "http_port": int(http_port)}])
 
 
 class MapReduceBase(object):

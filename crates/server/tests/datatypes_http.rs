@@ -9,23 +9,12 @@ mod common;
 
 use basalt_server::api::pb::btypes::{code as bt, BasaltBucketTypeReq};
 use basalt_server::bucket::types as btypes;
-use basalt_server::{Config, ServerHandle};
+use basalt_server::ServerHandle;
 use common::{http, Client, HttpResp};
 use serde_json::json;
 
 fn start() -> (ServerHandle, tempfile::TempDir) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let c = Config {
-        data_dir: dir.path().to_path_buf(),
-        pb_listen: "127.0.0.1:0".into(),
-        cluster_listen: "127.0.0.1:0".into(),
-        http_listen: "127.0.0.1:0".into(),
-        ring_size: 8,
-        backend: "memory".into(),
-        aae_interval_secs: 0,
-        ..Config::default()
-    };
-    let h = ServerHandle::spawn(c).expect("spawn");
+    let (h, dir) = common::spawn_node(true, |_| {});
     let mut a = Client::admin(&h);
     for (t, json) in [
         ("counters", r#"{"props":{"datatype":"counter"}}"#),

@@ -11,23 +11,12 @@ mod common;
 use basalt_server::api::pb::btypes::{code as bt, BasaltBucketTypeReq};
 use basalt_server::bucket::types as btypes;
 use basalt_server::pb::{self, code};
-use basalt_server::{Config, ServerHandle};
+use basalt_server::ServerHandle;
 use common::Client;
 use prost::Message;
 
 fn start() -> (ServerHandle, tempfile::TempDir) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let c = Config {
-        data_dir: dir.path().to_path_buf(),
-        pb_listen: "127.0.0.1:0".into(),
-        cluster_listen: "127.0.0.1:0".into(),
-        http_listen: String::new(),
-        ring_size: 8,
-        backend: "memory".into(),
-        aae_interval_secs: 0,
-        ..Config::default()
-    };
-    (ServerHandle::spawn(c).expect("spawn"), dir)
+    common::spawn_node(false, |_| {})
 }
 
 fn try_create(h: &ServerHandle, name: &str, json: &str) -> Result<(), String> {

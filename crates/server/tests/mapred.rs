@@ -20,22 +20,13 @@ use std::time::{Duration, Instant};
 const KEYS: u32 = 120;
 
 fn start(tweak: impl FnOnce(&mut Config)) -> (ServerHandle, tempfile::TempDir) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut c = Config {
-        data_dir: dir.path().to_path_buf(),
-        pb_listen: "127.0.0.1:0".into(),
-        cluster_listen: "127.0.0.1:0".into(),
-        http_listen: "127.0.0.1:0".into(),
-        ring_size: 8,
-        backend: "memory".into(),
-        ..Config::default()
-    };
-    c.mapred.map_js_vm_count = 2;
-    c.mapred.reduce_js_vm_count = 1;
-    c.mapred.hook_js_vm_count = 1;
-    c.mapred.js_max_vm_mem_mb = 8;
-    tweak(&mut c);
-    (ServerHandle::spawn(c).expect("spawn"), dir)
+    common::spawn_node(true, |c| {
+        c.mapred.map_js_vm_count = 2;
+        c.mapred.reduce_js_vm_count = 1;
+        c.mapred.hook_js_vm_count = 1;
+        c.mapred.js_max_vm_mem_mb = 8;
+        tweak(c);
+    })
 }
 
 fn put(

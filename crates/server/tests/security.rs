@@ -30,15 +30,9 @@ fn node(dir: &std::path::Path) -> (ServerHandle, Vec<u8>) {
     std::fs::write(dir.join("cert.pem"), cert.cert.pem()).expect("cert");
     std::fs::write(dir.join("key.pem"), cert.key_pair.serialize_pem()).expect("key");
     let config = Config {
-        data_dir: dir.join("data"),
-        pb_listen: "127.0.0.1:0".into(),
-        http_listen: "".into(),
-        cluster_listen: "127.0.0.1:0".into(),
-        ring_size: 8,
-        backend: "memory".into(),
         tls_certfile: dir.join("cert.pem").display().to_string(),
         tls_keyfile: dir.join("key.pem").display().to_string(),
-        ..Config::default()
+        ..common::test_config(&dir.join("data"), false)
     };
     let h = ServerHandle::spawn(config).expect("node");
     (h, cert.cert.der().to_vec())

@@ -71,6 +71,38 @@ impl Client {
     }
 }
 
+/// A test node's config: loopback listeners on any free port (HTTP only
+/// when `http`), ring 8, the in-memory backend, anti-entropy off, data
+/// under `dir`.
+pub fn test_config(dir: &std::path::Path, http: bool) -> basalt_server::Config {
+    basalt_server::Config {
+        data_dir: dir.to_path_buf(),
+        pb_listen: "127.0.0.1:0".into(),
+        cluster_listen: "127.0.0.1:0".into(),
+        http_listen: if http {
+            "127.0.0.1:0".into()
+        } else {
+            String::new()
+        },
+        ring_size: 8,
+        backend: "memory".into(),
+        aae_interval_secs: 0,
+        ..basalt_server::Config::default()
+    }
+}
+
+/// A node on [`test_config`] changed by `tweak`, in a new temporary
+/// directory (removed when the returned guard drops).
+pub fn spawn_node(
+    http: bool,
+    tweak: impl FnOnce(&mut basalt_server::Config),
+) -> (ServerHandle, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut c = test_config(dir.path(), http);
+    tweak(&mut c);
+    (ServerHandle::spawn(c).expect("spawn"), dir)
+}
+
 /// A current-thread runtime for driving an in-process node.
 pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
