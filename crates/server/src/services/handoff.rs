@@ -97,16 +97,24 @@ impl HandoffService {
     /// such a partition must not be reaped: the copy handed over later
     /// would bring the key back.
     pub fn held_for(&self, partitions: &[u32]) -> Vec<u32> {
-        let me = self.router.cluster.me().to_string();
-        let state = self.router.cluster.state();
-        let local = self.router.vnodes.read();
-        partitions
-            .iter()
-            .copied()
-            .filter(|p| {
-                state.next.contains_key(p) || (local.contains_key(p) && state.owner(*p) != me)
-            })
-            .collect()
+        let me = self.router.cluster.me();
+        let local: Vec<u32> = {
+            let vnodes = self.router.vnodes.read();
+            partitions
+                .iter()
+                .copied()
+                .filter(|p| vnodes.contains_key(p))
+                .collect()
+        };
+        self.router.cluster.with_state(|state| {
+            partitions
+                .iter()
+                .copied()
+                .filter(|p| {
+                    state.next.contains_key(p) || (local.contains(p) && state.owner(*p) != me)
+                })
+                .collect()
+        })
     }
 
     /// One pass over the local vnodes: finished hinted copies are dropped,
