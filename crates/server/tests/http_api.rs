@@ -6,13 +6,12 @@
 //! queries (paging, terms, regex, multipart streaming), multipart siblings,
 //! links and conditional requests, /stats latencies and /metrics.
 
+mod common;
+
 use basalt_backend::IndexQuery;
 use basalt_server::config::Config;
 use basalt_server::pb::RpbBucketProps;
 use basalt_server::ServerHandle;
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::time::Duration;
 
 fn start() -> (ServerHandle, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -29,85 +28,10 @@ fn start() -> (ServerHandle, tempfile::TempDir) {
     (ServerHandle::spawn(c).expect("spawn"), dir)
 }
 
-struct Resp {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Resp {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-}
+type Resp = common::HttpResp;
 
 fn req(h: &ServerHandle, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Resp {
-    let addr = h.http_addr().expect("http on");
-    let mut s = TcpStream::connect(addr).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(20)))
-        .expect("timeout");
-    let mut out = format!("{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n");
-    for (n, v) in headers {
-        out.push_str(&format!("{n}: {v}\r\n"));
-    }
-    out.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
-    let mut bytes = out.into_bytes();
-    bytes.extend_from_slice(body);
-    s.write_all(&bytes).expect("write");
-    let mut raw = Vec::new();
-    let _ = s.read_to_end(&mut raw);
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("header end");
-    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
-    let mut lines = head.split("\r\n");
-    let status = lines
-        .next()
-        .and_then(|l| l.split(' ').nth(1))
-        .and_then(|c| c.parse().ok())
-        .expect("status");
-    let headers = lines
-        .filter_map(|l| l.split_once(": "))
-        .map(|(n, v)| (n.to_string(), v.to_string()))
-        .collect();
-    let mut r = Resp {
-        status,
-        headers,
-        body: raw[split + 4..].to_vec(),
-    };
-    if r.header("transfer-encoding")
-        .is_some_and(|t| t.eq_ignore_ascii_case("chunked"))
-    {
-        r.body = dechunk(&r.body);
-    }
-    r
-}
-
-/// Decodes a chunked body, checking the framing.
-fn dechunk(mut b: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    loop {
-        let eol = b
-            .windows(2)
-            .position(|w| w == b"\r\n")
-            .expect("chunk size line");
-        let size = usize::from_str_radix(std::str::from_utf8(&b[..eol]).expect("utf8"), 16)
-            .expect("hex chunk size");
-        b = &b[eol + 2..];
-        if size == 0 {
-            return out;
-        }
-        out.extend_from_slice(&b[..size]);
-        assert_eq!(&b[size..size + 2], b"\r\n", "chunk end");
-        b = &b[size + 2..];
-    }
+    common::http(h, method, path, headers, body)
 }
 
 /// Concatenated JSON objects (a streamed listing).

@@ -227,6 +227,7 @@ pub fn http(
                 break;
             }
             out.extend_from_slice(&b[..size]);
+            assert_eq!(&b[size..size + 2], b"\r\n", "chunk end");
             b = &b[size + 2..];
         }
         r.body = out;
