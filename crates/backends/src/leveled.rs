@@ -122,6 +122,9 @@ impl Leveled {
         if let Some(b) = config.journal_skip_active_lock {
             c.journal_skip_active_lock = b;
         }
+        if let Some(b) = config.write_group {
+            c.write_group = b;
+        }
         if let Some(n) = config.journal_sync_bytes {
             c.journal_sync_bytes = n;
         }

@@ -25,6 +25,7 @@ pub mod limits;
 pub mod snapshot;
 pub mod stats;
 pub mod tictac;
+pub mod write_group;
 
 pub use backup::BackupReport;
 pub use compaction::CompactionReport;

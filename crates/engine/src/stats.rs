@@ -149,8 +149,16 @@ counters! {
     /// Replaced records kept only as key deltas (their index changes).
     compaction_key_deltas,
     /// Hot backups taken.
-    backups;
+    backups,
+    /// Write groups written (one write-lock trip and one journal write each;
+    /// see `write_group`).
+    write_groups,
+    /// Records written in them (divide by `write_groups` for the mean size).
+    write_group_records;
     timers:
+    /// PUT/DELETE of a writer whose record another writer's group wrote:
+    /// its whole wait (queue, the group's write and, with sync, its fsync).
+    wait_write_group,
     /// PUT/DELETE: waiting for the store's write lock (other writers, and
     /// whatever they do under it: journal append, a roll, back-pressure).
     wait_write_lock,
