@@ -344,6 +344,14 @@ impl Backend for Leveled {
         })
     }
 
+    fn take_wait_maxima(&self) -> Vec<(String, u64)> {
+        self.store
+            .take_wait_maxima()
+            .into_iter()
+            .map(|(n, v)| (n.to_string(), v))
+            .collect()
+    }
+
     fn sync(&self) -> Result<()> {
         self.store.sync().map_err(from_engine)
     }

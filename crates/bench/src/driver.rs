@@ -221,7 +221,9 @@ impl KvTarget for BackendTarget {
     }
 
     fn counters(&self) -> Vec<(String, u64)> {
-        self.backend.stats().map(|s| s.counters).unwrap_or_default()
+        let mut c = self.backend.stats().map(|s| s.counters).unwrap_or_default();
+        c.extend(self.backend.take_wait_maxima());
+        c
     }
 }
 

@@ -780,6 +780,13 @@ impl Store {
         }
     }
 
+    /// The longest wait of every wait timer since the previous call
+    /// (`<t>_window_max_ns`), resetting them (see
+    /// [`Stats::take_window_maxima`]): the bench's per-interval maxima.
+    pub fn take_wait_maxima(&self) -> Vec<(&'static str, u64)> {
+        self.stats.take_window_maxima()
+    }
+
     /// Makes every acknowledged write durable (fsync of the journal).
     pub fn sync(&self) -> Result<()> {
         let last = self.journal.last_sqn();

@@ -65,7 +65,7 @@ impl Node {
         let w = props.resolve(opts.w, props.w, "w")?;
         let dw = props.resolve(opts.dw, props.dw, "dw")?;
         let pw = props.resolve(opts.pw, props.pw, "pw")?;
-        if !content.deleted && !props.precommit.is_empty() {
+        if !props.precommit.is_empty() {
             content = self
                 .precommit(&props.precommit, bucket, key, client.as_ref(), content)
                 .await?;
@@ -212,7 +212,7 @@ impl Node {
         }
         self.replicate(bucket, key, &new);
         let written = new.object()?;
-        if !props.postcommit.is_empty() && !written.is_deleted() {
+        if !props.postcommit.is_empty() {
             self.postcommit(&props.postcommit, bucket, key, &written);
         }
         Ok(Some(written))
