@@ -30,9 +30,12 @@ fn value(t: u64, i: u64) -> Vec<u8> {
     v
 }
 
-/// Runs the writers; returns each key's last acknowledged value (None =
-/// deleted) and every acknowledged SQN.
-fn run_writers(s: &Arc<Store>) -> (BTreeMap<Vec<u8>, Option<Vec<u8>>>, Vec<u64>) {
+/// Each key's last acknowledged value (None = deleted).
+type Expected = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
+
+/// Runs the writers; returns what each key should hold and every
+/// acknowledged SQN.
+fn run_writers(s: &Arc<Store>) -> (Expected, Vec<u64>) {
     let threads: Vec<_> = (0..WRITERS)
         .map(|t| {
             let s = Arc::clone(s);
@@ -78,7 +81,7 @@ fn run_writers(s: &Arc<Store>) -> (BTreeMap<Vec<u8>, Option<Vec<u8>>>, Vec<u64>)
     (all_last, all_sqns)
 }
 
-fn check_contents(s: &Store, expect: &BTreeMap<Vec<u8>, Option<Vec<u8>>>, when: &str) {
+fn check_contents(s: &Store, expect: &Expected, when: &str) {
     for (key, v) in expect {
         let got = s.get(b"b", key).expect("get").map(|o| o.value);
         assert_eq!(&got, v, "{when}: key {}", String::from_utf8_lossy(key));
@@ -95,7 +98,7 @@ fn counter(s: &Store, name: &str) -> u64 {
 }
 
 fn writers_then_reopen(write_group: bool) {
-    let d = tempfile::tempdir().unwrap();
+    let d = tempfile::tempdir().expect("tempdir");
     let s = Arc::new(Store::open(config(d.path(), write_group)).expect("open"));
     let (expect, sqns) = run_writers(&s);
     let total = WRITERS * WRITES_EACH;
