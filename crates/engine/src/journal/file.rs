@@ -485,8 +485,21 @@ pub fn advise(file: &File, path: &Path, access: Access) {
 
 /// The offset of `sqn` in a sorted index and the end of its span: the next
 /// record's offset, or `size` for the last record.
+///
+/// SQNs of a file written by appends are consecutive, so `sqn - first` is
+/// tried first (one probe instead of a binary search's ~17 cache misses on
+/// a 256 MiB file's index); files with gaps (compaction output) fall back
+/// to the binary search.
 pub fn index_span(index: &[(u64, u64)], sqn: u64, size: u64) -> Option<(u64, u64)> {
-    let i = index.binary_search_by_key(&sqn, |e| e.0).ok()?;
+    let guess = index
+        .first()
+        .and_then(|f| sqn.checked_sub(f.0))
+        .and_then(|d| usize::try_from(d).ok())
+        .filter(|&d| index.get(d).is_some_and(|e| e.0 == sqn));
+    let i = match guess {
+        Some(i) => i,
+        None => index.binary_search_by_key(&sqn, |e| e.0).ok()?,
+    };
     let off = index.get(i)?.1;
     let end = index.get(i + 1).map_or(size, |e| e.1);
     Some((off, end))
@@ -678,6 +691,18 @@ mod tests {
         assert_eq!(index_span(&[(1, 16), (3, 90)], 3, 200), Some((90, 200)));
         assert_eq!(index_span(&[(1, 16), (3, 90)], 1, 200), Some((16, 90)));
         assert_eq!(index_span(&[(1, 16), (3, 90)], 2, 200), None);
+        // Consecutive SQNs (an appended file): found by position.
+        let dense = [(5, 16), (6, 40), (7, 90)];
+        assert_eq!(index_span(&dense, 6, 200), Some((40, 90)));
+        assert_eq!(index_span(&dense, 7, 200), Some((90, 200)));
+        assert_eq!(index_span(&dense, 5, 200), Some((16, 40)));
+        assert_eq!(index_span(&dense, 4, 200), None);
+        assert_eq!(index_span(&dense, 8, 200), None);
+        assert_eq!(index_span(&[], 1, 200), None);
+        // A gap before `sqn` moves it off its position: the search finds it.
+        let gapped = [(5, 16), (9, 40), (10, 90)];
+        assert_eq!(index_span(&gapped, 10, 200), Some((90, 200)));
+        assert_eq!(index_span(&gapped, 9, 200), Some((40, 90)));
     }
 
     proptest! {
