@@ -254,12 +254,13 @@ fn listed_keys_keydata_keep_and_links() {
     );
 
     // Not-found handling by arg, keydata passed through.
+    // (Map outputs of listed keys come in no set order, as in Riak: keys of
+    // different partitions are mapped on their vnodes in parallel.)
     let job = json!({"inputs": [["mr", "k001", "a"], ["mr", "nope", "b"]], "query": [
         {"map": {"language": "erlang", "module": "riak_kv_mapreduce", "function": "map_object_value", "arg": "include_keydata"}}]});
-    assert_eq!(
-        only(pb_job(&h, &job).expect("job"), 0),
-        vec![json!("{\"n\":1}"), json!("b")]
-    );
+    let mut got = only(pb_job(&h, &job).expect("job"), 0);
+    got.sort_by_key(Value::to_string);
+    assert_eq!(got, vec![json!("b"), json!("{\"n\":1}")]);
     let job = json!({"inputs": [["mr", "nope"]], "query": [
         {"map": {"language": "javascript", "name": "Riak.mapValuesJson"}},
         {"reduce": {"language": "javascript", "name": "Riak.filterNotFound"}}]});
