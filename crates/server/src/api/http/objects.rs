@@ -647,13 +647,11 @@ pub(crate) fn content_from_request(h: &HeaderMap, body: Vec<u8>) -> Result<Conte
                 .map_err(|_| bad(format!("Malformed {n} header")))?;
             for term in v.split(',').map(str::trim).filter(|t| !t.is_empty()) {
                 let term = if int {
-                    term.parse::<i64>()
-                        .map_err(|_| {
-                            bad(format!(
-                                "Could not parse index value: {n}: \"{term}\" is not an integer"
-                            ))
-                        })?
-                        .to_string()
+                    basalt_backends::intterm::canonical(term.as_bytes()).ok_or_else(|| {
+                        bad(format!(
+                            "Could not parse index value: {n}: \"{term}\" is not an integer"
+                        ))
+                    })?
                 } else {
                     term.to_string()
                 };
