@@ -1,12 +1,14 @@
 //! The request FSMs of the KV API over the router: GET ([`get`], deciding
 //! with [`get_core`]), PUT ([`put`], [`put_core`]), DELETE and tombstone
-//! reaping ([`delete`]), list keys and buckets ([`list`]), 2i ([`index`]),
+//! reaping ([`delete`]), list keys and buckets ([`list`]), 2i ([`index`];
+//! on one entry of a client's coverage plan: [`cover`]),
 //! the CS bucket fold ([`csfold`]) and the anti-entropy fold queries
 //! ([`aae_fold`]). Each is an `impl Node` block: the
 //! node is the handle a request runs on (router, bucket props, stats); the
 //! cores decide from the replies and do no I/O.
 
 pub mod aae_fold;
+pub mod cover;
 pub mod crdt;
 pub mod csfold;
 pub mod delete;
