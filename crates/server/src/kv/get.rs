@@ -24,14 +24,16 @@ impl Node {
     /// GET: HEAD the `n` vnodes, wait for `r` (and `pr` primaries), GET the
     /// value of each winning version from the least-queued replica holding
     /// it, merge, read-repair stale replicas in the background.
-    /// Uses the bucket's `basic_quorum` prop (see [`Node::get_with_basic_quorum`]).
+    /// Uses `opts.basic_quorum`, else the bucket's prop (see
+    /// [`Node::get_with_basic_quorum`]).
     pub async fn get(
         &self,
         bucket: &[u8],
         key: &[u8],
         opts: &GetOpts,
     ) -> Result<GetOutcome, RequestError> {
-        self.get_with_basic_quorum(bucket, key, opts, None).await
+        self.get_with_basic_quorum(bucket, key, opts, opts.basic_quorum)
+            .await
     }
 
     /// [`Node::get`] with Riak's `basic_quorum` (`None` = the bucket's prop).

@@ -36,6 +36,8 @@ pub struct GetOpts {
     pub pr: Option<u32>,
     /// Count not-found replies as successes.
     pub notfound_ok: Option<bool>,
+    /// Riak's `basic_quorum` (`None` = the bucket's prop).
+    pub basic_quorum: Option<bool>,
 }
 
 /// What a GET found.

@@ -521,6 +521,7 @@ async fn fetch(node: &Node, loc: &Loc<'_>, k: &str, p: &Params, h: &HeaderMap) -
         r: p.r,
         pr: p.pr,
         notfound_ok: p.notfound_ok,
+        basic_quorum: None,
     };
     match node
         .get(&loc.sb, k.as_bytes(), &opts)
@@ -703,6 +704,7 @@ async fn store(
             r: p.r,
             pr: p.pr,
             notfound_ok: p.notfound_ok,
+            basic_quorum: None,
         };
         let current = node
             .get(&loc.sb, key.as_bytes(), &gopts)
@@ -753,6 +755,7 @@ async fn delete(node: &Arc<Node>, loc: &Loc<'_>, k: &str, p: &Params, h: &Header
         r: p.r.or(p.rw),
         pr: p.pr,
         notfound_ok: p.notfound_ok,
+        basic_quorum: None,
     };
     let current = match node
         .get(&loc.sb, k.as_bytes(), &opts)

@@ -69,6 +69,7 @@ pub(super) async fn fetch(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>,
         r: r.r,
         pr: r.pr,
         notfound_ok: r.notfound_ok,
+        basic_quorum: r.basic_quorum,
     };
     let found = crate::kv::within(r.timeout, node.fetch_crdt(&sb, &r.key, t, &opts)).await?;
     let with_ctx = r.include_context.unwrap_or(true);

@@ -23,6 +23,7 @@ pub(super) async fn get(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, R
         r: r.r,
         pr: r.pr,
         notfound_ok: r.notfound_ok,
+        basic_quorum: r.basic_quorum,
     };
     let resp = match node
         .get_with_basic_quorum(&sb, &r.key, &opts, r.basic_quorum)
