@@ -88,6 +88,16 @@ fn ping_server_info_client_id() {
     let info = pb::RpbGetServerInfoResp::decode(body.as_slice()).expect("decode");
     assert_eq!(info.server_version.as_deref(), Some(&b"3.2.0"[..]));
     assert_eq!(info.node.as_deref(), Some(&b"basalt@127.0.0.1"[..]));
+    // A new connection's client id is four zero bytes, as Riak's (the
+    // Python client's test_uses_client_id_if_given relies on it).
+    c.send(code::GET_CLIENT_ID_REQ, &[]);
+    let (_, body) = c.recv().expect("reply");
+    assert_eq!(
+        pb::RpbGetClientIdResp::decode(body.as_slice())
+            .expect("d")
+            .client_id,
+        [0u8; 4]
+    );
     c.call(
         code::SET_CLIENT_ID_REQ,
         &pb::RpbSetClientIdReq {
