@@ -484,7 +484,8 @@ fn legacy_counters() {
     );
 }
 
-/// `DtFetchReq.basic_quorum` is honoured as on a plain GET: with two of
+/// `DtFetchReq.basic_quorum`, `n_val` and `sloppy_quorum` are honoured
+/// as on a plain GET: with two of
 /// three replicas missing the value (their vnode directories removed) and
 /// `notfound_ok = false`, `r = 1`, a basic-quorum fetch gives up on the
 /// majority of not-founds; without it the third replica's value counts.
@@ -530,5 +531,34 @@ fn fetch_honours_basic_quorum() {
     };
     assert_eq!(got(&mut c, true), None, "basic quorum gives up");
     assert_eq!(got(&mut c, false), Some(5), "the third replica answers");
+    // A request n_val reads only the first n replicas (the first lost the
+    // value; read repair may have restored it meanwhile, so both answers
+    // are possible for n_val = 1, but never an error); one above the
+    // bucket's is Riak's n_val_violation. sloppy_quorum = false: primaries
+    // only (all are up here).
+    let with = |n_val: Option<u32>, sloppy: Option<bool>| pb::DtFetchReq {
+        n_val,
+        sloppy_quorum: sloppy,
+        basic_quorum: Some(false),
+        ..req(false)
+    };
+    let b = c.call(
+        code::DT_FETCH_REQ,
+        &with(Some(1), None),
+        code::DT_FETCH_RESP,
+    );
+    let v = pb::DtFetchResp::decode(b.as_slice()).expect("d").value;
+    assert!(v.as_ref().is_none_or(|v| v.counter_value == Some(5)), "{v:?}");
+    let e = c
+        .try_call(code::DT_FETCH_REQ, &with(Some(4), None))
+        .expect_err("n_val above the bucket's");
+    assert!(e.contains("n_val_violation"), "{e}");
+    let b = c.call(
+        code::DT_FETCH_REQ,
+        &with(None, Some(false)),
+        code::DT_FETCH_RESP,
+    );
+    let v = pb::DtFetchResp::decode(b.as_slice()).expect("d").value;
+    assert_eq!(v.and_then(|v| v.counter_value), Some(5));
     h.shutdown().expect("shutdown");
 }

@@ -38,6 +38,13 @@ pub struct GetOpts {
     pub notfound_ok: Option<bool>,
     /// Riak's `basic_quorum` (`None` = the bucket's prop).
     pub basic_quorum: Option<bool>,
+    /// Read only the first `n_val` replicas of the preference list (at most
+    /// the bucket's; `None` = the bucket's), as Riak's request `n_val`.
+    pub n_val: Option<u32>,
+    /// `Some(false)`: primaries only, no fallbacks (Riak's
+    /// `sloppy_quorum`; `None` / `true` = fallbacks stand in for owners
+    /// that are down).
+    pub sloppy_quorum: Option<bool>,
 }
 
 /// What a GET found.

@@ -70,6 +70,7 @@ fn params(req: &Request, body_key: &str) -> Result<Params, Response> {
             "dw" => p.put.dw = quorum(&k, &v)?,
             "pw" => p.put.pw = quorum(&k, &v)?,
             "notfound_ok" => p.get.notfound_ok = Some(boolean(&k, &v)?),
+            "basic_quorum" => p.get.basic_quorum = Some(boolean(&k, &v)?),
             "include_context" => p.include_context = boolean(&k, &v)?,
             "timeout" => {
                 p.timeout = Some(v.parse().map_err(|_| {

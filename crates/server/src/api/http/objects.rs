@@ -522,6 +522,8 @@ async fn fetch(node: &Node, loc: &Loc<'_>, k: &str, p: &Params, h: &HeaderMap) -
         pr: p.pr,
         notfound_ok: p.notfound_ok,
         basic_quorum: None,
+        n_val: None,
+        sloppy_quorum: None,
     };
     match node
         .get(&loc.sb, k.as_bytes(), &opts)
@@ -705,6 +707,8 @@ async fn store(
             pr: p.pr,
             notfound_ok: p.notfound_ok,
             basic_quorum: None,
+            n_val: None,
+            sloppy_quorum: None,
         };
         let current = node
             .get(&loc.sb, key.as_bytes(), &gopts)
@@ -756,6 +760,8 @@ async fn delete(node: &Arc<Node>, loc: &Loc<'_>, k: &str, p: &Params, h: &Header
         pr: p.pr,
         notfound_ok: p.notfound_ok,
         basic_quorum: None,
+        n_val: None,
+        sloppy_quorum: None,
     };
     let current = match node
         .get(&loc.sb, k.as_bytes(), &opts)

@@ -94,6 +94,8 @@ pub(crate) async fn get_value(
         pr,
         notfound_ok,
         basic_quorum: None,
+        n_val: None,
+        sloppy_quorum: None,
     };
     let found = node.fetch_crdt(&sb, key, DataType::Counter, &opts).await?;
     Ok(found.and_then(|c| match c.value() {

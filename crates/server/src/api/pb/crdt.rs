@@ -70,6 +70,8 @@ pub(super) async fn fetch(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>,
         pr: r.pr,
         notfound_ok: r.notfound_ok,
         basic_quorum: r.basic_quorum,
+        n_val: r.n_val,
+        sloppy_quorum: r.sloppy_quorum,
     };
     let found = crate::kv::within(r.timeout, node.fetch_crdt(&sb, &r.key, t, &opts)).await?;
     let with_ctx = r.include_context.unwrap_or(true);

@@ -24,6 +24,8 @@ pub(super) async fn get(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, R
         pr: r.pr,
         notfound_ok: r.notfound_ok,
         basic_quorum: r.basic_quorum,
+        n_val: r.n_val,
+        sloppy_quorum: r.sloppy_quorum,
     };
     let resp = match node
         .get_with_basic_quorum(&sb, &r.key, &opts, r.basic_quorum)
