@@ -548,7 +548,10 @@ fn fetch_honours_basic_quorum() {
         code::DT_FETCH_RESP,
     );
     let v = pb::DtFetchResp::decode(b.as_slice()).expect("d").value;
-    assert!(v.as_ref().is_none_or(|v| v.counter_value == Some(5)), "{v:?}");
+    assert!(
+        v.as_ref().is_none_or(|v| v.counter_value == Some(5)),
+        "{v:?}"
+    );
     let e = c
         .try_call(code::DT_FETCH_REQ, &with(Some(4), None))
         .expect_err("n_val above the bucket's");
