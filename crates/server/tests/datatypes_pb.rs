@@ -565,3 +565,56 @@ fn fetch_honours_basic_quorum() {
     assert_eq!(v.and_then(|v| v.counter_value), Some(5));
     h.shutdown().expect("shutdown");
 }
+
+/// `DtUpdateReq.n_val`, `sloppy_quorum` and `node_confirms` as a PUT's:
+/// on one node every replica is on the same node, so `node_confirms = 2`
+/// is refused before anything is written; an `n_val` or `node_confirms`
+/// above the bucket's n_val is Riak's violation error; `n_val = 1` and
+/// `sloppy_quorum = false` write.
+#[test]
+fn update_honours_n_val_sloppy_quorum_and_node_confirms() {
+    let (h, _d) = start();
+    typed(&h);
+    let mut c = Client::connect(&h);
+    let req = |n_val: Option<u32>, sloppy: Option<bool>, nc: Option<u32>| pb::DtUpdateReq {
+        bucket: b"b".to_vec(),
+        key: Some(b"q".to_vec()),
+        r#type: b"counters".to_vec(),
+        op: counter(1),
+        n_val,
+        sloppy_quorum: sloppy,
+        node_confirms: nc,
+        ..Default::default()
+    };
+    let e = c
+        .try_call(code::DT_UPDATE_REQ, &req(None, None, Some(2)))
+        .expect_err("one node");
+    assert_eq!(e, "{node_confirms_val_unsatisfied,2,1}");
+    let e = c
+        .try_call(code::DT_UPDATE_REQ, &req(None, None, Some(4)))
+        .expect_err("above n_val");
+    assert!(e.contains("node_confirms_val_violation"), "{e}");
+    let e = c
+        .try_call(code::DT_UPDATE_REQ, &req(Some(4), None, None))
+        .expect_err("above the bucket's n_val");
+    assert!(e.contains("n_val_violation"), "{e}");
+    assert!(fetch(&mut c, "counters", "q")
+        .expect("fetch")
+        .value
+        .is_none());
+    c.call(
+        code::DT_UPDATE_REQ,
+        &req(Some(1), Some(false), Some(1)),
+        code::DT_UPDATE_RESP,
+    );
+    c.call(
+        code::DT_UPDATE_REQ,
+        &req(None, Some(false), None),
+        code::DT_UPDATE_RESP,
+    );
+    let v = fetch(&mut c, "counters", "q")
+        .expect("fetch")
+        .value
+        .and_then(|v| v.counter_value);
+    assert_eq!(v, Some(2));
+}

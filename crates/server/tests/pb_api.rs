@@ -643,6 +643,50 @@ fn int_index_results_and_paging_are_numeric() {
     assert_eq!(paged, want);
 }
 
+/// A PUT's `n_val`, `sloppy_quorum` and `node_confirms` (riak_kv 2.9+):
+/// `node_confirms` above the distinct nodes of the preference list (one
+/// here) is refused before writing, above n_val is a violation; a request
+/// `n_val` above the bucket's likewise; `n_val = 1` writes, and a GET with
+/// `n_val = 1` reads that first replica.
+#[test]
+fn put_honours_n_val_sloppy_quorum_and_node_confirms() {
+    let (h, _d) = start(|_| {});
+    let mut c = Client::connect(&h);
+    let req = |n_val: Option<u32>, sloppy: Option<bool>, nc: Option<u32>| pb::RpbPutReq {
+        n_val,
+        sloppy_quorum: sloppy,
+        node_confirms: nc,
+        ..put_req("nv", "k", "v")
+    };
+    let e = c
+        .try_call(code::PUT_REQ, &req(None, None, Some(2)))
+        .expect_err("one node");
+    assert_eq!(e, "{node_confirms_val_unsatisfied,2,1}");
+    let e = c
+        .try_call(code::PUT_REQ, &req(None, None, Some(5)))
+        .expect_err("above n_val");
+    assert!(e.contains("node_confirms_val_violation"), "{e}");
+    let e = c
+        .try_call(code::PUT_REQ, &req(Some(5), None, None))
+        .expect_err("above the bucket's n_val");
+    assert!(e.contains("n_val_violation"), "{e}");
+    assert!(
+        c.get(get_req("nv", "k")).content.is_empty(),
+        "nothing written"
+    );
+    c.put(req(Some(1), Some(false), Some(1)));
+    let got = c.get(pb::RpbGetReq {
+        n_val: Some(1),
+        r: Some(1),
+        sloppy_quorum: Some(false),
+        ..get_req("nv", "k")
+    });
+    assert_eq!(
+        got.content.first().map(|x| x.value.clone()),
+        Some(b"v".to_vec())
+    );
+}
+
 /// `_int` terms are integers of any size, as Riak's: terms beyond 64 bits
 /// (and `i64::MIN`) order, range and page numerically on both the memory
 /// and the leveled backend; an equality query finds a huge term; results

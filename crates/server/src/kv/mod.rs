@@ -71,6 +71,14 @@ pub struct PutOpts {
     pub if_none_match: bool,
     /// Fail unless the stored clock equals the request's.
     pub if_not_modified: bool,
+    /// Write only the first `n_val` replicas (at most the bucket's; `None`
+    /// = the bucket's), as Riak's request `n_val`; quorums count against it.
+    pub n_val: Option<u32>,
+    /// `Some(false)`: primaries only, no fallbacks (Riak's `sloppy_quorum`).
+    pub sloppy_quorum: Option<bool>,
+    /// Acknowledgements must come from at least this many distinct nodes
+    /// (Riak's `node_confirms`; `None` / 0 = no such rule).
+    pub node_confirms: Option<u32>,
 }
 
 /// Runs a listing or 2i request within the client's `timeout` (ms; absent

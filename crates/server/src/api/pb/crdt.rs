@@ -134,6 +134,9 @@ pub(super) async fn update(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>
         w: r.w,
         dw: r.dw,
         pw: r.pw,
+        n_val: r.n_val,
+        sloppy_quorum: r.sloppy_quorum,
+        node_confirms: r.node_confirms,
         ..PutOpts::default()
     };
     let written = crate::kv::within(r.timeout, node.update_crdt(&sb, &key, update, &opts)).await?;
