@@ -31,7 +31,7 @@ mkdir -p "$results"
 dirs=()
 for b in "${backends[@]}"; do
   override="$results/backend-$b.config"
-  printf '{basalt_backend, %s}.\n' "$b" >"$override"
+  printf "{basalt_backend, '%s'}.\n" "$b" >"$override"
   echo "== $b: $scenario" >&2
   "${bench[@]}" "$scenario" "$override" -d "$results" -n "$b"
   dirs+=("$results/$b")

@@ -111,7 +111,7 @@ run_one() { # test backend dir
   esac
   {
     echo "%% seed-suite $mode override"
-    echo "{basalt_backend, $b}."
+    echo "{basalt_backend, '$b'}."
     echo "{basalt_duration_secs, $secs}."
     echo "{key_generator, $keygen}."
     [ "$t" = 8kb_journal_compaction ] && echo "{basalt_compaction_runs_per_day, $compactions}."

@@ -670,6 +670,13 @@ pub trait Backend: Send + Sync {
     fn tictac_tree(&self) -> Result<Vec<u8>>;
     /// Counters and disk use.
     fn stats(&self) -> Result<BackendStats>;
+    /// The longest wait of each of the store's wait timers since the
+    /// previous call (`<timer>_window_max_ns`), resetting them; empty for
+    /// backends without wait timers. One caller per store (the bench's
+    /// interval sampler).
+    fn take_wait_maxima(&self) -> Vec<(String, u64)> {
+        Vec::new()
+    }
     /// Makes every acknowledged write durable.
     fn sync(&self) -> Result<()>;
     /// Persists what is in memory and closes; later calls fail with `Closed`.

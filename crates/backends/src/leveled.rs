@@ -122,6 +122,9 @@ impl Leveled {
         if let Some(b) = config.journal_skip_active_lock {
             c.journal_skip_active_lock = b;
         }
+        if let Some(b) = config.write_group {
+            c.write_group = b;
+        }
         if let Some(n) = config.journal_sync_bytes {
             c.journal_sync_bytes = n;
         }
@@ -339,6 +342,14 @@ impl Backend for Leveled {
             counters,
             disk_bytes: crate::disk_usage(&self.store.config().dir),
         })
+    }
+
+    fn take_wait_maxima(&self) -> Vec<(String, u64)> {
+        self.store
+            .take_wait_maxima()
+            .into_iter()
+            .map(|(n, v)| (n.to_string(), v))
+            .collect()
     }
 
     fn sync(&self) -> Result<()> {

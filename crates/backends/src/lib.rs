@@ -54,6 +54,9 @@ pub struct BackendConfig {
     /// leveled: GETs of records older than the active journal file skip its
     /// lock (the engine's `journal_skip_active_lock`; `None`: default, true).
     pub journal_skip_active_lock: Option<bool>,
+    /// leveled: concurrent writers share one write-lock trip, journal write
+    /// and fsync (the engine's `write_group`; `None`: default, true).
+    pub write_group: Option<bool>,
     /// leveled: background fsync of the active journal file every this many
     /// bytes (the engine's `journal_sync_bytes`; `None`: default, 8 MiB).
     pub journal_sync_bytes: Option<u64>,

@@ -60,6 +60,7 @@ const KNOWN: &[&str] = &[
     "basalt_journal_one_read",
     "basalt_journal_fadvise_random",
     "basalt_journal_skip_active_lock",
+    "basalt_write_group",
     "basalt_journal_sync_bytes",
     "basalt_rocksdb_block_cache",
     "basalt_rocksdb_write_buffer",
@@ -421,6 +422,10 @@ pub struct BenchConfig {
     /// than the active journal file skip its lock (default: the engine's,
     /// true); others ignore it.
     pub journal_skip_active_lock: Option<bool>,
+    /// `basalt_write_group`: leveled writers share write-lock trips,
+    /// journal writes and fsyncs (default: the engine's, true); others
+    /// ignore it.
+    pub write_group: Option<bool>,
     /// `basalt_journal_sync_bytes`: leveled's background fsync of the
     /// active journal file every this many bytes (a size such as "2M";
     /// default: the engine's, 8 MiB); others ignore it.
@@ -725,6 +730,10 @@ impl RawConfig {
             None => None,
             Some(_) => Some(self.bool("basalt_journal_skip_active_lock", true)?),
         };
+        let write_group = match self.get("basalt_write_group") {
+            None => None,
+            Some(_) => Some(self.bool("basalt_write_group", true)?),
+        };
         let journal_sync_bytes = self.size("basalt_journal_sync_bytes")?;
         let rocksdb = self.rocks_tuning()?;
         let net = match driver {
@@ -772,6 +781,7 @@ impl RawConfig {
                 journal_one_read,
                 journal_fadvise_random,
                 journal_skip_active_lock,
+                write_group,
                 journal_sync_bytes,
                 rocksdb,
                 net,

@@ -221,7 +221,9 @@ impl KvTarget for BackendTarget {
     }
 
     fn counters(&self) -> Vec<(String, u64)> {
-        self.backend.stats().map(|s| s.counters).unwrap_or_default()
+        let mut c = self.backend.stats().map(|s| s.counters).unwrap_or_default();
+        c.extend(self.backend.take_wait_maxima());
+        c
     }
 }
 
@@ -239,6 +241,7 @@ pub fn backend_config(cfg: &BenchConfig) -> basalt_backends::BackendConfig {
         journal_one_read: cfg.journal_one_read,
         journal_fadvise_random: cfg.journal_fadvise_random,
         journal_skip_active_lock: cfg.journal_skip_active_lock,
+        write_group: cfg.write_group,
         journal_sync_bytes: cfg.journal_sync_bytes,
         memory_budget_bytes: budget,
         rocksdb: cfg.rocksdb.clone(),

@@ -448,8 +448,9 @@ fn render_waits(s: &mut String, run: &RunData, w: &crate::waits::WaitsData) {
         s,
         "The {} intervals with the highest max latency, and the store's waits that \
          jumped in them: total wait time in the interval against the run's mean per \
-         interval (×), slow waits, and \"new max\" when the longest wait so far was set \
-         in that interval.\n",
+         interval (×), slow waits, and the longest single wait in that interval \
+         (\"longest\"; stores without per-interval maxima: \"new max\" when the \
+         longest wait since the store opened was set in that interval).\n",
         worst.len()
     );
     let _ = writeln!(
@@ -483,11 +484,18 @@ fn render_waits(s: &mut String, run: &RunData, w: &crate::waits::WaitsData) {
             if slow > 0.0 {
                 text.push_str(&format!(", {slow:.0} slow"));
             }
-            if m > prev_max(i) && r > 0 {
+            if let Some(longest) = w.interval_max(r, i) {
+                text.push_str(&format!(", longest {longest:.1} ms"));
+            } else if m > prev_max(i) && r > 0 {
                 text.push_str(&format!(", new max {m:.1} ms"));
             }
-            // Rank by how far above its usual level the wait went, then by time.
-            parts.push((factor.max(1.0) * ms.max(1e-3).ln().max(1.0), text));
+            // Rank by the longest single wait when known (the one nearest the
+            // op's max is the likeliest cause), else by how far above its
+            // usual level the wait went, then by time.
+            let rank = w
+                .interval_max(r, i)
+                .unwrap_or_else(|| factor.max(1.0) * ms.max(1e-3).ln().max(1.0));
+            parts.push((rank, text));
         }
         parts.sort_by(|a, b| b.0.total_cmp(&a.0));
         let shown: Vec<String> = parts.into_iter().take(3).map(|p| p.1).collect();

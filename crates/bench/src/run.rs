@@ -120,10 +120,11 @@ fn describe(cfg: &BenchConfig) -> Vec<String> {
     if cfg.driver == DriverKind::Embedded && cfg.backend == "leveled" {
         let on = |o: Option<bool>| o.map_or("default".to_string(), |b| b.to_string());
         v.push(format!(
-            "leveled journal: one read {}; fadvise random {}; skip active lock {}; sync bytes {}",
+            "leveled journal: one read {}; fadvise random {}; skip active lock {}; write groups {}; sync bytes {}",
             on(cfg.journal_one_read),
             on(cfg.journal_fadvise_random),
             on(cfg.journal_skip_active_lock),
+            on(cfg.write_group),
             cfg.journal_sync_bytes
                 .map_or("default".to_string(), crate::memlimit::human)
         ));

@@ -6,13 +6,13 @@
 //! `waits.csv`:
 //!
 //! ```text
-//! elapsed, window, T_n, T_ms, T_slow, T_max_ms, ...   (one group per timer)
+//! elapsed, window, T_n, T_ms, T_slow, T_max_ms[, T_imax_ms], ...   (one group per timer)
 //! ```
 //!
 //! `T_n` waits, `T_ms` their total time, `T_slow` those of 1 ms or more, in
-//! the interval; `T_max_ms` is the longest wait since the store opened (the
-//! store keeps no per-interval maximum, so a rise in it dates a new record
-//! to its interval). With several stores, counts and totals are summed and
+//! the interval; `T_max_ms` is the longest wait since the store opened;
+//! `T_imax_ms` (stores that report `T_window_max_ns`, i.e. leveled through
+//! `Backend::take_wait_maxima`) the longest wait in the interval itself. With several stores, counts and totals are summed and
 //! the maximum is the largest. Backends without such counters (RocksDB,
 //! bitcask) produce no file. In `mode max` the bench queues nothing (a
 //! worker sends its next request when the last one returns); open-loop
@@ -59,6 +59,8 @@ pub struct WaitsCsv {
     path: PathBuf,
     w: BufWriter<File>,
     timers: Vec<String>,
+    /// The store reports per-interval maxima (`T_window_max_ns`).
+    interval_max: bool,
     last: Sample,
 }
 
@@ -76,15 +78,20 @@ impl WaitsCsv {
             source,
         };
         let mut w = BufWriter::new(File::create(&path).map_err(io)?);
+        let interval_max = baseline.keys().any(|k| k.ends_with("_window_max_ns"));
         let mut header = String::from("elapsed, window");
         for t in &timers {
             header.push_str(&format!(", {t}_n, {t}_ms, {t}_slow, {t}_max_ms"));
+            if interval_max {
+                header.push_str(&format!(", {t}_imax_ms"));
+            }
         }
         writeln!(w, "{header}").map_err(io)?;
         Ok(Some(WaitsCsv {
             path,
             w,
             timers,
+            interval_max,
             last: baseline,
         }))
     }
@@ -106,6 +113,10 @@ impl WaitsCsv {
                 d("_slow"),
                 get(&now, format!("{t}_max_ns")) as f64 / 1e6
             ));
+            if self.interval_max {
+                let m = get(&now, format!("{t}_window_max_ns")) as f64 / 1e6;
+                line.push_str(&format!(", {m:.3}"));
+            }
         }
         self.last = now;
         let path = self.path.clone();
@@ -120,8 +131,11 @@ impl WaitsCsv {
 pub struct WaitsData {
     /// Timer names, in column order.
     pub timers: Vec<String>,
-    /// Rows: `elapsed, window`, then `n, ms, slow, max_ms` per timer.
+    /// Rows: `elapsed, window`, then `n, ms, slow, max_ms` (and `imax_ms`
+    /// with `interval_max`) per timer.
     pub rows: Vec<Vec<f64>>,
+    /// The file has per-interval maxima (`T_imax_ms`).
+    pub interval_max: bool,
 }
 
 impl WaitsData {
@@ -134,20 +148,42 @@ impl WaitsData {
             .filter_map(|h| h.strip_suffix("_max_ms"))
             .map(str::to_string)
             .collect();
-        let width = 2 + 4 * timers.len();
+        let interval_max = header.iter().any(|h| h.ends_with("_imax_ms"));
+        let width = 2 + Self::stride(interval_max) * timers.len();
         let rows = lines
             .filter_map(|l| {
                 let r: Vec<f64> = l.split(',').filter_map(|c| c.trim().parse().ok()).collect();
                 (r.len() == width).then_some(r)
             })
             .collect();
-        Some(WaitsData { timers, rows })
+        Some(WaitsData {
+            timers,
+            rows,
+            interval_max,
+        })
+    }
+
+    fn stride(interval_max: bool) -> usize {
+        if interval_max {
+            5
+        } else {
+            4
+        }
+    }
+
+    /// The longest wait of timer `i` within interval `r` (files with
+    /// `interval_max` only).
+    pub fn interval_max(&self, r: usize, i: usize) -> Option<f64> {
+        if !self.interval_max {
+            return None;
+        }
+        self.rows.get(r)?.get(2 + 5 * i + 4).copied()
     }
 
     /// `(n, ms, slow, max_ms)` of timer `i` in row `r`.
     pub fn cell(&self, r: usize, i: usize) -> Option<(f64, f64, f64, f64)> {
         let row = self.rows.get(r)?;
-        let b = 2 + 4 * i;
+        let b = 2 + Self::stride(self.interval_max) * i;
         Some((
             *row.get(b)?,
             *row.get(b + 1)?,
@@ -195,10 +231,41 @@ mod tests {
         assert_eq!(d.timers, vec!["journal_fsync".to_string()]);
         assert_eq!(d.cell(0, 0), Some((3.0, 8.0, 0.0, 4.0)));
         assert_eq!(d.row_at(10.0), Some(0));
+        assert_eq!(
+            d.interval_max(0, 0),
+            None,
+            "no window maxima in these samples"
+        );
         assert!(
             WaitsCsv::create(tmp.path(), merge(&[vec![("puts".into(), 1)]]))
                 .expect("create")
                 .is_none()
         );
+    }
+
+    #[test]
+    fn interval_maxima_are_their_own_column() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let with_window = |n, ns, max, window| {
+            let mut s = sample(n, ns, max);
+            s.push(("journal_fsync_window_max_ns".into(), window));
+            s
+        };
+        let base = merge(&[with_window(1, 1_000_000, 9_000_000, 0)]);
+        assert_eq!(timers(&base), vec!["journal_fsync".to_string()]);
+        let mut w = WaitsCsv::create(tmp.path(), base)
+            .expect("create")
+            .expect("timers");
+        w.row(
+            "10.0",
+            "10.0",
+            merge(&[with_window(3, 3_000_000, 9_000_000, 2_500_000)]),
+        )
+        .expect("row");
+        drop(w);
+        let text = std::fs::read_to_string(tmp.path().join("waits.csv")).expect("read");
+        let d = WaitsData::parse(&text).expect("parse");
+        assert_eq!(d.cell(0, 0), Some((2.0, 2.0, 0.0, 9.0)));
+        assert_eq!(d.interval_max(0, 0), Some(2.5));
     }
 }

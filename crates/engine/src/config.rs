@@ -119,6 +119,11 @@ pub struct Config {
     /// without taking the active file's lock (which appends hold for their
     /// write and a roll for its fsyncs). Default true.
     pub journal_skip_active_lock: bool,
+    /// Concurrent writers share one trip through the write lock: one of
+    /// them writes the queued records as a group with one journal write and
+    /// (for sync puts) one fsync (see `write_group`). Default true; false
+    /// takes the write lock once per record (for A/B runs).
+    pub write_group: bool,
 }
 
 impl Config {
@@ -159,6 +164,7 @@ impl Config {
             journal_one_read: true,
             journal_fadvise_random: true,
             journal_skip_active_lock: true,
+            write_group: true,
         }
     }
 

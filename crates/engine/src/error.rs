@@ -106,6 +106,47 @@ impl Error {
         }
     }
 
+    /// The same error for another writer of a write group that failed as a
+    /// whole (the I/O source is rebuilt from its kind and message).
+    pub fn for_another_writer(&self) -> Error {
+        match self {
+            Error::Io { op, path, source } => Error::Io {
+                op,
+                path: path.clone(),
+                source: std::io::Error::new(source.kind(), source.to_string()),
+            },
+            Error::Corrupt {
+                path,
+                offset,
+                reason,
+            } => Error::corrupt(path.clone(), *offset, reason.clone()),
+            Error::InvalidInput(m) => Error::InvalidInput(m.clone()),
+            Error::Locked { path } => Error::Locked { path: path.clone() },
+            Error::Manifest {
+                what,
+                path,
+                reason,
+                advice,
+            } => Error::Manifest {
+                what,
+                path: path.clone(),
+                reason: reason.clone(),
+                advice,
+            },
+            Error::WrongStore {
+                path,
+                found,
+                expected,
+            } => Error::WrongStore {
+                path: path.clone(),
+                found: found.clone(),
+                expected: expected.clone(),
+            },
+            Error::SnapshotExpired { id, reason } => Error::SnapshotExpired { id: *id, reason },
+            Error::Closed(m) => Error::Closed(m.clone()),
+        }
+    }
+
     /// True if this error reports damaged on-disk data.
     pub fn is_corruption(&self) -> bool {
         matches!(self, Error::Corrupt { .. })

@@ -26,6 +26,7 @@ pub mod limits;
 pub mod snapshot;
 pub mod stats;
 pub mod tictac;
+pub mod write_group;
 
 pub use backup::BackupReport;
 pub use compaction::CompactionReport;

@@ -26,6 +26,8 @@ pub struct WaitTimer {
     pub slow: AtomicU64,
     /// The longest wait since the store opened, in nanoseconds.
     pub max_ns: AtomicU64,
+    /// The longest wait since [`Stats::take_window_maxima`] last read it.
+    pub window_max_ns: AtomicU64,
 }
 
 impl WaitTimer {
@@ -39,6 +41,9 @@ impl WaitTimer {
         }
         if ns > self.max_ns.load(Ordering::Relaxed) {
             self.max_ns.fetch_max(ns, Ordering::Relaxed);
+        }
+        if ns > self.window_max_ns.load(Ordering::Relaxed) {
+            self.window_max_ns.fetch_max(ns, Ordering::Relaxed);
         }
     }
 
@@ -72,6 +77,19 @@ macro_rules! counters {
                     v.push((concat!(stringify!($timer), "_max_ns"), self.$timer.max_ns.load(Ordering::Relaxed)));
                 )*
                 v
+            }
+        }
+
+        impl Stats {
+            /// Every timer's longest wait since the previous call, as
+            /// `<t>_window_max_ns`, and resets them: for a sampler that
+            /// wants per-interval maxima (one sampler per store; a second
+            /// caller would steal the first one's windows).
+            pub fn take_window_maxima(&self) -> Vec<(&'static str, u64)> {
+                vec![$((
+                    concat!(stringify!($timer), "_window_max_ns"),
+                    self.$timer.window_max_ns.swap(0, Ordering::Relaxed),
+                ),)*]
             }
         }
 
@@ -149,8 +167,16 @@ counters! {
     /// Replaced records kept only as key deltas (their index changes).
     compaction_key_deltas,
     /// Hot backups taken.
-    backups;
+    backups,
+    /// Write groups written (one write-lock trip and one journal write each;
+    /// see `write_group`).
+    write_groups,
+    /// Records written in them (divide by `write_groups` for the mean size).
+    write_group_records;
     timers:
+    /// PUT/DELETE of a writer whose record another writer's group wrote:
+    /// its whole wait (queue, the group's write and, with sync, its fsync).
+    wait_write_group,
     /// PUT/DELETE: waiting for the store's write lock (other writers, and
     /// whatever they do under it: journal append, a roll, back-pressure).
     wait_write_lock,
@@ -206,6 +232,21 @@ mod tests {
         assert_eq!(snap["journal_fsync_slow"], 1);
         assert_eq!(snap["journal_fsync_max_ns"], 3_000_000);
         assert_eq!(snap["sst_block_read_count"], 0);
+        let window: std::collections::HashMap<_, _> = s.take_window_maxima().into_iter().collect();
+        assert_eq!(window["journal_fsync_window_max_ns"], 3_000_000);
+        s.journal_fsync.record(Duration::from_micros(20));
+        let window: std::collections::HashMap<_, _> = s.take_window_maxima().into_iter().collect();
+        assert_eq!(
+            window["journal_fsync_window_max_ns"], 20_000,
+            "reset by the previous take"
+        );
+        assert_eq!(
+            s.snapshot()
+                .iter()
+                .find(|c| c.0 == "journal_fsync_max_ns")
+                .map(|c| c.1),
+            Some(3_000_000)
+        );
         for t in WAIT_TIMERS {
             assert!(snap.contains_key(format!("{t}_max_ns").as_str()), "{t}");
         }

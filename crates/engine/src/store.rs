@@ -1,9 +1,12 @@
 //! The store (leveled's "bookie"): the public API over journal and ledger.
 //!
-//! Write path: validate, take the write lock, assign the next SQN, append the
-//! record to the journal, insert the ledger entry into the memtable, release
-//! the lock, then (with `sync`) wait for a group-commit fsync covering the
-//! record. Read path: HEAD asks only the ledger; GET asks the ledger for the
+//! Write path: validate and encode the record (no lock), join the write
+//! queue; the writer leading a group takes the write lock, assigns the next
+//! SQNs, appends the group's records to the journal with one write, inserts
+//! their ledger entries into the memtable in SQN order, releases the lock,
+//! passes the lead on, then (if any member asked for `sync`) waits for one
+//! group-commit fsync covering them and completes its members (see
+//! [`crate::write_group`]). Read path: HEAD asks only the ledger; GET asks the ledger for the
 //! SQN, then reads that record from the journal and checks its key.
 
 use crate::backup::BackupReport;
@@ -13,8 +16,8 @@ use crate::entry::{value_hash, LedgerValue, Status};
 use crate::error::{Error, Result};
 use crate::index::{self, IndexChange, IndexPage, IndexQuery};
 use crate::journal::flusher::Flusher;
+use crate::journal::{record, JournalRecord, JournalView};
 use crate::journal::{Journal, JournalFileInfo, JournalOptions, NewRecord, RecordKind};
-use crate::journal::{JournalRecord, JournalView};
 use crate::key;
 use crate::ledger::sst::SstOptions;
 use crate::ledger::{Ledger, LedgerOptions, LevelStats};
@@ -23,6 +26,7 @@ use crate::lock::{check_marker, DirLock, STORE_MARKER};
 use crate::snapshot::{Pinned, Snapshot, SnapshotOptions, SnapshotRegistry, ValueSource};
 use crate::stats::Stats;
 use crate::tictac::{LiveTree, TicTacTree};
+use crate::write_group::{Joined, Member, Slot, WriteQueue};
 use parking_lot::Mutex;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -104,12 +108,31 @@ struct WriteState {
     next_sqn: u64,
 }
 
+/// A write prepared outside the write lock (see [`Store::prepare_write`]).
+struct WriteItem {
+    kind: RecordKind,
+    lkey: Vec<u8>,
+    /// The encoded journal record; its SQN is set under the write lock.
+    record: Vec<u8>,
+    index: index::Prepared,
+    expires_at: u64,
+    last_modified_us: u64,
+    /// xxh3 of the value (0 for a delete).
+    value_hash: u64,
+    size: u64,
+    metadata: Vec<u8>,
+    /// The writer waits for an fsync covering its record.
+    sync: bool,
+}
+
 /// An open store. `Send + Sync`: share it with `Arc` across threads.
 pub struct Store {
     config: Config,
     journal: Arc<Journal>,
     ledger: Arc<Ledger>,
     write: Mutex<WriteState>,
+    /// Writers waiting to join a write group (see [`crate::write_group`]).
+    queue: WriteQueue<WriteItem>,
     stats: Arc<Stats>,
     closed: AtomicBool,
     snapshots: SnapshotRegistry,
@@ -232,6 +255,7 @@ impl Store {
             journal,
             ledger,
             write: Mutex::new(WriteState { next_sqn }),
+            queue: WriteQueue::default(),
             stats,
             closed: AtomicBool::new(false),
             snapshots: SnapshotRegistry::default(),
@@ -342,71 +366,210 @@ impl Store {
         opts: &PutOptions,
     ) -> Result<u64> {
         self.check_open()?;
-        let prepared = index::prepare(bucket, key, &opts.index, &self.config)?;
+        let item = self.prepare_write(kind, bucket, key, value, metadata, opts)?;
+        if !self.config.write_group {
+            // One writer per trip through the write lock (the A side of the
+            // write-group benchmarks; see `Config::write_group`).
+            let sync = item.sync;
+            let sqn = self.write_items(std::slice::from_mut(&mut Some(item)))?;
+            if sync {
+                self.sync_journal(sqn)?;
+            }
+            return Ok(sqn);
+        }
+        let bytes = item.record.len();
+        let joined = std::time::Instant::now();
+        match self.queue.join(item, bytes) {
+            Joined::Done(result) => {
+                self.stats.wait_write_group.since(joined);
+                result
+            }
+            Joined::Lead { group, own } => self.lead_group(group, &own),
+        }
+    }
+
+    /// Everything about a write that needs no lock: the checks of its index
+    /// changes, the encoded (and compressed) journal record with a
+    /// placeholder SQN, the value hash.
+    fn prepare_write(
+        &self,
+        kind: RecordKind,
+        bucket: &[u8],
+        key: &[u8],
+        value: &[u8],
+        metadata: &[u8],
+        opts: &PutOptions,
+    ) -> Result<WriteItem> {
+        let index = index::prepare(bucket, key, &opts.index, &self.config)?;
         let lkey = key::object(bucket, key);
         let last_modified_us = opts.last_modified_us.unwrap_or_else(now_us);
-        let sqn = {
-            let waited = std::time::Instant::now();
-            let mut w = self.write.lock();
-            self.stats.wait_write_lock.since(waited);
-            self.check_open()?;
-            // Back-pressure (or a refusal) before anything is written, so a
-            // write that returns an error has left no trace.
-            self.ledger.admit()?;
-            let sqn = w.next_sqn;
-            let rec = NewRecord {
-                sqn,
-                kind,
-                key: &lkey,
-                last_modified_us,
-                expires_at: opts.expires_at,
-                metadata,
-                value,
-                index: &prepared.blob,
-            };
-            let appending = std::time::Instant::now();
-            self.journal.append(&rec)?;
-            self.stats.journal_append.since(appending);
-            w.next_sqn += 1;
-            if let Some(t) = &self.tictac {
-                // The old object hash is needed to XOR it out (only with a tree).
-                let old = self.ledger.get(&lkey)?;
-                let old = old.filter(|v| v.status == Status::Active);
-                let new = (kind == RecordKind::Put).then(|| value_hash(value));
-                t.apply(&lkey, old.map(|v| v.value_hash), new);
-            }
-            // One batch: the object and its index entries reach the same memtable.
-            let mut batch = Vec::with_capacity(1 + prepared.len());
-            batch.extend(prepared.ledger_entries(sqn, opts.expires_at, last_modified_us));
-            batch.push((
-                lkey,
-                LedgerValue {
-                    sqn,
-                    status: if kind == RecordKind::Put {
-                        Status::Active
-                    } else {
-                        Status::Tombstone
-                    },
-                    expires_at: opts.expires_at,
-                    value_hash: if kind == RecordKind::Put {
-                        value_hash(value)
-                    } else {
-                        0
-                    },
-                    size: value.len() as u64,
-                    last_modified_us,
-                    metadata: metadata.to_vec(),
-                },
-            ));
-            self.ledger.insert_batch(batch)?;
-            sqn
-        };
-        if opts.sync.unwrap_or(self.config.sync) == SyncStrategy::Sync {
-            let syncing = std::time::Instant::now();
-            self.journal.sync_to(sqn)?;
-            self.stats.journal_sync_wait.since(syncing);
+        let record = self.journal.encode(&NewRecord {
+            sqn: 0,
+            kind,
+            key: &lkey,
+            last_modified_us,
+            expires_at: opts.expires_at,
+            metadata,
+            value,
+            index: &index.blob,
+        })?;
+        Ok(WriteItem {
+            kind,
+            lkey,
+            record,
+            index,
+            expires_at: opts.expires_at,
+            last_modified_us,
+            value_hash: if kind == RecordKind::Put {
+                value_hash(value)
+            } else {
+                0
+            },
+            size: value.len() as u64,
+            metadata: metadata.to_vec(),
+            sync: opts.sync.unwrap_or(self.config.sync) == SyncStrategy::Sync,
+        })
+    }
+
+    /// The leader's part (see [`crate::write_group`]): write the group, pass
+    /// the lead on, fsync once if any member asked for it, complete the
+    /// members; returns the leader's own result.
+    fn lead_group(&self, group: Vec<Member<WriteItem>>, own: &Arc<Slot>) -> Result<u64> {
+        let n = group.len();
+        let sync = group.iter().any(|m| m.item.sync);
+        let mut slots = Vec::with_capacity(n);
+        let mut items = Vec::with_capacity(n);
+        for m in group {
+            slots.push((m.slot, m.item.sync));
+            items.push(Some(m.item));
         }
-        Ok(sqn)
+        let written = self.write_items(&mut items);
+        self.queue.pass_lead();
+        Stats::incr(&self.stats.write_groups);
+        Stats::add(&self.stats.write_group_records, n as u64);
+        let own_at = slots.iter().position(|(s, _)| Arc::ptr_eq(s, own));
+        debug_assert!(own_at.is_some(), "a leader's own record is in its group");
+        let others = || {
+            slots
+                .iter()
+                .enumerate()
+                .filter(move |(i, _)| Some(*i) != own_at)
+        };
+        let last = match written {
+            Ok(last) => last,
+            Err(e) => {
+                for (_, (slot, _)) in others() {
+                    slot.complete(Err(e.for_another_writer()));
+                }
+                return Err(e);
+            }
+        };
+        let first = last + 1 - n as u64;
+        // Writers that did not ask for sync are done now.
+        for (i, (slot, _)) in others().filter(|(_, (_, s))| !*s) {
+            slot.complete(Ok(first + i as u64));
+        }
+        let synced = if sync {
+            self.sync_journal(last)
+        } else {
+            Ok(())
+        };
+        for (i, (slot, _)) in others().filter(|(_, (_, s))| *s) {
+            slot.complete(match &synced {
+                Ok(()) => Ok(first + i as u64),
+                Err(e) => Err(e.for_another_writer()),
+            });
+        }
+        let Some(own_at) = own_at else {
+            return Err(Error::Closed(
+                "a write group lost its leader's record".into(),
+            ));
+        };
+        let own_sync = slots.get(own_at).is_some_and(|(_, s)| *s);
+        match synced {
+            Err(e) if own_sync => Err(e),
+            _ => Ok(first + own_at as u64),
+        }
+    }
+
+    /// Waits until the journal is durable up to `sqn` (group commit).
+    fn sync_journal(&self, sqn: u64) -> Result<()> {
+        let syncing = std::time::Instant::now();
+        let r = self.journal.sync_to(sqn);
+        self.stats.journal_sync_wait.since(syncing);
+        r
+    }
+
+    /// Writes prepared records (taken out of `items`) under the write lock:
+    /// consecutive SQNs, one journal write, then the ledger in SQN order.
+    /// Returns the last SQN. An error means none of them was acknowledged.
+    fn write_items(&self, items: &mut [Option<WriteItem>]) -> Result<u64> {
+        debug_assert!(!items.is_empty() && items.iter().all(Option::is_some));
+        let waited = std::time::Instant::now();
+        let mut w = self.write.lock();
+        self.stats.wait_write_lock.since(waited);
+        self.check_open()?;
+        // Back-pressure (or a refusal) before anything is written, so a
+        // write that returns an error has left no trace.
+        self.ledger.admit()?;
+        let first = w.next_sqn;
+        let total: usize = items.iter().flatten().map(|i| i.record.len()).sum();
+        let mut buf = Vec::with_capacity(total);
+        let mut at = Vec::with_capacity(items.len());
+        for (sqn, item) in (first..).zip(items.iter_mut().flatten()) {
+            record::reseal(&mut item.record, sqn);
+            at.push((sqn, buf.len() as u64));
+            buf.extend_from_slice(&item.record);
+        }
+        let appending = std::time::Instant::now();
+        self.journal.append_encoded(&buf, &at)?;
+        self.stats.journal_append.since(appending);
+        w.next_sqn += at.len() as u64;
+        for (sqn, item) in (first..).zip(items.iter_mut()) {
+            if let Some(item) = item.take() {
+                self.apply_to_ledger(sqn, item)?;
+            }
+        }
+        Ok(w.next_sqn - 1)
+    }
+
+    /// The ledger (and tictac tree) side of one written record; the caller
+    /// holds the write lock.
+    fn apply_to_ledger(&self, sqn: u64, item: WriteItem) -> Result<()> {
+        let is_put = item.kind == RecordKind::Put;
+        if let Some(t) = &self.tictac {
+            // The old object hash is needed to XOR it out (only with a tree).
+            let old = self.ledger.get(&item.lkey)?;
+            let old = old.filter(|v| v.status == Status::Active);
+            t.apply(
+                &item.lkey,
+                old.map(|v| v.value_hash),
+                is_put.then_some(item.value_hash),
+            );
+        }
+        // One batch: the object and its index entries reach the same memtable.
+        let mut batch = Vec::with_capacity(1 + item.index.len());
+        batch.extend(
+            item.index
+                .ledger_entries(sqn, item.expires_at, item.last_modified_us),
+        );
+        batch.push((
+            item.lkey,
+            LedgerValue {
+                sqn,
+                status: if is_put {
+                    Status::Active
+                } else {
+                    Status::Tombstone
+                },
+                expires_at: item.expires_at,
+                value_hash: item.value_hash,
+                size: item.size,
+                last_modified_us: item.last_modified_us,
+                metadata: item.metadata,
+            },
+        ));
+        self.ledger.insert_batch(batch)
     }
 
     fn live_entry(&self, lkey: &[u8]) -> Result<Option<LedgerValue>> {
@@ -615,6 +778,13 @@ impl Store {
             journal_files: self.journal.files(),
             live_snapshots: self.snapshots.live(),
         }
+    }
+
+    /// The longest wait of every wait timer since the previous call
+    /// (`<t>_window_max_ns`), resetting them (see
+    /// [`Stats::take_window_maxima`]): the bench's per-interval maxima.
+    pub fn take_wait_maxima(&self) -> Vec<(&'static str, u64)> {
+        self.stats.take_window_maxima()
     }
 
     /// Makes every acknowledged write durable (fsync of the journal).

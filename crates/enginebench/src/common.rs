@@ -22,6 +22,10 @@ pub struct EngineOpts {
     /// Journal file size in bytes before a roll (default: the engine's).
     #[arg(long, global = true, value_name = "BYTES")]
     pub journal_file_bytes: Option<u64>,
+    /// Write groups on or off (default: the engine's, on): `--write-group false`
+    /// takes the write lock once per record, for A/B runs in one binary.
+    #[arg(long, global = true, value_name = "BOOL")]
+    pub write_group: Option<bool>,
 }
 
 impl EngineOpts {
@@ -34,6 +38,9 @@ impl EngineOpts {
         if let Some(b) = self.journal_file_bytes {
             c.journal_file_bytes = b;
         }
+        if let Some(b) = self.write_group {
+            c.write_group = b;
+        }
         c
     }
 
@@ -42,13 +49,17 @@ impl EngineOpts {
         let d = Config::new("x");
         let c = self.config(Path::new("x"));
         format!(
-            "Engine config: `Config::new` defaults (memtable_bytes {}, journal_file_bytes {}, sst_file_bytes {}, compression {:?}, journal compaction runs/day {}, sync None unless stated){}.",
+            "Engine config: `Config::new` defaults (memtable_bytes {}, journal_file_bytes {}, sst_file_bytes {}, compression {:?}, journal compaction runs/day {}, write groups {}, sync None unless stated){}.",
             c.memtable_bytes,
             c.journal_file_bytes,
             c.sst_file_bytes,
             c.compression,
             c.compaction_runs_per_day,
-            if c.memtable_bytes != d.memtable_bytes || c.journal_file_bytes != d.journal_file_bytes {
+            c.write_group,
+            if c.memtable_bytes != d.memtable_bytes
+                || c.journal_file_bytes != d.journal_file_bytes
+                || c.write_group != d.write_group
+            {
                 " — changed by flags"
             } else {
                 ""

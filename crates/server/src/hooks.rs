@@ -11,8 +11,13 @@
 //!   refuse it with a reason the client receives (PB `RpbErrorResp`, HTTP
 //!   403). A hook that throws, times out (`mapred.hook_timeout_ms`) or
 //!   returns something else refuses the write too: never a half-applied
-//!   write. Deletes run no hooks.
-//! * **Post-commit** hooks run after the write was acknowledged, in a
+//!   write. Deletes run the hooks too, as in Riak (a delete is a write of
+//!   a tombstone): the object a hook sees has `"X-Riak-Deleted": "true"`
+//!   in its metadata and empty data; a hook may refuse a delete, but what
+//!   it returns otherwise does not change it (a delete stays a delete).
+//!   The built-ins pass deletes.
+//! * **Post-commit** hooks run after the write (or delete, with the same
+//!   marker) was acknowledged, in a
 //!   background task (at most [`POSTCOMMIT_IN_FLIGHT`] at once; beyond
 //!   that they are dropped and counted); a failure is logged and counted
 //!   (`postcommit_errors_total` in `/stats`), never reported to the client.
@@ -76,6 +81,10 @@ pub fn hook_name(h: &CommitHook) -> String {
 /// A built-in pre-commit hook over `content` (pure).
 pub fn builtin_precommit(function: &str, content: Content, max_bytes: usize) -> Verdict {
     match function {
+        // A tombstone has no value to check.
+        "validate_json" | "max_object_size" if content.deleted => {
+            Verdict::Accept(Box::new(content))
+        }
         "validate_json" => match serde_json::from_slice::<serde::de::IgnoredAny>(&content.value) {
             Ok(_) => Verdict::Accept(Box::new(content)),
             Err(e) => Verdict::Refuse(format!("Invalid JSON: {e}")),
@@ -122,6 +131,11 @@ fn object_json(sb: &[u8], key: &[u8], vclock: VClock, content: &Content) -> (Str
     .to_json();
     if let Some(first) = v.pointer_mut("/values/0/data") {
         *first = Value::Null;
+    }
+    if content.deleted {
+        if let Some(Value::Object(md)) = v.pointer_mut("/values/0/metadata") {
+            md.insert("X-Riak-Deleted".into(), Value::String("true".into()));
+        }
     }
     (v.to_string(), data)
 }
@@ -218,6 +232,13 @@ impl Node {
                         data,
                     };
                     match self.js.call(PoolKind::Hook, call, deadline).await {
+                        Ok(answer) if content.deleted => {
+                            // A delete may be refused, not changed.
+                            match js_verdict(name, &answer, content.clone()) {
+                                Verdict::Refuse(r) => Verdict::Refuse(r),
+                                Verdict::Accept(_) => Verdict::Accept(Box::new(content)),
+                            }
+                        }
                         Ok(answer) => js_verdict(name, &answer, content),
                         Err(e) => Verdict::Refuse(format!("pre-commit hook {name} failed: {e}")),
                     }
@@ -246,7 +267,13 @@ impl Node {
             );
             return;
         };
-        let Some(content) = obj.contents.iter().find(|c| !c.deleted) else {
+        // A live value if there is one, else the tombstone (a delete).
+        let Some(content) = obj
+            .contents
+            .iter()
+            .find(|c| !c.deleted)
+            .or_else(|| obj.contents.first())
+        else {
             return;
         };
         let (object, data) = object_json(sb, key, obj.vclock.clone(), content);
@@ -320,6 +347,30 @@ mod tests {
         assert!(
             matches!(builtin_precommit("max_object_size", content("123456"), 5), Verdict::Refuse(r) if r.contains("6 bytes (limit 5"))
         );
+    }
+
+    #[test]
+    fn deletes_pass_the_builtins_and_carry_the_marker() {
+        let tomb = Content {
+            deleted: true,
+            ..Default::default()
+        };
+        for f in ["validate_json", "max_object_size"] {
+            assert!(
+                matches!(builtin_precommit(f, tomb.clone(), 0), Verdict::Accept(c) if c.deleted),
+                "{f}"
+            );
+        }
+        let (object, data) = object_json(b"b", b"k", VClock::default(), &tomb);
+        let v: Value = serde_json::from_str(&object).expect("json");
+        assert_eq!(
+            v.pointer("/values/0/metadata/X-Riak-Deleted"),
+            Some(&json!("true"))
+        );
+        assert_eq!(data, "");
+        let (object, _) = object_json(b"b", b"k", VClock::default(), &content("{}"));
+        let v: Value = serde_json::from_str(&object).expect("json");
+        assert_eq!(v.pointer("/values/0/metadata/X-Riak-Deleted"), None);
     }
 
     #[test]

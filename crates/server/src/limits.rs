@@ -219,6 +219,9 @@ pub const MAPRED_MAX_LISTED_INPUTS: usize = 100_000;
 /// Covering vnodes mapping a whole bucket at once (each one round of
 /// [`CS_FOLD_BATCH`] keys at a time on its node).
 pub const MAPRED_FOLD_PARALLEL: usize = 4;
+/// Listed keys of one partition sent in one request to the node that
+/// holds them for a map phase (`Msg::MapKeys`).
+pub const MAPRED_KEYS_BATCH: usize = 100;
 /// Objects fetched at once for a map or link phase.
 pub const MAPRED_FETCH_PARALLEL: usize = 16;
 /// Inputs handed to one JavaScript map call (one trip to a VM).
@@ -247,7 +250,7 @@ pub const POSTCOMMIT_IN_FLIGHT: usize = 1024;
 
 const _: () = {
     assert!(MAPRED_MAX_PHASES > 0 && MAPRED_FETCH_PARALLEL > 0 && MAPRED_JS_MAP_BATCH > 0);
-    assert!(MAPRED_FOLD_PARALLEL > 0);
+    assert!(MAPRED_FOLD_PARALLEL > 0 && MAPRED_KEYS_BATCH > 0);
     assert!(MAPRED_REDUCE_BATCH > 0 && MAPRED_REDUCE_BATCH <= MAPRED_MAX_REDUCE_BATCH);
     assert!(MAPRED_RESULTS_PER_FRAME > 0 && MAPRED_MAX_KEY_FILTERS > 0);
     assert!(MAPRED_DEFAULT_TIMEOUT.as_millis() <= MAPRED_MAX_TIMEOUT.as_millis());

@@ -116,6 +116,9 @@ pub struct NodeStats {
     /// Map rounds this node ran on its own vnodes for whole-bucket jobs
     /// (its own and other nodes' jobs: map phases where the data is).
     pub mapred_local_rounds: AtomicU64,
+    /// Listed keys (and keys from 2i inputs or earlier phases) this node
+    /// mapped on its own vnodes for map phases (any coordinator).
+    pub mapred_local_keys: AtomicU64,
     /// Writes a pre-commit hook refused (or that failed in a hook).
     pub precommit_refused: AtomicU64,
 }

@@ -4,7 +4,8 @@
 //! or change them (the stored value is the hook's); the built-in JSON and
 //! size checks; a hook that fails or runs past its time refuses the write;
 //! post-commit hooks run after the write and their failures are counted in
-//! `/stats`, never failing the write; bad hook props are refused; writes
+//! `/stats`, never failing the write; deletes run both kinds (a pre-commit
+//! hook sees `X-Riak-Deleted` and may refuse the delete); bad hook props are refused; writes
 //! that arrive by replication (`Msg::ReplPush`) or handoff (`Msg::Handoff`)
 //! on the cluster port skip the hooks.
 
@@ -32,6 +33,12 @@ function stamp(o) {
   var d = JSON.parse(o.values[0].data);
   d.stamped = o.bucket;
   o.values[0].data = JSON.stringify(d);
+  return o;
+}
+function no_deletes(o) {
+  if (o.values[0].metadata["X-Riak-Deleted"] === "true") {
+    return {"fail": "deletes are not allowed: " + o.key};
+  }
   return o;
 }
 function boom(o) { throw new Error("post-commit exploded"); }
@@ -261,15 +268,39 @@ fn precommit_hooks_over_pb_refuse_and_change_writes() {
     c.try_call(code::SET_BUCKET_REQ, &req).expect("clear");
     c.put_value(None, "pbb", "k2", b"{not json")
         .expect("no hook now");
-    // Deletes run no hooks.
-    c.set_hooks(None, "pbb", vec![named("spin")], vec![])
-        .expect("set");
+    // Deletes run the hooks too (Riak: a delete writes a tombstone), which
+    // see X-Riak-Deleted and may refuse them; the built-ins pass them.
     let del = pb::RpbDelReq {
         bucket: b"pbb".to_vec(),
         key: b"k2".to_vec(),
         ..Default::default()
     };
+    c.set_hooks(None, "pbb", vec![named("no_deletes")], vec![])
+        .expect("set");
+    c.put_value(None, "pbb", "k3", b"{}")
+        .expect("no_deletes passes writes");
+    let e = c.try_call(code::DEL_REQ, &del).expect_err("refused delete");
+    assert!(e.contains("deletes are not allowed: k2"), "{e}");
+    assert_eq!(c.get_value("pbb", "k2"), Some(b"{not json".to_vec()));
+    c.set_hooks(None, "pbb", vec![named("spin")], vec![])
+        .expect("set");
+    let e = c
+        .try_call(code::DEL_REQ, &del)
+        .expect_err("a spinning hook");
+    assert!(e.contains("spin"), "{e}");
+    assert_eq!(c.get_value("pbb", "k2"), Some(b"{not json".to_vec()));
+    c.set_hooks(
+        None,
+        "pbb",
+        vec![
+            hook("basalt_hooks", "validate_json"),
+            hook("basalt_hooks", "max_object_size"),
+        ],
+        vec![],
+    )
+    .expect("set");
     c.call(code::DEL_REQ, &del, code::DEL_RESP);
+    assert_eq!(c.get_value("pbb", "k2"), None);
 }
 
 #[test]
@@ -389,12 +420,20 @@ fn postcommit_failures_are_counted_and_never_fail_the_write() {
     c.put_value(None, "pc", "k", b"{}")
         .expect("the write stands");
     assert_eq!(c.get_value("pc", "k"), Some(b"{}".to_vec()));
+    // A delete runs them too (and stands).
+    let del = pb::RpbDelReq {
+        bucket: b"pc".to_vec(),
+        key: b"k".to_vec(),
+        ..Default::default()
+    };
+    c.call(code::DEL_REQ, &del, code::DEL_RESP);
+    assert_eq!(c.get_value("pc", "k"), None);
     let addr = h.http_addr().expect("http");
     let t = Instant::now();
     loop {
         let r = http(addr, "GET", "/stats", &[], b"");
         let v: Value = serde_json::from_slice(&r.body).expect("stats");
-        if v["postcommit_errors_total"].as_u64() == Some(1) {
+        if v["postcommit_errors_total"].as_u64() == Some(2) {
             break;
         }
         assert!(

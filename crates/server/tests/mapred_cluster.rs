@@ -2,7 +2,9 @@
 //! of 16, n_val 3): joined and committed through the admin requests, the
 //! ownership transfers awaited; objects written through one node, jobs
 //! sent to another; whole-bucket map phases run on the node that
-//! coordinated no job (its map-round counter); the results equal a
+//! coordinated no job (its map-round counter); listed keys are mapped on
+//! nodes that hold them, each once (the nodes' mapped-key counters); the
+//! results equal a
 //! coverage fold computed directly,
 //! and again once a node is down (n_val 3 leaves two replicas of every
 //! key). The job is retried until the survivors have marked the stopped
@@ -137,7 +139,20 @@ fn jobs(direct: &BTreeMap<String, i64>) -> Vec<(Value, BTreeMap<u32, Vec<Value>>
                     "function(vs) { var s = 0; vs.forEach(function(v) { s += (typeof v === 'number') ? v : v.n; }); return [s]; }"}}]}),
             BTreeMap::from([(1, vec![json!(range)])]),
         ),
+        (
+            listed_job(direct),
+            BTreeMap::from([(1, vec![json!(total)])]),
+        ),
     ]
+}
+
+/// Every key listed as an input, mapped and summed.
+fn listed_job(direct: &BTreeMap<String, i64>) -> Value {
+    let listed: Vec<Value> = direct.keys().map(|k| json!(["mrc", k])).collect();
+    json!({"inputs": listed, "query": [
+        {"map": {"language": "javascript", "name": "Riak.mapValuesJson"}},
+        {"reduce": {"language": "javascript", "source":
+            "function(vs) { var s = 0; vs.forEach(function(v) { s += (typeof v === 'number') ? v : v.n; }); return [s]; }"}}]})
 }
 
 #[test]
@@ -255,6 +270,29 @@ fn results_equal_a_direct_fold_on_three_nodes_and_with_one_down() {
     // n1 coordinated no job, yet ran map rounds on its vnodes: the
     // whole-bucket map phases of n2's and n3's jobs ran where the data is.
     assert!(rounds(&n1) > 0, "no map round ran on n1");
+    // Listed keys are mapped on a vnode that holds them, each key once:
+    // the nodes' mapped-key counters grow by exactly the number listed.
+    let local_keys = |hs: [&ServerHandle; 3]| -> u64 {
+        hs.iter()
+            .map(|h| {
+                h.node()
+                    .stats()
+                    .mapred_local_keys
+                    .load(std::sync::atomic::Ordering::Relaxed)
+            })
+            .sum()
+    };
+    let before = local_keys([&n1, &n2, &n3]);
+    let total: i64 = direct.values().sum();
+    assert_eq!(
+        job_once_more_if_lost(&n2, &listed_job(&direct)),
+        Ok(BTreeMap::from([(1, vec![json!(total)])]))
+    );
+    assert_eq!(
+        local_keys([&n1, &n2, &n3]) - before,
+        direct.len() as u64,
+        "every listed key mapped once, on a node holding it"
+    );
 
     // n3 down: n1 and n2 hold a replica of every key.
     n3.shutdown().expect("shutdown");

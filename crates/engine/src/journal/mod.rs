@@ -655,26 +655,53 @@ impl Journal {
         self.check_poison()?;
         // Encoding (and compressing) needs no lock: GETs of recent values
         // wait on the active lock only for the write itself.
+        let buf = self.encode(rec)?;
+        self.append_encoded(&buf, &[(rec.sqn, 0)])
+    }
+
+    /// Encodes (and compresses) `rec` as [`Journal::append`] would, without
+    /// any lock. Its `sqn` may be a placeholder: [`record::reseal`] sets the
+    /// real one before [`Journal::append_encoded`].
+    pub fn encode(&self, rec: &NewRecord<'_>) -> Result<Vec<u8>> {
         let mut buf = Vec::new();
         self.encode_for_append(rec, &mut buf)?;
+        Ok(buf)
+    }
+
+    /// Appends encoded records laid end to end in `buf` with one positional
+    /// write. `records` lists each one's `(sqn, offset in buf)`, SQNs
+    /// ascending and above the journal's last, offsets ascending from 0.
+    /// The active file rolls afterwards if it reached its size (a group may
+    /// take it past `file_bytes` by up to the group's size).
+    pub fn append_encoded(&self, buf: &[u8], records: &[(u64, u64)]) -> Result<()> {
+        self.check_poison()?;
+        debug_assert!(records.first().is_some_and(|r| r.1 == 0));
+        debug_assert!(records
+            .windows(2)
+            .all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1));
+        let (Some(&(first_sqn, _)), Some(&(last_sqn, _))) = (records.first(), records.last())
+        else {
+            return Ok(());
+        };
         let mut a = self.active.lock();
-        if rec.sqn <= a.last_sqn {
+        if first_sqn <= a.last_sqn {
             return Err(Error::InvalidInput(format!(
-                "journal append of sqn {} is not above the last sqn {}",
-                rec.sqn, a.last_sqn
+                "journal append of sqn {first_sqn} is not above the last sqn {}",
+                a.last_sqn
             )));
         }
         let offset = a.size;
-        if let Err(e) = a.file.write_all_at(&buf, offset) {
+        if let Err(e) = a.file.write_all_at(buf, offset) {
             let err = Error::io("write", &a.path, e);
             self.poison(format!("journal write failed earlier: {err}"));
             return Err(err);
         }
         let len = buf.len() as u64;
         a.size += len;
-        a.index.push((rec.sqn, offset));
-        a.last_sqn = rec.sqn;
-        Stats::incr(&self.stats.journal_records_written);
+        a.index
+            .extend(records.iter().map(|&(sqn, at)| (sqn, offset + at)));
+        a.last_sqn = last_sqn;
+        Stats::add(&self.stats.journal_records_written, records.len() as u64);
         Stats::add(&self.stats.journal_bytes_written, len);
         self.unsynced
             .fetch_add(len, std::sync::atomic::Ordering::Relaxed);

@@ -286,6 +286,24 @@ pub fn encode_stored(
     Ok(())
 }
 
+/// Offset of `sqn` in an encoded record: the frame, then `kind` and `compression`.
+const SQN_OFFSET: usize = RECORD_HEADER_LEN + 2;
+
+/// Sets the `sqn` of one record encoded by [`encode_stored`] (whose `sqn`
+/// was a placeholder) and recomputes its checksum, so a record can be
+/// encoded and compressed before its writer knows its SQN.
+pub fn reseal(rec: &mut [u8], sqn: u64) {
+    debug_assert!(rec.len() >= RECORD_HEADER_LEN + BODY_FIXED_LEN);
+    debug_assert_eq!(rec.get(..4), Some(&RECORD_MAGIC.to_le_bytes()[..]));
+    if let Some(slot) = rec.get_mut(SQN_OFFSET..SQN_OFFSET + 8) {
+        slot.copy_from_slice(&sqn.to_le_bytes());
+    }
+    let sum = rec.get(8..).map(crc).unwrap_or(0);
+    if let Some(slot) = rec.get_mut(4..8) {
+        slot.copy_from_slice(&sum.to_le_bytes());
+    }
+}
+
 /// The record checksum: CRC32C over the 4 `body_len` bytes followed by the body.
 pub fn record_crc(body_len: u32, body: &[u8]) -> u32 {
     crc32c::crc32c_append(crc(&body_len.to_le_bytes()), body)

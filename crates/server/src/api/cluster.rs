@@ -27,6 +27,11 @@ pub async fn serve(this: Arc<Node>, msg: Msg) -> Reply {
                 .await
                 .map_err(|e| e.to_json().to_string()),
         ),
+        Msg::MapKeys(req) => Reply::MapFold(
+            this.map_keys_local(&req)
+                .await
+                .map_err(|e| e.to_json().to_string()),
+        ),
         Msg::Gossip(s, meta) => {
             let (id, size) = this
                 .router

@@ -133,6 +133,9 @@ pub enum Msg {
     /// A MapReduce job's first map phase over a whole bucket, one round
     /// on the local vnode of a partition: [`Reply::MapFold`].
     MapFold(crate::mapred::local::MapFoldReq),
+    /// A map phase over listed keys on the vnode of their partition on
+    /// this node: [`Reply::MapFold`] (one round, `more` false).
+    MapKeys(crate::mapred::local::MapKeysReq),
 }
 
 /// Bucket metadata every node exchanges with every gossip: bucket props

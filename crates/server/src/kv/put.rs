@@ -116,7 +116,7 @@ impl Node {
             )));
         }
         let quorum = WriteQuorum::of(&props, opts)?;
-        if !content.deleted && !props.precommit.is_empty() {
+        if !props.precommit.is_empty() {
             content = self
                 .precommit(&props.precommit, bucket, key, client.as_ref(), content)
                 .await?;
@@ -303,7 +303,7 @@ impl Node {
         }
         self.replicate(bucket, key, &new);
         let written = new.object()?;
-        if !props.postcommit.is_empty() && !written.is_deleted() {
+        if !props.postcommit.is_empty() {
             self.postcommit(&props.postcommit, bucket, key, &written);
         }
         Ok(Some(written))

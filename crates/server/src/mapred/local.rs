@@ -10,14 +10,27 @@
 //! at a time). Values never cross the cluster to be
 //! mapped. As in Riak, each key is read from one replica (the covering
 //! vnode's copy, siblings merged there), not a quorum.
+//!
+//! Listed keys (a job's `[bucket, key]` inputs, a 2i input's keys, or
+//! `[bucket, key]` values from an earlier phase) go the same way
+//! ([`Node::map_keys`]): grouped by a primary vnode of their preference
+//! list (this node's when it holds one), [`MAPRED_KEYS_BATCH`] keys per
+//! [`Msg::MapKeys`] to that vnode's node, which reads each key from its
+//! vnode (`riak_kv_vnode:local_get`, as Riak's map fitting does) and maps
+//! it there. A key the vnode does not have (a replica that missed a write,
+//! a fallback's gap) is read with a quorum GET instead, so a listed key is
+//! not reported missing while the cluster has it; a key with no primary up,
+//! or a node that cannot be reached, is read and mapped by the coordinator.
 
+use super::job::KeyInput;
 use super::job::{parse_map_spec, BucketName, PhaseFun};
 use super::run::map_batch;
 use super::{core::Fetched, MapRedError};
 use crate::bucket::keying::split_storage_bucket;
 use crate::cluster::{Msg, Reply};
 use crate::error::RequestError;
-use crate::limits::{CS_FOLD_BATCH, MAPRED_FOLD_PARALLEL};
+use crate::kv::{GetOpts, GetOutcome};
+use crate::limits::{CS_FOLD_BATCH, MAPRED_FOLD_PARALLEL, MAPRED_KEYS_BATCH};
 use crate::node::Node;
 use crate::ring::key_hash;
 use crate::router::Target;
@@ -25,6 +38,7 @@ use crate::vnode::request::{VnodeReply, VnodeReq};
 use futures_util::stream::{self, StreamExt};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
@@ -58,6 +72,24 @@ pub struct MapFoldBatch {
     /// The vnode has more keys of the bucket.
     pub more: bool,
 }
+
+/// A map phase over listed keys on the local vnode of `partition`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MapKeysReq {
+    /// The phase's index in the job (for its errors).
+    pub phase: u32,
+    /// The vnode to read the keys from (a primary of each key).
+    pub partition: u32,
+    /// `(storage bucket, key, keydata as JSON text or "")`.
+    pub keys: Vec<(Vec<u8>, Vec<u8>, String)>,
+    /// The map phase's spec (`job::map_spec_json`), as JSON text.
+    pub spec: String,
+    /// Time left of the job, ms.
+    pub timeout_ms: u64,
+}
+
+/// A listed key with its storage bucket.
+type Located = (Vec<u8>, KeyInput);
 
 /// A remote job error (its JSON, [`MapRedError::to_json`]) back to a
 /// [`MapRedError`].
@@ -142,6 +174,216 @@ impl Node {
             last,
             more,
         })
+    }
+
+    /// A map phase over listed keys on this node's vnode (see the module
+    /// docs): one [`MapFoldBatch`] with every output.
+    pub async fn map_keys_local(&self, req: &MapKeysReq) -> Result<MapFoldBatch, MapRedError> {
+        let deadline = Instant::now() + Duration::from_millis(req.timeout_ms);
+        self.stats
+            .mapred_local_keys
+            .fetch_add(req.keys.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        let spec: Value = serde_json::from_str(&req.spec)
+            .map_err(|e| MapRedError::Request(RequestError::Invalid(format!("map spec: {e}"))))?;
+        let (fun, arg) = parse_map_spec(&spec)?;
+        let target = Target {
+            partition: req.partition,
+            node: self.router.cluster.me().to_string(),
+            primary: true,
+        };
+        let mut inputs = Vec::with_capacity(req.keys.len());
+        for (sb, key, keydata) in &req.keys {
+            let keydata = if keydata.is_empty() {
+                Value::Null
+            } else {
+                serde_json::from_str(keydata).unwrap_or(Value::Null)
+            };
+            let object = self.read_for_map(&target, sb, key).await?;
+            let (btype, bname) = split_storage_bucket(sb);
+            inputs.push(Fetched {
+                bucket: BucketName {
+                    btype: btype.map(<[u8]>::to_vec),
+                    bucket: bname.to_vec(),
+                },
+                key: key.clone(),
+                keydata,
+                object,
+            });
+        }
+        let read = inputs.len() as u64;
+        let phase = usize::try_from(req.phase).unwrap_or(usize::MAX);
+        let outputs = map_batch(self, phase, &fun, inputs, &arg, deadline).await?;
+        Ok(MapFoldBatch {
+            outputs: Value::Array(outputs).to_string(),
+            read,
+            last: None,
+            more: false,
+        })
+    }
+
+    /// One key for a map phase: the vnode's copy, or (if it has none or
+    /// cannot answer) a quorum GET.
+    async fn read_for_map(
+        &self,
+        target: &Target,
+        sb: &[u8],
+        key: &[u8],
+    ) -> Result<Option<crate::object::RiakObject>, MapRedError> {
+        let req = VnodeReq::Get {
+            bucket: sb.to_vec(),
+            key: key.to_vec(),
+        };
+        if let Ok(VnodeReply::Object(Some(w), _)) = self.router.vcall(target, req).await {
+            let o = w.object().map_err(|e| MapRedError::Request(e.into()))?;
+            if !o.is_deleted() {
+                return Ok(Some(o));
+            }
+        }
+        match self.get(sb, key, &GetOpts::default()).await {
+            Ok(GetOutcome::Found(o)) => Ok(Some(o)),
+            Ok(GetOutcome::NotFound | GetOutcome::Tombstone(_)) => Ok(None),
+            Err(e) => Err(MapRedError::Request(e)),
+        }
+    }
+
+    /// Map phase `phase` over listed keys where they are (see the module
+    /// docs); the outputs in no particular order.
+    pub(crate) async fn map_keys(
+        &self,
+        phase: usize,
+        fun: &PhaseFun,
+        arg: &Value,
+        keys: Vec<KeyInput>,
+        deadline: Instant,
+    ) -> Result<Vec<Value>, MapRedError> {
+        let me = self.router.cluster.me().to_string();
+        let mut groups: BTreeMap<(String, u32), Vec<Located>> = BTreeMap::new();
+        let mut orphans = Vec::new();
+        for k in keys {
+            let sb = self
+                .types
+                .storage_bucket(k.bucket.btype.as_deref(), &k.bucket.bucket)?;
+            let n = self.props.get(&sb).n_val;
+            let (btype, bname) = split_storage_bucket(&sb);
+            let targets = self.router.targets(&key_hash(btype, bname, &k.key), n);
+            let mut primaries = targets.iter().filter(|t| t.primary);
+            let pick = primaries
+                .clone()
+                .find(|t| t.node == me)
+                .or_else(|| primaries.next());
+            match pick {
+                Some(t) => groups
+                    .entry((t.node.clone(), t.partition))
+                    .or_default()
+                    .push((sb, k)),
+                None => orphans.push(k),
+            }
+        }
+        let spec = super::job::map_spec_json(fun, arg).to_string();
+        let spec = spec.as_str();
+        let batches: Vec<((String, u32), Vec<Located>)> = groups
+            .into_iter()
+            .flat_map(|(at, ks)| {
+                let mut ks = ks;
+                let mut out = Vec::new();
+                while !ks.is_empty() {
+                    let rest = ks.split_off(ks.len().min(MAPRED_KEYS_BATCH));
+                    out.push((at.clone(), std::mem::replace(&mut ks, rest)));
+                }
+                out
+            })
+            .collect();
+        let mut out = Vec::new();
+        let mut rounds = stream::iter(batches)
+            .map(|((node, partition), ks)| {
+                self.map_keys_on(phase, fun, arg, node, partition, ks, spec, deadline)
+            })
+            .buffer_unordered(MAPRED_FOLD_PARALLEL);
+        while let Some(r) = rounds.next().await {
+            out.extend(r?);
+        }
+        drop(rounds);
+        if !orphans.is_empty() {
+            out.extend(self.map_here(phase, fun, arg, orphans, deadline).await?);
+        }
+        Ok(out)
+    }
+
+    /// One batch of [`Node::map_keys`] on `node`'s vnode of `partition`;
+    /// mapped here if `node` cannot be reached.
+    #[allow(clippy::too_many_arguments)]
+    async fn map_keys_on(
+        &self,
+        phase: usize,
+        fun: &PhaseFun,
+        arg: &Value,
+        node: String,
+        partition: u32,
+        ks: Vec<Located>,
+        spec: &str,
+        deadline: Instant,
+    ) -> Result<Vec<Value>, MapRedError> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(MapRedError::Timeout);
+        }
+        let req = MapKeysReq {
+            phase: u32::try_from(phase).unwrap_or(u32::MAX),
+            partition,
+            keys: ks
+                .iter()
+                .map(|(sb, k)| {
+                    let kd = k
+                        .keydata
+                        .as_ref()
+                        .map_or_else(String::new, Value::to_string);
+                    (sb.clone(), k.key.clone(), kd)
+                })
+                .collect(),
+            spec: spec.to_string(),
+            timeout_ms: left.as_millis().try_into().unwrap_or(u64::MAX),
+        };
+        let batch = if node == self.router.cluster.me() {
+            self.map_keys_local(&req).await?
+        } else {
+            match self
+                .router
+                .cluster
+                .call(&node, &Msg::MapKeys(req), left)
+                .await
+            {
+                Ok(Reply::MapFold(Ok(b))) => b,
+                Ok(Reply::MapFold(Err(e))) => return Err(remote_error(&e)),
+                other => {
+                    tracing::debug!(%node, reply = ?other.err(), "map over listed keys: mapping them here instead");
+                    let keys = ks.into_iter().map(|(_, k)| k).collect();
+                    return self.map_here(phase, fun, arg, keys, deadline).await;
+                }
+            }
+        };
+        serde_json::from_str(&batch.outputs)
+            .map_err(|e| MapRedError::Request(RequestError::Storage(format!("map outputs: {e}"))))
+    }
+
+    /// Listed keys read with quorum GETs and mapped on this node (keys
+    /// with no primary up, nodes that cannot be reached).
+    async fn map_here(
+        &self,
+        phase: usize,
+        fun: &PhaseFun,
+        arg: &Value,
+        keys: Vec<KeyInput>,
+        deadline: Instant,
+    ) -> Result<Vec<Value>, MapRedError> {
+        let fetched = stream::iter(keys)
+            .map(|k| super::run::fetch_one(self, k))
+            .buffered(crate::limits::MAPRED_FETCH_PARALLEL)
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(MapRedError::Request)?;
+        map_batch(self, phase, fun, fetched, arg, deadline).await
     }
 
     /// Runs a first map phase over the whole of bucket `sb` where the data

@@ -287,10 +287,7 @@ impl<'a> Run<'a> {
                     }
                     return Ok(());
                 }
-                PhaseKind::Map(f) => {
-                    let fetched = self.fetch(i, items).await?;
-                    self.call_map(i, f, fetched, &phase.arg).await?
-                }
+                PhaseKind::Map(f) => self.map_phase(i, f, items, &phase.arg).await?,
                 PhaseKind::Link { bucket, tag } => {
                     let fetched = self.fetch(i, items).await?;
                     fetched
@@ -377,14 +374,40 @@ impl<'a> Run<'a> {
             .map_err(MapRedError::Request)
     }
 
-    async fn call_map(
-        &self,
+    /// Map phase `i` over `items`: keys are mapped where they are
+    /// ([`Node::map_keys`]), objects already read here.
+    async fn map_phase(
+        &mut self,
         i: usize,
         f: &PhaseFun,
-        inputs: Vec<Fetched>,
+        items: Vec<Item>,
         arg: &Value,
     ) -> Result<Vec<Value>, MapRedError> {
-        map_batch(self.node, i, f, inputs, arg, self.deadline).await
+        let mut keys = Vec::new();
+        let mut objects = Vec::new();
+        for it in items {
+            match it.into_input().map_err(|e| MapRedError::Phase {
+                phase: i,
+                error: e,
+                input: None,
+                stack: None,
+            })? {
+                Ok(k) => keys.push(k),
+                Err(f) => objects.push(*f),
+            }
+        }
+        if i > 0 {
+            self.count(keys.len())?;
+        }
+        let mut out = if objects.is_empty() {
+            Vec::new()
+        } else {
+            map_batch(self.node, i, f, objects, arg, self.deadline).await?
+        };
+        if !keys.is_empty() {
+            out.extend(self.node.map_keys(i, f, arg, keys, self.deadline).await?);
+        }
+        Ok(out)
     }
 
     async fn call_reduce(
@@ -507,7 +530,7 @@ fn parse_js(i: usize, answer: Result<String, JsError>) -> Result<Vec<Value>, Map
 }
 
 /// Reads one input (a GET with the bucket's quorum).
-async fn fetch_one(node: &Node, k: KeyInput) -> Result<Fetched, RequestError> {
+pub(crate) async fn fetch_one(node: &Node, k: KeyInput) -> Result<Fetched, RequestError> {
     let sb = node
         .types
         .storage_bucket(k.bucket.btype.as_deref(), &k.bucket.bucket)?;

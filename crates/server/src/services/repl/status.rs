@@ -95,6 +95,11 @@ impl Node {
                 "Map rounds run on this node's vnodes for whole-bucket MapReduce jobs (any coordinator).",
             ),
             (
+                "mapred_local_map_keys_total",
+                ld(&s.mapred_local_keys),
+                "Listed keys mapped on this node's vnodes for MapReduce map phases (any coordinator).",
+            ),
+            (
                 "precommit_refused_total",
                 ld(&s.precommit_refused),
                 "Writes refused by a pre-commit hook (or failed in one).",
