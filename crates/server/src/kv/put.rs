@@ -268,7 +268,11 @@ impl Node {
         let mut replies = self.router.fan_out_with(&rest, replica_req, sloppy);
         let nodes_met =
             |acked: &std::collections::BTreeSet<String>| acked.len() as u32 >= q.node_confirms;
-        while !(core.enough() && nodes_met(&acked_nodes)) && !core.hopeless() {
+        // Wait until the quorum (and node_confirms) is met, or cannot be.
+        let settled = |core: &PutCore, acked: &std::collections::BTreeSet<String>| {
+            (core.enough() && nodes_met(acked)) || core.hopeless()
+        };
+        while !settled(&core, &acked_nodes) {
             let Some((t, res)) = replies.next().await else {
                 break;
             };
