@@ -47,13 +47,18 @@
 # `basalt admin --node CLUSTER_ADDRn cluster join CLUSTER_ADDR1` for nodes
 # 2 and 3, `cluster commit` on node 1, a wait
 # (up to 60 s) until node 1's `ring-status` prints "pending ownership
-# transfers: 0", the bucket type `cluster_mult` created and activated on
-# node 1 and awaited (up to 20 s) on nodes 2 and 3 (types travel with the
-# gossip), then `go test -run '^TestCluster'`
+# transfers: 0", the bucket types `cluster_mult`, `counters` and `sets`
+# created and activated on node 1 and awaited (up to 20 s each) on nodes 2
+# and 3 (types travel with the gossip), then `go test -run '^TestCluster'`
 # in interop/go (cluster_test.go) with BASALT_CLUSTER_ADDRS=ADDR1,ADDR2,ADDR3
-# and BASALT_PB_ADDR unset, then SIGTERM to the three nodes, each of which
+# and BASALT_PB_ADDR unset, then (unless the Java stage is skipped) the Java
+# program in cluster mode with the same BASALT_CLUSTER_ADDRS (one client
+# per node: read-your-write across nodes, counters and sets updated through
+# every node, a coverage plan read entry by entry from the entries' own
+# nodes), then SIGTERM to the three nodes, each of which
 # must exit 0 within 20 s. The extra args are not passed to this `go test`.
-# It prints how long the stage took: ~4 s with a debug build when the nodes
+# It prints how long the stage took: ~12 s with a debug build (the Java
+# checks take ~5 s of it; ~4 s once without them) when the nodes
 # stop promptly. This stage once found that a clustered node did not finish
 # a SIGTERM shutdown while its peers kept their cluster connections open;
 # fixed (`serve_conn` stops reading on shutdown), see docs/testing.md
@@ -296,7 +301,7 @@ if [[ $run_java != 0 ]]; then
       m2="${CARGO_TARGET_DIR:-$root/target}/m2"
       out="${CARGO_TARGET_DIR:-$root/target}/interop-java"
       echo "== interop: mvn compile (interop/java, riak-client 2.1.1)"
-      mvn -q -B -Dmaven.repo.local="$m2" compile dependency:build-classpath \
+      mvn -q -B -Dmaven.repo.local="$m2" -Dbasalt.java.out="$out" compile dependency:build-classpath \
         -Dmdep.outputFile="$out/classpath.txt"
       echo "== interop: java basalt.interop.Main (riak-client 2.1.1)"
       # riak-client 2.1.1's netty 4.1.5 reflects into java.nio (JDK 17).
@@ -409,19 +414,29 @@ cluster_stage() {
   echo "== interop: cluster settled after $(( ($(date +%s%N) - t0) / 1000000 )) ms (since the first start)"
   # The test's bucket type, created on n1 only: it must reach n2 and n3 by
   # gossip (bucket types are cluster-wide).
-  if ! out=$(cadmin "${caddrs[0]}" bucket-type create cluster_mult '{"props":{"allow_mult":true}}' 2>&1 &&
-    cadmin "${caddrs[0]}" bucket-type activate cluster_mult 2>&1); then
-    echo "interop: bucket type cluster_mult on n1 failed: $out" >&2
-    return 1
-  fi
-  for i in 1 2; do
-    deadline=$((SECONDS + 20))
-    until out=$(cadmin "${caddrs[i]}" bucket-type status cluster_mult 2>&1) && [[ $out == *"cluster_mult is active"* ]]; do
-      if ((SECONDS >= deadline)); then
-        echo "interop: bucket type cluster_mult did not reach n$((i + 1)) in 20 s: $out" >&2
-        return 1
-      fi
-      sleep 0.2
+  # `counters` and `sets` (data types) are for the Java client's cluster
+  # checks, made the same way.
+  local bt props
+  for bt in cluster_mult counters sets; do
+    case $bt in
+      cluster_mult) props='{"props":{"allow_mult":true}}' ;;
+      counters) props='{"props":{"datatype":"counter"}}' ;;
+      sets) props='{"props":{"datatype":"set"}}' ;;
+    esac
+    if ! out=$(cadmin "${caddrs[0]}" bucket-type create "$bt" "$props" 2>&1 &&
+      cadmin "${caddrs[0]}" bucket-type activate "$bt" 2>&1); then
+      echo "interop: bucket type $bt on n1 failed: $out" >&2
+      return 1
+    fi
+    for i in 1 2; do
+      deadline=$((SECONDS + 20))
+      until out=$(cadmin "${caddrs[i]}" bucket-type status "$bt" 2>&1) && [[ $out == *"$bt is active"* ]]; do
+        if ((SECONDS >= deadline)); then
+          echo "interop: bucket type $bt did not reach n$((i + 1)) in 20 s: $out" >&2
+          return 1
+        fi
+        sleep 0.2
+      done
     done
   done
   local go_status=0
@@ -437,10 +452,29 @@ cluster_stage() {
       tail -20 "$tmp/cluster/n$i.log" >&2
     done
   fi
+  # The Java client's cluster checks (compiled by the Java stage above;
+  # skipped with it).
+  local java_cluster_status=0 jout="${CARGO_TARGET_DIR:-$root/target}/interop-java"
+  if [[ $run_java != 0 && -f $jout/classpath.txt ]]; then
+    echo "== interop: java basalt.interop.Main, cluster mode (riak-client 2.1.1)"
+    BASALT_CLUSTER_ADDRS="$(IFS=,; echo "${addrs[*]}")" java --add-opens java.base/java.nio=ALL-UNNAMED \
+      --add-opens java.base/sun.nio.ch=ALL-UNNAMED --add-opens java.base/java.lang=ALL-UNNAMED \
+      -cp "$jout/classes:$(cat "$jout/classpath.txt")" basalt.interop.Main || java_cluster_status=$?
+    if [[ $java_cluster_status -ne 0 ]]; then
+      echo "interop: cluster Java checks failed ($java_cluster_status); node log tails:" >&2
+      for i in 1 2 3; do
+        echo "--- n$i" >&2
+        tail -20 "$tmp/cluster/n$i.log" >&2
+      done
+    fi
+  elif [[ $run_java != 0 ]]; then
+    echo "interop: no compiled Java client ($jout); the Java stage failed earlier" >&2
+    java_cluster_status=1
+  fi
   local stop_status=0
   stop_nodes "${specs[@]}" || stop_status=1
   echo "== interop: cluster stage took $(( ($(date +%s%N) - t0) / 1000000 )) ms"
-  [[ $go_status -eq 0 && $stop_status -eq 0 ]]
+  [[ $go_status -eq 0 && $java_cluster_status -eq 0 && $stop_status -eq 0 ]]
 }
 
 if [[ ${BASALT_INTEROP_CLUSTER:-1} != 0 ]]; then

@@ -33,6 +33,13 @@ class KvBase(object):
         self.assertTrue(self.client.ping())
         self.assertTrue(self.client.is_alive())
 
+    def test_client_id(self):
+        # As the client's own test_uses_client_id_if_given: over PB a new
+        # connection's client id is four zero bytes, as Riak's (Riak
+        # keeps vnode clocks; the id is only echoed back).
+        if self.protocol == "pbc":
+            self.assertEqual(self.client.client_id, "\0\0\0\0")
+
     def test_store_fetch_delete(self):
         b = self.client.bucket(self.name)
         o = b.new("k1", data={"a": 1})

@@ -21,6 +21,10 @@ pub mod bitcask;
 pub mod leveled;
 pub mod memory;
 pub(crate) mod ordered;
+
+/// `_int` index terms (arbitrary-precision integers): parsing, canonical
+/// text, numeric order; the engine's, shared with the server.
+pub use basalt_engine::intterm;
 #[cfg(feature = "rocksdb")]
 pub mod rocksdb;
 

@@ -28,7 +28,7 @@ pub const COMPACT_RUNS_MAX: u32 = 100;
 #[derive(Debug, Args)]
 pub struct WriteOptArgs {
     /// Add the index entry FIELD=TERM for this key (repeatable). FIELD ends
-    /// in `_bin` (byte-string terms) or `_int` (64-bit integer terms).
+    /// in `_bin` (byte-string terms) or `_int` (integer terms of any size).
     #[arg(long = "index", value_name = "FIELD=TERM")]
     add: Vec<OsString>,
     /// Remove the index entry FIELD=TERM of this key (repeatable). As in

@@ -12,6 +12,10 @@
 //! An increment that failed (node down, quorum) may still have been
 //! applied, so the final value lies between the acknowledged sum and the
 //! attempted sum; with no failures they are equal.
+//!
+//! Also: `node_confirms` on a data-type update counts distinct nodes —
+//! met with the three up, refused (before writing) once the other two are
+//! down and every replica sits on the one node left.
 
 mod common;
 use basalt_server::pb::{self, code};
@@ -151,4 +155,66 @@ fn counters_converge_after_a_split_with_no_lost_increment() {
     for n in &mut nodes {
         assert!(n.terminate(), "{} did not exit 0 after SIGTERM", n.name);
     }
+}
+
+#[test]
+fn node_confirms_counts_distinct_nodes() {
+    let (root, _guard) = test_dir();
+    let mut nodes = start_nodes(&root, 3);
+    form_cluster(&nodes);
+    let (ok, out) = admin(
+        &nodes[0].cluster,
+        &[
+            "bucket-type",
+            "create",
+            "counters",
+            r#"{"props":{"datatype":"counter"}}"#,
+        ],
+    );
+    assert!(ok, "{out}");
+    let (ok, out) = admin(&nodes[0].cluster, &["bucket-type", "activate", "counters"]);
+    assert!(ok, "{out}");
+    for n in &nodes[1..] {
+        wait_for("the type on every node", Duration::from_secs(30), || {
+            admin(&n.cluster, &["bucket-type", "status", "counters"])
+                .1
+                .contains("counters is active")
+        });
+    }
+    let confirmed = |c: &mut Client, key: usize| {
+        let req = pb::DtUpdateReq {
+            bucket: b"nc".to_vec(),
+            key: Some(format!("c{key}").into_bytes()),
+            r#type: b"counters".to_vec(),
+            op: pb::DtOp {
+                counter_op: Some(pb::CounterOp { increment: Some(1) }),
+                ..Default::default()
+            },
+            node_confirms: Some(2),
+            ..Default::default()
+        };
+        c.call(code::DT_UPDATE_REQ, &req).map(|_| ())
+    };
+    for n in &nodes {
+        let mut c = Client::connect(&n.pb);
+        for k in 0..8 {
+            confirmed(&mut c, k).unwrap_or_else(|e| panic!("node_confirms 2 with 3 up: {e}"));
+        }
+    }
+    assert!(nodes[1].terminate(), "n2 did not stop cleanly");
+    assert!(nodes[2].terminate(), "n3 did not stop cleanly");
+    let mut c = Client::connect(&nodes[0].pb);
+    let mut last = String::new();
+    wait_for(
+        "node_confirms refused on one node",
+        Duration::from_secs(60),
+        || match confirmed(&mut c, 0) {
+            Ok(()) => false,
+            Err(e) => {
+                last = e;
+                last == "{node_confirms_val_unsatisfied,2,1}"
+            }
+        },
+    );
+    assert!(nodes[0].terminate(), "n1 did not stop cleanly");
 }

@@ -7,8 +7,8 @@
 //! (field, term) for the written object. As in Riak, the application supplies
 //! the diffs (it adds the new terms and removes the old ones); the store never
 //! computes them. A field name ends in `_bin` (terms are byte strings, sorted
-//! bytewise) or `_int` (terms are the decimal text of an `i64`, sorted
-//! numerically). Deleting an object does **not** remove its index entries by
+//! bytewise) or `_int` (terms are decimal integers of any size, as
+//! Riak's, sorted numerically: `intterm`). Deleting an object does **not** remove its index entries by
 //! itself: the delete must carry the removals (Riak's deletes do). An index
 //! entry whose object is gone stays queryable until it is removed.
 //!
@@ -18,12 +18,13 @@
 //!
 //! ```text
 //! key::encode(KeyKind::Index, [bucket, field, stored_term, object_key])
-//! stored_term := term bytes as given                        (_bin)
-//!              | (i64 as u64 XOR 1<<63) as 8 bytes big-endian (_int)
+//! stored_term := term bytes as given                  (_bin)
+//!              | intterm::IntTerm::encode            (_int)
 //! ```
 //!
-//! The sign-flipped big-endian form makes byte order equal numeric order
-//! (`i64::MIN` → `00..00`, `-1` → `7F FF..FF`, `0` → `80 00..00`). The ledger
+//! The `_int` form's byte order is numeric order: an `i64` (but
+//! `i64::MIN`) is sign-flipped big-endian (`-1` → `7F FF..FF`, `0` →
+//! `80 00..00`), larger magnitudes extend it (`intterm`). The ledger
 //! value is `{sqn: the write's SQN, status: Active (add) | Tombstone (remove),
 //! expires_at: the object's, value_hash: 0, size: 0, last_modified_us: the
 //! write's, metadata: empty}`, so index entries of a TTL'd object expire with
@@ -92,6 +93,7 @@ use crate::codec::{crc, DecodeError, Encode, Reader};
 use crate::config::Config;
 use crate::entry::{LedgerValue, Status};
 use crate::error::{Error, Result};
+use crate::intterm::IntTerm;
 use crate::journal::JournalRecord;
 use crate::key::{self, KeyKind};
 use crate::ledger::Ledger;
@@ -133,7 +135,7 @@ pub struct IndexChange {
     pub op: IndexOp,
     /// Field name, ending in `_bin` or `_int`.
     pub field: Vec<u8>,
-    /// The term as given: bytes for `_bin`, decimal text of an `i64` for `_int`.
+    /// The term as given: bytes for `_bin`, decimal integer text for `_int`.
     pub term: Vec<u8>,
 }
 
@@ -162,7 +164,7 @@ impl IndexChange {
 pub enum FieldKind {
     /// `_bin`: byte-string terms, sorted bytewise.
     Bin,
-    /// `_int`: `i64` terms, sorted numerically.
+    /// `_int`: integer terms of any size (`intterm`), sorted numerically.
     Int,
 }
 
@@ -211,51 +213,41 @@ fn checked_field_kind(field: &[u8]) -> Result<FieldKind> {
     })
 }
 
-/// Maps an `i64` to 8 bytes whose byte order is the numeric order.
+/// The 8-byte stored form of an `i64` term (`_int` terms in
+/// `i64::MIN + 1 ..= i64::MAX`; the others: [`IntTerm::encode`]).
 pub fn int_to_sortable(v: i64) -> [u8; 8] {
     ((v as u64) ^ (1 << 63)).to_be_bytes()
 }
 
-/// Inverse of [`int_to_sortable`].
-pub fn sortable_to_int(b: [u8; 8]) -> i64 {
-    (u64::from_be_bytes(b) ^ (1 << 63)) as i64
-}
-
-fn parse_int(field: &[u8], term: &[u8]) -> Result<i64> {
-    std::str::from_utf8(term)
-        .ok()
-        .and_then(|s| s.parse::<i64>().ok())
-        .ok_or_else(|| {
-            invalid(format!(
-                "index field '{}': term '{}' is not a 64-bit integer",
-                show(field),
-                show(term)
-            ))
-        })
+fn parse_int(field: &[u8], term: &[u8]) -> Result<IntTerm> {
+    IntTerm::parse(term).ok_or_else(|| {
+        invalid(format!(
+            "index field '{}': term '{}' is not an integer (at most {} digits)",
+            show(field),
+            show(term),
+            limits::INDEX_INT_DIGITS_MAX
+        ))
+    })
 }
 
 /// The stored (ledger) form of `term` for a field of `kind`; `_int` terms
-/// must parse as `i64` (else [`Error::InvalidInput`] naming field and term).
+/// must parse as integers (`intterm`; else [`Error::InvalidInput`] naming
+/// field and term).
 pub fn encode_term(kind: FieldKind, field: &[u8], term: &[u8]) -> Result<Vec<u8>> {
     match kind {
         FieldKind::Bin => Ok(term.to_vec()),
-        FieldKind::Int => Ok(int_to_sortable(parse_int(field, term)?).to_vec()),
+        FieldKind::Int => Ok(parse_int(field, term)?.encode()),
     }
 }
 
-/// The user form of a stored term (decimal text for `_int`). Never panics.
+/// The user form of a stored term (canonical decimal text for `_int`).
+/// Never panics.
 pub fn decode_term(kind: FieldKind, stored: &[u8]) -> Result<Vec<u8>, DecodeError> {
     match kind {
         FieldKind::Bin => Ok(stored.to_vec()),
-        FieldKind::Int => {
-            let b: [u8; 8] = stored.try_into().map_err(|_| {
-                DecodeError(format!(
-                    "integer index term is {} bytes, not 8",
-                    stored.len()
-                ))
-            })?;
-            Ok(sortable_to_int(b).to_string().into_bytes())
-        }
+        FieldKind::Int => IntTerm::decode(stored)
+            .map(|t| t.to_decimal().into_bytes())
+            .map_err(DecodeError),
     }
 }
 
@@ -536,7 +528,7 @@ impl IndexCursor {
 /// `equality_term` is the query's term when it is an equality query (an
 /// empty cursor term then stands for it). A scan from this key returns
 /// exactly the entries after the cursor. Errors (`InvalidInput`): an `_int`
-/// cursor term that is not an `i64`, an oversized term or key, a field
+/// cursor term that is not an integer, an oversized term or key, a field
 /// without a valid suffix.
 pub fn seek_after(
     bucket: &[u8],
@@ -569,7 +561,7 @@ pub fn seek_after(
             };
             let stored = encode_term(kind, f, term).map_err(|_| {
                 invalid(format!(
-                    "start_after: term '{}' of integer field '{}' is not a 64-bit integer",
+                    "start_after: term '{}' of integer field '{}' is not an integer",
                     show(term),
                     show(f)
                 ))
@@ -940,7 +932,6 @@ mod tests {
     #[test]
     fn int_encoding_orders_numerically() {
         let vals = [
-            i64::MIN,
             i64::MIN + 1,
             -1000,
             -1,
@@ -955,7 +946,8 @@ mod tests {
             assert!(int_to_sortable(w[0]) < int_to_sortable(w[1]), "{w:?}");
         }
         for v in vals {
-            assert_eq!(sortable_to_int(int_to_sortable(v)), v);
+            let stored = encode_term(FieldKind::Int, b"f_int", v.to_string().as_bytes()).unwrap();
+            assert_eq!(stored, int_to_sortable(v));
         }
         assert_eq!(int_to_sortable(0), [0x80, 0, 0, 0, 0, 0, 0, 0]);
         assert_eq!(
@@ -1071,7 +1063,6 @@ mod tests {
         #[test]
         fn int_order_matches(a in any::<i64>(), b in any::<i64>()) {
             prop_assert_eq!(a.cmp(&b), int_to_sortable(a).cmp(&int_to_sortable(b)));
-            prop_assert_eq!(sortable_to_int(int_to_sortable(a)), a);
             let text = a.to_string();
             let stored = encode_term(FieldKind::Int, b"f_int", text.as_bytes()).unwrap();
             prop_assert_eq!(decode_term(FieldKind::Int, &stored).unwrap(), text.into_bytes());

@@ -18,6 +18,7 @@ pub mod fsutil;
 #[doc(hidden)]
 pub mod fuzz_api;
 pub mod index;
+pub mod intterm;
 pub mod journal;
 pub mod key;
 pub mod ledger;

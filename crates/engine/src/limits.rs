@@ -35,6 +35,11 @@ pub const INDEX_TERM_BYTES_CEILING: usize = KEY_SIZE_BYTES_MAX;
 /// Largest secondary-index field name, in bytes. Fixed.
 pub const INDEX_FIELD_BYTES_MAX: usize = 255;
 
+/// Most decimal digits of an `_int` index term (Riak's are integers of
+/// any size; 600 digits keep the stored form under 255 magnitude bytes).
+/// Fixed.
+pub const INDEX_INT_DIGITS_MAX: usize = 600;
+
 /// Largest `term_regex` pattern of an index query, in bytes. Fixed.
 pub const INDEX_REGEX_BYTES_MAX: usize = 1024;
 

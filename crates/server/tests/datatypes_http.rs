@@ -220,3 +220,40 @@ fn buckets_without_a_datatype_and_legacy_counters() {
     assert_eq!(map["riak_kv_wm_counter"], "/buckets");
     assert_eq!(map["riak_kv_wm_crdt"], "/types");
 }
+
+/// A set operation's verbs apply in the JSON object's order, as Riak's
+/// `riak_kv_crdt_json` (`{update, [Op, ...]}` applied in turn).
+#[test]
+fn set_verbs_apply_in_document_order() {
+    let (h, _d) = start();
+    let raw = |body: &str| {
+        http(
+            &h,
+            "POST",
+            "/types/sets/buckets/b/datatypes/ord?returnbody=true",
+            &[("Content-Type", "application/json")],
+            body.as_bytes(),
+        )
+    };
+    let r = raw(r#"{"add_all":["a","b","c"]}"#);
+    assert_eq!(r.status, 200, "{}", r.text());
+    // Remove, then add again: the element stays.
+    let r = raw(r#"{"remove":"a","add":"a"}"#);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["value"], json!(["a", "b", "c"]));
+    // Add, then remove: it goes (the remove sees the add).
+    let r = raw(r#"{"add":"d","remove":"d"}"#);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["value"], json!(["a", "b", "c"]));
+    // remove_all before add_all, one element in both.
+    let r = raw(r#"{"remove_all":["b","c"],"add_all":["c","e"]}"#);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["value"], json!(["a", "c", "e"]));
+    // A remove of an element that is absent at its turn fails as a
+    // whole (nothing written), even if a later verb adds it.
+    let r = raw(r#"{"remove":"zz","add":"zz"}"#);
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains("not_present"), "{}", r.text());
+    let r = http(&h, "GET", "/types/sets/buckets/b/datatypes/ord", &[], b"");
+    assert_eq!(r.json()["value"], json!(["a", "c", "e"]));
+}

@@ -143,6 +143,42 @@ fn datatype_bucket_types_are_validated() {
     let e = set_type(&mut c, r#"{"props":{"allow_mult":false}}"#);
     assert!(e.is_err_and(|e| e.contains("allow_mult=true")));
     assert!(set_type(&mut c, r#"{"props":{"n_val":2}}"#).is_ok());
+    // hll_precision: any in range at creation; afterwards it may only
+    // decrease (as Riak), with a clear error on an increase.
+    try_create(
+        &h,
+        "hll16",
+        r#"{"props":{"datatype":"hll","hll_precision":16}}"#,
+    )
+    .expect("create at 16");
+    let set_hll = |c: &mut Client, t: &str, json: &str| {
+        c.try_call(
+            code::SET_BUCKET_TYPE_REQ,
+            &pb::RpbSetBucketTypeReq {
+                r#type: t.into(),
+                props: btypes::props_from_json(json).expect("json"),
+            },
+        )
+    };
+    assert!(set_hll(&mut c, "hlls", r#"{"props":{"hll_precision":12}}"#).is_ok());
+    let e = set_hll(&mut c, "hlls", r#"{"props":{"hll_precision":13}}"#);
+    assert!(
+        e.as_ref()
+            .is_err_and(|e| e.contains("hll_precision") && e.contains("only decrease")),
+        "{e:?}"
+    );
+    assert!(set_hll(&mut c, "hll16", r#"{"props":{"hll_precision":16}}"#).is_ok());
+    let b = c.call(
+        code::GET_BUCKET_TYPE_REQ,
+        &pb::RpbGetBucketTypeReq {
+            r#type: b"hlls".to_vec(),
+        },
+        code::GET_BUCKET_RESP,
+    );
+    let p = pb::RpbGetBucketResp::decode(b.as_slice())
+        .expect("props")
+        .props;
+    assert_eq!(p.hll_precision, Some(12));
     // Props answer the datatype.
     let b = c.call(
         code::GET_BUCKET_TYPE_REQ,
@@ -446,4 +482,139 @@ fn legacy_counters() {
             .value,
         None
     );
+}
+
+/// `DtFetchReq.basic_quorum`, `n_val` and `sloppy_quorum` are honoured
+/// as on a plain GET: with two of
+/// three replicas missing the value (their vnode directories removed) and
+/// `notfound_ok = false`, `r = 1`, a basic-quorum fetch gives up on the
+/// majority of not-founds; without it the third replica's value counts.
+#[test]
+fn fetch_honours_basic_quorum() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = common::test_config(dir.path(), false);
+    config.backend = "leveled".into();
+    let h = ServerHandle::spawn(config.clone()).expect("spawn");
+    try_create(&h, "counters", r#"{"props":{"datatype":"counter"}}"#).expect("type");
+    let mut c = Client::connect(&h);
+    update(&mut c, "counters", Some("k"), counter(5), None).expect("update");
+    let sb = h
+        .node()
+        .types()
+        .storage_bucket(Some(b"counters"), b"b")
+        .expect("storage bucket");
+    let pl = h.node().preflist_of(&sb, b"k");
+    assert_eq!(pl.len(), 3);
+    drop(c);
+    h.shutdown().expect("shutdown");
+    for p in &pl[..2] {
+        std::fs::remove_dir_all(dir.path().join("vnodes").join(p.partition.to_string()))
+            .expect("rm");
+    }
+    let h = ServerHandle::spawn(config).expect("respawn");
+    let mut c = Client::connect(&h);
+    let req = |basic_quorum: bool| pb::DtFetchReq {
+        bucket: b"b".to_vec(),
+        key: b"k".to_vec(),
+        r#type: b"counters".to_vec(),
+        r: Some(1),
+        notfound_ok: Some(false),
+        basic_quorum: Some(basic_quorum),
+        ..Default::default()
+    };
+    let got = |c: &mut Client, bq: bool| {
+        let b = c.call(code::DT_FETCH_REQ, &req(bq), code::DT_FETCH_RESP);
+        pb::DtFetchResp::decode(b.as_slice())
+            .expect("fetch resp")
+            .value
+            .and_then(|v| v.counter_value)
+    };
+    assert_eq!(got(&mut c, true), None, "basic quorum gives up");
+    assert_eq!(got(&mut c, false), Some(5), "the third replica answers");
+    // A request n_val reads only the first n replicas (the first lost the
+    // value; read repair may have restored it meanwhile, so both answers
+    // are possible for n_val = 1, but never an error); one above the
+    // bucket's is Riak's n_val_violation. sloppy_quorum = false: primaries
+    // only (all are up here).
+    let with = |n_val: Option<u32>, sloppy: Option<bool>| pb::DtFetchReq {
+        n_val,
+        sloppy_quorum: sloppy,
+        basic_quorum: Some(false),
+        ..req(false)
+    };
+    let b = c.call(
+        code::DT_FETCH_REQ,
+        &with(Some(1), None),
+        code::DT_FETCH_RESP,
+    );
+    let v = pb::DtFetchResp::decode(b.as_slice()).expect("d").value;
+    assert!(
+        v.as_ref().is_none_or(|v| v.counter_value == Some(5)),
+        "{v:?}"
+    );
+    let e = c
+        .try_call(code::DT_FETCH_REQ, &with(Some(4), None))
+        .expect_err("n_val above the bucket's");
+    assert!(e.contains("n_val_violation"), "{e}");
+    let b = c.call(
+        code::DT_FETCH_REQ,
+        &with(None, Some(false)),
+        code::DT_FETCH_RESP,
+    );
+    let v = pb::DtFetchResp::decode(b.as_slice()).expect("d").value;
+    assert_eq!(v.and_then(|v| v.counter_value), Some(5));
+    h.shutdown().expect("shutdown");
+}
+
+/// `DtUpdateReq.n_val`, `sloppy_quorum` and `node_confirms` as a PUT's:
+/// on one node every replica is on the same node, so `node_confirms = 2`
+/// is refused before anything is written; an `n_val` or `node_confirms`
+/// above the bucket's n_val is Riak's violation error; `n_val = 1` and
+/// `sloppy_quorum = false` write.
+#[test]
+fn update_honours_n_val_sloppy_quorum_and_node_confirms() {
+    let (h, _d) = start();
+    typed(&h);
+    let mut c = Client::connect(&h);
+    let req = |n_val: Option<u32>, sloppy: Option<bool>, nc: Option<u32>| pb::DtUpdateReq {
+        bucket: b"b".to_vec(),
+        key: Some(b"q".to_vec()),
+        r#type: b"counters".to_vec(),
+        op: counter(1),
+        n_val,
+        sloppy_quorum: sloppy,
+        node_confirms: nc,
+        ..Default::default()
+    };
+    let e = c
+        .try_call(code::DT_UPDATE_REQ, &req(None, None, Some(2)))
+        .expect_err("one node");
+    assert_eq!(e, "{node_confirms_val_unsatisfied,2,1}");
+    let e = c
+        .try_call(code::DT_UPDATE_REQ, &req(None, None, Some(4)))
+        .expect_err("above n_val");
+    assert!(e.contains("node_confirms_val_violation"), "{e}");
+    let e = c
+        .try_call(code::DT_UPDATE_REQ, &req(Some(4), None, None))
+        .expect_err("above the bucket's n_val");
+    assert!(e.contains("n_val_violation"), "{e}");
+    assert!(fetch(&mut c, "counters", "q")
+        .expect("fetch")
+        .value
+        .is_none());
+    c.call(
+        code::DT_UPDATE_REQ,
+        &req(Some(1), Some(false), Some(1)),
+        code::DT_UPDATE_RESP,
+    );
+    c.call(
+        code::DT_UPDATE_REQ,
+        &req(None, Some(false), None),
+        code::DT_UPDATE_RESP,
+    );
+    let v = fetch(&mut c, "counters", "q")
+        .expect("fetch")
+        .value
+        .and_then(|v| v.counter_value);
+    assert_eq!(v, Some(2));
 }

@@ -88,6 +88,16 @@ fn ping_server_info_client_id() {
     let info = pb::RpbGetServerInfoResp::decode(body.as_slice()).expect("decode");
     assert_eq!(info.server_version.as_deref(), Some(&b"3.2.0"[..]));
     assert_eq!(info.node.as_deref(), Some(&b"basalt@127.0.0.1"[..]));
+    // A new connection's client id is four zero bytes, as Riak's (the
+    // Python client's test_uses_client_id_if_given relies on it).
+    c.send(code::GET_CLIENT_ID_REQ, &[]);
+    let (_, body) = c.recv().expect("reply");
+    assert_eq!(
+        pb::RpbGetClientIdResp::decode(body.as_slice())
+            .expect("d")
+            .client_id,
+        [0u8; 4]
+    );
     c.call(
         code::SET_CLIENT_ID_REQ,
         &pb::RpbSetClientIdReq {
@@ -631,6 +641,157 @@ fn int_index_results_and_paging_are_numeric() {
         }
     }
     assert_eq!(paged, want);
+}
+
+/// A PUT's `n_val`, `sloppy_quorum` and `node_confirms` (riak_kv 2.9+):
+/// `node_confirms` above the distinct nodes of the preference list (one
+/// here) is refused before writing, above n_val is a violation; a request
+/// `n_val` above the bucket's likewise; `n_val = 1` writes, and a GET with
+/// `n_val = 1` reads that first replica.
+#[test]
+fn put_honours_n_val_sloppy_quorum_and_node_confirms() {
+    let (h, _d) = start(|_| {});
+    let mut c = Client::connect(&h);
+    let req = |n_val: Option<u32>, sloppy: Option<bool>, nc: Option<u32>| pb::RpbPutReq {
+        n_val,
+        sloppy_quorum: sloppy,
+        node_confirms: nc,
+        ..put_req("nv", "k", "v")
+    };
+    let e = c
+        .try_call(code::PUT_REQ, &req(None, None, Some(2)))
+        .expect_err("one node");
+    assert_eq!(e, "{node_confirms_val_unsatisfied,2,1}");
+    let e = c
+        .try_call(code::PUT_REQ, &req(None, None, Some(5)))
+        .expect_err("above n_val");
+    assert!(e.contains("node_confirms_val_violation"), "{e}");
+    let e = c
+        .try_call(code::PUT_REQ, &req(Some(5), None, None))
+        .expect_err("above the bucket's n_val");
+    assert!(e.contains("n_val_violation"), "{e}");
+    assert!(
+        c.get(get_req("nv", "k")).content.is_empty(),
+        "nothing written"
+    );
+    c.put(req(Some(1), Some(false), Some(1)));
+    let got = c.get(pb::RpbGetReq {
+        n_val: Some(1),
+        r: Some(1),
+        sloppy_quorum: Some(false),
+        ..get_req("nv", "k")
+    });
+    assert_eq!(
+        got.content.first().map(|x| x.value.clone()),
+        Some(b"v".to_vec())
+    );
+}
+
+/// `_int` terms are integers of any size, as Riak's: terms beyond 64 bits
+/// (and `i64::MIN`) order, range and page numerically on both the memory
+/// and the leveled backend; an equality query finds a huge term; results
+/// come back canonical (no `+`, no leading zeros).
+#[test]
+fn int_index_terms_beyond_64_bits() {
+    for backend in ["memory", "leveled"] {
+        let (h, _d) = start(|c| c.backend = backend.into());
+        let mut c = Client::connect(&h);
+        let big = "1".to_string() + &"0".repeat(40);
+        let want: Vec<String> = vec![
+            format!("-{big}"),
+            "-18446744073709551616".into(),
+            "-9223372036854775809".into(),
+            i64::MIN.to_string(),
+            "-1".into(),
+            "0".into(),
+            i64::MAX.to_string(),
+            "9223372036854775808".into(),
+            "18446744073709551616".into(),
+            big.clone(),
+        ];
+        // Written in a scrambled order, some with a sign or leading zeros.
+        for (i, t) in want.iter().enumerate().rev() {
+            let given = if i % 3 == 0 && !t.starts_with('-') {
+                format!("+000{t}")
+            } else {
+                t.clone()
+            };
+            let mut p = put_req("ixbig", &format!("k{i:02}"), "v");
+            p.content.indexes = vec![pb::RpbPair {
+                key: b"n_int".to_vec(),
+                value: Some(given.into_bytes()),
+            }];
+            c.put(p);
+        }
+        let range = |min: &str, max: &str| pb::RpbIndexReq {
+            bucket: b"ixbig".to_vec(),
+            index: b"n_int".to_vec(),
+            qtype: pb::INDEX_RANGE,
+            range_min: Some(min.as_bytes().to_vec()),
+            range_max: Some(max.as_bytes().to_vec()),
+            return_terms: Some(true),
+            ..Default::default()
+        };
+        let all = range(&format!("-{big}0"), &format!("{big}0"));
+        let b = c.call(code::INDEX_REQ, &all, code::INDEX_RESP);
+        let r = pb::RpbIndexResp::decode(b.as_slice()).expect("d");
+        let got: Vec<String> = r
+            .results
+            .iter()
+            .map(|p| String::from_utf8(p.key.clone()).expect("utf8"))
+            .collect();
+        assert_eq!(got, want, "{backend}");
+        // A range inside the extended values only.
+        let b = c.call(
+            code::INDEX_REQ,
+            &range("-18446744073709551616", "-9223372036854775808"),
+            code::INDEX_RESP,
+        );
+        let r = pb::RpbIndexResp::decode(b.as_slice()).expect("d");
+        let got: Vec<&[u8]> = r.results.iter().map(|p| p.key.as_slice()).collect();
+        assert_eq!(got.len(), 3, "{backend}: {got:?}");
+        // Paging across the 64-bit boundaries.
+        let mut paged = Vec::new();
+        let mut cont = None;
+        for _ in 0..20 {
+            let req = pb::RpbIndexReq {
+                max_results: Some(3),
+                continuation: cont.clone(),
+                ..all.clone()
+            };
+            let b = c.call(code::INDEX_REQ, &req, code::INDEX_RESP);
+            let r = pb::RpbIndexResp::decode(b.as_slice()).expect("d");
+            paged.extend(
+                r.results
+                    .into_iter()
+                    .map(|p| String::from_utf8(p.key).expect("utf8")),
+            );
+            cont = r.continuation;
+            if cont.is_none() {
+                break;
+            }
+        }
+        assert_eq!(paged, want, "{backend} paged");
+        // Equality on a huge term, given with leading zeros.
+        let eq = pb::RpbIndexReq {
+            bucket: b"ixbig".to_vec(),
+            index: b"n_int".to_vec(),
+            qtype: pb::INDEX_EQ,
+            key: Some(format!("00{big}").into_bytes()),
+            ..Default::default()
+        };
+        let b = c.call(code::INDEX_REQ, &eq, code::INDEX_RESP);
+        let r = pb::RpbIndexResp::decode(b.as_slice()).expect("d");
+        assert_eq!(r.keys, vec![b"k09".to_vec()], "{backend}");
+        // Not an integer: an error, nothing written.
+        let mut p = put_req("ixbig", "bad", "v");
+        p.content.indexes = vec![pb::RpbPair {
+            key: b"n_int".to_vec(),
+            value: Some(b"12x".to_vec()),
+        }];
+        let e = c.try_call(code::PUT_REQ, &p).expect_err("refused");
+        assert!(e.contains("not an integer"), "{backend}: {e}");
+    }
 }
 
 /// `stream = true`: frames of keys / results (100 per frame), then a final

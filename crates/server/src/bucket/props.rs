@@ -361,6 +361,14 @@ impl BucketProps {
                     crate::limits::HLL_PRECISION_MAX
                 )));
             }
+            // As Riak: an HLL's precision may be lowered (existing values
+            // fold down on their next merge) but never raised.
+            if h > self.hll_precision {
+                return Err(PropsError::Invalid(format!(
+                    "hll_precision: cannot increase it from {} to {h}; it may only decrease",
+                    self.hll_precision
+                )));
+            }
             self.hll_precision = h;
         }
         self.check_datatype()
@@ -377,6 +385,11 @@ impl BucketProps {
                 )));
             }
             self.datatype = Some(d);
+        }
+        // A new type may take any precision in range (`apply` refuses
+        // only increases of an existing one).
+        if let Some(h) = p.hll_precision {
+            self.hll_precision = h;
         }
         self.apply(p)
     }

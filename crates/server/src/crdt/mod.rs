@@ -162,7 +162,18 @@ pub struct SetOp {
     pub removes: Vec<Vec<u8>>,
 }
 
-/// One client operation on a top-level value.
+/// One step of a set operation given in order (HTTP's JSON, applied in
+/// document order as `riak_kv_crdt_json` does).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum SetStep {
+    /// Add the element.
+    Add(Vec<u8>),
+    /// Remove the element (with the update's context, if any).
+    Remove(Vec<u8>),
+}
+
+/// One client operation on a top-level value. (Variants are only ever
+/// added at the end: the cluster wire encodes them by position.)
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Op {
     /// Add to the counter (negative: subtract).
@@ -175,6 +186,8 @@ pub enum Op {
     Hll(Vec<Vec<u8>>),
     /// Add elements to a GSet.
     GSet(Vec<Vec<u8>>),
+    /// Set adds and removes applied in the given order (HTTP).
+    SetSteps(Vec<SetStep>),
 }
 
 impl Op {
@@ -182,7 +195,7 @@ impl Op {
     pub fn data_type(&self) -> DataType {
         match self {
             Op::Counter(_) => DataType::Counter,
-            Op::Set(_) => DataType::Set,
+            Op::Set(_) | Op::SetSteps(_) => DataType::Set,
             Op::Map(_) => DataType::Map,
             Op::Hll(_) => DataType::Hll,
             Op::GSet(_) => DataType::GSet,
@@ -358,6 +371,15 @@ impl Crdt {
                     s.remove(e, ctx.as_ref())?;
                 }
             }
+            (Crdt::Set(s), Op::SetSteps(steps)) => {
+                let dot = s.clock.increment(actor);
+                for step in steps {
+                    match step {
+                        SetStep::Add(e) => s.add(&dot, e.clone()),
+                        SetStep::Remove(e) => s.remove(e, ctx.as_ref())?,
+                    }
+                }
+            }
             (Crdt::Map(m), Op::Map(o)) => {
                 if o.depth() > CRDT_MAX_DEPTH {
                     return Err(CrdtError::TooLarge("maps nested too deep"));
@@ -476,6 +498,9 @@ fn check_op_sizes(op: &Op) -> Result<(), CrdtError> {
     match op {
         Op::Counter(_) => Ok(()),
         Op::Set(s) => elems(s.adds.iter().chain(&s.removes)),
+        Op::SetSteps(steps) => elems(steps.iter().map(|s| match s {
+            SetStep::Add(e) | SetStep::Remove(e) => e,
+        })),
         Op::Map(m) => map_op(m),
         Op::Hll(es) | Op::GSet(es) => elems(es),
     }

@@ -473,6 +473,41 @@ fn a_set_of_many_removed_elements_stays_small() {
     assert!(empty < 64, "{empty} bytes after removing every element");
 }
 
+/// Issue 16's closing figure: a set of 10,000 elements (added by one
+/// update) after 10,000 removes (100 updates of 100, each with the
+/// context just fetched) encodes as the clock alone. Prints both sizes
+/// (`cargo test -p basalt-server --lib ten_thousand -- --nocapture`).
+#[test]
+fn ten_thousand_removes_leave_only_the_clock() {
+    let mut s = Crdt::new(DataType::Set, 14).unwrap_or_else(|e| panic!("{e}"));
+    let elems: Vec<Vec<u8>> = (0..10_000u32)
+        .map(|i| format!("element-{i:05}").into_bytes())
+        .collect();
+    let add = Op::Set(SetOp {
+        adds: elems.clone(),
+        removes: vec![],
+    });
+    s = s
+        .update(&add, b"a", None, 1)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let full = s.encode().len();
+    for chunk in elems.chunks(100) {
+        let ctx = s.context();
+        let op = Op::Set(SetOp {
+            adds: vec![],
+            removes: chunk.to_vec(),
+        });
+        s = s
+            .update(&op, b"b", ctx.as_deref(), 1)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let empty = s.encode().len();
+    println!("10,000-element set: {full} bytes; after 10,000 removes: {empty} bytes");
+    assert!(full > 100_000, "{full}");
+    // Two actors' clock entries, nothing per removed element.
+    assert!(empty < 96, "{empty} bytes after removing every element");
+}
+
 #[test]
 fn updates_past_a_limit_fail_and_change_nothing() {
     use crate::limits::{CRDT_MAX_DEPTH, CRDT_MAX_ELEMENT_BYTES};

@@ -67,9 +67,7 @@ impl Node {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let _timer = self.stats.latency.timer(crate::latency::Op::Put);
         let props = self.props.get(bucket);
-        let w = props.resolve(opts.w, props.w, "w")?;
-        let dw = props.resolve(opts.dw, props.dw, "dw")?;
-        let pw = props.resolve(opts.pw, props.pw, "pw")?;
+        let quorum = super::put::WriteQuorum::of(&props, opts)?;
         let (secs, usecs) = super::put::now();
         let req = VnodeReq::CoordinateCrdt {
             bucket: bucket.to_vec(),
@@ -78,7 +76,7 @@ impl Node {
             props: props.clone(),
             now_us: secs * 1_000_000 + u64::from(usecs),
         };
-        self.coordinate_and_replicate(bucket, key, &props, (w, dw, pw), req)
+        self.coordinate_and_replicate(bucket, key, &props, quorum, req)
             .await?
             .ok_or_else(|| RequestError::Storage("a data-type update wrote nothing".into()))
     }

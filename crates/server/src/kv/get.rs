@@ -24,14 +24,16 @@ impl Node {
     /// GET: HEAD the `n` vnodes, wait for `r` (and `pr` primaries), GET the
     /// value of each winning version from the least-queued replica holding
     /// it, merge, read-repair stale replicas in the background.
-    /// Uses the bucket's `basic_quorum` prop (see [`Node::get_with_basic_quorum`]).
+    /// Uses `opts.basic_quorum`, else the bucket's prop (see
+    /// [`Node::get_with_basic_quorum`]).
     pub async fn get(
         &self,
         bucket: &[u8],
         key: &[u8],
         opts: &GetOpts,
     ) -> Result<GetOutcome, RequestError> {
-        self.get_with_basic_quorum(bucket, key, opts, None).await
+        self.get_with_basic_quorum(bucket, key, opts, opts.basic_quorum)
+            .await
     }
 
     /// [`Node::get`] with Riak's `basic_quorum` (`None` = the bucket's prop).
@@ -51,10 +53,29 @@ impl Node {
         self.stats.gets.fetch_add(1, Ordering::Relaxed);
         let _timer = self.stats.latency.timer(crate::latency::Op::Get);
         let props = self.props.get(bucket);
-        let r = props.resolve(opts.r, props.r, "r")?;
-        let pr = props.resolve(opts.pr, props.pr, "pr")?;
+        // A request `n_val` reads the first n replicas only; quorums are
+        // counted against it (as riak_kv_get_fsm).
+        let n = match opts.n_val {
+            None => props.n_val,
+            Some(n) if (1..=props.n_val).contains(&n) => n,
+            Some(n) => {
+                return Err(RequestError::Invalid(format!(
+                    "{{n_val_violation,{n}}} (the bucket's n_val is {})",
+                    props.n_val
+                )))
+            }
+        };
+        let quorums = crate::bucket::props::BucketProps {
+            n_val: n,
+            ..props.clone()
+        };
+        let r = quorums.resolve(opts.r, props.r, "r")?;
+        let pr = quorums.resolve(opts.pr, props.pr, "pr")?;
         let notfound_ok = opts.notfound_ok.unwrap_or(props.notfound_ok);
-        let targets = self.router.key_targets(bucket, key, props.n_val);
+        let mut targets = self.router.key_targets(bucket, key, n);
+        if opts.sloppy_quorum == Some(false) {
+            targets.retain(|t| t.primary);
+        }
         let head_req = || VnodeReq::Head {
             bucket: bucket.to_vec(),
             key: key.to_vec(),

@@ -105,13 +105,15 @@ impl Node {
     }
 }
 
-/// Orders two 2i terms: numerically when `int` and both parse as `i64`
-/// (`_int` fields), else bytewise.
+/// Orders two 2i terms: numerically when `int` and both are integers
+/// (`_int` fields; any size, as Riak), else bytewise.
 fn index_term_cmp(int: bool, a: &[u8], b: &[u8]) -> std::cmp::Ordering {
-    let parse = |t: &[u8]| std::str::from_utf8(t).ok()?.parse::<i64>().ok();
-    match (int, parse(a), parse(b)) {
-        (true, Some(x), Some(y)) => x.cmp(&y),
-        _ => a.cmp(b),
+    match int
+        .then(|| basalt_backends::intterm::cmp_text(a, b))
+        .flatten()
+    {
+        Some(o) => o,
+        None => a.cmp(b),
     }
 }
 

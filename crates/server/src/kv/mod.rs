@@ -1,12 +1,14 @@
 //! The request FSMs of the KV API over the router: GET ([`get`], deciding
 //! with [`get_core`]), PUT ([`put`], [`put_core`]), DELETE and tombstone
-//! reaping ([`delete`]), list keys and buckets ([`list`]), 2i ([`index`]),
+//! reaping ([`delete`]), list keys and buckets ([`list`]), 2i ([`index`];
+//! on one entry of a client's coverage plan: [`cover`]),
 //! the CS bucket fold ([`csfold`]) and the anti-entropy fold queries
 //! ([`aae_fold`]). Each is an `impl Node` block: the
 //! node is the handle a request runs on (router, bucket props, stats); the
 //! cores decide from the replies and do no I/O.
 
 pub mod aae_fold;
+pub mod cover;
 pub mod crdt;
 pub mod csfold;
 pub mod delete;
@@ -34,6 +36,15 @@ pub struct GetOpts {
     pub pr: Option<u32>,
     /// Count not-found replies as successes.
     pub notfound_ok: Option<bool>,
+    /// Riak's `basic_quorum` (`None` = the bucket's prop).
+    pub basic_quorum: Option<bool>,
+    /// Read only the first `n_val` replicas of the preference list (at most
+    /// the bucket's; `None` = the bucket's), as Riak's request `n_val`.
+    pub n_val: Option<u32>,
+    /// `Some(false)`: primaries only, no fallbacks (Riak's
+    /// `sloppy_quorum`; `None` / `true` = fallbacks stand in for owners
+    /// that are down).
+    pub sloppy_quorum: Option<bool>,
 }
 
 /// What a GET found.
@@ -60,6 +71,14 @@ pub struct PutOpts {
     pub if_none_match: bool,
     /// Fail unless the stored clock equals the request's.
     pub if_not_modified: bool,
+    /// Write only the first `n_val` replicas (at most the bucket's; `None`
+    /// = the bucket's), as Riak's request `n_val`; quorums count against it.
+    pub n_val: Option<u32>,
+    /// `Some(false)`: primaries only, no fallbacks (Riak's `sloppy_quorum`).
+    pub sloppy_quorum: Option<bool>,
+    /// Acknowledgements must come from at least this many distinct nodes
+    /// (Riak's `node_confirms`; `None` / 0 = no such rule).
+    pub node_confirms: Option<u32>,
 }
 
 /// Runs a listing or 2i request within the client's `timeout` (ms; absent

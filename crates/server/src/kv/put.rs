@@ -21,6 +21,59 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// A write's resolved quorums: the replicas written (`n`, the request's
+/// `n_val` or the bucket's), `w` / `dw` / `pw` counted against `n`,
+/// `node_confirms` (distinct nodes among the acknowledgements) and whether
+/// fallbacks may stand in (`sloppy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WriteQuorum {
+    pub n: u32,
+    pub w: u32,
+    pub dw: u32,
+    pub pw: u32,
+    pub node_confirms: u32,
+    pub sloppy: bool,
+}
+
+impl WriteQuorum {
+    /// Resolves `opts` against `props`, with Riak's errors:
+    /// `{n_val_violation,N}` above the bucket's n_val, `{w_val_violation,..}`
+    /// and the like above n, `{node_confirms_val_violation,N}` above n.
+    pub(crate) fn of(
+        props: &crate::bucket::props::BucketProps,
+        opts: &PutOpts,
+    ) -> Result<WriteQuorum, RequestError> {
+        let n = match opts.n_val {
+            None => props.n_val,
+            Some(n) if (1..=props.n_val).contains(&n) => n,
+            Some(n) => {
+                return Err(RequestError::Invalid(format!(
+                    "{{n_val_violation,{n}}} (the bucket's n_val is {})",
+                    props.n_val
+                )))
+            }
+        };
+        let against = crate::bucket::props::BucketProps {
+            n_val: n,
+            ..props.clone()
+        };
+        let node_confirms = opts.node_confirms.unwrap_or(0);
+        if node_confirms > n {
+            return Err(RequestError::Invalid(format!(
+                "{{node_confirms_val_violation,{node_confirms}}} (n_val is {n})"
+            )));
+        }
+        Ok(WriteQuorum {
+            n,
+            w: against.resolve(opts.w, props.w, "w")?,
+            dw: against.resolve(opts.dw, props.dw, "dw")?,
+            pw: against.resolve(opts.pw, props.pw, "pw")?,
+            node_confirms,
+            sloppy: opts.sloppy_quorum != Some(false),
+        })
+    }
+}
+
 /// Seconds and microseconds since the epoch.
 pub(crate) fn now() -> (u64, u32) {
     let d = SystemTime::now()
@@ -62,9 +115,7 @@ impl Node {
                 "Bucket datatype is `{dt}`: plain objects cannot be stored in it; use the data type API (DtUpdateReq, /types/T/buckets/B/datatypes/K)"
             )));
         }
-        let w = props.resolve(opts.w, props.w, "w")?;
-        let dw = props.resolve(opts.dw, props.dw, "dw")?;
-        let pw = props.resolve(opts.pw, props.pw, "pw")?;
+        let quorum = WriteQuorum::of(&props, opts)?;
         if !props.precommit.is_empty() {
             content = self
                 .precommit(&props.precommit, bucket, key, client.as_ref(), content)
@@ -81,7 +132,14 @@ impl Node {
             tracing::warn!(size, bucket = %String::from_utf8_lossy(bucket), key = %String::from_utf8_lossy(key), "large object");
         }
         if opts.if_none_match || opts.if_not_modified {
-            let cur = self.get(bucket, key, &GetOpts::default()).await?;
+            // As riak_kv_pb_object: the check reads with the request's
+            // n_val and sloppy_quorum.
+            let check = GetOpts {
+                n_val: opts.n_val,
+                sloppy_quorum: opts.sloppy_quorum,
+                ..GetOpts::default()
+            };
+            let cur = self.get(bucket, key, &check).await?;
             match cur {
                 GetOutcome::Found(_) if opts.if_none_match => return Err(RequestError::MatchFound),
                 GetOutcome::Found(o)
@@ -112,7 +170,7 @@ impl Node {
             props: props.clone(),
             now_secs: secs,
         };
-        self.coordinate_and_replicate(bucket, key, &props, (w, dw, pw), req)
+        self.coordinate_and_replicate(bucket, key, &props, quorum, req)
             .await
     }
 
@@ -125,13 +183,28 @@ impl Node {
         bucket: &[u8],
         key: &[u8],
         props: &crate::bucket::props::BucketProps,
-        (w, dw, pw): (u32, u32, u32),
+        q: WriteQuorum,
         req: VnodeReq,
     ) -> Result<Option<Arc<RiakObject>>, RequestError> {
         debug_assert!(req.is_write());
-        let targets = self.router.key_targets(bucket, key, props.n_val);
+        let mut targets = self.router.key_targets(bucket, key, q.n);
+        if !q.sloppy {
+            targets.retain(|t| t.primary);
+        }
         let primaries_up = targets.iter().filter(|t| t.primary).count() as u32;
-        let mut core = PutCore::new(targets.len() as u32, primaries_up, w, dw, pw)?;
+        let mut core = PutCore::new(targets.len() as u32, primaries_up, q.w, q.dw, q.pw)?;
+        // node_confirms: refused before any write when the targets lie on
+        // fewer distinct nodes (as pw is).
+        let target_nodes: std::collections::BTreeSet<&str> =
+            targets.iter().map(|t| t.node.as_str()).collect();
+        if (target_nodes.len() as u32) < q.node_confirms {
+            return Err(RequestError::Unsatisfied {
+                kind: "node_confirms",
+                need: q.node_confirms,
+                got: target_nodes.len() as u32,
+            });
+        }
+        let mut acked_nodes: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
         // A local vnode coordinates if the key has one here (no extra hop,
         // no wait on a slow peer), else the first; an unreachable one is
         // skipped (it counts as a failed replica).
@@ -180,6 +253,7 @@ impl Node {
         // The coordinator's own write, and the coordinators that could not
         // be reached before it.
         core.ack(coord.primary);
+        acked_nodes.insert(coord.node.clone());
         for _ in 1..tried.len() {
             core.fail();
         }
@@ -190,14 +264,23 @@ impl Node {
             props: props.clone(),
         };
         let (btype, bname) = split_storage_bucket(bucket);
-        let sloppy = Some((key_hash(btype, bname, key), props.n_val));
+        let sloppy = q.sloppy.then(|| (key_hash(btype, bname, key), q.n));
         let mut replies = self.router.fan_out_with(&rest, replica_req, sloppy);
-        while !core.enough() && !core.hopeless() {
+        let nodes_met =
+            |acked: &std::collections::BTreeSet<String>| acked.len() as u32 >= q.node_confirms;
+        // Wait until the quorum (and node_confirms) is met, or cannot be.
+        let settled = |core: &PutCore, acked: &std::collections::BTreeSet<String>| {
+            (core.enough() && nodes_met(acked)) || core.hopeless()
+        };
+        while !settled(&core, &acked_nodes) {
             let Some((t, res)) = replies.next().await else {
                 break;
             };
             match res {
-                Ok(_) => core.ack(t.primary),
+                Ok(_) => {
+                    core.ack(t.primary);
+                    acked_nodes.insert(t.node.clone());
+                }
                 Err(e) => {
                     tracing::warn!(partition = t.partition, node = %t.node, error = %e, "replica write");
                     core.fail();
@@ -209,6 +292,18 @@ impl Node {
             let (acks, failed) = core.counts();
             tracing::warn!(acks, failed, "write quorum not met");
             return Err(e);
+        }
+        if !nodes_met(&acked_nodes) {
+            tracing::warn!(
+                nodes = acked_nodes.len(),
+                need = q.node_confirms,
+                "node_confirms not met"
+            );
+            return Err(RequestError::Unsatisfied {
+                kind: "node_confirms",
+                need: q.node_confirms,
+                got: acked_nodes.len() as u32,
+            });
         }
         self.replicate(bucket, key, &new);
         let written = new.object()?;

@@ -25,6 +25,7 @@ pub const PERMISSIONS: &[&str] = &[
     "riak_kv.list_buckets",
     "riak_kv.mapreduce",
     "riak_kv.get_preflist",
+    "riak_kv.cover",
     "riak_core.get_bucket",
     "riak_core.set_bucket",
     "riak_core.get_bucket_type",

@@ -14,12 +14,15 @@
 //! * `GET|POST /buckets/B/counters/K`: the 1.4 counter as text (an
 //!   integer body to add; `returnvalue=true` answers the new value).
 //!
-//! A set operation's adds apply before its removes (the PB order), not in
-//! the order the JSON object lists them.
+//! A top-level set operation's verbs apply in the order the JSON object
+//! lists them, as `riak_kv_crdt_json` reads them (`{"remove":"a",
+//! "add":"a"}` keeps `a`; PB's `SetOp` applies adds, then removes); inside
+//! a nested `"update"` object and in map fields' set operations, adds
+//! apply before removes.
 
 use super::{bad, error_response, json, query, read_body, text, Shared};
 use crate::crdt::map::{Field, FieldKind, FieldOp, FieldValue, MapOp};
-use crate::crdt::{Crdt, DataType, Op, SetOp, Value};
+use crate::crdt::{Crdt, DataType, Op, SetOp, SetStep, Value};
 use crate::error::RequestError;
 use crate::kv::{GetOpts, PutOpts};
 use crate::node::Node;
@@ -67,6 +70,7 @@ fn params(req: &Request, body_key: &str) -> Result<Params, Response> {
             "dw" => p.put.dw = quorum(&k, &v)?,
             "pw" => p.put.pw = quorum(&k, &v)?,
             "notfound_ok" => p.get.notfound_ok = Some(boolean(&k, &v)?),
+            "basic_quorum" => p.get.basic_quorum = Some(boolean(&k, &v)?),
             "include_context" => p.include_context = boolean(&k, &v)?,
             "timeout" => {
                 p.timeout = Some(v.parse().map_err(|_| {
@@ -221,10 +225,17 @@ async fn post(node: Arc<Node>, t: String, b: String, k: Option<String>, req: Req
         Ok(j) => j,
         Err(e) => return bad(format!("Couldn't decode JSON: {e}")),
     };
-    let (op, context) = match update_from_json(dt, parsed) {
+    let (mut op, context) = match update_from_json(dt, parsed) {
         Ok(x) => x,
         Err(m) => return bad(m),
     };
+    if matches!(op, Op::Set(_)) {
+        // The verbs in document order, applied in that order (Riak's).
+        match ordered_set_steps(&body) {
+            Ok(steps) => op = Op::SetSteps(steps),
+            Err(m) => return bad(m),
+        }
+    }
     let generated = k.is_none();
     let key = k.map_or_else(unique_id, String::into_bytes);
     let update = CrdtUpdate {
@@ -338,6 +349,61 @@ fn set_op(j: &Json, t: &str, removes_allowed: bool) -> Result<SetOp, String> {
         }
     }
     Ok(out)
+}
+
+/// A JSON object's members in document order (`serde_json::Value` sorts
+/// them).
+struct Ordered(Vec<(String, Json)>);
+
+impl<'de> serde::Deserialize<'de> for Ordered {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Ordered;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> Result<Ordered, A::Error> {
+                let mut out = Vec::new();
+                while let Some(kv) = m.next_entry::<String, Json>()? {
+                    out.push(kv);
+                }
+                Ok(Ordered(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// A set update's steps in the order its JSON gives them, as
+/// `riak_kv_crdt_json` reads them (`{update, [Op, ...]}` applied in
+/// turn): `{"remove":"a","add":"a"}` keeps `a`, `{"add":"a","remove":"a"}`
+/// does not. Within a nested `"update"` object the order is adds, then
+/// removes (`serde_json` does not keep nested member order). The body was
+/// already checked by [`update_from_json`].
+fn ordered_set_steps(body: &[u8]) -> Result<Vec<SetStep>, String> {
+    let Ordered(members) =
+        serde_json::from_slice(body).map_err(|e| format!("Couldn't decode JSON: {e}"))?;
+    let mut steps = Vec::new();
+    for (verb, v) in members {
+        if verb == "context" {
+            continue;
+        }
+        let one = Json::Object([(verb.clone(), v)].into_iter().collect());
+        let o = set_op(&one, "set", true)?;
+        let removes_first = verb.starts_with("remove");
+        let adds = o.adds.into_iter().map(SetStep::Add);
+        let removes = o.removes.into_iter().map(SetStep::Remove);
+        if removes_first {
+            steps.extend(removes.chain(adds));
+        } else {
+            steps.extend(adds.chain(removes));
+        }
+    }
+    Ok(steps)
 }
 
 /// `name_type` → a field (`riak_kv_crdt_json`'s `^(.*)_(counter|set|...)$`).

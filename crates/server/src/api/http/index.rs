@@ -91,7 +91,8 @@ pub(crate) fn params(q: &[(String, String)]) -> Result<Params, String> {
     Ok(p)
 }
 
-/// Checks the field and canonicalises `_int` terms (decimal `i64`).
+/// Checks the field and canonicalises `_int` terms (decimal integers of
+/// any size, `intterm`).
 pub(crate) fn check_terms(
     field: &str,
     start: String,
@@ -111,9 +112,8 @@ pub(crate) fn check_terms(
         return Ok((start, end));
     }
     let canon = |t: String| {
-        t.parse::<i64>()
-            .map(|n| n.to_string())
-            .map_err(|_| format!("Invalid query: \"{t}\" is not an integer ({field})"))
+        basalt_backends::intterm::canonical(t.as_bytes())
+            .ok_or_else(|| format!("Invalid query: \"{t}\" is not an integer ({field})"))
     };
     Ok((canon(start)?, end.map(canon).transpose()?))
 }
@@ -238,6 +238,10 @@ mod tests {
             Ok(("7".to_string(), Some("-1".to_string())))
         );
         assert!(check_terms("n_int", "x".into(), None).is_err());
+        assert_eq!(
+            check_terms("n_int", "+0099999999999999999999".into(), None),
+            Ok(("99999999999999999999".to_string(), None))
+        );
         assert!(check_terms("name", "x".into(), None).is_err());
         assert!(check_terms("_bin", "x".into(), None).is_err());
         assert!(check_terms("$bucket", "b".into(), Some("c".into())).is_err());

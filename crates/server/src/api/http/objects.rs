@@ -521,6 +521,9 @@ async fn fetch(node: &Node, loc: &Loc<'_>, k: &str, p: &Params, h: &HeaderMap) -
         r: p.r,
         pr: p.pr,
         notfound_ok: p.notfound_ok,
+        basic_quorum: None,
+        n_val: None,
+        sloppy_quorum: None,
     };
     match node
         .get(&loc.sb, k.as_bytes(), &opts)
@@ -647,13 +650,11 @@ pub(crate) fn content_from_request(h: &HeaderMap, body: Vec<u8>) -> Result<Conte
                 .map_err(|_| bad(format!("Malformed {n} header")))?;
             for term in v.split(',').map(str::trim).filter(|t| !t.is_empty()) {
                 let term = if int {
-                    term.parse::<i64>()
-                        .map_err(|_| {
-                            bad(format!(
-                                "Could not parse index value: {n}: \"{term}\" is not an integer"
-                            ))
-                        })?
-                        .to_string()
+                    basalt_backends::intterm::canonical(term.as_bytes()).ok_or_else(|| {
+                        bad(format!(
+                            "Could not parse index value: {n}: \"{term}\" is not an integer"
+                        ))
+                    })?
                 } else {
                     term.to_string()
                 };
@@ -705,6 +706,9 @@ async fn store(
             r: p.r,
             pr: p.pr,
             notfound_ok: p.notfound_ok,
+            basic_quorum: None,
+            n_val: None,
+            sloppy_quorum: None,
         };
         let current = node
             .get(&loc.sb, key.as_bytes(), &gopts)
@@ -755,6 +759,9 @@ async fn delete(node: &Arc<Node>, loc: &Loc<'_>, k: &str, p: &Params, h: &Header
         r: p.r.or(p.rw),
         pr: p.pr,
         notfound_ok: p.notfound_ok,
+        basic_quorum: None,
+        n_val: None,
+        sloppy_quorum: None,
     };
     let current = match node
         .get(&loc.sb, k.as_bytes(), &opts)

@@ -47,6 +47,7 @@ pub fn rule(c: u8) -> Option<Rule> {
         code::GET_BUCKET_REQ => Bucket("riak_core.get_bucket"),
         code::SET_BUCKET_REQ | code::RESET_BUCKET_REQ => Bucket("riak_core.set_bucket"),
         code::INDEX_REQ | code::CS_BUCKET_REQ => Bucket("riak_kv.index"),
+        code::COVERAGE_REQ => Bucket("riak_kv.cover"),
         code::GET_BUCKET_TYPE_REQ => Type("riak_core.get_bucket_type"),
         code::SET_BUCKET_TYPE_REQ => Type("riak_core.set_bucket_type"),
         code::GET_BUCKET_KEY_PREFLIST_REQ => Bucket("riak_kv.get_preflist"),
@@ -104,6 +105,10 @@ fn target(c: u8, body: &[u8]) -> Result<Named, RequestError> {
         }
         code::CS_BUCKET_REQ => {
             let r: pb::RpbCsBucketReq = decode(body)?;
+            (r.r#type, Some(r.bucket))
+        }
+        code::COVERAGE_REQ => {
+            let r: pb::RpbCoverageReq = decode(body)?;
             (r.r#type, Some(r.bucket))
         }
         code::GET_BUCKET_TYPE_REQ => {

@@ -89,7 +89,14 @@ pub(crate) async fn get_value(
 ) -> Result<Option<i64>, RequestError> {
     check_bk(bucket, Some(key))?;
     let sb = node.types().storage_bucket(None, bucket)?;
-    let opts = GetOpts { r, pr, notfound_ok };
+    let opts = GetOpts {
+        r,
+        pr,
+        notfound_ok,
+        basic_quorum: None,
+        n_val: None,
+        sloppy_quorum: None,
+    };
     let found = node.fetch_crdt(&sb, key, DataType::Counter, &opts).await?;
     Ok(found.and_then(|c| match c.value() {
         Value::Counter(v) => Some(v),

@@ -69,6 +69,9 @@ pub(super) async fn fetch(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>,
         r: r.r,
         pr: r.pr,
         notfound_ok: r.notfound_ok,
+        basic_quorum: r.basic_quorum,
+        n_val: r.n_val,
+        sloppy_quorum: r.sloppy_quorum,
     };
     let found = crate::kv::within(r.timeout, node.fetch_crdt(&sb, &r.key, t, &opts)).await?;
     let with_ctx = r.include_context.unwrap_or(true);
@@ -131,6 +134,9 @@ pub(super) async fn update(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>
         w: r.w,
         dw: r.dw,
         pw: r.pw,
+        n_val: r.n_val,
+        sloppy_quorum: r.sloppy_quorum,
+        node_confirms: r.node_confirms,
         ..PutOpts::default()
     };
     let written = crate::kv::within(r.timeout, node.update_crdt(&sb, &key, update, &opts)).await?;

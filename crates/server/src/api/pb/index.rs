@@ -2,6 +2,12 @@
 //!
 //! Codes: `RpbIndexReq` 25 → `RpbIndexResp` 26 (one frame, or streamed in
 //! frames of [`crate::limits::INDEX_STREAM_CHUNK`] results then `done`).
+//! With `return_body` (`$bucket` and `$key` queries only, as Riak) the
+//! answer is `RpbIndexBodyResp` 42 instead: each key with its object (a
+//! GET at the bucket's defaults; keys deleted meanwhile are left out), in
+//! the same framing. With `cover_context` (an entry of a coverage plan,
+//! `coverage`) the query runs on that entry's vnode only
+//! ([`crate::kv::cover`]).
 
 use super::{decode, FrameTx};
 use crate::error::RequestError;
@@ -21,9 +27,10 @@ pub(super) async fn query(
     let sb = node
         .types()
         .storage_bucket(r.r#type.as_deref(), &r.bucket)?;
-    if r.return_body.unwrap_or(false) {
+    let return_body = r.return_body.unwrap_or(false);
+    if return_body && r.index != b"$bucket" && r.index != b"$key" {
         return Err(RequestError::Invalid(
-            "index return_body is not supported yet".into(),
+            "For return_body=true index must be one of [<<\"$bucket\">>,<<\"$key\">>]".into(),
         ));
     }
     let stream = r.stream.unwrap_or(false);
@@ -62,7 +69,7 @@ pub(super) async fn query(
         ),
     };
     let q = IndexQuery {
-        bucket: sb,
+        bucket: sb.clone(),
         field: r.index,
         start,
         end,
@@ -72,7 +79,13 @@ pub(super) async fn query(
         continuation,
         start_after: None,
     };
-    let page = crate::kv::within(r.timeout, node.index_query(q)).await?;
+    let page = match &r.cover_context {
+        None => crate::kv::within(r.timeout, node.index_query(q)).await?,
+        Some(c) => crate::kv::within(r.timeout, node.index_query_cover(q, c)).await?,
+    };
+    if return_body {
+        return with_bodies(node, &sb, page, stream, out).await;
+    }
     let continuation = page.continuation.map(String::into_bytes);
     let to_resp = |results: &[basalt_backend::IndexResult]| {
         let mut resp = pb::RpbIndexResp::default();
@@ -112,4 +125,58 @@ pub(super) async fn query(
         resp.continuation = continuation;
         vec![frame_msg(code::INDEX_RESP, &resp)]
     })
+}
+
+/// The `return_body` answer: `RpbIndexBodyResp` frames of keys with their
+/// objects, read by GETs in chunks of [`INDEX_STREAM_CHUNK`].
+async fn with_bodies(
+    node: &Arc<Node>,
+    bucket: &[u8],
+    page: basalt_backend::IndexPage,
+    stream: bool,
+    out: &FrameTx,
+) -> Result<Vec<Vec<u8>>, RequestError> {
+    let continuation = page.continuation.map(String::into_bytes);
+    let mut all = pb::RpbIndexBodyResp::default();
+    for chunk in page.results.chunks(INDEX_STREAM_CHUNK) {
+        let mut resp = pb::RpbIndexBodyResp::default();
+        for res in chunk {
+            let got = node
+                .get(bucket, &res.key, &crate::kv::GetOpts::default())
+                .await?;
+            if let crate::kv::GetOutcome::Found(o) = got {
+                resp.objects.push(pb::RpbIndexObject {
+                    key: res.key.clone(),
+                    object: pb::RpbGetResp {
+                        content: super::contents_pb(&o, true),
+                        vclock: Some(o.vclock.encode()),
+                        unchanged: None,
+                    },
+                });
+            }
+        }
+        if !stream {
+            all.objects.append(&mut resp.objects);
+        } else if !resp.objects.is_empty()
+            && out
+                .send(frame_msg(code::INDEX_BODY_RESP, &resp))
+                .await
+                .is_err()
+        {
+            return Ok(vec![]);
+        }
+    }
+    Ok(vec![frame_msg(
+        code::INDEX_BODY_RESP,
+        &if stream {
+            pb::RpbIndexBodyResp {
+                continuation,
+                done: Some(true),
+                ..Default::default()
+            }
+        } else {
+            all.continuation = continuation;
+            all
+        },
+    )])
 }

@@ -8,7 +8,8 @@
 //! * [`object`]: 9, 11, 13 (get, put, delete);
 //! * [`bucket`]: 15, 17, 19, 21, 29 (listings, bucket props);
 //! * [`mapred`]: 23 (MapReduce, streamed);
-//! * [`index`]: 25 (2i);
+//! * [`index`]: 25 (2i; answers 26, or 42 with `return_body`);
+//! * [`coverage`]: 70 (coverage plans for parallel 2i);
 //! * [`csbucket`]: 40 (CS bucket fold);
 //! * [`counter`]: 50, 52 (1.4 counters);
 //! * [`crdt`]: 80, 82 (data types);
@@ -31,6 +32,7 @@ pub mod auth;
 pub mod btypes;
 pub mod bucket;
 pub mod counter;
+pub mod coverage;
 pub mod crdt;
 pub mod csbucket;
 pub mod index;
@@ -128,6 +130,7 @@ async fn client(
         code::RESET_BUCKET_REQ => bucket::reset_props(node, body).await,
         code::MAP_RED_REQ => mapred::mapred(node, body, out).await,
         code::INDEX_REQ => index::query(node, body, out).await,
+        code::COVERAGE_REQ => coverage::plan(node, body).await,
         code::CS_BUCKET_REQ => csbucket::fold(node, body, out).await,
         code::COUNTER_UPDATE_REQ => counter::update(node, body).await,
         code::COUNTER_GET_REQ => counter::get(node, body).await,

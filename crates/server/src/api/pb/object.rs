@@ -23,6 +23,9 @@ pub(super) async fn get(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, R
         r: r.r,
         pr: r.pr,
         notfound_ok: r.notfound_ok,
+        basic_quorum: r.basic_quorum,
+        n_val: r.n_val,
+        sloppy_quorum: r.sloppy_quorum,
     };
     let resp = match node
         .get_with_basic_quorum(&sb, &r.key, &opts, r.basic_quorum)
@@ -71,6 +74,9 @@ pub(super) async fn put(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, R
         pw: r.pw,
         if_none_match: r.if_none_match.unwrap_or(false),
         if_not_modified: r.if_not_modified.unwrap_or(false),
+        n_val: r.n_val,
+        sloppy_quorum: r.sloppy_quorum,
+        node_confirms: r.node_confirms,
     };
     let obj = node.put(&sb, &key, client, content, &opts).await?;
     let mut resp = pb::RpbPutResp {

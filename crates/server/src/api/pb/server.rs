@@ -10,7 +10,6 @@ use crate::config::Config;
 use crate::limits::STREAM_QUEUE_FRAMES;
 use crate::node::Node;
 use crate::node::OpenError;
-use crate::object::unique_id;
 use crate::pb::{self, FrameError};
 use std::future::Future;
 use std::net::SocketAddr;
@@ -302,10 +301,12 @@ async fn connection(
     let mut conn = Conn {
         peer,
         port,
-        client_id: unique_id(),
+        // As riak_kv_pb_object with vnode vclocks (every Riak since 1.0):
+        // a connection's client id starts as four zero bytes; it only
+        // echoes what `RpbSetClientIdReq` set (clocks use vnode actors).
+        client_id: vec![0; 4],
         session: super::auth::Session::default(),
     };
-    conn.client_id.truncate(4);
     match serve_frames(&mut sock, &mut conn, &node, &mut stop).await {
         End::Closed => {}
         End::Cluster(body) => {

@@ -10,7 +10,16 @@
 // a typed bucket (`plain`) isolated from default; 2i (_int range with
 // max_results paging and continuation, _bin equality); list keys; data
 // types: counter, set (add, remove with context), map (counter, register,
-// set, flag, nested map), hll.
+// set, flag, nested map), hll; a coverage plan and a full bucket read of
+// each of its entries with return_body (Riak 2.x parallel extraction).
+//
+// Cluster mode (BASALT_CLUSTER_ADDRS=h:p,h:p,h:p instead; interop/run.sh's
+// cluster stage, with the types `cluster_mult`, `counters` and `sets`
+// created on n1 and gossiped): a value written through one node read
+// through the others, sibling-free concurrent counter increments and set
+// adds through every node converging, and a coverage plan whose entries
+// name member nodes (more than one), each entry read from its own node
+// (FullBucketRead) giving every key exactly once.
 package basalt.interop;
 
 import com.basho.riak.client.api.RiakClient;
@@ -19,12 +28,15 @@ import com.basho.riak.client.api.commands.buckets.StoreBucketProperties;
 import com.basho.riak.client.api.commands.datatypes.*;
 import com.basho.riak.client.api.commands.indexes.BinIndexQuery;
 import com.basho.riak.client.api.commands.indexes.IntIndexQuery;
+import com.basho.riak.client.api.commands.kv.CoveragePlan;
 import com.basho.riak.client.api.commands.kv.DeleteValue;
+import com.basho.riak.client.api.commands.kv.FullBucketRead;
 import com.basho.riak.client.api.commands.kv.FetchValue;
 import com.basho.riak.client.api.commands.kv.ListKeys;
 import com.basho.riak.client.api.commands.kv.StoreValue;
 import com.basho.riak.client.core.RiakCluster;
 import com.basho.riak.client.core.RiakNode;
+import com.basho.riak.client.core.operations.CoveragePlanOperation;
 import com.basho.riak.client.core.query.Location;
 import com.basho.riak.client.core.query.Namespace;
 import com.basho.riak.client.core.query.RiakObject;
@@ -36,8 +48,10 @@ import com.basho.riak.client.core.query.indexes.StringBinIndex;
 import com.basho.riak.client.core.util.BinaryValue;
 
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 
 public final class Main {
@@ -76,12 +90,8 @@ public final class Main {
         client.execute(new StoreValue.Builder(o).withLocation(l).build());
     }
 
-    public static void main(String[] args) throws Exception {
-        String addr = System.getenv("BASALT_PB_ADDR");
-        if (addr == null || addr.isEmpty()) {
-            System.out.println("BASALT_PB_ADDR not set: nothing to run (interop/run.sh sets it)");
-            return;
-        }
+    /** A started cluster object for one node at host:port. */
+    static RiakCluster connect(String addr) {
         String[] hp = addr.split(":");
         RiakNode node = new RiakNode.Builder()
                 .withRemoteAddress(hp[0])
@@ -89,14 +99,134 @@ public final class Main {
                 .build();
         RiakCluster cluster = new RiakCluster.Builder(node).build();
         cluster.start();
-        client = new RiakClient(cluster);
-        try {
-            checks();
-        } finally {
-            cluster.shutdown();
+        return cluster;
+    }
+
+    public static void main(String[] args) throws Exception {
+        String addrs = System.getenv("BASALT_CLUSTER_ADDRS");
+        String addr = System.getenv("BASALT_PB_ADDR");
+        if (addrs != null && !addrs.isEmpty()) {
+            List<RiakCluster> clusters = new ArrayList<>();
+            List<RiakClient> clients = new ArrayList<>();
+            for (String a : addrs.split(",")) {
+                RiakCluster c = connect(a);
+                clusters.add(c);
+                clients.add(new RiakClient(c));
+            }
+            try {
+                clusterChecks(clients);
+            } finally {
+                for (RiakCluster c : clusters) {
+                    c.shutdown();
+                }
+            }
+        } else if (addr != null && !addr.isEmpty()) {
+            RiakCluster cluster = connect(addr);
+            client = new RiakClient(cluster);
+            try {
+                checks();
+            } finally {
+                cluster.shutdown();
+            }
+        } else {
+            System.out.println("BASALT_PB_ADDR / BASALT_CLUSTER_ADDRS not set: nothing to run (interop/run.sh sets them)");
+            return;
         }
         System.out.println(passed + " passed, " + failed + " failed");
         System.exit(failed == 0 ? 0 : 1);
+    }
+
+    /**
+     * Reads every entry of a coverage plan of ns with FullBucketRead
+     * (return_body), each through the client for its host:port (or
+     * `fallback`); returns key -> value, failing on a key seen twice.
+     */
+    static Map<String, String> readByCoverage(Namespace ns, Map<String, RiakClient> byHost, RiakClient fallback)
+            throws Exception {
+        CoveragePlan.Response plan = fallback.execute(CoveragePlan.Builder.create(ns).build());
+        Map<String, String> seen = new HashMap<>();
+        int entries = 0;
+        for (CoveragePlanOperation.Response.CoverageEntry e : plan) {
+            entries++;
+            RiakClient c = byHost.getOrDefault(e.getHost() + ":" + e.getPort(), fallback);
+            FullBucketRead.Response r = c.execute(
+                    new FullBucketRead.Builder(ns, e.getCoverageContext()).withReturnBody(true).build());
+            for (FullBucketRead.Response.Entry en : r.getEntries()) {
+                String k = en.getRiakObjectLocation().getKeyAsString();
+                expect(en.hasFetchedValue(), "a body for " + k);
+                String v = en.getFetchedValue().getValue(RiakObject.class).getValue().toString();
+                expect(seen.put(k, v) == null, "key " + k + " twice (entry " + e.getDescription() + ")");
+            }
+        }
+        expect(entries > 0, "a non-empty coverage plan");
+        return seen;
+    }
+
+    static void clusterChecks(List<RiakClient> clients) {
+        check("cluster: written through one node, read through each", () -> {
+            Location l = new Location(new Namespace("cluster_mult", "x" + RUN), "k");
+            RiakObject o = new RiakObject().setContentType("text/plain").setValue(BinaryValue.create("v1"));
+            clients.get(0).execute(new StoreValue.Builder(o).withLocation(l).build());
+            for (RiakClient c : clients) {
+                RiakObject got = c.execute(new FetchValue.Builder(l).build()).getValue(RiakObject.class);
+                expect(got.getValue().toString().equals("v1"), "value " + got.getValue());
+            }
+        });
+        check("cluster: counter increments through every node converge", () -> {
+            Location l = new Location(new Namespace("counters", "c" + RUN), "k");
+            for (int i = 0; i < 10; i++) {
+                for (RiakClient c : clients) {
+                    c.execute(new UpdateCounter.Builder(l, new CounterUpdate(1)).build());
+                }
+            }
+            for (RiakClient c : clients) {
+                long v = c.execute(new FetchCounter.Builder(l).build()).getDatatype().view();
+                expect(v == 10L * clients.size(), "counter " + v);
+            }
+        });
+        check("cluster: set adds through every node converge", () -> {
+            Location l = new Location(new Namespace("sets", "s" + RUN), "k");
+            Set<String> want = new HashSet<>();
+            for (int n = 0; n < clients.size(); n++) {
+                for (int i = 0; i < 5; i++) {
+                    String e = "n" + n + "e" + i;
+                    want.add(e);
+                    clients.get(n).execute(new UpdateSet.Builder(l, new SetUpdate().add(e)).build());
+                }
+            }
+            for (RiakClient c : clients) {
+                Set<String> got = new HashSet<>();
+                for (BinaryValue b : c.execute(new FetchSet.Builder(l).build()).getDatatype().view()) {
+                    got.add(b.toString());
+                }
+                expect(got.equals(want), "set " + got);
+            }
+        });
+        check("cluster: coverage plan entries read from their own nodes", () -> {
+            Namespace ns = new Namespace("default", "cov" + RUN);
+            for (int i = 0; i < 60; i++) {
+                RiakObject o = new RiakObject().setContentType("text/plain").setValue(BinaryValue.create("v" + i));
+                clients.get(i % clients.size())
+                        .execute(new StoreValue.Builder(o).withLocation(new Location(ns, "k" + i)).build());
+            }
+            Map<String, RiakClient> byHost = new HashMap<>();
+            String[] addrs = System.getenv("BASALT_CLUSTER_ADDRS").split(",");
+            for (int i = 0; i < addrs.length; i++) {
+                byHost.put(addrs[i], clients.get(i));
+            }
+            // The plan's vnodes lie on more than one node, each named by its
+            // PB address (which of the three depends on the claim).
+            CoveragePlan.Response plan = clients.get(0).execute(CoveragePlan.Builder.create(ns).build());
+            expect(plan.hosts().size() > 1, "entries on several nodes: " + plan.hosts());
+            for (var h : plan.hosts()) {
+                expect(byHost.containsKey(h.getHost() + ":" + h.getPort()), "a member's address: " + h);
+            }
+            Map<String, String> seen = readByCoverage(ns, byHost, clients.get(0));
+            expect(seen.size() == 60, "keys " + seen.size());
+            for (int i = 0; i < 60; i++) {
+                expect(("v" + i).equals(seen.get("k" + i)), "k" + i + " = " + seen.get("k" + i));
+            }
+        });
     }
 
     static void checks() {
@@ -209,6 +339,17 @@ public final class Main {
             expect(m.getMap("addr").getRegister("city").view().toString().equals("oslo"), "nested");
             RiakMap again = client.execute(new FetchMap.Builder(l).build()).getDatatype();
             expect(again.getSet("tags").view().size() == 1, "tags");
+        });
+        check("coverage plan and full bucket read with return_body", () -> {
+            Namespace ns = new Namespace("default", "fbr" + RUN);
+            for (int i = 0; i < 25; i++) {
+                store(new Location(ns, "k" + i), "v" + i);
+            }
+            Map<String, String> seen = readByCoverage(ns, Map.of(), client);
+            expect(seen.size() == 25, "keys " + seen.size());
+            for (int i = 0; i < 25; i++) {
+                expect(("v" + i).equals(seen.get("k" + i)), "k" + i + " = " + seen.get("k" + i));
+            }
         });
         check("hll", () -> {
             Location l = loc("hlls", "h", "k");
