@@ -109,20 +109,30 @@ fn remote_error(text: &str) -> MapRedError {
 }
 
 impl Node {
+    /// A map spec sent by a coordinator and this node's vnode of `partition`.
+    fn local_map(
+        &self,
+        spec: &str,
+        partition: u32,
+    ) -> Result<(PhaseFun, Value, Target), MapRedError> {
+        let spec: Value = serde_json::from_str(spec)
+            .map_err(|e| MapRedError::Request(RequestError::Invalid(format!("map spec: {e}"))))?;
+        let (fun, arg) = parse_map_spec(&spec)?;
+        let target = Target {
+            partition,
+            node: self.router.cluster.me().to_string(),
+            primary: true,
+        };
+        Ok((fun, arg, target))
+    }
+
     /// One round of a map phase on this node's vnode (see the module docs).
     pub async fn map_fold_local(&self, req: &MapFoldReq) -> Result<MapFoldBatch, MapRedError> {
         let deadline = Instant::now() + Duration::from_millis(req.timeout_ms);
         self.stats
             .mapred_local_rounds
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let spec: Value = serde_json::from_str(&req.spec)
-            .map_err(|e| MapRedError::Request(RequestError::Invalid(format!("map spec: {e}"))))?;
-        let (fun, arg) = parse_map_spec(&spec)?;
-        let target = Target {
-            partition: req.partition,
-            node: self.router.cluster.me().to_string(),
-            primary: true,
-        };
+        let (fun, arg, target) = self.local_map(&req.spec, req.partition)?;
         let vreq = VnodeReq::CsFold {
             bucket: req.bucket.clone(),
             from: req.after.clone().unwrap_or_default(),
@@ -183,14 +193,7 @@ impl Node {
         self.stats
             .mapred_local_keys
             .fetch_add(req.keys.len() as u64, std::sync::atomic::Ordering::Relaxed);
-        let spec: Value = serde_json::from_str(&req.spec)
-            .map_err(|e| MapRedError::Request(RequestError::Invalid(format!("map spec: {e}"))))?;
-        let (fun, arg) = parse_map_spec(&spec)?;
-        let target = Target {
-            partition: req.partition,
-            node: self.router.cluster.me().to_string(),
-            primary: true,
-        };
+        let (fun, arg, target) = self.local_map(&req.spec, req.partition)?;
         let mut inputs = Vec::with_capacity(req.keys.len());
         for (sb, key, keydata) in &req.keys {
             let keydata = if keydata.is_empty() {
