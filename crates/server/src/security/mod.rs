@@ -11,6 +11,7 @@
 //! HTTPS listener yet). Refusals are counted (`security_refused_total`)
 //! and logged with the user and the permission missing.
 
+pub mod certs;
 pub mod model;
 pub mod tls;
 
