@@ -37,8 +37,11 @@ pub struct ConnInfo {
     pub cert_cn: Option<String>,
     /// The `Authorization` header that authenticated on this connection,
     /// and its user.
-    pub verified: Arc<Mutex<Option<(Vec<u8>, String)>>>,
+    pub verified: Arc<Mutex<Option<Verified>>>,
 }
+
+/// An `Authorization` header that authenticated, and its user.
+pub type Verified = (Vec<u8>, String);
 
 /// The authenticated user of a request (an extension set by
 /// [`authenticate`]).
