@@ -147,9 +147,9 @@ pub async fn serve_all(
     node.start_repl();
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut http_tasks = Vec::new();
-    for (l, tls) in [(http, None), (https, node.tls.clone())] {
+    for (l, tls, is_https) in [(http, None, false), (https, node.tls.clone(), true)] {
         let Some(l) = l else { continue };
-        if l.local_addr().ok() == https_local && tls.is_none() {
+        if is_https && tls.is_none() {
             // Config validation requires TLS settings for https_listen.
             tracing::error!("https_listen without TLS settings; HTTPS not served");
             continue;
