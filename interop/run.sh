@@ -63,6 +63,11 @@
 # a SIGTERM shutdown while its peers kept their cluster connections open;
 # fixed (`serve_conn` stops reading on shutdown), see docs/testing.md
 # "Interop tests".
+#
+# Then the security stage (BASALT_INTEROP_SECURITY=0 skips it): a node with
+# TLS (certificates from `basalt certs`) and security enabled; the Go, Node
+# and Python clients connect with STARTTLS and a password (see
+# security_stage below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -487,4 +492,60 @@ if [[ ${BASALT_INTEROP_CLUSTER:-1} != 0 ]]; then
 else
   echo "== interop: BASALT_INTEROP_CLUSTER=0, skipping the cluster stage"
 fi
+# The security stage (BASALT_INTEROP_SECURITY=0 skips it): certificates
+# from `basalt certs ca` and `basalt certs node`, a node with
+# tls_certfile / tls_keyfile (config file), then with `basalt admin
+# security`: the user `interop` (password `interop-pw`), a password source
+# for 127.0.0.1/32, get/put/delete on any, security enabled. Then the Go
+# (interop/go/security), Node (security.test.js, when Node runs) and
+# Python (test_security.py, when Python runs) clients each STARTTLS,
+# authenticate and put/get/delete, and are refused with a wrong password.
+security_stage() {
+  local certs=$tmp/certs sec_status=0 spid sport scport
+  "$bin" certs ca --out "$certs" >/dev/null || return 1
+  "$bin" certs node --ca "$certs" --name node1 >/dev/null || return 1
+  printf 'tls_certfile = "%s"\ntls_keyfile = "%s"\n' "$certs/node1.pem" "$certs/node1-key.pem" >"$tmp/secure.toml"
+  if ! start_node "$tmp/secure" "$tmp/secure.log" --config "$tmp/secure.toml"; then
+    echo "interop: could not start the node for the security stage" >&2
+    return 1
+  fi
+  spid=$started_pid sport=$started_port scport=$started_cport
+  sec() { "$bin" admin --node "127.0.0.1:$scport" security "$@" >/dev/null; }
+  sec add-user interop password=interop-pw &&
+    sec add-source all 127.0.0.1/32 password &&
+    sec grant riak_kv.get,riak_kv.put,riak_kv.delete on any to interop &&
+    sec enable || sec_status=1
+  export BASALT_SECURE_PB_ADDR="127.0.0.1:$sport" BASALT_SECURE_CA="$certs/ca.pem"
+  if [[ $sec_status -eq 0 ]]; then
+    echo "== interop: security (Go client)"
+    (cd "$root/interop/go" && go test -count=1 ./security/) || sec_status=1
+  fi
+  if [[ $sec_status -eq 0 && $run_node != 0 ]]; then
+    echo "== interop: security (Node client)"
+    (cd "$root/interop/node" && node --test security.test.js) || sec_status=1
+  fi
+  if [[ $sec_status -eq 0 && $run_python != 0 ]]; then
+    echo "== interop: security (Python client)"
+    (cd "$root/interop/python" && "$root/interop/python/.venv/bin/python" -m unittest test_security -v) || sec_status=1
+  fi
+  unset BASALT_SECURE_PB_ADDR BASALT_SECURE_CA
+  if [[ $sec_status -ne 0 ]]; then
+    echo "interop: security stage failed; node log tail:" >&2
+    tail -40 "$tmp/secure.log" >&2
+  fi
+  stop_nodes "basalt-secure:$spid:$tmp/secure.log" || sec_status=1
+  [[ $sec_status -eq 0 ]]
+}
+
+if [[ ${BASALT_INTEROP_SECURITY:-1} != 0 ]]; then
+  t0=$(date +%s%N)
+  if ! security_stage; then
+    echo "interop: security stage failed" >&2
+    status=1
+  fi
+  echo "== interop: security stage took $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+else
+  echo "== interop: BASALT_INTEROP_SECURITY=0, skipping the security stage"
+fi
+
 exit "$status"

@@ -3,7 +3,7 @@
 //!
 //! | driver | keys (default) |
 //! |---|---|
-//! | `riakc_pb` | `riakc_pb_ips` (`[{127,0,0,1}]`), `riakc_pb_port` (8087), `riakc_pb_bucket` (`<<"test">>`), `riakc_pb_replies` (`quorum`) and `riakc_pb_r` / `_w` / `_dw` / `_rw` / `_pr` / `_pw` (default: `riakc_pb_replies`), `riakc_pb_content_type` (`"application/octet-stream"`), `pb_timeout_general` (62000 ms), `pb_timeout_read` / `pb_timeout_write` (default: general), `basalt_2i_max_results` (none) |
+//! | `riakc_pb` | `riakc_pb_ips` (`[{127,0,0,1}]`), `riakc_pb_port` (8087), `riakc_pb_bucket` (`<<"test">>`), `riakc_pb_replies` (`quorum`) and `riakc_pb_r` / `_w` / `_dw` / `_rw` / `_pr` / `_pw` (default: `riakc_pb_replies`), `riakc_pb_content_type` (`"application/octet-stream"`), `pb_timeout_general` (62000 ms), `pb_timeout_read` / `pb_timeout_write` (default: general), `basalt_2i_max_results` (none); Basalt's own `basalt_pb_cacertfile` (STARTTLS trusting this CA PEM file) with `basalt_pb_user` / `basalt_pb_password` (AuthReq) |
 //! | `nhs` | `pb_ips` (`["127.0.0.1"]`), `pb_port` (8087), `record_bucket` (`"domainRecord"`), `document_bucket` (`"domainDocument"`), `postcode_indexcount` (3), `alwaysget` (`{1, 1, key_order}`), `unique` (`{8000, key_order}`), `node_name` (`basalt`), `pb_timeout_general` (30000 ms); with `put_unique_checkrepl`: `replpb_ips` (required, port `pb_port`), `basalt_checkrepl_timeout` (10000 ms) |
 //! | `http_raw` | `http_raw_ips` (`["127.0.0.1"]`), `http_raw_port` (8098), `http_raw_path` (`"/buckets/test/keys"`), `http_timeout_general` (30000 ms) |
 //!
@@ -32,6 +32,7 @@ use crate::config::{ConfigError, OpKind, OpSpec, RawConfig};
 use crate::term::Term;
 use riak_pb::quorum;
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Most addresses in one address list.
@@ -96,6 +97,21 @@ pub struct PbOptions {
     pub timeout_write: Duration,
     /// `max_results` of the 2i queries (`basalt_2i_max_results`).
     pub max_results: Option<u32>,
+    /// STARTTLS and authentication (`basalt_pb_cacertfile`,
+    /// `basalt_pb_user`, `basalt_pb_password`); `None` = plain PB.
+    pub security: Option<Arc<PbSecurity>>,
+}
+
+/// How a `riakc_pb` worker secures its connection (a Basalt extension:
+/// basho_bench's driver has no security options).
+#[derive(Debug)]
+pub struct PbSecurity {
+    /// TLS trusting the CA of `basalt_pb_cacertfile` (the node's
+    /// certificate must name the target's host).
+    pub tls: Arc<rustls::ClientConfig>,
+    /// `basalt_pb_user` and `basalt_pb_password`, sent with `RpbAuthReq`
+    /// after STARTTLS; `None` = TLS only (security disabled on the node).
+    pub user: Option<(String, String)>,
 }
 
 /// `nhs` driver options.
@@ -194,6 +210,9 @@ pub const KNOWN_KEYS: &[&str] = &[
     "pb_timeout_read",
     "pb_timeout_write",
     "basalt_2i_max_results",
+    "basalt_pb_cacertfile",
+    "basalt_pb_user",
+    "basalt_pb_password",
     "pb_ips",
     "pb_port",
     "record_bucket",
@@ -403,7 +422,57 @@ impl RawConfig {
             timeout_read: self.millis("pb_timeout_read", general)?,
             timeout_write: self.millis("pb_timeout_write", general)?,
             max_results,
+            security: self.pb_security()?,
         })
+    }
+
+    /// `basalt_pb_cacertfile`, `basalt_pb_user`, `basalt_pb_password`.
+    fn pb_security(&self) -> Result<Option<Arc<PbSecurity>>, ConfigError> {
+        use rustls::pki_types::pem::PemObject;
+        let user = self.text("basalt_pb_user")?;
+        let password = self.text("basalt_pb_password")?;
+        let Some(ca) = self.text("basalt_pb_cacertfile")? else {
+            if user.is_some() || password.is_some() {
+                return Err(self.invalid(
+                    "basalt_pb_user",
+                    "a user needs TLS: set basalt_pb_cacertfile too",
+                ));
+            }
+            return Ok(None);
+        };
+        let key = "basalt_pb_cacertfile";
+        let mut roots = rustls::RootCertStore::empty();
+        let certs = rustls::pki_types::CertificateDer::pem_file_iter(&ca)
+            .map_err(|e| self.invalid(key, format!("reading {ca}: {e}")))?;
+        for c in certs {
+            let c = c.map_err(|e| self.invalid(key, format!("parsing {ca}: {e}")))?;
+            roots
+                .add(c)
+                .map_err(|e| self.invalid(key, format!("a CA certificate in {ca}: {e}")))?;
+        }
+        if roots.is_empty() {
+            return Err(self.invalid(key, format!("no certificate in {ca}")));
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| self.invalid(key, e.to_string()))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let user = match (user, password) {
+            (None, None) => None,
+            (Some(u), Some(p)) => Some((u, p)),
+            _ => {
+                return Err(self.invalid(
+                    "basalt_pb_user",
+                    "basalt_pb_user and basalt_pb_password go together",
+                ))
+            }
+        };
+        Ok(Some(Arc::new(PbSecurity {
+            tls: Arc::new(tls),
+            user,
+        })))
     }
 
     /// The `nhs` options (`ops`: the parsed operations, which decide

@@ -14,6 +14,12 @@
 //! error). The HTTP driver keeps a keep-alive client per worker and walks
 //! the address list request by request, starting at `N mod len`.
 //!
+//! **Security** (`riakc_pb` only, Basalt's `basalt_pb_cacertfile`,
+//! `basalt_pb_user`, `basalt_pb_password`): every connection (the start
+//! check and each reconnect) sends `RpbStartTls`, verifies the node's
+//! certificate against that CA for the target's host, then `RpbAuthReq`
+//! when a user is set.
+//!
 //! **`riakc_pb` operations** (bucket `riakc_pb_bucket`):
 //! - `get` (r): not found is a success; `get_existing`: not found is an
 //!   error `not_found`.
@@ -88,7 +94,7 @@
 
 use crate::config::{BenchConfig, OpKind};
 use crate::driver::{Driver, DriverError, Outcome};
-use crate::netcfg::{HttpOptions, KeyOrder, NetOptions, NhsOptions, PbOptions, Target};
+use crate::netcfg::{HttpOptions, KeyOrder, NetOptions, NhsOptions, PbOptions, PbSecurity, Target};
 use crate::riakpb::{resolve, PbClient, PbError, RiakKv};
 use base64::Engine;
 use rand::rngs::StdRng;
@@ -147,16 +153,35 @@ fn io_phrase(e: &io::Error) -> String {
 
 /// Connects to `t` within [`CONNECT_TIMEOUT`]; the error is the message
 /// of a run that cannot start.
-fn connect_checked(t: &Target, proto: &str) -> Result<(SocketAddr, PbClient), String> {
+fn connect_checked(
+    t: &Target,
+    proto: &str,
+    sec: Option<&Arc<PbSecurity>>,
+) -> Result<(SocketAddr, PbClient), String> {
     let addr = resolve(&t.host, t.port).map_err(|e| {
         format!(
             "cannot reach {proto} at {t}: cannot resolve {}: {e}",
             t.host
         )
     })?;
-    let c = PbClient::connect(addr, CONNECT_TIMEOUT, CONNECT_TIMEOUT)
+    let mut c = PbClient::connect(addr, CONNECT_TIMEOUT, CONNECT_TIMEOUT)
         .map_err(|e| format!("cannot reach {proto} at {t}: {}", io_phrase(&e)))?;
+    if let Some(sec) = sec {
+        secure(&mut c, &t.host, sec).map_err(|e| format!("{proto} at {t}: {e}"))?;
+    }
     Ok((addr, c))
+}
+
+/// STARTTLS (the node's certificate must name `host`), then AuthReq when
+/// a user is configured.
+fn secure(c: &mut PbClient, host: &str, sec: &PbSecurity) -> Result<(), PbError> {
+    let name = rustls::pki_types::ServerName::try_from(host.to_string())
+        .map_err(|e| PbError::from(io::Error::other(format!("server name {host:?}: {e}"))))?;
+    c.starttls(sec.tls.clone(), name)?;
+    if let Some((user, password)) = &sec.user {
+        c.auth(user, password)?;
+    }
+    Ok(())
 }
 
 /// Connects to and pings every address of `net` (see the module doc).
@@ -170,7 +195,7 @@ pub fn check_reachable(net: &NetOptions) -> Result<(), String> {
                 .map_err(|e| format!("cannot start an HTTP client: {e}"))?;
             for t in &o.targets {
                 // A plain TCP connect first, for the same message as PB.
-                connect_checked(t, "Riak HTTP")?;
+                connect_checked(t, "Riak HTTP", None)?;
                 let url = format!("http://{t}/ping");
                 match client.get(&url).send() {
                     Ok(r) if r.status().is_success() => {}
@@ -185,10 +210,14 @@ pub fn check_reachable(net: &NetOptions) -> Result<(), String> {
             }
         }
         NetOptions::RiakcPb(_) | NetOptions::Nhs(_) => {
-            let active = net.targets().iter().map(|t| (t, "Riak PB"));
-            let passive = net.repl_targets().iter().map(|t| (t, PASSIVE));
-            for (t, what) in active.chain(passive) {
-                let (_, mut c) = connect_checked(t, what)?;
+            let sec = match net {
+                NetOptions::RiakcPb(o) => o.security.as_ref(),
+                _ => None,
+            };
+            let active = net.targets().iter().map(|t| (t, "Riak PB", sec));
+            let passive = net.repl_targets().iter().map(|t| (t, PASSIVE, None));
+            for (t, what, sec) in active.chain(passive) {
+                let (_, mut c) = connect_checked(t, what, sec)?;
                 c.ping()
                     .map_err(|e| format!("{what} at {t} did not answer a ping: {e}"))?;
             }
@@ -235,7 +264,8 @@ impl NetShared {
         let seed = cfg.rng_seed.for_worker(id) ^ 0x6e68_7321;
         Ok(match &self.net {
             NetOptions::RiakcPb(o) => Box::new(RiakcPbDriver {
-                conn: Conn::open(&o.targets, id, o.timeout_write, "Riak PB")?,
+                conn: Conn::open(&o.targets, id, o.timeout_write, "Riak PB")?
+                    .secured(o.security.clone())?,
                 o: o.clone(),
                 rng: StdRng::seed_from_u64(seed),
             }),
@@ -254,8 +284,12 @@ impl NetShared {
 /// One worker's PB connection (reconnects after a fatal error).
 struct Conn {
     addr: SocketAddr,
+    /// The target's host (the TLS server name).
+    host: String,
     timeout: Duration,
     client: Option<PbClient>,
+    /// STARTTLS and AuthReq on every (re)connect.
+    security: Option<Arc<PbSecurity>>,
 }
 
 fn io_reason(e: &io::Error) -> String {
@@ -291,15 +325,27 @@ impl Conn {
             .get(id % targets.len().max(1))
             .cloned()
             .ok_or("no address configured")?;
-        let (addr, client) = connect_checked(&target, what)?;
+        let (addr, client) = connect_checked(&target, what, None)?;
         client
             .set_timeout(timeout)
             .map_err(|e| format!("{what} at {target}: {e}"))?;
         Ok(Conn {
             addr,
+            host: target.host.clone(),
             timeout,
             client: Some(client),
+            security: None,
         })
+    }
+
+    /// The connection secured with `security` (STARTTLS, AuthReq), now
+    /// and on every reconnect.
+    fn secured(mut self, security: Option<Arc<PbSecurity>>) -> Result<Conn, String> {
+        if let (Some(sec), Some(c)) = (&security, self.client.as_mut()) {
+            secure(c, &self.host, sec).map_err(|e| format!("Riak PB at {}: {e}", self.addr))?;
+        }
+        self.security = security;
+        Ok(self)
     }
 
     /// Runs `f` on the connection, connecting first if needed; a fatal
@@ -310,8 +356,14 @@ impl Conn {
     ) -> Result<T, DriverError> {
         let mut client = match self.client.take() {
             Some(c) => c,
-            None => PbClient::connect(self.addr, CONNECT_TIMEOUT, self.timeout)
-                .map_err(|e| DriverError::new(io_reason(&e)))?,
+            None => {
+                let mut c = PbClient::connect(self.addr, CONNECT_TIMEOUT, self.timeout)
+                    .map_err(|e| DriverError::new(io_reason(&e)))?;
+                if let Some(sec) = &self.security {
+                    secure(&mut c, &self.host, sec).map_err(|e| pb_reason(&e))?;
+                }
+                c
+            }
         };
         match f(&mut client) {
             Ok(v) => {

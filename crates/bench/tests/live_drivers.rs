@@ -568,3 +568,63 @@ fn nhs_checkrepl_times_out_when_the_key_never_arrives() {
     a.shutdown().expect("shutdown A");
     c.shutdown().expect("shutdown C");
 }
+
+/// `riakc_pb` with `basalt_pb_cacertfile` / `basalt_pb_user` /
+/// `basalt_pb_password` against a node with security on: every worker
+/// STARTTLSes and authenticates, the writes land; a wrong password stops
+/// the run before any load with the node's error.
+#[test]
+fn riakc_pb_driver_over_tls_with_a_password() {
+    use basalt_server::security::certs::{self, Validity};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca = certs::new_ca("bench CA", Validity::days(1)).expect("ca");
+    let n = certs::node_cert(&ca, "node1", &[], Validity::days(1)).expect("node cert");
+    let p = |f: &str| dir.path().join(f);
+    std::fs::write(p("ca.pem"), &ca.cert_pem).expect("write");
+    std::fs::write(p("node.pem"), &n.cert_pem).expect("write");
+    std::fs::write(p("node-key.pem"), &n.key_pem).expect("write");
+    let h = ServerHandle::spawn(Config {
+        tls_certfile: p("node.pem").display().to_string(),
+        tls_keyfile: p("node-key.pem").display().to_string(),
+        ..node_config(p("node"))
+    })
+    .expect("spawn");
+    let mut admin = PbClient::connect(
+        h.cluster_addr(),
+        Duration::from_secs(2),
+        Duration::from_secs(20),
+    )
+    .expect("admin connect");
+    for line in [
+        "security add-user bench password=b3nch",
+        "security add-source all 127.0.0.1/32 password",
+        "security grant riak_kv.get,riak_kv.put on any to bench",
+        "security enable",
+    ] {
+        let reply = admin
+            .call_raw(pb::code::basalt::ADMIN_CLUSTER_REQ, line.as_bytes())
+            .expect(line);
+        assert_eq!(reply.0, pb::code::basalt::ADMIN_CLUSTER_RESP, "{line}");
+    }
+    let config = |password: &str| {
+        format!(
+            "{{riakc_pb_ips, [{{\"127.0.0.1\", {}}}]}}.\n{{driver, basho_bench_driver_riakc_pb}}.\n\
+             {{mode, max}}.\n{{concurrent, 2}}.\n{{duration, infinity}}.\n{{riakc_pb_replies, 1}}.\n\
+             {{basalt_pb_cacertfile, \"{}\"}}.\n{{basalt_pb_user, \"bench\"}}.\n\
+             {{basalt_pb_password, \"{password}\"}}.\n\
+             {{key_generator, {{int_to_str, {{partitioned_sequential_int, 50}}}}}}.\n\
+             {{value_generator, {{fixed_bin, 100}}}}.\n{{operations, [{{put, 1}}, {{get, 1}}]}}.\n",
+            h.addr().port(),
+            p("ca.pem").display()
+        )
+    };
+    let out = run(dir.path(), "pb_tls", &config("b3nch")).expect("tls run");
+    assert_clean(&out, "tls + password");
+    assert_eq!(out.ok, 50);
+    let err = run(dir.path(), "pb_tls_bad", &config("wrong")).expect_err("wrong password");
+    assert!(
+        format!("{err:#}").contains("Authentication failed"),
+        "{err:#}"
+    );
+    h.shutdown().expect("shutdown");
+}

@@ -10,6 +10,7 @@
 
 mod aae_fold;
 mod admin;
+mod certs;
 mod dump;
 mod kv;
 mod kv_features;
@@ -58,6 +59,10 @@ enum Command {
     /// ADDR bucket-type create|activate|list|status|update ...` (exit 1 when
     /// the node refuses, 2 on bad arguments or JSON).
     Admin(admin::AdminArgs),
+    /// Certificates for a test or small cluster: `basalt certs ca --out
+    /// DIR`, `basalt certs node --ca DIR --name N`, `basalt certs client
+    /// --ca DIR --user U` (PEM files; existing files are not overwritten).
+    Certs(certs::CertsArgs),
 }
 
 /// Arguments of `basalt bench`, passed as they are to `basalt_bench::cli::run`.
@@ -91,6 +96,7 @@ fn main() -> ExitCode {
             .map(|code| Outcome::Code(u8::try_from(code).unwrap_or(2))),
         Command::Start(args) => start::run(args),
         Command::Admin(args) => admin::run(args),
+        Command::Certs(args) => certs::run(args),
     };
     match result {
         Ok(Outcome::Done) => ExitCode::SUCCESS,

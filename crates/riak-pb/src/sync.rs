@@ -4,7 +4,9 @@
 //! (default [`DEFAULT_MAX_FRAME`]), raw frames for tests and streamed
 //! replies, and typed calls that decode the reply and turn an
 //! `RpbErrorResp` into [`Error::Riak`]. Used by the load tool's PB
-//! drivers, `basalt admin` and the tests.
+//! drivers, `basalt admin` and the tests. With feature `tls`,
+//! [`Client::starttls`] upgrades the connection (`RpbStartTls`, then a
+//! rustls handshake) and [`Client::auth`] sends `RpbAuthReq`.
 
 use crate::client::{expect, reply};
 use crate::framing::{check_header, split};
@@ -38,7 +40,14 @@ pub fn write_frame<W: Write>(w: &mut W, code: u8, body: &[u8]) -> io::Result<()>
 pub struct Client {
     stream: TcpStream,
     max_reply: usize,
+    /// The TLS session after [`Client::starttls`].
+    #[cfg(feature = "tls")]
+    tls: Option<Box<rustls::ClientConnection>>,
 }
+
+/// A byte stream: the socket, or TLS over it.
+trait Io: Read + Write {}
+impl<T: Read + Write> Io for T {}
 
 impl Client {
     /// Connects to the first address of `addr` that accepts within
@@ -71,7 +80,49 @@ impl Client {
         Ok(Client {
             stream,
             max_reply: DEFAULT_MAX_FRAME,
+            #[cfg(feature = "tls")]
+            tls: None,
         })
+    }
+
+    /// Runs `f` on the connection's byte stream (TLS once upgraded).
+    fn with_io<T>(&mut self, f: impl FnOnce(&mut dyn Io) -> T) -> T {
+        #[cfg(feature = "tls")]
+        if let Some(tls) = self.tls.as_deref_mut() {
+            return f(&mut rustls::Stream::new(tls, &mut self.stream));
+        }
+        f(&mut self.stream)
+    }
+
+    /// `RpbStartTls`, then a TLS handshake with `config` for server
+    /// `name`; every later frame travels over TLS.
+    #[cfg(feature = "tls")]
+    pub fn starttls(
+        &mut self,
+        config: std::sync::Arc<rustls::ClientConfig>,
+        name: rustls::pki_types::ServerName<'static>,
+    ) -> Result<(), Error> {
+        if self.tls.is_some() {
+            return Err(io::Error::other("the connection already uses TLS").into());
+        }
+        expect::<()>(self.call_raw(code::START_TLS, &[])?, code::START_TLS)?;
+        let mut conn = rustls::ClientConnection::new(config, name)
+            .map_err(|e| Error::from(io::Error::other(e)))?;
+        while conn.is_handshaking() {
+            conn.complete_io(&mut self.stream)?;
+        }
+        self.tls = Some(Box::new(conn));
+        Ok(())
+    }
+
+    /// `RpbAuthReq` with `user` and `password` → `RpbAuthResp`.
+    #[cfg(feature = "tls")]
+    pub fn auth(&mut self, user: &str, password: &str) -> Result<(), Error> {
+        let req = crate::RpbAuthReq {
+            user: user.as_bytes().to_vec(),
+            password: password.as_bytes().to_vec(),
+        };
+        expect::<()>(self.call(code::AUTH_REQ, &req)?, code::AUTH_RESP)
     }
 
     /// Changes the read and write timeout.
@@ -86,30 +137,35 @@ impl Client {
         self.max_reply = max;
     }
 
-    /// The socket, e.g. to write bytes that are not a frame.
+    /// The socket, e.g. to write bytes that are not a frame (under TLS,
+    /// bytes written here bypass it).
     pub fn stream(&mut self) -> &mut TcpStream {
         &mut self.stream
     }
 
     /// Sends one frame.
     pub fn send(&mut self, code: u8, body: &[u8]) -> Result<(), Error> {
-        Ok(write_frame(&mut self.stream, code, body)?)
+        Ok(self.with_io(|mut io| write_frame(&mut io, code, body))?)
     }
 
     /// Sends a message as one frame.
     pub fn send_msg<M: Message>(&mut self, code: u8, msg: &M) -> Result<(), Error> {
-        Ok(self.stream.write_all(&frame_msg(code, msg))?)
+        let f = frame_msg(code, msg);
+        Ok(self.with_io(|io| io.write_all(&f))?)
     }
 
     /// Reads one frame as it is, `RpbErrorResp` included;
     /// [`Error::Closed`] at the end of the stream.
     pub fn recv_frame(&mut self) -> Result<(u8, Vec<u8>), Error> {
-        read_frame(&mut self.stream, self.max_reply)?.ok_or(Error::Closed)
+        let max = self.max_reply;
+        self.with_io(|mut io| read_frame(&mut io, max))?
+            .ok_or(Error::Closed)
     }
 
     /// Reads one reply; an `RpbErrorResp` is [`Error::Riak`].
     pub fn recv(&mut self) -> Result<(u8, Vec<u8>), Error> {
-        reply(read_frame(&mut self.stream, self.max_reply)?)
+        let max = self.max_reply;
+        reply(self.with_io(|mut io| read_frame(&mut io, max))?)
     }
 
     /// Sends `msg` with `code` and reads the reply (code, body).

@@ -24,11 +24,21 @@ cluster_listen = "127.0.0.1:8099"
 # The cluster address other nodes and `basalt admin` use to reach this node;
 # "" = the bound cluster_listen address (set it when binding 0.0.0.0).
 advertise_cluster = ""
-# TLS of the PB listener (RpbStartTls): a PEM certificate chain and its PEM
-# private key. Needed once security is enabled (`basalt admin security
-# enable`): clients must STARTTLS and authenticate. "" = no TLS.
+# HTTPS listener (Riak's https): the HTTP API over TLS (tls_certfile,
+# tls_keyfile) with HTTP basic auth once security is enabled; "" = none.
+# With security enabled the plain HTTP listener serves only /ping.
+https_listen = ""
+# TLS of the PB listener (RpbStartTls) and of https_listen: a PEM
+# certificate chain and its PEM private key (`basalt certs node` makes
+# them). Needed once security is enabled (`basalt admin security enable`):
+# clients must STARTTLS and authenticate. "" = no TLS.
 tls_certfile = ""
 tls_keyfile = ""
+# PEM certificates of the CA(s) whose client certificates this node
+# accepts (`basalt certs ca`); a client may then present a certificate
+# (optional), and a `certificate` source takes its common name as the
+# user. "" = client certificates are not asked for.
+tls_cacertfile = ""
 # Number of ring partitions (vnodes); a power of two, 1..=1024.
 ring_size = 64
 # Storage backend of every vnode: leveled, bitcask, rocksdb, rocksdb-blob, memory.
@@ -270,6 +280,11 @@ pub struct Config {
     pub tls_certfile: String,
     /// PEM private key of `tls_certfile`.
     pub tls_keyfile: String,
+    /// PEM CA certificates that client certificates must chain to ("" =
+    /// client certificates not asked for).
+    pub tls_cacertfile: String,
+    /// HTTPS listen address; empty = none.
+    pub https_listen: String,
     /// Ring partitions.
     pub ring_size: u32,
     /// Backend name.
@@ -469,6 +484,8 @@ impl Default for Config {
             advertise_cluster: String::new(),
             tls_certfile: String::new(),
             tls_keyfile: String::new(),
+            tls_cacertfile: String::new(),
+            https_listen: String::new(),
             ring_size: 64,
             backend: "leveled".into(),
             sync: false,
@@ -532,6 +549,16 @@ impl Config {
         if self.tls_certfile.is_empty() != self.tls_keyfile.is_empty() {
             return Err(ConfigError(
                 "tls_certfile and tls_keyfile go together: set both or neither".into(),
+            ));
+        }
+        if self.tls_certfile.is_empty() && !self.https_listen.is_empty() {
+            return Err(ConfigError(
+                "https_listen needs tls_certfile and tls_keyfile".into(),
+            ));
+        }
+        if self.tls_certfile.is_empty() && !self.tls_cacertfile.is_empty() {
+            return Err(ConfigError(
+                "tls_cacertfile needs tls_certfile and tls_keyfile".into(),
             ));
         }
         self.aae_tree_size()?;

@@ -45,6 +45,6 @@ pub mod security;
 pub mod services;
 pub mod vnode;
 
-pub use api::pb::server::{run, serve, serve_all, ServerHandle, SERVER_VERSION};
+pub use api::pb::server::{run, serve, serve_all, HttpListeners, ServerHandle, SERVER_VERSION};
 pub use config::Config;
 pub use node::Node;

@@ -208,6 +208,10 @@ impl Node {
             (c, k) => Some(crate::security::tls::server_config(
                 std::path::Path::new(c),
                 std::path::Path::new(k),
+                match config.tls_cacertfile.as_str() {
+                    "" => None,
+                    ca => Some(std::path::Path::new(ca)),
+                },
             )?),
         };
         let js = crate::js::JsPools::new(&config.mapred).map_err(ConfigError)?;

@@ -293,6 +293,14 @@ fn bad_security_input_gets_clear_errors() {
     assert!(refused("security add-source alice 10.0.0.0/8 magic").contains("bad source method"));
     assert!(refused("security grant riak_kv.fly on any to alice").contains("unknown permission"));
     assert!(refused("security grant riak_kv.get on nosuch/ to alice").contains("bad grant scope"));
+    assert!(
+        refused("security grant riak_kv.get on nosuch to alice")
+            .contains("no bucket type \"nosuch\""),
+        "{}",
+        refused("security grant riak_kv.get on nosuch to alice")
+    );
+    assert!(refused("security grant riak_kv.get on nosuch/b to alice").contains("no bucket type"));
+    admin(&h, "security grant riak_kv.get on default/b to alice");
     assert!(refused("security add-user al\u{7}ice").contains("control"));
     assert!(refused("security frobnicate").contains("unknown security command"));
     // STARTTLS twice is refused on the TLS connection; AuthReq with

@@ -7,10 +7,14 @@
 //! Enforcement is in the APIs: with security enabled a PB connection must
 //! upgrade with `RpbStartTls` and authenticate with `RpbAuthReq` before
 //! anything else, and each request needs the permission its code maps to
-//! (`api::pb::auth`); the plain HTTP listener refuses every request (no
-//! HTTPS listener yet). Refusals are counted (`security_refused_total`)
-//! and logged with the user and the permission missing.
+//! (`api::pb::auth`); the plain HTTP listener refuses every request but
+//! `/ping`, the HTTPS listener asks for basic auth and gives each route
+//! the same permissions as PB (`api::http::auth`). [`Rule`] is the one
+//! vocabulary of both tables. Refusals are counted
+//! (`security_refused_total`) and logged with the user and the permission
+//! missing. [`certs`] makes test certificates (`basalt certs`).
 
+pub mod certs;
 pub mod model;
 pub mod tls;
 
@@ -19,6 +23,22 @@ use model::{Method, ModelError, Scope, SecurityState};
 use parking_lot::RwLock;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+/// What a request needs once its user is authenticated: the one
+/// vocabulary of the PB code table (`api::pb::auth::rule`) and the HTTP
+/// route table (`api::http::auth::rule`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rule {
+    /// Nothing more (ping, client id, server info, authentication).
+    Open,
+    /// This permission on the bucket the request names.
+    Bucket(&'static str),
+    /// This permission on the bucket type the request names (`default`
+    /// when none).
+    Type(&'static str),
+    /// This permission on everything (`any`).
+    Any(&'static str),
+}
 
 /// The node's copy of the cluster's security state.
 #[derive(Debug)]
@@ -79,6 +99,29 @@ impl Security {
     /// Runs `f` on the state.
     pub fn with<T>(&self, f: impl FnOnce(&SecurityState) -> T) -> T {
         f(&self.state.read())
+    }
+
+    /// Whether authenticated `user` may make a request under `rule` naming
+    /// `btype` (`None`: the default type) and `bucket`.
+    pub fn permit(
+        &self,
+        user: &str,
+        rule: Rule,
+        btype: Option<&[u8]>,
+        bucket: Option<&[u8]>,
+    ) -> Result<(), model::Denied> {
+        let (perm, bucket) = match rule {
+            Rule::Open => return Ok(()),
+            // An empty type is no bucket type's: only grants on ANY cover it.
+            Rule::Any(p) => return self.with(|s| s.check(user, p, "", None)),
+            Rule::Type(p) => (p, None),
+            Rule::Bucket(p) => (p, bucket),
+        };
+        let btype = btype.map_or_else(
+            || "default".to_string(),
+            |t| String::from_utf8_lossy(t).into_owned(),
+        );
+        self.with(|s| s.check(user, perm, &btype, bucket))
     }
 
     /// Counts (and logs) a refused request.

@@ -123,6 +123,9 @@ impl Node {
                 }
             }),
             [w, ..] if w.starts_with("repl-") => self.repl_admin(&words).await,
+            ["security", "grant", _, "on", scope, "to", _] if self.missing_type(scope) => {
+                Err(format!("no bucket type {:?}: create it first (grant on {scope})", type_of(scope)))
+            }
             ["security", rest @ ..] => {
                 let r = self.security.admin(rest);
                 if r.is_ok() && rest.first().is_some_and(|w| !w.starts_with("print") && *w != "status") {
@@ -429,6 +432,21 @@ impl Node {
         }
         out
     }
+
+    /// A grant scope (`TYPE` or `TYPE/BUCKET`, not `any`) whose bucket
+    /// type does not exist (`default` always does).
+    fn missing_type(&self, scope: &str) -> bool {
+        use crate::security::model::Scope;
+        match Scope::parse(scope) {
+            Ok(Scope::Type(t) | Scope::Bucket(t, _)) => self.types().get(&t).is_none(),
+            Ok(Scope::Any) | Err(_) => false,
+        }
+    }
+}
+
+/// The bucket type of a grant scope `TYPE` or `TYPE/BUCKET`.
+fn type_of(scope: &str) -> &str {
+    scope.split_once('/').map_or(scope, |(t, _)| t)
 }
 
 /// `cluster plan` output.

@@ -14,7 +14,11 @@
 //! * [`aaefold`]: the anti-entropy fold queries (`/cachedtrees/...`,
 //!   `/rangetrees/...`, `/siblings/...`, ..., `/aaebucketlist`).
 //!
-//! With security enabled every request but `/ping` is refused (403).
+//! * [`auth`]: security (basic auth on HTTPS, the route permission table).
+//!
+//! [`serve`] runs one listener, plain (`http_listen`) or TLS
+//! (`https_listen`). With security enabled the plain listener refuses
+//! every request but `/ping` (403); HTTPS asks for basic auth.
 //!
 //! Errors are plain text with Riak's status codes (400 bad input, 404, 412,
 //! 413, 415, 503 overload / quorum, 500).
@@ -23,6 +27,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod aaefold;
+pub mod auth;
 pub mod buckets;
 pub mod datatypes;
 pub mod index;
@@ -69,10 +74,28 @@ pub const RESOURCES: &[(&str, &str)] = &[
 
 pub use crate::limits::MAX_PROPS_BODY_BYTES;
 
-/// The router of the HTTP API over `node`.
-pub fn router(node: Arc<Node>) -> Router {
+/// The router under construction, recording each route pattern (so the
+/// permission table can be checked against every route).
+struct Routes {
+    router: Router<Arc<Node>>,
+    patterns: Vec<String>,
+}
+
+impl Routes {
+    fn route(mut self, path: &str, m: axum::routing::MethodRouter<Arc<Node>>) -> Routes {
+        self.patterns.push(path.to_string());
+        self.router = self.router.route(path, m);
+        self
+    }
+}
+
+/// Every route of the HTTP API, without state or layers.
+fn routes() -> Routes {
     use buckets as bk;
-    let mut r = Router::new();
+    let mut r = Routes {
+        router: Router::new(),
+        patterns: Vec::new(),
+    };
     for p in aaefold::PREFIXES {
         r = r.route(&format!("/{p}/{{*rest}}"), get(aaefold::fold));
     }
@@ -139,52 +162,55 @@ pub fn router(node: Arc<Node>) -> Router {
             "/types/{t}/buckets/{b}/index/{f}/{s}/{e}",
             get(index::range_typed),
         )
+}
+
+/// Every route pattern the router serves (for the permission table's
+/// check).
+pub fn route_patterns() -> Vec<String> {
+    routes().patterns
+}
+
+/// The router of the HTTP API over `node`, with the security layers
+/// ([`auth`]): authentication before routing, permission after.
+pub fn router(node: Arc<Node>) -> Router {
+    routes()
+        .router
+        .route_layer(axum::middleware::from_fn_with_state(
+            node.clone(),
+            auth::authorize,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             node.clone(),
-            plain_http_under_security,
+            auth::authenticate,
         ))
         .with_state(node)
 }
 
-/// With security enabled the plain HTTP listener answers only `/ping`:
-/// credentials must not travel in clear, and there is no HTTPS listener
-/// yet (use PB with STARTTLS). Counted as refused.
-async fn plain_http_under_security(
-    axum::extract::State(node): Shared,
-    req: Request,
-    next: axum::middleware::Next,
-) -> Response {
-    if node.security.enabled() && req.uri().path() != "/ping" {
-        node.security
-            .refused("http", None, "plain HTTP request while security is enabled");
-        return text(
-            StatusCode::FORBIDDEN,
-            "Security is enabled: the plain HTTP listener refuses requests; use PB with STARTTLS and a user",
-        );
-    }
-    next.run(req).await
-}
-
-/// Serves the HTTP API on `listener` until `shutdown` resolves.
+/// Serves the HTTP API on `listener` until `shutdown` resolves; over TLS
+/// with `tls` (the HTTPS listener), each connection's handshake bounded by
+/// [`crate::security::tls::HANDSHAKE_TIMEOUT`].
 pub async fn serve(
     listener: TcpListener,
     node: Arc<Node>,
+    tls: Option<Arc<rustls::ServerConfig>>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    tracing::info!(addr = ?listener.local_addr().ok(), "HTTP listener up");
+    let scheme = if tls.is_some() { "HTTPS" } else { "HTTP" };
+    tracing::info!(addr = ?listener.local_addr().ok(), scheme, "HTTP listener up");
     let limits = node.config().limits.clone();
     let header_timeout = std::time::Duration::from_millis(limits.http_header_timeout_ms.max(1));
     let slots = Arc::new(tokio::sync::Semaphore::new(
         limits.http_max_connections.max(1),
     ));
-    let app = router(node);
+    let app = router(node.clone());
+    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             () = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(s) => s,
                 Err(e) => {
                     // Out of file descriptors and the like: back off, keep serving.
                     tracing::warn!(error = %e, "HTTP accept failed");
@@ -201,19 +227,44 @@ pub async fn serve(
             drop(stream);
             continue;
         };
-        let conn = hyper::server::conn::http1::Builder::new()
-            .timer(hyper_util::rt::TokioTimer::new())
-            .header_read_timeout(header_timeout)
-            .serve_connection(
-                hyper_util::rt::TokioIo::new(stream),
-                hyper_util::service::TowerToHyperService::new(app.clone()),
-            );
-        let conn = graceful.watch(conn);
+        let mut info = auth::ConnInfo {
+            peer,
+            tls: false,
+            cert_cn: None,
+            verified: Arc::default(),
+        };
+        let (app, watcher, acceptor, node) = (
+            app.clone(),
+            graceful.watcher(),
+            acceptor.clone(),
+            node.clone(),
+        );
         tokio::spawn(async move {
-            // Errors here are the client's (bad framing, header timeout,
-            // reset): the connection ends, the server goes on.
-            if let Err(e) = conn.await {
-                tracing::debug!(error = %e, "HTTP connection ended");
+            match acceptor {
+                None => serve_conn(stream, info, app, header_timeout, watcher).await,
+                Some(acceptor) => {
+                    let hs = tokio::time::timeout(
+                        crate::security::tls::HANDSHAKE_TIMEOUT,
+                        acceptor.accept(stream),
+                    );
+                    match hs.await {
+                        Ok(Ok(tls)) => {
+                            info.tls = true;
+                            info.cert_cn = crate::security::tls::peer_common_name(tls.get_ref().1);
+                            serve_conn(tls, info, app, header_timeout, watcher).await;
+                        }
+                        Ok(Err(e)) => node.security.refused(
+                            &peer.to_string(),
+                            None,
+                            &format!("HTTPS TLS handshake: {e}"),
+                        ),
+                        Err(_) => node.security.refused(
+                            &peer.to_string(),
+                            None,
+                            "HTTPS TLS handshake: no handshake within the time limit",
+                        ),
+                    }
+                }
             }
             drop(slot);
         });
@@ -226,6 +277,37 @@ pub async fn serve(
         tracing::warn!("HTTP connections still open 10 s after shutdown; leaving them");
     }
     Ok(())
+}
+
+/// Serves HTTP/1 on one connection (plain or TLS), each request carrying
+/// the connection's [`auth::ConnInfo`].
+async fn serve_conn<S>(
+    stream: S,
+    info: auth::ConnInfo,
+    app: Router,
+    header_timeout: std::time::Duration,
+    watcher: hyper_util::server::graceful::Watcher,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service =
+        hyper::service::service_fn(move |mut req: axum::http::Request<hyper::body::Incoming>| {
+            req.extensions_mut().insert(info.clone());
+            let mut app = app.clone();
+            async move {
+                use tower_service::Service as _;
+                app.call(req.map(Body::new)).await
+            }
+        });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+    // Errors here are the client's (bad framing, header timeout, reset):
+    // the connection ends, the server goes on.
+    if let Err(e) = watcher.watch(conn).await {
+        tracing::debug!(error = %e, "HTTP connection ended");
+    }
 }
 
 pub(crate) fn text(status: StatusCode, body: impl Into<String>) -> Response {

@@ -13,19 +13,7 @@ use crate::node::Node;
 use crate::pb::{self, code};
 use std::net::IpAddr;
 
-/// What a request code needs once the connection is authenticated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Rule {
-    /// Nothing more (ping, client id, server info, authentication).
-    Open,
-    /// This permission on the bucket the request names.
-    Bucket(&'static str),
-    /// This permission on the bucket type the request names (`default`
-    /// when none).
-    Type(&'static str),
-    /// This permission on everything (`any`).
-    Any(&'static str),
-}
+pub use crate::security::Rule;
 
 /// The rule of every code the client port serves; `None` for a code it
 /// does not serve (answered "Unknown message code").
@@ -150,6 +138,9 @@ pub struct Session {
     pub tls: bool,
     /// The authenticated user.
     pub user: Option<String>,
+    /// The common name of the client certificate the TLS handshake
+    /// verified (against `tls_cacertfile`), if one was presented.
+    pub cert_cn: Option<String>,
 }
 
 /// Checks request `c` of a connection from `peer` against security; `Ok`
@@ -182,27 +173,12 @@ pub fn check(
     let Some(rule) = rule(c) else {
         return Ok(()); // unknown code: the dispatcher says so
     };
-    let (perm, btype, bucket) = match rule {
-        Rule::Open => return Ok(()),
-        Rule::Any(p) => (p, None, None),
-        Rule::Type(p) => (p, target(c, body)?.0, None),
-        Rule::Bucket(p) => {
-            let (t, b) = target(c, body)?;
-            (p, t, b)
-        }
+    let (btype, bucket) = match rule {
+        Rule::Open | Rule::Any(_) => (None, None),
+        Rule::Type(_) => (target(c, body)?.0, None),
+        Rule::Bucket(_) => target(c, body)?,
     };
-    let btype = btype.map_or_else(
-        || "default".to_string(),
-        |t| String::from_utf8_lossy(&t).into_owned(),
-    );
-    // An empty type is no bucket type's: only grants on ANY cover it.
-    let btype = if matches!(rule, Rule::Any(_)) {
-        String::new()
-    } else {
-        btype
-    };
-    let verdict = sec.with(|s| s.check(user, perm, &btype, bucket.as_deref()));
-    match verdict {
+    match sec.permit(user, rule, btype.as_deref(), bucket.as_deref()) {
         Ok(()) => Ok(()),
         Err(e) => refuse(Some(user), e.to_string()),
     }
@@ -228,7 +204,7 @@ pub fn authenticate(
     let r: pb::RpbAuthReq = super::decode(body)?;
     let user = String::from_utf8_lossy(&r.user).into_owned();
     let password = String::from_utf8_lossy(&r.password).into_owned();
-    match sec.with(|s| s.authenticate(&user, &password, peer, None)) {
+    match sec.with(|s| s.authenticate(&user, &password, peer, session.cert_cn.as_deref())) {
         Ok(()) => {
             session.user = Some(user);
             Ok(pb::frame(code::AUTH_RESP, &[]))

@@ -61,8 +61,13 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
         "" => None,
         a => Some(bind(a).await?),
     };
+    let https = match config.https_listen.as_str() {
+        "" => None,
+        a => Some(bind(a).await?),
+    };
     let cluster = bind(&config.cluster_listen).await?;
     let node = Arc::new(tokio::task::block_in_place(|| Node::open(config))?);
+    let http = HttpListeners { http, https };
     serve_all(listener, http, Some(cluster), node, shutdown).await
 }
 
@@ -73,7 +78,17 @@ pub async fn serve(
     node: Arc<Node>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServerError> {
-    serve_all(listener, None, None, node, shutdown).await
+    serve_all(listener, HttpListeners::default(), None, node, shutdown).await
+}
+
+/// The HTTP API's listeners: plain (`http_listen`) and TLS
+/// (`https_listen`), each optional.
+#[derive(Debug, Default)]
+pub struct HttpListeners {
+    /// Plain HTTP.
+    pub http: Option<TcpListener>,
+    /// HTTPS (needs the node's TLS settings).
+    pub https: Option<TcpListener>,
 }
 
 /// Accepts on `l`, or never when there is no listener.
@@ -92,16 +107,17 @@ fn advertised(configured: &str, bound: Option<SocketAddr>) -> String {
     }
 }
 
-/// Serves PB on `listener`, the HTTP API on `http` and cluster and admin
+/// Serves PB on `listener`, the HTTP API on `http` (plain and/or TLS) and cluster and admin
 /// traffic on `cluster` (each when given), all over `node`, until
 /// `shutdown` resolves; then stops them and closes `node`.
 pub async fn serve_all(
     listener: TcpListener,
-    http: Option<TcpListener>,
+    http: HttpListeners,
     cluster: Option<TcpListener>,
     node: Arc<Node>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServerError> {
+    let HttpListeners { http, https } = http;
     let local = listener.local_addr().ok();
     let cluster_local = cluster.as_ref().and_then(|l| l.local_addr().ok());
     tracing::info!(addr = ?local, cluster = ?cluster_local, node = %node.config().node_name, "PB and cluster listeners up");
@@ -111,7 +127,8 @@ pub async fn serve_all(
         &http_local.map(|a| a.to_string()).unwrap_or_default(),
         &advertised(&node.config().advertise_cluster, cluster_local),
     );
-    let exposed: Vec<SocketAddr> = [local, http_local]
+    let https_local = https.as_ref().and_then(|l| l.local_addr().ok());
+    let exposed: Vec<SocketAddr> = [local, http_local, https_local]
         .into_iter()
         .flatten()
         .filter(|a| !a.ip().is_loopback())
@@ -128,12 +145,24 @@ pub async fn serve_all(
     node.start_aae();
     node.start_repl();
     let (stop_tx, stop_rx) = watch::channel(false);
-    let http_task = http.map(|l| {
+    let mut http_tasks = Vec::new();
+    for (l, tls, is_https) in [(http, None, false), (https, node.tls.clone(), true)] {
+        let Some(l) = l else { continue };
+        if is_https && tls.is_none() {
+            // Config validation requires TLS settings for https_listen.
+            tracing::error!("https_listen without TLS settings; HTTPS not served");
+            continue;
+        }
         let mut stop = stop_rx.clone();
-        tokio::spawn(crate::api::http::serve(l, node.clone(), async move {
-            let _ = stop.wait_for(|s| *s).await;
-        }))
-    });
+        http_tasks.push(tokio::spawn(crate::api::http::serve(
+            l,
+            node.clone(),
+            tls,
+            async move {
+                let _ = stop.wait_for(|s| *s).await;
+            },
+        )));
+    }
     let mut conns = JoinSet::new();
     tokio::pin!(shutdown);
     loop {
@@ -157,7 +186,7 @@ pub async fn serve_all(
     drop(cluster);
     let _ = stop_tx.send(true);
     while conns.join_next().await.is_some() {}
-    if let Some(t) = http_task {
+    for t in http_tasks {
         match t.await {
             Ok(Err(e)) => tracing::warn!(error = %e, "HTTP listener"),
             Err(e) => tracing::warn!(error = %e, "HTTP listener task"),
@@ -173,6 +202,7 @@ pub async fn serve_all(
 pub struct ServerHandle {
     addr: SocketAddr,
     http_addr: Option<SocketAddr>,
+    https_addr: Option<SocketAddr>,
     cluster_addr: SocketAddr,
     node: Arc<Node>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
@@ -210,6 +240,17 @@ impl ServerHandle {
             })?),
             None => None,
         };
+        let https = match config.https_listen.as_str() {
+            "" => None,
+            a => Some(rt.block_on(bind(a))?),
+        };
+        let https_addr = match &https {
+            Some(l) => Some(l.local_addr().map_err(|source| ServerError::Listen {
+                addr: config.https_listen.clone(),
+                source,
+            })?),
+            None => None,
+        };
         let cluster = rt.block_on(bind(&config.cluster_listen))?;
         let cluster_addr = cluster.local_addr().map_err(|source| ServerError::Listen {
             addr: config.cluster_listen.clone(),
@@ -219,6 +260,7 @@ impl ServerHandle {
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let n2 = node.clone();
         let thread = std::thread::spawn(move || {
+            let http = HttpListeners { http, https };
             rt.block_on(serve_all(listener, http, Some(cluster), n2, async {
                 let _ = rx.await;
             }))
@@ -226,6 +268,7 @@ impl ServerHandle {
         Ok(ServerHandle {
             addr: local,
             http_addr,
+            https_addr,
             cluster_addr,
             node,
             stop: Some(tx),
@@ -246,6 +289,11 @@ impl ServerHandle {
     /// The bound HTTP address, if the HTTP API is on.
     pub fn http_addr(&self) -> Option<SocketAddr> {
         self.http_addr
+    }
+
+    /// The bound HTTPS address, if `https_listen` is set.
+    pub fn https_addr(&self) -> Option<SocketAddr> {
+        self.https_addr
     }
 
     /// The node.
@@ -320,9 +368,18 @@ async fn connection(
             let Some(config) = node.tls.clone() else {
                 return;
             };
-            match tokio_rustls::TlsAcceptor::from(config).accept(sock).await {
+            let handshake = tokio_rustls::TlsAcceptor::from(config).accept(sock);
+            let handshake =
+                tokio::time::timeout(crate::security::tls::HANDSHAKE_TIMEOUT, handshake);
+            match handshake.await.unwrap_or_else(|_| {
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "no handshake within the time limit",
+                ))
+            }) {
                 Ok(mut tls) => {
                     conn.session.tls = true;
+                    conn.session.cert_cn = crate::security::tls::peer_common_name(tls.get_ref().1);
                     if let End::StartTls | End::Cluster(_) =
                         serve_frames(&mut tls, &mut conn, &node, &mut stop).await
                     {
