@@ -274,6 +274,27 @@ impl BucketProps {
         }
     }
 
+    /// These props with a request's `n_val` (reading or writing the first
+    /// n replicas only; quorums then count against it, as
+    /// riak_kv_get_fsm / riak_kv_put_fsm); more than the bucket's `n_val`
+    /// is Riak's `n_val_violation`.
+    pub fn with_request_n(
+        &self,
+        n_val: Option<u32>,
+    ) -> Result<BucketProps, crate::error::RequestError> {
+        match n_val {
+            None => Ok(self.clone()),
+            Some(n) if (1..=self.n_val).contains(&n) => Ok(BucketProps {
+                n_val: n,
+                ..self.clone()
+            }),
+            Some(n) => Err(crate::error::RequestError::Invalid(format!(
+                "{{n_val_violation,{n}}} (the bucket's n_val is {})",
+                self.n_val
+            ))),
+        }
+    }
+
     /// Resolves a quorum value (request value, else the prop `dflt`) against
     /// `n_val`: `one`, `quorum` (n/2+1), `all`, `default`, or a number ≤ n.
     pub fn resolve(

@@ -53,22 +53,9 @@ impl Node {
         self.stats.gets.fetch_add(1, Ordering::Relaxed);
         let _timer = self.stats.latency.timer(crate::latency::Op::Get);
         let props = self.props.get(bucket);
-        // A request `n_val` reads the first n replicas only; quorums are
-        // counted against it (as riak_kv_get_fsm).
-        let n = match opts.n_val {
-            None => props.n_val,
-            Some(n) if (1..=props.n_val).contains(&n) => n,
-            Some(n) => {
-                return Err(RequestError::Invalid(format!(
-                    "{{n_val_violation,{n}}} (the bucket's n_val is {})",
-                    props.n_val
-                )))
-            }
-        };
-        let quorums = crate::bucket::props::BucketProps {
-            n_val: n,
-            ..props.clone()
-        };
+        // A request `n_val` reads the first n replicas only.
+        let quorums = props.with_request_n(opts.n_val)?;
+        let n = quorums.n_val;
         let r = quorums.resolve(opts.r, props.r, "r")?;
         let pr = quorums.resolve(opts.pr, props.pr, "pr")?;
         let notfound_ok = opts.notfound_ok.unwrap_or(props.notfound_ok);

@@ -43,20 +43,8 @@ impl WriteQuorum {
         props: &crate::bucket::props::BucketProps,
         opts: &PutOpts,
     ) -> Result<WriteQuorum, RequestError> {
-        let n = match opts.n_val {
-            None => props.n_val,
-            Some(n) if (1..=props.n_val).contains(&n) => n,
-            Some(n) => {
-                return Err(RequestError::Invalid(format!(
-                    "{{n_val_violation,{n}}} (the bucket's n_val is {})",
-                    props.n_val
-                )))
-            }
-        };
-        let against = crate::bucket::props::BucketProps {
-            n_val: n,
-            ..props.clone()
-        };
+        let against = props.with_request_n(opts.n_val)?;
+        let n = against.n_val;
         let node_confirms = opts.node_confirms.unwrap_or(0);
         if node_confirms > n {
             return Err(RequestError::Invalid(format!(
