@@ -717,6 +717,10 @@ fn int_index_terms_beyond_64_bits() {
                 t.clone()
             };
             let mut p = put_req("ixbig", &format!("k{i:02}"), "v");
+            // Every replica before the reply: a coverage query asks one
+            // replica per partition, which a quorum write may not have
+            // reached yet (this test once missed the last key so).
+            p.w = Some(3);
             p.content.indexes = vec![pb::RpbPair {
                 key: b"n_int".to_vec(),
                 value: Some(given.into_bytes()),
