@@ -5,6 +5,9 @@
 //!   the object finds it (`notfound_wait_ms`), as after a node restart that
 //!   left two replicas behind; with `notfound_wait_ms = 0` (Riak's
 //!   behaviour) the same GET answers not found;
+//! * a GET whose best replica fails between the HEAD round and the value
+//!   fetch (here: its journal record damaged underneath) takes the value
+//!   from another replica holding the same version;
 //! * a vnode keeps its vclock actor across a clean restart and takes a new
 //!   one after an unclean stop (its status file left `open`).
 
@@ -87,6 +90,74 @@ fn a_quorum_of_not_found_waits_for_the_replica_that_holds_the_key() {
     only_last_replica_holds(&h, &rt, b"k");
     let got = rt.block_on(h.node().get(b"b", b"k", &opts)).expect("get");
     assert_eq!(got, GetOutcome::NotFound);
+    h.shutdown().expect("shutdown");
+}
+
+/// Flips a byte inside the last journal record of vnode `p` (its value:
+/// the record ends with the value when it carries no index changes).
+fn damage_last_value(dir: &tempfile::TempDir, p: u32) {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    let journal = dir
+        .path()
+        .join("vnodes")
+        .join(p.to_string())
+        .join("journal");
+    let mut files: Vec<_> = std::fs::read_dir(&journal)
+        .expect("journal dir")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "jnl"))
+        .collect();
+    files.sort();
+    let last = files.last().expect("a journal file");
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(last)
+        .expect("open journal file");
+    let len = f.metadata().expect("metadata").len();
+    assert!(len > 16 + 3, "journal file holds a record");
+    let mut b = [0u8; 1];
+    f.seek(SeekFrom::Start(len - 3)).expect("seek");
+    f.read_exact(&mut b).expect("read");
+    f.seek(SeekFrom::Start(len - 3)).expect("seek");
+    f.write_all(&[b[0] ^ 0x5a]).expect("write");
+    f.sync_all().expect("sync");
+}
+
+#[test]
+fn a_replica_failing_its_value_read_is_replaced_by_another_holder() {
+    let rt = runtime();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let h = ServerHandle::spawn(config(&dir, "leveled")).expect("spawn");
+    let node = h.node();
+    rt.block_on(node.put(b"b", b"k", None, content(b"the value"), &PutOpts::default()))
+        .expect("put")
+        .expect("written");
+    let targets = node.preflist_of(b"b", b"k");
+    assert_eq!(targets.len(), 3);
+    // One node: replies come in preference-list order and every queue is
+    // empty, so the first replica is the one asked for the value.
+    damage_last_value(&dir, targets[0].partition);
+    let direct = rt.block_on(node.router().vcall(
+        &targets[0],
+        VnodeReq::Get {
+            bucket: b"b".to_vec(),
+            key: b"k".to_vec(),
+        },
+    ));
+    assert!(
+        direct.is_err(),
+        "the damaged replica fails its value read: {direct:?}"
+    );
+    let opts = GetOpts {
+        r: Some(3),
+        ..GetOpts::default()
+    };
+    let got = rt.block_on(node.get(b"b", b"k", &opts)).expect("get");
+    assert!(
+        matches!(got, GetOutcome::Found(ref o) if o.contents[0].value == b"the value"),
+        "{got:?}"
+    );
     h.shutdown().expect("shutdown");
 }
 

@@ -141,36 +141,25 @@ impl Node {
         if found.is_empty() {
             return Ok(GetOutcome::NotFound);
         }
-        // One replica per distinct version (clock and siblings) whose clock
-        // no other replica dominates: the least-queued one holding it.
-        let mut winners: Vec<(&Target, &RiakObject, u32)> = Vec::new();
+        // One entry per distinct version (clock and siblings) whose clock
+        // no other replica dominates, with every replica holding it, the
+        // least-queued first: if that one fails before its value comes back
+        // (a node killed between the rounds), the next holder is asked.
+        let mut winners: Vec<(&RiakObject, Vec<(&Target, u32)>)> = Vec::new();
         for f in &found {
             if found.iter().any(|o| o.1.vclock.dominates(&f.1.vclock)) {
                 continue;
             }
-            match winners.iter_mut().find(|w| w.1.same_state(f.1)) {
-                Some(w) if f.2 < w.2 => *w = *f,
-                Some(_) => {}
-                None => winners.push(*f),
+            match winners.iter_mut().find(|w| w.0.same_state(f.1)) {
+                Some(w) => w.1.push((f.0, f.2)),
+                None => winners.push((f.1, vec![(f.0, f.2)])),
             }
         }
         let mut merged: Option<RiakObject> = None;
-        for (t, _, _) in winners {
-            let reply = self
-                .router
-                .vcall(
-                    t,
-                    VnodeReq::Get {
-                        bucket: bucket.to_vec(),
-                        key: key.to_vec(),
-                    },
-                )
-                .await?;
-            let obj = match reply {
-                VnodeReply::Object(Some(w), _) => Some(w.object()?),
-                _ => None,
-            };
-            if let Some(o) = obj {
+        for (_, mut holders) in winners {
+            holders.sort_by_key(|h| h.1);
+            let targets: Vec<&Target> = holders.iter().map(|h| h.0).collect();
+            if let Some(o) = self.fetch_version(&targets, bucket, key).await? {
                 merged = Some(match merged {
                     None => o,
                     Some(m) => RiakObject::merge(&m, &o, props.allow_mult),
@@ -206,6 +195,36 @@ impl Node {
         } else {
             Ok(GetOutcome::Found(merged))
         }
+    }
+
+    /// The value of one version from the first of `holders` (replicas that
+    /// answered it in the HEAD round, best first) that returns it; a
+    /// holder that fails is logged and the next asked. `None` when every
+    /// holder answered without the object; the last error when none
+    /// answered it and one failed.
+    async fn fetch_version(
+        &self,
+        holders: &[&Target],
+        bucket: &[u8],
+        key: &[u8],
+    ) -> Result<Option<RiakObject>, RequestError> {
+        debug_assert!(!holders.is_empty(), "a version without a holder");
+        let mut failure: Option<RequestError> = None;
+        for t in holders {
+            let req = VnodeReq::Get {
+                bucket: bucket.to_vec(),
+                key: key.to_vec(),
+            };
+            match self.router.vcall(t, req).await {
+                Ok(VnodeReply::Object(Some(w), _)) => return Ok(Some(w.object()?)),
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(partition = t.partition, node = %t.node, error = %e, "get value");
+                    failure = Some(e.into());
+                }
+            }
+        }
+        failure.map_or(Ok(None), Err)
     }
 }
 
