@@ -420,18 +420,18 @@ impl Drop for WaiterGuard<'_> {
 /// Serves a cluster connection whose first request frame body is `first`:
 /// each request runs in its own task through `handler`. Stops reading when
 /// `stop` turns true (node shutdown); requests already taken finish.
-pub async fn serve_conn<S, H, F>(
-    sock: S,
+pub async fn serve_conn<R, W, H, F>(
+    (mut rd, mut wr): (R, W),
     first: Vec<u8>,
     max_frame: usize,
     mut stop: tokio::sync::watch::Receiver<bool>,
     handler: H,
 ) where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static,
+    R: tokio::io::AsyncRead + Unpin + Send + 'static,
+    W: tokio::io::AsyncWrite + Unpin + Send + 'static,
     H: Fn(Msg) -> F + Send + Sync + 'static,
     F: std::future::Future<Output = Reply> + Send + 'static,
 {
-    let (mut rd, mut wr) = tokio::io::split(sock);
     let (tx, mut rx) = mpsc::channel::<Vec<u8>>(MAX_INFLIGHT);
     let writer = tokio::spawn(async move {
         while let Some(f) = rx.recv().await {

@@ -383,7 +383,7 @@ async fn connection(
         End::Closed => {}
         End::Cluster(body) => {
             let _ = sock.set_nodelay(true);
-            serve_cluster(sock, body, max, &conn, &node, &stop).await;
+            serve_cluster(sock.into_split(), body, max, &conn, &node, &stop).await;
         }
         End::StartTls => {
             let Some(config) = node.tls.clone() else {
@@ -450,26 +450,30 @@ async fn cluster_tls_connection(
     let max = node.config().limits.max_frame_bytes;
     match serve_frames(&mut stream, &mut conn, &node, &mut stop).await {
         End::Closed => {}
-        End::Cluster(body) => serve_cluster(stream, body, max, &conn, &node, &stop).await,
+        End::Cluster(body) => {
+            let halves = tokio::io::split(stream);
+            serve_cluster(halves, body, max, &conn, &node, &stop).await
+        }
         End::StartTls => tracing::warn!(peer = %conn.peer, "STARTTLS on the cluster port; closed"),
     }
 }
 
 /// Serves cluster messages on `sock` from `first` on, each through
 /// [`cluster_gate`] and then `api::cluster`.
-async fn serve_cluster<S>(
-    sock: S,
+async fn serve_cluster<R, W>(
+    halves: (R, W),
     first: Vec<u8>,
     max: usize,
     conn: &Conn,
     node: &Arc<Node>,
     stop: &watch::Receiver<bool>,
 ) where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static,
+    R: tokio::io::AsyncRead + Unpin + Send + 'static,
+    W: tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let n = node.clone();
     let (role, peer) = (conn.cluster_peer.clone(), conn.peer.to_string());
-    crate::cluster::transport::serve_conn(sock, first, max, stop.clone(), move |m| {
+    crate::cluster::transport::serve_conn(halves, first, max, stop.clone(), move |m| {
         let n = n.clone();
         let gate = cluster_gate(&n, role.as_ref(), &peer, &m);
         async move {
