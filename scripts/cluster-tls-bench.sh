@@ -11,7 +11,7 @@
 # binary, CTLSBENCH_DIR keeps certificates, logs and results (default: a
 # temp dir). Uses ports 18187..18189 (PB) and 18197..18199 (cluster).
 set -euo pipefail
-B=${BASALT_BIN:-target/release/basalt}
+B=$(realpath "${BASALT_BIN:-target/release/basalt}")
 W=${CTLSBENCH_DIR:-$(mktemp -d)}
 ROUNDS=${ROUNDS:-3}
 CFG=$PWD/crates/bench/examples/live_pb_quick.config
@@ -53,14 +53,17 @@ for round in $(seq 1 "$ROUNDS"); do
     adm $mode 7 cluster plan >/dev/null
     adm $mode 7 cluster commit >/dev/null
     for _ in $(seq 1 300); do
-      adm $mode 7 ring-status 2>/dev/null | grep -q "pending ownership transfers: 0" && break
+      if adm $mode 7 ring-status 2>/dev/null | grep -q "pending ownership transfers: 0" &&
+        [[ $(adm $mode 7 member-status 2>/dev/null | grep -c "^valid .* up ") == 3 ]]; then
+        break
+      fi
       sleep 0.2
     done
     load=$(cut -d' ' -f1 /proc/loadavg)
-    (cd "$W" && $B bench -q -d "$W/results" -n "$mode-$round" "$CFG" "$W/bench.config" >/dev/null 2>&1) ||
-      echo "bench $mode $round failed"
-    tps=$(grep -m1 -i "avg tps" "$W/results/$mode-$round/report.md" 2>/dev/null | head -1)
-    errs=$(grep -m1 -i "errors" "$W/results/$mode-$round/report.md" 2>/dev/null | head -1)
+    (cd "$W" && $B bench -q -d "$W/results" -n "$mode-$round" "$CFG" "$W/bench.config" >"$W/bench-$mode-$round.log" 2>&1) ||
+      { echo "bench $mode $round failed:"; tail -5 "$W/bench-$mode-$round.log"; }
+    tps=$(grep -m1 -i "avg tps" "$W/results/$mode-$round/report.md" 2>/dev/null | head -1 || true)
+    errs=$(grep -m1 -i "errors" "$W/results/$mode-$round/report.md" 2>/dev/null | head -1 || true)
     echo "$round $mode load=$load | $tps | $errs"
     for p in "${pids[@]}"; do kill -TERM "$p"; done
     for p in "${pids[@]}"; do wait "$p" || true; done

@@ -8,7 +8,7 @@
 # binary, SECBENCH_DIR keeps certificates and results (default: a temp dir).
 # Uses ports 18087 (PB) and 18099 (cluster).
 set -euo pipefail
-B=${BASALT_BIN:-target/release/basalt}
+B=$(realpath "${BASALT_BIN:-target/release/basalt}")
 W=${SECBENCH_DIR:-$(mktemp -d)}
 CFG=$PWD/crates/bench/examples/live_pb_quick.config
 rm -rf $W/certs; $B certs ca --out $W/certs >/dev/null; $B certs node --ca $W/certs --name node1 >/dev/null

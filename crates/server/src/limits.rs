@@ -147,6 +147,15 @@ pub const REPL_MAX_SINKS: usize = 16;
 /// Requests in flight per connection.
 pub const MAX_INFLIGHT: usize = 4096;
 
+/// Frames already queued on a cluster connection are written together up
+/// to this many bytes (one syscall, and with TLS full records, instead of
+/// one per frame); a larger frame goes alone.
+pub const CLUSTER_WRITE_BATCH_BYTES: usize = 256 * 1024;
+
+/// Read buffer of a cluster connection (a frame's header and body
+/// usually come in one read).
+pub const CLUSTER_READ_BUFFER_BYTES: usize = 64 * 1024;
+
 /// Dial timeout.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 

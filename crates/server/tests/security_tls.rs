@@ -364,3 +364,41 @@ fn certificate_sources_take_the_client_certificate_common_name() {
     assert_eq!(read_frame(&mut c), Some((code::PING_RESP, vec![])));
     h.shutdown().expect("shutdown");
 }
+
+/// A reply larger than the socket buffers, read late, arrives whole over
+/// STARTTLS. (tokio-rustls may keep encrypted bytes back when the socket
+/// is full, and only a flush sends them; the server flushes every frame.
+/// This test did not make that stall happen without the flush — it needs
+/// the socket full at the reply's very last write — so it checks the
+/// large reply, not the flush.)
+#[test]
+fn a_large_reply_over_starttls_arrives_whole_when_read_late() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (h, ca) = node(dir.path());
+    let mut t = pb_tls(h.addr(), client_config(&ca, None)).expect("starttls");
+    let value: Vec<u8> = (0..16u32 << 20).map(|i| (i % 251) as u8).collect();
+    let put = pb::RpbPutReq {
+        bucket: b"big".to_vec(),
+        key: Some(b"k".to_vec()),
+        content: pb::RpbContent {
+            value: value.clone(),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    write_frame(&mut t, code::PUT_REQ, &put.encode_to_vec());
+    assert_eq!(read_frame(&mut t).map(|f| f.0), Some(code::PUT_RESP));
+    let get = pb::RpbGetReq {
+        bucket: b"big".to_vec(),
+        key: b"k".to_vec(),
+        ..Default::default()
+    };
+    write_frame(&mut t, code::GET_REQ, &get.encode_to_vec());
+    // The server fills the socket buffers and waits.
+    std::thread::sleep(Duration::from_millis(500));
+    let (c, body) = read_frame(&mut t).expect("the whole reply within the read timeout");
+    assert_eq!(c, code::GET_RESP);
+    let got = pb::RpbGetResp::decode(body.as_slice()).expect("decode");
+    assert_eq!(got.content[0].value, value);
+    h.shutdown().expect("shutdown");
+}

@@ -287,23 +287,54 @@ async fn dial(
     })
 }
 
+/// Writes the frames sent on `rx` until it closes or a write fails;
+/// frames already queued behind the first are written with it, up to
+/// [`crate::limits::CLUSTER_WRITE_BATCH_BYTES`].
+async fn write_frames<W: tokio::io::AsyncWrite + Unpin>(
+    wr: &mut W,
+    rx: &mut mpsc::Receiver<Vec<u8>>,
+) {
+    while let Some(first) = rx.recv().await {
+        let out = match rx.try_recv() {
+            Err(_) => first,
+            Ok(next) => {
+                let mut batch = first;
+                batch.extend_from_slice(&next);
+                while batch.len() < crate::limits::CLUSTER_WRITE_BATCH_BYTES {
+                    match rx.try_recv() {
+                        Ok(f) => batch.extend_from_slice(&f),
+                        Err(_) => break,
+                    }
+                }
+                batch
+            }
+        };
+        // A TLS stream may keep encrypted bytes back when the socket is
+        // full; only a flush sends them.
+        let flushed = match wr.write_all(&out).await {
+            Ok(()) if rx.is_empty() => wr.flush().await,
+            other => other,
+        };
+        if flushed.is_err() {
+            return;
+        }
+    }
+}
+
 /// Starts the writer and reader tasks of a connection over `rd`/`wr`.
-fn spawn_conn<R, W>(mut rd: R, mut wr: W, max: usize) -> Arc<Conn>
+fn spawn_conn<R, W>(rd: R, mut wr: W, max: usize) -> Arc<Conn>
 where
     R: tokio::io::AsyncRead + Unpin + Send + 'static,
     W: tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    let mut rd = tokio::io::BufReader::with_capacity(crate::limits::CLUSTER_READ_BUFFER_BYTES, rd);
     let (tx, mut rx) = mpsc::channel::<Vec<u8>>(MAX_INFLIGHT);
     let waiters: Waiters = Arc::new(Mutex::new(HashMap::new()));
     let alive = Arc::new(AtomicBool::new(true));
     let silent_since = Arc::new(Mutex::new(None));
     let a2 = alive.clone();
     let writer = tokio::spawn(async move {
-        while let Some(f) = rx.recv().await {
-            if wr.write_all(&f).await.is_err() {
-                break;
-            }
-        }
+        write_frames(&mut wr, &mut rx).await;
         a2.store(false, Ordering::Release);
     });
     let (w2, h2) = (waiters.clone(), silent_since.clone());
@@ -421,7 +452,7 @@ impl Drop for WaiterGuard<'_> {
 /// each request runs in its own task through `handler`. Stops reading when
 /// `stop` turns true (node shutdown); requests already taken finish.
 pub async fn serve_conn<R, W, H, F>(
-    (mut rd, mut wr): (R, W),
+    (rd, mut wr): (R, W),
     first: Vec<u8>,
     max_frame: usize,
     mut stop: tokio::sync::watch::Receiver<bool>,
@@ -433,13 +464,8 @@ pub async fn serve_conn<R, W, H, F>(
     F: std::future::Future<Output = Reply> + Send + 'static,
 {
     let (tx, mut rx) = mpsc::channel::<Vec<u8>>(MAX_INFLIGHT);
-    let writer = tokio::spawn(async move {
-        while let Some(f) = rx.recv().await {
-            if wr.write_all(&f).await.is_err() {
-                break;
-            }
-        }
-    });
+    let writer = tokio::spawn(async move { write_frames(&mut wr, &mut rx).await });
+    let mut rd = tokio::io::BufReader::with_capacity(crate::limits::CLUSTER_READ_BUFFER_BYTES, rd);
     let slots = Arc::new(Semaphore::new(MAX_INFLIGHT));
     let handler = Arc::new(handler);
     let mut next = Some(first);

@@ -591,14 +591,14 @@ where
             Ok(Some(f)) => f,
             Ok(None) => return End::Closed,
             Err(FrameError::Empty) => {
-                if sock.write_all(&error_frame("Empty frame")).await.is_err() {
+                if send(sock, &error_frame("Empty frame")).await.is_err() {
                     return End::Closed;
                 }
                 continue;
             }
             Err(e @ FrameError::TooLarge { .. }) => {
                 tracing::warn!(%peer, error = %e, "closing connection");
-                let _ = sock.write_all(&error_frame(&e)).await;
+                let _ = send(sock, &error_frame(&e)).await;
                 return End::Closed;
             }
             Err(FrameError::Io(_)) => return End::Closed,
@@ -608,7 +608,7 @@ where
         }
         if conn.port == Port::Cluster {
             if let Err(why) = admin_gate(node, conn, c) {
-                if sock.write_all(&error_frame(why)).await.is_err() {
+                if send(sock, &error_frame(why)).await.is_err() {
                     return End::Closed;
                 }
                 continue;
@@ -617,7 +617,7 @@ where
         if conn.port == Port::Client {
             if let Some(reply) = security_step(node, conn, c, &body) {
                 let (frame, upgrade) = reply;
-                if sock.write_all(&frame).await.is_err() {
+                if send(sock, &frame).await.is_err() {
                     return End::Closed;
                 }
                 if upgrade {
@@ -648,7 +648,7 @@ where
         let write = async move {
             let mut rx = rx;
             while let Some(f) = rx.recv().await {
-                if sock_w.write_all(&f).await.is_err() {
+                if send(sock_w, &f).await.is_err() {
                     // Dropping `rx` makes the handler's next send fail.
                     return false;
                 }
@@ -660,6 +660,17 @@ where
             return End::Closed;
         }
     }
+}
+
+/// Writes a frame and flushes it: a TLS stream may keep encrypted bytes
+/// back when the socket is full (tokio-rustls), and they would never leave
+/// without a flush; on plain TCP the flush is free.
+async fn send<S: tokio::io::AsyncWrite + Unpin + ?Sized>(
+    sock: &mut S,
+    frame: &[u8],
+) -> std::io::Result<()> {
+    sock.write_all(frame).await?;
+    sock.flush().await
 }
 
 /// The client port's security step before a request runs: `RpbStartTls`
