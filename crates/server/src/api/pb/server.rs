@@ -442,7 +442,7 @@ where
             return End::Cluster(body);
         }
         if conn.port == Port::Client {
-            if let Some(reply) = security_step(node, conn, c, &body) {
+            if let Some(reply) = security_step(node, conn, c, &body).await {
                 let (frame, upgrade) = reply;
                 if sock.write_all(&frame).await.is_err() {
                     return End::Closed;
@@ -492,7 +492,12 @@ where
 /// The client port's security step before a request runs: `RpbStartTls`
 /// and `RpbAuthReq` are answered here (the frame, and whether to upgrade
 /// to TLS now), as is any request security refuses; `None` = dispatch it.
-fn security_step(node: &Node, conn: &mut Conn, c: u8, body: &[u8]) -> Option<(Vec<u8>, bool)> {
+async fn security_step(
+    node: &Node,
+    conn: &mut Conn,
+    c: u8,
+    body: &[u8],
+) -> Option<(Vec<u8>, bool)> {
     let ip = conn.peer.ip();
     match c {
         pb::code::START_TLS => Some(if conn.session.tls {
@@ -506,7 +511,7 @@ fn security_step(node: &Node, conn: &mut Conn, c: u8, body: &[u8]) -> Option<(Ve
             (pb::frame(pb::code::START_TLS, &[]), true)
         }),
         pb::code::AUTH_REQ => Some(
-            match super::auth::authenticate(node, &mut conn.session, ip, body) {
+            match super::auth::authenticate(node, &mut conn.session, ip, body).await {
                 Ok(frame) => (frame, false),
                 Err(e) => (error_frame(e), false),
             },
