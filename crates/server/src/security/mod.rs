@@ -412,21 +412,28 @@ mod tests {
                 tokio::spawn(async move { s.login("alice", "wrong", ip("127.0.0.1"), None).await })
             })
             .collect();
-        let (mut hashed, mut locked) = (0, 0);
+        let (mut hashed, mut locked, mut busy) = (0, 0, 0);
         for t in tasks {
             match t.await.expect("join") {
                 Err(LoginError::Denied(Denied::BadCredentials)) => hashed += 1,
                 Err(LoginError::LockedOut(_)) => locked += 1,
+                // A machine so loaded that five hashes take longer than
+                // LOGIN_VERIFY_WAIT: the waiters give up.
+                Err(LoginError::Busy) => busy += 1,
                 other => panic!("unexpected {other:?}"),
             }
         }
         let most = limits::LOGIN_FAILURES_BEFORE_LOCKOUT as usize + limits::LOGIN_VERIFY_SLOTS - 1;
-        assert!(
-            (5..=most).contains(&hashed),
-            "{hashed} hashed, {locked} locked out"
-        );
-        assert_eq!(hashed + locked, 20);
+        let why = format!("{hashed} hashed, {locked} locked out, {busy} busy");
+        assert!(hashed <= most, "{why}");
+        assert_eq!(hashed + locked + busy, 20, "{why}");
+        if busy == 0 {
+            assert!(hashed >= 5, "{why}");
+        }
         assert_eq!(sec.lockouts.load(Ordering::Relaxed), locked as u64);
+        if hashed < 5 {
+            return; // not locked out yet: nothing more to check
+        }
         // The right password too, and the IPv4-mapped address is the same
         // address.
         let r = sec
