@@ -429,7 +429,10 @@ fn render(c: u8, body: &[u8]) -> anyhow::Result<String> {
 }
 
 /// Runs one fold query on `node`; exit 1 when the node refuses it.
-pub fn run(node: &str, cmd: &FoldCommand) -> anyhow::Result<crate::Outcome> {
+pub(crate) fn run(
+    node: &crate::admin::AdminNode,
+    cmd: &FoldCommand,
+) -> anyhow::Result<crate::Outcome> {
     let (c, body) = request(cmd)?;
     match crate::admin::call(node, c, &body)? {
         Ok((rc, reply)) => {

@@ -37,6 +37,17 @@ pub struct AdminArgs {
     /// Cluster address of the node (its cluster_listen / advertise_cluster).
     #[arg(long, default_value = "127.0.0.1:8099")]
     node: String,
+    /// A certificate of the cluster CA (PEM) for a node whose cluster port
+    /// has mutual TLS (cluster_certfile & co.): a node's, or a user's whose
+    /// user holds basalt.admin once security is on (`basalt certs client`).
+    #[arg(long, requires_all = ["key", "cacert"])]
+    cert: Option<std::path::PathBuf>,
+    /// The private key of --cert (PEM).
+    #[arg(long, requires_all = ["cert", "cacert"])]
+    key: Option<std::path::PathBuf>,
+    /// The cluster CA's certificate (PEM): the node is verified against it.
+    #[arg(long, requires_all = ["cert", "key"])]
+    cacert: Option<std::path::PathBuf>,
     #[command(subcommand)]
     command: AdminCommand,
 }
@@ -213,16 +224,53 @@ enum BucketTypeCommand {
     },
 }
 
+/// The node `basalt admin` talks to: its cluster address and, for a
+/// cluster port with mutual TLS, the client TLS settings.
+pub(crate) struct AdminNode {
+    addr: String,
+    tls: Option<std::sync::Arc<rustls::ClientConfig>>,
+}
+
+impl AdminNode {
+    fn from_args(args: &AdminArgs) -> anyhow::Result<AdminNode> {
+        let tls = match (&args.cert, &args.key, &args.cacert) {
+            (Some(cert), Some(key), Some(ca)) => Some(
+                basalt_server::security::tls::client_config(Some((cert, key)), ca)
+                    .context("the --cert, --key and --cacert files")?,
+            ),
+            _ => None,
+        };
+        Ok(AdminNode {
+            addr: args.node.clone(),
+            tls,
+        })
+    }
+
+    /// A connection to the node, over TLS when configured.
+    fn connect(&self) -> anyhow::Result<Client> {
+        let node = &self.addr;
+        let mut client = Client::connect(node, CONNECT_TIMEOUT, REPLY_TIMEOUT)
+            .with_context(|| format!("cannot reach node {node}"))?;
+        if let Some(tls) = &self.tls {
+            let name = basalt_server::security::tls::server_name(node)?;
+            client
+                .tls_handshake(tls.clone(), name)
+                .with_context(|| format!("TLS with node {node}"))?;
+        }
+        client.set_max_reply(MAX_REPLY);
+        Ok(client)
+    }
+}
+
 /// One blocking PB round trip: `Ok(Err(msg))` when the node answered with
 /// an `RpbErrorResp`.
 pub(crate) fn call(
-    node: &str,
+    target: &AdminNode,
     c: u8,
     body: &[u8],
 ) -> anyhow::Result<Result<(u8, Vec<u8>), String>> {
-    let mut client = Client::connect(node, CONNECT_TIMEOUT, REPLY_TIMEOUT)
-        .with_context(|| format!("cannot reach node {node}"))?;
-    client.set_max_reply(MAX_REPLY);
+    let node = target.addr.as_str();
+    let mut client = target.connect()?;
     match client.call_raw(c, body) {
         Ok(reply) => Ok(Ok(reply)),
         Err(riak_pb::Error::Riak { errmsg, .. }) if errmsg.starts_with("Unknown message code") => {
@@ -249,7 +297,8 @@ fn props(json: Option<&str>) -> anyhow::Result<riak_pb::RpbBucketProps> {
 
 /// Runs `basalt admin`; exit 1 when the node refuses the request.
 pub fn run(args: AdminArgs) -> anyhow::Result<crate::Outcome> {
-    let node = args.node.as_str();
+    let target = AdminNode::from_args(&args)?;
+    let node = &target;
     let line = match &args.command {
         AdminCommand::BucketType(_) => None,
         AdminCommand::MemberStatus => Some("member-status".to_string()),

@@ -6,7 +6,8 @@
 //! `RpbErrorResp` into [`Error::Riak`]. Used by the load tool's PB
 //! drivers, `basalt admin` and the tests. With feature `tls`,
 //! [`Client::starttls`] upgrades the connection (`RpbStartTls`, then a
-//! rustls handshake) and [`Client::auth`] sends `RpbAuthReq`.
+//! rustls handshake), [`Client::tls_handshake`] speaks TLS from the first
+//! byte, and [`Client::auth`] sends `RpbAuthReq`.
 
 use crate::client::{expect, reply};
 use crate::framing::{check_header, split};
@@ -106,6 +107,22 @@ impl Client {
             return Err(io::Error::other("the connection already uses TLS").into());
         }
         expect::<()>(self.call_raw(code::START_TLS, &[])?, code::START_TLS)?;
+        self.tls_handshake(config, name)
+    }
+
+    /// A TLS handshake with `config` for server `name` right away, without
+    /// `RpbStartTls` (a listener that speaks TLS from the first byte, as
+    /// Basalt's cluster port with mutual TLS); every later frame travels
+    /// over TLS.
+    #[cfg(feature = "tls")]
+    pub fn tls_handshake(
+        &mut self,
+        config: std::sync::Arc<rustls::ClientConfig>,
+        name: rustls::pki_types::ServerName<'static>,
+    ) -> Result<(), Error> {
+        if self.tls.is_some() {
+            return Err(io::Error::other("the connection already uses TLS").into());
+        }
         let mut conn = rustls::ClientConnection::new(config, name)
             .map_err(|e| Error::from(io::Error::other(e)))?;
         while conn.is_handshaking() {

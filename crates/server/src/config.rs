@@ -39,6 +39,17 @@ tls_keyfile = ""
 # (optional), and a `certificate` source takes its common name as the
 # user. "" = client certificates are not asked for.
 tls_cacertfile = ""
+# Mutual TLS on the cluster port: this node's certificate and key (`basalt
+# certs node`: usable as server and client, OU "basalt-node") and the
+# cluster CA. Set all three or none. Then every connection to the cluster
+# port must present a certificate of that CA (a node's, or a user's for
+# `basalt admin` and replication from another cluster), and this node
+# verifies the nodes it dials; a node whose certificate comes from another
+# CA cannot join, gossip, hand off or forward. "" = plain TCP, no
+# authentication (keep cluster_listen on a private network).
+cluster_certfile = ""
+cluster_keyfile = ""
+cluster_cacertfile = ""
 # Number of ring partitions (vnodes); a power of two, 1..=1024.
 ring_size = 64
 # Storage backend of every vnode: leveled, bitcask, rocksdb, rocksdb-blob, memory.
@@ -121,6 +132,15 @@ queue_memory_entries = 10000
 # Entries of each priority per queue (memory + disk); beyond it new entries
 # are discarded and counted (a full-sync repairs them).
 queue_max_entries = 1000000
+# Replication's own TLS credentials: every connection to a sink cluster
+# (real-time and full-sync) is mutual TLS with this certificate and key
+# (one the sink cluster's CA issued; its common name is a user there that
+# needs the basalt.repl grant once the sink cluster enables security),
+# verifying the sink nodes against cacertfile (the sink cluster's CA).
+# Set all three or none ("" = plain TCP to the sink clusters).
+certfile = ""
+keyfile = ""
+cacertfile = ""
 # More sinks, each with its own queue:
 # [[repl.sink]]
 # name = "dc2"
@@ -285,6 +305,12 @@ pub struct Config {
     pub tls_cacertfile: String,
     /// HTTPS listen address; empty = none.
     pub https_listen: String,
+    /// PEM certificate chain of the cluster port's mutual TLS ("" = plain).
+    pub cluster_certfile: String,
+    /// PEM private key of `cluster_certfile`.
+    pub cluster_keyfile: String,
+    /// PEM certificates of the cluster CA.
+    pub cluster_cacertfile: String,
     /// Ring partitions.
     pub ring_size: u32,
     /// Backend name.
@@ -485,6 +511,9 @@ impl Default for Config {
             tls_certfile: String::new(),
             tls_keyfile: String::new(),
             tls_cacertfile: String::new(),
+            cluster_certfile: String::new(),
+            cluster_keyfile: String::new(),
+            cluster_cacertfile: String::new(),
             https_listen: String::new(),
             ring_size: 64,
             backend: "leveled".into(),
@@ -561,6 +590,17 @@ impl Config {
                 "tls_cacertfile needs tls_certfile and tls_keyfile".into(),
             ));
         }
+        let cluster_tls = [
+            &self.cluster_certfile,
+            &self.cluster_keyfile,
+            &self.cluster_cacertfile,
+        ];
+        if cluster_tls.iter().any(|f| f.is_empty()) && cluster_tls.iter().any(|f| !f.is_empty()) {
+            return Err(ConfigError(
+                "cluster_certfile, cluster_keyfile and cluster_cacertfile go together: set all three or none".into(),
+            ));
+        }
+        self.repl.check_tls()?;
         self.aae_tree_size()?;
         if self.aae_rebuild_wait_secs == 0 {
             return Err(ConfigError(
@@ -608,6 +648,12 @@ pub struct ReplConfig {
     pub sink: Vec<SinkConfig>,
     /// Full-sync (`[repl.fullsync]`).
     pub fullsync: FullSyncConfig,
+    /// Certificate chain presented to sink clusters ("" = plain TCP).
+    pub certfile: String,
+    /// Private key of `certfile`.
+    pub keyfile: String,
+    /// The sink clusters' CA certificates.
+    pub cacertfile: String,
 }
 
 /// The `[repl.fullsync]` section; see the default config's comments.
@@ -744,6 +790,9 @@ impl Default for ReplConfig {
             queue_max_entries: 1_000_000,
             sink: Vec::new(),
             fullsync: FullSyncConfig::default(),
+            certfile: String::new(),
+            keyfile: String::new(),
+            cacertfile: String::new(),
         }
     }
 }
@@ -775,6 +824,17 @@ impl Default for SinkConfig {
 }
 
 impl ReplConfig {
+    /// `certfile`, `keyfile` and `cacertfile` are all set or all empty.
+    pub fn check_tls(&self) -> Result<(), ConfigError> {
+        let files = [&self.certfile, &self.keyfile, &self.cacertfile];
+        if files.iter().any(|f| f.is_empty()) && files.iter().any(|f| !f.is_empty()) {
+            return Err(ConfigError(
+                "[repl] certfile, keyfile and cacertfile go together: set all three or none".into(),
+            ));
+        }
+        Ok(())
+    }
+
     /// The configured sinks: `[[repl.sink]]` plus the `sinks` shorthand
     /// (as `default`).
     pub fn all_sinks(&self) -> Vec<SinkConfig> {

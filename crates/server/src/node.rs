@@ -151,6 +151,12 @@ pub struct Node {
     pub(crate) security: crate::security::Security,
     /// TLS of the PB listener, when configured.
     pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
+    /// Mutual TLS of the cluster port (`cluster_certfile` & co.).
+    pub(crate) cluster_tls: Option<crate::security::tls::ClusterTls>,
+    /// Connections to sink clusters' nodes (real-time and full-sync
+    /// replication), with replication's own TLS credentials (`[repl]
+    /// certfile` & co.) or plain.
+    pub(crate) repl_peers: crate::cluster::transport::Peers,
     /// The JavaScript VM pools (MapReduce phases, commit hooks).
     pub(crate) js: Arc<crate::js::JsPools>,
     /// Post-commit hook runs: places in flight, counters.
@@ -214,6 +220,28 @@ impl Node {
                 },
             )?),
         };
+        let cluster_tls = match config.cluster_certfile.as_str() {
+            "" => None,
+            cert => Some(crate::security::tls::ClusterTls::load(
+                std::path::Path::new(cert),
+                std::path::Path::new(&config.cluster_keyfile),
+                std::path::Path::new(&config.cluster_cacertfile),
+            )?),
+        };
+        router
+            .cluster
+            .peers
+            .set_tls(cluster_tls.as_ref().map(|t| t.client.clone()));
+        let repl_peers = crate::cluster::transport::Peers::new(config.limits.max_frame_bytes);
+        if !config.repl.certfile.is_empty() {
+            repl_peers.set_tls(Some(crate::security::tls::client_config(
+                Some((
+                    std::path::Path::new(&config.repl.certfile),
+                    std::path::Path::new(&config.repl.keyfile),
+                )),
+                std::path::Path::new(&config.repl.cacertfile),
+            )?));
+        }
         let js = crate::js::JsPools::new(&config.mapred).map_err(ConfigError)?;
         let node = Node {
             stats: NodeStats::default(),
@@ -232,6 +260,8 @@ impl Node {
             aae,
             security,
             tls,
+            cluster_tls,
+            repl_peers,
             js: Arc::new(js),
             postcommit: Arc::default(),
         };

@@ -60,6 +60,9 @@ fn put(
                 .collect(),
             ..Default::default()
         },
+        // Every replica before the ack: folds and jobs ask one replica per
+        // partition, which a quorum write may not have reached yet.
+        w: Some(3),
         ..Default::default()
     };
     c.call(code::PUT_REQ, &req, code::PUT_RESP);

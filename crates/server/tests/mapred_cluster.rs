@@ -9,8 +9,7 @@
 //! and again once a node is down (n_val 3 leaves two replicas of every
 //! key). The job is retried until the survivors have marked the stopped
 //! node down (its vnodes no longer in the coverage plan); the results must
-//! then be exactly the fold's. A first job that meets a dropped cluster
-//! connection is asked once more (see `job_once_more_if_lost`).
+//! then be exactly the fold's.
 
 mod common;
 
@@ -90,21 +89,6 @@ fn job_over_pb(h: &ServerHandle, job: &Value) -> Result<BTreeMap<u32, Vec<Value>
         if r.done == Some(true) {
             return Ok(out);
         }
-    }
-}
-
-/// [`job_over_pb`], asked once more if a cluster connection was lost:
-/// the first coverage request a node sends to a peer after the cluster
-/// formed can meet a connection the peer has dropped ("connection to ...
-/// lost"; a cluster transport behaviour this test found, not MapReduce's,
-/// reported in docs/testing.md). A second failure fails the test.
-fn job_once_more_if_lost(
-    h: &ServerHandle,
-    job: &Value,
-) -> Result<BTreeMap<u32, Vec<Value>>, String> {
-    match job_over_pb(h, job) {
-        Err(e) if e.contains("lost") => job_over_pb(h, job),
-        other => other,
     }
 }
 
@@ -264,7 +248,7 @@ fn results_equal_a_direct_fold_on_three_nodes_and_with_one_down() {
     assert_eq!(rounds(&n1), 0);
     for (job, want) in jobs(&direct) {
         for h in [&n2, &n3] {
-            assert_eq!(job_once_more_if_lost(h, &job).as_ref(), Ok(&want), "{job}");
+            assert_eq!(job_over_pb(h, &job).as_ref(), Ok(&want), "{job}");
         }
     }
     // n1 coordinated no job, yet ran map rounds on its vnodes: the
@@ -285,7 +269,7 @@ fn results_equal_a_direct_fold_on_three_nodes_and_with_one_down() {
     let before = local_keys([&n1, &n2, &n3]);
     let total: i64 = direct.values().sum();
     assert_eq!(
-        job_once_more_if_lost(&n2, &listed_job(&direct)),
+        job_over_pb(&n2, &listed_job(&direct)),
         Ok(BTreeMap::from([(1, vec![json!(total)])]))
     );
     assert_eq!(

@@ -457,9 +457,11 @@ impl Cluster {
             Ok(_) => self.saw(node),
             Err(transport::PeerError::Overload(_)) => {}
             // A refused or broken connection is a certain sign: down at once.
-            Err(transport::PeerError::Unreachable { .. } | transport::PeerError::Lost(_)) => {
-                self.mark_down(node)
-            }
+            Err(
+                transport::PeerError::Unreachable { .. }
+                | transport::PeerError::Lost(_)
+                | transport::PeerError::TlsRefused { .. },
+            ) => self.mark_down(node),
             Err(_) => self.missed(node),
         }
         r

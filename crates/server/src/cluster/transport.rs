@@ -21,6 +21,12 @@
 //! as soon as the network heals. A live peer answers the gossip that runs
 //! every 500 ms on the same connection, so a slow request alone does not
 //! make its connection look dead.
+//!
+//! With [`Peers::set_tls`] every connection is mutual TLS (rustls): this
+//! node's certificate as the client certificate, the peer's verified
+//! against the cluster CA and the address dialled (its IP or host name must
+//! be a SAN). A peer that refuses this node's certificate ends the session
+//! with an alert: [`PeerError::TlsRefused`].
 
 use super::{Msg, Reply};
 use crate::pb::{frame, read_frame};
@@ -69,9 +75,27 @@ pub enum PeerError {
         /// What answered instead.
         what: String,
     },
+    /// The peer ended the TLS session with an alert: it refused this
+    /// node's certificate (another CA, expired, not a client certificate).
+    #[error("{addr} refused this node's certificate: {reason}")]
+    TlsRefused {
+        /// Address.
+        addr: String,
+        /// The alert.
+        reason: String,
+    },
     /// A reply or request that does not decode.
     #[error("bad cluster message: {0}")]
     Codec(String),
+}
+
+/// Why a connection's reader stopped, when it says more than "lost".
+#[derive(Debug, Clone)]
+enum Ended {
+    /// Something that is not a cluster listener answered: what.
+    NotCluster(String),
+    /// A TLS alert from the peer.
+    TlsRefused(String),
 }
 
 /// Encodes `id` + postcard of `m` as a frame of `code`.
@@ -103,8 +127,8 @@ struct Conn {
     /// The reader and writer tasks, stopped when the connection is closed.
     tasks: Vec<tokio::task::AbortHandle>,
     /// Set when the peer answered with something that is not a cluster
-    /// reply (the PB port, an HTTP port...): what answered.
-    not_cluster: Arc<Mutex<Option<String>>>,
+    /// reply (the PB port, an HTTP port...) or refused the TLS session.
+    ended: Arc<Mutex<Option<Ended>>>,
 }
 
 /// What answered a cluster request with `code` instead of a cluster reply.
@@ -124,6 +148,21 @@ impl Conn {
             .is_some_and(|t| t.elapsed() >= stale_after)
     }
 
+    /// The error of a call on this connection once it has ended.
+    fn ended_error(&self, addr: &str) -> PeerError {
+        match self.ended.lock().clone() {
+            Some(Ended::NotCluster(what)) => PeerError::NotCluster {
+                addr: addr.to_string(),
+                what,
+            },
+            Some(Ended::TlsRefused(reason)) => PeerError::TlsRefused {
+                addr: addr.to_string(),
+                reason,
+            },
+            None => PeerError::Lost(addr.to_string()),
+        }
+    }
+
     /// Closes the connection: its tasks stop (dropping the socket) and its
     /// waiting calls fail at once.
     fn close(&self) {
@@ -141,6 +180,10 @@ pub struct Peers {
     next_id: AtomicU64,
     max_frame: usize,
     stale_after: Duration,
+    /// Mutual TLS to every peer (`None`: plain TCP).
+    tls: parking_lot::RwLock<Option<Arc<rustls::ClientConfig>>>,
+    /// The node's runtime, where connections are dialled and served.
+    rt: std::sync::OnceLock<tokio::runtime::Handle>,
 }
 
 impl Peers {
@@ -151,6 +194,18 @@ impl Peers {
             next_id: AtomicU64::new(1),
             max_frame,
             stale_after: STALE_AFTER,
+            tls: parking_lot::RwLock::new(None),
+            rt: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Dials every later connection with mutual TLS (`config`: this
+    /// node's certificate, the cluster CA), or plain (`None`); connections
+    /// already open are closed so that none is left over the old setting.
+    pub fn set_tls(&self, config: Option<Arc<rustls::ClientConfig>>) {
+        *self.tls.write() = config;
+        for (_, c) in self.conns.lock().drain() {
+            c.close();
         }
     }
 
@@ -174,71 +229,132 @@ impl Peers {
             c.close();
             self.conns.lock().remove(addr);
         }
-        let unreachable = |reason: String| PeerError::Unreachable {
-            addr: addr.to_string(),
-            reason,
+        let dial = dial(addr.to_string(), self.tls.read().clone(), self.max_frame);
+        // The socket and the connection's tasks belong to the node's
+        // runtime, whatever runtime the caller runs on (an application or
+        // a test calling the node from its own runtime would otherwise own
+        // them, and they would stall whenever that runtime does).
+        let conn = match self.rt.get() {
+            Some(rt) => rt.spawn(dial).await.map_err(|e| PeerError::Unreachable {
+                addr: addr.to_string(),
+                reason: format!("dialling task: {e}"),
+            })??,
+            None => dial.await?,
         };
-        let sock = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
-            .await
-            .map_err(|_| unreachable("connect timed out".into()))?
-            .map_err(|e| unreachable(e.to_string()))?;
-        let _ = sock.set_nodelay(true);
-        let (mut rd, mut wr) = sock.into_split();
-        let (tx, mut rx) = mpsc::channel::<Vec<u8>>(MAX_INFLIGHT);
-        let waiters: Waiters = Arc::new(Mutex::new(HashMap::new()));
-        let alive = Arc::new(AtomicBool::new(true));
-        let silent_since = Arc::new(Mutex::new(None));
-        let a2 = alive.clone();
-        let writer = tokio::spawn(async move {
-            while let Some(f) = rx.recv().await {
-                if wr.write_all(&f).await.is_err() {
-                    break;
-                }
-            }
-            a2.store(false, Ordering::Release);
-        });
-        let max = self.max_frame;
-        let (w2, h2) = (waiters.clone(), silent_since.clone());
-        let waiters_rd = waiters.clone();
-        let alive_rd = alive.clone();
-        let not_cluster = Arc::new(Mutex::new(None));
-        let nc = not_cluster.clone();
-        let reader = tokio::spawn(async move {
-            let (waiters, alive) = (waiters_rd, alive_rd);
-            let what = loop {
-                let (code, body) = match read_frame(&mut rd, max).await {
-                    Ok(Some(f)) => f,
-                    Err(e) if e.is_http_reply() => break Some("it answers HTTP".to_string()),
-                    Ok(None) | Err(_) => break None,
-                };
-                *h2.lock() = None;
-                if code != CLUSTER_RESP {
-                    break Some(what_answered(code));
-                }
-                let Ok((id, reply)) = decode::<Reply>(&body) else {
-                    break None;
-                };
-                if let Some(w) = waiters.lock().remove(&id) {
-                    let _ = w.send(reply);
-                }
-            };
-            *nc.lock() = what;
-            alive.store(false, Ordering::Release);
-            // Dropping the senders fails every waiting call at once.
-            waiters.lock().clear();
-        });
-        let conn = Arc::new(Conn {
-            tx,
-            waiters: w2,
-            alive,
-            silent_since,
-            tasks: vec![writer.abort_handle(), reader.abort_handle()],
-            not_cluster,
-        });
         self.conns.lock().insert(addr.to_string(), conn.clone());
         Ok(conn)
     }
 
+    /// Runs every later dial, and the tasks of its connection, on `rt` (the
+    /// node's runtime); the first call wins.
+    pub fn set_runtime(&self, rt: tokio::runtime::Handle) {
+        let _ = self.rt.set(rt);
+    }
+}
+
+/// Connects to `addr` (with mutual TLS when `tls`) and starts the
+/// connection's tasks.
+async fn dial(
+    addr: String,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    max_frame: usize,
+) -> Result<Arc<Conn>, PeerError> {
+    let unreachable = |reason: String| PeerError::Unreachable {
+        addr: addr.clone(),
+        reason,
+    };
+    let sock = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&addr))
+        .await
+        .map_err(|_| unreachable("connect timed out".into()))?
+        .map_err(|e| unreachable(e.to_string()))?;
+    let _ = sock.set_nodelay(true);
+    Ok(match tls {
+        None => {
+            let (rd, wr) = sock.into_split();
+            spawn_conn(rd, wr, max_frame)
+        }
+        Some(config) => {
+            let name =
+                crate::security::tls::server_name(&addr).map_err(|e| unreachable(e.to_string()))?;
+            let handshake = tokio_rustls::TlsConnector::from(config).connect(name, sock);
+            let stream = tokio::time::timeout(CONNECT_TIMEOUT, handshake)
+                .await
+                .map_err(|_| unreachable("TLS handshake timed out".into()))?
+                .map_err(|e| unreachable(format!("TLS handshake: {e}")))?;
+            let (rd, wr) = tokio::io::split(stream);
+            spawn_conn(rd, wr, max_frame)
+        }
+    })
+}
+
+/// Starts the writer and reader tasks of a connection over `rd`/`wr`.
+fn spawn_conn<R, W>(mut rd: R, mut wr: W, max: usize) -> Arc<Conn>
+where
+    R: tokio::io::AsyncRead + Unpin + Send + 'static,
+    W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(MAX_INFLIGHT);
+    let waiters: Waiters = Arc::new(Mutex::new(HashMap::new()));
+    let alive = Arc::new(AtomicBool::new(true));
+    let silent_since = Arc::new(Mutex::new(None));
+    let a2 = alive.clone();
+    let writer = tokio::spawn(async move {
+        while let Some(f) = rx.recv().await {
+            if wr.write_all(&f).await.is_err() {
+                break;
+            }
+        }
+        a2.store(false, Ordering::Release);
+    });
+    let (w2, h2) = (waiters.clone(), silent_since.clone());
+    let waiters_rd = waiters.clone();
+    let alive_rd = alive.clone();
+    let ended = Arc::new(Mutex::new(None));
+    let nc = ended.clone();
+    let reader = tokio::spawn(async move {
+        let (waiters, alive) = (waiters_rd, alive_rd);
+        let what = loop {
+            let (code, body) = match read_frame(&mut rd, max).await {
+                Ok(Some(f)) => f,
+                Err(e) if e.is_http_reply() => {
+                    break Some(Ended::NotCluster("it answers HTTP".to_string()))
+                }
+                // A TLS alert: the peer refused this node's certificate
+                // (another CA, expired...).
+                Err(crate::pb::FrameError::Io(e))
+                    if e.kind() == std::io::ErrorKind::InvalidData =>
+                {
+                    break Some(Ended::TlsRefused(e.to_string()))
+                }
+                Ok(None) | Err(_) => break None,
+            };
+            *h2.lock() = None;
+            if code != CLUSTER_RESP {
+                break Some(Ended::NotCluster(what_answered(code)));
+            }
+            let Ok((id, reply)) = decode::<Reply>(&body) else {
+                break None;
+            };
+            if let Some(w) = waiters.lock().remove(&id) {
+                let _ = w.send(reply);
+            }
+        };
+        *nc.lock() = what;
+        alive.store(false, Ordering::Release);
+        // Dropping the senders fails every waiting call at once.
+        waiters.lock().clear();
+    });
+    Arc::new(Conn {
+        tx,
+        waiters: w2,
+        alive,
+        silent_since,
+        tasks: vec![writer.abort_handle(), reader.abort_handle()],
+        ended,
+    })
+}
+
+impl Peers {
     /// Sends `msg` to the node at `addr` and waits up to `timeout` for its reply.
     pub async fn call(&self, addr: &str, msg: &Msg, timeout: Duration) -> Result<Reply, PeerError> {
         let fut = async {
@@ -247,6 +363,13 @@ impl Peers {
             let (tx, rx) = oneshot::channel();
             {
                 let mut w = conn.waiters.lock();
+                // The reader marks the connection dead before it fails the
+                // waiters: a waiter added after that would wait forever
+                // (e.g. a TLS alert read before the first request).
+                if !conn.alive.load(Ordering::Acquire) {
+                    drop(w);
+                    return Err(conn.ended_error(addr));
+                }
                 if w.len() >= MAX_INFLIGHT {
                     return Err(PeerError::Overload(addr.to_string()));
                 }
@@ -271,13 +394,7 @@ impl Peers {
                 waiters: &conn.waiters,
                 id,
             };
-            let r = rx.await.map_err(|_| match conn.not_cluster.lock().clone() {
-                Some(what) => PeerError::NotCluster {
-                    addr: addr.to_string(),
-                    what,
-                },
-                None => PeerError::Lost(addr.to_string()),
-            });
+            let r = rx.await.map_err(|_| conn.ended_error(addr));
             drop(guard);
             r
         };
@@ -303,18 +420,18 @@ impl Drop for WaiterGuard<'_> {
 /// Serves a cluster connection whose first request frame body is `first`:
 /// each request runs in its own task through `handler`. Stops reading when
 /// `stop` turns true (node shutdown); requests already taken finish.
-pub async fn serve_conn<H, F>(
-    sock: TcpStream,
+pub async fn serve_conn<R, W, H, F>(
+    (mut rd, mut wr): (R, W),
     first: Vec<u8>,
     max_frame: usize,
     mut stop: tokio::sync::watch::Receiver<bool>,
     handler: H,
 ) where
+    R: tokio::io::AsyncRead + Unpin + Send + 'static,
+    W: tokio::io::AsyncWrite + Unpin + Send + 'static,
     H: Fn(Msg) -> F + Send + Sync + 'static,
     F: std::future::Future<Output = Reply> + Send + 'static,
 {
-    let _ = sock.set_nodelay(true);
-    let (mut rd, mut wr) = sock.into_split();
     let (tx, mut rx) = mpsc::channel::<Vec<u8>>(MAX_INFLIGHT);
     let writer = tokio::spawn(async move {
         while let Some(f) = rx.recv().await {

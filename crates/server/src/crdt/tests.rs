@@ -300,11 +300,13 @@ proptest! {
         let gm = converge(&gs, &perm);
         let hm = converge(&hs, &perm);
         prop_assert_eq!(gm.value(), Value::GSet(all.iter().cloned().collect()));
-        // At precision 10 (1024 registers) small counts are exact enough
-        // by linear counting: within 5 % + 2.
-        let Value::Hll(est) = hm.value() else { panic!("not an hll") };
-        let n = all.len() as f64;
-        prop_assert!((est as f64 - n).abs() <= n * 0.05 + 2.0, "estimate {} for {}", est, n);
+        // Converged: the very sketch of every element added on one replica
+        // (the estimate's accuracy is a property of the hash over many
+        // inputs, tested on fixed data in `hll_precision_is_bounded_...`;
+        // a shrinker can always find a few elements sharing registers).
+        let mut one = hll::Hll::new(10).unwrap_or_else(|e| panic!("{e}"));
+        all.iter().for_each(|e| one.add(e));
+        prop_assert_eq!(&hm, &Crdt::Hll(one));
     }
 
     #[test]

@@ -133,7 +133,7 @@ fn issue(ca: &Issued, mut p: CertificateParams, validity: Validity) -> Result<Is
     })
 }
 
-/// A node certificate: CN `name`, SANs `127.0.0.1`, `localhost`, `name`
+/// A node certificate: CN `name`, OU [`super::tls::NODE_OU`], SANs `127.0.0.1`, `localhost`, `name`
 /// (a DNS name or an IP address) and each of `extra`; usable by the node
 /// as a server (client ports, cluster port) and as a client (joining,
 /// gossip and handoff to other nodes).
@@ -153,6 +153,9 @@ pub fn node_cert(
     sans.dedup();
     let mut p = CertificateParams::default();
     p.distinguished_name = dn(name);
+    // Marks a node (a cluster member) on the cluster port's mutual TLS.
+    p.distinguished_name
+        .push(DnType::OrganizationalUnitName, super::tls::NODE_OU);
     p.subject_alt_names = sans
         .iter()
         .map(|s| match s.parse::<std::net::IpAddr>() {
@@ -196,6 +199,16 @@ pub fn client_cert(ca: &Issued, user: &str, validity: Validity) -> Result<Issued
     p.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
     issue(ca, p, validity)
+}
+
+/// Whether the subject of a DER certificate has the organizational unit
+/// `ou` (false when unparsable).
+pub fn has_ou(der: &[u8], ou: &str) -> bool {
+    x509_parser::parse_x509_certificate(der).is_ok_and(|(_, cert)| {
+        cert.subject()
+            .iter_organizational_unit()
+            .any(|u| u.as_str() == Ok(ou))
+    })
 }
 
 /// The subject's common name of a DER certificate (`None`: unparsable, or

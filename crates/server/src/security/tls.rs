@@ -81,3 +81,131 @@ pub fn peer_common_name(conn: &rustls::ServerConnection) -> Option<String> {
     let leaf = conn.peer_certificates()?.first()?;
     super::certs::common_name(leaf)
 }
+
+/// The organizational unit that marks a node certificate of the cluster
+/// CA (`basalt certs node` sets it): its holder is a cluster member and may
+/// send every cluster message; any other certificate of the cluster CA is
+/// a user's (its common name), limited to admin and replication requests
+/// its grants allow.
+pub const NODE_OU: &str = "basalt-node";
+
+/// Who is at the other end of a mutual-TLS cluster connection, from its
+/// verified certificate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClusterPeer {
+    /// A node certificate (OU [`NODE_OU`]) with this common name.
+    Node(String),
+    /// Any other certificate of the cluster CA: the user it names (CN).
+    User(String),
+}
+
+impl ClusterPeer {
+    /// The role of the verified leaf certificate `der`; `None` when it has
+    /// no common name.
+    pub fn of_cert(der: &[u8]) -> Option<ClusterPeer> {
+        let cn = super::certs::common_name(der)?;
+        Some(if super::certs::has_ou(der, NODE_OU) {
+            ClusterPeer::Node(cn)
+        } else {
+            ClusterPeer::User(cn)
+        })
+    }
+
+    /// The role of the peer of a server-side TLS connection.
+    pub fn of_conn(conn: &rustls::ServerConnection) -> Option<ClusterPeer> {
+        ClusterPeer::of_cert(conn.peer_certificates()?.first()?)
+    }
+}
+
+/// Mutual TLS of the cluster port (`cluster_certfile`, `cluster_keyfile`,
+/// `cluster_cacertfile`): the listener's config (a client certificate of
+/// the cluster CA is required) and the dialler's (this node's certificate
+/// as its client certificate; the peer's verified against the cluster CA
+/// and the address dialled).
+#[derive(Clone)]
+pub struct ClusterTls {
+    /// For the cluster listener.
+    pub server: Arc<rustls::ServerConfig>,
+    /// For connections to other nodes (and `basalt admin`).
+    pub client: Arc<rustls::ClientConfig>,
+}
+
+impl std::fmt::Debug for ClusterTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClusterTls")
+    }
+}
+
+fn roots(cafile: &Path) -> Result<rustls::RootCertStore, TlsError> {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in read_certs(cafile)? {
+        roots
+            .add(c)
+            .map_err(|e| TlsError(format!("CA certificate in {}: {e}", cafile.display())))?;
+    }
+    Ok(roots)
+}
+
+fn read_key(keyfile: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+    PrivateKeyDer::from_pem_file(keyfile).map_err(|e| {
+        TlsError(format!(
+            "reading the private key in {}: {e}",
+            keyfile.display()
+        ))
+    })
+}
+
+impl ClusterTls {
+    /// Loads the node's certificate chain, key and the cluster CA.
+    pub fn load(certfile: &Path, keyfile: &Path, cafile: &Path) -> Result<ClusterTls, TlsError> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            roots(cafile)?.into(),
+            provider.clone(),
+        )
+        .build()
+        .map_err(|e| TlsError(format!("cluster client verifier: {e}")))?;
+        let server = rustls::ServerConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| TlsError(e.to_string()))?
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(read_certs(certfile)?, read_key(keyfile)?)
+            .map_err(|e| TlsError(format!("cluster certificate and key: {e}")))?;
+        let client = client_config(Some((certfile, keyfile)), cafile)?;
+        Ok(ClusterTls {
+            server: Arc::new(server),
+            client,
+        })
+    }
+}
+
+/// A client config trusting the CAs in `cafile`, presenting the
+/// certificate and key in `identity` when given.
+pub fn client_config(
+    identity: Option<(&Path, &Path)>,
+    cafile: &Path,
+) -> Result<Arc<rustls::ClientConfig>, TlsError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| TlsError(e.to_string()))?
+        .with_root_certificates(roots(cafile)?);
+    let config = match identity {
+        Some((cert, key)) => builder
+            .with_client_auth_cert(read_certs(cert)?, read_key(key)?)
+            .map_err(|e| TlsError(format!("client certificate and key: {e}")))?,
+        None => builder.with_no_client_auth(),
+    };
+    Ok(Arc::new(config))
+}
+
+/// The name a dialled address `host:port` is verified as: its IP address,
+/// or its host name.
+pub fn server_name(addr: &str) -> Result<rustls::pki_types::ServerName<'static>, TlsError> {
+    let host = match addr.rsplit_once(':') {
+        Some((h, _)) => h.trim_start_matches('[').trim_end_matches(']'),
+        None => addr,
+    };
+    rustls::pki_types::ServerName::try_from(host.to_string())
+        .map_err(|e| TlsError(format!("{host:?} is not a host name or IP address: {e}")))
+}

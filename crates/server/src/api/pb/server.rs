@@ -4,6 +4,13 @@
 //! from slow readers), graceful shutdown (stop accepting, finish the
 //! request in flight, close idle connections, then close the vnodes). What
 //! a request means is [`super::dispatch`]'s.
+//!
+//! With `cluster_certfile` & co. the cluster port speaks mutual TLS from
+//! the first byte: a peer without a certificate of the cluster CA is
+//! refused at the handshake; a node certificate may send everything, a
+//! user's certificate only admin requests (`basalt.admin` once security
+//! is on) and replication messages (`basalt.repl`). On a plain cluster
+//! port, with security on, admin requests come only from loopback.
 
 use super::{dispatch, error_frame, Port};
 use crate::config::Config;
@@ -11,6 +18,7 @@ use crate::limits::STREAM_QUEUE_FRAMES;
 use crate::node::Node;
 use crate::node::OpenError;
 use crate::pb::{self, FrameError};
+use crate::security::tls::ClusterPeer;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -137,6 +145,16 @@ pub async fn serve_all(
         tracing::warn!(
             addrs = ?exposed,
             "client listeners on non-loopback addresses with security disabled: anyone who reaches them can read, write and delete (see `basalt admin security`)"
+        );
+    }
+    // Connections to other nodes live on this runtime, whoever dials them.
+    let rt = tokio::runtime::Handle::current();
+    node.cluster().peers.set_runtime(rt.clone());
+    node.repl_peers.set_runtime(rt);
+    if node.cluster_tls.is_none() && cluster_local.is_some_and(|a| !a.ip().is_loopback()) {
+        tracing::warn!(
+            addr = ?cluster_local,
+            "cluster listener on a non-loopback address without mutual TLS: anyone who reaches it can join, read and write (see cluster_certfile, cluster_keyfile, cluster_cacertfile)"
         );
     }
     node.start_background();
@@ -354,15 +372,18 @@ async fn connection(
         // echoes what `RpbSetClientIdReq` set (clocks use vnode actors).
         client_id: vec![0; 4],
         session: super::auth::Session::default(),
+        cluster_peer: None,
     };
+    if port == Port::Cluster {
+        if let Some(tls) = node.cluster_tls.clone() {
+            return cluster_tls_connection(sock, conn, node, stop, tls).await;
+        }
+    }
     match serve_frames(&mut sock, &mut conn, &node, &mut stop).await {
         End::Closed => {}
         End::Cluster(body) => {
-            let n = node.clone();
-            crate::cluster::transport::serve_conn(sock, body, max, stop.clone(), move |m| {
-                crate::api::cluster::serve(n.clone(), m)
-            })
-            .await;
+            let _ = sock.set_nodelay(true);
+            serve_cluster(sock.into_split(), body, max, &conn, &node, &stop).await;
         }
         End::StartTls => {
             let Some(config) = node.tls.clone() else {
@@ -396,12 +417,156 @@ async fn connection(
     }
 }
 
+/// A cluster-port connection with mutual TLS: the handshake (a
+/// certificate of the cluster CA required, within the handshake time
+/// limit), then admin requests or cluster messages as its certificate's
+/// role allows ([`cluster_gate`]).
+async fn cluster_tls_connection(
+    sock: TcpStream,
+    mut conn: Conn,
+    node: Arc<Node>,
+    mut stop: watch::Receiver<bool>,
+    tls: crate::security::tls::ClusterTls,
+) {
+    let _ = sock.set_nodelay(true);
+    let handshake = tokio_rustls::TlsAcceptor::from(tls.server).accept(sock);
+    let mut stream =
+        match tokio::time::timeout(crate::security::tls::HANDSHAKE_TIMEOUT, handshake).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                let why = format!("cluster port TLS handshake: {e}");
+                return node.security.refused(&conn.peer.to_string(), None, &why);
+            }
+            Err(_) => {
+                let why = "cluster port TLS handshake: not finished within the time limit";
+                return node.security.refused(&conn.peer.to_string(), None, why);
+            }
+        };
+    let Some(role) = ClusterPeer::of_conn(stream.get_ref().1) else {
+        let why = "cluster port: the certificate has no common name";
+        return node.security.refused(&conn.peer.to_string(), None, why);
+    };
+    conn.cluster_peer = Some(role);
+    let max = node.config().limits.max_frame_bytes;
+    match serve_frames(&mut stream, &mut conn, &node, &mut stop).await {
+        End::Closed => {}
+        End::Cluster(body) => {
+            let halves = tokio::io::split(stream);
+            serve_cluster(halves, body, max, &conn, &node, &stop).await
+        }
+        End::StartTls => tracing::warn!(peer = %conn.peer, "STARTTLS on the cluster port; closed"),
+    }
+}
+
+/// Serves cluster messages on `sock` from `first` on, each through
+/// [`cluster_gate`] and then `api::cluster`.
+async fn serve_cluster<R, W>(
+    halves: (R, W),
+    first: Vec<u8>,
+    max: usize,
+    conn: &Conn,
+    node: &Arc<Node>,
+    stop: &watch::Receiver<bool>,
+) where
+    R: tokio::io::AsyncRead + Unpin + Send + 'static,
+    W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let n = node.clone();
+    let (role, peer) = (conn.cluster_peer.clone(), conn.peer.to_string());
+    crate::cluster::transport::serve_conn(halves, first, max, stop.clone(), move |m| {
+        let n = n.clone();
+        let gate = cluster_gate(&n, role.as_ref(), &peer, &m);
+        async move {
+            match gate {
+                Ok(()) => crate::api::cluster::serve(n, m).await,
+                Err(why) => crate::cluster::Reply::Refused(why),
+            }
+        }
+    })
+    .await;
+}
+
+/// Whether the peer of a cluster connection may send `msg`: anything on a
+/// plain cluster port (no TLS configured) and from a node certificate; from
+/// a user's certificate only replication messages, and once security is on
+/// only with `basalt.repl`. Refusals are counted and logged.
+fn cluster_gate(
+    node: &Node,
+    role: Option<&ClusterPeer>,
+    peer: &str,
+    msg: &crate::cluster::Msg,
+) -> Result<(), String> {
+    use crate::cluster::Msg;
+    let user = match role {
+        None | Some(ClusterPeer::Node(_)) => return Ok(()),
+        Some(ClusterPeer::User(u)) => u,
+    };
+    let repl = matches!(
+        msg,
+        Msg::ReplPush { .. }
+            | Msg::ReplFold(_)
+            | Msg::ReplRequeue { .. }
+            | Msg::ReplHello { .. }
+            | Msg::ReplMeta(_)
+    );
+    let verdict = if !repl {
+        Err(format!(
+            "the certificate of user {user:?} is not a node certificate (OU {}): only replication and admin requests are allowed",
+            crate::security::tls::NODE_OU
+        ))
+    } else if !node.security.enabled() {
+        Ok(())
+    } else {
+        node.security
+            .permit(user, crate::security::Rule::Any("basalt.repl"), None, None)
+            .map_err(|d| d.to_string())
+    };
+    if let Err(why) = &verdict {
+        node.security.refused(peer, Some(user), why);
+    }
+    verdict
+}
+
+/// Whether the peer may make admin request `c` on the cluster port. Ping
+/// is open. Over mutual TLS: a node certificate may; a user's certificate
+/// may while security is off, and once it is on only with `basalt.admin`.
+/// On a plain cluster port: anyone while security is off; once it is on,
+/// only a loopback peer (the node's own host; configure the cluster port's
+/// TLS to require an admin grant).
+fn admin_gate(node: &Node, conn: &Conn, c: u8) -> Result<(), String> {
+    if c == pb::code::PING_REQ {
+        return Ok(());
+    }
+    let verdict = match &conn.cluster_peer {
+        Some(ClusterPeer::Node(_)) => Ok(()),
+        Some(ClusterPeer::User(u)) if node.security.enabled() => node
+            .security
+            .permit(u, crate::security::Rule::Any("basalt.admin"), None, None)
+            .map_err(|d| d.to_string()),
+        Some(ClusterPeer::User(_)) => Ok(()),
+        None if node.security.enabled() && !conn.peer.ip().is_loopback() => Err(
+            "Security is enabled: admin requests from another host need the cluster port's mutual TLS (cluster_certfile, cluster_keyfile, cluster_cacertfile) and a certificate whose user has basalt.admin".to_string(),
+        ),
+        None => Ok(()),
+    };
+    if let Err(why) = &verdict {
+        let user = match &conn.cluster_peer {
+            Some(ClusterPeer::User(u)) => Some(u.as_str()),
+            _ => None,
+        };
+        node.security.refused(&conn.peer.to_string(), user, why);
+    }
+    verdict
+}
+
 /// What a connection carries from one request to the next.
 struct Conn {
     peer: SocketAddr,
     port: Port,
     client_id: Vec<u8>,
     session: super::auth::Session,
+    /// Who the cluster port's mutual TLS says the peer is (`None`: plain).
+    cluster_peer: Option<ClusterPeer>,
 }
 
 /// Serves requests on `sock` (plain or TLS) until the connection ends or
@@ -440,6 +605,14 @@ where
         };
         if c == crate::cluster::transport::CLUSTER_REQ && conn.port == Port::Cluster {
             return End::Cluster(body);
+        }
+        if conn.port == Port::Cluster {
+            if let Err(why) = admin_gate(node, conn, c) {
+                if sock.write_all(&error_frame(why)).await.is_err() {
+                    return End::Closed;
+                }
+                continue;
+            }
         }
         if conn.port == Port::Client {
             if let Some(reply) = security_step(node, conn, c, &body).await {

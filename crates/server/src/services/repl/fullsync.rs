@@ -401,7 +401,7 @@ impl Node {
 
     async fn peer_call(&self, peer: &str, msg: Msg) -> Result<Reply, String> {
         let timeout = CONTROL_TIMEOUT.max(self.timeout()) * 4;
-        match self.router.cluster.peers.call(peer, &msg, timeout).await {
+        match self.repl_peers.call(peer, &msg, timeout).await {
             Ok(Reply::Refused(e)) => Err(format!("{peer}: {e}")),
             Ok(r) => Ok(r),
             Err(e) => Err(format!("{peer}: {e}")),

@@ -192,13 +192,7 @@ pub(crate) async fn push(node: &Node, addr: &str, items: Vec<ReplItem>) -> Resul
         source: node.router.cluster.state().cluster_id,
         items,
     };
-    match node
-        .router
-        .cluster
-        .peers
-        .call(addr, &msg, node.timeout())
-        .await
-    {
+    match node.repl_peers.call(addr, &msg, node.timeout()).await {
         Ok(Reply::Ok) => Ok(()),
         Ok(Reply::Refused(e)) => Err(e),
         Ok(other) => Err(format!("unexpected reply {other:?}")),
@@ -245,9 +239,7 @@ pub(crate) async fn hello(node: &Node, addr: &str) -> Result<(String, Vec<String
         source: node.router.cluster.state().cluster_id,
     };
     match node
-        .router
-        .cluster
-        .peers
+        .repl_peers
         .call(addr, &msg, crate::limits::CONTROL_TIMEOUT)
         .await
     {
