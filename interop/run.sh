@@ -65,9 +65,11 @@
 # "Interop tests".
 #
 # Then the security stage (BASALT_INTEROP_SECURITY=0 skips it): a node with
-# TLS (certificates from `basalt certs`) and security enabled; the Go, Node
-# and Python clients connect with STARTTLS and a password (see
-# security_stage below).
+# TLS and HTTPS (certificates from `basalt certs`) and security enabled;
+# the Go, Node, Python and Java clients connect with STARTTLS and a
+# password, the Python client also over HTTPS with basic auth; each is
+# refused a wrong password, an operation without its grant and an
+# address without a source (see security_stage below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -494,17 +496,35 @@ else
 fi
 # The security stage (BASALT_INTEROP_SECURITY=0 skips it): certificates
 # from `basalt certs ca` and `basalt certs node`, a node with
-# tls_certfile / tls_keyfile (config file), then with `basalt admin
-# security`: the user `interop` (password `interop-pw`), a password source
-# for 127.0.0.1/32, get/put/delete on any, security enabled. Then the Go
-# (interop/go/security), Node (security.test.js, when Node runs) and
-# Python (test_security.py, when Python runs) clients each STARTTLS,
-# authenticate and put/get/delete, and are refused with a wrong password.
+# tls_certfile / tls_keyfile and https_listen (config file), then with
+# `basalt admin security` the users, each with a password source of its
+# own (a source for `all` would also admit a user from an address its own
+# sources do not cover):
+#   interop / interop-pw   127.0.0.1/32, get/put/delete on any (the good user)
+#   getonly / getonly-pw   127.0.0.1/32, riak_kv.get on any (a put is refused)
+#   faraway / faraway-pw   10.0.0.0/8 only, get/put/delete on any (the
+#                          clients connect from 127.0.0.1: refused)
+#   wrong_go, wrong_node, wrong_py, wrong_https, wrong_java   127.0.0.1/32,
+#                          for the wrong-password cases, one per client:
+#                          failed logins lock a user out from an address
+#                          for a cool-down, so they must not share a user
+#                          with the good cases
+# and security enabled. Then the Go (interop/go/security), Node
+# (security.test.js, when Node runs) and Python (test_security.py, when
+# Python runs; PB and HTTPS) and Java (basalt.interop.Security, when the
+# Java stage runs) clients each STARTTLS, authenticate and put/get/delete,
+# are refused with a wrong password, without the grant and without a
+# source, and the good user is served after that.
 security_stage() {
-  local certs=$tmp/certs sec_status=0 spid sport scport
+  local certs=$tmp/certs sec_status=0 spid sport scport hsport u
   "$bin" certs ca --out "$certs" >/dev/null || return 1
   "$bin" certs node --ca "$certs" --name node1 >/dev/null || return 1
-  printf 'tls_certfile = "%s"\ntls_keyfile = "%s"\n' "$certs/node1.pem" "$certs/node1-key.pem" >"$tmp/secure.toml"
+  for _ in 1 2 3 4 5; do
+    hsport=$((20000 + RANDOM % 40000))
+    port_in_use "$hsport" || break
+  done
+  printf 'tls_certfile = "%s"\ntls_keyfile = "%s"\nhttps_listen = "127.0.0.1:%s"\n' \
+    "$certs/node1.pem" "$certs/node1-key.pem" "$hsport" >"$tmp/secure.toml"
   if ! start_node "$tmp/secure" "$tmp/secure.log" --config "$tmp/secure.toml"; then
     echo "interop: could not start the node for the security stage" >&2
     return 1
@@ -512,10 +532,20 @@ security_stage() {
   spid=$started_pid sport=$started_port scport=$started_cport
   sec() { "$bin" admin --node "127.0.0.1:$scport" security "$@" >/dev/null; }
   sec add-user interop password=interop-pw &&
-    sec add-source all 127.0.0.1/32 password &&
+    sec add-source interop 127.0.0.1/32 password &&
     sec grant riak_kv.get,riak_kv.put,riak_kv.delete on any to interop &&
-    sec enable || sec_status=1
+    sec add-user getonly password=getonly-pw &&
+    sec add-source getonly 127.0.0.1/32 password &&
+    sec grant riak_kv.get on any to getonly &&
+    sec add-user faraway password=faraway-pw &&
+    sec add-source faraway 10.0.0.0/8 password &&
+    sec grant riak_kv.get,riak_kv.put,riak_kv.delete on any to faraway || sec_status=1
+  for u in wrong_go wrong_node wrong_py wrong_https wrong_java; do
+    { sec add-user "$u" password=right-pw && sec add-source "$u" 127.0.0.1/32 password; } || sec_status=1
+  done
+  sec enable || sec_status=1
   export BASALT_SECURE_PB_ADDR="127.0.0.1:$sport" BASALT_SECURE_CA="$certs/ca.pem"
+  export BASALT_SECURE_HTTPS_ADDR="127.0.0.1:$hsport"
   if [[ $sec_status -eq 0 ]]; then
     echo "== interop: security (Go client)"
     (cd "$root/interop/go" && go test -count=1 ./security/) || sec_status=1
@@ -528,7 +558,40 @@ security_stage() {
     echo "== interop: security (Python client)"
     (cd "$root/interop/python" && "$root/interop/python/.venv/bin/python" -m unittest test_security -v) || sec_status=1
   fi
-  unset BASALT_SECURE_PB_ADDR BASALT_SECURE_CA
+  local jout="${CARGO_TARGET_DIR:-$root/target}/interop-java"
+  if [[ $sec_status -eq 0 && $run_java != 0 ]]; then
+    if [[ -f $jout/classpath.txt ]]; then
+      echo "== interop: security (Java client, riak-client 2.1.1)"
+      java --add-opens java.base/java.nio=ALL-UNNAMED \
+        --add-opens java.base/sun.nio.ch=ALL-UNNAMED --add-opens java.base/java.lang=ALL-UNNAMED \
+        -cp "$jout/classes:$(cat "$jout/classpath.txt")" basalt.interop.Security || sec_status=1
+    else
+      echo "interop: no compiled Java client ($jout); the Java stage failed earlier" >&2
+      sec_status=1
+    fi
+  fi
+  unset BASALT_SECURE_PB_ADDR BASALT_SECURE_CA BASALT_SECURE_HTTPS_ADDR
+  # Some clients only see "could not connect": the node's log must show
+  # each refusal with its reason (logged and counted, issue 17).
+  local want n wants=(
+    'user="?getonly"?.*Permission denied.*riak_kv\.put'
+    'user="?faraway"?.*No matching source'
+    'user="?wrong_go"?.*(Authentication failed|too many failed logins)'
+  )
+  [[ $run_node != 0 ]] && wants+=('user="?wrong_node"?.*Authentication failed')
+  [[ $run_python != 0 ]] && wants+=('user="?wrong_py"?.*(Authentication failed|too many failed logins)'
+    'user="?wrong_https"?.*Authentication failed' 'user="?wrong_https"?.*too many failed logins for user wrong_https')
+  [[ $run_java != 0 ]] && wants+=('user="?wrong_java"?.*(Authentication failed|too many failed logins)')
+  if [[ $sec_status -eq 0 ]]; then
+    for want in "${wants[@]}"; do
+      if ! grep -Eq "request refused by security.*$want" "$tmp/secure.log"; then
+        echo "interop: no refusal matching /$want/ in the node's log" >&2
+        sec_status=1
+      fi
+    done
+    n=$(grep -c 'request refused by security' "$tmp/secure.log" || true)
+    echo "== interop: the node logged $n refusals, $(grep -c 'too many failed logins for user' "$tmp/secure.log" || true) of them in a cool-down after failed logins"
+  fi
   if [[ $sec_status -ne 0 ]]; then
     echo "interop: security stage failed; node log tail:" >&2
     tail -40 "$tmp/secure.log" >&2

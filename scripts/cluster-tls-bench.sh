@@ -9,11 +9,12 @@
 # line per run (load average before it, Avg TPS, errors). Run from the repo
 # root after `cargo build --release -p basalt-cli`; BASALT_BIN overrides the
 # binary, CTLSBENCH_DIR keeps certificates, logs and results (default: a
-# temp dir). Uses ports 18187..18189 (PB) and 18197..18199 (cluster).
+# temp dir); MODES="plain" or "tls" runs one mode. Uses ports 18187..18189 (PB) and 18197..18199 (cluster).
 set -euo pipefail
 B=$(realpath "${BASALT_BIN:-target/release/basalt}")
 W=${CTLSBENCH_DIR:-$(mktemp -d)}
 ROUNDS=${ROUNDS:-3}
+MODES=${MODES:-plain tls}
 CFG=$PWD/crates/bench/examples/live_pb_quick.config
 rm -rf "$W/certs"
 $B certs ca --out "$W/certs" >/dev/null
@@ -37,7 +38,7 @@ adm() { # adm MODE NODE ARGS...: basalt admin, with the operator's certificate u
 }
 
 for round in $(seq 1 "$ROUNDS"); do
-  for mode in plain tls; do
+  for mode in $MODES; do
     pids=() data=$(mktemp -d)
     for i in 1 2 3; do
       $B start --config "$W/$mode-n$i.toml" --node-name "n$i@127.0.0.1" --ring-size 16 \

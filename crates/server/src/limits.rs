@@ -257,6 +257,38 @@ pub const MAX_COMMIT_HOOKS: usize = 8;
 /// dropped and counted (`postcommit_dropped`), never delaying a write.
 pub const POSTCOMMIT_IN_FLIGHT: usize = 1024;
 
+// Logins (`security::logins`): RpbAuthReq and HTTPS basic auth.
+
+/// Password verifications (PBKDF2, 100,000 rounds: tens of milliseconds
+/// of a core each) running at once per node; more wait for a slot, so
+/// clients sending passwords can never hold more than this many cores.
+pub const LOGIN_VERIFY_SLOTS: usize = 2;
+/// How long a login waits for a verification slot before it is refused
+/// ("busy verifying passwords"); not counted as a failed login.
+pub const LOGIN_VERIFY_WAIT: Duration = Duration::from_secs(5);
+/// Consecutive failed logins of one user from one address after which
+/// further attempts are refused at once (no password hashed) for a
+/// cool-down.
+pub const LOGIN_FAILURES_BEFORE_LOCKOUT: u32 = 5;
+/// The first cool-down; it doubles with each failure after it.
+pub const LOGIN_LOCKOUT_FIRST: Duration = Duration::from_secs(1);
+/// The longest cool-down: a guesser gets one password checked a minute.
+pub const LOGIN_LOCKOUT_MAX: Duration = Duration::from_secs(60);
+/// A (user, address) whose last failure is this old starts again from
+/// zero failures.
+pub const LOGIN_FAILURES_FORGOTTEN_AFTER: Duration = Duration::from_secs(600);
+/// (user, address) pairs with failed logins tracked per node; when full,
+/// forgotten pairs go first, then the oldest pair not in a cool-down,
+/// then the oldest.
+pub const LOGIN_TRACKED_MAX: usize = 10_000;
+
+const _: () = {
+    assert!(LOGIN_VERIFY_SLOTS > 0 && LOGIN_FAILURES_BEFORE_LOCKOUT > 0 && LOGIN_TRACKED_MAX > 0);
+    assert!(LOGIN_LOCKOUT_FIRST.as_millis() > 0);
+    assert!(LOGIN_LOCKOUT_FIRST.as_millis() <= LOGIN_LOCKOUT_MAX.as_millis());
+    assert!(LOGIN_FAILURES_FORGOTTEN_AFTER.as_millis() >= LOGIN_LOCKOUT_MAX.as_millis());
+};
+
 const _: () = {
     assert!(MAPRED_MAX_PHASES > 0 && MAPRED_FETCH_PARALLEL > 0 && MAPRED_JS_MAP_BATCH > 0);
     assert!(MAPRED_FOLD_PARALLEL > 0 && MAPRED_KEYS_BATCH > 0);

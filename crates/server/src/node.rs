@@ -348,6 +348,11 @@ impl Node {
         &self.config
     }
 
+    /// The cluster's security state and this node's login back-off.
+    pub fn security(&self) -> &crate::security::Security {
+        &self.security
+    }
+
     /// Bucket properties.
     pub fn props(&self) -> &PropsStore {
         &self.props

@@ -8,6 +8,12 @@
 //! added without a permission fails here. With security on, each served
 //! code must be refused before STARTTLS, then before authentication, then
 //! without a grant (all but the open ones: ping, client id, server info).
+//!
+//! The back-off: five wrong passwords of one user from one address lock
+//! that pair out (refused at once, no password hashed, counted), while
+//! the same user from another loopback address and another user from the
+//! same address still log in; after a cool-down the right password works
+//! and resets the count.
 
 mod common;
 
@@ -89,7 +95,30 @@ fn starttls(
     addr: SocketAddr,
     cert: &[u8],
 ) -> rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
-    let mut s = TcpStream::connect(addr).expect("connect");
+    starttls_from(cert, TcpStream::connect(addr).expect("connect"))
+}
+
+/// A plain connection to `addr` from the local address `from` (any
+/// 127.0.0.0/8 address reaches a loopback listener on Linux).
+fn connect_from(addr: SocketAddr, from: std::net::IpAddr) -> TcpStream {
+    let rt = common::runtime();
+    let s = rt
+        .block_on(async {
+            let sock = tokio::net::TcpSocket::new_v4()?;
+            sock.bind(SocketAddr::new(from, 0))?;
+            sock.connect(addr).await
+        })
+        .expect("connect from");
+    let s = s.into_std().expect("std socket");
+    s.set_nonblocking(false).expect("blocking");
+    s
+}
+
+/// STARTTLS on the plain connection `s`, trusting `cert`.
+fn starttls_from(
+    cert: &[u8],
+    mut s: TcpStream,
+) -> rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
     s.set_read_timeout(Some(Duration::from_secs(10)))
         .expect("timeout");
     write_frame(&mut s, code::START_TLS, &[]);
@@ -312,5 +341,107 @@ fn bad_security_input_gets_clear_errors() {
         "{r:?}"
     );
     c.ping();
+    h.shutdown().expect("shutdown");
+}
+
+#[test]
+fn failed_logins_back_off_per_user_and_address() {
+    use basalt_server::security::logins::Policy;
+    use std::sync::atomic::Ordering;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (h, cert) = node(dir.path());
+    let addr = h.addr();
+    let sec = h.node().security();
+    // A cool-down long enough that the test never races its end.
+    sec.set_login_policy(Policy {
+        first_lockout: Duration::from_secs(60),
+        max_lockout: Duration::from_secs(600),
+        forget_after: Duration::from_secs(600),
+        ..Policy::DEFAULT
+    });
+    admin(&h, "security add-user alice password=right");
+    admin(&h, "security add-user bob password=bob-pw");
+    admin(&h, "security add-source all 127.0.0.0/8 password");
+    admin(&h, "security enable");
+    let refused0 = sec.refused.load(Ordering::Relaxed);
+
+    let mut t = starttls(addr, &cert);
+    for i in 0..5 {
+        let r = auth(&mut t, "alice", "wrong");
+        assert_eq!(errmsg(&r), "Authentication failed", "attempt {i}");
+    }
+    // The sixth, even with the right password: refused at once.
+    let started = std::time::Instant::now();
+    let r = auth(&mut t, "alice", "right");
+    let msg = errmsg(&r);
+    assert!(
+        msg.starts_with("too many failed logins for user alice from 127.0.0.1; retry in "),
+        "{msg}"
+    );
+    assert!(msg.ends_with(" s"), "{msg}");
+    assert_eq!(sec.lockouts.load(Ordering::Relaxed), 1);
+    assert_eq!(sec.refused.load(Ordering::Relaxed), refused0 + 6);
+    // Still refused on a new connection from the same address, and an
+    // unknown password does not get hashed either.
+    let mut t2 = starttls(addr, &cert);
+    assert!(errmsg(&auth(&mut t2, "alice", "right")).starts_with("too many failed logins"));
+    assert_eq!(sec.lockouts.load(Ordering::Relaxed), 2);
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "refusals in a cool-down do not wait"
+    );
+    // Another user from the same address logs in.
+    let mut b = starttls(addr, &cert);
+    assert_eq!(
+        auth(&mut b, "bob", "bob-pw"),
+        Some((code::AUTH_RESP, vec![]))
+    );
+    write_frame(&mut b, code::PING_REQ, &[]);
+    assert_eq!(read_frame(&mut b), Some((code::PING_RESP, vec![])));
+    // The same user from another address logs in.
+    let from = "127.0.0.2".parse().expect("ip");
+    let mut a2 = starttls_from(&cert, connect_from(addr, from));
+    assert_eq!(
+        auth(&mut a2, "alice", "right"),
+        Some((code::AUTH_RESP, vec![]))
+    );
+    // The lock-out shows in `security status`.
+    let status = admin(&h, "security status");
+    assert!(
+        status.contains("logins refused in a cool-down after failures (this node): 2"),
+        "{status}"
+    );
+
+    // A short cool-down: after it, the right password works and resets
+    // the count (four more failures do not lock the pair out).
+    sec.set_login_policy(Policy {
+        first_lockout: Duration::from_millis(300),
+        ..Policy::DEFAULT
+    });
+    let mut c = starttls(addr, &cert);
+    for _ in 0..5 {
+        assert_eq!(
+            errmsg(&auth(&mut c, "bob", "nope")),
+            "Authentication failed"
+        );
+    }
+    std::thread::sleep(Duration::from_millis(400));
+    assert_eq!(
+        auth(&mut c, "bob", "bob-pw"),
+        Some((code::AUTH_RESP, vec![]))
+    );
+    let mut c = starttls(addr, &cert);
+    for i in 0..4 {
+        let r = auth(&mut c, "bob", "nope");
+        assert_eq!(
+            errmsg(&r),
+            "Authentication failed",
+            "after the reset, attempt {i}"
+        );
+    }
+    assert_eq!(
+        auth(&mut c, "bob", "bob-pw"),
+        Some((code::AUTH_RESP, vec![]))
+    );
     h.shutdown().expect("shutdown");
 }

@@ -5,6 +5,10 @@
 //! `tls_cacertfile`, its CN the user), with wrong, foreign and expired
 //! certificates refused.
 //!
+//! The back-off over HTTPS: five wrong passwords of one user lock it out
+//! from this address (429 with `Retry-After`, counted in `/stats`), and
+//! another user keeps being served.
+//!
 //! The route scan: every pattern the router serves (`route_patterns`),
 //! filled with sample values, must answer 401 without credentials and 403
 //! to an authenticated user without grants (routes open to any user
@@ -109,6 +113,18 @@ fn https(
     auth: Option<(&str, &str)>,
     body: &[u8],
 ) -> Option<(u16, String)> {
+    https_full(addr, config, method, path, auth, body).map(|(s, _, b)| (s, b))
+}
+
+/// As [`https`]: (status, the head's lines, body).
+fn https_full(
+    addr: SocketAddr,
+    config: Arc<rustls::ClientConfig>,
+    method: &str,
+    path: &str,
+    auth: Option<(&str, &str)>,
+    body: &[u8],
+) -> Option<(u16, String, String)> {
     use base64::Engine as _;
     let mut s = tls_to(connect(addr), config);
     let mut req = format!("{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n");
@@ -126,8 +142,8 @@ fn https(
     let _ = s.read_to_end(&mut raw);
     let text = String::from_utf8_lossy(&raw).into_owned();
     let status = text.split(' ').nth(1)?.parse().ok()?;
-    let body = text.split_once("\r\n\r\n").map(|x| x.1.to_string())?;
-    Some((status, body))
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    Some((status, head.to_string(), body.to_string()))
 }
 
 fn write_frame(w: &mut impl Write, c: u8, body: &[u8]) {
@@ -400,5 +416,71 @@ fn a_large_reply_over_starttls_arrives_whole_when_read_late() {
     assert_eq!(c, code::GET_RESP);
     let got = pb::RpbGetResp::decode(body.as_slice()).expect("decode");
     assert_eq!(got.content[0].value, value);
+    h.shutdown().expect("shutdown");
+}
+
+#[test]
+fn https_basic_auth_backs_off_after_failed_logins() {
+    use basalt_server::security::logins::Policy;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (h, ca) = node(dir.path());
+    let addr = h.https_addr().expect("https");
+    let cfg = client_config(&ca, None);
+    h.node().security().set_login_policy(Policy {
+        first_lockout: Duration::from_secs(60),
+        ..Policy::DEFAULT
+    });
+    admin(&h, "security add-user dave password=pw");
+    admin(&h, "security add-user erin password=pw2");
+    admin(&h, "security add-source all 127.0.0.1/32 password");
+    admin(&h, "security grant riak_kv.get,riak_kv.put on any to dave");
+    admin(&h, "security grant riak_kv.get,riak_kv.put on any to erin");
+    admin(&h, "security enable");
+    let get = |user: &str, pw: &str| {
+        https_full(
+            addr,
+            cfg.clone(),
+            "GET",
+            "/buckets/b/keys/k",
+            Some((user, pw)),
+            b"",
+        )
+        .expect("reply")
+    };
+    for i in 0..5 {
+        assert_eq!(get("dave", "bad").0, 401, "attempt {i}");
+    }
+    let (status, head, body) = get("dave", "pw");
+    assert_eq!(status, 429, "{head}\n{body}");
+    assert!(
+        body.starts_with("too many failed logins for user dave from 127.0.0.1; retry in "),
+        "{body}"
+    );
+    let retry = head
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("retry-after: ")
+                .or_else(|| l.strip_prefix("Retry-After: "))
+        })
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .expect("Retry-After");
+    assert!((1..=60).contains(&retry), "{retry}");
+    // Another user from the same address is served.
+    assert_eq!(get("erin", "pw2").0, 404);
+    // Counted in /stats with the other refusals (5 bad passwords, 1
+    // lock-out).
+    let (status, _, stats) = https_full(
+        addr,
+        cfg.clone(),
+        "GET",
+        "/stats",
+        Some(("erin", "pw2")),
+        b"",
+    )
+    .expect("stats");
+    assert_eq!(status, 200);
+    let stats: serde_json::Value = serde_json::from_str(&stats).expect("json");
+    let refused = stats["security_refused_total"].as_u64().expect("counter");
+    assert!(refused >= 6, "{refused}");
     h.shutdown().expect("shutdown");
 }

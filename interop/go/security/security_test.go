@@ -3,16 +3,26 @@
 // node`, verified against the CA from `basalt certs ca`), AuthReq with a
 // password, then store / fetch / delete; and a wrong password refused.
 //
+// Refused as they should be: a user granted riak_kv.get only tries a put
+// (`getonly`), a user whose only source is 10.0.0.0/8 connects from
+// 127.0.0.1 (`faraway`), a wrong password (`wrong_go`, its own user: the
+// client retries its connection, and failed logins lock a user out from
+// an address for a cool-down); then the good user is still served.
+//
 // interop/run.sh's security stage sets BASALT_SECURE_PB_ADDR (host:port)
 // and BASALT_SECURE_CA (the CA's PEM file) after `basalt admin security`
-// made the user `interop` (password `interop-pw`, source password on
-// 127.0.0.1/32, get/put/delete on any). Without them the tests skip.
+// made those users (see security_stage there): `interop` (password
+// `interop-pw`, a password source on 127.0.0.1/32, get/put/delete on
+// any), `getonly` (`getonly-pw`, 127.0.0.1/32, get on any), `faraway`
+// (`faraway-pw`, a source on 10.0.0.0/8 only, get/put/delete on any),
+// `wrong_go` (127.0.0.1/32). Without them the tests skip.
 package security
 
 import (
 	"crypto/tls"
 	"crypto/x509"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,19 +115,70 @@ func TestSecurityTLSPasswordKV(t *testing.T) {
 }
 
 // The client cannot open a connection (every AuthReq answers
-// "Authentication failed"), so a command never succeeds: it fails, or the
-// client keeps it queued while its health check retries.
+// "Authentication failed", then "too many failed logins"), so a command
+// never succeeds: it fails, or the client keeps it queued while its
+// health check retries.
 func TestSecurityWrongPasswordRefused(t *testing.T) {
-	c := cluster(t, "interop", "not-the-password")
+	neverSucceeds(t, cluster(t, "wrong_go", "not-the-password"), "a wrong password")
+}
+
+// neverSucceeds runs a ping through c: it must fail, or stay queued (the
+// client cannot open a connection and its health check keeps retrying).
+func neverSucceeds(t *testing.T, c *riak.Cluster, what string) {
 	ping := &riak.PingCommand{}
 	done := make(chan error, 1)
 	go func() { done <- c.Execute(ping) }()
 	select {
 	case err := <-done:
 		if err == nil && ping.Success() {
-			t.Fatal("ping with a wrong password succeeded")
+			t.Fatalf("%s: a ping succeeded", what)
 		}
 	case <-time.After(5 * time.Second):
 		// Still queued: refused, as it should be.
+	}
+}
+
+// A user granted riak_kv.get only: a fetch runs, a store is refused with
+// the server's "Permission denied".
+func TestSecurityUserWithoutGrantRefused(t *testing.T) {
+	c := cluster(t, "getonly", "getonly-pw")
+	fetch, _ := riak.NewFetchValueCommandBuilder().WithBucket("secure").WithKey("nokey").Build()
+	if err := c.Execute(fetch); err != nil {
+		t.Fatalf("fetch with riak_kv.get: %v", err)
+	}
+	store, _ := riak.NewStoreValueCommandBuilder().
+		WithBucket("secure").WithKey("getonly").
+		WithContent(&riak.Object{Value: []byte("v"), ContentType: "text/plain"}).Build()
+	err := c.Execute(store)
+	if err == nil {
+		t.Fatal("store without riak_kv.put succeeded")
+	}
+	if !strings.Contains(err.Error(), "Permission denied") || !strings.Contains(err.Error(), "riak_kv.put") {
+		t.Fatalf("store without riak_kv.put: %v", err)
+	}
+}
+
+// A user whose only source is 10.0.0.0/8, from 127.0.0.1: every AuthReq
+// answers "No matching source", so nothing runs.
+func TestSecurityAddressWithoutSourceRefused(t *testing.T) {
+	neverSucceeds(t, cluster(t, "faraway", "faraway-pw"), "a user without a source for 127.0.0.1")
+}
+
+// After the refusals above, the good user is still served.
+func TestSecurityGoodUserServedAfterRefusals(t *testing.T) {
+	c := cluster(t, "interop", "interop-pw")
+	store, _ := riak.NewStoreValueCommandBuilder().
+		WithBucket("secure").WithKey("after").
+		WithContent(&riak.Object{Value: []byte("still"), ContentType: "text/plain"}).Build()
+	if err := c.Execute(store); err != nil {
+		t.Fatalf("store after the refusals: %v", err)
+	}
+	fetch, _ := riak.NewFetchValueCommandBuilder().WithBucket("secure").WithKey("after").Build()
+	if err := c.Execute(fetch); err != nil {
+		t.Fatalf("fetch after the refusals: %v", err)
+	}
+	res := fetch.(*riak.FetchValueCommand).Response
+	if res == nil || len(res.Values) != 1 || string(res.Values[0].Value) != "still" {
+		t.Fatalf("fetched %+v", res)
 	}
 }

@@ -13,16 +13,26 @@
 //! vocabulary of both tables. Refusals are counted
 //! (`security_refused_total`) and logged with the user and the permission
 //! missing. [`certs`] makes test certificates (`basalt certs`).
+//!
+//! Logins ([`Security::login`], for `RpbAuthReq` and HTTPS basic auth)
+//! hash passwords off the async workers, at most
+//! `limits::LOGIN_VERIFY_SLOTS` at once, and back off per (user, address)
+//! after repeated failures ([`logins`]): a guesser is refused at once,
+//! without a password hashed, until its cool-down ends.
 
 pub mod certs;
+pub mod logins;
 pub mod model;
 pub mod tls;
 
 use crate::fsutil::atomic_write;
-use model::{Method, ModelError, Scope, SecurityState};
-use parking_lot::RwLock;
+use crate::limits;
+use model::{Denied, Method, ModelError, Proof, Scope, SecurityState};
+use parking_lot::{Mutex, RwLock};
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 /// What a request needs once its user is authenticated: the one
 /// vocabulary of the PB code table (`api::pb::auth::rule`) and the HTTP
@@ -47,6 +57,30 @@ pub struct Security {
     path: Option<PathBuf>,
     /// Requests refused (authentication or permission).
     pub refused: AtomicU64,
+    /// Logins refused at once during a cool-down (also in `refused`).
+    pub lockouts: AtomicU64,
+    /// Failed logins per (user, address).
+    logins: Mutex<logins::Throttle>,
+    /// Password verifications running at once.
+    verify_slots: tokio::sync::Semaphore,
+}
+
+/// Why a login ([`Security::login`]) failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LoginError {
+    /// No source, bad credentials, no certificate for the user.
+    #[error(transparent)]
+    Denied(#[from] Denied),
+    /// Too many failed logins of this user from this address: refused
+    /// without hashing the password until the cool-down ends.
+    #[error(transparent)]
+    LockedOut(#[from] logins::LockedOut),
+    /// No verification slot freed within `limits::LOGIN_VERIFY_WAIT`.
+    #[error("the node is busy verifying passwords; retry later")]
+    Busy,
+    /// The verification task failed.
+    #[error("password verification failed: {0}")]
+    Task(String),
 }
 
 /// Loading the saved state failed.
@@ -88,6 +122,9 @@ impl Security {
             state: RwLock::new(state),
             path,
             refused: AtomicU64::new(0),
+            lockouts: AtomicU64::new(0),
+            logins: Mutex::new(logins::Throttle::new(logins::Policy::DEFAULT)),
+            verify_slots: tokio::sync::Semaphore::new(limits::LOGIN_VERIFY_SLOTS),
         })
     }
 
@@ -122,6 +159,87 @@ impl Security {
             |t| String::from_utf8_lossy(t).into_owned(),
         );
         self.with(|s| s.check(user, perm, &btype, bucket))
+    }
+
+    /// Authenticates `user` connecting from `peer` with `password` (or the
+    /// common name of its verified client certificate). A password is
+    /// hashed on a blocking thread, holding one of
+    /// `limits::LOGIN_VERIFY_SLOTS`; a (user, address) that failed too
+    /// often is refused at once until its cool-down ends ([`logins`]).
+    /// Unknown users and wrong passwords count as failures; a success
+    /// resets the pair. The caller counts and logs the refusal.
+    pub async fn login(
+        &self,
+        user: &str,
+        password: &str,
+        peer: IpAddr,
+        cert_cn: Option<&str>,
+    ) -> Result<(), LoginError> {
+        let ip = model::canonical(peer);
+        self.cooling(user, ip)?;
+        let hash = match self.with(|s| s.resolve(user, ip, cert_cn)) {
+            Ok(Proof::Admitted) => {
+                self.logins.lock().success(user, ip);
+                return Ok(());
+            }
+            Ok(Proof::Password(h)) => h,
+            Err(Denied::BadCredentials) => {
+                self.failed(user, ip);
+                return Err(Denied::BadCredentials.into());
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let slot = tokio::time::timeout(limits::LOGIN_VERIFY_WAIT, self.verify_slots.acquire())
+            .await
+            .map_err(|_| LoginError::Busy)?
+            .map_err(|_| LoginError::Busy)?;
+        // Attempts queued for a slot behind failures of the same pair.
+        self.cooling(user, ip)?;
+        let password = password.to_string();
+        let ok = tokio::task::spawn_blocking(move || hash.verify(&password))
+            .await
+            .map_err(|e| LoginError::Task(e.to_string()))?;
+        drop(slot);
+        if ok {
+            self.logins.lock().success(user, ip);
+            Ok(())
+        } else {
+            self.failed(user, ip);
+            Err(Denied::BadCredentials.into())
+        }
+    }
+
+    /// `Err` (counted) while `user` from `ip` cools down.
+    fn cooling(&self, user: &str, ip: IpAddr) -> Result<(), LoginError> {
+        let r = self.logins.lock().check(user, ip, Instant::now());
+        r.map_err(|e| {
+            self.lockouts.fetch_add(1, Ordering::Relaxed);
+            e.into()
+        })
+    }
+
+    /// Records a failed login; logs the cool-down it starts.
+    fn failed(&self, user: &str, ip: IpAddr) {
+        let lockout = self.logins.lock().failure(user, ip, Instant::now());
+        if let Some(d) = lockout {
+            tracing::warn!(
+                user,
+                peer = %ip,
+                cooldown_secs = d.as_secs_f64(),
+                "too many failed logins: this user is refused from this address for the cool-down"
+            );
+        }
+    }
+
+    /// The login back-off's policy (default [`logins::Policy::DEFAULT`]);
+    /// tests shorten or lengthen it.
+    pub fn set_login_policy(&self, policy: logins::Policy) {
+        self.logins.lock().set_policy(policy);
+    }
+
+    /// (user, address) pairs with failed logins tracked.
+    pub fn login_pairs_tracked(&self) -> usize {
+        self.logins.lock().len()
     }
 
     /// Counts (and logs) a refused request.
@@ -184,12 +302,13 @@ impl Security {
             ["disable"] => ok(self.change(|s| { s.enabled = false; Ok(()) }), "security disabled".into()),
             ["status"] => Ok(self.with(|s| {
                 format!(
-                    "security: {}\nusers: {}\ngroups: {}\nsources: {}\nrefused requests (this node): {}\n",
+                    "security: {}\nusers: {}\ngroups: {}\nsources: {}\nrefused requests (this node): {}\nlogins refused in a cool-down after failures (this node): {}\n",
                     if s.enabled { "enabled" } else { "disabled" },
                     s.users.len(),
                     s.groups.len(),
                     s.sources.len(),
-                    self.refused.load(Ordering::Relaxed)
+                    self.refused.load(Ordering::Relaxed),
+                    self.lockouts.load(Ordering::Relaxed)
                 )
             })),
             ["add-user", name, opts @ ..] => {
@@ -256,4 +375,106 @@ fn user_opts(opts: &[&str]) -> Result<UserOpts, String> {
         }
     }
     Ok((password, groups))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().expect("ip")
+    }
+
+    fn alice() -> Arc<Security> {
+        let sec = Arc::new(Security::open(None).expect("open"));
+        sec.set_login_policy(logins::Policy {
+            first_lockout: Duration::from_secs(60),
+            ..logins::Policy::DEFAULT
+        });
+        sec.admin(&["add-user", "alice", "password=right"])
+            .expect("user");
+        sec.admin(&["add-source", "all", "127.0.0.0/8", "password"])
+            .expect("source");
+        sec
+    }
+
+    /// Twenty wrong passwords at once: the attempts queued for a
+    /// verification slot are refused once the pair is locked out, so at
+    /// most the threshold plus the other slots' attempts are hashed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_wrong_passwords_stop_being_hashed_at_the_threshold() {
+        let sec = alice();
+        let tasks: Vec<_> = (0..20)
+            .map(|_| {
+                let s = sec.clone();
+                tokio::spawn(async move { s.login("alice", "wrong", ip("127.0.0.1"), None).await })
+            })
+            .collect();
+        let (mut hashed, mut locked, mut busy) = (0, 0, 0);
+        for t in tasks {
+            match t.await.expect("join") {
+                Err(LoginError::Denied(Denied::BadCredentials)) => hashed += 1,
+                Err(LoginError::LockedOut(_)) => locked += 1,
+                // A machine so loaded that five hashes take longer than
+                // LOGIN_VERIFY_WAIT: the waiters give up.
+                Err(LoginError::Busy) => busy += 1,
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        let most = limits::LOGIN_FAILURES_BEFORE_LOCKOUT as usize + limits::LOGIN_VERIFY_SLOTS - 1;
+        let why = format!("{hashed} hashed, {locked} locked out, {busy} busy");
+        assert!(hashed <= most, "{why}");
+        assert_eq!(hashed + locked + busy, 20, "{why}");
+        if busy == 0 {
+            assert!(hashed >= 5, "{why}");
+        }
+        assert_eq!(sec.lockouts.load(Ordering::Relaxed), locked as u64);
+        if hashed < 5 {
+            return; // not locked out yet: nothing more to check
+        }
+        // The right password too, and the IPv4-mapped address is the same
+        // address.
+        let r = sec
+            .login("alice", "right", ip("::ffff:127.0.0.1"), None)
+            .await;
+        assert!(
+            matches!(&r, Err(LoginError::LockedOut(l)) if l.user == "alice" && l.ip == ip("127.0.0.1")),
+            "{r:?}"
+        );
+        // Another address is not locked out.
+        assert_eq!(
+            sec.login("alice", "right", ip("127.0.0.9"), None).await,
+            Ok(())
+        );
+    }
+
+    /// Unknown users count as failures (the same answer as a wrong
+    /// password: no user enumeration); no source is not a failure.
+    #[tokio::test]
+    async fn unknown_users_count_and_missing_sources_do_not() {
+        let sec = alice();
+        for _ in 0..5 {
+            let r = sec.login("nobody", "x", ip("127.0.0.1"), None).await;
+            assert_eq!(r, Err(LoginError::Denied(Denied::BadCredentials)));
+        }
+        let r = sec.login("nobody", "x", ip("127.0.0.1"), None).await;
+        assert!(matches!(r, Err(LoginError::LockedOut(_))), "{r:?}");
+        for _ in 0..8 {
+            let r = sec.login("alice", "right", ip("192.168.1.1"), None).await;
+            assert_eq!(r, Err(LoginError::Denied(Denied::NoSource)));
+        }
+        assert_eq!(sec.login_pairs_tracked(), 1);
+        // A success removes the pair.
+        for _ in 0..3 {
+            let _ = sec.login("alice", "wrong", ip("127.0.0.1"), None).await;
+        }
+        assert_eq!(sec.login_pairs_tracked(), 2);
+        assert_eq!(
+            sec.login("alice", "right", ip("127.0.0.1"), None).await,
+            Ok(())
+        );
+        assert_eq!(sec.login_pairs_tracked(), 1);
+    }
 }

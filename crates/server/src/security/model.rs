@@ -93,6 +93,16 @@ fn derive(password: &str, salt: &[u8], rounds: u32) -> Vec<u8> {
     out.to_vec()
 }
 
+/// What a login still needs once its source is found
+/// ([`SecurityState::resolve`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Proof {
+    /// Nothing: admitted (trust, or the certificate names the user).
+    Admitted,
+    /// The password must match this hash.
+    Password(PasswordHash),
+}
+
 /// A user.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct User {
@@ -451,7 +461,8 @@ impl SecurityState {
     }
 
     /// Authenticates `user` from `peer` with `password`, or with the
-    /// common name of a verified client certificate.
+    /// common name of a verified client certificate ([`Self::resolve`],
+    /// then the password hashed here).
     pub fn authenticate(
         &self,
         user: &str,
@@ -459,19 +470,36 @@ impl SecurityState {
         peer: IpAddr,
         cert_cn: Option<&str>,
     ) -> Result<(), Denied> {
+        match self.resolve(user, peer, cert_cn)? {
+            Proof::Admitted => Ok(()),
+            Proof::Password(h) if h.verify(password) => Ok(()),
+            Proof::Password(_) => Err(Denied::BadCredentials),
+        }
+    }
+
+    /// What admits `user` from `peer` (with the common name of a verified
+    /// client certificate, if any), without hashing a password: the
+    /// source decides here (trust, certificate), or the password must
+    /// match the hash returned (a copy, to verify outside any lock).
+    pub fn resolve(
+        &self,
+        user: &str,
+        peer: IpAddr,
+        cert_cn: Option<&str>,
+    ) -> Result<Proof, Denied> {
         let Some(u) = self.users.get(user) else {
             return Err(Denied::BadCredentials);
         };
         let source = self.source_for(user, peer).ok_or(Denied::NoSource)?;
         match source.method {
-            Method::Trust => Ok(()),
+            Method::Trust => Ok(Proof::Admitted),
             Method::Password => match &u.password {
-                Some(h) if h.verify(password) => Ok(()),
-                _ => Err(Denied::BadCredentials),
+                Some(h) => Ok(Proof::Password(h.clone())),
+                None => Err(Denied::BadCredentials),
             },
             Method::Certificate => {
                 if cert_cn == Some(user) {
-                    Ok(())
+                    Ok(Proof::Admitted)
                 } else {
                     Err(Denied::BadCertificate)
                 }
@@ -573,7 +601,8 @@ impl SecurityState {
 
 /// An IPv4 address mapped into IPv6 (`::ffff:a.b.c.d`, as a dual-stack
 /// listener reports it) as the IPv4 address, so IPv4 sources match it.
-fn canonical(ip: IpAddr) -> IpAddr {
+/// `ip`, an IPv4-mapped IPv6 address as its IPv4 address.
+pub fn canonical(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
         v4 => v4,

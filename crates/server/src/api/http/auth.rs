@@ -13,10 +13,13 @@
 //!
 //! A connection that authenticated once is not hashed again for the same
 //! `Authorization` header (PBKDF2 costs tens of milliseconds); like a PB
-//! session, it keeps its user until it closes.
+//! session, it keeps its user until it closes. Failed logins back off as
+//! on PB (`Security::login`): during a cool-down the answer is 429 with
+//! `Retry-After`, without the password hashed; 503 when no verification
+//! slot frees in time.
 
 use super::{text, Shared};
-use crate::security::Rule;
+use crate::security::{LoginError, Rule};
 use axum::extract::{MatchedPath, RawPathParams, Request};
 use axum::http::{header, Method, StatusCode};
 use axum::response::Response;
@@ -186,36 +189,30 @@ pub async fn authenticate(
                     "Malformed Authorization header (HTTP basic auth)",
                 );
             };
-            let n = node.clone();
-            let (u, ip, cn) = (user.clone(), info.peer.ip(), info.cert_cn.clone());
-            // PBKDF2 is slow on purpose: off the async workers.
-            let verdict = tokio::task::spawn_blocking(move || {
-                n.security
-                    .with(|s| s.authenticate(&u, &password, ip, cn.as_deref()))
-            })
-            .await;
+            // PBKDF2 is slow on purpose: off the async workers, a bounded
+            // number at once, and not at all for a pair cooling down.
+            let verdict = node
+                .security()
+                .login(&user, &password, info.peer.ip(), info.cert_cn.as_deref())
+                .await;
             match verdict {
-                Ok(Ok(())) => {
+                Ok(()) => {
                     *info.verified.lock() = Some((header, user.clone()));
                     user
                 }
-                Ok(Err(e)) => {
-                    return refuse(
-                        &node,
-                        Some(&info),
-                        Some(&user),
-                        StatusCode::UNAUTHORIZED,
-                        &e.to_string(),
-                    )
-                }
                 Err(e) => {
-                    return refuse(
-                        &node,
-                        Some(&info),
-                        Some(&user),
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        &format!("authentication task: {e}"),
-                    )
+                    let status = match &e {
+                        LoginError::LockedOut(_) => StatusCode::TOO_MANY_REQUESTS,
+                        LoginError::Busy => StatusCode::SERVICE_UNAVAILABLE,
+                        LoginError::Task(_) => StatusCode::INTERNAL_SERVER_ERROR,
+                        LoginError::Denied(_) => StatusCode::UNAUTHORIZED,
+                    };
+                    let mut r = refuse(&node, Some(&info), Some(&user), status, &e.to_string());
+                    if let LoginError::LockedOut(l) = &e {
+                        r.headers_mut()
+                            .insert(header::RETRY_AFTER, header::HeaderValue::from(l.retry_secs));
+                    }
+                    return r;
                 }
             }
         }

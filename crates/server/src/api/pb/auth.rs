@@ -185,13 +185,16 @@ pub fn check(
 }
 
 /// `RpbAuthReq`: authenticates the connection's user; the reply frame.
-pub fn authenticate(
+/// The password is hashed off the async workers, a bounded number at
+/// once; a user that failed too often from this address is refused at
+/// once for a cool-down (`Security::login`).
+pub async fn authenticate(
     node: &Node,
     session: &mut Session,
     peer: IpAddr,
     body: &[u8],
 ) -> Result<Vec<u8>, RequestError> {
-    let sec = &node.security;
+    let sec = node.security();
     if !sec.enabled() {
         return Err(RequestError::Invalid("Security not enabled".into()));
     }
@@ -204,7 +207,10 @@ pub fn authenticate(
     let r: pb::RpbAuthReq = super::decode(body)?;
     let user = String::from_utf8_lossy(&r.user).into_owned();
     let password = String::from_utf8_lossy(&r.password).into_owned();
-    match sec.with(|s| s.authenticate(&user, &password, peer, session.cert_cn.as_deref())) {
+    match sec
+        .login(&user, &password, peer, session.cert_cn.as_deref())
+        .await
+    {
         Ok(()) => {
             session.user = Some(user);
             Ok(pb::frame(code::AUTH_RESP, &[]))

@@ -615,7 +615,7 @@ where
             }
         }
         if conn.port == Port::Client {
-            if let Some(reply) = security_step(node, conn, c, &body) {
+            if let Some(reply) = security_step(node, conn, c, &body).await {
                 let (frame, upgrade) = reply;
                 if send(sock, &frame).await.is_err() {
                     return End::Closed;
@@ -676,7 +676,12 @@ async fn send<S: tokio::io::AsyncWrite + Unpin + ?Sized>(
 /// The client port's security step before a request runs: `RpbStartTls`
 /// and `RpbAuthReq` are answered here (the frame, and whether to upgrade
 /// to TLS now), as is any request security refuses; `None` = dispatch it.
-fn security_step(node: &Node, conn: &mut Conn, c: u8, body: &[u8]) -> Option<(Vec<u8>, bool)> {
+async fn security_step(
+    node: &Node,
+    conn: &mut Conn,
+    c: u8,
+    body: &[u8],
+) -> Option<(Vec<u8>, bool)> {
     let ip = conn.peer.ip();
     match c {
         pb::code::START_TLS => Some(if conn.session.tls {
@@ -690,7 +695,7 @@ fn security_step(node: &Node, conn: &mut Conn, c: u8, body: &[u8]) -> Option<(Ve
             (pb::frame(pb::code::START_TLS, &[]), true)
         }),
         pb::code::AUTH_REQ => Some(
-            match super::auth::authenticate(node, &mut conn.session, ip, body) {
+            match super::auth::authenticate(node, &mut conn.session, ip, body).await {
                 Ok(frame) => (frame, false),
                 Err(e) => (error_frame(e), false),
             },
