@@ -69,7 +69,10 @@
 # the Go, Node, Python and Java clients connect with STARTTLS and a
 # password, the Python client also over HTTPS with basic auth; each is
 # refused a wrong password, an operation without its grant and an
-# address without a source (see security_stage below).
+# address without a source (see security_stage below). Then the Go
+# client's single-node suites, the Node client's KV suite and the Python
+# client's KV, data-type and MapReduce suites run again against that node
+# over STARTTLS (Python also over HTTPS) as a user with every KV grant.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -543,20 +546,63 @@ security_stage() {
   for u in wrong_go wrong_node wrong_py wrong_https wrong_java; do
     { sec add-user "$u" password=right-pw && sec add-source "$u" 127.0.0.1/32 password; } || sec_status=1
   done
+  # The Go and Python clients' own KV, data-type and MapReduce suites run
+  # over TLS + password as `kvsuite` (every KV permission), with the
+  # bucket types they expect.
+  sectype() { # NAME PROPS_JSON [inactive]
+    "$bin" admin --node "127.0.0.1:$scport" bucket-type create "$1" "$2" >/dev/null &&
+      { [[ ${3:-} == inactive ]] || "$bin" admin --node "127.0.0.1:$scport" bucket-type activate "$1" >/dev/null; }
+  }
+  sectype plain '{"props":{}}' && sectype interop_props '{"props":{}}' &&
+    sectype nomult '{"props":{"allow_mult":false}}' && sectype interop_inactive '{"props":{}}' inactive &&
+    sectype py_typed '{"props":{"allow_mult":false}}' && sectype py_mult '{"props":{"allow_mult":true}}' ||
+    sec_status=1
+  for dt in counter set map hll gset; do
+    sectype "${dt}s" "{\"props\":{\"datatype\":\"$dt\"}}" || sec_status=1
+  done
+  sec add-user kvsuite password=kvsuite-pw &&
+    sec add-source kvsuite 127.0.0.1/32 password &&
+    sec grant riak_kv.get,riak_kv.put,riak_kv.delete,riak_kv.index,riak_kv.list_keys,riak_kv.list_buckets,riak_kv.mapreduce,riak_kv.get_preflist,riak_kv.cover,riak_core.get_bucket,riak_core.set_bucket,riak_core.get_bucket_type,riak_core.set_bucket_type on any to kvsuite ||
+    sec_status=1
   sec enable || sec_status=1
   export BASALT_SECURE_PB_ADDR="127.0.0.1:$sport" BASALT_SECURE_CA="$certs/ca.pem"
   export BASALT_SECURE_HTTPS_ADDR="127.0.0.1:$hsport"
   if [[ $sec_status -eq 0 ]]; then
     echo "== interop: security (Go client)"
     (cd "$root/interop/go" && go test -count=1 ./security/) || sec_status=1
+    if [[ $sec_status -eq 0 ]]; then
+      echo "== interop: the Go client's single-node suites (KV, 2i, data types, MapReduce, bucket types) over STARTTLS with a password"
+      (
+        cd "$root/interop/go"
+        env -u BASALT_CLUSTER_ADDRS BASALT_PB_ADDR="127.0.0.1:$sport" BASALT_USER=kvsuite \
+          BASALT_PASSWORD=kvsuite-pw BASALT_CACERT="$certs/ca.pem" go test -count=1 .
+      ) || sec_status=1
+    fi
   fi
   if [[ $sec_status -eq 0 && $run_node != 0 ]]; then
     echo "== interop: security (Node client)"
     (cd "$root/interop/node" && node --test security.test.js) || sec_status=1
+    if [[ $sec_status -eq 0 ]]; then
+      echo "== interop: the Node client's KV suite over STARTTLS with a password"
+      (
+        cd "$root/interop/node"
+        BASALT_PB_ADDR="127.0.0.1:$sport" BASALT_USER=kvsuite BASALT_PASSWORD=kvsuite-pw \
+          BASALT_CACERT="$certs/ca.pem" node --test interop.test.js
+      ) || sec_status=1
+    fi
   fi
   if [[ $sec_status -eq 0 && $run_python != 0 ]]; then
     echo "== interop: security (Python client)"
     (cd "$root/interop/python" && "$root/interop/python/.venv/bin/python" -m unittest test_security -v) || sec_status=1
+    if [[ $sec_status -eq 0 ]]; then
+      echo "== interop: the Python client's KV, data-type and MapReduce suites over STARTTLS and HTTPS with a password"
+      (
+        cd "$root/interop/python"
+        BASALT_PB_ADDR="127.0.0.1:$sport" BASALT_HTTP_ADDR="127.0.0.1:$hsport" BASALT_USER=kvsuite \
+          BASALT_PASSWORD=kvsuite-pw BASALT_CACERT="$certs/ca.pem" \
+          "$root/interop/python/.venv/bin/python" -m unittest test_kv test_dt_datatypes test_mapred -v
+      ) || sec_status=1
+    fi
   fi
   local jout="${CARGO_TARGET_DIR:-$root/target}/interop-java"
   if [[ $sec_status -eq 0 && $run_java != 0 ]]; then

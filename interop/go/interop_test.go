@@ -39,7 +39,10 @@ package interop
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"net"
 	"os"
 	"sort"
 	"strings"
@@ -66,7 +69,7 @@ func TestMain(m *testing.M) {
 	// Without BASALT_PB_ADDR (the cluster stage) client stays nil and the
 	// single-node tests skip themselves (exec, tryExec).
 	if addr != "" {
-		c, err := riak.NewClient(&riak.NewClientOptions{RemoteAddresses: []string{addr}})
+		c, err := newClient(addr)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "riak.NewClient(%s): %v\n", addr, err)
 			os.Exit(1)
@@ -87,6 +90,62 @@ func TestMain(m *testing.M) {
 	}
 	stopCluster()
 	os.Exit(code)
+}
+
+// newClient is a client of the node at addr; with BASALT_USER,
+// BASALT_PASSWORD and BASALT_CACERT (the security stage of interop/run.sh)
+// it connects with STARTTLS and that password (the client's AuthOptions).
+func newClient(addr string) (*riak.Client, error) {
+	user := os.Getenv("BASALT_USER")
+	if user == "" {
+		return riak.NewClient(&riak.NewClientOptions{RemoteAddresses: []string{addr}})
+	}
+	pem, err := os.ReadFile(os.Getenv("BASALT_CACERT"))
+	if err != nil {
+		return nil, err
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("no certificate in BASALT_CACERT")
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	node, err := riak.NewNode(&riak.NodeOptions{
+		RemoteAddress: addr,
+		// TestConcurrentClients runs 40 commands at once; each new
+		// connection authenticates (a PBKDF2 hash on the node, two at a
+		// time), so connecting may take a while.
+		MaxConnections: 64,
+		ConnectTimeout: 30 * time.Second,
+		RequestTimeout: 30 * time.Second,
+		AuthOptions: &riak.AuthOptions{
+			User:      user,
+			Password:  os.Getenv("BASALT_PASSWORD"),
+			TlsConfig: &tls.Config{RootCAs: roots, ServerName: host},
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	cluster, err := riak.NewCluster(&riak.ClusterOptions{Nodes: []*riak.Node{node}})
+	if err != nil {
+		return nil, err
+	}
+	if err := cluster.Start(); err != nil {
+		return nil, err
+	}
+	return riak.NewClient(&riak.NewClientOptions{Cluster: cluster})
+}
+
+// plainOnly skips a test that dials the node itself without credentials
+// when the suite runs over TLS (BASALT_USER set).
+func plainOnly(t *testing.T) {
+	t.Helper()
+	if os.Getenv("BASALT_USER") != "" {
+		t.Skip("dials its own plain client: not run over TLS")
+	}
 }
 
 // needNode skips a single-node test when BASALT_PB_ADDR is not set.
@@ -734,6 +793,7 @@ func TestQuorumOptionsAndTermRegex(t *testing.T) {
 // them in sync), with the address from BASALT_PB_ADDR and t.Fatal for
 // log.Fatal.
 func TestReadmeExample(t *testing.T) {
+	plainOnly(t)
 	c, err := riak.NewClient(&riak.NewClientOptions{RemoteAddresses: []string{os.Getenv("BASALT_PB_ADDR")}})
 	if err != nil {
 		t.Fatal(err)

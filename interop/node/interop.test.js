@@ -5,7 +5,9 @@
 //
 // Run them with interop/run.sh, which builds basalt, starts a node on a free
 // loopback port with a temporary data dir and sets BASALT_PB_ADDR
-// (host:port). Without BASALT_PB_ADDR every test is skipped.
+// (host:port). Without BASALT_PB_ADDR every test is skipped. With
+// BASALT_USER, BASALT_PASSWORD and BASALT_CACERT (the security stage) the
+// client connects with STARTTLS and that password (the Node's `auth`).
 //
 // Covered (default bucket type): ping; store/fetch with content type and
 // user metadata; fetch not found; delete then not found; siblings with
@@ -29,6 +31,21 @@ let client;
 
 before(async () => {
   if (skip) return;
+  if (process.env.BASALT_USER) {
+    const [host, port] = addr.split(':');
+    const node = new Riak.Node({
+      remoteAddress: host,
+      remotePort: Number(port),
+      minConnections: 0,
+      auth: {
+        user: process.env.BASALT_USER,
+        password: process.env.BASALT_PASSWORD,
+        ca: [require('node:fs').readFileSync(process.env.BASALT_CACERT)],
+      },
+    });
+    client = new Riak.Client(new Riak.Cluster({ nodes: [node] }));
+    return;
+  }
   client = await new Promise((resolve, reject) => {
     const c = new Riak.Client([addr], (err) => (err ? reject(err) : resolve(c)));
   });
