@@ -39,39 +39,46 @@ pub fn server_config(
     keyfile: &Path,
     cacertfile: Option<&Path>,
 ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
-    let certs = read_certs(certfile)?;
-    let key = PrivateKeyDer::from_pem_file(keyfile).map_err(|e| {
-        TlsError(format!(
-            "reading the private key in {}: {e}",
-            keyfile.display()
-        ))
-    })?;
+    build_server(certfile, keyfile, cacertfile.map(|ca| (ca, false)))
+}
+
+/// A server config from a PEM certificate chain and key; with `clients`
+/// = (CA file, required), client certificates chaining to those CAs are
+/// asked for, and refused when missing if `required`.
+fn build_server(
+    certfile: &Path,
+    keyfile: &Path,
+    clients: Option<(&Path, bool)>,
+) -> Result<Arc<rustls::ServerConfig>, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(|e| TlsError(e.to_string()))?;
-    let builder = match cacertfile {
+    let builder = match clients {
         None => builder.with_no_client_auth(),
-        Some(ca) => {
-            let mut roots = rustls::RootCertStore::empty();
-            for c in read_certs(ca)? {
-                roots
-                    .add(c)
-                    .map_err(|e| TlsError(format!("CA certificate in {}: {e}", ca.display())))?;
-            }
-            let verifier =
-                rustls::server::WebPkiClientVerifier::builder_with_provider(roots.into(), provider)
-                    .allow_unauthenticated()
-                    .build()
-                    .map_err(|e| TlsError(format!("client verifier: {e}")))?;
+        Some((ca, required)) => {
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                roots(ca)?.into(),
+                provider,
+            );
+            let verifier = if required {
+                verifier
+            } else {
+                verifier.allow_unauthenticated()
+            };
+            let verifier = verifier
+                .build()
+                .map_err(|e| TlsError(format!("client verifier: {e}")))?;
             builder.with_client_cert_verifier(verifier)
         }
     };
-    let config = builder.with_single_cert(certs, key).map_err(|e| {
-        TlsError(format!(
-            "certificate and key do not match or are unusable: {e}"
-        ))
-    })?;
+    let config = builder
+        .with_single_cert(read_certs(certfile)?, read_key(keyfile)?)
+        .map_err(|e| {
+            TlsError(format!(
+                "certificate and key do not match or are unusable: {e}"
+            ))
+        })?;
     Ok(Arc::new(config))
 }
 
@@ -158,24 +165,9 @@ fn read_key(keyfile: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
 impl ClusterTls {
     /// Loads the node's certificate chain, key and the cluster CA.
     pub fn load(certfile: &Path, keyfile: &Path, cafile: &Path) -> Result<ClusterTls, TlsError> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-            roots(cafile)?.into(),
-            provider.clone(),
-        )
-        .build()
-        .map_err(|e| TlsError(format!("cluster client verifier: {e}")))?;
-        let server = rustls::ServerConfig::builder_with_provider(provider.clone())
-            .with_safe_default_protocol_versions()
-            .map_err(|e| TlsError(e.to_string()))?
-            .with_client_cert_verifier(verifier)
-            .with_single_cert(read_certs(certfile)?, read_key(keyfile)?)
-            .map_err(|e| TlsError(format!("cluster certificate and key: {e}")))?;
+        let server = build_server(certfile, keyfile, Some((cafile, true)))?;
         let client = client_config(Some((certfile, keyfile)), cafile)?;
-        Ok(ClusterTls {
-            server: Arc::new(server),
-            client,
-        })
+        Ok(ClusterTls { server, client })
     }
 }
 
