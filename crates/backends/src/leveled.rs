@@ -113,6 +113,9 @@ impl Leveled {
         if let Some(n) = config.compaction_runs_per_day {
             c.compaction_runs_per_day = n;
         }
+        if let Some(p) = config.compaction_max_garbage_pct {
+            c.compaction_max_garbage_pct = p;
+        }
         if let Some(b) = config.journal_one_read {
             c.journal_one_read = b;
         }

@@ -44,6 +44,9 @@ pub struct BackendConfig {
     /// leveled: scheduled journal compaction runs per day (the engine's
     /// `compaction_runs_per_day`; `None` keeps its default, 24).
     pub compaction_runs_per_day: Option<u32>,
+    /// leveled: the garbage trigger's percentage (the engine's
+    /// `compaction_max_garbage_pct`; `None` keeps its default, 50; 100 off).
+    pub compaction_max_garbage_pct: Option<f64>,
     /// leveled: read a value with one positional read (the engine's
     /// `journal_one_read`; `None` keeps its default, true).
     pub journal_one_read: Option<bool>,

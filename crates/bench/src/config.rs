@@ -57,6 +57,7 @@ const KNOWN: &[&str] = &[
     "basalt_index_terms",
     "basalt_memory_limit",
     "basalt_compaction_runs_per_day",
+    "basalt_compaction_max_garbage_pct",
     "basalt_journal_one_read",
     "basalt_journal_fadvise_random",
     "basalt_journal_skip_active_lock",
@@ -411,6 +412,10 @@ pub struct BenchConfig {
     /// `basalt_compaction_runs_per_day`: leveled's scheduled journal
     /// compaction runs per day (default: the engine's, 24); others ignore it.
     pub compaction_runs_per_day: Option<u32>,
+    /// `basalt_compaction_max_garbage_pct`: leveled's garbage trigger
+    /// (0..=100; 100 turns it off; default: the engine's, 50); others
+    /// ignore it.
+    pub compaction_max_garbage_pct: Option<f64>,
     /// `basalt_journal_one_read`: leveled reads a value record with one
     /// positional read (default: the engine's, true); others ignore it.
     pub journal_one_read: Option<bool>,
@@ -718,6 +723,19 @@ impl RawConfig {
                     .map_err(|_| self.invalid("basalt_compaction_runs_per_day", "too large"))?,
             ),
         };
+        let compaction_max_garbage_pct = match self.get("basalt_compaction_max_garbage_pct") {
+            None => None,
+            Some(_) => {
+                let n = self.int("basalt_compaction_max_garbage_pct", 50, 0)?;
+                if n > 100 {
+                    return Err(self.invalid(
+                        "basalt_compaction_max_garbage_pct",
+                        format!("expected a percentage 0..100, got {n}"),
+                    ));
+                }
+                Some(n as f64)
+            }
+        };
         let journal_one_read = match self.get("basalt_journal_one_read") {
             None => None,
             Some(_) => Some(self.bool("basalt_journal_one_read", true)?),
@@ -778,6 +796,7 @@ impl RawConfig {
                 index_terms,
                 memory_limit,
                 compaction_runs_per_day,
+                compaction_max_garbage_pct,
                 journal_one_read,
                 journal_fadvise_random,
                 journal_skip_active_lock,

@@ -120,13 +120,17 @@ fn describe(cfg: &BenchConfig) -> Vec<String> {
     if cfg.driver == DriverKind::Embedded && cfg.backend == "leveled" {
         let on = |o: Option<bool>| o.map_or("default".to_string(), |b| b.to_string());
         v.push(format!(
-            "leveled journal: one read {}; fadvise random {}; skip active lock {}; write groups {}; sync bytes {}",
+            "leveled journal: one read {}; fadvise random {}; skip active lock {}; write groups {}; sync bytes {}; compaction runs/day {}; max garbage {}",
             on(cfg.journal_one_read),
             on(cfg.journal_fadvise_random),
             on(cfg.journal_skip_active_lock),
             on(cfg.write_group),
             cfg.journal_sync_bytes
-                .map_or("default".to_string(), crate::memlimit::human)
+                .map_or("default".to_string(), crate::memlimit::human),
+            cfg.compaction_runs_per_day
+                .map_or("default".to_string(), |n| n.to_string()),
+            cfg.compaction_max_garbage_pct
+                .map_or("default".to_string(), |p| format!("{p}%"))
         ));
     }
     match cfg.driver {

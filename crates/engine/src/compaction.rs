@@ -123,6 +123,52 @@ pub struct CompactionReport {
     pub duration: Duration,
 }
 
+/// The garbage trigger's view of the journal (see [`Compactor::garbage`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct GarbageEstimate {
+    /// Closed journal files.
+    pub files: usize,
+    /// Their bytes.
+    pub closed_bytes: u64,
+    /// Of which estimated garbage (from the sampled live percentages).
+    pub garbage_bytes: u64,
+}
+
+impl GarbageEstimate {
+    /// Garbage as a percentage of the closed files' bytes (0 when empty).
+    pub fn pct(&self) -> f64 {
+        if self.closed_bytes == 0 {
+            return 0.0;
+        }
+        100.0 * self.garbage_bytes as f64 / self.closed_bytes as f64
+    }
+
+    /// True when the trigger should run compactions: over `max_pct` and
+    /// at least `min_files` closed files (fewer cannot make a full run).
+    pub fn over(&self, max_pct: f64, min_files: usize) -> bool {
+        self.files >= min_files && self.pct() > max_pct
+    }
+}
+
+/// A file's cached live percentage.
+#[derive(Debug, Clone, Copy)]
+struct CachedScore {
+    score: f64,
+    /// Compaction runs that used it.
+    runs: u32,
+    scored: Instant,
+}
+
+/// Why files are being scored (see [`Compactor::scores`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Scoring {
+    Run,
+    Estimate {
+        stale_after: Duration,
+        rescore_max: usize,
+    },
+}
+
 /// Runs compaction for one store: scores files, picks the run, calls the
 /// journal's mechanics, keeps the score cache. Runs are serialised.
 pub struct Compactor {
@@ -130,8 +176,8 @@ pub struct Compactor {
     stats: Arc<Stats>,
     policy: CompactionPolicy,
     liveness: LivenessFactory,
-    /// file number -> (live percentage, runs since scored).
-    cache: Mutex<HashMap<u64, (f64, u32)>>,
+    /// file number -> its score.
+    cache: Mutex<HashMap<u64, CachedScore>>,
 }
 
 impl std::fmt::Debug for Compactor {
@@ -212,31 +258,84 @@ impl Compactor {
         res
     }
 
+    /// The live percentage of each closed file (oldest first), from the
+    /// cache where fresh enough. A run ages every cached score by one run
+    /// and rescores those `score_cache_runs` old; an estimate ages nothing
+    /// and rescores at most `rescore_max` scores older than `stale_after`
+    /// (oldest files first: they gather garbage as newer writes replace
+    /// their keys). Files never scored are always scored.
+    fn scores(
+        &self,
+        files: &[Arc<ClosedFile>],
+        live: &dyn Liveness,
+        mode: Scoring,
+    ) -> Result<Vec<f64>> {
+        let mut scores = Vec::with_capacity(files.len());
+        let mut cache = self.cache.lock();
+        cache.retain(|no, _| files.iter().any(|f| f.file_no == *no));
+        let mut rescore_left = match mode {
+            Scoring::Run => usize::MAX,
+            Scoring::Estimate { rescore_max, .. } => rescore_max,
+        };
+        for f in files {
+            let fresh = cache.get(&f.file_no).copied().filter(|c| match mode {
+                Scoring::Run => c.runs < self.policy.score_cache_runs,
+                Scoring::Estimate { stale_after, .. } => {
+                    c.scored.elapsed() <= stale_after || rescore_left == 0
+                }
+            });
+            let s = match fresh {
+                Some(c) => c.score,
+                None => {
+                    rescore_left = rescore_left.saturating_sub(1);
+                    let score = self.score(f, live)?;
+                    let c = CachedScore {
+                        score,
+                        runs: 0,
+                        scored: Instant::now(),
+                    };
+                    cache.insert(f.file_no, c);
+                    score
+                }
+            };
+            if mode == Scoring::Run {
+                if let Some(c) = cache.get_mut(&f.file_no) {
+                    c.runs += 1;
+                }
+            }
+            scores.push(s);
+        }
+        Ok(scores)
+    }
+
+    /// How much of the closed journal files is garbage, estimated from
+    /// their scores: files not scored yet are scored now, and up to
+    /// `rescore_max` scores older than `stale_after` are renewed (a cached
+    /// score only overstates what is live, as later writes replace keys).
+    pub fn garbage(&self, stale_after: Duration, rescore_max: usize) -> Result<GarbageEstimate> {
+        let live = (self.liveness)();
+        let files = self.journal.closed_files();
+        let mode = Scoring::Estimate {
+            stale_after,
+            rescore_max,
+        };
+        let scores = self.scores(&files, &*live, mode)?;
+        let mut est = GarbageEstimate {
+            files: files.len(),
+            ..GarbageEstimate::default()
+        };
+        for (f, s) in files.iter().zip(&scores) {
+            debug_assert!((0.0..=100.0).contains(s), "score {s}");
+            est.closed_bytes += f.size;
+            est.garbage_bytes += (f.size as f64 * (100.0 - s) / 100.0) as u64;
+        }
+        Ok(est)
+    }
+
     fn run_inner(&self, t0: Instant) -> Result<CompactionReport> {
         let live = (self.liveness)();
         let files = self.journal.closed_files();
-        let mut scores = Vec::with_capacity(files.len());
-        {
-            let mut cache = self.cache.lock();
-            cache.retain(|no, _| files.iter().any(|f| f.file_no == *no));
-            for f in &files {
-                let cached = cache
-                    .get_mut(&f.file_no)
-                    .filter(|(_, age)| *age < self.policy.score_cache_runs);
-                let s = match cached {
-                    Some((s, age)) => {
-                        *age += 1;
-                        *s
-                    }
-                    None => {
-                        let s = self.score(f, &*live)?;
-                        cache.insert(f.file_no, (s, 1));
-                        s
-                    }
-                };
-                scores.push(s);
-            }
-        }
+        let scores = self.scores(&files, &*live, Scoring::Run)?;
         let Some((start, len, score)) = self.policy.best_run(&scores) else {
             return Ok(CompactionReport {
                 duration: t0.elapsed(),
@@ -286,6 +385,13 @@ pub fn in_window(hour: u8, (lo, hi): (u8, u8)) -> bool {
     }
 }
 
+/// The current hour of the day, UTC.
+fn utc_hour() -> u8 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| (d.as_secs() / 3600 % 24) as u8)
+}
+
 /// splitmix64: jitter only, no need for a crate.
 fn next_rand(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -302,15 +408,91 @@ pub fn next_delay(rng: &mut u64, runs_per_day: u32, window: (u8, u8)) -> Duratio
     Duration::from_millis(interval_ms * factor_permille / 1000)
 }
 
+/// Most garbage-triggered runs back to back before the thread looks at
+/// its schedule and its stop flag's condition variable again.
+pub const GARBAGE_RUNS_PER_CHECK_MAX: usize = 64;
+
+/// A garbage estimate renews scores older than this many check intervals
+/// (one minute at the default 10 s)...
+pub const GARBAGE_RESCORE_AFTER_CHECKS: u32 = 6;
+/// ...at most this many per estimate, so one estimate samples at most
+/// `(16 + new files) × compaction_sample_records` records.
+pub const GARBAGE_RESCORE_MAX: usize = 16;
+
+/// When the compaction thread runs compactions (from [`Config`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Schedule {
+    /// Scheduled runs per day (0: none).
+    pub runs_per_day: u32,
+    /// UTC hours of scheduled runs (inclusive, may wrap midnight).
+    pub window: (u8, u8),
+    /// Garbage percentage of the closed files above which runs go back to back.
+    pub max_garbage_pct: f64,
+    /// How often the garbage trigger checks (zero: never).
+    pub check_interval: Duration,
+    /// Closed files needed before the trigger acts (a full run's length).
+    pub min_files: usize,
+}
+
+impl Schedule {
+    /// The schedule of a configuration.
+    pub fn from_config(c: &Config) -> Self {
+        Schedule {
+            runs_per_day: c.compaction_runs_per_day,
+            window: c.compaction_window_hours,
+            max_garbage_pct: c.compaction_max_garbage_pct,
+            check_interval: c.compaction_check_interval,
+            min_files: c.compaction_max_run_length,
+        }
+    }
+
+    /// True if the garbage trigger is on.
+    pub fn trigger_on(&self) -> bool {
+        !self.check_interval.is_zero() && self.max_garbage_pct < 100.0
+    }
+}
+
+/// Runs compactions back to back while the garbage estimate is over the
+/// schedule's limit (at most [`GARBAGE_RUNS_PER_CHECK_MAX`]), stopping at
+/// once when `stopped()` says so, when a run finds nothing worth doing, or
+/// on an error (counted and logged by `run`). Returns the runs done.
+pub fn drain_garbage(
+    compactor: &Compactor,
+    schedule: &Schedule,
+    stopped: &dyn Fn() -> bool,
+) -> usize {
+    let mut runs = 0;
+    while runs < GARBAGE_RUNS_PER_CHECK_MAX && !stopped() {
+        let stale_after = schedule.check_interval * GARBAGE_RESCORE_AFTER_CHECKS;
+        match compactor.garbage(stale_after, GARBAGE_RESCORE_MAX) {
+            Ok(e) if e.over(schedule.max_garbage_pct, schedule.min_files) => {
+                tracing::debug!(target: "basalt::compaction", "journal garbage {:.1}% of {} bytes in {} files: compacting", e.pct(), e.closed_bytes, e.files);
+            }
+            Ok(_) => break,
+            Err(e) => {
+                tracing::error!(target: "basalt::compaction", "C0004 journal garbage estimate failed: {e}");
+                break;
+            }
+        }
+        Stats::incr(&compactor.stats.compaction_garbage_runs);
+        runs += 1;
+        match compactor.run() {
+            Ok(r) if r.compacted => {}
+            _ => break,
+        }
+    }
+    runs
+}
+
 impl Scheduler {
-    /// Starts the scheduler thread (none if `runs_per_day` is 0).
+    /// Starts the compaction thread: scheduled runs (if `runs_per_day` > 0)
+    /// and the garbage trigger (if on). None if neither is configured.
     pub fn start(
         compactor: Arc<Compactor>,
-        runs_per_day: u32,
-        window: (u8, u8),
+        schedule: Schedule,
         dir: &std::path::Path,
     ) -> Result<Option<Scheduler>> {
-        if runs_per_day == 0 {
+        if schedule.runs_per_day == 0 && !schedule.trigger_on() {
             return Ok(None);
         }
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
@@ -321,24 +503,41 @@ impl Scheduler {
             ^ u64::from(std::process::id());
         let handle = std::thread::Builder::new()
             .name("basalt-journal-compaction".into())
-            .spawn(move || loop {
-                let delay = next_delay(&mut rng, runs_per_day, window);
-                {
-                    let (m, cv) = &*stop2;
-                    let mut stopped = m.lock();
-                    if !*stopped {
-                        cv.wait_for(&mut stopped, delay);
+            .spawn(move || {
+                let next = |rng: &mut u64| {
+                    (schedule.runs_per_day > 0).then(|| {
+                        Instant::now() + next_delay(rng, schedule.runs_per_day, schedule.window)
+                    })
+                };
+                let mut next_run = next(&mut rng);
+                let stopped = || *stop2.0.lock();
+                loop {
+                    let mut wait = next_run.map_or(Duration::from_secs(3600), |t| {
+                        t.saturating_duration_since(Instant::now())
+                    });
+                    if schedule.trigger_on() {
+                        wait = wait.min(schedule.check_interval);
                     }
-                    if *stopped {
-                        return;
+                    {
+                        let (m, cv) = &*stop2;
+                        let mut stopped = m.lock();
+                        if !*stopped {
+                            cv.wait_for(&mut stopped, wait);
+                        }
+                        if *stopped {
+                            return;
+                        }
                     }
-                }
-                let hour = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| (d.as_secs() / 3600 % 24) as u8);
-                if in_window(hour, window) {
-                    // Errors are counted and logged by `run`.
-                    let _ = compactor.run();
+                    if next_run.is_some_and(|t| Instant::now() >= t) {
+                        if in_window(utc_hour(), schedule.window) {
+                            // Errors are counted and logged by `run`.
+                            let _ = compactor.run();
+                        }
+                        next_run = next(&mut rng);
+                    }
+                    if schedule.trigger_on() {
+                        drain_garbage(&compactor, &schedule, &stopped);
+                    }
                 }
             })
             .ctx("spawn journal compaction thread", dir)?;
@@ -421,5 +620,29 @@ mod tests {
             );
         }
         assert_eq!(window_hours((22, 2)), 5);
+    }
+
+    #[test]
+    fn garbage_estimate_thresholds() {
+        let e = GarbageEstimate {
+            files: 4,
+            closed_bytes: 1000,
+            garbage_bytes: 600,
+        };
+        assert!((e.pct() - 60.0).abs() < 1e-9);
+        assert!(e.over(50.0, 4));
+        assert!(!e.over(60.0, 4), "at the limit is not over");
+        assert!(!e.over(50.0, 5), "too few files for a full run");
+        assert_eq!(GarbageEstimate::default().pct(), 0.0);
+    }
+
+    #[test]
+    fn trigger_is_off_at_100_pct_or_zero_interval() {
+        let c = Config::new("/nonexistent");
+        assert!(Schedule::from_config(&c).trigger_on());
+        let mut s = Schedule::from_config(&c);
+        s.max_garbage_pct = 100.0;
+        assert!(!s.trigger_on());
+        assert!(!Schedule::from_config(&Config::test_min("/nonexistent")).trigger_on());
     }
 }

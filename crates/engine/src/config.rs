@@ -100,6 +100,18 @@ pub struct Config {
     /// A file's cached score is recomputed after this many runs. Default 12
     /// (Riak: 24 runs per day over 2 scorings per day).
     pub compaction_score_cache_runs: u32,
+    /// Garbage trigger: every `compaction_check_interval` the compaction
+    /// thread estimates, from the files' scores, how much of the closed
+    /// journal files is garbage; above this percentage it runs compactions
+    /// back to back (inside or outside the window, whatever the schedule)
+    /// until the estimate falls below it or no run is worth doing. 50.0
+    /// (default) bounds the closed files at about twice their live bytes
+    /// under any write rate the compaction can keep up with; 100.0 turns
+    /// the trigger off (the schedule alone then bounds nothing).
+    pub compaction_max_garbage_pct: f64,
+    /// How often the garbage trigger checks (default 10 s). Zero turns the
+    /// trigger off.
+    pub compaction_check_interval: Duration,
     /// Read a value record with one positional read covering header and
     /// body, its length taken from the in-memory index (the next record's
     /// offset), instead of a read of the 12-byte header and then one of the
@@ -161,6 +173,8 @@ impl Config {
             compaction_maxrun_pct: 75.0,
             compaction_sample_records: 200,
             compaction_score_cache_runs: 12,
+            compaction_max_garbage_pct: 50.0,
+            compaction_check_interval: Duration::from_secs(10),
             journal_one_read: true,
             journal_fadvise_random: true,
             journal_skip_active_lock: true,
@@ -169,11 +183,12 @@ impl Config {
     }
 
     /// Small sizes so tests reach file rolls, flushes and merges quickly.
-    /// Scheduled journal compaction is off (tests call
-    /// `Store::compact_journal` when they want it).
+    /// Scheduled and garbage-triggered journal compaction are off (tests
+    /// call `Store::compact_journal` when they want it).
     pub fn test_min(dir: impl Into<PathBuf>) -> Self {
         Config {
             compaction_runs_per_day: 0,
+            compaction_check_interval: Duration::ZERO,
             journal_file_bytes: 64 * 1024,
             memtable_bytes: 16 * 1024,
             sst_file_bytes: 32 * 1024,
@@ -221,7 +236,10 @@ impl Config {
             return bad("compaction_max_run_length and compaction_sample_records must be > 0");
         }
         let pct_ok = |p: f64| (0.0..=100.0).contains(&p);
-        if !pct_ok(self.compaction_singlefile_pct) || !pct_ok(self.compaction_maxrun_pct) {
+        if !pct_ok(self.compaction_singlefile_pct)
+            || !pct_ok(self.compaction_maxrun_pct)
+            || !pct_ok(self.compaction_max_garbage_pct)
+        {
             return bad("compaction percentages must be in 0..=100");
         }
         if self.value_bytes_max > limits::VALUE_SIZE_BYTES_CEILING {

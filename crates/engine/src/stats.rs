@@ -152,6 +152,8 @@ counters! {
     compaction_runs,
     /// Journal compaction runs that found nothing worth compacting.
     compaction_runs_idle,
+    /// Runs started by the garbage trigger (counted in the two above too).
+    compaction_garbage_runs,
     /// Journal compaction runs abandoned after an error (partial output deleted).
     compaction_failures,
     /// Journal files replaced by compaction.

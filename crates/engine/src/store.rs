@@ -10,7 +10,9 @@
 //! SQN, then reads that record from the journal and checks its key.
 
 use crate::backup::BackupReport;
-use crate::compaction::{CompactionPolicy, CompactionReport, Compactor, Keep, Liveness, Scheduler};
+use crate::compaction::{
+    CompactionPolicy, CompactionReport, Compactor, Keep, Liveness, Schedule, Scheduler,
+};
 use crate::config::{Config, SyncStrategy};
 use crate::entry::{value_hash, LedgerValue, Status};
 use crate::error::{Error, Result};
@@ -882,8 +884,7 @@ fn start_compaction(
     ));
     let scheduler = Scheduler::start(
         Arc::clone(&compactor),
-        config.compaction_runs_per_day,
-        config.compaction_window_hours,
+        Schedule::from_config(config),
         &config.dir,
     )?;
     Ok((compactor, scheduler))
