@@ -257,3 +257,92 @@ fn set_verbs_apply_in_document_order() {
     let r = http(&h, "GET", "/types/sets/buckets/b/datatypes/ord", &[], b"");
     assert_eq!(r.json()["value"], json!(["a", "c", "e"]));
 }
+
+/// `riak_kv_wm_crdt`'s and `riak_kv_wm_counter`'s quorum parameters
+/// beyond r/w/dw/pr/pw: `node_confirms` on updates (one node here, so 2
+/// is refused before anything is written) and `basic_quorum` on fetches,
+/// with clear 400s for bad values.
+#[test]
+fn node_confirms_and_basic_quorum_query_parameters() {
+    let (h, _d) = start();
+    let url = "/types/counters/buckets/b/datatypes/nc";
+    let r = post(
+        &h,
+        &format!("{url}?node_confirms=2"),
+        json!({"increment": 5}),
+    );
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert!(r.text().contains("node_confirms"), "{}", r.text());
+    assert_eq!(http(&h, "GET", url, &[], b"").status, 404);
+    for q in ["1", "one", "default"] {
+        let r = post(
+            &h,
+            &format!("{url}?node_confirms={q}"),
+            json!({"increment": 1}),
+        );
+        assert_eq!(r.status, 204, "node_confirms={q}: {}", r.text());
+    }
+    let r = post(
+        &h,
+        &format!("{url}?node_confirms=4"),
+        json!({"increment": 1}),
+    );
+    assert_eq!(r.status, 400, "{}", r.text());
+    for q in ["true", "false", "default"] {
+        let r = http(&h, "GET", &format!("{url}?basic_quorum={q}"), &[], b"");
+        assert_eq!(r.status, 200, "basic_quorum={q}: {}", r.text());
+        assert_eq!(r.json()["value"], json!(3));
+    }
+    // Bad values name the parameter; nothing is written.
+    let r = post(
+        &h,
+        &format!("{url}?node_confirms=lots"),
+        json!({"increment": 1}),
+    );
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains("node_confirms"), "{}", r.text());
+    let r = http(&h, "GET", &format!("{url}?basic_quorum=maybe"), &[], b"");
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains("basic_quorum"), "{}", r.text());
+    let r = http(&h, "GET", url, &[], b"");
+    assert_eq!(r.json()["value"], json!(3));
+    // The 1.4 counters take node_confirms too.
+    let r = http(
+        &h,
+        "PUT",
+        "/buckets/c14/props",
+        &[("Content-Type", "application/json")],
+        br#"{"props":{"allow_mult":true}}"#,
+    );
+    assert_eq!(r.status, 204);
+    let c14 = |q: &str| {
+        http(
+            &h,
+            "POST",
+            &format!("/buckets/c14/counters/k?{q}"),
+            &[],
+            b"1",
+        )
+    };
+    let r = c14("node_confirms=2");
+    assert_eq!(r.status, 503, "{}", r.text());
+    let r = c14("node_confirms=x");
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_eq!(c14("node_confirms=1&returnvalue=true").text(), "1");
+    let r = http(
+        &h,
+        "GET",
+        "/buckets/c14/counters/k?basic_quorum=true",
+        &[],
+        b"",
+    );
+    assert_eq!(r.text(), "1");
+    let r = http(
+        &h,
+        "GET",
+        "/buckets/c14/counters/k?basic_quorum=no",
+        &[],
+        b"",
+    );
+    assert_eq!(r.status, 400, "{}", r.text());
+}

@@ -41,7 +41,11 @@ const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STA
 /// Largest JSON operation body.
 const MAX_OP_BODY_BYTES: usize = crate::limits::CRDT_MAX_ENCODED_BYTES;
 
-/// Query parameters of a data-type request.
+/// Query parameters of a data-type request, as `riak_kv_wm_crdt` and
+/// `riak_kv_wm_counter` take them: the quorums `r`, `pr`, `w`, `dw`, `pw`,
+/// `node_confirms`, the booleans `notfound_ok` and `basic_quorum` (`true|
+/// false|default`), `include_context`, `returnbody` (`returnvalue` for the
+/// 1.4 counters), `timeout`; a bad value is a 400 naming it.
 #[derive(Default)]
 struct Params {
     get: GetOpts,
@@ -62,6 +66,7 @@ fn params(req: &Request, body_key: &str) -> Result<Params, Response> {
         _ => Err(bad(format!("{k} query parameter must be true or false"))),
     };
     let quorum = |k: &str, v: &str| super::parse_quorum(k, v).map(Some).map_err(bad);
+    let option_boolean = |k: &str, v: &str| super::objects::option_boolean(k, v).map_err(bad);
     for (k, v) in query(req) {
         match k.as_str() {
             "r" => p.get.r = quorum(&k, &v)?,
@@ -69,8 +74,9 @@ fn params(req: &Request, body_key: &str) -> Result<Params, Response> {
             "w" => p.put.w = quorum(&k, &v)?,
             "dw" => p.put.dw = quorum(&k, &v)?,
             "pw" => p.put.pw = quorum(&k, &v)?,
-            "notfound_ok" => p.get.notfound_ok = Some(boolean(&k, &v)?),
-            "basic_quorum" => p.get.basic_quorum = Some(boolean(&k, &v)?),
+            "node_confirms" => p.put.node_confirms = quorum(&k, &v)?,
+            "notfound_ok" => p.get.notfound_ok = option_boolean(&k, &v)?,
+            "basic_quorum" => p.get.basic_quorum = option_boolean(&k, &v)?,
             "include_context" => p.include_context = boolean(&k, &v)?,
             "timeout" => {
                 p.timeout = Some(v.parse().map_err(|_| {
@@ -481,15 +487,7 @@ pub async fn counter_get(
         Ok(p) => p,
         Err(r) => return r,
     };
-    let got = crate::api::pb::counter::get_value(
-        &node,
-        b.as_bytes(),
-        k.as_bytes(),
-        p.get.r,
-        p.get.pr,
-        p.get.notfound_ok,
-    )
-    .await;
+    let got = crate::api::pb::counter::get_value(&node, b.as_bytes(), k.as_bytes(), &p.get).await;
     match got {
         Ok(Some(v)) => plain(StatusCode::OK, v.to_string()),
         Ok(None) => text(StatusCode::NOT_FOUND, "not found"),
