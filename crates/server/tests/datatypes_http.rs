@@ -346,3 +346,78 @@ fn node_confirms_and_basic_quorum_query_parameters() {
     );
     assert_eq!(r.status, 400, "{}", r.text());
 }
+
+/// A map's set fields, at any depth, and a set's nested `"update"` apply
+/// their verbs in document order too (`riak_kv_crdt_json` builds
+/// `{update, [Op, ...]}` for them as for a top-level set); a map applies
+/// its field removes before its updates.
+#[test]
+fn nested_set_verbs_apply_in_document_order() {
+    let (h, _d) = start();
+    let raw = |url: &str, body: &str| {
+        let r = http(
+            &h,
+            "POST",
+            &format!("{url}?returnbody=true"),
+            &[("Content-Type", "application/json")],
+            body.as_bytes(),
+        );
+        assert_eq!(r.status, 200, "{body}: {}", r.text());
+        r.json()["value"].clone()
+    };
+    let m = "/types/maps/buckets/b/datatypes/nested";
+    let v = raw(
+        m,
+        r#"{"update":{"s_set":{"add_all":["a","b"]},"m_map":{"update":{"t_set":{"add_all":["x","y"]}}}}}"#,
+    );
+    assert_eq!(v["s_set"], json!(["a", "b"]), "{v}");
+    // Remove, then add again: the element stays (adds-first would drop it).
+    let v = raw(m, r#"{"update":{"s_set":{"remove":"a","add":"a"}}}"#);
+    assert_eq!(v["s_set"], json!(["a", "b"]), "{v}");
+    // Add, then remove: it goes.
+    let v = raw(m, r#"{"update":{"s_set":{"add":"c","remove":"c"}}}"#);
+    assert_eq!(v["s_set"], json!(["a", "b"]), "{v}");
+    // One level down, with lists.
+    let v = raw(
+        m,
+        r#"{"update":{"m_map":{"update":{"t_set":{"remove_all":["x","y"],"add_all":["y","z"]}}}}}"#,
+    );
+    assert_eq!(v["m_map"]["t_set"], json!(["y", "z"]), "{v}");
+    // A set field's nested "update", object or list, keeps its order.
+    let v = raw(
+        m,
+        r#"{"update":{"s_set":{"update":{"remove":"b","add":"b"}}}}"#,
+    );
+    assert_eq!(v["s_set"], json!(["a", "b"]), "{v}");
+    let v = raw(
+        m,
+        r#"{"update":{"s_set":{"update":[{"remove":"a"},{"add":"a"},{"add":"d"},{"remove":"d"}]}}}"#,
+    );
+    assert_eq!(v["s_set"], json!(["a", "b"]), "{v}");
+    // A remove of an element absent at its turn fails the whole update.
+    let r = http(
+        &h,
+        "POST",
+        m,
+        &[("Content-Type", "application/json")],
+        br#"{"update":{"s_set":{"remove":"zz","add":"zz"},"n_counter":1}}"#,
+    );
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains("not_present"), "{}", r.text());
+    // Field removes come first whatever the JSON order: the field is
+    // removed, then updated anew.
+    let v = raw(m, r#"{"update":{"s_set":{"add":"e"}},"remove":"s_set"}"#);
+    assert_eq!(v["s_set"], json!(["e"]), "{v}");
+    assert!(v.get("n_counter").is_none(), "{v}");
+    // A top-level set's nested "update" too.
+    let s = "/types/sets/buckets/b/datatypes/nested";
+    assert_eq!(raw(s, r#"{"add_all":["a","b"]}"#), json!(["a", "b"]));
+    assert_eq!(
+        raw(s, r#"{"update":{"remove":"a","add":"a"}}"#),
+        json!(["a", "b"])
+    );
+    assert_eq!(
+        raw(s, r#"{"update":[{"add":"c"},{"remove":"b"}]}"#),
+        json!(["a", "c"])
+    );
+}
