@@ -184,14 +184,7 @@ fn buckets_without_a_datatype_and_legacy_counters() {
 
     let r = http(&h, "POST", "/buckets/c/counters/k", &[], b"1");
     assert_eq!(r.status, 409, "allow_mult is off: {}", r.text());
-    let r = http(
-        &h,
-        "PUT",
-        "/buckets/c/props",
-        &[("Content-Type", "application/json")],
-        br#"{"props":{"allow_mult":true}}"#,
-    );
-    assert_eq!(r.status, 204);
+    common::http_allow_mult(&h, "c");
     assert_eq!(
         http(&h, "GET", "/buckets/c/counters/k", &[], b"").status,
         404
@@ -266,27 +259,16 @@ fn set_verbs_apply_in_document_order() {
 fn node_confirms_and_basic_quorum_query_parameters() {
     let (h, _d) = start();
     let url = "/types/counters/buckets/b/datatypes/nc";
-    let r = post(
-        &h,
-        &format!("{url}?node_confirms=2"),
-        json!({"increment": 5}),
-    );
+    let incr = |q: &str, n: i64| post(&h, &format!("{url}?{q}"), json!({ "increment": n }));
+    let r = incr("node_confirms=2", 5);
     assert_eq!(r.status, 503, "{}", r.text());
     assert!(r.text().contains("node_confirms"), "{}", r.text());
     assert_eq!(http(&h, "GET", url, &[], b"").status, 404);
     for q in ["1", "one", "default"] {
-        let r = post(
-            &h,
-            &format!("{url}?node_confirms={q}"),
-            json!({"increment": 1}),
-        );
+        let r = incr(&format!("node_confirms={q}"), 1);
         assert_eq!(r.status, 204, "node_confirms={q}: {}", r.text());
     }
-    let r = post(
-        &h,
-        &format!("{url}?node_confirms=4"),
-        json!({"increment": 1}),
-    );
+    let r = incr("node_confirms=4", 1);
     assert_eq!(r.status, 400, "{}", r.text());
     for q in ["true", "false", "default"] {
         let r = http(&h, "GET", &format!("{url}?basic_quorum={q}"), &[], b"");
@@ -294,11 +276,7 @@ fn node_confirms_and_basic_quorum_query_parameters() {
         assert_eq!(r.json()["value"], json!(3));
     }
     // Bad values name the parameter; nothing is written.
-    let r = post(
-        &h,
-        &format!("{url}?node_confirms=lots"),
-        json!({"increment": 1}),
-    );
+    let r = incr("node_confirms=lots", 1);
     assert_eq!(r.status, 400, "{}", r.text());
     assert!(r.text().contains("node_confirms"), "{}", r.text());
     let r = http(&h, "GET", &format!("{url}?basic_quorum=maybe"), &[], b"");
@@ -307,14 +285,7 @@ fn node_confirms_and_basic_quorum_query_parameters() {
     let r = http(&h, "GET", url, &[], b"");
     assert_eq!(r.json()["value"], json!(3));
     // The 1.4 counters take node_confirms too.
-    let r = http(
-        &h,
-        "PUT",
-        "/buckets/c14/props",
-        &[("Content-Type", "application/json")],
-        br#"{"props":{"allow_mult":true}}"#,
-    );
-    assert_eq!(r.status, 204);
+    common::http_allow_mult(&h, "c14");
     let c14 = |q: &str| {
         http(
             &h,

@@ -717,14 +717,7 @@ fn secondary_index_queries() {
 #[test]
 fn siblings_as_multipart_or_vtag_list() {
     let (h, _d) = start();
-    let r = req(
-        &h,
-        "PUT",
-        "/buckets/sib/props",
-        &[("Content-Type", "application/json")],
-        br#"{"props":{"allow_mult":true}}"#,
-    );
-    assert_eq!(r.status, 204);
+    common::http_allow_mult(&h, "sib");
     put(
         &h,
         "/buckets/sib/keys/k",
