@@ -19,25 +19,40 @@
 
 mod common;
 use basalt_server::pb::{self, code};
-use common::procs::{form_cluster, start_nodes, test_dir, Client};
-use common::{admin, wait_for};
+use common::procs::{create_active_type, form_cluster, start_nodes, test_dir, Client, NodeProc};
+use common::wait_for;
 use prost::Message;
 use std::time::Duration;
 
 const KEYS: usize = 4;
 
-fn incr(c: &mut Client, key: usize, n: i64) -> Result<(), String> {
-    let req = pb::DtUpdateReq {
-        bucket: b"split".to_vec(),
+/// Three nodes in one cluster with the `counters` type active on each.
+fn counters_cluster(root: &std::path::Path) -> Vec<NodeProc> {
+    let nodes = start_nodes(root, 3);
+    form_cluster(&nodes);
+    create_active_type(&nodes, "counters", r#"{"props":{"datatype":"counter"}}"#);
+    nodes
+}
+
+/// An increment by `n` of counter `c{key}` in `bucket` of type `counters`.
+fn increment(bucket: &[u8], key: usize, n: i64) -> pb::DtUpdateReq {
+    pb::DtUpdateReq {
+        bucket: bucket.to_vec(),
         key: Some(format!("c{key}").into_bytes()),
         r#type: b"counters".to_vec(),
         op: pb::DtOp {
             counter_op: Some(pb::CounterOp { increment: Some(n) }),
             ..Default::default()
         },
+        ..Default::default()
+    }
+}
+
+fn incr(c: &mut Client, key: usize, n: i64) -> Result<(), String> {
+    let req = pb::DtUpdateReq {
         w: Some(1),
         dw: Some(1),
-        ..Default::default()
+        ..increment(b"split", key, n)
     };
     c.call(code::DT_UPDATE_REQ, &req).map(|_| ())
 }
@@ -84,27 +99,7 @@ fn load(addr: &str, rounds: i64, acked: &mut [i64], tried: &mut [i64]) {
 #[test]
 fn counters_converge_after_a_split_with_no_lost_increment() {
     let (root, _guard) = test_dir();
-    let mut nodes = start_nodes(&root, 3);
-    form_cluster(&nodes);
-    let (ok, out) = admin(
-        &nodes[0].cluster,
-        &[
-            "bucket-type",
-            "create",
-            "counters",
-            r#"{"props":{"datatype":"counter"}}"#,
-        ],
-    );
-    assert!(ok, "{out}");
-    let (ok, out) = admin(&nodes[0].cluster, &["bucket-type", "activate", "counters"]);
-    assert!(ok, "{out}");
-    for n in &nodes[1..] {
-        wait_for("the type on every node", Duration::from_secs(30), || {
-            admin(&n.cluster, &["bucket-type", "status", "counters"])
-                .1
-                .contains("counters is active")
-        });
-    }
+    let mut nodes = counters_cluster(&root);
     let mut acked = vec![0i64; KEYS];
     let mut tried = vec![0i64; KEYS];
     for n in &nodes {
@@ -160,38 +155,11 @@ fn counters_converge_after_a_split_with_no_lost_increment() {
 #[test]
 fn node_confirms_counts_distinct_nodes() {
     let (root, _guard) = test_dir();
-    let mut nodes = start_nodes(&root, 3);
-    form_cluster(&nodes);
-    let (ok, out) = admin(
-        &nodes[0].cluster,
-        &[
-            "bucket-type",
-            "create",
-            "counters",
-            r#"{"props":{"datatype":"counter"}}"#,
-        ],
-    );
-    assert!(ok, "{out}");
-    let (ok, out) = admin(&nodes[0].cluster, &["bucket-type", "activate", "counters"]);
-    assert!(ok, "{out}");
-    for n in &nodes[1..] {
-        wait_for("the type on every node", Duration::from_secs(30), || {
-            admin(&n.cluster, &["bucket-type", "status", "counters"])
-                .1
-                .contains("counters is active")
-        });
-    }
+    let mut nodes = counters_cluster(&root);
     let confirmed = |c: &mut Client, key: usize| {
         let req = pb::DtUpdateReq {
-            bucket: b"nc".to_vec(),
-            key: Some(format!("c{key}").into_bytes()),
-            r#type: b"counters".to_vec(),
-            op: pb::DtOp {
-                counter_op: Some(pb::CounterOp { increment: Some(1) }),
-                ..Default::default()
-            },
             node_confirms: Some(2),
-            ..Default::default()
+            ..increment(b"nc", key, 1)
         };
         c.call(code::DT_UPDATE_REQ, &req).map(|_| ())
     };

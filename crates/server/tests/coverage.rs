@@ -1,7 +1,8 @@
 //! Coverage plans over PB (`RpbCoverageReq` 70 → 71) and 2i on a plan's
 //! entries (`cover_context`), with `return_body` (`RpbIndexBodyResp` 42):
 //! Riak 2.x's parallel full-bucket read, as the Java client's
-//! `FullBucketRead` does it. One in-process node (ring 8, n_val 3).
+//! `FullBucketRead` does it; CS bucket folds (`RpbCSBucketReq` 40) on a
+//! plan's entries. One in-process node (ring 8, n_val 3).
 
 mod common;
 
@@ -233,4 +234,92 @@ fn bad_or_unplaceable_contexts_are_errors() {
         ..Default::default()
     };
     assert!(c.try_call(code::COVERAGE_REQ, &req).is_err());
+}
+
+/// Every object of one plan entry by `RpbCSBucketReq` with its
+/// `cover_context`, paged by `page`: (keys in answer order, pages).
+fn cs_entry_keys(c: &mut Client, bucket: &str, cover: &[u8], page: u32) -> (Vec<Vec<u8>>, usize) {
+    let mut out = Vec::new();
+    let mut cont = None;
+    for pages in 1..1000 {
+        let req = pb::RpbCsBucketReq {
+            bucket: bucket.into(),
+            start_key: Vec::new(),
+            max_results: Some(page),
+            continuation: cont.clone(),
+            cover_context: Some(cover.to_vec()),
+            ..Default::default()
+        };
+        c.send(code::CS_BUCKET_REQ, &req.encode_to_vec());
+        let mut got = 0;
+        loop {
+            let (rc, body) = c.recv().expect("frame");
+            assert_eq!(
+                rc,
+                code::CS_BUCKET_RESP,
+                "{}",
+                String::from_utf8_lossy(&body)
+            );
+            let r = pb::RpbCsBucketResp::decode(body.as_slice()).expect("cs resp");
+            for o in r.objects {
+                let i: usize = String::from_utf8_lossy(&o.key[1..]).parse().expect("key");
+                assert_eq!(o.object.content[0].value, format!("v{i}").into_bytes());
+                out.push(o.key);
+                got += 1;
+            }
+            if r.done == Some(true) {
+                cont = r.continuation;
+                break;
+            }
+        }
+        assert!(got <= page as usize, "{got} > {page}");
+        if cont.is_none() {
+            return (out, pages);
+        }
+    }
+    panic!("paging did not end");
+}
+
+/// `RpbCSBucketReq` with a plan entry's `cover_context` (Riak's parallel
+/// CS fold): each entry folds its share, in key order, paged; the entries
+/// together give every key exactly once; a damaged context is an error.
+#[test]
+fn cs_bucket_folds_run_on_plan_entries() {
+    let (h, _d) = spawn_node(false, |_| {});
+    let mut c = Client::connect(&h);
+    fill(&mut c, "csc");
+    let entries = plan(&mut c, "csc", None);
+    assert_eq!(entries.len(), 3, "{entries:?}");
+    let mut seen = Vec::new();
+    for e in &entries {
+        let (keys, pages) = cs_entry_keys(&mut c, "csc", &e.cover_context, 10);
+        assert!(!keys.is_empty() && keys.len() < KEYS, "{}", keys.len());
+        assert!(pages > 1, "{} keys in one page of 10", keys.len());
+        assert!(keys.windows(2).all(|w| w[0] < w[1]), "key order");
+        // Unpaged, the same keys; and the same as the entry's 2i share.
+        let (unpaged, _) = cs_entry_keys(&mut c, "csc", &e.cover_context, 1000);
+        assert_eq!(keys, unpaged);
+        let mut by_2i = entry_keys(&mut c, &bucket_query("csc", &e.cover_context), 1000);
+        by_2i.sort();
+        assert_eq!(keys, by_2i);
+        seen.extend(keys);
+    }
+    let unique: BTreeSet<Vec<u8>> = seen.iter().cloned().collect();
+    assert_eq!(seen.len(), KEYS, "no key twice");
+    assert_eq!(unique.len(), KEYS, "every key");
+    // One entry per first primary: still every key once.
+    let mut n = 0;
+    for e in plan(&mut c, "csc", Some(8)) {
+        n += cs_entry_keys(&mut c, "csc", &e.cover_context, 1000).0.len();
+    }
+    assert_eq!(n, KEYS);
+    let mut ctx = entries[0].cover_context.clone();
+    ctx[6] ^= 1;
+    let req = pb::RpbCsBucketReq {
+        bucket: b"csc".to_vec(),
+        cover_context: Some(ctx),
+        ..Default::default()
+    };
+    let e = c.try_call(code::CS_BUCKET_REQ, &req).expect_err("damaged");
+    assert!(e.contains("cover_context"), "{e}");
 }

@@ -184,14 +184,7 @@ fn buckets_without_a_datatype_and_legacy_counters() {
 
     let r = http(&h, "POST", "/buckets/c/counters/k", &[], b"1");
     assert_eq!(r.status, 409, "allow_mult is off: {}", r.text());
-    let r = http(
-        &h,
-        "PUT",
-        "/buckets/c/props",
-        &[("Content-Type", "application/json")],
-        br#"{"props":{"allow_mult":true}}"#,
-    );
-    assert_eq!(r.status, 204);
+    common::http_allow_mult(&h, "c");
     assert_eq!(
         http(&h, "GET", "/buckets/c/counters/k", &[], b"").status,
         404
@@ -256,4 +249,146 @@ fn set_verbs_apply_in_document_order() {
     assert!(r.text().contains("not_present"), "{}", r.text());
     let r = http(&h, "GET", "/types/sets/buckets/b/datatypes/ord", &[], b"");
     assert_eq!(r.json()["value"], json!(["a", "c", "e"]));
+}
+
+/// `riak_kv_wm_crdt`'s and `riak_kv_wm_counter`'s quorum parameters
+/// beyond r/w/dw/pr/pw: `node_confirms` on updates (one node here, so 2
+/// is refused before anything is written) and `basic_quorum` on fetches,
+/// with clear 400s for bad values.
+#[test]
+fn node_confirms_and_basic_quorum_query_parameters() {
+    let (h, _d) = start();
+    let url = "/types/counters/buckets/b/datatypes/nc";
+    let incr = |q: &str, n: i64| post(&h, &format!("{url}?{q}"), json!({ "increment": n }));
+    let r = incr("node_confirms=2", 5);
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert!(r.text().contains("node_confirms"), "{}", r.text());
+    assert_eq!(http(&h, "GET", url, &[], b"").status, 404);
+    for q in ["1", "one", "default"] {
+        let r = incr(&format!("node_confirms={q}"), 1);
+        assert_eq!(r.status, 204, "node_confirms={q}: {}", r.text());
+    }
+    let r = incr("node_confirms=4", 1);
+    assert_eq!(r.status, 400, "{}", r.text());
+    for q in ["true", "false", "default"] {
+        let r = http(&h, "GET", &format!("{url}?basic_quorum={q}"), &[], b"");
+        assert_eq!(r.status, 200, "basic_quorum={q}: {}", r.text());
+        assert_eq!(r.json()["value"], json!(3));
+    }
+    // Bad values name the parameter; nothing is written.
+    let r = incr("node_confirms=lots", 1);
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains("node_confirms"), "{}", r.text());
+    let r = http(&h, "GET", &format!("{url}?basic_quorum=maybe"), &[], b"");
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains("basic_quorum"), "{}", r.text());
+    let r = http(&h, "GET", url, &[], b"");
+    assert_eq!(r.json()["value"], json!(3));
+    // The 1.4 counters take node_confirms too.
+    common::http_allow_mult(&h, "c14");
+    let c14 = |q: &str| {
+        http(
+            &h,
+            "POST",
+            &format!("/buckets/c14/counters/k?{q}"),
+            &[],
+            b"1",
+        )
+    };
+    let r = c14("node_confirms=2");
+    assert_eq!(r.status, 503, "{}", r.text());
+    let r = c14("node_confirms=x");
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_eq!(c14("node_confirms=1&returnvalue=true").text(), "1");
+    let r = http(
+        &h,
+        "GET",
+        "/buckets/c14/counters/k?basic_quorum=true",
+        &[],
+        b"",
+    );
+    assert_eq!(r.text(), "1");
+    let r = http(
+        &h,
+        "GET",
+        "/buckets/c14/counters/k?basic_quorum=no",
+        &[],
+        b"",
+    );
+    assert_eq!(r.status, 400, "{}", r.text());
+}
+
+/// A map's set fields, at any depth, and a set's nested `"update"` apply
+/// their verbs in document order too (`riak_kv_crdt_json` builds
+/// `{update, [Op, ...]}` for them as for a top-level set); a map applies
+/// its field removes before its updates.
+#[test]
+fn nested_set_verbs_apply_in_document_order() {
+    let (h, _d) = start();
+    let raw = |url: &str, body: &str| {
+        let r = http(
+            &h,
+            "POST",
+            &format!("{url}?returnbody=true"),
+            &[("Content-Type", "application/json")],
+            body.as_bytes(),
+        );
+        assert_eq!(r.status, 200, "{body}: {}", r.text());
+        r.json()["value"].clone()
+    };
+    let m = "/types/maps/buckets/b/datatypes/nested";
+    let v = raw(
+        m,
+        r#"{"update":{"s_set":{"add_all":["a","b"]},"m_map":{"update":{"t_set":{"add_all":["x","y"]}}}}}"#,
+    );
+    assert_eq!(v["s_set"], json!(["a", "b"]), "{v}");
+    // Remove, then add again: the element stays (adds-first would drop it).
+    let v = raw(m, r#"{"update":{"s_set":{"remove":"a","add":"a"}}}"#);
+    assert_eq!(v["s_set"], json!(["a", "b"]), "{v}");
+    // Add, then remove: it goes.
+    let v = raw(m, r#"{"update":{"s_set":{"add":"c","remove":"c"}}}"#);
+    assert_eq!(v["s_set"], json!(["a", "b"]), "{v}");
+    // One level down, with lists.
+    let v = raw(
+        m,
+        r#"{"update":{"m_map":{"update":{"t_set":{"remove_all":["x","y"],"add_all":["y","z"]}}}}}"#,
+    );
+    assert_eq!(v["m_map"]["t_set"], json!(["y", "z"]), "{v}");
+    // A set field's nested "update", object or list, keeps its order.
+    let v = raw(
+        m,
+        r#"{"update":{"s_set":{"update":{"remove":"b","add":"b"}}}}"#,
+    );
+    assert_eq!(v["s_set"], json!(["a", "b"]), "{v}");
+    let v = raw(
+        m,
+        r#"{"update":{"s_set":{"update":[{"remove":"a"},{"add":"a"},{"add":"d"},{"remove":"d"}]}}}"#,
+    );
+    assert_eq!(v["s_set"], json!(["a", "b"]), "{v}");
+    // A remove of an element absent at its turn fails the whole update.
+    let r = http(
+        &h,
+        "POST",
+        m,
+        &[("Content-Type", "application/json")],
+        br#"{"update":{"s_set":{"remove":"zz","add":"zz"},"n_counter":1}}"#,
+    );
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains("not_present"), "{}", r.text());
+    // Field removes come first whatever the JSON order: the field is
+    // removed, then updated anew.
+    let v = raw(m, r#"{"update":{"s_set":{"add":"e"}},"remove":"s_set"}"#);
+    assert_eq!(v["s_set"], json!(["e"]), "{v}");
+    assert!(v.get("n_counter").is_none(), "{v}");
+    // A top-level set's nested "update" too.
+    let s = "/types/sets/buckets/b/datatypes/nested";
+    assert_eq!(raw(s, r#"{"add_all":["a","b"]}"#), json!(["a", "b"]));
+    assert_eq!(
+        raw(s, r#"{"update":{"remove":"a","add":"a"}}"#),
+        json!(["a", "b"])
+    );
+    assert_eq!(
+        raw(s, r#"{"update":[{"add":"c"},{"remove":"b"}]}"#),
+        json!(["a", "c"])
+    );
 }

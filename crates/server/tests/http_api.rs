@@ -717,14 +717,7 @@ fn secondary_index_queries() {
 #[test]
 fn siblings_as_multipart_or_vtag_list() {
     let (h, _d) = start();
-    let r = req(
-        &h,
-        "PUT",
-        "/buckets/sib/props",
-        &[("Content-Type", "application/json")],
-        br#"{"props":{"allow_mult":true}}"#,
-    );
-    assert_eq!(r.status, 204);
+    common::http_allow_mult(&h, "sib");
     put(
         &h,
         "/buckets/sib/keys/k",
@@ -960,4 +953,85 @@ fn stats_latencies_and_prometheus_metrics() {
         let (_, v) = l.rsplit_once(' ').expect("sample");
         assert!(v.parse::<f64>().is_ok(), "{l}");
     }
+}
+
+/// The quorum parameters Riak's HTTP object API takes beyond r/w/dw/pr/pw/
+/// rw (`riak_kv_wm_object`): `node_confirms` (distinct nodes among the
+/// acknowledgements; one node here, so n_val 3 puts every replica on it)
+/// and `basic_quorum`, with `default` and clear 400s for bad values.
+#[test]
+fn node_confirms_and_basic_quorum_query_parameters() {
+    let (h, _d) = start();
+    let ct = ("Content-Type", "text/plain");
+    // node_confirms 2 cannot be met on one node: refused, nothing written.
+    let r = put(&h, "/buckets/nc/keys/k?node_confirms=2", &[], b"v1");
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert!(r.text().contains("node_confirms"), "{}", r.text());
+    assert_eq!(get(&h, "/buckets/nc/keys/k").status, 404);
+    let r = put(&h, "/buckets/nc/keys/k?node_confirms=all", &[], b"v1");
+    assert_eq!(r.status, 503, "{}", r.text());
+    // Met by one node; the words count against n_val.
+    for q in ["1", "one", "default"] {
+        let r = put(
+            &h,
+            &format!("/buckets/nc/keys/k?node_confirms={q}"),
+            &[],
+            b"v1",
+        );
+        assert_eq!(r.status, 204, "node_confirms={q}: {}", r.text());
+    }
+    // Above n_val: Riak's violation, a 400.
+    let r = put(&h, "/buckets/nc/keys/k?node_confirms=4", &[], b"v2");
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(
+        r.text().contains("node_confirms_val_violation"),
+        "{}",
+        r.text()
+    );
+    // A delete's tombstone write too: refused, the key stays.
+    let r = req(&h, "DELETE", "/buckets/nc/keys/k?node_confirms=2", &[], b"");
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert_eq!(get(&h, "/buckets/nc/keys/k").text(), "v1");
+    // basic_quorum on reads (and on the reads of conditional writes).
+    for q in ["true", "false", "default", "TRUE"] {
+        let r = get(&h, &format!("/buckets/nc/keys/k?basic_quorum={q}"));
+        assert_eq!(r.status, 200, "basic_quorum={q}: {}", r.text());
+        let r = get(&h, &format!("/buckets/nc/keys/nope?basic_quorum={q}"));
+        assert_eq!(r.status, 404, "basic_quorum={q}: {}", r.text());
+    }
+    let r = get(&h, "/buckets/nc/keys/k?notfound_ok=default");
+    assert_eq!(r.status, 200, "{}", r.text());
+    // Bad values: 400 naming the parameter, nothing written.
+    for (method, path, name) in [
+        (
+            "GET",
+            "/buckets/nc/keys/k?basic_quorum=maybe",
+            "basic_quorum",
+        ),
+        (
+            "PUT",
+            "/buckets/nc/keys/k?node_confirms=lots",
+            "node_confirms",
+        ),
+        (
+            "PUT",
+            "/buckets/nc/keys/k?node_confirms=-1",
+            "node_confirms",
+        ),
+        (
+            "DELETE",
+            "/buckets/nc/keys/k?node_confirms=x",
+            "node_confirms",
+        ),
+        (
+            "DELETE",
+            "/buckets/nc/keys/k?basic_quorum=2",
+            "basic_quorum",
+        ),
+    ] {
+        let r = req(&h, method, path, &[ct], b"v3");
+        assert_eq!(r.status, 400, "{method} {path}: {}", r.text());
+        assert!(r.text().contains(name), "{method} {path}: {}", r.text());
+    }
+    assert_eq!(get(&h, "/buckets/nc/keys/k").text(), "v1");
 }

@@ -189,6 +189,24 @@ pub fn form_cluster(nodes: &[NodeProc]) {
     settle(&nodes[0].cluster);
 }
 
+/// Creates bucket type `name` with `props` (`{"props":{...}}`) on
+/// `nodes[0]`, activates it there and waits (≤ 30 s) until every other
+/// node has it active by gossip.
+pub fn create_active_type(nodes: &[NodeProc], name: &str, props: &str) {
+    let (ok, out) = admin(&nodes[0].cluster, &["bucket-type", "create", name, props]);
+    assert!(ok, "create {name}: {out}");
+    let (ok, out) = admin(&nodes[0].cluster, &["bucket-type", "activate", name]);
+    assert!(ok, "activate {name}: {out}");
+    let active = format!("{name} is active");
+    for n in &nodes[1..] {
+        wait_for("the type on every node", Duration::from_secs(30), || {
+            admin(&n.cluster, &["bucket-type", "status", name])
+                .1
+                .contains(&active)
+        });
+    }
+}
+
 /// Waits until the ring has no pending transfers.
 pub fn settle(node: &str) {
     wait_for("transfers to finish", Duration::from_secs(60), || {

@@ -20,7 +20,7 @@ use super::counter::EmCounter;
 use super::flag::Flag;
 use super::orswot::Orswot;
 use super::register::Register;
-use super::{CrdtError, SetOp};
+use super::{CrdtError, SetOp, SetStep};
 use crate::limits::{CRDT_MAX_DEFERRED, CRDT_MAX_DEPTH};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -58,7 +58,8 @@ impl FieldKind {
 /// A field's name and kind.
 pub type Field = (Vec<u8>, FieldKind);
 
-/// An operation on one field.
+/// An operation on one field. (Variants are only ever added at the end:
+/// the cluster wire encodes them by position.)
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum FieldOp {
     /// Add to a counter (negative: subtract).
@@ -71,13 +72,16 @@ pub enum FieldOp {
     Flag(bool),
     /// Operations on a nested map.
     Map(MapOp),
+    /// Adds and removes on a set applied in the given order (HTTP's JSON,
+    /// as `riak_kv_crdt_json` gives them: document order).
+    SetSteps(Vec<SetStep>),
 }
 
 impl FieldOp {
     fn kind(&self) -> FieldKind {
         match self {
             FieldOp::Counter(_) => FieldKind::Counter,
-            FieldOp::Set(_) => FieldKind::Set,
+            FieldOp::Set(_) | FieldOp::SetSteps(_) => FieldKind::Set,
             FieldOp::Register(_) => FieldKind::Register,
             FieldOp::Flag(_) => FieldKind::Flag,
             FieldOp::Map(_) => FieldKind::Map,
@@ -204,6 +208,14 @@ impl Embedded {
                 }
                 for e in &o.removes {
                     s.remove(e, ctx)?;
+                }
+            }
+            (Embedded::Set(s), FieldOp::SetSteps(steps)) => {
+                for step in steps {
+                    match step {
+                        SetStep::Add(e) => s.add(dot, e.clone()),
+                        SetStep::Remove(e) => s.remove(e, ctx)?,
+                    }
                 }
             }
             (Embedded::Register(r), FieldOp::Register(v)) => r.assign(v.clone(), ts),

@@ -172,6 +172,15 @@ pub enum SetStep {
     Remove(Vec<u8>),
 }
 
+impl SetStep {
+    /// The element added or removed.
+    pub fn element(&self) -> &Vec<u8> {
+        match self {
+            SetStep::Add(e) | SetStep::Remove(e) => e,
+        }
+    }
+}
+
 /// One client operation on a top-level value. (Variants are only ever
 /// added at the end: the cluster wire encodes them by position.)
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -488,6 +497,7 @@ fn check_op_sizes(op: &Op) -> Result<(), CrdtError> {
             elems([name])?;
             match op {
                 map::FieldOp::Set(s) => elems(s.adds.iter().chain(&s.removes))?,
+                map::FieldOp::SetSteps(steps) => elems(steps.iter().map(SetStep::element))?,
                 map::FieldOp::Register(v) => elems([v])?,
                 map::FieldOp::Map(inner) => map_op(inner)?,
                 map::FieldOp::Counter(_) | map::FieldOp::Flag(_) => {}
@@ -498,9 +508,7 @@ fn check_op_sizes(op: &Op) -> Result<(), CrdtError> {
     match op {
         Op::Counter(_) => Ok(()),
         Op::Set(s) => elems(s.adds.iter().chain(&s.removes)),
-        Op::SetSteps(steps) => elems(steps.iter().map(|s| match s {
-            SetStep::Add(e) | SetStep::Remove(e) => e,
-        })),
+        Op::SetSteps(steps) => elems(steps.iter().map(SetStep::element)),
         Op::Map(m) => map_op(m),
         Op::Hll(es) | Op::GSet(es) => elems(es),
     }

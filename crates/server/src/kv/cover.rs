@@ -1,6 +1,8 @@
 //! Coverage plans handed to clients (`RpbCoverageReq` 70 → 71, Riak 2.x's
-//! parallel extraction) and 2i queries run on one plan entry
-//! (`RpbIndexReq.cover_context`).
+//! parallel extraction) and the queries run on one plan entry: 2i
+//! (`RpbIndexReq.cover_context`) and CS bucket folds
+//! (`RpbCSBucketReq.cover_context`, `kv::csfold`), both through
+//! [`CoverScope`].
 //!
 //! A plan is [`crate::router::Router::coverage_plan`]: covering vnodes, each
 //! answering for a set of first primaries (every key's first primary in
@@ -62,6 +64,15 @@ pub struct CoverEntry {
     pub desc: String,
     /// The opaque context.
     pub context: Vec<u8>,
+}
+
+/// What a query on one plan entry reads and keeps: the entry's vnode, and
+/// only the keys whose first primary is one of the entry's.
+#[derive(Debug, Clone)]
+pub(crate) struct CoverScope {
+    /// The vnode to ask.
+    pub target: Target,
+    firsts: BTreeSet<u32>,
 }
 
 fn bad_context() -> RequestError {
@@ -271,6 +282,27 @@ impl Node {
         })
     }
 
+    /// The scope of a plan entry's context: its vnode (the partition's
+    /// current owner, which must be up) and its first primaries. Errors: a
+    /// damaged context, one made for another ring size,
+    /// `primary_partition_unavailable`.
+    pub(crate) fn cover_scope(&self, context: &[u8]) -> Result<CoverScope, RequestError> {
+        let ctx = self.current_context(context)?;
+        Ok(CoverScope {
+            target: self.cover_target(&ctx)?,
+            firsts: ctx.firsts.iter().copied().collect(),
+        })
+    }
+
+    /// Whether `key` of `bucket` (a storage bucket) belongs to the entry:
+    /// its first primary is one of the entry's.
+    pub(crate) fn in_cover(&self, scope: &CoverScope, bucket: &[u8], key: &[u8]) -> bool {
+        let (btype, bname) = split_storage_bucket(bucket);
+        scope
+            .firsts
+            .contains(&self.router.ring.first_primary(&key_hash(btype, bname, key)))
+    }
+
     /// A 2i query on one coverage plan entry (`cover_context`): only that
     /// entry's vnode, only keys whose first primary is the entry's. Paged
     /// as [`Node::index_query`]: the vnode is read in rounds of
@@ -281,10 +313,7 @@ impl Node {
         q: IndexQuery,
         context: &[u8],
     ) -> Result<IndexPage, RequestError> {
-        let ctx = self.current_context(context)?;
-        let target = self.cover_target(&ctx)?;
-        let firsts: BTreeSet<u32> = ctx.firsts.iter().copied().collect();
-        let (btype, bname) = split_storage_bucket(&q.bucket);
+        let scope = self.cover_scope(context)?;
         let mut after = match &q.continuation {
             None => q.start_after.clone().map(|c| (c.term, c.key)),
             Some(c) => Some(
@@ -302,7 +331,10 @@ impl Node {
                 .as_ref()
                 .map(|(t, k)| IndexCursor::new(t.clone(), k.clone()));
             sub.return_terms = q.end.is_some() || q.field == b"$key";
-            let VnodeReply::Index(page) = self.router.vcall(&target, VnodeReq::Index(sub)).await?
+            let VnodeReply::Index(page) = self
+                .router
+                .vcall(&scope.target, VnodeReq::Index(sub))
+                .await?
             else {
                 return Err(RequestError::Storage("unexpected index reply".into()));
             };
@@ -310,14 +342,11 @@ impl Node {
             if let Some(last) = page.results.last() {
                 after = Some((last.term.clone().unwrap_or_default(), last.key.clone()));
             }
-            results.extend(page.results.into_iter().filter(|r| {
-                firsts.contains(
-                    &self
-                        .router
-                        .ring
-                        .first_primary(&key_hash(btype, bname, &r.key)),
-                )
-            }));
+            results.extend(
+                page.results
+                    .into_iter()
+                    .filter(|r| self.in_cover(&scope, &q.bucket, &r.key)),
+            );
             if !full || max.is_some_and(|m| results.len() >= m as usize) {
                 break;
             }

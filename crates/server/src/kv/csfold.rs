@@ -1,6 +1,8 @@
 //! The CS bucket fold (`RpbCSBucketReq`): the objects of a key range of one
 //! bucket, in key order, over a covering set, each vnode read in bounded
-//! rounds after its own cursor.
+//! rounds after its own cursor; or, with a `cover_context` (one entry of a
+//! client's coverage plan, `kv::cover`), over that entry's one vnode,
+//! keeping only the keys the entry answers for.
 
 use crate::error::RequestError;
 use crate::node::Node;
@@ -30,6 +32,10 @@ pub struct CsFold {
     pub continuation: Option<Vec<u8>>,
     /// Page size (0 or `None` = everything).
     pub max_results: Option<u32>,
+    /// One coverage plan entry's context (`RpbCoverageReq`): fold only its
+    /// vnode and keep only the keys whose first primary is the entry's, so
+    /// the plan's entries together return every key once.
+    pub cover_context: Option<Vec<u8>>,
 }
 
 /// One covering vnode's position in a CS bucket fold.
@@ -62,7 +68,9 @@ impl Node {
     /// key (as a GET's merge; no quorum, no read repair), and hands `emit`
     /// the keys up to the smallest cursor of the unfinished vnodes, in key
     /// order, tombstones left out. So memory stays at about a batch per
-    /// vnode whatever the range. `emit` resolving to `false` stops the fold.
+    /// vnode whatever the range. With `q.cover_context` the covering set is
+    /// the entry's vnode and its keys outside the entry are dropped as
+    /// they arrive. `emit` resolving to `false` stops the fold.
     /// Returns the continuation when `max_results` filled the page.
     pub async fn cs_bucket_fold<F, Fut>(
         &self,
@@ -87,9 +95,15 @@ impl Node {
             }
         };
         let max = q.max_results.filter(|m| *m > 0).map(|m| m as usize);
-        let mut cursors: Vec<FoldCursor> = self
-            .router
-            .coverage_or_err(props.n_val)?
+        let scope = match &q.cover_context {
+            Some(c) => Some(self.cover_scope(c)?),
+            None => None,
+        };
+        let targets = match &scope {
+            Some(s) => vec![s.target.clone()],
+            None => self.router.coverage_or_err(props.n_val)?,
+        };
+        let mut cursors: Vec<FoldCursor> = targets
             .into_iter()
             .map(|target| FoldCursor {
                 target,
@@ -131,6 +145,12 @@ impl Node {
                     c.after = last;
                 }
                 for (k, o) in objs {
+                    if scope
+                        .as_ref()
+                        .is_some_and(|s| !self.in_cover(s, &q.bucket, &k))
+                    {
+                        continue;
+                    }
                     let merged = match pending.remove(&k) {
                         Some(m) => RiakObject::merge(&m, &o, props.allow_mult),
                         None => o,

@@ -12,6 +12,7 @@ use crate::error::RequestError;
 use crate::node::Node;
 use crate::object::vclock::VClock;
 use crate::object::{unique_id, Content, RiakObject};
+use crate::pb::quorum;
 use crate::ring::key_hash;
 use crate::router::Target;
 use crate::vnode::request::{Obj, VnodeReply, VnodeReq};
@@ -45,7 +46,15 @@ impl WriteQuorum {
     ) -> Result<WriteQuorum, RequestError> {
         let against = props.with_request_n(opts.n_val)?;
         let n = against.n_val;
-        let node_confirms = opts.node_confirms.unwrap_or(0);
+        // As riak_kv_put_fsm's expand of `node_confirms`: the words count
+        // against n; `default` is the bucket's (no such prop here: 0).
+        let node_confirms = match opts.node_confirms {
+            None | Some(quorum::DEFAULT) => 0,
+            Some(quorum::ONE) => 1,
+            Some(quorum::QUORUM) => n / 2 + 1,
+            Some(quorum::ALL) => n,
+            Some(v) => v,
+        };
         if node_confirms > n {
             return Err(RequestError::Invalid(format!(
                 "{{node_confirms_val_violation,{node_confirms}}} (n_val is {n})"
@@ -299,5 +308,41 @@ impl Node {
             self.postcommit(&props.postcommit, bucket, key, &written);
         }
         Ok(Some(written))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bucket::props::BucketProps;
+
+    fn confirms(nc: Option<u32>) -> Result<u32, RequestError> {
+        let props = BucketProps {
+            n_val: 3,
+            ..BucketProps::default()
+        };
+        let opts = PutOpts {
+            node_confirms: nc,
+            ..PutOpts::default()
+        };
+        WriteQuorum::of(&props, &opts).map(|q| q.node_confirms)
+    }
+
+    /// `node_confirms` takes the quorum words as riak_kv_put_fsm expands
+    /// them (HTTP's `node_confirms=quorum`, PB's encoded values).
+    #[test]
+    fn node_confirms_words_count_against_n() {
+        assert_eq!(confirms(None).ok(), Some(0));
+        assert_eq!(confirms(Some(quorum::DEFAULT)).ok(), Some(0));
+        assert_eq!(confirms(Some(quorum::ONE)).ok(), Some(1));
+        assert_eq!(confirms(Some(quorum::QUORUM)).ok(), Some(2));
+        assert_eq!(confirms(Some(quorum::ALL)).ok(), Some(3));
+        assert_eq!(confirms(Some(2)).ok(), Some(2));
+        let e = confirms(Some(4)).err().map(|e| e.to_string());
+        assert!(
+            e.as_deref()
+                .is_some_and(|e| e.contains("node_confirms_val_violation")),
+            "{e:?}"
+        );
     }
 }

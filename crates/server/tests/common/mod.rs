@@ -234,3 +234,16 @@ pub fn http(
     }
     r
 }
+
+/// Sets `allow_mult = true` on default-type bucket `bucket` over HTTP;
+/// panics unless the node answers 204.
+pub fn http_allow_mult(to: impl HttpAddr, bucket: &str) {
+    let r = http(
+        to,
+        "PUT",
+        &format!("/buckets/{bucket}/props"),
+        &[("Content-Type", "application/json")],
+        br#"{"props":{"allow_mult":true}}"#,
+    );
+    assert_eq!(r.status, 204, "allow_mult on {bucket}: {}", r.text());
+}

@@ -14,15 +14,17 @@
 //! * `GET|POST /buckets/B/counters/K`: the 1.4 counter as text (an
 //!   integer body to add; `returnvalue=true` answers the new value).
 //!
-//! A top-level set operation's verbs apply in the order the JSON object
-//! lists them, as `riak_kv_crdt_json` reads them (`{"remove":"a",
-//! "add":"a"}` keeps `a`; PB's `SetOp` applies adds, then removes); inside
-//! a nested `"update"` object and in map fields' set operations, adds
-//! apply before removes.
+//! A set operation's verbs apply in the order the JSON object lists them,
+//! as `riak_kv_crdt_json` reads them (`{update, [Op, ...]}`, applied in
+//! turn by riak_dt): `{"remove":"a","add":"a"}` keeps `a`. The same holds
+//! inside a nested `"update"` object (or list) and for the set fields of
+//! maps at any depth. A map operation applies its field removes first,
+//! then its field updates in document order, as `riak_kv_crdt_json` builds
+//! it. (PB's `SetOp` applies adds, then removes, as riak_pb_dt_codec.)
 
 use super::{bad, error_response, json, query, read_body, text, Shared};
 use crate::crdt::map::{Field, FieldKind, FieldOp, FieldValue, MapOp};
-use crate::crdt::{Crdt, DataType, Op, SetOp, SetStep, Value};
+use crate::crdt::{Crdt, DataType, Op, SetStep, Value};
 use crate::error::RequestError;
 use crate::kv::{GetOpts, PutOpts};
 use crate::node::Node;
@@ -41,7 +43,11 @@ const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STA
 /// Largest JSON operation body.
 const MAX_OP_BODY_BYTES: usize = crate::limits::CRDT_MAX_ENCODED_BYTES;
 
-/// Query parameters of a data-type request.
+/// Query parameters of a data-type request, as `riak_kv_wm_crdt` and
+/// `riak_kv_wm_counter` take them: the quorums `r`, `pr`, `w`, `dw`, `pw`,
+/// `node_confirms`, the booleans `notfound_ok` and `basic_quorum` (`true|
+/// false|default`), `include_context`, `returnbody` (`returnvalue` for the
+/// 1.4 counters), `timeout`; a bad value is a 400 naming it.
 #[derive(Default)]
 struct Params {
     get: GetOpts,
@@ -62,6 +68,7 @@ fn params(req: &Request, body_key: &str) -> Result<Params, Response> {
         _ => Err(bad(format!("{k} query parameter must be true or false"))),
     };
     let quorum = |k: &str, v: &str| super::parse_quorum(k, v).map(Some).map_err(bad);
+    let option_boolean = |k: &str, v: &str| super::objects::option_boolean(k, v).map_err(bad);
     for (k, v) in query(req) {
         match k.as_str() {
             "r" => p.get.r = quorum(&k, &v)?,
@@ -69,8 +76,9 @@ fn params(req: &Request, body_key: &str) -> Result<Params, Response> {
             "w" => p.put.w = quorum(&k, &v)?,
             "dw" => p.put.dw = quorum(&k, &v)?,
             "pw" => p.put.pw = quorum(&k, &v)?,
-            "notfound_ok" => p.get.notfound_ok = Some(boolean(&k, &v)?),
-            "basic_quorum" => p.get.basic_quorum = Some(boolean(&k, &v)?),
+            "node_confirms" => p.put.node_confirms = quorum(&k, &v)?,
+            "notfound_ok" => p.get.notfound_ok = option_boolean(&k, &v)?,
+            "basic_quorum" => p.get.basic_quorum = option_boolean(&k, &v)?,
             "include_context" => p.include_context = boolean(&k, &v)?,
             "timeout" => {
                 p.timeout = Some(v.parse().map_err(|_| {
@@ -221,21 +229,10 @@ async fn post(node: Arc<Node>, t: String, b: String, k: Option<String>, req: Req
         Ok(x) => x,
         Err(r) => return r,
     };
-    let parsed: Json = match serde_json::from_slice(&body) {
-        Ok(j) => j,
-        Err(e) => return bad(format!("Couldn't decode JSON: {e}")),
-    };
-    let (mut op, context) = match update_from_json(dt, parsed) {
+    let (op, context) = match update_from_body(dt, &body) {
         Ok(x) => x,
         Err(m) => return bad(m),
     };
-    if matches!(op, Op::Set(_)) {
-        // The verbs in document order, applied in that order (Riak's).
-        match ordered_set_steps(&body) {
-            Ok(steps) => op = Op::SetSteps(steps),
-            Err(m) => return bad(m),
-        }
-    }
     let generated = k.is_none();
     let key = k.map_or_else(unique_id, String::into_bytes);
     let update = CrdtUpdate {
@@ -272,22 +269,100 @@ async fn post(node: Arc<Node>, t: String, b: String, k: Option<String>, req: Req
     resp
 }
 
-/// A JSON update (`riak_kv_crdt_json`): the operation and the context.
-pub(crate) fn update_from_json(t: DataType, mut j: Json) -> Result<(Op, Option<Vec<u8>>), String> {
-    let context = match j.as_object_mut().and_then(|o| o.remove("context")) {
-        None => None,
-        Some(Json::String(s)) => Some(
-            B64.decode(s.as_bytes())
-                .map_err(|_| "Malformed context".to_string())?,
-        ),
-        Some(_) => return Err("Malformed context".into()),
+/// A JSON value whose objects keep their members in document order
+/// (`serde_json::Value` sorts them, and `riak_kv_crdt_json` applies a
+/// set's verbs and a map's updates in the order the JSON gives them).
+enum Doc {
+    Object(Vec<(String, Doc)>),
+    Array(Vec<Doc>),
+    Leaf(Json),
+}
+
+impl Doc {
+    /// The plain JSON value (for the parsers of leaves and for messages).
+    fn json(&self) -> Json {
+        match self {
+            Doc::Object(m) => Json::Object(m.iter().map(|(k, v)| (k.clone(), v.json())).collect()),
+            Doc::Array(a) => Json::Array(a.iter().map(Doc::json).collect()),
+            Doc::Leaf(j) => j.clone(),
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Doc {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Doc;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<Doc, E> {
+                Ok(Doc::Leaf(Json::Bool(v)))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Doc, E> {
+                Ok(Doc::Leaf(Json::from(v)))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Doc, E> {
+                Ok(Doc::Leaf(Json::from(v)))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Doc, E> {
+                Ok(Doc::Leaf(Json::from(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Doc, E> {
+                Ok(Doc::Leaf(Json::from(v)))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Doc, E> {
+                Ok(Doc::Leaf(Json::String(v)))
+            }
+            fn visit_unit<E>(self) -> Result<Doc, E> {
+                Ok(Doc::Leaf(Json::Null))
+            }
+            fn visit_none<E>(self) -> Result<Doc, E> {
+                Ok(Doc::Leaf(Json::Null))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Doc, A::Error> {
+                let mut out = Vec::new();
+                while let Some(v) = a.next_element::<Doc>()? {
+                    out.push(v);
+                }
+                Ok(Doc::Array(out))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Doc, A::Error> {
+                let mut out = Vec::new();
+                while let Some(kv) = m.next_entry::<String, Doc>()? {
+                    out.push(kv);
+                }
+                Ok(Doc::Object(out))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A JSON update body (`riak_kv_crdt_json`): the operation and the context.
+pub(crate) fn update_from_body(t: DataType, body: &[u8]) -> Result<(Op, Option<Vec<u8>>), String> {
+    let mut doc: Doc =
+        serde_json::from_slice(body).map_err(|e| format!("Couldn't decode JSON: {e}"))?;
+    let context = match &mut doc {
+        Doc::Object(m) => match m.iter().position(|(k, _)| k == "context") {
+            None => None,
+            Some(i) => match m.remove(i).1 {
+                Doc::Leaf(Json::String(s)) => Some(
+                    B64.decode(s.as_bytes())
+                        .map_err(|_| "Malformed context".to_string())?,
+                ),
+                _ => return Err("Malformed context".into()),
+            },
+        },
+        _ => None,
     };
     let op = match t {
-        DataType::Counter => Op::Counter(counter_op(&j)?),
-        DataType::Set => Op::Set(set_op(&j, "set", true)?),
-        DataType::GSet => Op::GSet(set_op(&j, "gset", false)?.adds),
-        DataType::Hll => Op::Hll(set_op(&j, "hll", false)?.adds),
-        DataType::Map => Op::Map(map_op(&j, 1)?),
+        DataType::Counter => Op::Counter(counter_op(&doc.json())?),
+        DataType::Set => Op::SetSteps(set_steps(&doc, &doc)?),
+        DataType::GSet => Op::GSet(adds_op(&doc.json(), "gset")?),
+        DataType::Hll => Op::Hll(adds_op(&doc.json(), "hll")?),
+        DataType::Map => Op::Map(map_op(&doc, 1)?),
     };
     Ok((op, context))
 }
@@ -319,88 +394,70 @@ fn counter_op(j: &Json) -> Result<i64, String> {
     }
 }
 
-fn set_op(j: &Json, t: &str, removes_allowed: bool) -> Result<SetOp, String> {
-    let o = j.as_object().ok_or_else(|| invalid(t, j))?;
-    let mut out = SetOp::default();
-    let elem = |v: &Json| {
-        v.as_str()
-            .map(|s| s.as_bytes().to_vec())
-            .ok_or_else(|| invalid(t, j))
-    };
-    let elems = |v: &Json| -> Result<Vec<Vec<u8>>, String> {
-        v.as_array()
-            .ok_or_else(|| invalid(t, j))?
-            .iter()
-            .map(elem)
-            .collect()
-    };
-    for (verb, v) in o {
-        match verb.as_str() {
-            "add" => out.adds.push(elem(v)?),
-            "add_all" => out.adds.extend(elems(v)?),
-            "remove" if removes_allowed => out.removes.push(elem(v)?),
-            "remove_all" if removes_allowed => out.removes.extend(elems(v)?),
-            "update" => {
-                let inner = set_op(v, t, removes_allowed)?;
-                out.adds.extend(inner.adds);
-                out.removes.extend(inner.removes);
+/// An HLL's or GSet's operation: its adds (`add`, `add_all`, a nested
+/// `update` object or list of them); any other verb is refused.
+fn adds_op(j: &Json, t: &str) -> Result<Vec<Vec<u8>>, String> {
+    fn walk(j: &Json, t: &str, whole: &Json, out: &mut Vec<Vec<u8>>) -> Result<(), String> {
+        let bad = || invalid(t, whole);
+        let elem = |v: &Json| v.as_str().map(|s| s.as_bytes().to_vec()).ok_or_else(bad);
+        for (verb, v) in j.as_object().ok_or_else(bad)? {
+            match (verb.as_str(), v) {
+                ("add", v) => out.push(elem(v)?),
+                ("add_all", Json::Array(a)) => {
+                    for e in a {
+                        out.push(elem(e)?);
+                    }
+                }
+                ("update", Json::Array(ops)) => {
+                    for op in ops {
+                        walk(op, t, whole, out)?;
+                    }
+                }
+                ("update", v) => walk(v, t, whole, out)?,
+                _ => return Err(bad()),
             }
-            _ => return Err(invalid(t, j)),
         }
+        Ok(())
     }
+    let mut out = Vec::new();
+    walk(j, t, j, &mut out)?;
     Ok(out)
 }
 
-/// A JSON object's members in document order (`serde_json::Value` sorts
-/// them).
-struct Ordered(Vec<(String, Json)>);
-
-impl<'de> serde::Deserialize<'de> for Ordered {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Ordered;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                mut m: A,
-            ) -> Result<Ordered, A::Error> {
-                let mut out = Vec::new();
-                while let Some(kv) = m.next_entry::<String, Json>()? {
-                    out.push(kv);
-                }
-                Ok(Ordered(out))
-            }
-        }
-        d.deserialize_map(V)
-    }
-}
-
-/// A set update's steps in the order its JSON gives them, as
-/// `riak_kv_crdt_json` reads them (`{update, [Op, ...]}` applied in
-/// turn): `{"remove":"a","add":"a"}` keeps `a`, `{"add":"a","remove":"a"}`
-/// does not. Within a nested `"update"` object the order is adds, then
-/// removes (`serde_json` does not keep nested member order). The body was
-/// already checked by [`update_from_json`].
-fn ordered_set_steps(body: &[u8]) -> Result<Vec<SetStep>, String> {
-    let Ordered(members) =
-        serde_json::from_slice(body).map_err(|e| format!("Couldn't decode JSON: {e}"))?;
+/// A set operation's steps in the order its JSON gives them, as
+/// `riak_kv_crdt_json` reads them (`{update, [Op, ...]}` applied in turn):
+/// `{"remove":"a","add":"a"}` keeps `a`, `{"add":"a","remove":"a"}` does
+/// not. A nested `"update"` (an object, or a list of objects) contributes
+/// its steps in its own order. `whole` is the operation the error names.
+fn set_steps(doc: &Doc, whole: &Doc) -> Result<Vec<SetStep>, String> {
+    let bad = || invalid("set", &whole.json());
+    let Doc::Object(members) = doc else {
+        return Err(bad());
+    };
+    let elem = |v: &Doc| match v {
+        Doc::Leaf(Json::String(s)) => Ok(s.as_bytes().to_vec()),
+        _ => Err(bad()),
+    };
+    let elems = |v: &Doc| match v {
+        Doc::Array(a) => a.iter().map(elem).collect::<Result<Vec<_>, _>>(),
+        _ => Err(bad()),
+    };
     let mut steps = Vec::new();
     for (verb, v) in members {
-        if verb == "context" {
-            continue;
-        }
-        let one = Json::Object([(verb.clone(), v)].into_iter().collect());
-        let o = set_op(&one, "set", true)?;
-        let removes_first = verb.starts_with("remove");
-        let adds = o.adds.into_iter().map(SetStep::Add);
-        let removes = o.removes.into_iter().map(SetStep::Remove);
-        if removes_first {
-            steps.extend(removes.chain(adds));
-        } else {
-            steps.extend(adds.chain(removes));
+        match verb.as_str() {
+            "add" => steps.push(SetStep::Add(elem(v)?)),
+            "remove" => steps.push(SetStep::Remove(elem(v)?)),
+            "add_all" => steps.extend(elems(v)?.into_iter().map(SetStep::Add)),
+            "remove_all" => steps.extend(elems(v)?.into_iter().map(SetStep::Remove)),
+            "update" => match v {
+                Doc::Array(ops) => {
+                    for op in ops {
+                        steps.extend(set_steps(op, whole)?);
+                    }
+                }
+                _ => steps.extend(set_steps(v, whole)?),
+            },
+            _ => return Err(bad()),
         }
     }
     Ok(steps)
@@ -422,50 +479,54 @@ fn field_from_json(s: &str) -> Result<Field, String> {
     Ok((name.as_bytes().to_vec(), kind))
 }
 
-fn map_op(j: &Json, depth: usize) -> Result<MapOp, String> {
+/// A map operation: `{"remove": F | [F, ...], "update": {F: op, ...}}`,
+/// removes first, then the updates in document order (a set field's verbs
+/// in theirs, a nested map's likewise).
+fn map_op(doc: &Doc, depth: usize) -> Result<MapOp, String> {
     if depth > crate::limits::CRDT_MAX_DEPTH {
         return Err("data type limit exceeded: maps nested too deep".into());
     }
-    let o = j.as_object().ok_or_else(|| invalid("map", j))?;
+    let bad = || invalid("map", &doc.json());
+    let Doc::Object(members) = doc else {
+        return Err(bad());
+    };
     let mut out = MapOp::default();
-    for (verb, v) in o {
-        match verb.as_str() {
-            "remove" => match v {
-                Json::String(s) => out.removes.push(field_from_json(s)?),
-                Json::Array(a) => {
-                    for f in a {
-                        let s = f.as_str().ok_or_else(|| invalid("map", j))?;
-                        out.removes.push(field_from_json(s)?);
-                    }
+    for (verb, v) in members {
+        match (verb.as_str(), v) {
+            ("remove", Doc::Leaf(Json::String(s))) => out.removes.push(field_from_json(s)?),
+            ("remove", Doc::Array(a)) => {
+                for f in a {
+                    let Doc::Leaf(Json::String(s)) = f else {
+                        return Err(bad());
+                    };
+                    out.removes.push(field_from_json(s)?);
                 }
-                _ => return Err(invalid("map", j)),
-            },
-            "update" => {
-                let ups = v.as_object().ok_or_else(|| invalid("map", j))?;
+            }
+            ("update", Doc::Object(ups)) => {
                 for (name, fop) in ups {
                     let f = field_from_json(name)?;
                     let op = match f.1 {
-                        FieldKind::Counter => FieldOp::Counter(counter_op(fop)?),
-                        FieldKind::Set => FieldOp::Set(set_op(fop, "set", true)?),
-                        FieldKind::Register => match fop {
-                            Json::String(s) => FieldOp::Register(s.as_bytes().to_vec()),
+                        FieldKind::Counter => FieldOp::Counter(counter_op(&fop.json())?),
+                        FieldKind::Set => FieldOp::SetSteps(set_steps(fop, fop)?),
+                        FieldKind::Register => match fop.json() {
+                            Json::String(s) => FieldOp::Register(s.into_bytes()),
                             Json::Object(a) if a.len() == 1 => match a.get("assign") {
                                 Some(Json::String(s)) => FieldOp::Register(s.as_bytes().to_vec()),
-                                _ => return Err(invalid("register", fop)),
+                                _ => return Err(invalid("register", &fop.json())),
                             },
-                            _ => return Err(invalid("register", fop)),
+                            other => return Err(invalid("register", &other)),
                         },
-                        FieldKind::Flag => match fop.as_str() {
+                        FieldKind::Flag => match fop.json().as_str() {
                             Some("enable") => FieldOp::Flag(true),
                             Some("disable") => FieldOp::Flag(false),
-                            _ => return Err(invalid("flag", fop)),
+                            _ => return Err(invalid("flag", &fop.json())),
                         },
                         FieldKind::Map => FieldOp::Map(map_op(fop, depth + 1)?),
                     };
                     out.updates.push((f, op));
                 }
             }
-            _ => return Err(invalid("map", j)),
+            _ => return Err(bad()),
         }
     }
     Ok(out)
@@ -481,15 +542,7 @@ pub async fn counter_get(
         Ok(p) => p,
         Err(r) => return r,
     };
-    let got = crate::api::pb::counter::get_value(
-        &node,
-        b.as_bytes(),
-        k.as_bytes(),
-        p.get.r,
-        p.get.pr,
-        p.get.notfound_ok,
-    )
-    .await;
+    let got = crate::api::pb::counter::get_value(&node, b.as_bytes(), k.as_bytes(), &p.get).await;
     match got {
         Ok(Some(v)) => plain(StatusCode::OK, v.to_string()),
         Ok(None) => text(StatusCode::NOT_FOUND, "not found"),

@@ -34,7 +34,13 @@ pub fn parse_quorum(name: &str, v: &str) -> Result<u32, String> {
     }
 }
 
-/// The query parameters of an object request.
+/// The query parameters of an object request, as `riak_kv_wm_object`
+/// takes them: the quorums `r`, `pr`, `w`, `dw`, `pw`, `rw` and
+/// `node_confirms` (an integer or `one|quorum|all|default`), the booleans
+/// `notfound_ok` and `basic_quorum` (`true|false|default`, any case),
+/// `returnbody`, `vtag`. A bad value is a 400 naming the parameter. (Riak's
+/// HTTP API has no `n_val` or `sloppy_quorum`; like other unknown
+/// parameters they are ignored.)
 #[derive(Default)]
 pub(crate) struct Params {
     r: Option<u32>,
@@ -43,7 +49,9 @@ pub(crate) struct Params {
     dw: Option<u32>,
     pw: Option<u32>,
     rw: Option<u32>,
+    node_confirms: Option<u32>,
     notfound_ok: Option<bool>,
+    basic_quorum: Option<bool>,
     returnbody: bool,
     vtag: Option<String>,
 }
@@ -53,6 +61,44 @@ fn boolean(name: &str, v: &str) -> Result<bool, String> {
         "true" => Ok(true),
         "false" => Ok(false),
         _ => Err(format!("{name} must be true or false, got \"{v}\"")),
+    }
+}
+
+/// A boolean quorum option: `true`, `false` or `default` (`None`: the
+/// bucket's), in any case, as riak_kv_wm_object reads them.
+pub(crate) fn option_boolean(name: &str, v: &str) -> Result<Option<bool>, String> {
+    match v.to_ascii_lowercase().as_str() {
+        "true" => Ok(Some(true)),
+        "false" => Ok(Some(false)),
+        "default" => Ok(None),
+        _ => Err(format!(
+            "{name} query parameter must be true, false or default; got \"{v}\""
+        )),
+    }
+}
+
+impl Params {
+    /// The options of the GETs this request makes.
+    fn get_opts(&self) -> GetOpts {
+        GetOpts {
+            r: self.r,
+            pr: self.pr,
+            notfound_ok: self.notfound_ok,
+            basic_quorum: self.basic_quorum,
+            n_val: None,
+            sloppy_quorum: None,
+        }
+    }
+
+    /// The quorums of the write this request makes.
+    fn put_opts(&self) -> PutOpts {
+        PutOpts {
+            w: self.w,
+            dw: self.dw,
+            pw: self.pw,
+            node_confirms: self.node_confirms,
+            ..Default::default()
+        }
     }
 }
 
@@ -66,12 +112,17 @@ pub(crate) fn params(q: &[(String, String)]) -> Result<Params, String> {
             "dw" => &mut p.dw,
             "pw" => &mut p.pw,
             "rw" => &mut p.rw,
+            "node_confirms" => &mut p.node_confirms,
             "returnbody" => {
                 p.returnbody = boolean(k, v)?;
                 continue;
             }
             "notfound_ok" => {
-                p.notfound_ok = Some(boolean(k, v)?);
+                p.notfound_ok = option_boolean(k, v)?;
+                continue;
+            }
+            "basic_quorum" => {
+                p.basic_quorum = option_boolean(k, v)?;
                 continue;
             }
             "vtag" => {
@@ -517,14 +568,7 @@ fn chosen<'a>(o: &'a RiakObject, vtag: Option<&str>) -> Option<&'a Content> {
 
 async fn fetch(node: &Node, loc: &Loc<'_>, k: &str, p: &Params, h: &HeaderMap) -> HttpResult {
     let cond = Conditions::parse(h)?;
-    let opts = GetOpts {
-        r: p.r,
-        pr: p.pr,
-        notfound_ok: p.notfound_ok,
-        basic_quorum: None,
-        n_val: None,
-        sloppy_quorum: None,
-    };
+    let opts = p.get_opts();
     match node
         .get(&loc.sb, k.as_bytes(), &opts)
         .await
@@ -687,12 +731,7 @@ async fn store(
     let mut client = client_vclock(&headers)?;
     let content = content_from_request(&headers, body.to_vec())?;
     let cond = Conditions::parse(&headers)?;
-    let mut opts = PutOpts {
-        w: p.w,
-        dw: p.dw,
-        pw: p.pw,
-        ..Default::default()
-    };
+    let mut opts = p.put_opts();
     if let Some(v) = headers.get("x-riak-if-not-modified") {
         client = Some(decode_vclock("X-Riak-If-Not-Modified", v)?);
         opts.if_not_modified = true;
@@ -702,14 +741,7 @@ async fn store(
         None => (String::from_utf8_lossy(&unique_id()).into_owned(), true),
     };
     if cond.any() {
-        let gopts = GetOpts {
-            r: p.r,
-            pr: p.pr,
-            notfound_ok: p.notfound_ok,
-            basic_quorum: None,
-            n_val: None,
-            sloppy_quorum: None,
-        };
+        let gopts = p.get_opts();
         let current = node
             .get(&loc.sb, key.as_bytes(), &gopts)
             .await
@@ -757,11 +789,7 @@ async fn delete(node: &Arc<Node>, loc: &Loc<'_>, k: &str, p: &Params, h: &Header
     let client = client_vclock(h)?;
     let opts = GetOpts {
         r: p.r.or(p.rw),
-        pr: p.pr,
-        notfound_ok: p.notfound_ok,
-        basic_quorum: None,
-        n_val: None,
-        sloppy_quorum: None,
+        ..p.get_opts()
     };
     let current = match node
         .get(&loc.sb, k.as_bytes(), &opts)
@@ -775,9 +803,7 @@ async fn delete(node: &Arc<Node>, loc: &Loc<'_>, k: &str, p: &Params, h: &Header
     };
     let opts = PutOpts {
         w: p.w.or(p.rw),
-        dw: p.dw,
-        pw: p.pw,
-        ..Default::default()
+        ..p.put_opts()
     };
     node.delete(
         &loc.sb,

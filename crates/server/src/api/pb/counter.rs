@@ -39,7 +39,15 @@ pub(super) async fn update(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>
 /// `RpbCounterGetReq`.
 pub(super) async fn get(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
     let r: pb::RpbCounterGetReq = decode(body)?;
-    let value = get_value(node, &r.bucket, &r.key, r.r, r.pr, r.notfound_ok).await?;
+    let opts = GetOpts {
+        r: r.r,
+        pr: r.pr,
+        notfound_ok: r.notfound_ok,
+        basic_quorum: r.basic_quorum,
+        n_val: None,
+        sloppy_quorum: None,
+    };
+    let value = get_value(node, &r.bucket, &r.key, &opts).await?;
     Ok(vec![frame_msg(
         code::COUNTER_GET_RESP,
         &pb::RpbCounterGetResp { value },
@@ -83,21 +91,11 @@ pub(crate) async fn get_value(
     node: &Node,
     bucket: &[u8],
     key: &[u8],
-    r: Option<u32>,
-    pr: Option<u32>,
-    notfound_ok: Option<bool>,
+    opts: &GetOpts,
 ) -> Result<Option<i64>, RequestError> {
     check_bk(bucket, Some(key))?;
     let sb = node.types().storage_bucket(None, bucket)?;
-    let opts = GetOpts {
-        r,
-        pr,
-        notfound_ok,
-        basic_quorum: None,
-        n_val: None,
-        sloppy_quorum: None,
-    };
-    let found = node.fetch_crdt(&sb, key, DataType::Counter, &opts).await?;
+    let found = node.fetch_crdt(&sb, key, DataType::Counter, opts).await?;
     Ok(found.and_then(|c| match c.value() {
         Value::Counter(v) => Some(v),
         _ => None,

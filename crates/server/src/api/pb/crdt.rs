@@ -17,7 +17,7 @@ use crate::crdt::map::{Field, FieldKind, FieldOp, FieldValue, MapOp};
 use crate::crdt::{Crdt, DataType, Op, SetOp, Value};
 use crate::error::RequestError;
 use crate::kv::crdt::check_datatype;
-use crate::kv::{GetOpts, PutOpts};
+use crate::kv::PutOpts;
 use crate::node::Node;
 use crate::object::unique_id;
 use crate::pb::{self, code, frame_msg};
@@ -49,9 +49,9 @@ fn target(node: &Node, btype: &[u8], bucket: &[u8]) -> Result<(Vec<u8>, DataType
 pub(super) async fn fetch(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
     let r: pb::DtFetchReq = decode(body)?;
     check_bk(&r.bucket, Some(&r.key))?;
+    let opts = read_opts!(r);
     if r.r#type == b"default" {
-        let v =
-            super::counter::get_value(node, &r.bucket, &r.key, r.r, r.pr, r.notfound_ok).await?;
+        let v = super::counter::get_value(node, &r.bucket, &r.key, &opts).await?;
         return Ok(vec![frame_msg(
             code::DT_FETCH_RESP,
             &pb::DtFetchResp {
@@ -65,14 +65,6 @@ pub(super) async fn fetch(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>,
         )]);
     }
     let (sb, t) = target(node, &r.r#type, &r.bucket)?;
-    let opts = GetOpts {
-        r: r.r,
-        pr: r.pr,
-        notfound_ok: r.notfound_ok,
-        basic_quorum: r.basic_quorum,
-        n_val: r.n_val,
-        sloppy_quorum: r.sloppy_quorum,
-    };
     let found = crate::kv::within(r.timeout, node.fetch_crdt(&sb, &r.key, t, &opts)).await?;
     let with_ctx = r.include_context.unwrap_or(true);
     Ok(vec![frame_msg(

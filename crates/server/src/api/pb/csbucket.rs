@@ -2,7 +2,8 @@
 //!
 //! Codes: `RpbCSBucketReq` 40 → `RpbCSBucketResp` 41 (objects streamed in
 //! frames of [`crate::limits::CS_BUCKET_FRAME_OBJECTS`], then `done` with
-//! the continuation).
+//! the continuation). With `cover_context` (an entry of an `RpbCoverageReq`
+//! plan) only that entry's share of the bucket is folded.
 
 use super::{check_bk, contents_pb, decode, FrameTx};
 use crate::error::RequestError;
@@ -23,11 +24,6 @@ pub(super) async fn fold(
         .types()
         .storage_bucket(r.r#type.as_deref(), &r.bucket)?;
     check_bk(&r.bucket, None)?;
-    if r.cover_context.is_some() {
-        return Err(RequestError::Invalid(
-            "cover_context is not supported".into(),
-        ));
-    }
     let q = CsFold {
         bucket: sb,
         start: r.start_key,
@@ -36,6 +32,7 @@ pub(super) async fn fold(
         end_incl: r.end_incl.unwrap_or(false),
         continuation: r.continuation,
         max_results: r.max_results,
+        cover_context: r.cover_context,
     };
     // Objects stream in key order as the fold's rounds produce them,
     // then `{done = true, continuation?}`.

@@ -26,6 +26,21 @@
 //! the connection stays open; Basalt's own codes are unknown on the client
 //! port.
 
+/// [`crate::kv::GetOpts`] from a PB read request's quorum fields
+/// (`RpbGetReq` and `DtFetchReq` name them alike).
+macro_rules! read_opts {
+    ($r:expr) => {
+        crate::kv::GetOpts {
+            r: $r.r,
+            pr: $r.pr,
+            notfound_ok: $r.notfound_ok,
+            basic_quorum: $r.basic_quorum,
+            n_val: $r.n_val,
+            sloppy_quorum: $r.sloppy_quorum,
+        }
+    };
+}
+
 pub mod aaefold;
 pub mod admin;
 pub mod auth;

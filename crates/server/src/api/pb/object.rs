@@ -5,7 +5,7 @@
 
 use super::{check_bk, contents_pb, decode, decode_vclock};
 use crate::error::RequestError;
-use crate::kv::{GetOpts, GetOutcome, PutOpts};
+use crate::kv::{GetOutcome, PutOpts};
 use crate::node::Node;
 use crate::object::{unique_id, Content};
 use crate::pb::{self, code, frame, frame_msg};
@@ -19,14 +19,7 @@ pub(super) async fn get(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, R
         .storage_bucket(r.r#type.as_deref(), &r.bucket)?;
     check_bk(&r.bucket, Some(&r.key))?;
     let if_modified = decode_vclock(&r.if_modified)?;
-    let opts = GetOpts {
-        r: r.r,
-        pr: r.pr,
-        notfound_ok: r.notfound_ok,
-        basic_quorum: r.basic_quorum,
-        n_val: r.n_val,
-        sloppy_quorum: r.sloppy_quorum,
-    };
+    let opts = read_opts!(r);
     let resp = match node
         .get_with_basic_quorum(&sb, &r.key, &opts, r.basic_quorum)
         .await?
