@@ -437,13 +437,15 @@ impl Journal {
     /// file number. Used by hot backup.
     pub fn roll_and_list(&self) -> Result<(Vec<Arc<ClosedFile>>, u64)> {
         self.check_poison()?;
-        let mut a = self.active.lock();
-        if !a.index.is_empty() {
-            if let Err(e) = self.roll(&mut a) {
+        let _appending = self.append_lock.lock();
+        let has_records = !self.active.lock().index.is_empty();
+        if has_records {
+            if let Err(e) = self.roll() {
                 self.poison(format!("journal roll failed earlier: {e}"));
                 return Err(e);
             }
         }
+        let a = self.active.lock();
         let closed = self.closed.read().clone();
         Ok((closed, a.next_file_no))
     }

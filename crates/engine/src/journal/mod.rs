@@ -143,6 +143,11 @@ pub struct Journal {
     opts: JournalOptions,
     stats: Arc<Stats>,
     active: Mutex<Active>,
+    /// Serialises appends and rolls (taken before `active`, never after):
+    /// an append writes its bytes holding only this, so GETs of records in
+    /// the active file never wait for a write (which may block for long in
+    /// the kernel's dirty-page throttling) — only for the index update.
+    append_lock: Mutex<()>,
     /// Closed files, oldest first. Swappable by later journal compaction.
     closed: RwLock<Vec<Arc<ClosedFile>>>,
     sync: Mutex<SyncState>,
@@ -465,6 +470,7 @@ impl Journal {
             closed: RwLock::new(closed),
             sync_cv: Condvar::new(),
             compact_lock: Mutex::new(()),
+            append_lock: Mutex::new(()),
             compact_fault: std::sync::atomic::AtomicU64::new(u64::MAX),
             unsynced: std::sync::atomic::AtomicU64::new(0),
             active_floor,
@@ -502,6 +508,7 @@ impl Journal {
             sync: Mutex::new(SyncState::default()),
             sync_cv: Condvar::new(),
             compact_lock: Mutex::new(()),
+            append_lock: Mutex::new(()),
             compact_fault: std::sync::atomic::AtomicU64::new(u64::MAX),
             unsynced: std::sync::atomic::AtomicU64::new(0),
             active_floor: std::sync::atomic::AtomicU64::new(0),
@@ -683,19 +690,28 @@ impl Journal {
         else {
             return Ok(());
         };
-        let mut a = self.active.lock();
-        if first_sqn <= a.last_sqn {
-            return Err(Error::InvalidInput(format!(
-                "journal append of sqn {first_sqn} is not above the last sqn {}",
-                a.last_sqn
-            )));
-        }
-        let offset = a.size;
-        if let Err(e) = a.file.write_all_at(buf, offset) {
-            let err = Error::io("write", &a.path, e);
+        let _appending = self.append_lock.lock();
+        // Reserve the place under the active lock, write without it, then
+        // publish (size, index) under it: a reader sees a record only once
+        // its bytes are in the file. Appends and rolls are serialised by
+        // `append_lock`, so nothing moves the active file meanwhile.
+        let (file, offset) = {
+            let a = self.active.lock();
+            if first_sqn <= a.last_sqn {
+                return Err(Error::InvalidInput(format!(
+                    "journal append of sqn {first_sqn} is not above the last sqn {}",
+                    a.last_sqn
+                )));
+            }
+            (Arc::clone(&a.file), a.size)
+        };
+        if let Err(e) = file.write_all_at(buf, offset) {
+            let err = Error::io("write", &self.active.lock().path, e);
             self.poison(format!("journal write failed earlier: {err}"));
             return Err(err);
         }
+        let mut a = self.active.lock();
+        debug_assert_eq!(a.size, offset, "an append or roll ran beside this one");
         let len = buf.len() as u64;
         a.size += len;
         a.index
@@ -706,8 +722,9 @@ impl Journal {
         self.unsynced
             .fetch_add(len, std::sync::atomic::Ordering::Relaxed);
         if a.size >= self.opts.file_bytes {
+            drop(a);
             let rolling = std::time::Instant::now();
-            let rolled = self.roll(&mut a);
+            let rolled = self.roll();
             self.stats.journal_roll.since(rolling);
             if let Err(e) = rolled {
                 self.poison(format!("journal roll failed earlier: {e}"));
@@ -722,23 +739,35 @@ impl Journal {
         self.unsynced.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Closes the active file and starts the next one. Holds the active lock.
-    fn roll(&self, a: &mut Active) -> Result<()> {
-        debug_assert!(!a.index.is_empty());
-        a.file.sync_all().ctx("fsync", &a.path)?;
+    /// Closes the active file and starts the next one. The caller holds
+    /// `append_lock` (so the active file does not change meanwhile) and not
+    /// the active lock: the slow parts (the old file's fsync, its `.jix`,
+    /// creating the new file) run without it, so GETs of records in the
+    /// active file wait only for the swap and the manifest write.
+    fn roll(&self) -> Result<()> {
+        let (old_file, old_path, old_no, jix_bytes, new_no) = {
+            let mut a = self.active.lock();
+            debug_assert!(!a.index.is_empty());
+            // The new file's number is taken now: compaction allocates
+            // numbers for its output files under the same lock.
+            let new_no = a.next_file_no;
+            a.next_file_no = new_no.checked_add(1).ok_or_else(|| {
+                Error::InvalidInput(format!("journal file number {new_no} cannot grow further"))
+            })?;
+            let jix = file::encode_index(&a.index);
+            (Arc::clone(&a.file), a.path.clone(), a.file_no, jix, new_no)
+        };
+        old_file.sync_all().ctx("fsync", &old_path)?;
         self.unsynced.store(0, std::sync::atomic::Ordering::Relaxed);
-        let jix = self.dir.join(file::jix_name(a.file_no));
-        write_atomic(&jix, &file::encode_index(&a.index))?;
-        let new_no = a.next_file_no;
-        let after = new_no.checked_add(1).ok_or_else(|| {
-            Error::InvalidInput(format!("journal file number {new_no} cannot grow further"))
-        })?;
+        write_atomic(&self.dir.join(file::jix_name(old_no)), &jix_bytes)?;
         let (new_path, new_file) = create_data_file(&self.dir, new_no)?;
-        let ro = File::open(&a.path).ctx("open", &a.path)?;
+        let ro = File::open(&old_path).ctx("open", &old_path)?;
         if self.opts.fadvise_random {
             file::advise(&new_file, &new_path, file::Access::Random);
-            file::advise(&ro, &a.path, file::Access::Random);
+            file::advise(&ro, &old_path, file::Access::Random);
         }
+        let mut a = self.active.lock();
+        debug_assert_eq!(a.file_no, old_no, "the active file changed during a roll");
         let prev_hi = self.closed.read().last().map_or(0, |c| c.search_hi);
         let old = ClosedFile {
             file_no: a.file_no,
@@ -753,13 +782,12 @@ impl Journal {
         a.file = Arc::new(new_file);
         a.file_no = new_no;
         a.size = file::JNL_HEADER_LEN;
-        a.next_file_no = after;
         self.closed.write().push(Arc::new(old));
         self.active_floor
             .store(a.last_sqn, std::sync::atomic::Ordering::Release);
-        // The active lock (held) keeps other rolls out; readers of the closed
-        // list are not blocked while the manifest is written and fsynced.
-        self.write_manifest(a, &self.closed.read())?;
+        // The active lock (held) orders this manifest with compaction's;
+        // readers of the closed list are not blocked while it is written.
+        self.write_manifest(&a, &self.closed.read())?;
         Stats::incr(&self.stats.journal_rolls);
         let mut s = self.sync.lock();
         s.synced_sqn = s.synced_sqn.max(a.last_sqn);
@@ -1046,6 +1074,7 @@ impl Journal {
             return Ok(());
         }
         self.check_poison()?;
+        let _appending = self.append_lock.lock();
         let a = self.active.lock();
         let res = a.file.sync_all().ctx("fsync", &a.path);
         if res.is_ok() && a.damage.is_empty() {
