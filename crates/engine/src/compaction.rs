@@ -261,9 +261,9 @@ impl Compactor {
     /// The live percentage of each closed file (oldest first), from the
     /// cache where fresh enough. A run ages every cached score by one run
     /// and rescores those `score_cache_runs` old; an estimate ages nothing
-    /// and rescores at most `rescore_max` scores older than `stale_after`
-    /// (oldest files first: they gather garbage as newer writes replace
-    /// their keys). Files never scored are always scored.
+    /// and rescores the `rescore_max` stalest scores older than
+    /// `stale_after` (a score only overstates what is live: later writes
+    /// replace its file's keys). Files never scored are always scored.
     fn scores(
         &self,
         files: &[Arc<ClosedFile>],
@@ -273,21 +273,33 @@ impl Compactor {
         let mut scores = Vec::with_capacity(files.len());
         let mut cache = self.cache.lock();
         cache.retain(|no, _| files.iter().any(|f| f.file_no == *no));
-        let mut rescore_left = match mode {
-            Scoring::Run => usize::MAX,
-            Scoring::Estimate { rescore_max, .. } => rescore_max,
+        let renew: std::collections::HashSet<u64> = match mode {
+            Scoring::Run => std::collections::HashSet::new(),
+            Scoring::Estimate {
+                stale_after,
+                rescore_max,
+            } => {
+                let mut stale: Vec<(Instant, u64)> = files
+                    .iter()
+                    .filter_map(|f| cache.get(&f.file_no).map(|c| (c.scored, f.file_no)))
+                    .filter(|(at, _)| at.elapsed() > stale_after)
+                    .collect();
+                stale.sort_unstable();
+                stale
+                    .into_iter()
+                    .take(rescore_max)
+                    .map(|(_, no)| no)
+                    .collect()
+            }
         };
         for f in files {
             let fresh = cache.get(&f.file_no).copied().filter(|c| match mode {
                 Scoring::Run => c.runs < self.policy.score_cache_runs,
-                Scoring::Estimate { stale_after, .. } => {
-                    c.scored.elapsed() <= stale_after || rescore_left == 0
-                }
+                Scoring::Estimate { .. } => !renew.contains(&f.file_no),
             });
             let s = match fresh {
                 Some(c) => c.score,
                 None => {
-                    rescore_left = rescore_left.saturating_sub(1);
                     let score = self.score(f, live)?;
                     let c = CachedScore {
                         score,
@@ -309,15 +321,23 @@ impl Compactor {
     }
 
     /// How much of the closed journal files is garbage, estimated from
-    /// their scores: files not scored yet are scored now, and up to
-    /// `rescore_max` scores older than `stale_after` are renewed (a cached
-    /// score only overstates what is live, as later writes replace keys).
-    pub fn garbage(&self, stale_after: Duration, rescore_max: usize) -> Result<GarbageEstimate> {
+    /// their scores: files not scored yet are scored now, and the stalest
+    /// scores older than `stale_after` are renewed, at most
+    /// `max(rescore_min, files / renewals)` of them, so with an estimate
+    /// every `stale_after / renewals` every score is at most about
+    /// `2 × stale_after` old (a cached score only overstates what is live:
+    /// later writes replace its file's keys).
+    pub fn garbage(
+        &self,
+        stale_after: Duration,
+        renewals: usize,
+        rescore_min: usize,
+    ) -> Result<GarbageEstimate> {
         let live = (self.liveness)();
         let files = self.journal.closed_files();
         let mode = Scoring::Estimate {
             stale_after,
-            rescore_max,
+            rescore_max: rescore_min.max(files.len().div_ceil(renewals.max(1))),
         };
         let scores = self.scores(&files, &*live, mode)?;
         let mut est = GarbageEstimate {
@@ -415,9 +435,11 @@ pub const GARBAGE_RUNS_PER_CHECK_MAX: usize = 64;
 /// A garbage estimate renews scores older than this many check intervals
 /// (one minute at the default 10 s)...
 pub const GARBAGE_RESCORE_AFTER_CHECKS: u32 = 6;
-/// ...at most this many per estimate, so one estimate samples at most
-/// `(16 + new files) × compaction_sample_records` records.
-pub const GARBAGE_RESCORE_MAX: usize = 16;
+/// ...the stalest of them, at least this many per estimate and at least a
+/// sixth of the closed files, so every score is renewed about once in
+/// 6–12 checks whatever the number of files (an estimate then samples
+/// `(max(16, files / 6) + new files) × compaction_sample_records` records).
+pub const GARBAGE_RESCORE_MIN: usize = 16;
 
 /// When the compaction thread runs compactions (from [`Config`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -464,7 +486,8 @@ pub fn drain_garbage(
     let mut runs = 0;
     while runs < GARBAGE_RUNS_PER_CHECK_MAX && !stopped() {
         let stale_after = schedule.check_interval * GARBAGE_RESCORE_AFTER_CHECKS;
-        match compactor.garbage(stale_after, GARBAGE_RESCORE_MAX) {
+        let renewals = GARBAGE_RESCORE_AFTER_CHECKS as usize;
+        match compactor.garbage(stale_after, renewals, GARBAGE_RESCORE_MIN) {
             Ok(e) if e.over(schedule.max_garbage_pct, schedule.min_files) => {
                 tracing::debug!(target: "basalt::compaction", "journal garbage {:.1}% of {} bytes in {} files: compacting", e.pct(), e.closed_bytes, e.files);
             }
@@ -644,5 +667,80 @@ mod tests {
         s.max_garbage_pct = 100.0;
         assert!(!s.trigger_on());
         assert!(!Schedule::from_config(&Config::test_min("/nonexistent")).trigger_on());
+    }
+
+    /// Liveness that keeps every record until `dead` is set.
+    struct Switch(Arc<std::sync::atomic::AtomicBool>);
+
+    impl Liveness for Switch {
+        fn keep(&self, _rec: &crate::journal::record::JournalRecord) -> Result<Keep> {
+            Ok(if self.0.load(std::sync::atomic::Ordering::Relaxed) {
+                Keep::Drop
+            } else {
+                Keep::Record
+            })
+        }
+    }
+
+    /// Estimates renew the stalest scores, at least a sixth of the files
+    /// each: six estimates after every record died, every score says so,
+    /// however many files there are (a fixed budget of 16 per estimate
+    /// left the scores of a 100-file journal stale and the trigger idle).
+    #[test]
+    fn estimates_renew_every_stale_score_within_six_checks() {
+        use crate::journal::record::{NewRecord, RecordKind};
+        let d = tempfile::tempdir().expect("test setup");
+        let opts = crate::journal::JournalOptions {
+            file_bytes: 1024,
+            repair_manifest: false,
+            compression: crate::Compression::None,
+            zstd_level: 1,
+            compression_point: crate::CompressionPoint::OnReceipt,
+            one_read: true,
+            fadvise_random: true,
+            skip_active_lock: true,
+        };
+        let stats = Arc::new(Stats::default());
+        let journal = Arc::new(Journal::open(d.path(), opts, Arc::clone(&stats)).expect("open"));
+        for sqn in 1..=2000u64 {
+            let key = format!("key{sqn}").into_bytes();
+            let rec = NewRecord {
+                sqn,
+                kind: RecordKind::Put,
+                key: &key,
+                last_modified_us: 0,
+                expires_at: 0,
+                metadata: b"",
+                value: &[7u8; 100],
+                index: &[],
+            };
+            journal.append(&rec).expect("append");
+        }
+        let dead = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let d2 = Arc::clone(&dead);
+        let c = Compactor::new(
+            Arc::clone(&journal),
+            stats,
+            policy(),
+            Box::new(move || Box::new(Switch(Arc::clone(&d2)))),
+        );
+        let first = c.garbage(Duration::ZERO, 6, 1).expect("estimate");
+        assert!(first.files > 100, "{first:?}");
+        assert_eq!(first.garbage_bytes, 0);
+        dead.store(true, std::sync::atomic::Ordering::Relaxed);
+        let mut pcts = Vec::new();
+        for _ in 0..6 {
+            std::thread::sleep(Duration::from_millis(2));
+            pcts.push(c.garbage(Duration::ZERO, 6, 1).expect("estimate").pct());
+        }
+        assert!(
+            pcts[0] > 10.0 && pcts[0] < 40.0,
+            "one renewal round: {pcts:?}"
+        );
+        assert!(pcts.windows(2).all(|w| w[0] <= w[1]), "{pcts:?}");
+        assert!(
+            pcts[5] > 99.0,
+            "after six estimates every score is renewed: {pcts:?}"
+        );
     }
 }
