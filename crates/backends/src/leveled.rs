@@ -128,6 +128,15 @@ impl Leveled {
         if let Some(b) = config.write_group {
             c.write_group = b;
         }
+        if let Some(m) = config.journal_flush {
+            c.journal_flush = m;
+        }
+        if let Some(n) = config.compaction_read_bytes_per_sec {
+            c.compaction_read_bytes_per_sec = n;
+        }
+        if let Some(n) = config.compaction_stream_bytes {
+            c.compaction_stream_bytes = n;
+        }
         if let Some(n) = config.journal_sync_bytes {
             c.journal_sync_bytes = n;
         }

@@ -25,6 +25,7 @@ pub(crate) mod ordered;
 /// `_int` index terms (arbitrary-precision integers): parsing, canonical
 /// text, numeric order; the engine's, shared with the server.
 pub use basalt_engine::intterm;
+pub use basalt_engine::JournalFlush;
 #[cfg(feature = "rocksdb")]
 pub mod rocksdb;
 
@@ -63,6 +64,17 @@ pub struct BackendConfig {
     /// leveled: background fsync of the active journal file every this many
     /// bytes (the engine's `journal_sync_bytes`; `None`: default, 8 MiB).
     pub journal_sync_bytes: Option<u64>,
+    /// leveled: journal compaction fsyncs its output and drops its input and
+    /// output from the page cache every this many bytes (the engine's
+    /// `compaction_stream_bytes`; `None`: default, 8 MiB).
+    pub compaction_stream_bytes: Option<u64>,
+    /// leveled: journal compaction's read pace in bytes a second (the
+    /// engine's `compaction_read_bytes_per_sec`; `None`: default, 128 MiB/s;
+    /// 0 unpaced).
+    pub compaction_read_bytes_per_sec: Option<u64>,
+    /// leveled: what the background flusher does every `journal_sync_bytes`
+    /// (the engine's `journal_flush`; `None`: default, write-back).
+    pub journal_flush: Option<basalt_engine::JournalFlush>,
     /// Memory this store may use, page cache included (the bench's
     /// `--memory-limit` divided among its stores). RocksDB sizes its block
     /// cache from it; `None`: no budget known.

@@ -63,6 +63,9 @@ const KNOWN: &[&str] = &[
     "basalt_journal_skip_active_lock",
     "basalt_write_group",
     "basalt_journal_sync_bytes",
+    "basalt_compaction_stream_bytes",
+    "basalt_compaction_read_pace",
+    "basalt_journal_flush",
     "basalt_rocksdb_block_cache",
     "basalt_rocksdb_write_buffer",
     "basalt_rocksdb_compression",
@@ -435,6 +438,19 @@ pub struct BenchConfig {
     /// active journal file every this many bytes (a size such as "2M";
     /// default: the engine's, 8 MiB); others ignore it.
     pub journal_sync_bytes: Option<u64>,
+    /// `basalt_compaction_stream_bytes`: leveled's journal compaction
+    /// fsyncs and drops from the page cache every this many bytes (default:
+    /// the engine's, 8 MiB; a size larger than a run, e.g. `"64GB"`, gives
+    /// the old behaviour for A/B runs); others ignore it.
+    pub compaction_stream_bytes: Option<u64>,
+    /// `basalt_compaction_read_pace`: leveled's journal compaction reads at
+    /// most this many bytes a second (a size such as `"128M"`; 0 unpaced;
+    /// default: the engine's, 128 MiB/s); others ignore it.
+    pub compaction_read_bytes_per_sec: Option<u64>,
+    /// `basalt_journal_flush`: `fsync` or `writeback`, what leveled's
+    /// background flusher does every `basalt_journal_sync_bytes` (default:
+    /// the engine's, writeback); others ignore it.
+    pub journal_flush: Option<basalt_backends::JournalFlush>,
     /// RocksDB settings: `basalt_rocksdb_block_cache` (size; default a
     /// third of the store's share of the memory limit, else 32 MiB),
     /// `basalt_rocksdb_write_buffer` (size, 32 MiB), `basalt_rocksdb_compression`
@@ -753,6 +769,19 @@ impl RawConfig {
             Some(_) => Some(self.bool("basalt_write_group", true)?),
         };
         let journal_sync_bytes = self.size("basalt_journal_sync_bytes")?;
+        let compaction_stream_bytes = self.size("basalt_compaction_stream_bytes")?;
+        let compaction_read_bytes_per_sec = match self.get("basalt_compaction_read_pace") {
+            Some(Term::Int(0)) => Some(0),
+            _ => self.size("basalt_compaction_read_pace")?,
+        };
+        let journal_flush = match self.get("basalt_journal_flush").map(|t| t.as_atom()) {
+            None => None,
+            Some(Some("fsync")) => Some(basalt_backends::JournalFlush::Fsync),
+            Some(Some("writeback")) => Some(basalt_backends::JournalFlush::Writeback),
+            Some(_) => {
+                return Err(self.invalid("basalt_journal_flush", "expected fsync or writeback"))
+            }
+        };
         let rocksdb = self.rocks_tuning()?;
         let net = match driver {
             DriverKind::RiakcPb => Some(NetOptions::RiakcPb(self.pb_options()?)),
@@ -802,6 +831,9 @@ impl RawConfig {
                 journal_skip_active_lock,
                 write_group,
                 journal_sync_bytes,
+                compaction_stream_bytes,
+                compaction_read_bytes_per_sec,
+                journal_flush,
                 rocksdb,
                 net,
                 files: self.files.clone(),

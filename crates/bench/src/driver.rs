@@ -244,6 +244,9 @@ pub fn backend_config(cfg: &BenchConfig) -> basalt_backends::BackendConfig {
         journal_skip_active_lock: cfg.journal_skip_active_lock,
         write_group: cfg.write_group,
         journal_sync_bytes: cfg.journal_sync_bytes,
+        compaction_stream_bytes: cfg.compaction_stream_bytes,
+        compaction_read_bytes_per_sec: cfg.compaction_read_bytes_per_sec,
+        journal_flush: cfg.journal_flush,
         memory_budget_bytes: budget,
         rocksdb: cfg.rocksdb.clone(),
         ..basalt_backends::BackendConfig::default()

@@ -10,6 +10,7 @@
 //! [`compare`] puts several runs side by side. [`cli::run`] is the command
 //! line; see `docs/bench.md` and `examples/`.
 
+pub mod activity;
 pub mod chart;
 pub mod cli;
 pub mod compare;

@@ -10,6 +10,8 @@
 //! - `<label>_service_latencies.csv` (ours, open-loop runs only): service
 //!   time, while `<label>_latencies.csv` holds latency from intended start
 //! - `waits.csv` (ours, stores with wait timers): see [`crate::waits`]
+//! - `activity.csv` (ours): PSI and the store's background work per
+//!   interval, see [`crate::activity`]
 //! - copies of the config files
 //!
 //! Differences from basho_bench: intervals do not overlap (HdrHistogram per
@@ -304,6 +306,9 @@ pub struct RunData {
     pub sys: Vec<[f64; 6]>,
     /// `waits.csv` (the store's wait counters per interval), if present.
     pub waits: Option<crate::waits::WaitsData>,
+    /// `activity.csv` (PSI and the store's background work per interval),
+    /// if present.
+    pub activity: Option<Vec<crate::activity::ActivityRow>>,
 }
 
 fn read_rows(path: &Path) -> Result<Vec<Vec<f64>>, OutputError> {
@@ -388,12 +393,14 @@ impl RunData {
         } else {
             None
         };
+        let activity = crate::activity::load(dir)?;
         Ok(RunData {
             dir: dir.to_path_buf(),
             summary,
             ops,
             sys,
             waits,
+            activity,
         })
     }
 

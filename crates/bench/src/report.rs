@@ -453,13 +453,33 @@ fn render_waits(s: &mut String, run: &RunData, w: &crate::waits::WaitsData) {
          longest wait since the store opened was set in that interval).\n",
         worst.len()
     );
-    let _ = writeln!(
-        s,
-        "| interval end (s) | slowest op | its max (ms) | waits in the interval |\n|---:|---|---:|---|"
-    );
+    let activity = run.activity.as_deref().unwrap_or(&[]);
+    if activity.is_empty() {
+        let _ = writeln!(
+            s,
+            "| interval end (s) | slowest op | its max (ms) | waits in the interval |\n|---:|---|---:|---|"
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "\"Machine and background\" is the kernel's pressure stall information \
+             over the interval (`activity.csv`; system-wide: the share of time some / \
+             every task waited for a CPU, memory or I/O) and the store's compactions \
+             and merges in it. A max far above every wait recorded, with high CPU \
+             pressure, was queueing for a CPU.\n"
+        );
+        let _ = writeln!(
+            s,
+            "| interval end (s) | slowest op | its max (ms) | waits in the interval | machine and background |\n|---:|---|---:|---|---|"
+        );
+    }
     for (elapsed, op, max) in &worst {
         let Some(r) = w.row_at(*elapsed) else {
-            let _ = writeln!(s, "| {elapsed:.1} | {op} | {max:.1} | (no wait sample) |");
+            let pad = if activity.is_empty() { "" } else { " |" };
+            let _ = writeln!(
+                s,
+                "| {elapsed:.1} | {op} | {max:.1} | (no wait sample) |{pad}"
+            );
             continue;
         };
         let prev_max = |i: usize| {
@@ -504,7 +524,13 @@ fn render_waits(s: &mut String, run: &RunData, w: &crate::waits::WaitsData) {
         } else {
             shown.join("; ")
         };
-        let _ = writeln!(s, "| {elapsed:.1} | {op} | {max:.1} | {text} |");
+        if activity.is_empty() {
+            let _ = writeln!(s, "| {elapsed:.1} | {op} | {max:.1} | {text} |");
+        } else {
+            let bg = crate::activity::at(activity, *elapsed)
+                .map_or_else(|| "(no sample)".to_string(), crate::activity::describe);
+            let _ = writeln!(s, "| {elapsed:.1} | {op} | {max:.1} | {text} | {bg} |");
+        }
     }
 }
 
@@ -563,6 +589,7 @@ mod tests {
             ],
             sys: Vec::new(),
             waits: None,
+            activity: None,
         };
         // Seed 003's leveldb figure: +3.70 ms over a 74 ms PUT is +5.0 %.
         let mut extra = ReportExtra {
@@ -621,6 +648,7 @@ mod tests {
             ],
             sys: Vec::new(),
             waits: None,
+            activity: None,
         };
         let d = repl_delay(&run, &ReportExtra::default()).expect("both ran");
         // n-weighted mean of the rows: 35 ms.

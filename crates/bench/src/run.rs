@@ -120,7 +120,7 @@ fn describe(cfg: &BenchConfig) -> Vec<String> {
     if cfg.driver == DriverKind::Embedded && cfg.backend == "leveled" {
         let on = |o: Option<bool>| o.map_or("default".to_string(), |b| b.to_string());
         v.push(format!(
-            "leveled journal: one read {}; fadvise random {}; skip active lock {}; write groups {}; sync bytes {}; compaction runs/day {}; max garbage {}",
+            "leveled journal: one read {}; fadvise random {}; skip active lock {}; write groups {}; sync bytes {}; compaction runs/day {}; max garbage {}; compaction stream bytes {}; compaction read pace {}; flush {}",
             on(cfg.journal_one_read),
             on(cfg.journal_fadvise_random),
             on(cfg.journal_skip_active_lock),
@@ -130,7 +130,13 @@ fn describe(cfg: &BenchConfig) -> Vec<String> {
             cfg.compaction_runs_per_day
                 .map_or("default".to_string(), |n| n.to_string()),
             cfg.compaction_max_garbage_pct
-                .map_or("default".to_string(), |p| format!("{p}%"))
+                .map_or("default".to_string(), |p| format!("{p}%")),
+            cfg.compaction_stream_bytes
+                .map_or("default".to_string(), crate::memlimit::human),
+            cfg.compaction_read_bytes_per_sec
+                .map_or("default".to_string(), |n| if n == 0 { "unpaced".into() } else { format!("{}/s", crate::memlimit::human(n)) }),
+            cfg.journal_flush
+                .map_or("default".to_string(), |m| format!("{m:?}").to_lowercase())
         ));
     }
     match cfg.driver {
@@ -263,6 +269,7 @@ pub fn run(
     let sample_waits =
         || crate::waits::merge(&targets.iter().map(|t| t.counters()).collect::<Vec<_>>());
     let mut waits_csv = crate::waits::WaitsCsv::create(&dir, sample_waits())?;
+    let mut activity_csv = crate::activity::ActivityCsv::create(&dir, sample_waits())?;
     let start = Instant::now();
     let deadline = cfg.duration.map(|d| start + d);
     let mut handles = Vec::new();
@@ -342,11 +349,17 @@ pub fn run(
                 &service,
                 &sys,
             )?;
+            let counters = sample_waits();
+            activity_csv.row(
+                &output::secs((now - start).as_micros() as u64),
+                &output::secs(window.as_micros() as u64),
+                counters.clone(),
+            )?;
             if let Some(w) = waits_csv.as_mut() {
                 w.row(
                     &output::secs((now - start).as_micros() as u64),
                     &output::secs(window.as_micros() as u64),
-                    sample_waits(),
+                    counters,
                 )?;
             }
             let ok: u64 = ops.iter().map(|(s, _)| s.n).sum();
@@ -376,6 +389,7 @@ pub fn run(
     }
     progress.finish();
     drop(waits_csv);
+    drop(activity_csv);
     // The stores' counters at the end (compactions, merges, stalls, ...).
     let end_counters = sample_waits();
     if !end_counters.is_empty() {

@@ -441,6 +441,11 @@ pub const GARBAGE_RESCORE_AFTER_CHECKS: u32 = 6;
 /// `(max(16, files / 6) + new files) × compaction_sample_records` records).
 pub const GARBAGE_RESCORE_MIN: usize = 16;
 
+/// Garbage-triggered runs are unpaced while the estimate is more than this
+/// many points over `compaction_max_garbage_pct` (a backlog: the pace
+/// would not keep up with the writes), paced again below it.
+pub const GARBAGE_UNPACED_OVER_PCT: f64 = 15.0;
+
 /// When the compaction thread runs compactions (from [`Config`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Schedule {
@@ -489,7 +494,9 @@ pub fn drain_garbage(
         let renewals = GARBAGE_RESCORE_AFTER_CHECKS as usize;
         match compactor.garbage(stale_after, renewals, GARBAGE_RESCORE_MIN) {
             Ok(e) if e.over(schedule.max_garbage_pct, schedule.min_files) => {
-                tracing::debug!(target: "basalt::compaction", "journal garbage {:.1}% of {} bytes in {} files: compacting", e.pct(), e.closed_bytes, e.files);
+                let backlog = e.pct() > schedule.max_garbage_pct + GARBAGE_UNPACED_OVER_PCT;
+                compactor.journal.pace_compaction(!backlog);
+                tracing::debug!(target: "basalt::compaction", "journal garbage {:.1}% of {} bytes in {} files: compacting{}", e.pct(), e.closed_bytes, e.files, if backlog { " unpaced" } else { "" });
             }
             Ok(_) => break,
             Err(e) => {
@@ -504,6 +511,7 @@ pub fn drain_garbage(
             _ => break,
         }
     }
+    compactor.journal.pace_compaction(true);
     runs
 }
 
@@ -699,6 +707,8 @@ mod tests {
             one_read: true,
             fadvise_random: true,
             skip_active_lock: true,
+            stream_bytes: 8 * 1024,
+            compaction_pace: 0,
         };
         let stats = Arc::new(Stats::default());
         let journal = Arc::new(Journal::open(d.path(), opts, Arc::clone(&stats)).expect("open"));

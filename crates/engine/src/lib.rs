@@ -30,7 +30,7 @@ pub mod write_group;
 
 pub use backup::BackupReport;
 pub use compaction::CompactionReport;
-pub use config::{Compression, CompressionPoint, Config, SyncStrategy};
+pub use config::{Compression, CompressionPoint, Config, JournalFlush, SyncStrategy};
 pub use error::{Error, Result};
 pub mod lock;
 pub mod store;

@@ -168,6 +168,15 @@ counters! {
     compaction_records_kept,
     /// Replaced records kept only as key deltas (their index changes).
     compaction_key_deltas,
+    /// Chunks of compaction output fsynced and dropped from the page cache
+    /// while a run writes (`Config::compaction_stream_bytes`).
+    compaction_stream_syncs,
+    /// Milliseconds journal compaction slept to keep to its read pace
+    /// (`Config::compaction_read_bytes_per_sec`).
+    compaction_paced_ms,
+    /// Write-backs of the active journal file started by the flusher
+    /// (`JournalFlush::Writeback`).
+    journal_writebacks,
     /// Hot backups taken.
     backups,
     /// Write groups written (one write-lock trip and one journal write each;

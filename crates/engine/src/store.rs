@@ -202,6 +202,8 @@ impl Store {
                 one_read: config.journal_one_read,
                 fadvise_random: config.journal_fadvise_random,
                 skip_active_lock: config.journal_skip_active_lock,
+                stream_bytes: config.compaction_stream_bytes,
+                compaction_pace: config.compaction_read_bytes_per_sec,
             },
             Arc::clone(&stats),
         )?);
@@ -247,7 +249,12 @@ impl Store {
         let next_sqn = journal.last_sqn().max(max_seen) + 1;
         let (compactor, scheduler) = start_compaction(&config, &journal, &ledger, &stats)?;
         let flusher = if config.sync == SyncStrategy::None {
-            Flusher::start(Arc::clone(&journal), config.journal_sync_bytes, &config.dir)?
+            Flusher::start(
+                Arc::clone(&journal),
+                config.journal_sync_bytes,
+                config.journal_flush,
+                &config.dir,
+            )?
         } else {
             None
         };

@@ -593,3 +593,33 @@ fn garbage_trigger_bounds_the_journal_without_a_schedule() {
         "trigger on: journal {on_bytes} bytes for {LIVE} live"
     );
 }
+
+/// A run fsyncs and drops its output chunk by chunk (`compaction_stream_bytes`,
+/// 8 KiB in `test_min`), and the values read back the same; with a chunk
+/// larger than any run nothing is streamed (the old one-fsync-per-file way).
+#[test]
+fn compaction_streams_its_output_in_chunks() {
+    for (stream_bytes, streams) in [(8 * 1024, true), (1 << 30, false)] {
+        let d = tempfile::tempdir().expect("test setup");
+        let cfg = Config {
+            compaction_stream_bytes: stream_bytes,
+            ..Config::test_min(d.path())
+        };
+        let s = Store::open(cfg.clone()).expect("test setup");
+        let model = load_and_overwrite(&s, 7);
+        assert!(compact_all(&s) > 0);
+        let syncs = counter(&s, "compaction_stream_syncs");
+        if streams {
+            // The live output (tens of KB of compressed values over 64 KiB
+            // files) crosses several 8 KiB chunks mid-file.
+            assert!(syncs >= 4, "{syncs} chunks streamed");
+        } else {
+            assert_eq!(syncs, 0);
+        }
+        check_model(&s, &model);
+        s.close().expect("test setup");
+        drop(s);
+        let s = Store::open(cfg).expect("test setup");
+        check_model(&s, &model);
+    }
+}

@@ -500,6 +500,8 @@ fn key_delta_records_replay_their_index_changes() {
                 one_read: true,
                 fadvise_random: true,
                 skip_active_lock: true,
+                stream_bytes: 8 * 1024,
+                compaction_pace: 0,
             },
             Arc::new(Stats::default()),
         )

@@ -483,6 +483,21 @@ pub fn advise(file: &File, path: &Path, access: Access) {
     }
 }
 
+/// Drops `len` bytes of `file` from `offset` out of the page cache
+/// (`posix_fadvise(DONTNEED)`; the pages are the inode's, so every handle
+/// loses them). For data read or written once, such as compaction's input
+/// and output, that would otherwise evict the hot set. Advice only: a
+/// failure is logged, never an error. Dirty pages are not dropped (sync
+/// first).
+pub fn drop_cached(file: &File, path: &Path, offset: u64, len: u64) {
+    let Some(len) = std::num::NonZeroU64::new(len) else {
+        return;
+    };
+    if let Err(e) = rustix::fs::fadvise(file, offset, Some(len), rustix::fs::Advice::DontNeed) {
+        tracing::debug!(path = %path.display(), error = %e, "posix_fadvise(DONTNEED) failed; the pages stay cached");
+    }
+}
+
 /// The offset of `sqn` in a sorted index and the end of its span: the next
 /// record's offset, or `size` for the last record.
 ///

@@ -2,15 +2,17 @@
 //!
 //! Without it, a store running with `sync = none` leaves every byte of the
 //! active journal file dirty in the page cache until the file is rolled; the
-//! roll's fsync then writes hundreds of megabytes at once while it holds the
-//! journal's active lock, and every put and every GET of a recent value waits
-//! behind it (a periodic latency spike of a few hundred milliseconds). The
-//! flusher keeps the unsynced part of the file small instead: every 20 ms it
-//! checks how many bytes were appended since the last fsync and, past
-//! `journal_sync_bytes`, runs a group-commit sync (RocksDB's `bytes_per_sync`
-//! serves the same purpose).
+//! roll's fsync then writes hundreds of megabytes at once, and every put and
+//! every GET from the disk waits behind it (a periodic latency spike of a
+//! few hundred milliseconds). The flusher keeps the dirty part of the file
+//! small instead: every 20 ms it checks how many bytes were appended since
+//! it last flushed and, past `journal_sync_bytes`, either starts the
+//! kernel's write-back of them ([`JournalFlush::Writeback`], the default,
+//! as RocksDB's `bytes_per_sync`) or runs a group-commit fsync
+//! ([`JournalFlush::Fsync`]).
 
 use super::Journal;
+use crate::config::JournalFlush;
 use crate::error::{IoContext, Result};
 use parking_lot::{Condvar, Mutex};
 use std::path::Path;
@@ -29,11 +31,13 @@ pub struct Flusher {
 }
 
 impl Flusher {
-    /// Starts flushing `journal` whenever `threshold_bytes` are unsynced;
-    /// `None` (no thread) when `threshold_bytes` is 0.
+    /// Starts flushing `journal` (as `mode` says) whenever `threshold_bytes`
+    /// were appended since the last flush; `None` (no thread) when
+    /// `threshold_bytes` is 0.
     pub fn start(
         journal: Arc<Journal>,
         threshold_bytes: u64,
+        mode: JournalFlush,
         dir: &Path,
     ) -> Result<Option<Flusher>> {
         if threshold_bytes == 0 {
@@ -55,7 +59,11 @@ impl Flusher {
                     }
                 }
                 if journal.unsynced_bytes() >= threshold_bytes {
-                    if let Err(e) = journal.sync_to(journal.last_sqn()) {
+                    let flushed = match mode {
+                        JournalFlush::Fsync => journal.sync_to(journal.last_sqn()),
+                        JournalFlush::Writeback => journal.start_writeback(),
+                    };
+                    if let Err(e) = flushed {
                         tracing::warn!(target: "basalt::journal", "I0010 background journal flush stopped: {e}");
                         return;
                     }

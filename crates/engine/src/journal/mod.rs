@@ -88,6 +88,13 @@ pub struct JournalOptions {
     /// A fetch of a record older than the active file does not take the
     /// active-file lock (`Config::journal_skip_active_lock`).
     pub skip_active_lock: bool,
+    /// Compaction fsyncs its output and drops input and output from the
+    /// page cache every this many bytes (`Config::compaction_stream_bytes`).
+    pub stream_bytes: u64,
+    /// Compaction reads at most this many bytes a second (0: unpaced;
+    /// `Config::compaction_read_bytes_per_sec`), unless
+    /// [`Journal::pace_compaction`] turned the pace off.
+    pub compaction_pace: u64,
 }
 
 /// Summary of one journal file.
@@ -123,6 +130,9 @@ struct Active {
     last_sqn: u64,
     /// Number for the next new file.
     next_file_no: u64,
+    /// Bytes of this file whose write-back was started
+    /// ([`Journal::start_writeback`]); nothing is known of the rest.
+    written_back: u64,
 }
 
 /// Group-commit state.
@@ -157,6 +167,8 @@ pub struct Journal {
     /// Test fault injection: compaction fails after this many more output
     /// records (`u64::MAX` = never). See [`Journal::fail_compaction_after`].
     compact_fault: std::sync::atomic::AtomicU64,
+    /// False while compaction runs unpaced ([`Journal::pace_compaction`]).
+    pub(crate) compaction_paced: std::sync::atomic::AtomicBool,
     /// Bytes appended since the last fsync of the active file (approximate:
     /// reset when a sync or roll completes); read by the [`flusher`].
     unsynced: std::sync::atomic::AtomicU64,
@@ -472,6 +484,7 @@ impl Journal {
             compact_lock: Mutex::new(()),
             append_lock: Mutex::new(()),
             compact_fault: std::sync::atomic::AtomicU64::new(u64::MAX),
+            compaction_paced: std::sync::atomic::AtomicBool::new(true),
             unsynced: std::sync::atomic::AtomicU64::new(0),
             active_floor,
         };
@@ -498,6 +511,7 @@ impl Journal {
             damage: Vec::new(),
             last_sqn: 0,
             next_file_no: 2,
+            written_back: file::JNL_HEADER_LEN,
         };
         let j = Journal {
             dir: dir.to_path_buf(),
@@ -510,6 +524,7 @@ impl Journal {
             compact_lock: Mutex::new(()),
             append_lock: Mutex::new(()),
             compact_fault: std::sync::atomic::AtomicU64::new(u64::MAX),
+            compaction_paced: std::sync::atomic::AtomicBool::new(true),
             unsynced: std::sync::atomic::AtomicU64::new(0),
             active_floor: std::sync::atomic::AtomicU64::new(0),
         };
@@ -558,6 +573,7 @@ impl Journal {
                     damage: Vec::new(),
                     last_sqn,
                     next_file_no,
+                    written_back: size,
                 });
             }
         }
@@ -602,6 +618,7 @@ impl Journal {
             damage,
             last_sqn,
             next_file_no,
+            written_back: size,
         })
     }
 
@@ -782,6 +799,7 @@ impl Journal {
         a.file = Arc::new(new_file);
         a.file_no = new_no;
         a.size = file::JNL_HEADER_LEN;
+        a.written_back = file::JNL_HEADER_LEN;
         self.closed.write().push(Arc::new(old));
         self.active_floor
             .store(a.last_sqn, std::sync::atomic::Ordering::Release);
@@ -793,6 +811,29 @@ impl Journal {
         s.synced_sqn = s.synced_sqn.max(a.last_sqn);
         drop(s);
         self.sync_cv.notify_all();
+        Ok(())
+    }
+
+    /// Starts the kernel's write-back of what was appended to the active file
+    /// since the last call, without waiting for it and without flushing the
+    /// disk's cache (RocksDB's `bytes_per_sync` does the same with
+    /// `sync_file_range`): the page cache then never holds much of the
+    /// journal dirty, yet no fsync (a journal commit and a cache flush that
+    /// GETs' reads queue behind) is paid. Not a durability point: only
+    /// [`Journal::sync_to`] and rolls are. Uses `posix_fadvise(DONTNEED)`,
+    /// which on Linux starts write-back of the range's dirty pages and frees
+    /// only pages already clean, which the just-written ones are not.
+    pub fn start_writeback(&self) -> Result<()> {
+        self.check_poison()?;
+        let (f, path, from, to) = {
+            let mut a = self.active.lock();
+            let from = a.written_back.min(a.size);
+            a.written_back = a.size;
+            (Arc::clone(&a.file), a.path.clone(), from, a.size)
+        };
+        self.unsynced.store(0, std::sync::atomic::Ordering::Relaxed);
+        file::drop_cached(&f, &path, from, to - from);
+        Stats::incr(&self.stats.journal_writebacks);
         Ok(())
     }
 

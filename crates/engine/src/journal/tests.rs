@@ -13,6 +13,8 @@ fn opts(file_bytes: u64) -> JournalOptions {
         one_read: true,
         fadvise_random: true,
         skip_active_lock: true,
+        stream_bytes: 8 * 1024,
+        compaction_pace: 0,
     }
 }
 
@@ -651,6 +653,42 @@ fn newest_records_are_readable_while_appends_roll() {
     }
     assert!(j.files().len() > 20, "the test needs many rolls");
     for i in 1..=3000 {
+        check(&j, i);
+    }
+}
+
+/// `start_writeback` covers each appended byte once (the range restarts at a
+/// roll), is not a sync, and leaves every record readable, also after reopen.
+#[test]
+fn writeback_covers_new_bytes_once_and_is_not_a_sync() {
+    let d = tempfile::tempdir().unwrap();
+    let stats = Arc::new(Stats::default());
+    let j = Journal::open(d.path(), opts(4096), stats.clone()).unwrap();
+    append_n(&j, 1, 20);
+    j.start_writeback().unwrap();
+    let done = j.active.lock().written_back;
+    assert_eq!(done, j.active.lock().size);
+    assert_eq!(j.unsynced_bytes(), 0);
+    // Nothing new: an empty range.
+    j.start_writeback().unwrap();
+    assert_eq!(j.active.lock().written_back, done);
+    assert_eq!(stat(&stats, &stats.journal_writebacks), 2);
+    assert_eq!(stat(&stats, &stats.journal_syncs), 0);
+    assert!(j.sync.lock().synced_sqn < 20);
+    append_n(&j, 21, 200);
+    assert!(stat(&stats, &stats.journal_rolls) > 0);
+    {
+        let a = j.active.lock();
+        assert!(a.written_back <= a.size, "{} > {}", a.written_back, a.size);
+    }
+    j.start_writeback().unwrap();
+    for i in 1..=200 {
+        check(&j, i);
+    }
+    j.close().unwrap();
+    drop(j);
+    let j = Journal::open(d.path(), opts(4096), stats).unwrap();
+    for i in 1..=200 {
         check(&j, i);
     }
 }
