@@ -168,8 +168,10 @@ pub struct Config {
     pub compaction_stream_bytes: u64,
     /// Journal compaction reads its input at most this fast (bytes a
     /// second), so a run's I/O and CPU are spread instead of taking the
-    /// disk for a few seconds: a run of 4 files (1 GiB) took ~3.5 s and
-    /// halved that interval's throughput. The garbage trigger lifts the
+    /// disk for a few seconds (a run of 4 files, 1 GiB, took ~3.5 s; in
+    /// one run every one of the six slowest intervals had a compaction in
+    /// it). Measured once against unpaced runs and not separable from this
+    /// VM's run-to-run noise (docs/benchmarks.md). The garbage trigger lifts the
     /// pace while the garbage is more than 15 points over its limit, so
     /// compaction still catches up with a write rate above the pace. 0:
     /// unpaced. Default 128 MiB/s.
