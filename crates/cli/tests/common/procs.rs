@@ -60,6 +60,32 @@ impl NodeProc {
     }
 
     pub fn start_with_ring(&mut self, ring: u32) {
+        if let Err(why) = self.try_start(ring) {
+            panic!("{why}");
+        }
+    }
+
+    /// Starts a node that no other node knows yet; if a port it was given
+    /// was taken meanwhile (`free_port` only finds a port free at the
+    /// time: an outgoing connection can take it before the node binds it),
+    /// starts it again on new ports, at most 5 times.
+    pub fn start_fresh(&mut self, ring: u32) {
+        for _ in 0..5 {
+            match self.try_start(ring) {
+                Ok(()) => return,
+                Err(why) if why.contains("Address already in use") => {
+                    self.pb = format!("127.0.0.1:{}", free_port());
+                    self.cluster = format!("127.0.0.1:{}", free_port());
+                }
+                Err(why) => panic!("{why}"),
+            }
+        }
+        panic!("{} found no free ports in 5 tries", self.name);
+    }
+
+    /// Starts the process and waits for its PB port; on exit, the reason
+    /// with the end of its log.
+    fn try_start(&mut self, ring: u32) -> Result<(), String> {
         let log = std::fs::File::create(self.dir.with_extension("log")).expect("log file");
         let child = Command::new(env!("CARGO_BIN_EXE_basalt"))
             .args([
@@ -88,11 +114,29 @@ impl NodeProc {
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(60);
         while TcpStream::connect(&self.pb).is_err() {
-            self.assert_running();
+            self.exit_reason()?;
             assert!(Instant::now() < deadline, "{} did not start", self.name);
             std::thread::sleep(Duration::from_millis(50));
         }
-        self.assert_running();
+        self.exit_reason()
+    }
+
+    /// Err with the end of its log if the process has exited.
+    fn exit_reason(&mut self) -> Result<(), String> {
+        let exited = self
+            .child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten());
+        match exited {
+            Some(status) => {
+                self.child = None;
+                let log =
+                    std::fs::read_to_string(self.dir.with_extension("log")).unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(5).collect();
+                Err(format!("{} exited ({status}): {:?}", self.name, tail))
+            }
+            None => Ok(()),
+        }
     }
 
     /// Panics with the end of its log if the process has exited (or is a
@@ -110,14 +154,8 @@ impl NodeProc {
 
     /// Panics with the end of its log if the process has exited.
     pub fn assert_running(&mut self) {
-        let exited = self
-            .child
-            .as_mut()
-            .and_then(|c| c.try_wait().ok().flatten());
-        if let Some(status) = exited {
-            let log = std::fs::read_to_string(self.dir.with_extension("log")).unwrap_or_default();
-            let tail: Vec<&str> = log.lines().rev().take(5).collect();
-            panic!("{} exited ({status}): {:?}", self.name, tail);
+        if let Err(why) = self.exit_reason() {
+            panic!("{why}");
         }
     }
 
@@ -161,9 +199,15 @@ impl NodeProc {
 }
 
 impl Drop for NodeProc {
+    /// Never panics: a panic here while a test unwinds aborts the whole
+    /// test binary (the process may be gone already).
     fn drop(&mut self) {
-        self.signal("-CONT");
-        self.kill9();
+        if let Some(mut c) = self.child.take() {
+            let pid = c.id().to_string();
+            let _ = Command::new("kill").args(["-CONT", &pid]).status();
+            let _ = c.kill();
+            let _ = c.wait();
+        }
     }
 }
 
@@ -171,7 +215,7 @@ impl Drop for NodeProc {
 pub fn start_nodes(root: &std::path::Path, n: usize) -> Vec<NodeProc> {
     let mut nodes: Vec<NodeProc> = (1..=n).map(|i| NodeProc::new(root, i)).collect();
     for node in &mut nodes {
-        node.start();
+        node.start_fresh(16);
     }
     nodes
 }
