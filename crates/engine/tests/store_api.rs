@@ -5,7 +5,7 @@
 //! Method: each test opens a fresh store in a temporary directory and checks
 //! one behaviour through the public API only.
 
-use basalt_engine::{Config, Error, PutOptions, Store, SyncStrategy};
+use basalt_engine::{Config, Error, JournalFlush, PutOptions, Store, SyncStrategy};
 use std::sync::Arc;
 
 fn open(dir: &std::path::Path) -> Store {
@@ -207,10 +207,6 @@ fn missing_ledger_manifest_is_a_clear_error_and_repair_fixes_it() {
 
 #[test]
 fn background_flusher_keeps_the_unsynced_journal_tail_small() {
-    let d = tempfile::tempdir().unwrap();
-    let mut cfg = Config::new(d.path());
-    cfg.journal_sync_bytes = 64 * 1024;
-    let s = Store::open(cfg).unwrap();
     // Incompressible values (lz4 would shrink a repeated byte to nothing).
     let mut x = 0x9E37_79B9_7F4A_7C15u64;
     let mut noise = || -> Vec<u8> {
@@ -223,28 +219,47 @@ fn background_flusher_keeps_the_unsynced_journal_tail_small() {
             })
             .collect()
     };
-    for i in 0..64u32 {
-        s.put(b"b", format!("k{i}").as_bytes(), &noise(), b"")
-            .unwrap();
-    }
-    // The flusher polls every 20 ms; wait for the condition, not a duration.
-    let syncs = || {
+    let counter = |s: &Store, name: &str| {
         s.stats()
             .counters
             .iter()
-            .find(|(n, _)| *n == "journal_syncs")
+            .find(|(n, _)| *n == name)
             .map_or(0, |(_, v)| *v)
     };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while syncs() == 0 && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(10));
+    // Each mode flushes with its own action and never the other's.
+    for (mode, done, other) in [
+        (JournalFlush::Fsync, "journal_syncs", "journal_writebacks"),
+        (
+            JournalFlush::Writeback,
+            "journal_writebacks",
+            "journal_syncs",
+        ),
+    ] {
+        let d = tempfile::tempdir().unwrap();
+        let mut cfg = Config::new(d.path());
+        cfg.journal_sync_bytes = 64 * 1024;
+        cfg.journal_flush = mode;
+        let s = Store::open(cfg).unwrap();
+        for i in 0..64u32 {
+            s.put(b"b", format!("k{i}").as_bytes(), &noise(), b"")
+                .unwrap();
+        }
+        // The flusher polls every 20 ms; wait for the condition, not a duration.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while counter(&s, done) == 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(
+            counter(&s, done) > 0,
+            "{mode:?}: 256 KiB written, threshold 64 KiB, no background {done}"
+        );
+        assert_eq!(counter(&s, other), 0, "{mode:?}");
+        for i in 0..64u32 {
+            assert!(s.get(b"b", format!("k{i}").as_bytes()).unwrap().is_some());
+        }
     }
-    assert!(
-        syncs() > 0,
-        "256 KiB written, threshold 64 KiB, no background sync"
-    );
 
-    // Off: no thread, no syncs of its own.
+    // Off: no thread, no flushes of its own.
     let d2 = tempfile::tempdir().unwrap();
     let mut cfg = Config::new(d2.path());
     cfg.journal_sync_bytes = 0;
@@ -254,13 +269,8 @@ fn background_flusher_keeps_the_unsynced_journal_tail_small() {
             .unwrap();
     }
     std::thread::sleep(std::time::Duration::from_millis(100));
-    let syncs2 = s2
-        .stats()
-        .counters
-        .iter()
-        .find(|(n, _)| *n == "journal_syncs")
-        .map_or(0, |(_, v)| *v);
-    assert_eq!(syncs2, 0);
+    assert_eq!(counter(&s2, "journal_syncs"), 0);
+    assert_eq!(counter(&s2, "journal_writebacks"), 0);
 }
 
 #[test]
