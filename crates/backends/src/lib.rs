@@ -69,7 +69,7 @@ pub struct BackendConfig {
     /// `compaction_stream_bytes`; `None`: default, 8 MiB).
     pub compaction_stream_bytes: Option<u64>,
     /// leveled: journal compaction's read pace in bytes a second (the
-    /// engine's `compaction_read_bytes_per_sec`; `None`: default, 128 MiB/s;
+    /// engine's `compaction_read_bytes_per_sec`; `None`: default, 64 MiB/s;
     /// 0 unpaced).
     pub compaction_read_bytes_per_sec: Option<u64>,
     /// leveled: what the background flusher does every `journal_sync_bytes`

@@ -677,6 +677,26 @@ mod tests {
         assert!(!Schedule::from_config(&Config::test_min("/nonexistent")).trigger_on());
     }
 
+    /// Appends puts of keys `key1..=key{n}` with `value_bytes` each.
+    fn fill(journal: &Journal, n: u64, value_bytes: usize) {
+        use crate::journal::record::{NewRecord, RecordKind};
+        let value = vec![7u8; value_bytes];
+        for sqn in 1..=n {
+            let key = format!("key{sqn}").into_bytes();
+            let rec = NewRecord {
+                sqn,
+                kind: RecordKind::Put,
+                key: &key,
+                last_modified_us: 0,
+                expires_at: 0,
+                metadata: b"",
+                value: &value,
+                index: &[],
+            };
+            journal.append(&rec).expect("append");
+        }
+    }
+
     /// Liveness that keeps every record until `dead` is set.
     struct Switch(Arc<std::sync::atomic::AtomicBool>);
 
@@ -690,42 +710,54 @@ mod tests {
         }
     }
 
+    /// A paced run in progress finishes unpaced once the journal is
+    /// hurried (what `Store::close` does before it waits for the run): at
+    /// 64 KiB/s its 2 MB would take ~30 s; hurried after 200 ms, it ends
+    /// within seconds, with every record kept.
+    #[test]
+    fn a_hurried_run_drops_its_pace() {
+        let d = tempfile::tempdir().expect("test setup");
+        let opts = crate::journal::JournalOptions {
+            stream_bytes: 4096,
+            compaction_pace: 64 * 1024,
+            ..crate::journal::JournalOptions::for_tests(256 * 1024)
+        };
+        let stats = Arc::new(Stats::default());
+        let journal = Arc::new(Journal::open(d.path(), opts, stats).expect("open"));
+        fill(&journal, 2000, 1000);
+        let (run, _) = journal.roll_and_list().expect("roll");
+        let bytes: u64 = run.iter().map(|c| c.size).sum();
+        assert!(run.len() >= 4 && bytes > 1_900_000, "{} files", run.len());
+        let j2 = Arc::clone(&journal);
+        let t = std::time::Instant::now();
+        let worker = std::thread::spawn(move || {
+            let keep = Switch(Arc::new(std::sync::atomic::AtomicBool::new(false)));
+            j2.compact_run(&run, &keep)
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(!worker.is_finished(), "paced, the run takes ~30 s");
+        journal.hurry_compaction();
+        let report = worker.join().expect("join").expect("compact");
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "hurried, it ended after {:?}",
+            t.elapsed()
+        );
+        assert_eq!(report.records_kept, 2000);
+        assert_eq!(report.records_dropped, 0);
+    }
+
     /// Estimates renew the stalest scores, at least a sixth of the files
     /// each: six estimates after every record died, every score says so,
     /// however many files there are (a fixed budget of 16 per estimate
     /// left the scores of a 100-file journal stale and the trigger idle).
     #[test]
     fn estimates_renew_every_stale_score_within_six_checks() {
-        use crate::journal::record::{NewRecord, RecordKind};
         let d = tempfile::tempdir().expect("test setup");
-        let opts = crate::journal::JournalOptions {
-            file_bytes: 1024,
-            repair_manifest: false,
-            compression: crate::Compression::None,
-            zstd_level: 1,
-            compression_point: crate::CompressionPoint::OnReceipt,
-            one_read: true,
-            fadvise_random: true,
-            skip_active_lock: true,
-            stream_bytes: 8 * 1024,
-            compaction_pace: 0,
-        };
+        let opts = crate::journal::JournalOptions::for_tests(1024);
         let stats = Arc::new(Stats::default());
         let journal = Arc::new(Journal::open(d.path(), opts, Arc::clone(&stats)).expect("open"));
-        for sqn in 1..=2000u64 {
-            let key = format!("key{sqn}").into_bytes();
-            let rec = NewRecord {
-                sqn,
-                kind: RecordKind::Put,
-                key: &key,
-                last_modified_us: 0,
-                expires_at: 0,
-                metadata: b"",
-                value: &[7u8; 100],
-                index: &[],
-            };
-            journal.append(&rec).expect("append");
-        }
+        fill(&journal, 2000, 100);
         let dead = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let d2 = Arc::clone(&dead);
         let c = Compactor::new(

@@ -170,11 +170,14 @@ pub struct Config {
     /// second), so a run's I/O and CPU are spread instead of taking the
     /// disk for a few seconds (a run of 4 files, 1 GiB, took ~3.5 s; in
     /// one run every one of the six slowest intervals had a compaction in
-    /// it). Measured once against unpaced runs and not separable from this
-    /// VM's run-to-run noise (docs/benchmarks.md). The garbage trigger lifts the
-    /// pace while the garbage is more than 15 points over its limit, so
-    /// compaction still catches up with a write rate above the pace. 0:
-    /// unpaced. Default 128 MiB/s.
+    /// it). Slower runs also start later, on older files with less left
+    /// live: against 128 MiB/s, one 10-minute pair at 64 MiB/s had its
+    /// lowest interval at 0.86 of the median instead of 0.72 and WA 1.15
+    /// instead of 1.21, for a journal ~30 % larger (docs/benchmarks.md,
+    /// 2026-11-25 08:17). The garbage trigger lifts the pace while the
+    /// garbage is more than 15 points over its limit, so compaction still
+    /// catches up with a write rate above the pace. 0: unpaced. Default
+    /// 64 MiB/s.
     pub compaction_read_bytes_per_sec: u64,
 }
 
@@ -221,7 +224,7 @@ impl Config {
             journal_skip_active_lock: true,
             write_group: true,
             compaction_stream_bytes: 8 * 1024 * 1024,
-            compaction_read_bytes_per_sec: 128 * 1024 * 1024,
+            compaction_read_bytes_per_sec: 64 * 1024 * 1024,
         }
     }
 

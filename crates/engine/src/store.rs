@@ -815,6 +815,9 @@ impl Store {
             return Ok(());
         }
         self.snapshots.shutdown();
+        // A paced compaction run in progress finishes unpaced: close waits
+        // for it.
+        self.journal.hurry_compaction();
         if let Some(mut s) = self.scheduler.lock().take() {
             s.stop();
         }
@@ -830,6 +833,7 @@ impl Store {
     #[doc(hidden)]
     pub fn simulate_crash(self) {
         self.closed.store(true, Ordering::Release);
+        self.journal.hurry_compaction();
         if let Some(mut s) = self.scheduler.lock().take() {
             s.stop();
         }

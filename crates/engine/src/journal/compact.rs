@@ -168,6 +168,19 @@ impl Journal {
         self.compaction_paced.store(on, Ordering::Relaxed);
     }
 
+    /// Lifts the pace for good, also for a run in progress (checked per
+    /// chunk read): the store is closing and waits for that run, which
+    /// paced could take seconds (1 GiB at 64 MiB/s is 16 s).
+    pub fn hurry_compaction(&self) {
+        self.compaction_hurry.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether compaction reads are paced right now.
+    fn paced_now(&self) -> bool {
+        self.compaction_paced.load(Ordering::Relaxed)
+            && !self.compaction_hurry.load(Ordering::Relaxed)
+    }
+
     /// Compacts `run`, a sequence of adjacent closed files (oldest first, as
     /// returned by [`Journal::closed_files`]). See the module docs. Runs are
     /// serialised; on error nothing changed and the partial output is gone.
@@ -230,7 +243,7 @@ impl Journal {
         report: &mut CompactedRun,
     ) -> Result<()> {
         let mut buf = Vec::new();
-        let mut pacer = Pacer::new(if self.compaction_paced.load(Ordering::Relaxed) {
+        let mut pacer = Pacer::new(if self.paced_now() {
             self.opts.compaction_pace
         } else {
             0
@@ -250,7 +263,7 @@ impl Journal {
                 &mut |off, _, view| {
                     if off - dropped >= self.opts.stream_bytes {
                         file::drop_cached(&seq, &cf.path, dropped, off - dropped);
-                        pacer.read(off - dropped);
+                        pacer.read(off - dropped, self.paced_now());
                         dropped = off;
                     }
                     let meta = view.to_record_meta();
@@ -296,7 +309,7 @@ impl Journal {
                 Stats::incr(&self.stats.journal_corrupt_records);
             }
             file::drop_cached(&seq, &cf.path, dropped, cf.size.saturating_sub(dropped));
-            pacer.read(cf.size.saturating_sub(dropped));
+            pacer.read(cf.size.saturating_sub(dropped), self.paced_now());
         }
         Stats::add(
             &self.stats.compaction_paced_ms,
@@ -497,7 +510,8 @@ impl Journal {
 }
 
 /// Keeps a run's reads at or under `bytes_per_sec` by sleeping once it is
-/// ahead of that pace (checked per chunk read; 0: never sleeps).
+/// ahead of that pace (checked per chunk read; 0: never sleeps). A read
+/// counted while not `paced` never sleeps, and nor does any later one.
 struct Pacer {
     bytes_per_sec: u64,
     start: std::time::Instant,
@@ -515,9 +529,13 @@ impl Pacer {
         }
     }
 
-    /// Counts `bytes` read and sleeps until the pace allows them.
-    fn read(&mut self, bytes: u64) {
+    /// Counts `bytes` read and sleeps until the pace allows them, if
+    /// `paced` (false turns this pacer off for good: the run is hurried).
+    fn read(&mut self, bytes: u64, paced: bool) {
         self.read = self.read.saturating_add(bytes);
+        if !paced {
+            self.bytes_per_sec = 0;
+        }
         if self.bytes_per_sec == 0 {
             return;
         }
@@ -540,7 +558,7 @@ mod pacer_tests {
         let t = Instant::now();
         let mut p = Pacer::new(1024 * 1024);
         for _ in 0..4 {
-            p.read(64 * 1024);
+            p.read(64 * 1024, true);
         }
         // 256 KiB at 1 MiB/s: at least 250 ms.
         assert!(
@@ -550,7 +568,13 @@ mod pacer_tests {
         );
         assert!(p.slept > Duration::ZERO);
         let mut u = Pacer::new(0);
-        u.read(1 << 40);
+        u.read(1 << 40, true);
         assert_eq!(u.slept, Duration::ZERO);
+        // Hurried: a read that would wait 1 TiB / 1 MiB/s does not, nor
+        // does a later one counted as paced.
+        let mut h = Pacer::new(1024 * 1024);
+        h.read(1 << 40, false);
+        h.read(1 << 40, true);
+        assert_eq!(h.slept, Duration::ZERO);
     }
 }

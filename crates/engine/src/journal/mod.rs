@@ -97,6 +97,26 @@ pub struct JournalOptions {
     pub compaction_pace: u64,
 }
 
+impl JournalOptions {
+    /// Options for unit tests: files of `file_bytes`, no compression,
+    /// 8 KiB compaction chunks, unpaced.
+    #[cfg(test)]
+    pub(crate) fn for_tests(file_bytes: u64) -> JournalOptions {
+        JournalOptions {
+            file_bytes,
+            repair_manifest: false,
+            compression: crate::Compression::None,
+            zstd_level: 1,
+            compression_point: crate::CompressionPoint::OnReceipt,
+            one_read: true,
+            fadvise_random: true,
+            skip_active_lock: true,
+            stream_bytes: 8 * 1024,
+            compaction_pace: 0,
+        }
+    }
+}
+
 /// Summary of one journal file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JournalFileInfo {
@@ -169,6 +189,9 @@ pub struct Journal {
     compact_fault: std::sync::atomic::AtomicU64,
     /// False while compaction runs unpaced ([`Journal::pace_compaction`]).
     pub(crate) compaction_paced: std::sync::atomic::AtomicBool,
+    /// Set once by [`Journal::hurry_compaction`] (the store is closing): a
+    /// run in progress drops its pace for the rest of the journal's life.
+    pub(crate) compaction_hurry: std::sync::atomic::AtomicBool,
     /// Bytes appended since the last fsync of the active file (approximate:
     /// reset when a sync or roll completes); read by the [`flusher`].
     unsynced: std::sync::atomic::AtomicU64,
@@ -485,6 +508,7 @@ impl Journal {
             append_lock: Mutex::new(()),
             compact_fault: std::sync::atomic::AtomicU64::new(u64::MAX),
             compaction_paced: std::sync::atomic::AtomicBool::new(true),
+            compaction_hurry: std::sync::atomic::AtomicBool::new(false),
             unsynced: std::sync::atomic::AtomicU64::new(0),
             active_floor,
         };
@@ -525,6 +549,7 @@ impl Journal {
             append_lock: Mutex::new(()),
             compact_fault: std::sync::atomic::AtomicU64::new(u64::MAX),
             compaction_paced: std::sync::atomic::AtomicBool::new(true),
+            compaction_hurry: std::sync::atomic::AtomicBool::new(false),
             unsynced: std::sync::atomic::AtomicU64::new(0),
             active_floor: std::sync::atomic::AtomicU64::new(0),
         };

@@ -4,18 +4,7 @@ use super::*;
 use std::sync::atomic::Ordering;
 
 fn opts(file_bytes: u64) -> JournalOptions {
-    JournalOptions {
-        file_bytes,
-        repair_manifest: false,
-        compression: Compression::None,
-        zstd_level: 1,
-        compression_point: CompressionPoint::OnReceipt,
-        one_read: true,
-        fadvise_random: true,
-        skip_active_lock: true,
-        stream_bytes: 8 * 1024,
-        compaction_pace: 0,
-    }
+    JournalOptions::for_tests(file_bytes)
 }
 
 fn key_of(i: u64) -> Vec<u8> {
