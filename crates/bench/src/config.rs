@@ -445,7 +445,7 @@ pub struct BenchConfig {
     pub compaction_stream_bytes: Option<u64>,
     /// `basalt_compaction_read_pace`: leveled's journal compaction reads at
     /// most this many bytes a second (a size such as `"128M"`; 0 unpaced;
-    /// default: the engine's, 128 MiB/s); others ignore it.
+    /// default: the engine's, 64 MiB/s); others ignore it.
     pub compaction_read_bytes_per_sec: Option<u64>,
     /// `basalt_journal_flush`: `fsync` or `writeback`, what leveled's
     /// background flusher does every `basalt_journal_sync_bytes` (default:
@@ -1065,6 +1065,42 @@ mod tests {
                 .contains("unknown backend leveldb; valid: leveled, bitcask"),
             "{e}"
         );
+    }
+
+    /// The flusher mode and the compaction read pace: good values parse,
+    /// 0 means unpaced, and bad ones name their key.
+    #[test]
+    fn journal_flush_and_read_pace() {
+        use basalt_backends::JournalFlush;
+        for (flush, pace, want_flush, want_pace) in [
+            ("fsync", "\"64M\"", JournalFlush::Fsync, 64 << 20),
+            ("writeback", "0", JournalFlush::Writeback, 0),
+        ] {
+            let text = format!(
+                "{{basalt_journal_flush, {flush}}}.\n{{basalt_compaction_read_pace, {pace}}}."
+            );
+            let (c, _) = BenchConfig::from_text(&text).expect("ok");
+            assert_eq!(c.journal_flush, Some(want_flush), "{text}");
+            assert_eq!(c.compaction_read_bytes_per_sec, Some(want_pace), "{text}");
+        }
+        let (c, _) = BenchConfig::from_text("").expect("ok");
+        assert_eq!(c.journal_flush, None);
+        assert_eq!(c.compaction_read_bytes_per_sec, None);
+        for (text, key) in [
+            ("{basalt_journal_flush, fdatasync}.", "basalt_journal_flush"),
+            ("{basalt_journal_flush, 1}.", "basalt_journal_flush"),
+            (
+                "{basalt_compaction_read_pace, \"fast\"}.",
+                "basalt_compaction_read_pace",
+            ),
+            (
+                "{basalt_compaction_read_pace, -5}.",
+                "basalt_compaction_read_pace",
+            ),
+        ] {
+            let e = BenchConfig::from_text(text).expect_err(text);
+            assert!(e.to_string().contains(key), "{text}: {e}");
+        }
     }
 
     #[test]

@@ -268,8 +268,9 @@ pub fn run(
     // Wait counters of the stores (leveled's engine timers), as of the start.
     let sample_waits =
         || crate::waits::merge(&targets.iter().map(|t| t.counters()).collect::<Vec<_>>());
-    let mut waits_csv = crate::waits::WaitsCsv::create(&dir, sample_waits())?;
-    let mut activity_csv = crate::activity::ActivityCsv::create(&dir, sample_waits())?;
+    let start_counters = sample_waits();
+    let mut waits_csv = crate::waits::WaitsCsv::create(&dir, start_counters.clone())?;
+    let mut activity_csv = crate::activity::ActivityCsv::create(&dir, start_counters)?;
     let start = Instant::now();
     let deadline = cfg.duration.map(|d| start + d);
     let mut handles = Vec::new();
