@@ -265,14 +265,18 @@ pub fn sync_writers(ctx: &Ctx, a: &SyncWriters) -> Result<String> {
     let _ = writeln!(s, "{}\n", ctx.engine.describe());
     let _ = writeln!(
         s,
-        "| writers | puts/s | MiB/s | latency ms p50 / p99 / max | journal_syncs | journal_syncs_shared | puts per fsync |"
+        "| writers | puts/s | MiB/s | latency ms p50 / p99 / max | journal_syncs | journal_syncs_shared | puts per fsync | mean fsync ms | time in fsync |"
     );
-    let _ = writeln!(s, "|---:|---:|---:|---|---:|---:|---:|");
+    let _ = writeln!(s, "|---:|---:|---:|---|---:|---:|---:|---:|---:|");
     for (threads, r, before, after) in &rows {
         let syncs = delta(before, after, "journal_syncs");
+        // How long the fsyncs took, and the share of the phase one was
+        // running: below 100 % the disk waited for the writers.
+        let fsync_ns = delta(before, after, "journal_fsync_ns");
+        let fsyncs = delta(before, after, "journal_fsync_count").max(1);
         let _ = writeln!(
             s,
-            "| {threads} | {} | {:.1} | {} | {syncs} | {} | {:.1} |",
+            "| {threads} | {} | {:.1} | {} | {syncs} | {} | {:.1} | {:.3} | {:.0} % |",
             thousands(rate(r.ops as f64, r.elapsed)),
             rate(
                 (r.ops * a.value_bytes as u64) as f64 / MIB as f64,
@@ -280,7 +284,9 @@ pub fn sync_writers(ctx: &Ctx, a: &SyncWriters) -> Result<String> {
             ),
             latencies(&r.hist),
             delta(before, after, "journal_syncs_shared"),
-            r.ops as f64 / syncs.max(1) as f64
+            r.ops as f64 / syncs.max(1) as f64,
+            fsync_ns as f64 / fsyncs as f64 / 1e6,
+            100.0 * fsync_ns as f64 / r.elapsed.as_nanos().max(1) as f64
         );
     }
     if let [(_, one, ..), (n, many, ..)] = rows.as_slice() {
