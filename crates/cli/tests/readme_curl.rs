@@ -14,13 +14,9 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+#[path = "common/ports.rs"]
+mod ports;
+use ports::free_port;
 
 /// The curl commands of the README's sh blocks, continuations joined.
 fn readme_curls() -> Vec<String> {

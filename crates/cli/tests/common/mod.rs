@@ -4,6 +4,7 @@
 
 #![allow(dead_code, clippy::unwrap_used)]
 
+pub mod ports;
 pub mod procs;
 
 use std::io::Write;

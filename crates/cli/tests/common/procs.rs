@@ -2,6 +2,7 @@
 //! [`NodeProc`] (`basalt start` on loopback ports, started, stopped,
 //! killed), cluster formation, and a small blocking PB [`Client`].
 
+pub use super::ports::free_port;
 use super::{admin, wait_for};
 use basalt_server::pb::{self, code};
 use prost::Message;
@@ -24,13 +25,6 @@ pub fn test_dir() -> (PathBuf, Option<tempfile::TempDir>) {
     } else {
         (d.path().to_path_buf(), Some(d))
     }
-}
-
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
 }
 
 pub struct NodeProc {
