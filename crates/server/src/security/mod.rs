@@ -59,6 +59,9 @@ pub struct Security {
     pub refused: AtomicU64,
     /// Logins refused at once during a cool-down (also in `refused`).
     pub lockouts: AtomicU64,
+    /// Passwords hashed to verify a login (also against the decoy hash,
+    /// for unknown users: [`model::PasswordHash::decoy`]).
+    pub hashed: AtomicU64,
     /// Failed logins per (user, address).
     logins: Mutex<logins::Throttle>,
     /// Password verifications running at once.
@@ -123,6 +126,7 @@ impl Security {
             path,
             refused: AtomicU64::new(0),
             lockouts: AtomicU64::new(0),
+            hashed: AtomicU64::new(0),
             logins: Mutex::new(logins::Throttle::new(logins::Policy::DEFAULT)),
             verify_slots: tokio::sync::Semaphore::new(limits::LOGIN_VERIFY_SLOTS),
         })
@@ -177,16 +181,16 @@ impl Security {
     ) -> Result<(), LoginError> {
         let ip = model::canonical(peer);
         self.cooling(user, ip)?;
-        let hash = match self.with(|s| s.resolve(user, ip, cert_cn)) {
+        let (hash, known) = match self.with(|s| s.resolve(user, ip, cert_cn)) {
             Ok(Proof::Admitted) => {
                 self.logins.lock().success(user, ip);
                 return Ok(());
             }
-            Ok(Proof::Password(h)) => h,
-            Err(Denied::BadCredentials) => {
-                self.failed(user, ip);
-                return Err(Denied::BadCredentials.into());
-            }
+            Ok(Proof::Password(h)) => (h, true),
+            // An unknown user (or one without a password) hashes its
+            // password too, against the decoy: its refusal takes as long
+            // as a wrong password's, so timing does not tell who exists.
+            Err(Denied::BadCredentials) => (model::PasswordHash::decoy().clone(), false),
             Err(e) => return Err(e.into()),
         };
         let slot = tokio::time::timeout(limits::LOGIN_VERIFY_WAIT, self.verify_slots.acquire())
@@ -196,11 +200,12 @@ impl Security {
         // Attempts queued for a slot behind failures of the same pair.
         self.cooling(user, ip)?;
         let password = password.to_string();
-        let ok = tokio::task::spawn_blocking(move || hash.verify(&password))
+        let verified = tokio::task::spawn_blocking(move || hash.verify(&password))
             .await
             .map_err(|e| LoginError::Task(e.to_string()))?;
         drop(slot);
-        if ok {
+        self.hashed.fetch_add(1, Ordering::Relaxed);
+        if verified && known {
             self.logins.lock().success(user, ip);
             Ok(())
         } else {
@@ -451,30 +456,42 @@ mod tests {
     }
 
     /// Unknown users count as failures (the same answer as a wrong
-    /// password: no user enumeration); no source is not a failure.
+    /// password: no user enumeration) and hash their password as a wrong
+    /// one does (no enumeration by timing); no source is not a failure.
     #[tokio::test]
     async fn unknown_users_count_and_missing_sources_do_not() {
         let sec = alice();
-        for _ in 0..5 {
+        for i in 1..=5 {
             let r = sec.login("nobody", "x", ip("127.0.0.1"), None).await;
             assert_eq!(r, Err(LoginError::Denied(Denied::BadCredentials)));
+            assert_eq!(
+                sec.hashed.load(Ordering::Relaxed),
+                i,
+                "hashed like a known user's"
+            );
         }
+        // Not even the decoy's own password admits an unknown user.
+        let r = sec
+            .login("nobody2", "basalt decoy password", ip("127.0.0.2"), None)
+            .await;
+        assert_eq!(r, Err(LoginError::Denied(Denied::BadCredentials)));
         let r = sec.login("nobody", "x", ip("127.0.0.1"), None).await;
         assert!(matches!(r, Err(LoginError::LockedOut(_))), "{r:?}");
         for _ in 0..8 {
             let r = sec.login("alice", "right", ip("192.168.1.1"), None).await;
             assert_eq!(r, Err(LoginError::Denied(Denied::NoSource)));
         }
-        assert_eq!(sec.login_pairs_tracked(), 1);
+        // nobody and nobody2 from their addresses.
+        assert_eq!(sec.login_pairs_tracked(), 2);
         // A success removes the pair.
         for _ in 0..3 {
             let _ = sec.login("alice", "wrong", ip("127.0.0.1"), None).await;
         }
-        assert_eq!(sec.login_pairs_tracked(), 2);
+        assert_eq!(sec.login_pairs_tracked(), 3);
         assert_eq!(
             sec.login("alice", "right", ip("127.0.0.1"), None).await,
             Ok(())
         );
-        assert_eq!(sec.login_pairs_tracked(), 1);
+        assert_eq!(sec.login_pairs_tracked(), 2);
     }
 }

@@ -75,6 +75,15 @@ impl PasswordHash {
         }
     }
 
+    /// A hash no password is checked against for real: a login of an
+    /// unknown user verifies against it, so that it costs what a wrong
+    /// password costs and its timing does not tell which users exist.
+    /// Made once, with a random salt and the rounds of a new hash.
+    pub fn decoy() -> &'static PasswordHash {
+        static DECOY: std::sync::OnceLock<PasswordHash> = std::sync::OnceLock::new();
+        DECOY.get_or_init(|| PasswordHash::new("basalt decoy password"))
+    }
+
     /// Whether `password` is the one hashed (constant time in the hash).
     pub fn verify(&self, password: &str) -> bool {
         let got = derive(password, &self.salt, self.rounds);
