@@ -9,18 +9,25 @@
 # against time and accumulated operations, and everything is gathered in
 # <results>/summary.md.
 #
-#   scripts/seed-suite.sh [--short | --long] [-d RESULTS] [-m LIMIT] [TEST...]
+#   scripts/seed-suite.sh [--short | --long] [-d RESULTS] [-m LIMIT] [--redo] [TEST...]
 #
 #   --short  (default) 1 min per backend per test, pareto/80:20 keys over
 #            200,000, memory limit 512M: a smoke of every test (~20 min).
 #   --long   30 min per backend per test, keys over 2,000,000, limit 1.5G
-#            (~8 h for all tests).
+#            (~8.5 h for all tests; 1 or 1.5 h per test).
 #   -m       memory limit (process + page cache), e.g. 1G.
 #   -d       results directory (default tests/seed-suite-<mode>-<UTC time>).
+#   --redo   runs a test again even if RESULTS already holds its result.
 #   TEST     any of: 8kb_sync 8kb_nosync 4kb_nosync 16kb_nosync 8kb_2i
 #            8kb_journal_compaction bitcask_compare nhs_mix (default: all).
 #   BACKENDS="leveled rocksdb"   overrides the backends of every test.
 #   BASALT=path/to/basalt        uses that binary (default: a release build).
+#
+# A pass can be split: tests already done in RESULTS (their section.md
+# exists) are skipped, and summary.md is rebuilt after every test from all
+# the tests done so far, in the suite's order, each with when, how and on
+# which build it ran; the tests still missing are listed. So the long pass
+# can run a test or two at a time into one directory.
 #
 # Needs root and a memory cgroup controller (see docs/bench.md "Memory
 # limit"). Any failed run stops the suite with its exit code and the
@@ -29,6 +36,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 mode=short
+redo=0
 limit=""
 results=""
 tests=()
@@ -38,7 +46,8 @@ while [ $# -gt 0 ]; do
     --long) mode=long ;;
     -m) limit=${2:?-m needs a size}; shift ;;
     -d) results=${2:?-d needs a directory}; shift ;;
-    -h | --help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --redo) redo=1 ;;
+    -h | --help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "seed-suite: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) tests+=("$1") ;;
   esac
@@ -90,16 +99,30 @@ seed_says() { # test -> what the seed reported (leveled vs leveldb unless said)
 
 mkdir -p "$results"
 summary="$results/summary.md"
-{
-  echo "# Seed suite ($mode)"
-  echo
-  echo "- started $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(nproc) CPUs, $(free -m | awk '/^Mem:/ {print $2}') MiB RAM"
-  echo "- each run: $secs s, keys over $keys, memory limit $limit (process + page cache), $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
-  echo "- load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "- the first backend of each test (leveled) is the baseline: our deltas are the others against leveled,"
-  echo "  the seed's are leveled against leveldb (a seed +36 % is our rocksdb row at about -26 %)"
-  echo
-} >"$summary"
+build="$(git rev-parse --short HEAD 2>/dev/null || echo '?'), binary $basalt"
+
+# summary.md from every test done in $results, in the suite's order.
+write_summary() {
+  local t missing=()
+  {
+    echo "# Seed suite ($mode)"
+    echo
+    echo "- $(nproc) CPUs, $(free -m | awk '/^Mem:/ {print $2}') MiB RAM; each run: $secs s, keys over $keys, memory limit $limit (process + page cache)"
+    echo "- the first backend of each test (leveled) is the baseline: our deltas are the others against leveled,"
+    echo "  the seed's are leveled against leveldb (a seed +36 % is our rocksdb row at about -26 %)"
+    echo
+    for t in "${all[@]}"; do
+      if [ -f "$results/$t/section.md" ]; then
+        cat "$results/$t/section.md"
+      else
+        missing+=("$t")
+      fi
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+      echo "Not run yet in this directory: ${missing[*]}."
+    fi
+  } >"$summary"
+}
 
 run_one() { # test backend dir
   local t=$1 b=$2 dir=$3 base override keygen
@@ -127,8 +150,25 @@ run_one() { # test backend dir
 
 for t in "${tests[@]}"; do
   case " ${all[*]} " in *" $t "*) ;; *) echo "seed-suite: unknown test $t (tests: ${all[*]})" >&2; exit 2 ;; esac
+done
+todo=()
+runs=0
+for t in "${tests[@]}"; do
+  if [ -f "$results/$t/section.md" ] && [ "$redo" = 0 ]; then
+    echo "seed-suite: $t already done in $results (--redo runs it again)" >&2
+    continue
+  fi
+  todo+=("$t")
+  runs=$((runs + $(wc -w <<<"$(backends_of "$t")")))
+done
+echo "seed-suite $mode: ${#todo[@]} tests, $runs runs of $secs s: about $(( (runs * (secs + 30) + 59) / 60 )) min; $(df -h --output=avail "$results" | tail -1 | tr -d ' ') free in $results" >&2
+
+for t in "${todo[@]}"; do
   dir="$results/$t"
+  rm -rf "$dir"
   mkdir -p "$dir"
+  started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  load=$(cut -d' ' -f1-3 /proc/loadavg)
   dirs=()
   for b in $(backends_of "$t"); do
     run_one "$t" "$b" "$dir"
@@ -140,9 +180,13 @@ for t in "${tests[@]}"; do
     echo
     echo "Config: \`$(config_of "$t")\`. What the seed reported: $(seed_says "$t")."
     echo
+    echo "Ran $started to $(date -u +%Y-%m-%dT%H:%M:%SZ) ($mode: $secs s per backend, keys over $keys, limit $limit), build $build, load average at the start $load."
+    echo
     sed -n '/^| run /,/^$/p' "$dir/compare/compare.md"
     echo "![$t]($t/compare/compare.png)"
     echo
-  } >>"$summary"
+  } >"$dir/section.md"
+  write_summary
 done
+write_summary
 echo "seed-suite: summary in $summary" >&2
