@@ -170,11 +170,10 @@ pub struct Config {
     /// second), so a run's I/O and CPU are spread instead of taking the
     /// disk for a few seconds (a run of 4 files, 1 GiB, took ~3.5 s; in
     /// one run every one of the six slowest intervals had a compaction in
-    /// it). Slower runs also start later, on older files with less left
-    /// live: against 128 MiB/s, one 10-minute pair at 64 MiB/s had its
-    /// lowest interval at 0.86 of the median instead of 0.72 and WA 1.15
-    /// instead of 1.21, for a journal ~30 % larger (docs/benchmarks.md,
-    /// 2026-11-25 08:17). The garbage trigger lifts the pace while the
+    /// it). Against 128 MiB/s, two 10-minute pairs at 64 MiB/s had their
+    /// lowest interval at 0.86 and 0.83 of the median instead of 0.72 and
+    /// 0.65, for a journal 12–30 % larger; WA did not reliably change
+    /// (docs/benchmarks.md, 2026-11-25 08:17). The garbage trigger lifts the
     /// garbage is more than 15 points over its limit, so compaction still
     /// catches up with a write rate above the pace. 0: unpaced. Default
     /// 64 MiB/s.
