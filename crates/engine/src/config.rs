@@ -174,9 +174,9 @@ pub struct Config {
     /// lowest interval at 0.86 and 0.83 of the median instead of 0.72 and
     /// 0.65, for a journal 12–30 % larger; WA did not reliably change
     /// (docs/benchmarks.md, 2026-11-25 08:17). The garbage trigger lifts the
-    /// garbage is more than 15 points over its limit, so compaction still
-    /// catches up with a write rate above the pace. 0: unpaced. Default
-    /// 64 MiB/s.
+    /// pace while the garbage is more than 15 points over its limit, so
+    /// compaction still catches up with a write rate above the pace. 0:
+    /// unpaced. Default 64 MiB/s.
     pub compaction_read_bytes_per_sec: u64,
 }
 
