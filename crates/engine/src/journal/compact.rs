@@ -243,11 +243,7 @@ impl Journal {
         report: &mut CompactedRun,
     ) -> Result<()> {
         let mut buf = Vec::new();
-        let mut pacer = Pacer::new(if self.paced_now() {
-            self.opts.compaction_pace
-        } else {
-            0
-        });
+        let mut pacer = Pacer::new(self.opts.compaction_pace);
         for cf in run {
             // Its own handle, advised sequential: the shared one is advised
             // random for value reads (`Config::journal_fadvise_random`).

@@ -181,16 +181,16 @@ impl Security {
     ) -> Result<(), LoginError> {
         let ip = model::canonical(peer);
         self.cooling(user, ip)?;
-        let (hash, known) = match self.with(|s| s.resolve(user, ip, cert_cn)) {
+        // `None`: an unknown user (or one without a password), whose
+        // password is hashed too, against the decoy: its refusal takes as
+        // long as a wrong password's, so timing does not tell who exists.
+        let hash = match self.with(|s| s.resolve(user, ip, cert_cn)) {
             Ok(Proof::Admitted) => {
                 self.logins.lock().success(user, ip);
                 return Ok(());
             }
-            Ok(Proof::Password(h)) => (h, true),
-            // An unknown user (or one without a password) hashes its
-            // password too, against the decoy: its refusal takes as long
-            // as a wrong password's, so timing does not tell who exists.
-            Err(Denied::BadCredentials) => (model::PasswordHash::decoy().clone(), false),
+            Ok(Proof::Password(h)) => Some(h),
+            Err(Denied::BadCredentials) => None,
             Err(e) => return Err(e.into()),
         };
         let slot = tokio::time::timeout(limits::LOGIN_VERIFY_WAIT, self.verify_slots.acquire())
@@ -200,12 +200,20 @@ impl Security {
         // Attempts queued for a slot behind failures of the same pair.
         self.cooling(user, ip)?;
         let password = password.to_string();
-        let verified = tokio::task::spawn_blocking(move || hash.verify(&password))
-            .await
-            .map_err(|e| LoginError::Task(e.to_string()))?;
+        // Off the async workers, the decoy's first hashing included.
+        let verified = tokio::task::spawn_blocking(move || match hash {
+            Some(h) => h.verify(&password),
+            None => {
+                // Hashed for its time only: an unknown user is never admitted.
+                let _ = model::PasswordHash::decoy().verify(&password);
+                false
+            }
+        })
+        .await
+        .map_err(|e| LoginError::Task(e.to_string()))?;
         drop(slot);
         self.hashed.fetch_add(1, Ordering::Relaxed);
-        if verified && known {
+        if verified {
             self.logins.lock().success(user, ip);
             Ok(())
         } else {
