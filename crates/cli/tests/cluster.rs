@@ -11,7 +11,7 @@
 mod common;
 use basalt_server::pb::{self, code};
 use common::procs::{form_cluster, free_port, settle, start_nodes, test_dir, Client, NodeProc};
-use common::{admin, long, wait_for};
+use common::{aae_round, admin, long, wait_for};
 use prost::Message;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -430,24 +430,16 @@ fn log_count(root: &std::path::Path, node: usize, what: &str) -> usize {
 /// segment and skip no exchange (e.g. one whose list a scheduled exchange
 /// was running) in the same sweep; the keys they repaired meanwhile.
 fn aae_rounds_until_clean(nodes: &[NodeProc], timeout: Duration) -> u64 {
-    let field = |out: &str, name: &str| -> u64 {
-        out.split(',')
-            .find(|p| p.contains(name))
-            .and_then(|p| p.split_whitespace().rev().nth(name.split(' ').count()))
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("no {name:?} in {out:?}"))
-    };
     let mut repaired = 0;
     let deadline = Instant::now() + timeout;
     loop {
-        let mut dirty = 0;
+        let mut unclean = 0;
         for n in nodes {
-            let (ok, out) = admin(&n.cluster, &["aae", "round"]);
-            assert!(ok, "{out}");
-            dirty += field(&out, "dirty segments") + field(&out, "exchanges skipped");
-            repaired += field(&out, "keys repaired");
+            let r = aae_round(&n.cluster);
+            unclean += r.unclean;
+            repaired += r.repaired;
         }
-        if dirty == 0 {
+        if unclean == 0 {
             return repaired;
         }
         assert!(Instant::now() < deadline, "anti-entropy did not converge");

@@ -4,7 +4,7 @@
 //! killed (`kill -9`) and restarted mid-load; after the queues drain and full-syncs report both
 //! clusters in sync, every key is compared between the clusters (clock
 //! and siblings), every acknowledged write is present and every delete
-//! stayed deleted (`delete_mode = "immediate"`: reaps replicated). A single-node pair checks filters,
+//! stayed deleted (`delete_mode = 1000`: reaps replicated). A single-node pair checks filters,
 //! reaps replicated (timed delete mode) and the
 //! accounting of queued, sent and applied entries.
 //!
@@ -12,7 +12,7 @@
 
 mod common;
 use common::procs::{form_cluster, test_dir, Client, KeyState, NodeProc};
-use common::{admin, long, wait_for};
+use common::{aae_round, admin, long, wait_for};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -96,10 +96,15 @@ fn two_clusters_replicating_both_ways_converge_after_node_kills() {
     let (a1, b1) = (a[0].cluster.clone(), b[0].cluster.clone());
     for (side, sink, peer, back) in [(&mut a, "to_b", &b1, "to_a"), (&mut b, "to_a", &a1, "to_b")] {
         let path = root.join(format!("{sink}.toml"));
-        // Reaps at once on both sides: a reap waits while a fallback
+        // Reaps 1 s after a delete on both sides (reaps replicated, lone
+        // tombstones reaped by full-sync): a reap waits while a fallback
         // holds a copy of the key's partitions (tests/reaps.rs), so the
-        // node kills below cannot bring a deleted key back.
-        let text = repl_config(sink, "any", peer, back, "");
+        // node kills below cannot bring a deleted key back. Not
+        // "immediate": a replica write still in flight when the reap runs
+        // lands after it and brings the key back (docs/server.md,
+        // "Tombstone reaping"); under CPU load here that took 84 ms.
+        let text = repl_config(sink, "any", peer, back, "")
+            .replace("delete_mode = \"immediate\"", "delete_mode = 1000");
         std::fs::write(&path, text).expect("config");
         for n in side.iter_mut() {
             n.config = Some(path.clone());
@@ -138,27 +143,49 @@ fn two_clusters_replicating_both_ways_converge_after_node_kills() {
     wait_for("every queue to drain", Duration::from_secs(120), || {
         all_drained(&everyone)
     });
-    // Full-syncs from every node of A (bi-directional through the peer's
-    // queue) until one finds the clusters in sync.
+    // Converged when one pass finds both clusters clean inside (an
+    // anti-entropy round on every node: no dirty segment, none skipped)
+    // and then every full-sync from A in sync. The anti-entropy is needed:
+    // a full-sync compares one replica per partition (a coverage plan, as
+    // Riak's ttaaefs), and a write cut short by a kill -9 (the coordinator
+    // died after its own vnode wrote) can leave the covering replica older
+    // than the others, equal to the other cluster's copy — in sync by the
+    // trees while a GET answers from the newer replicas.
     let mut rounds = 0;
-    wait_for("a full-sync in sync", Duration::from_secs(180), || {
-        rounds += 1;
-        for n in &everyone {
-            n.check_alive();
-        }
-        let mut in_sync = true;
-        for n in &a {
-            let (ok, out) = admin(&n.cluster, &["repl", "fullsync", "all"]);
-            if !(ok && out.contains(": in sync")) {
-                eprintln!("round {rounds}, {}: {}", n.name, out.trim_end());
-                in_sync = false;
+    let mut aae_repaired = 0;
+    wait_for(
+        "both clusters clean and a full-sync in sync",
+        Duration::from_secs(240),
+        || {
+            rounds += 1;
+            for n in &everyone {
+                n.check_alive();
             }
-        }
-        wait_for("repairs to drain", Duration::from_secs(60), || {
-            all_drained(&everyone)
-        });
-        in_sync
-    });
+            let mut in_sync = true;
+            for n in &everyone {
+                let r = aae_round(&n.cluster);
+                aae_repaired += r.repaired;
+                if r.unclean > 0 {
+                    eprintln!("round {rounds}, {}: anti-entropy {r:?}", n.name);
+                    in_sync = false;
+                }
+            }
+            wait_for("repairs to drain", Duration::from_secs(60), || {
+                all_drained(&everyone)
+            });
+            for n in &a {
+                let (ok, out) = admin(&n.cluster, &["repl", "fullsync", "all"]);
+                if !(ok && out.contains(": in sync")) {
+                    eprintln!("round {rounds}, {}: {}", n.name, out.trim_end());
+                    in_sync = false;
+                }
+            }
+            wait_for("repairs to drain", Duration::from_secs(60), || {
+                all_drained(&everyone)
+            });
+            in_sync
+        },
+    );
     for n in a.iter_mut().chain(b.iter_mut()) {
         n.assert_running();
     }
@@ -187,7 +214,7 @@ fn two_clusters_replicating_both_ways_converge_after_node_kills() {
         assert!(!ca.contains_key(k.as_bytes()), "deleted key {k} is back");
     }
     eprintln!(
-        "{} live and {} deleted keys written on A, {} and {} on B; {} keys on each cluster, identical; {rounds} full-sync rounds",
+        "{} live and {} deleted keys written on A, {} and {} on B; {} keys on each cluster, identical; {rounds} rounds, {aae_repaired} keys repaired by anti-entropy",
         a_live.len(),
         a_del.len(),
         b_live.len(),

@@ -59,7 +59,9 @@ sync = false
 # Tombstone reaping after a PB DELETE (Riak's delete_mode): a number of
 # milliseconds (reap that long after the delete, once all n replicas hold the
 # same tombstone), "immediate" (the same check, no delay) or "keep" (never
-# reap: tombstones stay, as with Riak's `keep`).
+# reap: tombstones stay, as with Riak's `keep`). The delay is the grace for
+# replica writes still in flight: an older write that lands after the reap
+# brings the key back, so "immediate" is for tests, not for production.
 delete_mode = 3000
 # Active anti-entropy in a cluster: every this many seconds a node compares
 # (tictac trees) the replicas of each preference list it leads and repairs

@@ -163,3 +163,31 @@ pub fn wait_for(what: &str, timeout: std::time::Duration, mut cond: impl FnMut()
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
 }
+
+/// What one `basalt admin aae round` on a node found.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AaeRound {
+    /// Dirty segments plus exchanges skipped (trees not built, a list
+    /// busy): 0 means every list this node leads was seen in sync.
+    pub unclean: u64,
+    /// Keys read-repaired.
+    pub repaired: u64,
+}
+
+/// Runs `basalt admin aae round` on `node` and reads its totals line.
+pub fn aae_round(node: &str) -> AaeRound {
+    let (ok, out) = admin(node, &["aae", "round"]);
+    assert!(ok, "{out}");
+    // "anti-entropy round: N dirty segments, N keys repaired, ..., N exchanges skipped"
+    let field = |name: &str| -> u64 {
+        out.split(',')
+            .find(|p| p.contains(name))
+            .and_then(|p| p.split_whitespace().rev().nth(name.split(' ').count()))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no {name:?} in {out:?}"))
+    };
+    AaeRound {
+        unclean: field("dirty segments") + field("exchanges skipped"),
+        repaired: field("keys repaired"),
+    }
+}

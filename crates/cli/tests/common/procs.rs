@@ -80,7 +80,12 @@ impl NodeProc {
     /// Starts the process and waits for its PB port; on exit, the reason
     /// with the end of its log.
     fn try_start(&mut self, ring: u32) -> Result<(), String> {
-        let log = std::fs::File::create(self.dir.with_extension("log")).expect("log file");
+        // Appended, so a node's log keeps its earlier lives (kill -9, restart).
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.with_extension("log"))
+            .expect("log file");
         let child = Command::new(env!("CARGO_BIN_EXE_basalt"))
             .args([
                 "start",

@@ -17,7 +17,7 @@ use crate::vnode::request::{Obj, VnodeReply, VnodeReq};
 use crate::vnode::{NValOf, Vnode, VnodeAae, VnodeError, VnodeState};
 use futures_util::stream::FuturesUnordered;
 use parking_lot::{Mutex, RwLock};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
@@ -45,6 +45,39 @@ pub struct Router {
     this: OnceLock<Weak<Router>>,
     /// A bucket's `n_val`, for the vnodes' anti-entropy trees.
     n_val_of: NValOf,
+    /// Copies of partitions held here for another owner that the vnode
+    /// table does not show, by partition (a count of [`Held`] guards): a
+    /// vnode being dropped after its hinted handoff, and a write to a
+    /// partition this node does not own, from the write until its forward
+    /// answered. A tombstone reap waits while any is held ([`Self::held`]).
+    held: Mutex<BTreeMap<u32, usize>>,
+    /// Partitions whose vnode is being dropped: not reopened meanwhile
+    /// (its directory is about to be deleted).
+    dropping: Mutex<BTreeSet<u32>>,
+}
+
+/// A copy of a partition held here for another owner while this guard
+/// lives; see [`Router::hold`].
+pub(crate) struct Held<'a> {
+    router: &'a Router,
+    partition: u32,
+    dropping: bool,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        if self.dropping {
+            self.router.dropping.lock().remove(&self.partition);
+        }
+        let mut held = self.router.held.lock();
+        if let Some(n) = held.get_mut(&self.partition) {
+            debug_assert!(*n > 0, "held count of partition {}", self.partition);
+            *n -= 1;
+            if *n == 0 {
+                held.remove(&self.partition);
+            }
+        }
+    }
 }
 
 pub use crate::limits::VNODE_RESTART_EVERY;
@@ -90,7 +123,41 @@ impl Router {
             closing: AtomicBool::new(false),
             restarts: Mutex::new(HashMap::new()),
             this: OnceLock::new(),
+            held: Mutex::new(BTreeMap::new()),
+            dropping: Mutex::new(BTreeSet::new()),
         })
+    }
+
+    /// Marks a copy of `p` as held here for another owner until the guard
+    /// drops (a write to a partition this node does not own, with its
+    /// forward).
+    pub(crate) fn hold(&self, p: u32) -> Held<'_> {
+        *self.held.lock().entry(p).or_insert(0) += 1;
+        Held {
+            router: self,
+            partition: p,
+            dropping: false,
+        }
+    }
+
+    /// [`Self::hold`] for a vnode being dropped after its handoff: until
+    /// the guard drops, `p` is not reopened here ([`Self::local_vnode`]
+    /// refuses it).
+    pub(crate) fn hold_dropping(&self, p: u32) -> Held<'_> {
+        let mut g = self.hold(p);
+        self.dropping.lock().insert(p);
+        g.dropping = true;
+        g
+    }
+
+    /// Those of `partitions` held here through a [`Held`] guard.
+    pub(crate) fn held(&self, partitions: &[u32]) -> Vec<u32> {
+        let held = self.held.lock();
+        partitions
+            .iter()
+            .copied()
+            .filter(|p| held.contains_key(p))
+            .collect()
     }
 
     /// From now on each call of a fan-out runs as its own task, so calls
@@ -197,6 +264,11 @@ impl Router {
         if let Some(v) = all.get(&p) {
             return Ok(v.clone());
         }
+        if self.dropping.lock().contains(&p) {
+            return Err(VnodeError::Remote(format!(
+                "partition {p} is being deleted here after its handoff; not reopened until that ends"
+            )));
+        }
         let v = Arc::new(self.open_vnode(p)?);
         all.insert(p, v.clone());
         Ok(v)
@@ -237,9 +309,14 @@ impl Router {
     /// Runs `req` on the local vnode of `p`. A write to a vnode being handed
     /// off is forwarded to the receiving node too.
     pub(crate) async fn local_call(&self, p: u32, req: VnodeReq) -> Result<VnodeReply, VnodeError> {
+        let write = req.is_write();
+        // A write to a copy held for another owner (a fallback) is held
+        // until it and its forward are done: the copy's handoff may be
+        // finishing meanwhile, and a reap must not run in between.
+        let me = self.cluster.me();
+        let _held = (write && self.cluster.with_state(|s| s.owner(p) != me)).then(|| self.hold(p));
         let v = self.local_vnode(p)?;
         let qlen = v.queue_len() as u32;
-        let write = req.is_write();
         let props = match &req {
             VnodeReq::Coordinate { props, .. }
             | VnodeReq::Reconcile { props, .. }

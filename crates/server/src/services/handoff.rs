@@ -91,13 +91,17 @@ impl HandoffService {
         Ok(())
     }
 
-    /// The partitions among `partitions` whose local vnode holds a copy
+    /// The partitions among `partitions` of which this node holds a copy
     /// for another owner: a fallback or leftover vnode (hinted handoff
-    /// pending) or either side of an ownership transfer. A tombstone of
-    /// such a partition must not be reaped: the copy handed over later
-    /// would bring the key back.
+    /// pending), either side of an ownership transfer, a vnode being
+    /// deleted after its handoff, or a write to a fallback still running
+    /// or being forwarded ([`Router::hold`]). A tombstone of such a
+    /// partition must not be reaped: the copy handed over later would
+    /// bring the key back.
     pub fn held_for(&self, partitions: &[u32]) -> Vec<u32> {
         let me = self.router.cluster.me();
+        // The table before the guards: a vnode is dropped after its guard
+        // is taken, so one of the two reads sees it.
         let local: Vec<u32> = {
             let vnodes = self.router.vnodes.read();
             partitions
@@ -106,12 +110,15 @@ impl HandoffService {
                 .filter(|p| vnodes.contains_key(p))
                 .collect()
         };
+        let guarded = self.router.held(partitions);
         self.router.cluster.with_state(|state| {
             partitions
                 .iter()
                 .copied()
                 .filter(|p| {
-                    state.next.contains_key(p) || (local.contains(p) && state.owner(*p) != me)
+                    guarded.contains(p)
+                        || state.next.contains_key(p)
+                        || (local.contains(p) && state.owner(*p) != me)
                 })
                 .collect()
         })
@@ -296,8 +303,11 @@ impl HandoffService {
         Ok(())
     }
 
-    /// Closes the local vnode of `p` and deletes its data.
+    /// Closes the local vnode of `p` and deletes its data. Until that is
+    /// done `p` counts as held here ([`Self::held_for`]) and is not
+    /// reopened.
     fn drop_vnode(&self, p: u32) {
+        let _held = self.router.hold_dropping(p);
         let v = self.router.vnodes.write().remove(&p);
         if let Some(v) = v {
             v.shutdown(); // queued writes finish (and are forwarded) first
@@ -358,5 +368,65 @@ impl HandoffService {
             }
         }
         Reply::Ok
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+    use crate::node::Node;
+
+    fn node(dir: &std::path::Path) -> Node {
+        Node::open(Config {
+            data_dir: dir.to_path_buf(),
+            pb_listen: "127.0.0.1:0".into(),
+            cluster_listen: "127.0.0.1:0".into(),
+            http_listen: String::new(),
+            ring_size: 8,
+            backend: "memory".into(),
+            ..Config::default()
+        })
+        .expect("open")
+    }
+
+    /// A write to a copy held for another owner, and the drop of a
+    /// handed-off vnode, count as held until they end (a reap waits on
+    /// them); a vnode being dropped is not reopened meanwhile.
+    #[test]
+    fn guarded_partitions_are_held_and_a_dropping_vnode_is_not_reopened() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let node = node(dir.path());
+        let (router, handoff) = (&node.router, &node.handoff);
+        // One node owns every partition: nothing is held for another.
+        assert!(handoff.held_for(&[1, 2]).is_empty());
+        let first = router.hold(1);
+        let second = router.hold(1);
+        assert_eq!(handoff.held_for(&[1, 2]), vec![1]);
+        drop(first);
+        assert_eq!(
+            handoff.held_for(&[1, 2]),
+            vec![1],
+            "one write still holds it"
+        );
+        drop(second);
+        assert!(handoff.held_for(&[1, 2]).is_empty());
+
+        let v = router.vnodes.write().remove(&2).expect("vnode 2 open");
+        v.shutdown();
+        let dropping = router.hold_dropping(2);
+        assert_eq!(handoff.held_for(&[1, 2]), vec![2]);
+        let refused = router.local_vnode(2).err().map(|e| e.to_string());
+        assert!(
+            refused
+                .as_deref()
+                .is_some_and(|e| e.contains("being deleted")),
+            "{refused:?}"
+        );
+        drop(dropping);
+        assert!(handoff.held_for(&[1, 2]).is_empty());
+        assert!(
+            router.local_vnode(2).is_ok(),
+            "reopened once the drop ended"
+        );
     }
 }

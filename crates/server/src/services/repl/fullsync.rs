@@ -20,7 +20,9 @@
 //!    reference queued on the local sink queue at full-sync priority;
 //!    newer there → queued on the peer's queue named `peer_queue` (if set;
 //!    bi-directional repair), else only counted; lone tombstones reaped
-//!    where they are (unless `delete_mode = keep`).
+//!    where they are (unless `delete_mode = keep`), after merging them into
+//!    every replica (as a replicated reap: a reap cut short by a crash
+//!    leaves a tombstone on some replicas only).
 //!
 //! When checks run is [`super::schedule`]'s: `*_check` per day, sliced by
 //! node and `cluster_slice`. After an unclean restart (a queue lost what it
@@ -439,14 +441,12 @@ impl Node {
             self.peer_call(peer, msg).await?;
             out.requeued_to_peer += n;
         }
+        // Settled first: a reap cut short (a node killed between replicas)
+        // leaves the tombstone on some replicas only, which a plain reap
+        // never removes — every check would find it again.
         for ((b, k), clock) in r.reap_local {
             let vc = crate::object::vclock::VClock::decode(&clock).map_err(|e| e.to_string())?;
-            if self
-                .reap_tombstone(&b, &k, &vc)
-                .await
-                .map_err(|e| e.to_string())?
-                > 0
-            {
+            if self.settle_and_reap(&b, &k, &vc).await? > 0 {
                 out.reaped += 1;
             }
         }
