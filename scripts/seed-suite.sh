@@ -16,6 +16,8 @@
 #   --long   30 min per backend per test, keys over 2,000,000, limit 1.5G
 #            (~8.5 h for all tests; 1 or 1.5 h per test).
 #   -m       memory limit (process + page cache), e.g. 1G.
+#   -k       key space (default 200,000 short, 2,000,000 long), e.g. for a
+#            disk too small for a long 16 KB test.
 #   -d       results directory (default tests/seed-suite-<mode>-<UTC time>).
 #   --redo   runs a test again even if RESULTS already holds its result.
 #   TEST     any of: 8kb_sync 8kb_nosync 4kb_nosync 16kb_nosync 8kb_2i
@@ -31,13 +33,18 @@
 #
 # Needs root and a memory cgroup controller (see docs/bench.md "Memory
 # limit"). Any failed run stops the suite with its exit code and the
-# command that failed.
+# command that failed. Before it starts, the suite checks the free disk
+# space in RESULTS against a rough need of each test (keys x value size x
+# 2.5: the live data, the journal's garbage before compaction reclaims it,
+# RocksDB's space amplification) and refuses with the figures if a test
+# would not fit (a long 16 KB test wrote 37 GB in its first 7 minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 mode=short
 redo=0
 limit=""
+keys_arg=""
 results=""
 tests=()
 while [ $# -gt 0 ]; do
@@ -45,6 +52,7 @@ while [ $# -gt 0 ]; do
     --short) mode=short ;;
     --long) mode=long ;;
     -m) limit=${2:?-m needs a size}; shift ;;
+    -k) keys_arg=${2:?-k needs a number of keys}; shift ;;
     -d) results=${2:?-d needs a directory}; shift ;;
     --redo) redo=1 ;;
     -h | --help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
@@ -58,6 +66,12 @@ case $mode in
   short) secs=60; keys=200000; : "${limit:=512M}"; compactions=2880 ;;
   long) secs=1800; keys=2000000; : "${limit:=1.5G}"; compactions=240 ;;
 esac
+if [ -n "$keys_arg" ]; then
+  case $keys_arg in
+    '' | *[!0-9]* | 0) echo "seed-suite: -k needs a positive number of keys, not $keys_arg" >&2; exit 2 ;;
+  esac
+  keys=$keys_arg
+fi
 all=(8kb_sync 8kb_nosync 4kb_nosync 16kb_nosync 8kb_2i 8kb_journal_compaction bitcask_compare nhs_mix)
 [ ${#tests[@]} -eq 0 ] && tests=("${all[@]}")
 results=${results:-tests/seed-suite-$mode-$(date -u +%Y%m%d_%H%M%S)}
@@ -162,6 +176,17 @@ for t in "${tests[@]}"; do
   runs=$((runs + $(wc -w <<<"$(backends_of "$t")")))
 done
 echo "seed-suite $mode: ${#todo[@]} tests, $runs runs of $secs s: about $(( (runs * (secs + 30) + 59) / 60 )) min; $(df -h --output=avail "$results" | tail -1 | tr -d ' ') free in $results" >&2
+
+# Each run deletes its store before the next, so the largest test decides.
+free_mb=$(df --output=avail -BM "$results" | tail -1 | tr -dc '0-9')
+for t in "${todo[@]}"; do
+  value=$(grep -o 'fixed_bin, [0-9]*\|semi_compressible, [0-9]*' "$(config_of "$t")" | grep -o '[0-9]*$' | head -1)
+  need_mb=$(( keys * ${value:-8000} * 5 / 2 / 1048576 ))
+  if [ "$need_mb" -gt "$free_mb" ]; then
+    echo "seed-suite: $t needs about $(( need_mb / 1024 )) GiB of disk ($keys keys x ${value:-8000} bytes x 2.5) and $results has $(( free_mb / 1024 )) GiB free: free some space or use fewer keys (-k $(( keys * free_mb / need_mb / 100000 * 100000 )))" >&2
+    exit 2
+  fi
+done
 
 for t in "${todo[@]}"; do
   dir="$results/$t"
