@@ -49,7 +49,7 @@ pub struct Router {
     /// table does not show, by partition (a count of [`Held`] guards): a
     /// vnode being dropped after its hinted handoff, and a write to a
     /// partition this node does not own, from the write until its forward
-    /// answered. A tombstone reap waits while any is held ([`Self::held`]).
+    /// answered. A tombstone reap waits while any is held ([`Self::held()`]).
     held: Mutex<BTreeMap<u32, usize>>,
     /// Partitions whose vnode is being dropped: not reopened meanwhile
     /// (its directory is about to be deleted).
