@@ -140,6 +140,10 @@ impl Leveled {
         if let Some(n) = config.journal_sync_bytes {
             c.journal_sync_bytes = n;
         }
+        if let Some(n) = config.block_cache_bytes {
+            c.block_cache_bytes = n;
+        }
+        c.block_cache = config.block_cache.clone();
         let store = engine::Store::open(c).map_err(from_engine)?;
         Ok(Leveled {
             store,
@@ -349,6 +353,8 @@ impl Backend for Leveled {
         counters.push(("persisted_sqn".into(), s.persisted_sqn));
         counters.push(("last_sqn".into(), s.last_sqn));
         counters.push(("journal_files".into(), s.journal_files.len() as u64));
+        counters.push(("block_cache_capacity_bytes".into(), s.block_cache.0));
+        counters.push(("block_cache_bytes".into(), s.block_cache.1));
         Ok(BackendStats {
             backend: NAME,
             counters,

@@ -25,7 +25,7 @@ pub(crate) mod ordered;
 /// `_int` index terms (arbitrary-precision integers): parsing, canonical
 /// text, numeric order; the engine's, shared with the server.
 pub use basalt_engine::intterm;
-pub use basalt_engine::JournalFlush;
+pub use basalt_engine::{BlockCache, JournalFlush};
 #[cfg(feature = "rocksdb")]
 pub mod rocksdb;
 
@@ -75,6 +75,13 @@ pub struct BackendConfig {
     /// leveled: what the background flusher does every `journal_sync_bytes`
     /// (the engine's `journal_flush`; `None`: default, write-back).
     pub journal_flush: Option<basalt_engine::JournalFlush>,
+    /// leveled: bytes of the ledger's block cache for point lookups (the
+    /// engine's `block_cache_bytes`; `None`: default, 64 MiB; 0 none).
+    /// Ignored when `block_cache` is set.
+    pub block_cache_bytes: Option<u64>,
+    /// leveled: a block cache shared by every store opened with it (a
+    /// node's vnodes), so their memory is bounded together.
+    pub block_cache: Option<basalt_engine::BlockCache>,
     /// Memory this store may use, page cache included (the bench's
     /// `--memory-limit` divided among its stores). RocksDB sizes its block
     /// cache from it; `None`: no budget known.
@@ -182,7 +189,12 @@ pub fn memory_floor_bytes(name: &str, config: &BackendConfig) -> u64 {
     match name {
         leveled::NAME => {
             let c = basalt_engine::Config::new(Path::new("."));
-            BOOKKEEPING + c.memtable_bytes as u64 * (1 + c.frozen_memtables_max as u64)
+            // A shared cache is counted once by whoever made it.
+            let cache = match &config.block_cache {
+                Some(_) => 0,
+                None => config.block_cache_bytes.unwrap_or(c.block_cache_bytes),
+            };
+            BOOKKEEPING + c.memtable_bytes as u64 * (1 + c.frozen_memtables_max as u64) + cache
         }
         // Its write buffers and block cache (which fills up to its size).
         #[cfg(feature = "rocksdb")]

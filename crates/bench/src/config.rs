@@ -66,6 +66,7 @@ const KNOWN: &[&str] = &[
     "basalt_compaction_stream_bytes",
     "basalt_compaction_read_pace",
     "basalt_journal_flush",
+    "basalt_block_cache",
     "basalt_rocksdb_block_cache",
     "basalt_rocksdb_write_buffer",
     "basalt_rocksdb_compression",
@@ -451,6 +452,10 @@ pub struct BenchConfig {
     /// background flusher does every `basalt_journal_sync_bytes` (default:
     /// the engine's, writeback); others ignore it.
     pub journal_flush: Option<basalt_backends::JournalFlush>,
+    /// `basalt_block_cache`: bytes of leveled's ledger block cache per
+    /// store (a size such as `"64M"`; 0 none; default: the engine's,
+    /// 64 MiB); others ignore it.
+    pub block_cache_bytes: Option<u64>,
     /// RocksDB settings: `basalt_rocksdb_block_cache` (size; default a
     /// third of the store's share of the memory limit, else 32 MiB),
     /// `basalt_rocksdb_write_buffer` (size, 32 MiB), `basalt_rocksdb_compression`
@@ -782,6 +787,10 @@ impl RawConfig {
                 return Err(self.invalid("basalt_journal_flush", "expected fsync or writeback"))
             }
         };
+        let block_cache_bytes = match self.get("basalt_block_cache") {
+            Some(Term::Int(0)) => Some(0),
+            _ => self.size("basalt_block_cache")?,
+        };
         let rocksdb = self.rocks_tuning()?;
         let net = match driver {
             DriverKind::RiakcPb => Some(NetOptions::RiakcPb(self.pb_options()?)),
@@ -834,6 +843,7 @@ impl RawConfig {
                 compaction_stream_bytes,
                 compaction_read_bytes_per_sec,
                 journal_flush,
+                block_cache_bytes,
                 rocksdb,
                 net,
                 files: self.files.clone(),

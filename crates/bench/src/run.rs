@@ -120,7 +120,7 @@ fn describe(cfg: &BenchConfig) -> Vec<String> {
     if cfg.driver == DriverKind::Embedded && cfg.backend == "leveled" {
         let on = |o: Option<bool>| o.map_or("default".to_string(), |b| b.to_string());
         v.push(format!(
-            "leveled journal: one read {}; fadvise random {}; skip active lock {}; write groups {}; sync bytes {}; compaction runs/day {}; max garbage {}; compaction stream bytes {}; compaction read pace {}; flush {}",
+            "leveled journal: one read {}; fadvise random {}; skip active lock {}; write groups {}; sync bytes {}; compaction runs/day {}; max garbage {}; compaction stream bytes {}; compaction read pace {}; flush {}; block cache {}",
             on(cfg.journal_one_read),
             on(cfg.journal_fadvise_random),
             on(cfg.journal_skip_active_lock),
@@ -136,7 +136,9 @@ fn describe(cfg: &BenchConfig) -> Vec<String> {
             cfg.compaction_read_bytes_per_sec
                 .map_or("default".to_string(), |n| if n == 0 { "unpaced".into() } else { format!("{}/s", crate::memlimit::human(n)) }),
             cfg.journal_flush
-                .map_or("default".to_string(), |m| format!("{m:?}").to_lowercase())
+                .map_or("default".to_string(), |m| format!("{m:?}").to_lowercase()),
+            cfg.block_cache_bytes
+                .map_or("default".to_string(), |n| if n == 0 { "none".into() } else { crate::memlimit::human(n) })
         ));
     }
     match cfg.driver {

@@ -398,6 +398,7 @@ fn stats_json(s: &StoreStats) -> Value {
         "memtable_entries": s.memtable_entries,
         "persisted_sqn": s.persisted_sqn,
         "last_sqn": s.last_sqn,
+        "block_cache": {"capacity_bytes": s.block_cache.0, "bytes": s.block_cache.1},
         "journal_file_count": s.journal_files.len(),
         "journal_files": s.journal_files.iter().map(journal_file_json).collect::<Vec<_>>(),
     })

@@ -1,5 +1,6 @@
 //! Store configuration with documented defaults.
 
+use crate::ledger::BlockCache;
 use crate::limits;
 use crate::tictac::TreeSize;
 use std::path::PathBuf;
@@ -178,6 +179,16 @@ pub struct Config {
     /// compaction still catches up with a write rate above the pace. 0:
     /// unpaced. Default 64 MiB/s.
     pub compaction_read_bytes_per_sec: u64,
+    /// Bytes of the ledger's block cache for point lookups (see
+    /// [`crate::ledger::block_cache`]): the SST data blocks that GETs and
+    /// HEADs read stay in memory whatever the journal's values do to the
+    /// page cache. Default 64 MiB; 0 turns it off (every lookup reads its
+    /// block from the file). Ignored when `block_cache` is set.
+    pub block_cache_bytes: u64,
+    /// A block cache shared with other stores (a node's vnodes), bounding
+    /// the memory of all of them together; `None` (default): the store
+    /// makes its own of `block_cache_bytes`.
+    pub block_cache: Option<BlockCache>,
 }
 
 impl Config {
@@ -224,6 +235,8 @@ impl Config {
             write_group: true,
             compaction_stream_bytes: 8 * 1024 * 1024,
             compaction_read_bytes_per_sec: 64 * 1024 * 1024,
+            block_cache_bytes: 64 * 1024 * 1024,
+            block_cache: None,
         }
     }
 
@@ -244,6 +257,7 @@ impl Config {
             l0_stall_files: 8,
             l1_files: 2,
             level_fanout: 2,
+            block_cache_bytes: 256 * 1024,
             ..Config::new(dir)
         }
     }
@@ -256,6 +270,9 @@ impl Config {
         }
         if self.compaction_stream_bytes < 4096 {
             return bad("compaction_stream_bytes must be at least 4096");
+        }
+        if self.block_cache_bytes > limits::BLOCK_CACHE_BYTES_MAX {
+            return bad("block_cache_bytes must be at most 64 GiB");
         }
         if self.memtable_bytes < 1024 {
             return bad("memtable_bytes must be at least 1024");

@@ -56,3 +56,7 @@ const _: () = assert!(KEY_SIZE_BYTES_MAX < u32::MAX as usize);
 const _: () = assert!(VALUE_SIZE_BYTES_MAX_DEFAULT <= VALUE_SIZE_BYTES_CEILING);
 const _: () = assert!(VALUE_SIZE_BYTES_CEILING < JOURNAL_RECORD_BYTES_MAX);
 const _: () = assert!(INDEX_TERM_BYTES_MAX_DEFAULT <= INDEX_TERM_BYTES_CEILING);
+
+/// Largest ledger block cache a store accepts (`Config::block_cache_bytes`):
+/// 64 GiB, so that a typo cannot reserve tables for a cache no machine holds.
+pub const BLOCK_CACHE_BYTES_MAX: u64 = 64 << 30;

@@ -136,6 +136,11 @@ counters! {
     ledger_bytes_written,
     /// SST blocks or files found corrupt (at open, on reads and in merges).
     ledger_corrupt_blocks,
+    /// Point lookups whose SST data block was in the block cache.
+    ledger_block_cache_hits,
+    /// Point lookups that read their SST data block from the file (with a
+    /// block cache: not in it; without one: not counted).
+    ledger_block_cache_misses,
     /// Ledger flushes or merges that failed and will be retried (e.g. disk
     /// full, a damaged input file); the store stays readable meanwhile.
     ledger_job_errors,

@@ -22,7 +22,7 @@ use crate::journal::{record, JournalRecord, JournalView};
 use crate::journal::{Journal, JournalFileInfo, JournalOptions, NewRecord, RecordKind};
 use crate::key;
 use crate::ledger::sst::SstOptions;
-use crate::ledger::{Ledger, LedgerOptions, LevelStats};
+use crate::ledger::{BlockCache, Ledger, LedgerOptions, LevelStats};
 use crate::limits;
 use crate::lock::{check_marker, DirLock, STORE_MARKER};
 use crate::snapshot::{Pinned, Snapshot, SnapshotOptions, SnapshotRegistry, ValueSource};
@@ -91,6 +91,9 @@ pub struct StoreStats {
     pub journal_files: Vec<JournalFileInfo>,
     /// Snapshots currently registered (not dropped, not expired).
     pub live_snapshots: usize,
+    /// The ledger block cache: (bytes it may hold, bytes held); (0, 0)
+    /// without one. A cache shared by several stores shows its totals.
+    pub block_cache: (u64, u64),
 }
 
 /// What `Store::repair` did.
@@ -223,6 +226,10 @@ impl Store {
                 l1_files: config.l1_files,
                 level_fanout: config.level_fanout,
                 background: config.background_merges,
+                block_cache: config
+                    .block_cache
+                    .clone()
+                    .or_else(|| BlockCache::new(config.block_cache_bytes)),
             },
             Arc::clone(&stats),
             Box::new(move |sqn| hook_journal.sync_to(sqn)),
@@ -786,6 +793,10 @@ impl Store {
             last_sqn: self.journal.last_sqn(),
             journal_files: self.journal.files(),
             live_snapshots: self.snapshots.live(),
+            block_cache: self
+                .ledger
+                .block_cache()
+                .map_or((0, 0), |c| (c.capacity(), c.bytes())),
         }
     }
 

@@ -383,3 +383,83 @@ fn a_store_cut_short_before_its_ledger_manifest_opens_as_new() {
         Some(b"v".to_vec())
     );
 }
+
+fn counter(s: &Store, name: &str) -> u64 {
+    s.stats()
+        .counters
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, v)| *v)
+        .unwrap_or_else(|| panic!("no counter {name}"))
+}
+
+/// Writes 200 keys, closes (which persists the memtable) and reopens, so
+/// every key is in an SST file.
+fn filled(cfg: Config) -> Store {
+    let s = Store::open(cfg.clone()).expect("open store");
+    for i in 0..200u32 {
+        s.put(b"b", format!("k{i:04}").as_bytes(), b"v", b"m")
+            .expect("put");
+    }
+    s.close().expect("close");
+    drop(s);
+    let s = Store::open(cfg).expect("reopen store");
+    assert_eq!(s.stats().memtable_entries, 0, "every key in a file");
+    s
+}
+
+/// HEADs read a ledger data block from its file once and then from the
+/// block cache; with the cache off every HEAD reads its file; two stores
+/// given one cache share its budget.
+#[test]
+fn point_lookups_go_through_the_block_cache() {
+    let d = tempfile::tempdir().unwrap();
+    let s = filled(Config::test_min(d.path().join("on")));
+    for _ in 0..3 {
+        for i in 0..200u32 {
+            assert!(s
+                .head(b"b", format!("k{i:04}").as_bytes())
+                .unwrap()
+                .is_some());
+        }
+    }
+    let (hits, misses) = (
+        counter(&s, "ledger_block_cache_hits"),
+        counter(&s, "ledger_block_cache_misses"),
+    );
+    assert_eq!(hits + misses, 600, "one lookup per HEAD");
+    assert!(misses > 0 && misses < 200, "each block read once: {misses}");
+    assert_eq!(counter(&s, "sst_block_read_count"), misses);
+    let (capacity, held) = s.stats().block_cache;
+    assert_eq!(capacity, 256 * 1024);
+    assert!(held > 0 && held <= capacity, "{held}");
+
+    let mut off = Config::test_min(d.path().join("off"));
+    off.block_cache_bytes = 0;
+    let s = filled(off);
+    for i in 0..200u32 {
+        assert!(s
+            .head(b"b", format!("k{i:04}").as_bytes())
+            .unwrap()
+            .is_some());
+    }
+    assert_eq!(counter(&s, "ledger_block_cache_hits"), 0);
+    assert_eq!(counter(&s, "sst_block_read_count"), 200);
+    assert_eq!(s.stats().block_cache, (0, 0));
+
+    let shared = basalt_engine::BlockCache::new(1 << 20).unwrap();
+    let mut stores = Vec::new();
+    for name in ["s1", "s2"] {
+        let mut c = Config::test_min(d.path().join(name));
+        c.block_cache = Some(shared.clone());
+        let s = filled(c);
+        assert!(s.head(b"b", b"k0001").unwrap().is_some());
+        stores.push(s);
+    }
+    let before = shared.bytes();
+    assert!(before > 0);
+    assert_eq!(stores[0].stats().block_cache, (1 << 20, before));
+    stores.truncate(1);
+    // The second store's readers left with it, and their blocks too.
+    assert!(shared.bytes() < before, "{} !< {before}", shared.bytes());
+}

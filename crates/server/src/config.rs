@@ -4,6 +4,10 @@
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
+/// Largest `block_cache_mb` accepted (64 GiB): a typo of a few digits
+/// would otherwise reserve the cache's tables for a size no node has.
+pub const BLOCK_CACHE_MB_MAX: u64 = 65_536;
+
 /// The default configuration file, with comments.
 pub const DEFAULT_CONFIG: &str = r#"# Basalt node configuration.
 # Node name: reported by server info and part of every vclock actor id.
@@ -56,6 +60,10 @@ ring_size = 64
 backend = "leveled"
 # Sync every write to stable storage before acknowledging it.
 sync = false
+# leveled: MiB of the block cache that every vnode's ledger shares for
+# GETs and HEADs (the SST data blocks their keys live in stay in memory
+# when values crowd the page cache); 0 = none.
+block_cache_mb = 128
 # Tombstone reaping after a PB DELETE (Riak's delete_mode): a number of
 # milliseconds (reap that long after the delete, once all n replicas hold the
 # same tombstone), "immediate" (the same check, no delay) or "keep" (never
@@ -319,6 +327,9 @@ pub struct Config {
     pub backend: String,
     /// Sync writes.
     pub sync: bool,
+    /// MiB of the leveled ledger block cache shared by this node's vnodes
+    /// (0 = none).
+    pub block_cache_mb: u64,
     /// Tombstone reaping after a delete.
     pub delete_mode: DeleteMode,
     /// Seconds between anti-entropy rounds (0 = off).
@@ -520,6 +531,7 @@ impl Default for Config {
             ring_size: 64,
             backend: "leveled".into(),
             sync: false,
+            block_cache_mb: 128,
             delete_mode: DeleteMode::DEFAULT,
             aae_interval_secs: 300,
             aae_tree_size: "xsmall".into(),
@@ -553,6 +565,12 @@ impl Config {
 
     /// Checks ranges.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.block_cache_mb > BLOCK_CACHE_MB_MAX {
+            return Err(ConfigError(format!(
+                "block_cache_mb must be at most {BLOCK_CACHE_MB_MAX} (64 GiB), got {}",
+                self.block_cache_mb
+            )));
+        }
         if crate::ring::Ring::new(self.ring_size).is_none() {
             return Err(ConfigError(format!(
                 "ring_size must be a power of two in 1..=1024, got {}",
@@ -909,6 +927,8 @@ mod tests {
         let c = Config::from_toml(DEFAULT_CONFIG).ok();
         assert_eq!(c, Some(Config::default()));
         assert!(Config::from_toml("ring_size = 6").is_err());
+        assert!(Config::from_toml("block_cache_mb = 65537").is_err());
+        assert!(Config::from_toml("block_cache_mb = 0").is_ok());
         assert!(Config::from_toml("bogus = 1").is_err());
     }
 

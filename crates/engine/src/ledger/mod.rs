@@ -12,6 +12,7 @@
 //! while too many frozen memtables wait, or L0 holds `l0_stall_files`, an
 //! insert waits for the clerk.
 
+pub mod block_cache;
 pub mod bloom;
 pub mod iter;
 pub mod manifest;
@@ -25,6 +26,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::fsutil;
 use crate::limits::LEVELS;
 use crate::stats::Stats;
+pub use block_cache::BlockCache;
 use iter::{EntryIter, MergeIter};
 use manifest::Manifest;
 use memtable::Memtable;
@@ -59,6 +61,8 @@ pub struct LedgerOptions {
     pub level_fanout: usize,
     /// Run flushes and merges on a background thread (else inline in writers).
     pub background: bool,
+    /// Point lookups' cache of SST data blocks (`None`: none).
+    pub block_cache: Option<BlockCache>,
 }
 
 impl LedgerOptions {
@@ -181,7 +185,7 @@ impl Ledger {
         } else {
             Manifest::load(&manifest_path)?
         };
-        let (version, problems) = Version::open(dir, &manifest);
+        let (version, problems) = Version::open(dir, &manifest, opts.block_cache.as_ref());
         for p in &problems {
             tracing::error!(target: "basalt::ledger", "L0003 unreadable ledger file: {p}");
             Stats::incr(&stats.ledger_corrupt_blocks);
@@ -282,7 +286,7 @@ impl Ledger {
     /// The newest entry for `key` (tombstones included).
     pub fn get(&self, key: &[u8]) -> Result<Option<LedgerValue>> {
         self.view()
-            .get_timed(key, Some(&self.shared.stats.sst_block_read))
+            .get_timed(key, Some(&*self.shared.stats))
             .inspect_err(|e| {
                 if e.is_corruption() {
                     Stats::incr(&self.shared.stats.ledger_corrupt_blocks);
@@ -341,6 +345,11 @@ impl Ledger {
                 }
             })
             .collect()
+    }
+
+    /// The block cache point lookups use, if any (possibly shared).
+    pub fn block_cache(&self) -> Option<&BlockCache> {
+        self.shared.opts.block_cache.as_ref()
     }
 
     /// Entries waiting in memory (active plus frozen memtables).
@@ -572,7 +581,10 @@ impl Shared {
         }
         let summary = w.finish()?;
         Stats::add(&self.stats.ledger_bytes_written, summary.size_bytes);
-        let reader = Arc::new(SstReader::open(&path)?);
+        let reader = Arc::new(SstReader::open_cached(
+            &path,
+            self.opts.block_cache.clone(),
+        )?);
         let table = Arc::new(Table::new(file_no, summary, Ok(reader), path));
         let persisted = self.install(&[], vec![(0, table)], Some(&mem))?;
         Stats::incr(&self.stats.ledger_flushes);
@@ -815,7 +827,10 @@ impl Shared {
     fn finish_table(&self, (file_no, path, w): (u64, PathBuf, SstWriter)) -> Result<Arc<Table>> {
         let summary = w.finish()?;
         Stats::add(&self.stats.ledger_bytes_written, summary.size_bytes);
-        let reader = Arc::new(SstReader::open(&path)?);
+        let reader = Arc::new(SstReader::open_cached(
+            &path,
+            self.opts.block_cache.clone(),
+        )?);
         Ok(Arc::new(Table::new(file_no, summary, Ok(reader), path)))
     }
 }

@@ -3,7 +3,8 @@
 //! An SST file holds ledger entries (key → [`LedgerValue`]) sorted by key,
 //! compared as plain bytes. It is written once by [`SstWriter`] and then only
 //! read, through [`SstReader`], which keeps the index, the bloom filter and the
-//! summary in memory and reads data blocks with positional reads.
+//! summary in memory and reads data blocks with positional reads (point
+//! lookups through the [`super::block_cache`] when the reader has one).
 //!
 //! # Format (version 1)
 //!
@@ -54,7 +55,8 @@
 //! # Damage
 //!
 //! [`SstReader::open`] verifies the footer, index, bloom and meta CRCs. Data
-//! block CRCs are verified on every read: a damaged block makes the `get` that
+//! block CRCs are verified on every read from the file (a cached block was
+//! verified when it was read): a damaged block makes the `get` that
 //! reads it return [`Error::Corrupt`] (naming file and block offset), and a
 //! range scan yield one `Err` and stop; other blocks stay readable.
 //! [`SstReader::verify`] and [`dump`] report every damaged block.
@@ -63,8 +65,10 @@ use crate::codec::{crc, DecodeError, Encode, Reader};
 use crate::entry::{LedgerValue, Status};
 use crate::error::{Error, IoContext, Result};
 use crate::key::{self, KeyKind};
+use crate::ledger::block_cache::BlockCache;
 use crate::ledger::bloom::Bloom;
 use crate::limits::SST_BLOCK_BYTES_MAX;
+use crate::stats::Stats;
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::os::unix::fs::FileExt;
@@ -766,6 +770,11 @@ impl Block {
         Ok(Block { raw, count })
     }
 
+    /// Bytes of the block as stored (entries, trailer and CRC).
+    pub(crate) fn raw_len(&self) -> usize {
+        self.raw.len()
+    }
+
     /// The encoded entries.
     pub(crate) fn entries(&self) -> &[u8] {
         let end = self.raw.len().saturating_sub(BLOCK_TRAILER_BYTES);
@@ -827,6 +836,21 @@ pub struct SstReader {
     blocks: Vec<BlockHandle>,
     bloom: Bloom,
     blocks_read: AtomicU64,
+    /// Process-unique: this reader's blocks in the cache.
+    id: u64,
+    /// Point lookups' block cache (see [`super::block_cache`]).
+    cache: Option<BlockCache>,
+}
+
+impl Drop for SstReader {
+    fn drop(&mut self) {
+        if let Some(c) = &self.cache {
+            c.forget(
+                self.id,
+                u32::try_from(self.blocks.len()).unwrap_or(u32::MAX),
+            );
+        }
+    }
 }
 
 impl std::fmt::Debug for SstReader {
@@ -844,8 +868,13 @@ impl SstReader {
     /// Opens and verifies the footer, index and bloom of `path`.
     ///
     /// Damage in any of them (or in the meta block) is [`Error::Corrupt`];
-    /// data blocks are checked when read.
+    /// data blocks are checked when read. No block cache.
     pub fn open(path: &Path) -> Result<SstReader> {
+        Self::open_cached(path, None)
+    }
+
+    /// [`SstReader::open`], point lookups going through `cache`.
+    pub fn open_cached(path: &Path, cache: Option<BlockCache>) -> Result<SstReader> {
         let file = File::open(path).ctx("open SST file", path)?;
         let file_len = file.metadata().ctx("stat SST file", path)?.len();
         if file_len < FOOTER_BYTES as u64 {
@@ -892,6 +921,8 @@ impl SstReader {
             blocks,
             bloom,
             blocks_read: AtomicU64::new(0),
+            id: super::block_cache::next_reader_id(),
+            cache,
         })
     }
 
@@ -935,12 +966,14 @@ impl SstReader {
         self.get_timed(key, hash, None)
     }
 
-    /// [`SstReader::get`], recording the data-block read (if one is needed) in `timer`.
+    /// [`SstReader::get`], counting in `stats` (if given) the block cache's
+    /// hits and misses and timing a block read from the file
+    /// (`sst_block_read`).
     pub fn get_timed(
         &self,
         key: &[u8],
         hash: u64,
-        timer: Option<&crate::stats::WaitTimer>,
+        stats: Option<&Stats>,
     ) -> Result<Option<LedgerValue>> {
         if !self.may_contain(key, hash) {
             return Ok(None);
@@ -949,12 +982,7 @@ impl SstReader {
         let Some(handle) = self.blocks.get(i) else {
             return Ok(None);
         };
-        let reading = timer.map(|_| std::time::Instant::now());
-        let block = self.load_block(i);
-        if let (Some(t), Some(r)) = (timer, reading) {
-            t.since(r);
-        }
-        let block = block?;
+        let block = self.cached_block(i, stats)?;
         let corrupt = |reason: String| {
             Error::corrupt(
                 &self.path,
@@ -1015,6 +1043,33 @@ impl SstReader {
     /// counts the damaged ones. I/O errors (as opposed to damage) are errors.
     pub fn verify(&self) -> Result<VerifyReport> {
         self.scan_blocks(|_, _, _| Ok(()))
+    }
+
+    /// Block `i` for a point lookup: from the cache if there, else read,
+    /// checked and cached.
+    fn cached_block(&self, i: usize, stats: Option<&Stats>) -> Result<Arc<Block>> {
+        let cache_key = u32::try_from(i).ok();
+        if let (Some(c), Some(b)) = (&self.cache, cache_key) {
+            if let Some(block) = c.get(self.id, b) {
+                if let Some(s) = stats {
+                    Stats::incr(&s.ledger_block_cache_hits);
+                }
+                return Ok(block);
+            }
+            if let Some(s) = stats {
+                Stats::incr(&s.ledger_block_cache_misses);
+            }
+        }
+        let reading = stats.map(|s| (s, std::time::Instant::now()));
+        let block = self.load_block(i);
+        if let Some((s, at)) = reading {
+            s.sst_block_read.since(at);
+        }
+        let block = Arc::new(block?);
+        if let (Some(c), Some(b)) = (&self.cache, cache_key) {
+            c.insert(self.id, b, Arc::clone(&block));
+        }
+        Ok(block)
     }
 
     /// Reads and CRC-checks block `i`.
@@ -1899,6 +1954,66 @@ mod tests {
             "estimate {est}, actual {}",
             s.size_bytes
         );
+    }
+
+    /// Point lookups through a block cache: the first read of a block
+    /// misses and caches it, later ones hit without reading the file; a
+    /// damaged block is reported every time and never cached; dropping the
+    /// reader empties the cache of its blocks.
+    #[test]
+    fn cached_lookups_read_each_block_once_and_never_cache_damage() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("1.sst");
+        let model = sample(300);
+        write(&path, &model, opts(256));
+        let blocks = SstReader::open(&path).unwrap().blocks().to_vec();
+        assert!(blocks.len() >= 3);
+        let bad = blocks[1].clone();
+        flip(&path, bad.offset + 10);
+        let in_bad = |k: &Vec<u8>| k > &blocks[0].last_key && k <= &bad.last_key;
+
+        let cache = BlockCache::new(1 << 20).unwrap();
+        let stats = Stats::default();
+        let r = SstReader::open_cached(&path, Some(cache.clone())).unwrap();
+        for round in 0..2 {
+            for (k, v) in &model {
+                let got = r.get_timed(k, crate::key::hash(k), Some(&stats));
+                if in_bad(k) {
+                    assert!(got.unwrap_err().is_corruption(), "round {round}");
+                } else {
+                    assert_eq!(got.unwrap().as_ref(), Some(v), "round {round}");
+                }
+            }
+        }
+        let good_blocks = blocks.len() as u64 - 1;
+        let bad_lookups = model.keys().filter(|k| in_bad(k)).count() as u64;
+        // Every good block read from the file once; the damaged one on
+        // every lookup in it.
+        assert_eq!(r.blocks_read(), good_blocks + 2 * bad_lookups);
+        let misses = stats.ledger_block_cache_misses.load(Ordering::Relaxed);
+        let hits = stats.ledger_block_cache_hits.load(Ordering::Relaxed);
+        assert_eq!(misses, good_blocks + 2 * bad_lookups);
+        assert_eq!(hits + misses, 2 * model.len() as u64);
+        assert_eq!(
+            stats.sst_block_read.count.load(Ordering::Relaxed),
+            misses,
+            "only reads from the file are timed"
+        );
+        assert!(cache.bytes() > 0);
+        drop(r);
+        assert_eq!(
+            cache.bytes(),
+            0,
+            "a dropped reader's blocks leave the cache"
+        );
+
+        // Two readers of the same file never share entries.
+        let a = SstReader::open_cached(&path, Some(cache.clone())).unwrap();
+        let b = SstReader::open_cached(&path, Some(cache.clone())).unwrap();
+        let k = model.keys().next().unwrap();
+        a.get(k, crate::key::hash(k)).unwrap();
+        b.get(k, crate::key::hash(k)).unwrap();
+        assert_eq!((a.blocks_read(), b.blocks_read()), (1, 1));
     }
 
     #[test]

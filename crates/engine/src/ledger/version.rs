@@ -116,15 +116,15 @@ impl Table {
         self.get_timed(key, hash, None)
     }
 
-    /// [`Table::get`], recording a data-block read in `timer`.
+    /// [`Table::get`], counting in `stats` (see [`SstReader::get_timed`]).
     pub fn get_timed(
         &self,
         key: &[u8],
         hash: u64,
-        timer: Option<&crate::stats::WaitTimer>,
+        stats: Option<&crate::stats::Stats>,
     ) -> Result<Option<LedgerValue>> {
         match &self.reader {
-            Ok(r) => r.get_timed(key, hash, timer),
+            Ok(r) => r.get_timed(key, hash, stats),
             Err(why) => Err(self.broken(why)),
         }
     }
@@ -266,12 +266,17 @@ impl Version {
 
     /// Opens the tables a manifest lists. Unreadable files become broken
     /// tables: reads in their key range fail rather than return stale data.
-    pub fn open(dir: &Path, manifest: &Manifest) -> (Version, Vec<String>) {
+    /// Point lookups go through `cache` (if any).
+    pub fn open(
+        dir: &Path,
+        manifest: &Manifest,
+        cache: Option<&super::BlockCache>,
+    ) -> (Version, Vec<String>) {
         let mut v = Version::empty();
         let mut problems = Vec::new();
         for f in &manifest.files {
             let path = dir.join(sst_name(f.file_no));
-            let reader = match SstReader::open(&path) {
+            let reader = match SstReader::open_cached(&path, cache.cloned()) {
                 Ok(r) => Ok(Arc::new(r)),
                 Err(e) => {
                     problems.push(format!("{}: {e}", path.display()));

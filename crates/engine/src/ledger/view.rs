@@ -10,7 +10,7 @@ use super::version::{Table, Version};
 use crate::entry::LedgerValue;
 use crate::error::Result;
 use crate::limits::LEVELS;
-use crate::stats::WaitTimer;
+use crate::stats::Stats;
 use std::sync::Arc;
 
 /// Memtables plus version, as of one moment.
@@ -28,8 +28,9 @@ impl LedgerView {
         self.get_timed(key, None)
     }
 
-    /// [`LedgerView::get`], recording each SST data-block read in `timer`.
-    pub fn get_timed(&self, key: &[u8], timer: Option<&WaitTimer>) -> Result<Option<LedgerValue>> {
+    /// [`LedgerView::get`], counting block-cache hits and timing each SST
+    /// data-block read in `stats`.
+    pub fn get_timed(&self, key: &[u8], stats: Option<&Stats>) -> Result<Option<LedgerValue>> {
         for m in &self.mems {
             if let Some(v) = m.get(key) {
                 return Ok(Some(v));
@@ -38,14 +39,14 @@ impl LedgerView {
         let hash = crate::key::hash(key);
         for t in self.version.level(0) {
             if t.covers(key) {
-                if let Some(v) = t.get_timed(key, hash, timer)? {
+                if let Some(v) = t.get_timed(key, hash, stats)? {
                     return Ok(Some(v));
                 }
             }
         }
         for level in 1..LEVELS {
             if let Some(t) = self.version.find_in_level(level, key) {
-                if let Some(v) = t.get_timed(key, hash, timer)? {
+                if let Some(v) = t.get_timed(key, hash, stats)? {
                     return Ok(Some(v));
                 }
             }

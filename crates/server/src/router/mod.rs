@@ -54,6 +54,8 @@ pub struct Router {
     /// Partitions whose vnode is being dropped: not reopened meanwhile
     /// (its directory is about to be deleted).
     dropping: Mutex<BTreeSet<u32>>,
+    /// The leveled block cache every local vnode shares (`block_cache_mb`).
+    block_cache: Option<basalt_backends::BlockCache>,
 }
 
 /// A copy of a partition held here for another owner while this guard
@@ -113,6 +115,8 @@ fn wire(e: VnodeError) -> WireError {
 impl Router {
     /// A router with no vnodes open yet.
     pub fn new(config: Arc<Config>, ring: Ring, cluster: Cluster, n_val_of: NValOf) -> Arc<Router> {
+        let block_cache =
+            basalt_backends::BlockCache::new(config.block_cache_mb.saturating_mul(1024 * 1024));
         Arc::new(Router {
             n_val_of,
             config,
@@ -125,6 +129,7 @@ impl Router {
             this: OnceLock::new(),
             held: Mutex::new(BTreeMap::new()),
             dropping: Mutex::new(BTreeSet::new()),
+            block_cache,
         })
     }
 
@@ -278,6 +283,8 @@ impl Router {
         let dir = self.config.data_dir.join("vnodes").join(p.to_string());
         let bcfg = basalt_backends::BackendConfig {
             sync: self.config.sync,
+            block_cache_bytes: Some(0),
+            block_cache: self.block_cache.clone(),
             ..Default::default()
         };
         let size = self

@@ -278,3 +278,163 @@ fn queue_entry(sink: &Sink, p: Priority, entry: Entry) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{Config, DeleteMode};
+    use crate::kv::{GetOpts, GetOutcome, PutOpts};
+    use crate::object::vclock::VClock;
+    use crate::object::Content;
+    use crate::vnode::request::{VnodeReply, VnodeReq};
+    use crate::{Node, ServerHandle};
+    use std::sync::Arc;
+
+    fn spawn(dir: &std::path::Path) -> ServerHandle {
+        ServerHandle::spawn(Config {
+            data_dir: dir.to_path_buf(),
+            pb_listen: "127.0.0.1:0".into(),
+            cluster_listen: "127.0.0.1:0".into(),
+            http_listen: String::new(),
+            ring_size: 8,
+            backend: "memory".into(),
+            delete_mode: DeleteMode::Keep,
+            ..Config::default()
+        })
+        .expect("spawn")
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+    }
+
+    fn value(v: &[u8]) -> Content {
+        Content {
+            value: v.to_vec(),
+            value_len: v.len() as u32,
+            ..Content::default()
+        }
+    }
+
+    /// Each replica's copy of `b/k` (oldest preference first): `None` when
+    /// it holds nothing, else (is a tombstone, clock).
+    async fn replicas(node: &Node) -> Vec<Option<(bool, VClock)>> {
+        let mut out = Vec::new();
+        for t in node.preflist_of(b"b", b"k") {
+            let req = VnodeReq::Head {
+                bucket: b"b".to_vec(),
+                key: b"k".to_vec(),
+            };
+            let held = match node.router.vcall(&t, req).await.expect("head") {
+                VnodeReply::Object(Some(w), _) => {
+                    let o = w.head().expect("decodes");
+                    Some((o.is_deleted(), o.vclock))
+                }
+                VnodeReply::Object(None, _) => None,
+                other => panic!("unexpected reply {other:?}"),
+            };
+            out.push(held);
+        }
+        out
+    }
+
+    /// Deletes `b/k` (delete mode `keep`: the tombstone stays on all three
+    /// replicas), then reaps it on the last two replicas only, as a reap
+    /// cut short by a kill does. Returns the tombstone's clock.
+    async fn lone_tombstone(node: &Arc<Node>) -> VClock {
+        node.put(b"b", b"k", None, value(b"v1"), &PutOpts::default())
+            .await
+            .expect("put")
+            .expect("written");
+        let clock = match node.get(b"b", b"k", &GetOpts::default()).await {
+            Ok(GetOutcome::Found(o)) => o.vclock,
+            other => panic!("put not found: {other:?}"),
+        };
+        node.delete(b"b", b"k", Some(clock), &PutOpts::default())
+            .await
+            .expect("delete");
+        let held = replicas(node).await;
+        assert_eq!(held.len(), 3);
+        let tomb = held[0].clone().expect("tombstone on the first replica").1;
+        assert!(
+            held.iter()
+                .all(|h| matches!(h, Some((true, c)) if c.same_events(&tomb))),
+            "one tombstone on every replica: {held:?}"
+        );
+        for t in &node.preflist_of(b"b", b"k")[1..] {
+            let req = VnodeReq::ReapTombstone {
+                bucket: b"b".to_vec(),
+                key: b"k".to_vec(),
+                vclock: tomb.encode(),
+            };
+            let r = node.router.vcall(t, req).await.expect("reap one replica");
+            assert!(matches!(r, VnodeReply::Reaped(true)), "{r:?}");
+        }
+        tomb
+    }
+
+    /// The full-sync and sink reap of a tombstone left on one replica of
+    /// three: a plain reap is refused (every replica must hold it), the
+    /// settled reap merges it into the others first and removes it from
+    /// all three.
+    #[test]
+    fn a_lone_tombstone_is_settled_then_reaped_everywhere() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let h = spawn(dir.path());
+        let node = h.node().clone();
+        runtime().block_on(async {
+            let tomb = lone_tombstone(&node).await;
+            let held = replicas(&node).await;
+            assert!(held[0].is_some() && held[1..].iter().all(Option::is_none));
+            assert_eq!(
+                node.reap_tombstone(b"b", b"k", &tomb).await.expect("reap"),
+                0
+            );
+            assert_eq!(
+                replicas(&node).await,
+                held,
+                "the refused reap changed nothing"
+            );
+            assert_eq!(node.settle_and_reap(b"b", b"k", &tomb).await, Ok(3));
+            assert_eq!(replicas(&node).await, vec![None, None, None]);
+            // Nothing left to settle: a second call finds no tombstone.
+            assert_eq!(node.settle_and_reap(b"b", b"k", &tomb).await, Ok(0));
+        });
+        drop(node);
+        h.shutdown().expect("shutdown");
+    }
+
+    /// A write after the tombstone (here: a new value put through the
+    /// node once two replicas lost the tombstone) is never reaped by the
+    /// settled reap of the old tombstone.
+    #[test]
+    fn a_settled_reap_leaves_a_later_write_alone() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let h = spawn(dir.path());
+        let node = h.node().clone();
+        runtime().block_on(async {
+            let tomb = lone_tombstone(&node).await;
+            node.put(b"b", b"k", None, value(b"v2"), &PutOpts::default())
+                .await
+                .expect("put")
+                .expect("written");
+            assert_eq!(node.settle_and_reap(b"b", b"k", &tomb).await, Ok(0));
+            match node.get(b"b", b"k", &GetOpts::default()).await {
+                Ok(GetOutcome::Found(o)) => {
+                    let live: Vec<&[u8]> = o
+                        .contents
+                        .iter()
+                        .filter(|c| !c.deleted)
+                        .map(|c| c.value.as_slice())
+                        .collect();
+                    assert_eq!(live, vec![&b"v2"[..]], "{o:?}");
+                }
+                other => panic!("the later write is gone: {other:?}"),
+            }
+        });
+        drop(node);
+        h.shutdown().expect("shutdown");
+    }
+}
