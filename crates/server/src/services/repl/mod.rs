@@ -320,6 +320,17 @@ mod tests {
 
     /// Each replica's copy of `b/k` (oldest preference first): `None` when
     /// it holds nothing, else (is a tombstone, clock).
+    /// Every replica acknowledges before the write returns, so the next
+    /// step sees all three copies (a quorum write may still be landing on
+    /// the third).
+    fn all_replicas() -> PutOpts {
+        PutOpts {
+            w: Some(3),
+            dw: Some(3),
+            ..PutOpts::default()
+        }
+    }
+
     async fn replicas(node: &Node) -> Vec<Option<(bool, VClock)>> {
         let mut out = Vec::new();
         for t in node.preflist_of(b"b", b"k") {
@@ -344,7 +355,7 @@ mod tests {
     /// replicas), then reaps it on the last two replicas only, as a reap
     /// cut short by a kill does. Returns the tombstone's clock.
     async fn lone_tombstone(node: &Arc<Node>) -> VClock {
-        node.put(b"b", b"k", None, value(b"v1"), &PutOpts::default())
+        node.put(b"b", b"k", None, value(b"v1"), &all_replicas())
             .await
             .expect("put")
             .expect("written");
@@ -352,7 +363,7 @@ mod tests {
             Ok(GetOutcome::Found(o)) => o.vclock,
             other => panic!("put not found: {other:?}"),
         };
-        node.delete(b"b", b"k", Some(clock), &PutOpts::default())
+        node.delete(b"b", b"k", Some(clock), &all_replicas())
             .await
             .expect("delete");
         let held = replicas(node).await;
@@ -416,7 +427,7 @@ mod tests {
         let node = h.node().clone();
         runtime().block_on(async {
             let tomb = lone_tombstone(&node).await;
-            node.put(b"b", b"k", None, value(b"v2"), &PutOpts::default())
+            node.put(b"b", b"k", None, value(b"v2"), &all_replicas())
                 .await
                 .expect("put")
                 .expect("written");
