@@ -96,6 +96,16 @@ pub struct StoreStats {
     pub block_cache: (u64, u64),
 }
 
+impl StoreStats {
+    /// The counter or timer figure named `name` (as in [`Stats::snapshot`]).
+    pub fn counter(&self, name: &str) -> Option<u64> {
+        self.counters
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| *v)
+    }
+}
+
 /// What `Store::repair` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RepairReport {

@@ -13,10 +13,7 @@ use std::sync::Arc;
 
 fn counter(s: &Store, name: &str) -> u64 {
     s.stats()
-        .counters
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, v)| *v)
+        .counter(name)
         .unwrap_or_else(|| panic!("no counter {name}"))
 }
 

@@ -386,10 +386,7 @@ fn a_store_cut_short_before_its_ledger_manifest_opens_as_new() {
 
 fn counter(s: &Store, name: &str) -> u64 {
     s.stats()
-        .counters
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, v)| *v)
+        .counter(name)
         .unwrap_or_else(|| panic!("no counter {name}"))
 }
 

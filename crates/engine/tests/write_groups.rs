@@ -90,10 +90,7 @@ fn check_contents(s: &Store, expect: &Expected, when: &str) {
 
 fn counter(s: &Store, name: &str) -> u64 {
     s.stats()
-        .counters
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, v)| *v)
+        .counter(name)
         .unwrap_or_else(|| panic!("no counter {name}"))
 }
 

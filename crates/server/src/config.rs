@@ -918,6 +918,23 @@ impl SinkConfig {
     }
 }
 
+impl Config {
+    /// One node for tests and tools, keeping its data in `dir`: PB and
+    /// cluster ports chosen by the OS, no HTTP, 8 partitions, the memory
+    /// backend; everything else the defaults.
+    pub fn ephemeral(dir: &std::path::Path) -> Config {
+        Config {
+            data_dir: dir.to_path_buf(),
+            pb_listen: "127.0.0.1:0".into(),
+            cluster_listen: "127.0.0.1:0".into(),
+            http_listen: String::new(),
+            ring_size: 8,
+            backend: "memory".into(),
+            ..Config::default()
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -25,18 +25,13 @@ use std::sync::Arc;
 
 fn config(dir: &std::path::Path, backend: &str) -> Config {
     Config {
-        data_dir: dir.to_path_buf(),
-        pb_listen: "127.0.0.1:0".into(),
-        cluster_listen: "127.0.0.1:0".into(),
-        http_listen: String::new(),
-        ring_size: 8,
         backend: backend.into(),
         delete_mode: DeleteMode::Keep,
         aae_tree_size: "xxsmall".into(),
         aae_confirm_ms: 100,
         aae_repairs_per_sec: 0,
         aae_max_loops: 4,
-        ..Config::default()
+        ..Config::ephemeral(dir)
     }
 }
 

@@ -26,16 +26,11 @@ use std::sync::Arc;
 
 fn config(dir: &std::path::Path) -> Config {
     Config {
-        data_dir: dir.to_path_buf(),
-        pb_listen: "127.0.0.1:0".into(),
-        cluster_listen: "127.0.0.1:0".into(),
-        http_listen: String::new(),
-        ring_size: 8,
         backend: "leveled".into(),
         delete_mode: DeleteMode::Keep,
         aae_tree_size: "xxsmall".into(),
         aae_confirm_ms: 200,
-        ..Config::default()
+        ..Config::ephemeral(dir)
     }
 }
 

@@ -530,15 +530,7 @@ fn replicated_and_handed_off_writes_skip_hooks() {
 #[test]
 fn an_unreadable_js_source_dir_stops_the_node_at_start() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut c = Config {
-        data_dir: dir.path().join("data"),
-        pb_listen: "127.0.0.1:0".into(),
-        cluster_listen: "127.0.0.1:0".into(),
-        http_listen: String::new(),
-        ring_size: 8,
-        backend: "memory".into(),
-        ..Config::default()
-    };
+    let mut c = Config::ephemeral(&dir.path().join("data"));
     c.mapred.js_source_dir = dir.path().join("missing").display().to_string();
     match ServerHandle::spawn(c) {
         Ok(_) => panic!("started with a missing js_source_dir"),

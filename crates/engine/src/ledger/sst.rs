@@ -1956,6 +1956,18 @@ mod tests {
         );
     }
 
+    /// `1.sst` in `dir` holding `sample(300)` in 256-byte blocks, with a
+    /// byte of its second data block flipped; the model and the index.
+    fn second_block_damaged(dir: &Path) -> (PathBuf, Model, Vec<BlockHandle>) {
+        let path = dir.join("1.sst");
+        let model = sample(300);
+        write(&path, &model, opts(256));
+        let blocks = SstReader::open(&path).unwrap().blocks().to_vec();
+        assert!(blocks.len() >= 3);
+        flip(&path, blocks[1].offset + 10);
+        (path, model, blocks)
+    }
+
     /// Point lookups through a block cache: the first read of a block
     /// misses and caches it, later ones hit without reading the file; a
     /// damaged block is reported every time and never cached; dropping the
@@ -1963,13 +1975,8 @@ mod tests {
     #[test]
     fn cached_lookups_read_each_block_once_and_never_cache_damage() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("1.sst");
-        let model = sample(300);
-        write(&path, &model, opts(256));
-        let blocks = SstReader::open(&path).unwrap().blocks().to_vec();
-        assert!(blocks.len() >= 3);
+        let (path, model, blocks) = second_block_damaged(dir.path());
         let bad = blocks[1].clone();
-        flip(&path, bad.offset + 10);
         let in_bad = |k: &Vec<u8>| k > &blocks[0].last_key && k <= &bad.last_key;
 
         let cache = BlockCache::new(1 << 20).unwrap();
@@ -2019,13 +2026,8 @@ mod tests {
     #[test]
     fn damaged_data_block_is_reported_not_returned() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("1.sst");
-        let model = sample(300);
-        write(&path, &model, opts(256));
-        let blocks = SstReader::open(&path).unwrap().blocks().to_vec();
-        assert!(blocks.len() >= 3);
+        let (path, model, blocks) = second_block_damaged(dir.path());
         let bad = &blocks[1];
-        flip(&path, bad.offset + 10);
 
         let r = Arc::new(SstReader::open(&path).unwrap());
         for (k, v) in &model {

@@ -377,16 +377,7 @@ mod tests {
     use crate::node::Node;
 
     fn node(dir: &std::path::Path) -> Node {
-        Node::open(Config {
-            data_dir: dir.to_path_buf(),
-            pb_listen: "127.0.0.1:0".into(),
-            cluster_listen: "127.0.0.1:0".into(),
-            http_listen: String::new(),
-            ring_size: 8,
-            backend: "memory".into(),
-            ..Config::default()
-        })
-        .expect("open")
+        Node::open(Config::ephemeral(dir)).expect("open")
     }
 
     /// A write to a copy held for another owner, and the drop of a

@@ -291,14 +291,8 @@ mod tests {
 
     fn spawn(dir: &std::path::Path) -> ServerHandle {
         ServerHandle::spawn(Config {
-            data_dir: dir.to_path_buf(),
-            pb_listen: "127.0.0.1:0".into(),
-            cluster_listen: "127.0.0.1:0".into(),
-            http_listen: String::new(),
-            ring_size: 8,
-            backend: "memory".into(),
             delete_mode: DeleteMode::Keep,
-            ..Config::default()
+            ..Config::ephemeral(dir)
         })
         .expect("spawn")
     }
