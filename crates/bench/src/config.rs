@@ -616,59 +616,10 @@ impl RawConfig {
         if rate_mode == RateMode::OpenLoop && mode == Mode::Max {
             warnings.push("basalt_rate_mode open_loop has no effect with mode max".into());
         }
-        let duration = match (self.get("basalt_duration_secs"), self.get("duration")) {
-            (Some(t), _) => match t.as_number() {
-                Some(s) if s > 0.0 && s.is_finite() => Some(Duration::from_secs_f64(s)),
-                _ => {
-                    return Err(self.invalid(
-                        "basalt_duration_secs",
-                        "expected a positive number of seconds",
-                    ))
-                }
-            },
-            (None, None) => Some(Duration::from_secs(5 * 60)),
-            (None, Some(Term::Atom(a))) if a == "infinity" => None,
-            (None, Some(t)) => match t.as_number() {
-                Some(m) if m > 0.0 && m.is_finite() => Some(Duration::from_secs_f64(m * 60.0)),
-                _ => {
-                    return Err(self.invalid(
-                        "duration",
-                        format!("expected minutes (a positive number) or infinity, got {t}"),
-                    ))
-                }
-            },
-        };
-        let report_interval = match self.get("report_interval") {
-            None => Duration::from_secs(10),
-            Some(t) => match t.as_number() {
-                Some(s) if s > 0.0 && s.is_finite() => Duration::from_secs_f64(s),
-                _ => {
-                    return Err(
-                        self.invalid("report_interval", format!("expected seconds > 0, got {t}"))
-                    )
-                }
-            },
-        };
+        let duration = self.duration()?;
+        let report_interval = self.report_interval()?;
         let concurrent = self.int("concurrent", 3, 1)? as usize;
-        let driver = match self.get("driver") {
-            None => DriverKind::Embedded,
-            Some(t) => {
-                let name = t.as_atom().unwrap_or_default();
-                match name.strip_prefix("basho_bench_driver_").unwrap_or(name) {
-                    "basalt_embedded" => DriverKind::Embedded,
-                    "null" => DriverKind::Null,
-                    "riakc_pb" => DriverKind::RiakcPb,
-                    "nhs" => DriverKind::Nhs,
-                    "http_raw" => DriverKind::HttpRaw,
-                    _ => {
-                        return Err(self.invalid(
-                            "driver",
-                            format!("unknown driver {t}; valid: {}", VALID_DRIVERS.join(", ")),
-                        ))
-                    }
-                }
-            }
-        };
+        let driver = self.driver()?;
         let operations = match self.get("operations") {
             None => vec![
                 op("get", OpKind::Get, 4),
@@ -689,15 +640,7 @@ impl RawConfig {
             Some(t) => ValGenSpec::from_term(t)?,
         };
         let value_source_size = self.int("value_generator_source_size", 96 * 1048576, 1)? as usize;
-        let rng_seed = match self.get("rng_seed") {
-            None => RngSeed::Fixed(42, 23, 12),
-            Some(Term::Atom(a)) if a == "now" => RngSeed::Now,
-            Some(Term::Tuple(v)) => match v.as_slice() {
-                [Term::Int(a), Term::Int(b), Term::Int(c)] => RngSeed::Fixed(*a, *b, *c),
-                _ => return Err(self.invalid("rng_seed", "expected {A, B, C} or now")),
-            },
-            Some(_) => return Err(self.invalid("rng_seed", "expected {A, B, C} or now")),
-        };
+        let rng_seed = self.rng_seed()?;
         let shutdown_on_error = self.bool("shutdown_on_error", false)?;
         let backend = self
             .text("basalt_backend")?
@@ -721,22 +664,7 @@ impl RawConfig {
             return Err(self.invalid("basalt_bucket", "must not be empty"));
         }
         let keep_data = self.bool("basalt_keep_data", false)?;
-        let memory_limit = match self.get("basalt_memory_limit") {
-            None => None,
-            Some(Term::Int(n)) if *n > 0 => Some(*n as u64),
-            Some(t) => match t.as_text() {
-                Some(text) => Some(
-                    crate::memlimit::parse_size(&text)
-                        .map_err(|e| self.invalid("basalt_memory_limit", e.to_string()))?,
-                ),
-                None => {
-                    return Err(self.invalid(
-                        "basalt_memory_limit",
-                        format!("expected a size such as \"1.5G\" or a byte count, got {t}"),
-                    ))
-                }
-            },
-        };
+        let memory_limit = self.memory_limit()?;
         let compaction_runs_per_day = match self.get("basalt_compaction_runs_per_day") {
             None => None,
             Some(_) => Some(
@@ -744,35 +672,11 @@ impl RawConfig {
                     .map_err(|_| self.invalid("basalt_compaction_runs_per_day", "too large"))?,
             ),
         };
-        let compaction_max_garbage_pct = match self.get("basalt_compaction_max_garbage_pct") {
-            None => None,
-            Some(_) => {
-                let n = self.int("basalt_compaction_max_garbage_pct", 50, 0)?;
-                if n > 100 {
-                    return Err(self.invalid(
-                        "basalt_compaction_max_garbage_pct",
-                        format!("expected a percentage 0..100, got {n}"),
-                    ));
-                }
-                Some(n as f64)
-            }
-        };
-        let journal_one_read = match self.get("basalt_journal_one_read") {
-            None => None,
-            Some(_) => Some(self.bool("basalt_journal_one_read", true)?),
-        };
-        let journal_fadvise_random = match self.get("basalt_journal_fadvise_random") {
-            None => None,
-            Some(_) => Some(self.bool("basalt_journal_fadvise_random", true)?),
-        };
-        let journal_skip_active_lock = match self.get("basalt_journal_skip_active_lock") {
-            None => None,
-            Some(_) => Some(self.bool("basalt_journal_skip_active_lock", true)?),
-        };
-        let write_group = match self.get("basalt_write_group") {
-            None => None,
-            Some(_) => Some(self.bool("basalt_write_group", true)?),
-        };
+        let compaction_max_garbage_pct = self.max_garbage_pct()?;
+        let journal_one_read = self.opt_bool("basalt_journal_one_read")?;
+        let journal_fadvise_random = self.opt_bool("basalt_journal_fadvise_random")?;
+        let journal_skip_active_lock = self.opt_bool("basalt_journal_skip_active_lock")?;
+        let write_group = self.opt_bool("basalt_write_group")?;
         let journal_sync_bytes = self.size("basalt_journal_sync_bytes")?;
         let compaction_stream_bytes = self.size("basalt_compaction_stream_bytes")?;
         let compaction_read_bytes_per_sec = match self.get("basalt_compaction_read_pace") {
@@ -850,6 +754,131 @@ impl RawConfig {
             },
             warnings,
         ))
+    }
+
+    /// `basalt_duration_secs`, else `duration` in minutes or `infinity`
+    /// (`None`); 5 minutes by default.
+    fn duration(&self) -> Result<Option<Duration>, ConfigError> {
+        Ok(
+            match (self.get("basalt_duration_secs"), self.get("duration")) {
+                (Some(t), _) => match t.as_number() {
+                    Some(s) if s > 0.0 && s.is_finite() => Some(Duration::from_secs_f64(s)),
+                    _ => {
+                        return Err(self.invalid(
+                            "basalt_duration_secs",
+                            "expected a positive number of seconds",
+                        ))
+                    }
+                },
+                (None, None) => Some(Duration::from_secs(5 * 60)),
+                (None, Some(Term::Atom(a))) if a == "infinity" => None,
+                (None, Some(t)) => match t.as_number() {
+                    Some(m) if m > 0.0 && m.is_finite() => Some(Duration::from_secs_f64(m * 60.0)),
+                    _ => {
+                        return Err(self.invalid(
+                            "duration",
+                            format!("expected minutes (a positive number) or infinity, got {t}"),
+                        ))
+                    }
+                },
+            },
+        )
+    }
+
+    /// `report_interval` in seconds (10 by default).
+    fn report_interval(&self) -> Result<Duration, ConfigError> {
+        Ok(match self.get("report_interval") {
+            None => Duration::from_secs(10),
+            Some(t) => match t.as_number() {
+                Some(s) if s > 0.0 && s.is_finite() => Duration::from_secs_f64(s),
+                _ => {
+                    return Err(
+                        self.invalid("report_interval", format!("expected seconds > 0, got {t}"))
+                    )
+                }
+            },
+        })
+    }
+
+    /// `driver`, with or without basho_bench's `basho_bench_driver_` prefix.
+    fn driver(&self) -> Result<DriverKind, ConfigError> {
+        Ok(match self.get("driver") {
+            None => DriverKind::Embedded,
+            Some(t) => {
+                let name = t.as_atom().unwrap_or_default();
+                match name.strip_prefix("basho_bench_driver_").unwrap_or(name) {
+                    "basalt_embedded" => DriverKind::Embedded,
+                    "null" => DriverKind::Null,
+                    "riakc_pb" => DriverKind::RiakcPb,
+                    "nhs" => DriverKind::Nhs,
+                    "http_raw" => DriverKind::HttpRaw,
+                    _ => {
+                        return Err(self.invalid(
+                            "driver",
+                            format!("unknown driver {t}; valid: {}", VALID_DRIVERS.join(", ")),
+                        ))
+                    }
+                }
+            }
+        })
+    }
+
+    /// `rng_seed`: `{A, B, C}` or `now`.
+    fn rng_seed(&self) -> Result<RngSeed, ConfigError> {
+        Ok(match self.get("rng_seed") {
+            None => RngSeed::Fixed(42, 23, 12),
+            Some(Term::Atom(a)) if a == "now" => RngSeed::Now,
+            Some(Term::Tuple(v)) => match v.as_slice() {
+                [Term::Int(a), Term::Int(b), Term::Int(c)] => RngSeed::Fixed(*a, *b, *c),
+                _ => return Err(self.invalid("rng_seed", "expected {A, B, C} or now")),
+            },
+            Some(_) => return Err(self.invalid("rng_seed", "expected {A, B, C} or now")),
+        })
+    }
+
+    /// `basalt_memory_limit`: a size such as `"1.5G"` or a byte count.
+    fn memory_limit(&self) -> Result<Option<u64>, ConfigError> {
+        Ok(match self.get("basalt_memory_limit") {
+            None => None,
+            Some(Term::Int(n)) if *n > 0 => Some(*n as u64),
+            Some(t) => match t.as_text() {
+                Some(text) => Some(
+                    crate::memlimit::parse_size(&text)
+                        .map_err(|e| self.invalid("basalt_memory_limit", e.to_string()))?,
+                ),
+                None => {
+                    return Err(self.invalid(
+                        "basalt_memory_limit",
+                        format!("expected a size such as \"1.5G\" or a byte count, got {t}"),
+                    ))
+                }
+            },
+        })
+    }
+
+    /// `basalt_compaction_max_garbage_pct`: a percentage 0..100.
+    fn max_garbage_pct(&self) -> Result<Option<f64>, ConfigError> {
+        Ok(match self.get("basalt_compaction_max_garbage_pct") {
+            None => None,
+            Some(_) => {
+                let n = self.int("basalt_compaction_max_garbage_pct", 50, 0)?;
+                if n > 100 {
+                    return Err(self.invalid(
+                        "basalt_compaction_max_garbage_pct",
+                        format!("expected a percentage 0..100, got {n}"),
+                    ));
+                }
+                Some(n as f64)
+            }
+        })
+    }
+
+    /// A boolean that is `None` when not given (the store's default).
+    fn opt_bool(&self, key: &str) -> Result<Option<bool>, ConfigError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(_) => self.bool(key, true).map(Some),
+        }
     }
 
     /// A size given as text (`"32M"`) or a byte count.

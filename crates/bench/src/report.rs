@@ -224,6 +224,22 @@ pub fn render(run: &RunData, extra: &ReportExtra) -> String {
     for h in &extra.header {
         let _ = writeln!(s, "- {h}");
     }
+    render_throughput(&mut s, run);
+    render_latency(&mut s, run, extra);
+    render_service(&mut s, extra);
+    if let Some(d) = repl_delay(run, extra) {
+        render_repl_delay(&mut s, &d);
+    }
+    render_resources(&mut s, run);
+    if let Some(w) = &run.waits {
+        render_waits(&mut s, run, w);
+    }
+    let _ = writeln!(s, "\n![summary](summary.png)");
+    s
+}
+
+/// "Throughput": ops, Avg TPS, the last sixth's TPS, TPS per hour.
+fn render_throughput(s: &mut String, run: &RunData) {
     let ok: u64 = run.summary.iter().map(|r| r.successful).sum();
     let failed: u64 = run.summary.iter().map(|r| r.failed).sum();
     let _ = writeln!(s, "\n## Throughput\n");
@@ -244,6 +260,11 @@ pub fn render(run: &RunData, extra: &ReportExtra) -> String {
             let _ = writeln!(s, "| {h} | {t:.2} |");
         }
     }
+}
+
+/// "Latency": per operation, from the run's histograms (or, for a report
+/// rebuilt from CSV files, bounded from the interval rows), with mean(max).
+fn render_latency(s: &mut String, run: &RunData, extra: &ReportExtra) {
     let _ = writeln!(s, "\n## Latency (ms)\n");
     let _ = writeln!(
         s,
@@ -287,100 +308,106 @@ pub fn render(run: &RunData, extra: &ReportExtra) -> String {
             );
         }
     }
-    if !extra.service.is_empty() {
-        let _ = writeln!(s, "\nOpen loop: the table above is latency from each request's intended start; service time alone:\n");
-        let _ = writeln!(s, "| op | mean | median | 95th | 99th | 99.9th | max |\n|---|---:|---:|---:|---:|---:|---:|");
-        for (l, t) in &extra.service {
-            let _ = writeln!(
-                s,
-                "| {l} | {} | {} | {} | {} | {} | {} |",
-                ms(t.mean),
-                ms(t.median as f64),
-                ms(t.p95 as f64),
-                ms(t.p99 as f64),
-                ms(t.p999 as f64),
-                ms(t.max as f64)
-            );
-        }
+}
+
+/// Open loop only: service times beside the latencies from intended starts.
+fn render_service(s: &mut String, extra: &ReportExtra) {
+    if extra.service.is_empty() {
+        return;
     }
-    if let Some(d) = repl_delay(run, extra) {
-        render_repl_delay(&mut s, &d);
+    let _ = writeln!(s, "\nOpen loop: the table above is latency from each request's intended start; service time alone:\n");
+    let _ = writeln!(
+        s,
+        "| op | mean | median | 95th | 99th | 99.9th | max |\n|---|---:|---:|---:|---:|---:|---:|"
+    );
+    for (l, t) in &extra.service {
+        let _ = writeln!(
+            s,
+            "| {l} | {} | {} | {} | {} | {} | {} |",
+            ms(t.mean),
+            ms(t.median as f64),
+            ms(t.p95 as f64),
+            ms(t.p99 as f64),
+            ms(t.p999 as f64),
+            ms(t.max as f64)
+        );
     }
-    if !run.sys.is_empty() {
-        let cpu: f64 = run.sys.iter().map(|r| r[2] * r[1] / 100.0).sum();
-        let wb: f64 = run.sys.iter().map(|r| r[3]).sum();
-        let wc: f64 = run.sys.iter().map(|r| r[4]).sum();
-        let ub: f64 = run.sys.iter().map(|r| r[5]).sum();
-        let use_wchar = wb == 0.0;
-        let written = if use_wchar { wc } else { wb };
-        let counter = if use_wchar {
-            "wchar (no block-I/O accounting here)"
+}
+
+/// "Resources": CPU, bytes written, write amplification, overall and per
+/// interval.
+fn render_resources(s: &mut String, run: &RunData) {
+    if run.sys.is_empty() {
+        return;
+    }
+    let cpu: f64 = run.sys.iter().map(|r| r[2] * r[1] / 100.0).sum();
+    let wb: f64 = run.sys.iter().map(|r| r[3]).sum();
+    let wc: f64 = run.sys.iter().map(|r| r[4]).sum();
+    let ub: f64 = run.sys.iter().map(|r| r[5]).sum();
+    let use_wchar = wb == 0.0;
+    let written = if use_wchar { wc } else { wb };
+    let counter = if use_wchar {
+        "wchar (no block-I/O accounting here)"
+    } else {
+        "write_bytes"
+    };
+    let _ = writeln!(s, "\n## Resources\n");
+    let _ = writeln!(s, "| figure | value |\n|---|---:|");
+    let _ = writeln!(s, "| process CPU (s) | {cpu:.1} |");
+    let _ = writeln!(
+        s,
+        "| mean CPU (% of a core) | {:.0} |",
+        if run.elapsed() > 0.0 {
+            cpu / run.elapsed() * 100.0
         } else {
-            "write_bytes"
+            0.0
+        }
+    );
+    let _ = writeln!(
+        s,
+        "| bytes written, {counter} (MB) | {:.1} |",
+        written / 1e6
+    );
+    let _ = writeln!(s, "| bytes through write() (MB) | {:.1} |", wc / 1e6);
+    let _ = writeln!(s, "| user bytes put (MB) | {:.1} |", ub / 1e6);
+    let wa = if ub > 0.0 {
+        format!("{:.2}", written / ub)
+    } else {
+        "-".into()
+    };
+    let _ = writeln!(s, "| **write amplification** | **{wa}** |");
+    let _ = writeln!(s, "\nPer interval (grouped to at most 60 lines):\n");
+    let _ = writeln!(s, "| elapsed (s) | TPS | CPU % | MB written | MB put | write amp |\n|---:|---:|---:|---:|---:|---:|");
+    let group = run.sys.len().div_ceil(60).max(1);
+    for (k, chunk) in run.sys.chunks(group).enumerate() {
+        let end = chunk.last().map_or(0.0, |r| r[0]);
+        let win: f64 = chunk.iter().map(|r| r[1]).sum();
+        let cpu_pct = if win > 0.0 {
+            chunk.iter().map(|r| r[2] * r[1]).sum::<f64>() / win
+        } else {
+            0.0
         };
-        let _ = writeln!(s, "\n## Resources\n");
-        let _ = writeln!(s, "| figure | value |\n|---|---:|");
-        let _ = writeln!(s, "| process CPU (s) | {cpu:.1} |");
-        let _ = writeln!(
-            s,
-            "| mean CPU (% of a core) | {:.0} |",
-            if run.elapsed() > 0.0 {
-                cpu / run.elapsed() * 100.0
-            } else {
-                0.0
-            }
-        );
-        let _ = writeln!(
-            s,
-            "| bytes written, {counter} (MB) | {:.1} |",
-            written / 1e6
-        );
-        let _ = writeln!(s, "| bytes through write() (MB) | {:.1} |", wc / 1e6);
-        let _ = writeln!(s, "| user bytes put (MB) | {:.1} |", ub / 1e6);
-        let wa = if ub > 0.0 {
-            format!("{:.2}", written / ub)
+        let w: f64 = chunk
+            .iter()
+            .map(|r| if use_wchar { r[4] } else { r[3] })
+            .sum();
+        let u: f64 = chunk.iter().map(|r| r[5]).sum();
+        let rows = &run.summary
+            [(k * group).min(run.summary.len())..((k + 1) * group).min(run.summary.len())];
+        let ok: u64 = rows.iter().map(|r| r.successful).sum();
+        let tps = if win > 0.0 { ok as f64 / win } else { 0.0 };
+        let wa = if u > 0.0 {
+            format!("{:.2}", w / u)
         } else {
             "-".into()
         };
-        let _ = writeln!(s, "| **write amplification** | **{wa}** |");
-        let _ = writeln!(s, "\nPer interval (grouped to at most 60 lines):\n");
-        let _ = writeln!(s, "| elapsed (s) | TPS | CPU % | MB written | MB put | write amp |\n|---:|---:|---:|---:|---:|---:|");
-        let group = run.sys.len().div_ceil(60).max(1);
-        for (k, chunk) in run.sys.chunks(group).enumerate() {
-            let end = chunk.last().map_or(0.0, |r| r[0]);
-            let win: f64 = chunk.iter().map(|r| r[1]).sum();
-            let cpu_pct = if win > 0.0 {
-                chunk.iter().map(|r| r[2] * r[1]).sum::<f64>() / win
-            } else {
-                0.0
-            };
-            let w: f64 = chunk
-                .iter()
-                .map(|r| if use_wchar { r[4] } else { r[3] })
-                .sum();
-            let u: f64 = chunk.iter().map(|r| r[5]).sum();
-            let rows = &run.summary
-                [(k * group).min(run.summary.len())..((k + 1) * group).min(run.summary.len())];
-            let ok: u64 = rows.iter().map(|r| r.successful).sum();
-            let tps = if win > 0.0 { ok as f64 / win } else { 0.0 };
-            let wa = if u > 0.0 {
-                format!("{:.2}", w / u)
-            } else {
-                "-".into()
-            };
-            let _ = writeln!(
-                s,
-                "| {end:.1} | {tps:.0} | {cpu_pct:.0} | {:.1} | {:.1} | {wa} |",
-                w / 1e6,
-                u / 1e6
-            );
-        }
+        let _ = writeln!(
+            s,
+            "| {end:.1} | {tps:.0} | {cpu_pct:.0} | {:.1} | {:.1} | {wa} |",
+            w / 1e6,
+            u / 1e6
+        );
     }
-    if let Some(w) = &run.waits {
-        render_waits(&mut s, run, w);
-    }
-    let _ = writeln!(s, "\n![summary](summary.png)");
-    s
 }
 
 /// Intervals shown in "where the max latencies came from".

@@ -3,7 +3,7 @@
 //! each winning version, merge, and read-repair stale replicas in the
 //! background.
 
-use super::get_core::{GetCore, Verdict};
+use super::get_core::{stale_replicas, winning_versions, Failure, GetCore, Verdict};
 use super::{GetOpts, GetOutcome};
 use crate::error::RequestError;
 use crate::node::Node;
@@ -13,8 +13,13 @@ use crate::vnode::request::{Obj, VnodeReply, VnodeReq};
 use crate::vnode::VnodeError;
 use futures_util::stream::{FuturesOrdered, FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
+use std::ops::ControlFlow;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
+
+/// One replica's answer to the HEAD round: the replica, its version (none
+/// if not found), its queue length.
+type HeadReply = (Target, Option<RiakObject>, u32);
 
 type Replies<'a> = std::pin::Pin<
     Box<dyn futures_util::Stream<Item = (Target, Result<VnodeReply, VnodeError>)> + Send + 'a>,
@@ -72,12 +77,11 @@ impl Node {
         // nothing and makes single-node results repeatable.
         let calls = self.router.fan_out_vec(&targets, head_req, None);
         let me = self.router.cluster.me();
-        let mut replies: Replies<'_> = if targets.iter().all(|t| t.node == me) {
+        let replies: Replies<'_> = if targets.iter().all(|t| t.node == me) {
             Box::pin(calls.into_iter().collect::<FuturesOrdered<_>>())
         } else {
             Box::pin(calls.into_iter().collect::<FuturesUnordered<_>>())
         };
-        let mut heads: Vec<(Target, Option<RiakObject>, u32)> = Vec::new();
         let basic_quorum = basic_quorum.unwrap_or(props.basic_quorum);
         let mut core = GetCore::new(targets.len() as u32, r, pr, notfound_ok, basic_quorum);
         // A quorum of "not found" waits this long for the other replicas
@@ -85,6 +89,70 @@ impl Node {
         let notfound_wait = (!basic_quorum)
             .then(|| Duration::from_millis(self.config.limits.notfound_wait_ms))
             .filter(|d| !d.is_zero());
+        let heads = match self.head_round(replies, &mut core, notfound_wait).await {
+            ControlFlow::Continue(heads) => heads,
+            ControlFlow::Break(answer) => return answer.map_err(RequestError::from),
+        };
+        if !core.enough() {
+            return core.exhausted().map_err(RequestError::from);
+        }
+        let found: Vec<(&Target, &RiakObject, u32)> = heads
+            .iter()
+            .filter_map(|(t, h, q)| h.as_ref().map(|h| (t, h, *q)))
+            .collect();
+        if found.is_empty() {
+            return Ok(GetOutcome::NotFound);
+        }
+        let winners = winning_versions(&found);
+        let mut merged: Option<RiakObject> = None;
+        for holders in winners {
+            if let Some(o) = self.fetch_version(&holders, bucket, key).await? {
+                merged = Some(match merged {
+                    None => o,
+                    Some(m) => RiakObject::merge(&m, &o, props.allow_mult),
+                });
+            }
+        }
+        let Some(merged) = merged else {
+            return Ok(GetOutcome::NotFound);
+        };
+        // Read repair: stale or missing replicas get the merged object,
+        // shared (encoded only for a replica on another node).
+        let mut shared: Option<Obj> = None;
+        for t in stale_replicas(&heads, &merged) {
+            let object = shared
+                .get_or_insert_with(|| Obj::local(merged.clone()))
+                .clone();
+            tracing::debug!(partition = t.partition, node = %t.node, "read repair");
+            self.background(
+                t.clone(),
+                VnodeReq::Reconcile {
+                    bucket: bucket.to_vec(),
+                    key: key.to_vec(),
+                    object,
+                    props: props.clone(),
+                },
+            );
+        }
+        if merged.is_deleted() {
+            Ok(GetOutcome::Tombstone(merged.vclock))
+        } else {
+            Ok(GetOutcome::Found(merged))
+        }
+    }
+
+    /// The HEAD round: takes replies until `core` has an answer (returned
+    /// as `Break`) or has enough, or no more come. A quorum of "not found"
+    /// waits up to `notfound_wait` for the rest, as a replica yet to answer
+    /// may hold an acknowledged write. Returns every reply in hand (replies
+    /// that came with the last one count for read repair too).
+    async fn head_round(
+        &self,
+        mut replies: Replies<'_>,
+        core: &mut GetCore,
+        notfound_wait: Option<Duration>,
+    ) -> ControlFlow<Result<GetOutcome, Failure>, Vec<HeadReply>> {
+        let mut heads: Vec<HeadReply> = Vec::new();
         let mut deadline: Option<tokio::time::Instant> = None;
         loop {
             let next = match deadline {
@@ -104,7 +172,7 @@ impl Node {
             }
             match core.verdict() {
                 Verdict::Wait => continue,
-                Verdict::Done(out) => return out.map_err(RequestError::from),
+                Verdict::Done(out) => return ControlFlow::Break(out),
                 Verdict::Enough => {}
             }
             if !core.found_any() && !core.all_in() {
@@ -130,71 +198,7 @@ impl Node {
             }
             break;
         }
-        drop(replies);
-        if !core.enough() {
-            return core.exhausted().map_err(RequestError::from);
-        }
-        let found: Vec<(&Target, &RiakObject, u32)> = heads
-            .iter()
-            .filter_map(|(t, h, q)| h.as_ref().map(|h| (t, h, *q)))
-            .collect();
-        if found.is_empty() {
-            return Ok(GetOutcome::NotFound);
-        }
-        // One entry per distinct version (clock and siblings) whose clock
-        // no other replica dominates, with every replica holding it, the
-        // least-queued first: if that one fails before its value comes back
-        // (a node killed between the rounds), the next holder is asked.
-        let mut winners: Vec<(&RiakObject, Vec<(&Target, u32)>)> = Vec::new();
-        for f in &found {
-            if found.iter().any(|o| o.1.vclock.dominates(&f.1.vclock)) {
-                continue;
-            }
-            match winners.iter_mut().find(|w| w.0.same_state(f.1)) {
-                Some(w) => w.1.push((f.0, f.2)),
-                None => winners.push((f.1, vec![(f.0, f.2)])),
-            }
-        }
-        let mut merged: Option<RiakObject> = None;
-        for (_, mut holders) in winners {
-            holders.sort_by_key(|h| h.1);
-            let targets: Vec<&Target> = holders.iter().map(|h| h.0).collect();
-            if let Some(o) = self.fetch_version(&targets, bucket, key).await? {
-                merged = Some(match merged {
-                    None => o,
-                    Some(m) => RiakObject::merge(&m, &o, props.allow_mult),
-                });
-            }
-        }
-        let Some(merged) = merged else {
-            return Ok(GetOutcome::NotFound);
-        };
-        // Read repair: stale or missing replicas get the merged object,
-        // shared (encoded only for a replica on another node).
-        let mut shared: Option<Obj> = None;
-        for (t, h, _) in &heads {
-            let stale = h.as_ref().is_none_or(|h| !h.same_state(&merged));
-            if stale {
-                let object = shared
-                    .get_or_insert_with(|| Obj::local(merged.clone()))
-                    .clone();
-                tracing::debug!(partition = t.partition, node = %t.node, "read repair");
-                self.background(
-                    t.clone(),
-                    VnodeReq::Reconcile {
-                        bucket: bucket.to_vec(),
-                        key: key.to_vec(),
-                        object,
-                        props: props.clone(),
-                    },
-                );
-            }
-        }
-        if merged.is_deleted() {
-            Ok(GetOutcome::Tombstone(merged.vclock))
-        } else {
-            Ok(GetOutcome::Found(merged))
-        }
+        ControlFlow::Continue(heads)
     }
 
     /// The value of one version from the first of `holders` (replicas that

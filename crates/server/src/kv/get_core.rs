@@ -16,9 +16,14 @@
 //! * with every reply in and the quorum not met: `overload` if a replica
 //!   was overloaded; not found if nothing was found and at least
 //!   `max(r, pr)` replicas answered; else `{r|pr}_val_unsatisfied`.
+//!
+//! Once the quorum is met, two more pure steps: [`winning_versions`] picks
+//! the versions whose values the FSM fetches (and from which replicas, in
+//! which order), and [`stale_replicas`] the replicas read repair writes to.
 
 use super::GetOutcome;
 use crate::error::RequestError;
+use crate::object::RiakObject;
 
 /// What the GET FSM does after a reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -211,10 +216,91 @@ impl GetCore {
     }
 }
 
+/// The versions a GET fetches, from the HEAD round's found replies
+/// `(replica, object, queue length)`: one entry per distinct version
+/// (clock events and siblings) whose clock no other found version
+/// dominates, listing every replica holding it, the least-queued first —
+/// if that one fails before its value comes back (a node killed between
+/// the rounds), the FSM asks the next.
+pub fn winning_versions<T: Copy>(found: &[(T, &RiakObject, u32)]) -> Vec<Vec<T>> {
+    let mut winners: Vec<(&RiakObject, Vec<(T, u32)>)> = Vec::new();
+    for &(replica, object, queue) in found {
+        if found.iter().any(|f| f.1.vclock.dominates(&object.vclock)) {
+            continue;
+        }
+        match winners.iter_mut().find(|w| w.0.same_state(object)) {
+            Some(w) => w.1.push((replica, queue)),
+            None => winners.push((object, vec![(replica, queue)])),
+        }
+    }
+    winners
+        .into_iter()
+        .map(|(_, mut holders)| {
+            holders.sort_by_key(|h| h.1);
+            holders.into_iter().map(|h| h.0).collect()
+        })
+        .collect()
+}
+
+/// The replicas read repair writes `merged` to: those that answered the
+/// HEAD round with another version, or with not found.
+pub fn stale_replicas<'a, T>(
+    heads: &'a [(T, Option<RiakObject>, u32)],
+    merged: &'a RiakObject,
+) -> impl Iterator<Item = &'a T> {
+    heads
+        .iter()
+        .filter(|(_, h, _)| h.as_ref().is_none_or(|h| !h.same_state(merged)))
+        .map(|(t, _, _)| t)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::object::vclock::VClock;
+    use crate::object::Content;
     use proptest::prelude::*;
+
+    fn version(actors: &[&[u8]], vtag: &str) -> RiakObject {
+        let mut vclock = VClock::new();
+        for a in actors {
+            vclock.increment(a, 1);
+        }
+        RiakObject {
+            vclock,
+            contents: vec![Content {
+                vtag: Some(vtag.as_bytes().to_vec()),
+                ..Content::default()
+            }],
+        }
+    }
+
+    #[test]
+    fn winners_skip_dominated_versions_and_list_holders_least_queued_first() {
+        let old = version(&[b"a"], "old");
+        let new = version(&[b"a", b"b"], "new");
+        let other = version(&[b"a", b"c"], "other");
+        // Replica 3 holds `new` too, with a shorter queue than replica 1.
+        let found = [(0, &old, 5), (1, &new, 3), (2, &other, 1), (3, &new, 0)];
+        assert_eq!(winning_versions(&found), vec![vec![3, 1], vec![2]]);
+        // One version everywhere: one fetch, every holder a fallback.
+        let same = [(0, &old, 2), (1, &old, 1)];
+        assert_eq!(winning_versions(&same), vec![vec![1, 0]]);
+        assert!(winning_versions::<u8>(&[]).is_empty());
+    }
+
+    #[test]
+    fn stale_replicas_are_the_other_versions_and_the_not_founds() {
+        let old = version(&[b"a"], "old");
+        let new = version(&[b"a", b"b"], "new");
+        let heads = [
+            (0, Some(old.clone()), 0),
+            (1, Some(new.clone()), 0),
+            (2, None, 0),
+        ];
+        assert_eq!(stale_replicas(&heads, &new).collect::<Vec<_>>(), [&0, &2]);
+        assert_eq!(stale_replicas(&heads, &old).collect::<Vec<_>>(), [&1, &2]);
+    }
 
     /// One replica's reply in a test history.
     #[derive(Debug, Clone, Copy)]

@@ -202,36 +202,7 @@ impl Node {
             });
         }
         let mut acked_nodes: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
-        // A local vnode coordinates if the key has one here (no extra hop,
-        // no wait on a slow peer), else the first; an unreachable one is
-        // skipped (it counts as a failed replica).
-        let me = self.router.cluster.me();
-        let local = targets.iter().position(|t| t.node == me);
-        let order: Vec<usize> = local
-            .into_iter()
-            .chain((0..targets.len()).filter(|&i| Some(i) != local))
-            .collect();
-        let mut coordinated = None;
-        let mut last_err = None;
-        let mut tried = Vec::new();
-        for i in order {
-            let t = &targets[i];
-            tried.push(i);
-            match self.router.vcall(t, req.clone()).await {
-                Ok(reply) => {
-                    coordinated = Some((i, reply));
-                    break;
-                }
-                Err(e @ (VnodeError::Remote(_) | VnodeError::Closed)) => {
-                    tracing::warn!(partition = t.partition, node = %t.node, error = %e, "coordinating vnode unavailable; trying the next");
-                    last_err = Some(e);
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-        let Some((ci, reply)) = coordinated else {
-            return Err(last_err.map_or(RequestError::Timeout, RequestError::from));
-        };
+        let (ci, reply, tried) = self.coordinate(&targets, &req).await?;
         let coord = &targets[ci];
         let rest: Vec<Target> = (0..targets.len())
             .filter(|i| !tried.contains(i))
@@ -308,6 +279,38 @@ impl Node {
             self.postcommit(&props.postcommit, bucket, key, &written);
         }
         Ok(Some(written))
+    }
+
+    /// Runs `req` on a coordinating vnode: a local one if the key has one
+    /// here (no extra hop, no wait on a slow peer), else the first of
+    /// `targets`; an unreachable one is skipped for the next. Returns the
+    /// coordinator's index in `targets`, its reply, and the indexes tried
+    /// (the coordinator last; those before it count as failed replicas).
+    async fn coordinate(
+        &self,
+        targets: &[Target],
+        req: &VnodeReq,
+    ) -> Result<(usize, VnodeReply, Vec<usize>), RequestError> {
+        let me = self.router.cluster.me();
+        let local = targets.iter().position(|t| t.node == me);
+        let order = local
+            .into_iter()
+            .chain((0..targets.len()).filter(|&i| Some(i) != local));
+        let mut last_err = None;
+        let mut tried = Vec::new();
+        for i in order {
+            let t = &targets[i];
+            tried.push(i);
+            match self.router.vcall(t, req.clone()).await {
+                Ok(reply) => return Ok((i, reply, tried)),
+                Err(e @ (VnodeError::Remote(_) | VnodeError::Closed)) => {
+                    tracing::warn!(partition = t.partition, node = %t.node, error = %e, "coordinating vnode unavailable; trying the next");
+                    last_err = Some(e);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(last_err.map_or(RequestError::Timeout, RequestError::from))
     }
 }
 

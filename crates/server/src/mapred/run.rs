@@ -13,7 +13,7 @@
 //! its last call and sends its output on through the phases after it.
 
 use super::core::{follow_links, Fetched, Item, Kept, ReduceState};
-use super::job::{Inputs, Job, KeyInput, Phase, PhaseFun, PhaseKind};
+use super::job::{BucketName, Inputs, Job, KeyInput, Phase, PhaseFun, PhaseKind};
 use super::MapRedError;
 use crate::error::RequestError;
 use crate::js::{JsCall, JsError, PoolKind};
@@ -72,40 +72,9 @@ impl Node {
                 start,
                 end,
             } => {
-                let sb = self
-                    .types
-                    .storage_bucket(bucket.btype.as_deref(), &bucket.bucket)?;
-                let q = IndexQuery {
-                    bucket: sb,
-                    field: index.clone(),
-                    start: start.clone(),
-                    end: end.clone(),
-                    return_terms: false,
-                    term_regex: None,
-                    // One more than allowed: enough to tell it is too many.
-                    max_results: Some(
-                        u32::try_from(cfg.max_inputs.saturating_add(1)).unwrap_or(u32::MAX),
-                    ),
-                    continuation: None,
-                    start_after: None,
-                };
-                let page = self.index_query(q).await.map_err(|e| match e {
-                    RequestError::Invalid(m) => {
-                        MapRedError::Request(RequestError::Invalid(format!("inputs.index: {m}")))
-                    }
-                    other => MapRedError::Request(other),
-                })?;
-                let items: Vec<Item> = page
-                    .results
-                    .into_iter()
-                    .map(|r| {
-                        Item::Key(KeyInput {
-                            bucket: bucket.clone(),
-                            key: r.key,
-                            keydata: None,
-                        })
-                    })
-                    .collect();
+                let items = self
+                    .index_inputs(bucket, index, start, end.as_ref())
+                    .await?;
                 for chunk in items.chunks(INPUT_BATCH) {
                     run.feed(0, chunk.to_vec()).await?;
                 }
@@ -184,6 +153,51 @@ impl Node {
             }
         }
         run.finish().await
+    }
+
+    /// The keys of a 2i input (an equality or range query on `index`), at
+    /// most `mapred.max_inputs` of them plus one (the run refuses more).
+    async fn index_inputs(
+        &self,
+        bucket: &BucketName,
+        index: &[u8],
+        start: &[u8],
+        end: Option<&Vec<u8>>,
+    ) -> Result<Vec<Item>, MapRedError> {
+        let sb = self
+            .types
+            .storage_bucket(bucket.btype.as_deref(), &bucket.bucket)?;
+        let q = IndexQuery {
+            bucket: sb,
+            field: index.to_vec(),
+            start: start.to_vec(),
+            end: end.cloned(),
+            return_terms: false,
+            term_regex: None,
+            // One more than allowed: enough to tell it is too many.
+            max_results: Some(
+                u32::try_from(self.config.mapred.max_inputs.saturating_add(1)).unwrap_or(u32::MAX),
+            ),
+            continuation: None,
+            start_after: None,
+        };
+        let page = self.index_query(q).await.map_err(|e| match e {
+            RequestError::Invalid(m) => {
+                MapRedError::Request(RequestError::Invalid(format!("inputs.index: {m}")))
+            }
+            other => MapRedError::Request(other),
+        })?;
+        Ok(page
+            .results
+            .into_iter()
+            .map(|r| {
+                Item::Key(KeyInput {
+                    bucket: bucket.clone(),
+                    key: r.key,
+                    keydata: None,
+                })
+            })
+            .collect())
     }
 }
 

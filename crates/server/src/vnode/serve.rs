@@ -55,35 +55,7 @@ impl VnodeState {
                 content,
                 props,
                 now_secs,
-            } => {
-                let client = match client {
-                    None => None,
-                    Some(b) => Some(
-                        VClock::decode(&b)
-                            .map_err(|e| VnodeError::Decode(crate::object::DecodeError(e.0)))?,
-                    ),
-                };
-                // The request's own copy when it is the only holder (a
-                // remote request), else one clone of the content.
-                let content: Content = match Arc::try_unwrap(content.object()?) {
-                    Ok(o) => o.contents.into_iter().next(),
-                    Err(shared) => shared.contents.first().cloned(),
-                }
-                .unwrap_or_default();
-                let local = self.read(&bucket, &key)?;
-                let new = coordinate(
-                    local.as_ref(),
-                    client.as_ref(),
-                    content,
-                    &props,
-                    &self.actor,
-                    now_secs,
-                );
-                if let Some(n) = &new {
-                    self.write(&bucket, &key, local.as_ref(), n)?;
-                }
-                Ok(VnodeReply::Written(new.map(Obj::local)))
-            }
+            } => self.coordinate_put(&bucket, &key, client.as_deref(), content, &props, now_secs),
             VnodeReq::Reconcile {
                 bucket,
                 key,
@@ -125,74 +97,33 @@ impl VnodeState {
             VnodeReq::Index(q) => Ok(VnodeReply::Index(self.backend.index_query(&q)?)),
             VnodeReq::Fold { after, limit } => self.fold_batch(after, limit),
             VnodeReq::AaeFold(q) => self.aae_fold_query(q).map(VnodeReply::AaeFold),
-            VnodeReq::AaeTree { ring_size, firsts } => {
-                let firsts: std::collections::BTreeSet<u32> = firsts.into_iter().collect();
-                let mut tree = vec![0u64; AAE_TREE.segments() as usize];
-                self.aae_fold(ring_size, &firsts, None, &mut |_, _, seg, h| {
-                    if let Some(slot) = tree.get_mut(seg as usize) {
-                        *slot ^= h;
-                    }
-                })?;
-                Ok(VnodeReply::AaeTree(tree))
-            }
+            VnodeReq::AaeTree { ring_size, firsts } => self.aae_tree(ring_size, firsts),
             VnodeReq::AaeRoot { first, n_val } => {
-                let aae = self.cached_trees()?;
-                let guard = aae.trees.lock();
-                let trees = guard.as_ref().ok_or(VnodeError::Remote(
-                    "anti-entropy trees were dropped while in use".into(),
-                ))?;
-                Ok(VnodeReply::AaeRoot(trees.root(first, n_val)))
+                self.with_trees(|trees| VnodeReply::AaeRoot(trees.root(first, n_val)))
             }
             VnodeReq::AaeBranches {
                 first,
                 n_val,
                 branches,
             } => {
-                let aae = self.cached_trees()?;
-                let guard = aae.trees.lock();
-                let trees = guard.as_ref().ok_or(VnodeError::Remote(
-                    "anti-entropy trees were dropped while in use".into(),
-                ))?;
                 let branches: Vec<u32> = branches
                     .into_iter()
                     .take(crate::limits::AAE_MAX_BRANCHES)
                     .collect();
-                Ok(VnodeReply::AaeBranches(
-                    trees.branches(first, n_val, &branches),
-                ))
+                self.with_trees(|trees| {
+                    VnodeReply::AaeBranches(trees.branches(first, n_val, &branches))
+                })
             }
             VnodeReq::AaeSegmentKeys {
                 first,
                 n_val,
                 segments,
-            } => {
-                let aae = self.cached_trees()?;
-                let want: std::collections::BTreeSet<u32> = segments
-                    .into_iter()
-                    .take(crate::limits::MAX_DIRTY_SEGMENTS)
-                    .collect();
-                let mut out = Vec::new();
-                aae.folds.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                self.tree_fold(aae, Some(&want), &mut |f, n, b, k, h| {
-                    if f == first && n == n_val {
-                        out.push((b.to_vec(), k.to_vec(), h));
-                    }
-                })?;
-                Ok(VnodeReply::AaeKeys(out))
-            }
+            } => self.aae_segment_keys(first, n_val, segments),
             VnodeReq::AaeKeys {
                 ring_size,
                 firsts,
                 segments,
-            } => {
-                let firsts: std::collections::BTreeSet<u32> = firsts.into_iter().collect();
-                let want: std::collections::BTreeSet<u32> = segments.into_iter().collect();
-                let mut out = Vec::new();
-                self.aae_fold(ring_size, &firsts, Some(&want), &mut |b, k, _, h| {
-                    out.push((b.to_vec(), k.to_vec(), h));
-                })?;
-                Ok(VnodeReply::AaeKeys(out))
-            }
+            } => self.aae_keys(ring_size, firsts, segments),
             VnodeReq::CsFold {
                 bucket,
                 from,
@@ -201,7 +132,7 @@ impl VnodeState {
                 end_incl,
                 limit,
             } => {
-                let (objs, last, more) = super::serve::cs_fold_batch(
+                let (objs, last, more) = cs_fold_batch(
                     self,
                     &bucket,
                     &from,
@@ -233,6 +164,109 @@ impl VnodeState {
                 Ok(VnodeReply::Reaped(self.reap_tombstone(&bucket, &key, &vc)?))
             }
         }
+    }
+
+    /// The PUT's coordinating step: the new version from the local one, the
+    /// client's clock (`client`, encoded) and the new content; written if
+    /// it changes anything.
+    fn coordinate_put(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        client: Option<&[u8]>,
+        content: Obj,
+        props: &crate::bucket::props::BucketProps,
+        now_secs: u64,
+    ) -> Result<VnodeReply, VnodeError> {
+        let client = client
+            .map(VClock::decode)
+            .transpose()
+            .map_err(|e| VnodeError::Decode(crate::object::DecodeError(e.0)))?;
+        // The request's own copy when it is the only holder (a remote
+        // request), else one clone of the content.
+        let content: Content = match Arc::try_unwrap(content.object()?) {
+            Ok(o) => o.contents.into_iter().next(),
+            Err(shared) => shared.contents.first().cloned(),
+        }
+        .unwrap_or_default();
+        let local = self.read(bucket, key)?;
+        let new = coordinate(
+            local.as_ref(),
+            client.as_ref(),
+            content,
+            props,
+            &self.actor,
+            now_secs,
+        );
+        if let Some(n) = &new {
+            self.write(bucket, key, local.as_ref(), n)?;
+        }
+        Ok(VnodeReply::Written(new.map(Obj::local)))
+    }
+
+    /// Anti-entropy by folding the store: the tree (one hash per segment)
+    /// of the keys whose preference lists start at `firsts`.
+    fn aae_tree(&self, ring_size: u32, firsts: Vec<u32>) -> Result<VnodeReply, VnodeError> {
+        let firsts: BTreeSet<u32> = firsts.into_iter().collect();
+        let mut tree = vec![0u64; AAE_TREE.segments() as usize];
+        self.aae_fold(ring_size, &firsts, None, &mut |_, _, seg, h| {
+            if let Some(slot) = tree.get_mut(seg as usize) {
+                *slot ^= h;
+            }
+        })?;
+        Ok(VnodeReply::AaeTree(tree))
+    }
+
+    /// Anti-entropy by folding the store: (bucket, key, hash) of the keys
+    /// of `firsts`' preference lists in `segments`.
+    fn aae_keys(
+        &self,
+        ring_size: u32,
+        firsts: Vec<u32>,
+        segments: Vec<u32>,
+    ) -> Result<VnodeReply, VnodeError> {
+        let firsts: BTreeSet<u32> = firsts.into_iter().collect();
+        let want: BTreeSet<u32> = segments.into_iter().collect();
+        let mut out = Vec::new();
+        self.aae_fold(ring_size, &firsts, Some(&want), &mut |b, k, _, h| {
+            out.push((b.to_vec(), k.to_vec(), h));
+        })?;
+        Ok(VnodeReply::AaeKeys(out))
+    }
+
+    /// Anti-entropy from the cached trees: (bucket, key, hash) of preference
+    /// list (`first`, `n_val`)'s keys in `segments` (at most
+    /// [`crate::limits::MAX_DIRTY_SEGMENTS`] of them).
+    fn aae_segment_keys(
+        &self,
+        first: u32,
+        n_val: u32,
+        segments: Vec<u32>,
+    ) -> Result<VnodeReply, VnodeError> {
+        let aae = self.cached_trees()?;
+        let want: BTreeSet<u32> = segments
+            .into_iter()
+            .take(crate::limits::MAX_DIRTY_SEGMENTS)
+            .collect();
+        let mut out = Vec::new();
+        aae.folds.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.tree_fold(aae, Some(&want), &mut |f, n, b, k, h| {
+            if f == first && n == n_val {
+                out.push((b.to_vec(), k.to_vec(), h));
+            }
+        })?;
+        Ok(VnodeReply::AaeKeys(out))
+    }
+
+    /// `f` of this vnode's cached anti-entropy trees: an error if it keeps
+    /// none, if they are not built yet, or if they were dropped meanwhile.
+    fn with_trees<R>(&self, f: impl FnOnce(&AaeTrees) -> R) -> Result<R, VnodeError> {
+        let aae = self.cached_trees()?;
+        let guard = aae.trees.lock();
+        let trees = guard.as_ref().ok_or(VnodeError::Remote(
+            "anti-entropy trees were dropped while in use".into(),
+        ))?;
+        Ok(f(trees))
     }
 
     /// Calls `f(bucket, key, segment, hash)` for every key of this vnode
