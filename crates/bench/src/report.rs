@@ -207,6 +207,20 @@ fn render_repl_delay(s: &mut String, d: &ReplDelay) {
     );
 }
 
+/// One latency summary as table cells: mean, median, 95th, 99th, 99.9th,
+/// max (ms).
+fn lat_cells(t: &LatencySummary) -> String {
+    format!(
+        "{} | {} | {} | {} | {} | {}",
+        ms(t.mean),
+        ms(t.median as f64),
+        ms(t.p95 as f64),
+        ms(t.p99 as f64),
+        ms(t.p999 as f64),
+        ms(t.max as f64)
+    )
+}
+
 fn ms(us: f64) -> String {
     format!("{:.2}", us / 1000.0)
 }
@@ -277,14 +291,9 @@ fn render_latency(s: &mut String, run: &RunData, extra: &ReportExtra) {
         if let Some((_, t, e)) = extra.totals.iter().find(|(l, _, _)| l == label) {
             let _ = writeln!(
                 s,
-                "| {label} | {} | {e} | {} | {} | {} | {} | {} | {} | **{mm}** |",
+                "| {label} | {} | {e} | {} | **{mm}** |",
                 t.n,
-                ms(t.mean),
-                ms(t.median as f64),
-                ms(t.p95 as f64),
-                ms(t.p99 as f64),
-                ms(t.p999 as f64),
-                ms(t.max as f64)
+                lat_cells(t)
             );
         } else {
             // From the CSV rows: n-weighted mean; percentiles as row maxima.
@@ -321,16 +330,7 @@ fn render_service(s: &mut String, extra: &ReportExtra) {
         "| op | mean | median | 95th | 99th | 99.9th | max |\n|---|---:|---:|---:|---:|---:|---:|"
     );
     for (l, t) in &extra.service {
-        let _ = writeln!(
-            s,
-            "| {l} | {} | {} | {} | {} | {} | {} |",
-            ms(t.mean),
-            ms(t.median as f64),
-            ms(t.p95 as f64),
-            ms(t.p99 as f64),
-            ms(t.p999 as f64),
-            ms(t.max as f64)
-        );
+        let _ = writeln!(s, "| {l} | {} |", lat_cells(t));
     }
 }
 
