@@ -144,6 +144,8 @@ impl Leveled {
             c.block_cache_bytes = n;
         }
         c.block_cache = config.block_cache.clone();
+        c.value_cache_bytes = config.leveled_value_cache_bytes();
+        c.journal_direct_reads = config.leveled_direct_reads();
         let store = engine::Store::open(c).map_err(from_engine)?;
         Ok(Leveled {
             store,
@@ -355,6 +357,8 @@ impl Backend for Leveled {
         counters.push(("journal_files".into(), s.journal_files.len() as u64));
         counters.push(("block_cache_capacity_bytes".into(), s.block_cache.0));
         counters.push(("block_cache_bytes".into(), s.block_cache.1));
+        counters.push(("value_cache_capacity_bytes".into(), s.value_cache.0));
+        counters.push(("value_cache_bytes".into(), s.value_cache.1));
         Ok(BackendStats {
             backend: NAME,
             counters,

@@ -82,12 +82,46 @@ pub struct BackendConfig {
     /// leveled: a block cache shared by every store opened with it (a
     /// node's vnodes), so their memory is bounded together.
     pub block_cache: Option<basalt_engine::BlockCache>,
+    /// leveled: value reads from closed journal files bypass the page
+    /// cache (the engine's `journal_direct_reads`; `None`: on when the
+    /// store has a value cache, else off).
+    pub journal_direct_reads: Option<bool>,
+    /// leveled: bytes of the value cache (the engine's `value_cache_bytes`;
+    /// `None`: [`VALUE_CACHE_BUDGET_PCT`] of `memory_budget_bytes`, none
+    /// without a budget).
+    pub value_cache_bytes: Option<u64>,
     /// Memory this store may use, page cache included (the bench's
     /// `--memory-limit` divided among its stores). RocksDB sizes its block
-    /// cache from it; `None`: no budget known.
+    /// cache from it, leveled its value cache; `None`: no budget known.
     pub memory_budget_bytes: Option<u64>,
     /// RocksDB settings (`rocksdb`, `rocksdb-blob`).
     pub rocksdb: RocksTuning,
+}
+
+/// The share of a store's memory budget that leveled gives its value cache
+/// when none is set: the page cache keeps the rest (the ledger's files, the
+/// journal's newest pages, compaction's streams), as RocksDB's block cache
+/// takes a third of the same budget. Measured against no value cache at
+/// 1.5 GiB: `docs/benchmarks.md` 2026-11-27 "value cache".
+pub const VALUE_CACHE_BUDGET_PCT: u64 = 45;
+
+impl BackendConfig {
+    /// The value cache leveled opens with: `value_cache_bytes`, else
+    /// [`VALUE_CACHE_BUDGET_PCT`] of the memory budget, else none.
+    pub fn leveled_value_cache_bytes(&self) -> u64 {
+        self.value_cache_bytes.unwrap_or_else(|| {
+            self.memory_budget_bytes
+                .map_or(0, |b| b / 100 * VALUE_CACHE_BUDGET_PCT)
+        })
+    }
+
+    /// Whether leveled reads values with `O_DIRECT`: `journal_direct_reads`,
+    /// else whenever it has a value cache (which then holds the hot values
+    /// the page cache would have).
+    pub fn leveled_direct_reads(&self) -> bool {
+        self.journal_direct_reads
+            .unwrap_or(self.leveled_value_cache_bytes() > 0)
+    }
 }
 
 /// Block compression of the RocksDB backends.
@@ -194,7 +228,12 @@ pub fn memory_floor_bytes(name: &str, config: &BackendConfig) -> u64 {
                 Some(_) => 0,
                 None => config.block_cache_bytes.unwrap_or(c.block_cache_bytes),
             };
-            BOOKKEEPING + c.memtable_bytes as u64 * (1 + c.frozen_memtables_max as u64) + cache
+            BOOKKEEPING
+                + c.memtable_bytes as u64 * (1 + c.frozen_memtables_max as u64)
+                + cache
+                // A value cache sized from the budget scales with it: only
+                // one set explicitly is a floor.
+                + config.value_cache_bytes.unwrap_or(0)
         }
         // Its write buffers and block cache (which fills up to its size).
         #[cfg(feature = "rocksdb")]
@@ -373,4 +412,57 @@ pub(crate) fn now_secs() -> u64 {
 /// True if an object expiring at `expires_at` (0 = never) is dead now.
 pub(crate) fn expired(expires_at: u64, now_secs: u64) -> bool {
     expires_at != 0 && expires_at <= now_secs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counter(b: &dyn Backend, name: &str) -> u64 {
+        let s = b.stats().expect("stats");
+        s.counters
+            .iter()
+            .find(|(n, _)| n.as_str() == name)
+            .map(|(_, v)| *v)
+            .unwrap_or_else(|| panic!("no counter {name}"))
+    }
+
+    #[test]
+    fn leveled_value_cache_follows_the_budget_unless_set() {
+        let none = BackendConfig::default();
+        assert_eq!(none.leveled_value_cache_bytes(), 0);
+        assert!(!none.leveled_direct_reads());
+        let budget = BackendConfig {
+            memory_budget_bytes: Some(1000 << 20),
+            ..BackendConfig::default()
+        };
+        assert_eq!(budget.leveled_value_cache_bytes(), 450 << 20);
+        assert!(budget.leveled_direct_reads());
+        let off = BackendConfig {
+            value_cache_bytes: Some(0),
+            ..budget.clone()
+        };
+        assert_eq!(off.leveled_value_cache_bytes(), 0);
+        assert!(!off.leveled_direct_reads());
+        // Only a cache set explicitly raises the memory floor.
+        let floor = memory_floor_bytes(leveled::NAME, &none);
+        assert_eq!(memory_floor_bytes(leveled::NAME, &budget), floor);
+        let set = BackendConfig {
+            value_cache_bytes: Some(100 << 20),
+            ..none.clone()
+        };
+        assert_eq!(memory_floor_bytes(leveled::NAME, &set), floor + (100 << 20));
+    }
+
+    #[test]
+    fn leveled_opens_with_the_value_cache_it_was_given() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let cfg = BackendConfig {
+            test_min: true,
+            memory_budget_bytes: Some(100 << 20),
+            ..BackendConfig::default()
+        };
+        let b = open_backend(leveled::NAME, d.path(), &cfg).expect("open");
+        assert_eq!(counter(b.as_ref(), "value_cache_capacity_bytes"), 45 << 20);
+    }
 }

@@ -67,6 +67,8 @@ const KNOWN: &[&str] = &[
     "basalt_compaction_read_pace",
     "basalt_journal_flush",
     "basalt_block_cache",
+    "basalt_value_cache",
+    "basalt_journal_direct_reads",
     "basalt_rocksdb_block_cache",
     "basalt_rocksdb_write_buffer",
     "basalt_rocksdb_compression",
@@ -456,6 +458,13 @@ pub struct BenchConfig {
     /// store (a size such as `"64M"`; 0 none; default: the engine's,
     /// 64 MiB); others ignore it.
     pub block_cache_bytes: Option<u64>,
+    /// `basalt_value_cache`: bytes of leveled's value cache per store (a
+    /// size; 0: none; default: 45 % of the store's share of the memory
+    /// limit, none without a limit); others ignore it.
+    pub value_cache_bytes: Option<u64>,
+    /// `basalt_journal_direct_reads`: leveled reads values from closed
+    /// journal files with `O_DIRECT` (default: when it has a value cache).
+    pub journal_direct_reads: Option<bool>,
     /// RocksDB settings: `basalt_rocksdb_block_cache` (size; default a
     /// third of the store's share of the memory limit, else 32 MiB),
     /// `basalt_rocksdb_write_buffer` (size, 32 MiB), `basalt_rocksdb_compression`
@@ -695,6 +704,11 @@ impl RawConfig {
             Some(Term::Int(0)) => Some(0),
             _ => self.size("basalt_block_cache")?,
         };
+        let value_cache_bytes = match self.get("basalt_value_cache") {
+            Some(Term::Int(0)) => Some(0),
+            _ => self.size("basalt_value_cache")?,
+        };
+        let journal_direct_reads = self.opt_bool("basalt_journal_direct_reads")?;
         let rocksdb = self.rocks_tuning()?;
         let net = match driver {
             DriverKind::RiakcPb => Some(NetOptions::RiakcPb(self.pb_options()?)),
@@ -748,6 +762,8 @@ impl RawConfig {
                 compaction_read_bytes_per_sec,
                 journal_flush,
                 block_cache_bytes,
+                value_cache_bytes,
+                journal_direct_reads,
                 rocksdb,
                 net,
                 files: self.files.clone(),

@@ -248,6 +248,8 @@ pub fn backend_config(cfg: &BenchConfig) -> basalt_backends::BackendConfig {
         compaction_read_bytes_per_sec: cfg.compaction_read_bytes_per_sec,
         journal_flush: cfg.journal_flush,
         block_cache_bytes: cfg.block_cache_bytes,
+        journal_direct_reads: cfg.journal_direct_reads,
+        value_cache_bytes: cfg.value_cache_bytes,
         memory_budget_bytes: budget,
         rocksdb: cfg.rocksdb.clone(),
         ..basalt_backends::BackendConfig::default()

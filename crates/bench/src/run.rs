@@ -118,9 +118,10 @@ fn describe(cfg: &BenchConfig) -> Vec<String> {
         ));
     }
     if cfg.driver == DriverKind::Embedded && cfg.backend == "leveled" {
+        let bc = crate::driver::backend_config(cfg);
         let on = |o: Option<bool>| o.map_or("default".to_string(), |b| b.to_string());
         v.push(format!(
-            "leveled journal: one read {}; fadvise random {}; skip active lock {}; write groups {}; sync bytes {}; compaction runs/day {}; max garbage {}; compaction stream bytes {}; compaction read pace {}; flush {}; block cache {}",
+            "leveled journal: one read {}; fadvise random {}; skip active lock {}; write groups {}; sync bytes {}; compaction runs/day {}; max garbage {}; compaction stream bytes {}; compaction read pace {}; flush {}; block cache {}; value cache {}; direct reads {}",
             on(cfg.journal_one_read),
             on(cfg.journal_fadvise_random),
             on(cfg.journal_skip_active_lock),
@@ -138,7 +139,12 @@ fn describe(cfg: &BenchConfig) -> Vec<String> {
             cfg.journal_flush
                 .map_or("default".to_string(), |m| format!("{m:?}").to_lowercase()),
             cfg.block_cache_bytes
-                .map_or("default".to_string(), |n| if n == 0 { "none".into() } else { crate::memlimit::human(n) })
+                .map_or("default".to_string(), |n| if n == 0 { "none".into() } else { crate::memlimit::human(n) }),
+            match bc.leveled_value_cache_bytes() {
+                0 => "none".to_string(),
+                n => crate::memlimit::human(n),
+            },
+            bc.leveled_direct_reads()
         ));
     }
     match cfg.driver {

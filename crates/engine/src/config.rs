@@ -189,6 +189,21 @@ pub struct Config {
     /// the memory of all of them together; `None` (default): the store
     /// makes its own of `block_cache_bytes`.
     pub block_cache: Option<BlockCache>,
+    /// Read values from closed journal files with `O_DIRECT`, bypassing
+    /// the page cache: a GET that misses costs one disk read of the pages
+    /// holding its record and leaves nothing behind for the kernel to
+    /// reclaim. Meant with a value cache (`value_cache_bytes`), which then
+    /// holds the hot values instead of the page cache. Files on a file
+    /// system that refuses `O_DIRECT` are read through the page cache.
+    /// Default false.
+    pub journal_direct_reads: bool,
+    /// Bytes of the value cache (see [`crate::journal::value_cache`]):
+    /// verified records of recent GETs kept in memory. Default 0 (none):
+    /// the page cache holds hot values. Ignored when `value_cache` is set.
+    pub value_cache_bytes: u64,
+    /// A value cache shared with other stores (a node's vnodes); `None`
+    /// (default): the store makes its own of `value_cache_bytes`.
+    pub value_cache: Option<crate::journal::ValueCache>,
 }
 
 impl Config {
@@ -237,6 +252,9 @@ impl Config {
             compaction_read_bytes_per_sec: 64 * 1024 * 1024,
             block_cache_bytes: 64 * 1024 * 1024,
             block_cache: None,
+            journal_direct_reads: false,
+            value_cache_bytes: 0,
+            value_cache: None,
         }
     }
 
@@ -273,6 +291,9 @@ impl Config {
         }
         if self.block_cache_bytes > limits::BLOCK_CACHE_BYTES_MAX {
             return bad("block_cache_bytes must be at most 64 GiB");
+        }
+        if self.value_cache_bytes > limits::VALUE_CACHE_BYTES_MAX {
+            return bad("value_cache_bytes must be at most 64 GiB");
         }
         if self.memtable_bytes < 1024 {
             return bad("memtable_bytes must be at least 1024");

@@ -32,6 +32,7 @@ pub use backup::BackupReport;
 pub use compaction::CompactionReport;
 pub use config::{Compression, CompressionPoint, Config, JournalFlush, SyncStrategy};
 pub use error::{Error, Result};
+pub use journal::ValueCache;
 pub use ledger::BlockCache;
 pub mod lock;
 pub mod store;

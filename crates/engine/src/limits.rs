@@ -60,3 +60,7 @@ const _: () = assert!(INDEX_TERM_BYTES_MAX_DEFAULT <= INDEX_TERM_BYTES_CEILING);
 /// Largest ledger block cache a store accepts (`Config::block_cache_bytes`):
 /// 64 GiB, so that a typo cannot reserve tables for a cache no machine holds.
 pub const BLOCK_CACHE_BYTES_MAX: u64 = 64 << 30;
+
+/// Largest value cache a store accepts (`Config::value_cache_bytes`), for
+/// the same reason: 64 GiB.
+pub const VALUE_CACHE_BYTES_MAX: u64 = 64 << 30;

@@ -141,6 +141,11 @@ counters! {
     /// Point lookups that read their SST data block from the file (with a
     /// block cache: not in it; without one: not counted).
     ledger_block_cache_misses,
+    /// GETs whose value was in the value cache (`Config::value_cache_bytes`).
+    journal_value_cache_hits,
+    /// GETs that read their value from a journal file (with a value cache:
+    /// not in it; without one: not counted).
+    journal_value_cache_misses,
     /// Ledger flushes or merges that failed and will be retried (e.g. disk
     /// full, a damaged input file); the store stays readable meanwhile.
     ledger_job_errors,

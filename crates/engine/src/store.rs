@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::index::{self, IndexChange, IndexPage, IndexQuery};
 use crate::journal::flusher::Flusher;
 use crate::journal::{record, JournalRecord, JournalView};
-use crate::journal::{Journal, JournalFileInfo, JournalOptions, NewRecord, RecordKind};
+use crate::journal::{Journal, JournalFileInfo, JournalOptions, NewRecord, RecordKind, ValueCache};
 use crate::key;
 use crate::ledger::sst::SstOptions;
 use crate::ledger::{BlockCache, Ledger, LedgerOptions, LevelStats};
@@ -94,6 +94,8 @@ pub struct StoreStats {
     /// The ledger block cache: (bytes it may hold, bytes held); (0, 0)
     /// without one. A cache shared by several stores shows its totals.
     pub block_cache: (u64, u64),
+    /// The value cache, likewise.
+    pub value_cache: (u64, u64),
 }
 
 impl StoreStats {
@@ -217,6 +219,11 @@ impl Store {
                 skip_active_lock: config.journal_skip_active_lock,
                 stream_bytes: config.compaction_stream_bytes,
                 compaction_pace: config.compaction_read_bytes_per_sec,
+                direct_reads: config.journal_direct_reads,
+                value_cache: config
+                    .value_cache
+                    .clone()
+                    .or_else(|| ValueCache::new(config.value_cache_bytes)),
             },
             Arc::clone(&stats),
         )?);
@@ -806,6 +813,10 @@ impl Store {
             block_cache: self
                 .ledger
                 .block_cache()
+                .map_or((0, 0), |c| (c.capacity(), c.bytes())),
+            value_cache: self
+                .journal
+                .value_cache()
                 .map_or((0, 0), |c| (c.capacity(), c.bytes())),
         }
     }

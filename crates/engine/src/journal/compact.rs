@@ -446,10 +446,16 @@ impl Journal {
                     if self.opts.fadvise_random {
                         file::advise(&file, &o.path, file::Access::Random);
                     }
+                    let direct = self
+                        .opts
+                        .direct_reads
+                        .then(|| file::open_direct(&o.path))
+                        .flatten();
                     Ok(Arc::new(ClosedFile {
                         file_no: o.file_no,
                         path: o.path.clone(),
                         file,
+                        direct,
                         size: o.size,
                         index: o.index.clone(),
                         damage: Vec::new(),

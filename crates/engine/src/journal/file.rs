@@ -437,27 +437,123 @@ pub fn read_record_span(
     if !one_read || span < RECORD_HEADER_LEN as u64 || span > ONE_READ_BYTES_MAX {
         return read_record_at(file, path, offset, size);
     }
-    let room = size.saturating_sub(offset);
     let mut buf = vec![0u8; span as usize];
     file.read_exact_at(&mut buf, offset).ctx("read", path)?;
-    let head = buf.get(..RECORD_HEADER_LEN).unwrap_or_default();
-    let h = decode_frame_header(head, room).map_err(|e| Error::corrupt(path, offset, e.0))?;
-    let total = h.total_len();
-    if total > span {
+    match decode_span(&buf, path, offset, size)? {
+        Some(rec) => Ok(rec),
         // The index said less than the record claims (its length is CRC
-        // checked below): read the rest rather than fail.
-        let have = buf.len() as u64;
-        buf.resize(total as usize, 0);
-        if let Some(rest) = buf.get_mut(have as usize..) {
-            file.read_exact_at(rest, offset + have).ctx("read", path)?;
-        }
+        // checked): read it whole rather than fail.
+        None => read_record_at(file, path, offset, size),
     }
-    let body = buf
-        .get(RECORD_HEADER_LEN..total as usize)
-        .ok_or_else(|| Error::corrupt(path, offset, "record body runs past its read"))?;
+}
+
+/// Decodes and verifies the record at `offset` from `bytes`, which hold the
+/// file from `offset` on; `None` if the record's header claims more bytes
+/// than `bytes` has (the caller reads it whole).
+fn decode_span(
+    bytes: &[u8],
+    path: &Path,
+    offset: u64,
+    size: u64,
+) -> Result<Option<super::record::JournalRecord>> {
+    let room = size.saturating_sub(offset);
+    let head = bytes.get(..RECORD_HEADER_LEN).unwrap_or_default();
+    let h = decode_frame_header(head, room).map_err(|e| Error::corrupt(path, offset, e.0))?;
+    let Some(body) = usize::try_from(h.total_len())
+        .ok()
+        .and_then(|total| bytes.get(RECORD_HEADER_LEN..total))
+    else {
+        return Ok(None);
+    };
     let view = verify_and_decode_body(&h, body).map_err(|e| Error::corrupt(path, offset, e.0))?;
     view.to_record()
+        .map(Some)
         .map_err(|e| Error::corrupt(path, offset, e.0))
+}
+
+/// Alignment of direct reads (`O_DIRECT`): their offsets, lengths and
+/// buffer addresses are multiples of it. 4 KiB covers devices with 512-byte
+/// and 4 KiB logical blocks.
+pub const DIRECT_ALIGN: u64 = 4096;
+
+/// Opens `path` read-only for direct reads (`O_DIRECT`: the kernel reads
+/// the disk into our buffer and keeps nothing in the page cache). `None`,
+/// logged, where the file system refuses it (tmpfs, some overlays): the
+/// caller reads through the page cache instead.
+pub fn open_direct(path: &Path) -> Option<File> {
+    use rustix::fs::{Mode, OFlags};
+    match rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::DIRECT | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => Some(File::from(fd)),
+        Err(e) => {
+            tracing::debug!(path = %path.display(), error = %e, "O_DIRECT refused; value reads of this file go through the page cache");
+            None
+        }
+    }
+}
+
+/// [`read_record_span`] through `direct`, a handle opened by
+/// [`open_direct`]: one aligned read of the pages holding `[offset, end)`,
+/// verified as every read is. Anything the aligned read cannot serve (a
+/// span over [`ONE_READ_BYTES_MAX`], a record longer than its index span, a
+/// short read) is read through `buffered` instead, so the answer never
+/// depends on which handle read it.
+pub fn read_record_direct(
+    direct: &File,
+    buffered: &File,
+    path: &Path,
+    offset: u64,
+    end: u64,
+    size: u64,
+) -> Result<super::record::JournalRecord> {
+    let stop = end.min(size);
+    let span = stop.saturating_sub(offset);
+    if span < RECORD_HEADER_LEN as u64 || span > ONE_READ_BYTES_MAX {
+        return read_record_at(buffered, path, offset, size);
+    }
+    let first = offset - offset % DIRECT_ALIGN;
+    let last = stop.div_ceil(DIRECT_ALIGN) * DIRECT_ALIGN;
+    let len = (last - first) as usize;
+    let align = DIRECT_ALIGN as usize;
+    let mut raw = vec![0u8; len + align];
+    let pad = raw.as_ptr().align_offset(align);
+    let Some(buf) = raw.get_mut(pad..pad + len) else {
+        return read_record_at(buffered, path, offset, size);
+    };
+    debug_assert_eq!(
+        buf.as_ptr() as usize % align,
+        0,
+        "direct read buffer is not aligned"
+    );
+    let got = read_up_to(direct, buf, first).ctx("read (O_DIRECT)", path)?;
+    let lo = (offset - first) as usize;
+    let hi = (stop - first) as usize;
+    let decoded = match buf.get(lo..hi.min(got)) {
+        Some(bytes) if hi <= got => decode_span(bytes, path, offset, size)?,
+        _ => None,
+    };
+    match decoded {
+        Some(rec) => Ok(rec),
+        None => read_record_at(buffered, path, offset, size),
+    }
+}
+
+/// Reads into `buf` at `offset` until it is full or the file ends; returns
+/// the bytes read (a direct read may end early only at the end of file).
+fn read_up_to(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+    let mut got = 0usize;
+    while let Some(rest) = buf.get_mut(got..).filter(|r| !r.is_empty()) {
+        match file.read_at(rest, offset + got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
 }
 
 /// How a journal file handle will be read, for [`advise`].
@@ -529,6 +625,10 @@ pub struct ClosedFile {
     pub path: PathBuf,
     /// The open data file (read-only; positional reads need no lock).
     pub file: File,
+    /// A second handle for value reads that bypass the page cache
+    /// ([`open_direct`]), when `Config::journal_direct_reads` is on and the
+    /// file system allows it.
+    pub direct: Option<File>,
     /// Size in bytes.
     pub size: u64,
     /// (sqn, offset) of every record, sorted by SQN.

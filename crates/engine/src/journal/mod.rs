@@ -40,6 +40,7 @@ pub mod file;
 pub mod flusher;
 pub mod manifest;
 pub mod record;
+pub mod value_cache;
 pub mod view;
 
 use crate::error::{Error, IoContext, Result};
@@ -58,6 +59,7 @@ pub use compact::{CompactedRun, Keep, Liveness};
 pub use compress::CompressionPoint;
 pub use dump::{dump, is_journal_file, journal_file_kind, DumpReport, JournalFileKind};
 pub use record::{Compression, JournalRecord, NewRecord, RecordKind};
+pub use value_cache::ValueCache;
 pub use view::JournalView;
 
 const MANIFEST_ADVICE: &str =
@@ -95,6 +97,12 @@ pub struct JournalOptions {
     /// `Config::compaction_read_bytes_per_sec`), unless
     /// [`Journal::pace_compaction`] turned the pace off.
     pub compaction_pace: u64,
+    /// Value reads from closed files bypass the page cache (`O_DIRECT`;
+    /// `Config::journal_direct_reads`).
+    pub direct_reads: bool,
+    /// GETs' records cached in memory ([`value_cache`];
+    /// `Config::value_cache_bytes`).
+    pub value_cache: Option<ValueCache>,
 }
 
 impl JournalOptions {
@@ -113,6 +121,8 @@ impl JournalOptions {
             skip_active_lock: true,
             stream_bytes: 8 * 1024,
             compaction_pace: 0,
+            direct_reads: false,
+            value_cache: None,
         }
     }
 }
@@ -201,6 +211,8 @@ pub struct Journal {
     /// of an SQN at or below it can go straight to the closed files without
     /// waiting for appends or a roll.
     active_floor: std::sync::atomic::AtomicU64,
+    /// This journal's id in a shared [`ValueCache`].
+    cache_user: u64,
 }
 
 impl std::fmt::Debug for Journal {
@@ -277,10 +289,15 @@ fn interrupted_creation(dir: &Path, on_disk: &std::collections::BTreeSet<u64>) -
     Ok(len <= file::JNL_HEADER_LEN)
 }
 
-fn open_closed(dir: &Path, file_no: u64, prev_hi: u64, random: bool) -> Result<ClosedFile> {
+fn open_closed(
+    dir: &Path,
+    file_no: u64,
+    prev_hi: u64,
+    opts: &JournalOptions,
+) -> Result<ClosedFile> {
     let path = dir.join(file::jnl_name(file_no));
     let f = File::open(&path).ctx("open", &path)?;
-    if random {
+    if opts.fadvise_random {
         file::advise(&f, &path, file::Access::Random);
     }
     let size = f.metadata().ctx("stat", &path)?.len();
@@ -328,10 +345,15 @@ fn open_closed(dir: &Path, file_no: u64, prev_hi: u64, random: bool) -> Result<C
             ));
         }
     }
+    let direct = opts
+        .direct_reads
+        .then(|| file::open_direct(&path))
+        .flatten();
     Ok(ClosedFile {
         file_no,
         path,
         file: f,
+        direct,
         size,
         index,
         damage,
@@ -487,7 +509,7 @@ impl Journal {
         let mut closed = Vec::with_capacity(closed_nos.len());
         let mut hi = 0;
         for &no in closed_nos {
-            let cf = open_closed(dir, no, hi, opts.fadvise_random)?;
+            let cf = open_closed(dir, no, hi, &opts)?;
             hi = cf.search_hi;
             closed.push(Arc::new(cf));
         }
@@ -511,6 +533,7 @@ impl Journal {
             compaction_hurry: std::sync::atomic::AtomicBool::new(false),
             unsynced: std::sync::atomic::AtomicU64::new(0),
             active_floor,
+            cache_user: value_cache::next_user_id(),
         };
         if repaired {
             let a = j.active.lock();
@@ -552,6 +575,7 @@ impl Journal {
             compaction_hurry: std::sync::atomic::AtomicBool::new(false),
             unsynced: std::sync::atomic::AtomicU64::new(0),
             active_floor: std::sync::atomic::AtomicU64::new(0),
+            cache_user: value_cache::next_user_id(),
         };
         {
             let a = j.active.lock();
@@ -808,6 +832,11 @@ impl Journal {
             file::advise(&new_file, &new_path, file::Access::Random);
             file::advise(&ro, &old_path, file::Access::Random);
         }
+        let direct = self
+            .opts
+            .direct_reads
+            .then(|| file::open_direct(&old_path))
+            .flatten();
         let mut a = self.active.lock();
         debug_assert_eq!(a.file_no, old_no, "the active file changed during a roll");
         let prev_hi = self.closed.read().last().map_or(0, |c| c.search_hi);
@@ -815,6 +844,7 @@ impl Journal {
             file_no: a.file_no,
             path: std::mem::replace(&mut a.path, new_path),
             file: ro,
+            direct,
             size: a.size,
             index: std::mem::take(&mut a.index),
             damage: std::mem::take(&mut a.damage),
@@ -916,11 +946,33 @@ impl Journal {
         out
     }
 
+    /// The value cache GETs use, if any.
+    pub fn value_cache(&self) -> Option<&ValueCache> {
+        self.opts.value_cache.as_ref()
+    }
+
     /// Reads the record with `sqn`, checking it belongs to `key`.
     pub fn fetch(&self, sqn: u64, key: &[u8]) -> Result<Option<JournalRecord>> {
         if sqn == 0 {
             return Ok(None);
         }
+        let Some(cache) = &self.opts.value_cache else {
+            return self.fetch_from_files(sqn, key);
+        };
+        if let Some(rec) = cache.get(self.cache_user, sqn, key) {
+            Stats::incr(&self.stats.journal_value_cache_hits);
+            return Ok(Some(JournalRecord::clone(&rec)));
+        }
+        Stats::incr(&self.stats.journal_value_cache_misses);
+        let found = self.fetch_from_files(sqn, key)?;
+        if let Some(rec) = &found {
+            cache.insert(self.cache_user, Arc::new(rec.clone()));
+        }
+        Ok(found)
+    }
+
+    /// [`Journal::fetch`] from the files, without the value cache.
+    fn fetch_from_files(&self, sqn: u64, key: &[u8]) -> Result<Option<JournalRecord>> {
         // Active file first: records only ever move from it to the closed list.
         // A record at or below the active floor is in a closed file (or
         // nowhere): no need to wait for the active lock.
@@ -951,7 +1003,7 @@ impl Journal {
         };
         let rec = match hit {
             Some((f, path, off, end, size)) => {
-                self.read_checked(&f, &path, off, end, size, sqn, key)?
+                self.read_checked(&f, None, &path, off, end, size, sqn, key)?
             }
             None => {
                 let closed = self.closed.read();
@@ -962,9 +1014,16 @@ impl Journal {
                 let prev = i.checked_sub(1).and_then(|p| closed.get(p)).cloned();
                 drop(closed);
                 match file::index_span(&c.index, sqn, c.size) {
-                    Some((off, end)) => {
-                        self.read_checked(&c.file, &c.path, off, end, c.size, sqn, key)?
-                    }
+                    Some((off, end)) => self.read_checked(
+                        &c.file,
+                        c.direct.as_ref(),
+                        &c.path,
+                        off,
+                        end,
+                        c.size,
+                        sqn,
+                        key,
+                    )?,
                     None => {
                         for cf in std::iter::once(&c).chain(prev.as_ref()) {
                             if let Some(d) = file::damage_covering(&cf.damage, sqn) {
@@ -992,6 +1051,7 @@ impl Journal {
     fn read_checked(
         &self,
         f: &File,
+        direct: Option<&File>,
         path: &Path,
         off: u64,
         end: u64,
@@ -1000,7 +1060,10 @@ impl Journal {
         key: &[u8],
     ) -> Result<JournalRecord> {
         let reading = std::time::Instant::now();
-        let read = file::read_record_span(f, path, off, end, size, self.opts.one_read);
+        let read = match direct {
+            Some(d) => file::read_record_direct(d, f, path, off, end, size),
+            None => file::read_record_span(f, path, off, end, size, self.opts.one_read),
+        };
         self.stats.journal_value_read.since(reading);
         let rec = match read {
             Ok(r) => r,

@@ -533,13 +533,20 @@ fn value_reads_agree_in_every_read_mode() {
         append_n(&j, 1, 120);
         j.close().unwrap();
     }
-    for one_read in [false, true] {
-        for fadvise_random in [false, true] {
-            for skip_active_lock in [false, true] {
+    let modes = [false, true].into_iter().flat_map(|a| {
+        [false, true]
+            .into_iter()
+            .flat_map(move |b| [false, true].into_iter().map(move |c| (a, b, c)))
+    });
+    for (one_read, fadvise_random, skip_active_lock) in modes {
+        for (direct_reads, cached) in [(false, false), (true, false), (true, true)] {
+            {
                 let o = JournalOptions {
                     one_read,
                     fadvise_random,
                     skip_active_lock,
+                    direct_reads,
+                    value_cache: cached.then(|| ValueCache::new(1 << 20)).flatten(),
                     ..opts(1024)
                 };
                 let j = Journal::open(d.path(), o, Arc::new(Stats::default())).unwrap();
@@ -680,4 +687,113 @@ fn writeback_covers_new_bytes_once_and_is_not_a_sync() {
     for i in 1..=200 {
         check(&j, i);
     }
+}
+
+/// True where the file system under `dir` takes `O_DIRECT` (ext4, xfs; not
+/// tmpfs), so the tests below know which path they exercise.
+fn direct_works(dir: &Path) -> bool {
+    let p = dir.join("probe");
+    fs::write(&p, [0u8; 4096]).unwrap();
+    let ok = file::open_direct(&p).is_some();
+    fs::remove_file(&p).unwrap();
+    ok
+}
+
+fn direct_cached_opts(file_bytes: u64) -> JournalOptions {
+    JournalOptions {
+        direct_reads: true,
+        value_cache: ValueCache::new(1 << 20),
+        ..opts(file_bytes)
+    }
+}
+
+#[test]
+fn direct_reads_open_every_closed_file_where_the_file_system_allows() {
+    let d = tempfile::tempdir().unwrap();
+    let want = direct_works(d.path());
+    let j = Journal::open(
+        d.path(),
+        direct_cached_opts(1024),
+        Arc::new(Stats::default()),
+    )
+    .unwrap();
+    append_n(&j, 1, 100);
+    let rolled = j.closed.read().clone();
+    assert!(rolled.len() > 3);
+    assert!(
+        rolled.iter().all(|c| c.direct.is_some() == want),
+        "files closed by a roll"
+    );
+    j.close().unwrap();
+    let j = Journal::open(
+        d.path(),
+        direct_cached_opts(1024),
+        Arc::new(Stats::default()),
+    )
+    .unwrap();
+    assert!(
+        j.closed.read().iter().all(|c| c.direct.is_some() == want),
+        "files opened closed"
+    );
+    for i in 1..=100 {
+        check(&j, i);
+    }
+}
+
+#[test]
+fn value_cache_serves_repeat_reads_and_counts_them() {
+    let d = tempfile::tempdir().unwrap();
+    let stats = Arc::new(Stats::default());
+    let j = Journal::open(d.path(), direct_cached_opts(1024), stats.clone()).unwrap();
+    append_n(&j, 1, 100);
+    for i in 1..=100 {
+        check(&j, i);
+    }
+    assert_eq!(stat(&stats, &stats.journal_value_cache_misses), 100);
+    assert_eq!(stat(&stats, &stats.journal_value_cache_hits), 0);
+    for i in 1..=100 {
+        check(&j, i);
+    }
+    assert_eq!(stat(&stats, &stats.journal_value_cache_hits), 100);
+    // A cached record answers only for its own key and sqn.
+    assert!(j.fetch(5, &key_of(6)).unwrap_err().is_corruption());
+    assert!(j.fetch(101, &key_of(101)).unwrap().is_none());
+    assert!(j.value_cache().unwrap().bytes() > 0);
+}
+
+#[test]
+fn corrupt_record_is_reported_by_direct_reads_and_never_cached() {
+    let d = tempfile::tempdir().unwrap();
+    {
+        let j = Journal::open(d.path(), opts(1024), Arc::new(Stats::default())).unwrap();
+        append_n(&j, 1, 100);
+        j.close().unwrap();
+    }
+    let target = Journal::open(d.path(), opts(1024), Arc::new(Stats::default()))
+        .unwrap()
+        .files()[1]
+        .clone();
+    assert!(!target.active);
+    let victim = target.first_sqn + 1;
+    // Damage a byte of the value: the record's CRC no longer matches.
+    flip_byte(&target.path, offset_of(&target.path, victim) + 40);
+    let stats = Arc::new(Stats::default());
+    let j = Journal::open(d.path(), direct_cached_opts(1024), stats.clone()).unwrap();
+    for _ in 0..2 {
+        let err = j.fetch(victim, &key_of(victim)).unwrap_err();
+        assert!(err.is_corruption(), "{err}");
+        check(&j, victim - 1);
+        check(&j, victim + 1);
+    }
+    assert_eq!(
+        stat(&stats, &stats.journal_value_cache_hits),
+        2,
+        "neighbours, once each"
+    );
+    assert_eq!(
+        stat(&stats, &stats.journal_value_cache_misses),
+        4,
+        "the victim both times"
+    );
+    assert_eq!(stat(&stats, &stats.journal_corrupt_records), 2);
 }
