@@ -497,7 +497,19 @@ fn fetch_honours_basic_quorum() {
     let h = ServerHandle::spawn(config.clone()).expect("spawn");
     try_create(&h, "counters", r#"{"props":{"datatype":"counter"}}"#).expect("type");
     let mut c = Client::connect(&h);
-    update(&mut c, "counters", Some("k"), counter(5), None).expect("update");
+    // w = dw = 3: every replica holds the value before the shutdown (with
+    // the default quorum the third write may still be in flight, and the
+    // two replicas removed below may be the only ones that had it).
+    let all = pb::DtUpdateReq {
+        bucket: b"b".to_vec(),
+        key: Some(b"k".to_vec()),
+        r#type: b"counters".to_vec(),
+        op: counter(5),
+        w: Some(3),
+        dw: Some(3),
+        ..Default::default()
+    };
+    c.call(code::DT_UPDATE_REQ, &all, code::DT_UPDATE_RESP);
     let sb = h
         .node()
         .types()
