@@ -446,11 +446,7 @@ impl Journal {
                     if self.opts.fadvise_random {
                         file::advise(&file, &o.path, file::Access::Random);
                     }
-                    let direct = self
-                        .opts
-                        .direct_reads
-                        .then(|| file::open_direct(&o.path))
-                        .flatten();
+                    let direct = self.opts.direct_handle(&o.path);
                     Ok(Arc::new(ClosedFile {
                         file_no: o.file_no,
                         path: o.path.clone(),

@@ -106,6 +106,12 @@ pub struct JournalOptions {
 }
 
 impl JournalOptions {
+    /// The `O_DIRECT` handle value reads of the closed file `path` use:
+    /// `None` unless `direct_reads` is on and the file system allows it.
+    pub(crate) fn direct_handle(&self, path: &Path) -> Option<File> {
+        self.direct_reads.then(|| file::open_direct(path)).flatten()
+    }
+
     /// Options for unit tests: files of `file_bytes`, no compression,
     /// 8 KiB compaction chunks, unpaced.
     #[cfg(test)]
@@ -345,10 +351,7 @@ fn open_closed(
             ));
         }
     }
-    let direct = opts
-        .direct_reads
-        .then(|| file::open_direct(&path))
-        .flatten();
+    let direct = opts.direct_handle(&path);
     Ok(ClosedFile {
         file_no,
         path,
@@ -832,11 +835,7 @@ impl Journal {
             file::advise(&new_file, &new_path, file::Access::Random);
             file::advise(&ro, &old_path, file::Access::Random);
         }
-        let direct = self
-            .opts
-            .direct_reads
-            .then(|| file::open_direct(&old_path))
-            .flatten();
+        let direct = self.opts.direct_handle(&old_path);
         let mut a = self.active.lock();
         debug_assert_eq!(a.file_no, old_no, "the active file changed during a roll");
         let prev_hi = self.closed.read().last().map_or(0, |c| c.search_hi);
