@@ -34,10 +34,12 @@
 # Needs root and a memory cgroup controller (see docs/bench.md "Memory
 # limit"). Any failed run stops the suite with its exit code and the
 # command that failed. Before it starts, the suite checks the free disk
-# space in RESULTS against a rough need of each test (keys x value size x
-# 2.5: the live data, the journal's garbage before compaction reclaims it,
-# RocksDB's space amplification) and refuses with the figures if a test
-# would not fit (a long 16 KB test wrote 37 GB in its first 7 minutes).
+# space in RESULTS against a rough need of each test (keys x mean value
+# size x 2.5: the live data, the journal's garbage before compaction
+# reclaims it, RocksDB's space amplification) and refuses with the figures
+# if a test would not fit (a long 16 KB test wrote 37 GB in its first 7
+# minutes; the NHS mix's values average 28 KB, and a long run over 2M keys
+# filled 63 GB before it was stopped).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -55,7 +57,7 @@ while [ $# -gt 0 ]; do
     -k) keys_arg=${2:?-k needs a number of keys}; shift ;;
     -d) results=${2:?-d needs a directory}; shift ;;
     --redo) redo=1 ;;
-    -h | --help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "seed-suite: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) tests+=("$1") ;;
   esac
@@ -177,10 +179,22 @@ for t in "${tests[@]}"; do
 done
 echo "seed-suite $mode: ${#todo[@]} tests, $runs runs of $secs s: about $(( (runs * (secs + 30) + 59) / 60 )) min; $(df -h --output=avail "$results" | tail -1 | tr -d ' ') free in $results" >&2
 
+# The mean value size of a test's value_generator, in bytes: N for
+# {fixed_bin, N}; for {semi_compressible, Min, Mean, XLMult, XLProb} a
+# normal value averages Min + Mean and an extra-large one XLMult times that
+# (the NHS mix's {8000, 2000, 10, 0.2} averages 28,000 bytes, not 8,000).
+mean_value_bytes() { # config file
+  sed -n 's/.*value_generator, *{\([a-z_]*\), *\([^}]*\)}.*/\1 \2/p' "$1" | head -1 |
+    awk '{ gsub(",", " "); n = split($0, f, " ") }
+         f[1] == "fixed_bin" { printf "%d\n", f[2]; exit }
+         f[1] == "semi_compressible" && n >= 5 { printf "%d\n", (f[2] + f[3]) * (1 + f[5] * (f[4] - 1)); exit }
+         { print 8000 }'
+}
+
 # Each run deletes its store before the next, so the largest test decides.
 free_mb=$(df --output=avail -BM "$results" | tail -1 | tr -dc '0-9')
 for t in "${todo[@]}"; do
-  value=$(grep -o 'fixed_bin, [0-9]*\|semi_compressible, [0-9]*' "$(config_of "$t")" | grep -o '[0-9]*$' | head -1)
+  value=$(mean_value_bytes "$(config_of "$t")")
   need_mb=$(( keys * ${value:-8000} * 5 / 2 / 1048576 ))
   if [ "$need_mb" -gt "$free_mb" ]; then
     echo "seed-suite: $t needs about $(( need_mb / 1024 )) GiB of disk ($keys keys x ${value:-8000} bytes x 2.5) and $results has $(( free_mb / 1024 )) GiB free: free some space or use fewer keys (-k $(( keys * free_mb / need_mb / 100000 * 100000 )))" >&2
