@@ -86,6 +86,14 @@ pub enum Outcome {
     Code(u8),
 }
 
+/// The process allocator: mimalloc, not glibc's. A node or a bench moves
+/// values of kilobytes through many threads (the request's buffer, the
+/// record read, the copy handed back); under glibc `malloc` those sizes
+/// cost ~12 % of the CPU of a long 8 KB run (profile in
+/// `docs/benchmarks.md`, 2026-11-27 "allocator").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging();

@@ -49,6 +49,10 @@ enum Command {
     Quick(benches::Quick),
 }
 
+/// The process allocator: mimalloc, as the `basalt` binary (see there).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> std::process::ExitCode {
     match run() {
         Ok(()) => std::process::ExitCode::SUCCESS,
