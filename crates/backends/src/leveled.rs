@@ -116,6 +116,9 @@ impl Leveled {
         if let Some(p) = config.compaction_max_garbage_pct {
             c.compaction_max_garbage_pct = p;
         }
+        if let Some(p) = config.journal_slowdown_garbage_pct {
+            c.journal_slowdown_garbage_pct = p;
+        }
         if let Some(b) = config.journal_one_read {
             c.journal_one_read = b;
         }
@@ -145,6 +148,7 @@ impl Leveled {
         }
         c.block_cache = config.block_cache.clone();
         c.value_cache_bytes = config.leveled_value_cache_bytes();
+        c.value_cache = config.value_cache.clone();
         c.journal_direct_reads = config.leveled_direct_reads();
         let store = engine::Store::open(c).map_err(from_engine)?;
         Ok(Leveled {

@@ -25,7 +25,7 @@ pub(crate) mod ordered;
 /// `_int` index terms (arbitrary-precision integers): parsing, canonical
 /// text, numeric order; the engine's, shared with the server.
 pub use basalt_engine::intterm;
-pub use basalt_engine::{BlockCache, JournalFlush};
+pub use basalt_engine::{BlockCache, JournalFlush, ValueCache};
 #[cfg(feature = "rocksdb")]
 pub mod rocksdb;
 
@@ -48,6 +48,9 @@ pub struct BackendConfig {
     /// leveled: the garbage trigger's percentage (the engine's
     /// `compaction_max_garbage_pct`; `None` keeps its default, 50; 100 off).
     pub compaction_max_garbage_pct: Option<f64>,
+    /// leveled: the write slowdown's garbage percentage (the engine's
+    /// `journal_slowdown_garbage_pct`; `None` keeps its default, 70; 100 off).
+    pub journal_slowdown_garbage_pct: Option<f64>,
     /// leveled: read a value with one positional read (the engine's
     /// `journal_one_read`; `None` keeps its default, true).
     pub journal_one_read: Option<bool>,
@@ -88,8 +91,11 @@ pub struct BackendConfig {
     pub journal_direct_reads: Option<bool>,
     /// leveled: bytes of the value cache (the engine's `value_cache_bytes`;
     /// `None`: [`VALUE_CACHE_BUDGET_PCT`] of `memory_budget_bytes`, none
-    /// without a budget).
+    /// without a budget). Ignored when `value_cache` is set.
     pub value_cache_bytes: Option<u64>,
+    /// leveled: a value cache shared by every store opened with it (a
+    /// node's vnodes), so their memory is bounded together.
+    pub value_cache: Option<basalt_engine::ValueCache>,
     /// Memory this store may use, page cache included (the bench's
     /// `--memory-limit` divided among its stores). RocksDB sizes its block
     /// cache from it, leveled its value cache; `None`: no budget known.
@@ -116,11 +122,11 @@ impl BackendConfig {
     }
 
     /// Whether leveled reads values with `O_DIRECT`: `journal_direct_reads`,
-    /// else whenever it has a value cache (which then holds the hot values
-    /// the page cache would have).
+    /// else whenever it has a value cache, its own or a shared one (which
+    /// then holds the hot values the page cache would have).
     pub fn leveled_direct_reads(&self) -> bool {
         self.journal_direct_reads
-            .unwrap_or(self.leveled_value_cache_bytes() > 0)
+            .unwrap_or(self.value_cache.is_some() || self.leveled_value_cache_bytes() > 0)
     }
 }
 
@@ -232,8 +238,11 @@ pub fn memory_floor_bytes(name: &str, config: &BackendConfig) -> u64 {
                 + c.memtable_bytes as u64 * (1 + c.frozen_memtables_max as u64)
                 + cache
                 // A value cache sized from the budget scales with it: only
-                // one set explicitly is a floor.
-                + config.value_cache_bytes.unwrap_or(0)
+                // one set explicitly is a floor (a shared one, by its maker).
+                + match &config.value_cache {
+                    Some(_) => 0,
+                    None => config.value_cache_bytes.unwrap_or(0),
+                }
         }
         // Its write buffers and block cache (which fills up to its size).
         #[cfg(feature = "rocksdb")]
@@ -464,5 +473,43 @@ mod tests {
         };
         let b = open_backend(leveled::NAME, d.path(), &cfg).expect("open");
         assert_eq!(counter(b.as_ref(), "value_cache_capacity_bytes"), 45 << 20);
+    }
+
+    #[test]
+    fn leveled_stores_share_the_value_cache_they_are_given() {
+        let shared = basalt_engine::ValueCache::new(8 << 20);
+        let cfg = BackendConfig {
+            test_min: true,
+            value_cache_bytes: Some(0),
+            value_cache: shared.clone(),
+            ..BackendConfig::default()
+        };
+        assert!(
+            cfg.leveled_direct_reads(),
+            "a shared cache turns direct reads on"
+        );
+        let floor = memory_floor_bytes(leveled::NAME, &BackendConfig::default());
+        assert_eq!(memory_floor_bytes(leveled::NAME, &cfg), floor);
+        let (d1, d2) = (
+            tempfile::tempdir().expect("tempdir"),
+            tempfile::tempdir().expect("tempdir"),
+        );
+        let a = open_backend(leveled::NAME, d1.path(), &cfg).expect("open a");
+        let b = open_backend(leveled::NAME, d2.path(), &cfg).expect("open b");
+        for (s, v) in [(&a, b"from a".as_slice()), (&b, b"from b".as_slice())] {
+            s.put(b"bucket", b"key", v, b"", &Default::default())
+                .expect("put");
+            for _ in 0..2 {
+                let got = s.get(b"bucket", b"key").expect("get").map(|o| o.value);
+                assert_eq!(got.as_deref(), Some(v), "each store reads its own value");
+            }
+        }
+        for s in [&a, &b] {
+            assert_eq!(counter(s.as_ref(), "value_cache_capacity_bytes"), 8 << 20);
+            assert_eq!(counter(s.as_ref(), "journal_value_cache_hits"), 1);
+        }
+        let held = counter(a.as_ref(), "value_cache_bytes");
+        assert!(held > 0, "both stores' records are in the one cache");
+        assert_eq!(counter(b.as_ref(), "value_cache_bytes"), held);
     }
 }

@@ -58,6 +58,7 @@ const KNOWN: &[&str] = &[
     "basalt_memory_limit",
     "basalt_compaction_runs_per_day",
     "basalt_compaction_max_garbage_pct",
+    "basalt_journal_slowdown_pct",
     "basalt_journal_one_read",
     "basalt_journal_fadvise_random",
     "basalt_journal_skip_active_lock",
@@ -422,6 +423,11 @@ pub struct BenchConfig {
     /// (0..=100; 100 turns it off; default: the engine's, 50); others
     /// ignore it.
     pub compaction_max_garbage_pct: Option<f64>,
+    /// `basalt_journal_slowdown_pct`: leveled's write slowdown, the
+    /// journal garbage percentage above which writes are paced to
+    /// compaction (0..=100; 100 turns it off; default: the engine's, 70);
+    /// others ignore it.
+    pub journal_slowdown_garbage_pct: Option<f64>,
     /// `basalt_journal_one_read`: leveled reads a value record with one
     /// positional read (default: the engine's, true); others ignore it.
     pub journal_one_read: Option<bool>,
@@ -681,7 +687,8 @@ impl RawConfig {
                     .map_err(|_| self.invalid("basalt_compaction_runs_per_day", "too large"))?,
             ),
         };
-        let compaction_max_garbage_pct = self.max_garbage_pct()?;
+        let compaction_max_garbage_pct = self.pct("basalt_compaction_max_garbage_pct", 50)?;
+        let journal_slowdown_garbage_pct = self.pct("basalt_journal_slowdown_pct", 70)?;
         let journal_one_read = self.opt_bool("basalt_journal_one_read")?;
         let journal_fadvise_random = self.opt_bool("basalt_journal_fadvise_random")?;
         let journal_skip_active_lock = self.opt_bool("basalt_journal_skip_active_lock")?;
@@ -753,6 +760,7 @@ impl RawConfig {
                 memory_limit,
                 compaction_runs_per_day,
                 compaction_max_garbage_pct,
+                journal_slowdown_garbage_pct,
                 journal_one_read,
                 journal_fadvise_random,
                 journal_skip_active_lock,
@@ -872,17 +880,15 @@ impl RawConfig {
         })
     }
 
-    /// `basalt_compaction_max_garbage_pct`: a percentage 0..100.
-    fn max_garbage_pct(&self) -> Result<Option<f64>, ConfigError> {
-        Ok(match self.get("basalt_compaction_max_garbage_pct") {
+    /// A percentage 0..=100 that is `None` when not given (the store's
+    /// default, `default` here only for `int`'s message).
+    fn pct(&self, key: &str, default: i64) -> Result<Option<f64>, ConfigError> {
+        Ok(match self.get(key) {
             None => None,
             Some(_) => {
-                let n = self.int("basalt_compaction_max_garbage_pct", 50, 0)?;
+                let n = self.int(key, default, 0)?;
                 if n > 100 {
-                    return Err(self.invalid(
-                        "basalt_compaction_max_garbage_pct",
-                        format!("expected a percentage 0..100, got {n}"),
-                    ));
+                    return Err(self.invalid(key, format!("expected a percentage 0..100, got {n}")));
                 }
                 Some(n as f64)
             }

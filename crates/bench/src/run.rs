@@ -121,7 +121,7 @@ fn describe(cfg: &BenchConfig) -> Vec<String> {
         let bc = crate::driver::backend_config(cfg);
         let on = |o: Option<bool>| o.map_or("default".to_string(), |b| b.to_string());
         v.push(format!(
-            "leveled journal: one read {}; fadvise random {}; skip active lock {}; write groups {}; sync bytes {}; compaction runs/day {}; max garbage {}; compaction stream bytes {}; compaction read pace {}; flush {}; block cache {}; value cache {}; direct reads {}",
+            "leveled journal: one read {}; fadvise random {}; skip active lock {}; write groups {}; sync bytes {}; compaction runs/day {}; max garbage {}; slowdown above {}; compaction stream bytes {}; compaction read pace {}; flush {}; block cache {}; value cache {}; direct reads {}",
             on(cfg.journal_one_read),
             on(cfg.journal_fadvise_random),
             on(cfg.journal_skip_active_lock),
@@ -131,6 +131,8 @@ fn describe(cfg: &BenchConfig) -> Vec<String> {
             cfg.compaction_runs_per_day
                 .map_or("default".to_string(), |n| n.to_string()),
             cfg.compaction_max_garbage_pct
+                .map_or("default".to_string(), |p| format!("{p}%")),
+            cfg.journal_slowdown_garbage_pct
                 .map_or("default".to_string(), |p| format!("{p}%")),
             cfg.compaction_stream_bytes
                 .map_or("default".to_string(), crate::memlimit::human),

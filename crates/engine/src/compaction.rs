@@ -30,6 +30,7 @@ use crate::config::Config;
 use crate::error::{IoContext, Result};
 use crate::journal::file::ClosedFile;
 use crate::journal::Journal;
+use crate::slowdown::Slowdown;
 use crate::stats::Stats;
 use parking_lot::{Condvar, Mutex};
 use std::collections::HashMap;
@@ -178,6 +179,8 @@ pub struct Compactor {
     liveness: LivenessFactory,
     /// file number -> its score.
     cache: Mutex<HashMap<u64, CachedScore>>,
+    /// Told every garbage estimate and every run's reclaim rate.
+    slowdown: Arc<Slowdown>,
 }
 
 impl std::fmt::Debug for Compactor {
@@ -202,7 +205,19 @@ impl Compactor {
             policy,
             liveness,
             cache: Mutex::new(HashMap::new()),
+            slowdown: Arc::new(Slowdown::new(100.0)),
         }
+    }
+
+    /// The compactor, feeding `slowdown` (default: one that is off).
+    pub fn with_slowdown(mut self, slowdown: Arc<Slowdown>) -> Self {
+        self.slowdown = slowdown;
+        self
+    }
+
+    /// The write slowdown this compactor feeds.
+    pub fn slowdown(&self) -> &Slowdown {
+        &self.slowdown
     }
 
     /// The live percentage of `file`'s sampled bytes (100 when nothing could
@@ -237,6 +252,8 @@ impl Compactor {
         let res = self.run_inner(t0);
         match &res {
             Ok(r) if r.compacted => {
+                self.slowdown
+                    .observe_run(r.bytes_in.saturating_sub(r.bytes_out), r.duration);
                 Stats::incr(&self.stats.compaction_runs);
                 Stats::add(&self.stats.compaction_files_in, r.files_in.len() as u64);
                 Stats::add(&self.stats.compaction_files_out, r.files_out.len() as u64);
@@ -349,6 +366,7 @@ impl Compactor {
             est.closed_bytes += f.size;
             est.garbage_bytes += (f.size as f64 * (100.0 - s) / 100.0) as u64;
         }
+        self.slowdown.observe_garbage(est.pct());
         Ok(est)
     }
 

@@ -132,6 +132,15 @@ pub struct Config {
     /// under any write rate the compaction can keep up with; 100.0 turns
     /// the trigger off (the schedule alone then bounds nothing).
     pub compaction_max_garbage_pct: f64,
+    /// Write slowdown (see [`crate::slowdown`]): above this percentage of
+    /// garbage in the closed journal files (the garbage trigger's
+    /// estimate), each write group waits so that the journal is written no
+    /// faster than compaction reclaims space, and the journal's size stays
+    /// bounded under any write rate. Default 70.0 (closed files at about
+    /// 3.3× their live bytes); a value below `compaction_max_garbage_pct`
+    /// counts as that (writes never slow before compaction starts); 100.0
+    /// turns it off, as does a trigger that is off.
+    pub journal_slowdown_garbage_pct: f64,
     /// How often the garbage trigger checks (default 10 s). Zero turns the
     /// trigger off.
     pub compaction_check_interval: Duration,
@@ -243,6 +252,7 @@ impl Config {
             compaction_sample_records: 200,
             compaction_score_cache_runs: 12,
             compaction_max_garbage_pct: 50.0,
+            journal_slowdown_garbage_pct: 70.0,
             compaction_check_interval: Duration::from_secs(10),
             journal_one_read: true,
             journal_fadvise_random: true,
@@ -329,6 +339,9 @@ impl Config {
             || !pct_ok(self.compaction_max_garbage_pct)
         {
             return bad("compaction percentages must be in 0..=100");
+        }
+        if !pct_ok(self.journal_slowdown_garbage_pct) {
+            return bad("journal_slowdown_garbage_pct must be in 0..=100 (100: off)");
         }
         if self.value_bytes_max > limits::VALUE_SIZE_BYTES_CEILING {
             return bad("value_bytes_max is above the 1 GiB format ceiling");

@@ -23,6 +23,7 @@ pub mod journal;
 pub mod key;
 pub mod ledger;
 pub mod limits;
+pub mod slowdown;
 pub mod snapshot;
 pub mod stats;
 pub mod tictac;

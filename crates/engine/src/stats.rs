@@ -153,6 +153,11 @@ counters! {
     write_stalls,
     /// Microseconds writers spent waiting in back-pressure.
     write_stall_us,
+    /// Write groups paced because journal compaction fell behind
+    /// (`Config::journal_slowdown_garbage_pct`).
+    journal_slowdowns,
+    /// Microseconds they waited.
+    journal_slowdown_us,
     /// Value bytes handed to the journal's compressor (before compression).
     compression_bytes_in,
     /// Value bytes stored for them (after compression; a value that does not
@@ -204,6 +209,10 @@ counters! {
     /// PUT/DELETE: back-pressure, the ledger being behind (frozen memtables
     /// or L0 files over their limits); recorded only when a writer waited.
     wait_write_stall,
+    /// PUT/DELETE: paced while journal compaction is behind (the journal's
+    /// garbage over `Config::journal_slowdown_garbage_pct`); recorded only
+    /// when a group waited.
+    wait_journal_slowdown,
     /// PUT/DELETE: the journal append under the write lock (encode, one
     /// positional write; a roll is timed separately and included here too).
     journal_append,

@@ -25,6 +25,7 @@ use crate::ledger::sst::SstOptions;
 use crate::ledger::{BlockCache, Ledger, LedgerOptions, LevelStats};
 use crate::limits;
 use crate::lock::{check_marker, DirLock, STORE_MARKER};
+use crate::slowdown::Slowdown;
 use crate::snapshot::{Pinned, Snapshot, SnapshotOptions, SnapshotRegistry, ValueSource};
 use crate::stats::Stats;
 use crate::tictac::{LiveTree, TicTacTree};
@@ -533,6 +534,19 @@ impl Store {
         r
     }
 
+    /// Waits, under the write lock, while journal compaction is behind
+    /// (see [`crate::slowdown`]) for a group of `bytes`.
+    fn pace_journal(&self, bytes: u64) {
+        let wait = self.compactor.slowdown().wait_for(bytes);
+        if wait.is_zero() {
+            return;
+        }
+        std::thread::sleep(wait);
+        Stats::incr(&self.stats.journal_slowdowns);
+        Stats::add(&self.stats.journal_slowdown_us, wait.as_micros() as u64);
+        self.stats.wait_journal_slowdown.record(wait);
+    }
+
     /// Writes prepared records (taken out of `items`) under the write lock:
     /// consecutive SQNs, one journal write, then the ledger in SQN order.
     /// Returns the last SQN. An error means none of them was acknowledged.
@@ -545,8 +559,9 @@ impl Store {
         // Back-pressure (or a refusal) before anything is written, so a
         // write that returns an error has left no trace.
         self.ledger.admit()?;
-        let first = w.next_sqn;
         let total: usize = items.iter().flatten().map(|i| i.record.len()).sum();
+        self.pace_journal(total as u64);
+        let first = w.next_sqn;
         let mut buf = Vec::with_capacity(total);
         let mut at = Vec::with_capacity(items.len());
         for (sqn, item) in (first..).zip(items.iter_mut().flatten()) {
@@ -914,17 +929,24 @@ fn start_compaction(
     stats: &Arc<Stats>,
 ) -> Result<(Arc<Compactor>, Option<Scheduler>)> {
     let l = Arc::clone(ledger);
-    let compactor = Arc::new(Compactor::new(
-        Arc::clone(journal),
-        Arc::clone(stats),
-        CompactionPolicy::from_config(config),
-        Box::new(move || {
-            Box::new(StoreLiveness {
-                ledger: Arc::clone(&l),
-                persisted_sqn: l.persisted_sqn(),
-            })
-        }),
-    ));
+    let compactor = Arc::new(
+        Compactor::new(
+            Arc::clone(journal),
+            Arc::clone(stats),
+            CompactionPolicy::from_config(config),
+            Box::new(move || {
+                Box::new(StoreLiveness {
+                    ledger: Arc::clone(&l),
+                    persisted_sqn: l.persisted_sqn(),
+                })
+            }),
+        )
+        .with_slowdown(Arc::new(Slowdown::new(
+            config
+                .journal_slowdown_garbage_pct
+                .max(config.compaction_max_garbage_pct),
+        ))),
+    );
     let scheduler = Scheduler::start(
         Arc::clone(&compactor),
         Schedule::from_config(config),
@@ -941,6 +963,12 @@ impl Store {
     pub fn compact_journal(&self) -> Result<CompactionReport> {
         self.check_open()?;
         self.compactor.run()
+    }
+
+    /// The write slowdown (see [`crate::slowdown`]): the garbage estimate
+    /// and reclaim rate it paces writes by, fed by journal compaction.
+    pub fn journal_slowdown(&self) -> &Slowdown {
+        self.compactor.slowdown()
     }
 
     /// Hot backup into `dest` (created if missing; an earlier backup there is

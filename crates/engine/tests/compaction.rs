@@ -620,3 +620,37 @@ fn compaction_streams_its_output_in_chunks() {
         check_model(&s, &model);
     }
 }
+
+#[test]
+fn writes_are_paced_while_compaction_is_behind() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let s = Store::open(Config::test_min(d.path())).expect("open");
+    // Random bytes: the journal cannot compress them below their size.
+    let value = random_value(&mut StdRng::seed_from_u64(19), 256 * 1024);
+    s.put(b"b", b"before", &value, b"").expect("put");
+    assert_eq!(counter(&s, "journal_slowdowns"), 0, "not paced by default");
+    // Compaction reclaims 1 MiB/s and the journal is 90 % garbage: writes
+    // are held to the 1 MiB/s floor, so four 256 KiB records cost ~0.75 s
+    // of waiting after the first.
+    let slowdown = s.journal_slowdown();
+    slowdown.observe_run(1 << 20, std::time::Duration::from_secs(1));
+    slowdown.observe_garbage(90.0);
+    assert_eq!(slowdown.rate(), Some(1 << 20));
+    for i in 0..4 {
+        s.put(b"b", format!("k{i}").as_bytes(), &value, b"")
+            .expect("put");
+    }
+    assert_eq!(counter(&s, "journal_slowdowns"), 3);
+    let waited = counter(&s, "journal_slowdown_us");
+    assert!((600_000..=1_000_000).contains(&waited), "{waited} us");
+    assert_eq!(counter(&s, "wait_journal_slowdown_count"), 3);
+    // Reads are not paced, and the data is all there.
+    for i in 0..4 {
+        let got = s.get(b"b", format!("k{i}").as_bytes()).expect("get");
+        assert_eq!(got.map(|o| o.value.len()), Some(value.len()));
+    }
+    // Compaction caught up: no more waits.
+    slowdown.observe_garbage(40.0);
+    s.put(b"b", b"after", &value, b"").expect("put");
+    assert_eq!(counter(&s, "journal_slowdowns"), 3);
+}

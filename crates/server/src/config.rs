@@ -4,9 +4,10 @@
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
-/// Largest `block_cache_mb` accepted (64 GiB): a typo of a few digits
-/// would otherwise reserve the cache's tables for a size no node has.
-pub const BLOCK_CACHE_MB_MAX: u64 = 65_536;
+/// Largest `block_cache_mb` and `value_cache_mb` accepted (64 GiB): a typo
+/// of a few digits would otherwise reserve a cache's tables for a size no
+/// node has.
+pub const CACHE_MB_MAX: u64 = 65_536;
 
 /// The default configuration file, with comments.
 pub const DEFAULT_CONFIG: &str = r#"# Basalt node configuration.
@@ -64,6 +65,14 @@ sync = false
 # GETs and HEADs (the SST data blocks their keys live in stay in memory
 # when values crowd the page cache); 0 = none.
 block_cache_mb = 128
+# leveled: MiB of the value cache that every vnode's journal shares: the
+# objects of recent GETs, verified, kept in memory; with it, value reads
+# that miss go straight to the disk (O_DIRECT) and leave nothing in the page
+# cache. For a node whose data far outgrows its memory (a memory-limited
+# container, say): give it about 45 % of the memory the node may use. 0 =
+# none: the page cache holds the hot values, the right choice when memory
+# is plentiful.
+value_cache_mb = 0
 # Tombstone reaping after a PB DELETE (Riak's delete_mode): a number of
 # milliseconds (reap that long after the delete, once all n replicas hold the
 # same tombstone), "immediate" (the same check, no delay) or "keep" (never
@@ -330,6 +339,9 @@ pub struct Config {
     /// MiB of the leveled ledger block cache shared by this node's vnodes
     /// (0 = none).
     pub block_cache_mb: u64,
+    /// MiB of the leveled journal value cache shared by this node's vnodes
+    /// (0 = none); with a cache, value reads bypass the page cache.
+    pub value_cache_mb: u64,
     /// Tombstone reaping after a delete.
     pub delete_mode: DeleteMode,
     /// Seconds between anti-entropy rounds (0 = off).
@@ -532,6 +544,7 @@ impl Default for Config {
             backend: "leveled".into(),
             sync: false,
             block_cache_mb: 128,
+            value_cache_mb: 0,
             delete_mode: DeleteMode::DEFAULT,
             aae_interval_secs: 300,
             aae_tree_size: "xsmall".into(),
@@ -565,11 +578,15 @@ impl Config {
 
     /// Checks ranges.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.block_cache_mb > BLOCK_CACHE_MB_MAX {
-            return Err(ConfigError(format!(
-                "block_cache_mb must be at most {BLOCK_CACHE_MB_MAX} (64 GiB), got {}",
-                self.block_cache_mb
-            )));
+        for (key, mb) in [
+            ("block_cache_mb", self.block_cache_mb),
+            ("value_cache_mb", self.value_cache_mb),
+        ] {
+            if mb > CACHE_MB_MAX {
+                return Err(ConfigError(format!(
+                    "{key} must be at most {CACHE_MB_MAX} (64 GiB), got {mb}"
+                )));
+            }
         }
         if crate::ring::Ring::new(self.ring_size).is_none() {
             return Err(ConfigError(format!(
@@ -946,6 +963,9 @@ mod tests {
         assert!(Config::from_toml("ring_size = 6").is_err());
         assert!(Config::from_toml("block_cache_mb = 65537").is_err());
         assert!(Config::from_toml("block_cache_mb = 0").is_ok());
+        let e = Config::from_toml("value_cache_mb = 65537").err();
+        assert!(e.is_some_and(|e| e.0.contains("value_cache_mb must be at most 65536")));
+        assert!(Config::from_toml("value_cache_mb = 512").is_ok());
         assert!(Config::from_toml("bogus = 1").is_err());
     }
 

@@ -29,6 +29,14 @@ pub const CS_FOLD_BATCH: usize = 100;
 /// A handoff batch stops once its values and metadata pass this size.
 pub const FOLD_BATCH_BYTES: usize = 4 << 20;
 
+/// How long a shutdown waits, once the listeners are closed and their
+/// requests answered, for the replica calls coordinators started as tasks
+/// of their own (a PUT answers at its quorum; its last replica write may
+/// still be on its way to a vnode) before the vnodes close. A call still
+/// running after this is dropped: that replica misses the write and
+/// anti-entropy repairs it; the acknowledged copies are kept.
+pub const SHUTDOWN_DRAIN: Duration = Duration::from_secs(5);
+
 /// How often a node looks for vnodes to hand off.
 pub const HANDOFF_INTERVAL: Duration = Duration::from_millis(1000);
 

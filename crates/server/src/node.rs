@@ -376,6 +376,13 @@ impl Node {
         self.router.gate.write()
     }
 
+    /// Waits, at most `limit`, for the replica calls coordinators left
+    /// running at their quorum; the number still running (see
+    /// [`crate::limits::SHUTDOWN_DRAIN`]).
+    pub async fn drain_calls(&self, limit: Duration) -> usize {
+        self.router.drain_calls(limit).await
+    }
+
     /// Stops every vnode (queued jobs finish) and closes the backends.
     pub fn close(&self) {
         self.repl.close();

@@ -955,6 +955,71 @@ fn stats_latencies_and_prometheus_metrics() {
     }
 }
 
+#[test]
+fn replica_calls_in_flight_are_counted_for_the_shutdown_drain() {
+    let (h, _d) = start();
+    let rt = common::runtime();
+    let node = h.node().clone();
+    assert_eq!(put(&h, "/buckets/d/keys/k", &[], b"v").status, 204);
+    // A GET fans out to every replica at once (a PUT's coordinator writes
+    // first, on the caller's task, then fans out to the rest).
+    let gate = node.pause_vnodes();
+    std::thread::scope(|scope| {
+        let reader = scope.spawn(|| get(&h, "/buckets/d/keys/k"));
+        // The GET's replica calls reach the paused vnodes' queues and wait.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while rt.block_on(node.drain_calls(std::time::Duration::ZERO)) == 0 {
+            assert!(std::time::Instant::now() < deadline, "no call in flight");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let short = std::time::Duration::from_millis(50);
+        assert!(
+            rt.block_on(node.drain_calls(short)) > 0,
+            "calls end while paused"
+        );
+        drop(gate);
+        assert_eq!(reader.join().expect("reader").body, b"v");
+    });
+    let left = rt.block_on(node.drain_calls(std::time::Duration::from_secs(10)));
+    assert_eq!(left, 0, "every replica call ended once the vnodes ran");
+}
+
+#[test]
+fn stats_show_the_node_wide_caches_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = Config {
+        data_dir: dir.path().to_path_buf(),
+        pb_listen: "127.0.0.1:0".into(),
+        cluster_listen: "127.0.0.1:0".into(),
+        http_listen: "127.0.0.1:0".into(),
+        ring_size: 8,
+        backend: "leveled".into(),
+        block_cache_mb: 8,
+        value_cache_mb: 16,
+        ..Config::default()
+    };
+    let h = ServerHandle::spawn(c).expect("spawn");
+    put(&h, "/buckets/vc/keys/k", &[], b"cached value");
+    for _ in 0..2 {
+        assert_eq!(get(&h, "/buckets/vc/keys/k").body, b"cached value");
+    }
+    let s = json_body(&get(&h, "/stats"));
+    let b = &s["backend_stats"];
+    // Eight vnodes share one cache of each kind: its size, not 8 times it.
+    assert_eq!(b["value_cache_capacity_bytes"], 16 << 20, "{b}");
+    assert_eq!(b["block_cache_capacity_bytes"], 8 << 20, "{b}");
+    assert!(
+        b["value_cache_bytes"].as_u64().is_some_and(|v| v > 0),
+        "{b}"
+    );
+    assert!(
+        b["journal_value_cache_hits"]
+            .as_u64()
+            .is_some_and(|v| v >= 1),
+        "{b}"
+    );
+}
+
 /// The quorum parameters Riak's HTTP object API takes beyond r/w/dw/pr/pw/
 /// rw (`riak_kv_wm_object`): `node_confirms` (distinct nodes among the
 /// acknowledgements; one node here, so n_val 3 puts every replica on it)

@@ -18,7 +18,7 @@ use crate::vnode::{NValOf, Vnode, VnodeAae, VnodeError, VnodeState};
 use futures_util::stream::FuturesUnordered;
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -56,6 +56,28 @@ pub struct Router {
     dropping: Mutex<BTreeSet<u32>>,
     /// The leveled block cache every local vnode shares (`block_cache_mb`).
     block_cache: Option<basalt_backends::BlockCache>,
+    /// The leveled value cache every local vnode shares (`value_cache_mb`).
+    value_cache: Option<basalt_backends::ValueCache>,
+    /// Fan-out calls running as tasks of their own ([`CallInFlight`]); a
+    /// shutdown waits for them ([`Self::drain_calls`]).
+    calls_in_flight: AtomicUsize,
+}
+
+/// Counts one fan-out call as running while it lives.
+struct CallInFlight(Arc<Router>);
+
+impl CallInFlight {
+    fn start(router: Arc<Router>) -> CallInFlight {
+        router.calls_in_flight.fetch_add(1, Ordering::AcqRel);
+        CallInFlight(router)
+    }
+}
+
+impl Drop for CallInFlight {
+    fn drop(&mut self) {
+        let before = self.0.calls_in_flight.fetch_sub(1, Ordering::AcqRel);
+        debug_assert!(before > 0, "calls in flight went below zero");
+    }
 }
 
 /// A copy of a partition held here for another owner while this guard
@@ -115,8 +137,9 @@ fn wire(e: VnodeError) -> WireError {
 impl Router {
     /// A router with no vnodes open yet.
     pub fn new(config: Arc<Config>, ring: Ring, cluster: Cluster, n_val_of: NValOf) -> Arc<Router> {
-        let block_cache =
-            basalt_backends::BlockCache::new(config.block_cache_mb.saturating_mul(1024 * 1024));
+        let mib = |n: u64| n.saturating_mul(1024 * 1024);
+        let block_cache = basalt_backends::BlockCache::new(mib(config.block_cache_mb));
+        let value_cache = basalt_backends::ValueCache::new(mib(config.value_cache_mb));
         Arc::new(Router {
             n_val_of,
             config,
@@ -130,6 +153,8 @@ impl Router {
             held: Mutex::new(BTreeMap::new()),
             dropping: Mutex::new(BTreeSet::new()),
             block_cache,
+            value_cache,
+            calls_in_flight: AtomicUsize::new(0),
         })
     }
 
@@ -186,6 +211,20 @@ impl Router {
         Duration::from_millis(self.config.limits.request_timeout_ms)
     }
 
+    /// Waits until no fan-out call started as a task of its own is running
+    /// (the replica calls a coordinator left behind at its quorum), or
+    /// `limit` has passed; the number still running.
+    pub(crate) async fn drain_calls(&self, limit: Duration) -> usize {
+        let deadline = Instant::now() + limit;
+        loop {
+            let n = self.calls_in_flight.load(Ordering::Acquire);
+            if n == 0 || Instant::now() >= deadline {
+                return n;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     /// Stops every local vnode (queued jobs finish) and closes the backends;
     /// no vnode is reopened after this.
     pub fn close(&self) {
@@ -234,9 +273,9 @@ impl Router {
                 let (t, r) = (t.clone(), req());
                 let f: FanOutFuture<'a> = match &this {
                     Some(router) => {
-                        let (router, t2) = (router.clone(), t.clone());
+                        let (call, t2) = (CallInFlight::start(router.clone()), t.clone());
                         let h =
-                            tokio::spawn(async move { router.vcall_sloppy(&t2, r, sloppy).await });
+                            tokio::spawn(async move { call.0.vcall_sloppy(&t2, r, sloppy).await });
                         Box::pin(async move {
                             let res = h
                                 .await
@@ -285,6 +324,8 @@ impl Router {
             sync: self.config.sync,
             block_cache_bytes: Some(0),
             block_cache: self.block_cache.clone(),
+            value_cache_bytes: Some(0),
+            value_cache: self.value_cache.clone(),
             ..Default::default()
         };
         let size = self

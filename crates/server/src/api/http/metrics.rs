@@ -24,15 +24,30 @@ async fn backend_totals(node: &Node) -> (BTreeMap<String, u64>, u64, usize) {
         disk = disk.saturating_add(s.disk_bytes);
         for (name, v) in &s.counters {
             let e = counters.entry(name.clone()).or_insert(0u64);
-            // A wait timer's maximum is the largest over the vnodes, not a sum.
-            *e = if name.ends_with("_max_ns") {
-                (*e).max(*v)
-            } else {
-                e.saturating_add(*v)
-            };
+            *e = merge_counter(name, *e, *v);
         }
     }
     (counters, disk, all.len())
+}
+
+/// The leveled caches a node's vnodes share (`block_cache_mb`,
+/// `value_cache_mb`): every vnode reports the one cache's size.
+const NODE_WIDE_GAUGES: [&str; 4] = [
+    "block_cache_capacity_bytes",
+    "block_cache_bytes",
+    "value_cache_capacity_bytes",
+    "value_cache_bytes",
+];
+
+/// Adds one vnode's counter to the node's total: a wait timer's maximum is
+/// the largest over the vnodes and a shared cache's size is the same in
+/// every vnode, so both take the largest; everything else is summed.
+fn merge_counter(name: &str, total: u64, v: u64) -> u64 {
+    if name.ends_with("_max_ns") || NODE_WIDE_GAUGES.contains(&name) {
+        total.max(v)
+    } else {
+        total.saturating_add(v)
+    }
 }
 
 fn queue_stats(q: &[usize]) -> (usize, usize, f64, usize, usize) {
@@ -228,6 +243,32 @@ pub async fn metrics(State(node): Shared) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shared_cache_sizes_and_maxima_are_not_summed() {
+        let vnodes = [
+            [
+                ("journal_value_cache_hits", 5),
+                ("value_cache_capacity_bytes", 64),
+                ("journal_fsync_max_ns", 7),
+            ],
+            [
+                ("journal_value_cache_hits", 3),
+                ("value_cache_capacity_bytes", 64),
+                ("journal_fsync_max_ns", 9),
+            ],
+        ];
+        let mut total = BTreeMap::new();
+        for counters in vnodes {
+            for (name, v) in counters {
+                let e = total.entry(name).or_insert(0u64);
+                *e = merge_counter(name, *e, v);
+            }
+        }
+        assert_eq!(total["journal_value_cache_hits"], 8);
+        assert_eq!(total["value_cache_capacity_bytes"], 64);
+        assert_eq!(total["journal_fsync_max_ns"], 9);
+    }
 
     #[test]
     fn queue_summary_and_labels() {

@@ -211,6 +211,14 @@ pub async fn serve_all(
             Ok(Ok(())) => {}
         }
     }
+    let left = node.drain_calls(crate::limits::SHUTDOWN_DRAIN).await;
+    if left > 0 {
+        tracing::warn!(
+            calls = left,
+            "closing the vnodes with replica calls still running after {:?}",
+            crate::limits::SHUTDOWN_DRAIN
+        );
+    }
     tokio::task::block_in_place(|| node.close());
     tracing::info!("vnodes closed");
     Ok(())

@@ -1,0 +1,228 @@
+//! Write slowdown: once the journal's garbage passes a limit, writes are
+//! paced to the rate journal compaction reclaims space.
+//!
+//! The journal never rewrites in place: an overwrite leaves the old record
+//! as garbage until compaction copies its file's live records out and
+//! deletes the file. The garbage trigger (`compaction::drain_garbage`) runs
+//! compactions back to back above `Config::compaction_max_garbage_pct`,
+//! but a write load can outrun them. A long run of seed 003's NHS mix here
+//! (28 KB semi-compressible values, 35 % writes, 16 workers) appended
+//! ~157 MB/s to the journal while back-to-back runs reclaimed ~66 MB/s; the
+//! journal grew to 63 GB over ~17 GB of live data in ten minutes, until the
+//! disk was nearly full. Nothing bounded it.
+//!
+//! Above `Config::journal_slowdown_garbage_pct` (default 70: closed files
+//! at about 3.3× their live bytes) each write group waits before it is
+//! written, long enough that the journal is written no faster than
+//! compaction reclaims ([`allowed_rate`]): at the limit, the measured
+//! reclaim rate; falling linearly to a tenth of it [`SLOWDOWN_SPAN_PCT`]
+//! points above; never below [`SLOWDOWN_MIN_RATE`]. So garbage stops
+//! growing at the limit and any excess is worked off, and writers slow
+//! down smoothly, by bytes ÷ rate per group ([`pace`], at most
+//! [`SLOWDOWN_MAX_WAIT`] each), instead of stopping. Reads are never paced.
+//!
+//! The inputs come from the compaction thread: the garbage estimate each
+//! time the trigger makes one, and each run's reclaimed bytes and duration.
+//! With the trigger off there is no estimate, and nothing is paced.
+//! [`allowed_rate`] and [`pace`] are pure; [`Slowdown`] keeps their inputs
+//! in atomics and the pacing clock under a mutex that only the holder of
+//! the store's write lock takes.
+
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Points over the limit at which the allowed rate has fallen to a tenth
+/// of the reclaim rate.
+pub const SLOWDOWN_SPAN_PCT: f64 = 10.0;
+
+/// The least write rate allowed (bytes a second), so writes always make
+/// progress, also before a compaction run has measured a reclaim rate.
+pub const SLOWDOWN_MIN_RATE: u64 = 1 << 20;
+
+/// The longest a write group waits for the pace.
+pub const SLOWDOWN_MAX_WAIT: Duration = Duration::from_secs(1);
+
+/// The journal write rate allowed (bytes a second) when the estimated
+/// garbage is `garbage_pct` and compaction reclaims `reclaim_bps` bytes a
+/// second; `None`: not paced (at or below `limit_pct`, or `limit_pct` of
+/// 100 or more: off).
+pub fn allowed_rate(garbage_pct: f64, limit_pct: f64, reclaim_bps: u64) -> Option<u64> {
+    if limit_pct >= 100.0 || garbage_pct.is_nan() || garbage_pct <= limit_pct {
+        return None;
+    }
+    let over = ((garbage_pct - limit_pct) / SLOWDOWN_SPAN_PCT).min(1.0);
+    let base = reclaim_bps.max(SLOWDOWN_MIN_RATE) as f64;
+    let rate = (base * (1.0 - 0.9 * over)) as u64;
+    Some(rate.max(SLOWDOWN_MIN_RATE))
+}
+
+/// The wait for a group of `bytes` written at `rate` bytes a second, given
+/// the pacing clock `next_free` (when the previous groups' bytes are paid
+/// for) and `now`; and the clock after it. A clock more than
+/// [`SLOWDOWN_MAX_WAIT`] ahead is pulled back to it.
+pub fn pace(next_free: Instant, now: Instant, bytes: u64, rate: u64) -> (Duration, Instant) {
+    debug_assert!(rate > 0, "pace at rate 0");
+    let start = next_free.max(now).min(now + SLOWDOWN_MAX_WAIT);
+    let cost = Duration::from_secs_f64(bytes as f64 / rate.max(1) as f64);
+    (start - now, start + cost)
+}
+
+/// A store's write slowdown: the inputs of [`allowed_rate`] and the pacing
+/// clock.
+#[derive(Debug)]
+pub struct Slowdown {
+    limit_pct: f64,
+    /// The latest garbage estimate, in thousandths of a percent.
+    garbage_milli_pct: AtomicU64,
+    /// Compaction's reclaim rate, bytes a second (mean of the last run and
+    /// the previous value; 0 before the first run).
+    reclaim_bps: AtomicU64,
+    /// When the bytes of the groups paced so far are paid for; `None` while
+    /// not paced.
+    next_free: Mutex<Option<Instant>>,
+}
+
+impl Slowdown {
+    /// A slowdown above `limit_pct` garbage (100 or more: never).
+    pub fn new(limit_pct: f64) -> Self {
+        Slowdown {
+            limit_pct,
+            garbage_milli_pct: AtomicU64::new(0),
+            reclaim_bps: AtomicU64::new(0),
+            next_free: Mutex::new(None),
+        }
+    }
+
+    /// Takes a new garbage estimate (percent of the closed files' bytes).
+    pub fn observe_garbage(&self, pct: f64) {
+        debug_assert!((0.0..=100.0).contains(&pct), "garbage {pct}%");
+        let milli = (pct.clamp(0.0, 100.0) * 1000.0) as u64;
+        self.garbage_milli_pct.store(milli, Ordering::Relaxed);
+    }
+
+    /// Takes a compaction run that reclaimed `bytes` in `took`.
+    pub fn observe_run(&self, bytes: u64, took: Duration) {
+        let secs = took.as_secs_f64().max(1e-3);
+        let sample = (bytes as f64 / secs) as u64;
+        let old = self.reclaim_bps.load(Ordering::Relaxed);
+        let new = if old == 0 {
+            sample
+        } else {
+            old / 2 + sample / 2
+        };
+        self.reclaim_bps.store(new, Ordering::Relaxed);
+    }
+
+    /// The latest garbage estimate, percent.
+    pub fn garbage_pct(&self) -> f64 {
+        self.garbage_milli_pct.load(Ordering::Relaxed) as f64 / 1000.0
+    }
+
+    /// The write rate allowed now (bytes a second), `None` if not paced.
+    pub fn rate(&self) -> Option<u64> {
+        allowed_rate(
+            self.garbage_pct(),
+            self.limit_pct,
+            self.reclaim_bps.load(Ordering::Relaxed),
+        )
+    }
+
+    /// How long a group of `bytes` waits before it is written (zero when
+    /// not paced). Call it under the store's write lock, once per group.
+    pub fn wait_for(&self, bytes: u64) -> Duration {
+        let mut next_free = self.next_free.lock();
+        let Some(rate) = self.rate() else {
+            *next_free = None;
+            return Duration::ZERO;
+        };
+        let now = Instant::now();
+        let (wait, next) = pace(next_free.unwrap_or(now), now, bytes, rate);
+        *next_free = Some(next);
+        wait
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn no_pace_at_or_below_the_limit_or_when_off() {
+        assert_eq!(allowed_rate(50.0, 70.0, 100 * MIB), None);
+        assert_eq!(allowed_rate(70.0, 70.0, 100 * MIB), None);
+        assert_eq!(allowed_rate(99.0, 100.0, 100 * MIB), None);
+        assert_eq!(allowed_rate(f64::NAN, 70.0, 100 * MIB), None);
+    }
+
+    #[test]
+    fn rate_falls_from_the_reclaim_rate_to_a_tenth() {
+        let r = |pct| allowed_rate(pct, 70.0, 100 * MIB).unwrap_or(0);
+        assert!(r(70.000_001).abs_diff(100 * MIB) < 100);
+        assert!(r(75.0).abs_diff(55 * MIB) <= 1);
+        assert!(r(80.0).abs_diff(10 * MIB) <= 1);
+        assert!(r(99.0).abs_diff(10 * MIB) <= 1, "a tenth beyond the span");
+        // Never below the floor, also before any run measured a rate.
+        assert_eq!(allowed_rate(90.0, 70.0, 0), Some(SLOWDOWN_MIN_RATE));
+        assert_eq!(allowed_rate(90.0, 70.0, 2 * MIB), Some(SLOWDOWN_MIN_RATE));
+    }
+
+    #[test]
+    fn pace_charges_each_group_its_bytes() {
+        let t0 = Instant::now();
+        // First group: no wait, the clock moves by bytes / rate.
+        let (w, next) = pace(t0, t0, 10 * MIB, 100 * MIB);
+        assert_eq!(w, Duration::ZERO);
+        assert_eq!(next - t0, Duration::from_millis(100));
+        // A group arriving 40 ms later waits the remaining 60 ms.
+        let (w, next) = pace(next, t0 + Duration::from_millis(40), MIB, 100 * MIB);
+        assert_eq!(w, Duration::from_millis(60));
+        assert_eq!(next - t0, Duration::from_millis(110));
+        // A group after the clock: no wait, no credit saved up.
+        let late = t0 + Duration::from_secs(5);
+        let (w, next) = pace(next, late, MIB, 100 * MIB);
+        assert_eq!(w, Duration::ZERO);
+        assert_eq!(next - late, Duration::from_millis(10));
+    }
+
+    #[test]
+    fn a_wait_is_at_most_the_cap() {
+        let t0 = Instant::now();
+        let (w, next) = pace(t0 + Duration::from_secs(30), t0, MIB, MIB);
+        assert_eq!(w, SLOWDOWN_MAX_WAIT);
+        assert_eq!(next - t0, SLOWDOWN_MAX_WAIT + Duration::from_secs(1));
+    }
+
+    #[test]
+    fn slowdown_follows_its_inputs() {
+        let s = Slowdown::new(70.0);
+        assert_eq!(s.wait_for(MIB), Duration::ZERO, "no estimate yet");
+        s.observe_run(400 * MIB, Duration::from_secs(4));
+        s.observe_garbage(80.0);
+        assert!(s.rate().is_some_and(|r| r.abs_diff(10 * MIB) <= 1));
+        assert_eq!(
+            s.wait_for(MIB),
+            Duration::ZERO,
+            "the first group opens the clock"
+        );
+        let w = s.wait_for(MIB);
+        assert!(
+            w > Duration::from_millis(50) && w <= Duration::from_millis(100),
+            "{w:?}"
+        );
+        // The rate is the mean of the runs: (100 + 50) / 2 MiB/s.
+        s.observe_run(100 * MIB, Duration::from_secs(2));
+        s.observe_garbage(75.0);
+        let r = s.rate().unwrap_or(0);
+        assert!(r.abs_diff(75 * MIB * 55 / 100) <= 1, "{r}");
+        s.observe_garbage(60.0);
+        assert_eq!(
+            s.wait_for(100 * MIB),
+            Duration::ZERO,
+            "below the limit: no pace"
+        );
+        assert_eq!(Slowdown::new(100.0).rate(), None);
+    }
+}
