@@ -425,7 +425,7 @@ pub struct BenchConfig {
     pub compaction_max_garbage_pct: Option<f64>,
     /// `basalt_journal_slowdown_pct`: leveled's write slowdown, the
     /// journal garbage percentage above which writes are paced to
-    /// compaction (0..=100; 100 turns it off; default: the engine's, 70);
+    /// compaction (0..=100; 100 turns it off; default: the engine's, 65);
     /// others ignore it.
     pub journal_slowdown_garbage_pct: Option<f64>,
     /// `basalt_journal_one_read`: leveled reads a value record with one
@@ -688,7 +688,7 @@ impl RawConfig {
             ),
         };
         let compaction_max_garbage_pct = self.pct("basalt_compaction_max_garbage_pct", 50)?;
-        let journal_slowdown_garbage_pct = self.pct("basalt_journal_slowdown_pct", 70)?;
+        let journal_slowdown_garbage_pct = self.pct("basalt_journal_slowdown_pct", 65)?;
         let journal_one_read = self.opt_bool("basalt_journal_one_read")?;
         let journal_fadvise_random = self.opt_bool("basalt_journal_fadvise_random")?;
         let journal_skip_active_lock = self.opt_bool("basalt_journal_skip_active_lock")?;

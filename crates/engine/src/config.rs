@@ -136,8 +136,9 @@ pub struct Config {
     /// garbage in the closed journal files (the garbage trigger's
     /// estimate), each write group waits so that the journal is written no
     /// faster than compaction reclaims space, and the journal's size stays
-    /// bounded under any write rate. Default 70.0 (closed files at about
-    /// 3.3× their live bytes); a value below `compaction_max_garbage_pct`
+    /// bounded under any write rate. Default 65.0 (closed files at about
+    /// 2.9× their live bytes by the estimate, which lags: scores overstate
+    /// what is live); a value below `compaction_max_garbage_pct`
     /// counts as that (writes never slow before compaction starts); 100.0
     /// turns it off, as does a trigger that is off.
     pub journal_slowdown_garbage_pct: f64,
@@ -252,7 +253,7 @@ impl Config {
             compaction_sample_records: 200,
             compaction_score_cache_runs: 12,
             compaction_max_garbage_pct: 50.0,
-            journal_slowdown_garbage_pct: 70.0,
+            journal_slowdown_garbage_pct: 65.0,
             compaction_check_interval: Duration::from_secs(10),
             journal_one_read: true,
             journal_fadvise_random: true,

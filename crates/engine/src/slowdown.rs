@@ -11,11 +11,12 @@
 //! journal grew to 63 GB over ~17 GB of live data in ten minutes, until the
 //! disk was nearly full. Nothing bounded it.
 //!
-//! Above `Config::journal_slowdown_garbage_pct` (default 70: closed files
-//! at about 3.3× their live bytes) each write group waits before it is
-//! written, long enough that the journal is written no faster than
+//! Above `Config::journal_slowdown_garbage_pct` (default 65, where the
+//! trigger also stops pacing its reads) each write group waits before it
+//! is written, long enough that the journal is written no faster than
 //! compaction reclaims ([`allowed_rate`]): at the limit, the measured
-//! reclaim rate; falling linearly to a tenth of it [`SLOWDOWN_SPAN_PCT`]
+//! reclaim rate (bytes reclaimed per run over the time since the previous
+//! run ended, so the estimates between runs count); falling linearly to a tenth of it [`SLOWDOWN_SPAN_PCT`]
 //! points above; never below [`SLOWDOWN_MIN_RATE`]. So garbage stops
 //! growing at the limit and any excess is worked off, and writers slow
 //! down smoothly, by bytes ÷ rate per group ([`pace`], at most
