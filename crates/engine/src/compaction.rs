@@ -25,6 +25,15 @@
 //! `Store::compact_journal` runs one compaction now, on the caller's thread.
 //! A failed run is abandoned (partial output deleted), counted in
 //! `compaction_failures` and logged; the store stays readable and writable.
+//!
+//! **Garbage trigger and pace.** When `compaction_check_interval` is set, the
+//! thread also estimates the closed files' garbage and runs compactions back
+//! to back while it is over `compaction_max_garbage_pct`
+//! ([`drain_garbage`]). Those runs read at [`garbage_pace`]: the configured
+//! `compaction_read_bytes_per_sec`, raised to twice the journal's recent
+//! append rate ([`AppendRate`]) so reclaim keeps up with the writes, and
+//! unpaced more than 15 points over the limit. The write slowdown
+//! ([`crate::slowdown`]) is the backstop behind it.
 
 use crate::config::Config;
 use crate::error::{IoContext, Result};
@@ -183,6 +192,8 @@ pub struct Compactor {
     slowdown: Arc<Slowdown>,
     /// When the last run that rewrote files ended.
     last_run_end: Mutex<Option<Instant>>,
+    /// The journal's recent append rate, for the garbage trigger's pace.
+    append: Mutex<AppendRate>,
 }
 
 impl std::fmt::Debug for Compactor {
@@ -209,6 +220,7 @@ impl Compactor {
             cache: Mutex::new(HashMap::new()),
             slowdown: Arc::new(Slowdown::new(100.0)),
             last_run_end: Mutex::new(None),
+            append: Mutex::new(AppendRate::default()),
         }
     }
 
@@ -230,6 +242,16 @@ impl Compactor {
             now.saturating_duration_since(end)
                 .clamp(took, took + RECLAIM_GAP_MAX)
         })
+    }
+
+    /// The journal's recent append rate in bytes a second (see
+    /// [`AppendRate`]), sampled now.
+    pub fn append_rate(&self) -> u64 {
+        let written = self
+            .stats
+            .journal_bytes_written
+            .load(std::sync::atomic::Ordering::Relaxed);
+        self.append.lock().observe(Instant::now(), written)
     }
 
     /// The write slowdown this compactor feeds.
@@ -486,6 +508,65 @@ pub const GARBAGE_RESCORE_MIN: usize = 16;
 /// would not keep up with the writes), paced again below it.
 pub const GARBAGE_UNPACED_OVER_PCT: f64 = 15.0;
 
+/// Garbage-triggered runs read at least this many times the journal's
+/// recent append rate. A run reclaims the garbage share of what it reads,
+/// about half at the trigger's limit, and nothing between runs; read at
+/// the configured pace only, a journal appended faster than that pace
+/// grows until the write slowdown holds the writes back (the NHS mix
+/// appended ~150 MB/s against ~48 MB/s reclaimed at 64 MiB/s, and its
+/// throughput dipped to 0.20 of the median each time; docs/benchmarks.md,
+/// 2026-11-27).
+pub const PACE_APPEND_FACTOR: f64 = 2.0;
+
+/// The append rate is a moving average over about this long (it follows
+/// a rise at once, a fall over this time)...
+pub const APPEND_RATE_WINDOW: Duration = Duration::from_secs(30);
+/// ...of samples at least this far apart (closer ones keep the rate).
+pub const APPEND_RATE_MIN_SPAN: Duration = Duration::from_secs(1);
+
+/// The journal's recent append rate, from samples of its bytes written:
+/// each sample's rate since the previous one enters an exponential moving
+/// average over [`APPEND_RATE_WINDOW`], and a sample faster than the
+/// average replaces it (the pace must follow a burst of writes at once).
+#[derive(Debug, Default, Clone)]
+pub struct AppendRate {
+    last: Option<(Instant, u64)>,
+    bytes_per_sec: f64,
+}
+
+impl AppendRate {
+    /// Takes a sample, `written` bytes appended in all at `now`; returns
+    /// the rate in bytes a second (0 until two samples are a second apart).
+    pub fn observe(&mut self, now: Instant, written: u64) -> u64 {
+        match self.last {
+            None => self.last = Some((now, written)),
+            Some((at, before)) => {
+                let span = now.saturating_duration_since(at);
+                if span >= APPEND_RATE_MIN_SPAN {
+                    let rate = written.saturating_sub(before) as f64 / span.as_secs_f64();
+                    let weight = (span.as_secs_f64() / APPEND_RATE_WINDOW.as_secs_f64()).min(1.0);
+                    let avg = self.bytes_per_sec + (rate - self.bytes_per_sec) * weight;
+                    self.bytes_per_sec = avg.max(rate);
+                    self.last = Some((now, written));
+                }
+            }
+        }
+        debug_assert!(self.bytes_per_sec >= 0.0);
+        self.bytes_per_sec as u64
+    }
+}
+
+/// The read pace of a garbage-triggered run: unpaced (0) if `configured`
+/// is (0) or in a `backlog`, else the configured pace or
+/// [`PACE_APPEND_FACTOR`] times the append rate, whichever is faster.
+pub fn garbage_pace(configured: u64, append_bytes_per_sec: u64, backlog: bool) -> u64 {
+    if configured == 0 || backlog {
+        return 0;
+    }
+    let following = (append_bytes_per_sec as f64 * PACE_APPEND_FACTOR) as u64;
+    configured.max(following)
+}
+
 /// When the compaction thread runs compactions (from [`Config`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Schedule {
@@ -535,8 +616,10 @@ pub fn drain_garbage(
         match compactor.garbage(stale_after, renewals, GARBAGE_RESCORE_MIN) {
             Ok(e) if e.over(schedule.max_garbage_pct, schedule.min_files) => {
                 let backlog = e.pct() > schedule.max_garbage_pct + GARBAGE_UNPACED_OVER_PCT;
-                compactor.journal.pace_compaction(!backlog);
-                tracing::debug!(target: "basalt::compaction", "journal garbage {:.1}% of {} bytes in {} files: compacting{}", e.pct(), e.closed_bytes, e.files, if backlog { " unpaced" } else { "" });
+                let appending = compactor.append_rate();
+                let pace = garbage_pace(compactor.journal.opts.compaction_pace, appending, backlog);
+                compactor.journal.set_compaction_pace(Some(pace));
+                tracing::debug!(target: "basalt::compaction", "journal garbage {:.1}% of {} bytes in {} files, appending {} B/s: compacting at {} B/s (0: unpaced)", e.pct(), e.closed_bytes, e.files, appending, pace);
             }
             Ok(_) => break,
             Err(e) => {
@@ -551,7 +634,7 @@ pub fn drain_garbage(
             _ => break,
         }
     }
-    compactor.journal.pace_compaction(true);
+    compactor.journal.set_compaction_pace(None);
     runs
 }
 
@@ -675,6 +758,37 @@ mod tests {
         let r = p.best_run(&[50.0, 50.0, 50.0, 50.0]).unwrap();
         assert_eq!((r.0, r.1), (0, 4));
         assert!((r.2 - 25.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn append_rate_follows_rises_at_once_and_falls_over_its_window() {
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let mut r = AppendRate::default();
+        assert_eq!(r.observe(at(0), 0), 0, "one sample: no rate yet");
+        // 100 MB/s for 10 s: the rate jumps to it.
+        assert_eq!(r.observe(at(10), 1_000_000_000), 100_000_000);
+        // A sample closer than a second apart keeps the rate.
+        assert_eq!(
+            r.observe(at(10) + Duration::from_millis(100), 1_000_000_000),
+            100_000_000
+        );
+        // Writes stop: a third of the way down per 10 s (30 s window)...
+        let after_10 = r.observe(at(20), 1_000_000_000);
+        assert!((66_000_000..=67_000_000).contains(&after_10), "{after_10}");
+        // ...and to nothing once a whole window has passed idle.
+        assert_eq!(r.observe(at(60), 1_000_000_000), 0);
+        // A counter that went backwards (a new store) counts as idle.
+        assert_eq!(r.observe(at(70), 5), 0);
+    }
+
+    #[test]
+    fn garbage_pace_follows_the_append_rate_above_the_configured_one() {
+        let mib = 1 << 20;
+        assert_eq!(garbage_pace(64 * mib, 10 * mib, false), 64 * mib);
+        assert_eq!(garbage_pace(64 * mib, 150 * mib, false), 300 * mib);
+        assert_eq!(garbage_pace(64 * mib, 150 * mib, true), 0, "backlog");
+        assert_eq!(garbage_pace(0, 150 * mib, false), 0, "configured unpaced");
     }
 
     #[test]

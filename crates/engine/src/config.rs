@@ -184,10 +184,11 @@ pub struct Config {
     /// it). Against 128 MiB/s, two 10-minute pairs at 64 MiB/s had their
     /// lowest interval at 0.86 and 0.83 of the median instead of 0.72 and
     /// 0.65, for a journal 12–30 % larger; WA did not reliably change
-    /// (docs/benchmarks.md, 2026-11-25 08:17). The garbage trigger lifts the
-    /// pace while the garbage is more than 15 points over its limit, so
-    /// compaction still catches up with a write rate above the pace. 0:
-    /// unpaced. Default 64 MiB/s.
+    /// (docs/benchmarks.md, 2026-11-25 08:17). The garbage trigger's runs
+    /// read at least twice the journal's recent append rate
+    /// ([`crate::compaction::garbage_pace`]) and unpaced while the garbage
+    /// is more than 15 points over its limit, so compaction keeps up with
+    /// a write rate above this pace. 0: unpaced. Default 64 MiB/s.
     pub compaction_read_bytes_per_sec: u64,
     /// Bytes of the ledger's block cache for point lookups (see
     /// [`crate::ledger::block_cache`]): the SST data blocks that GETs and

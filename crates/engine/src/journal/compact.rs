@@ -162,10 +162,12 @@ impl Journal {
         Ok(())
     }
 
-    /// Paces compaction reads ([`super::JournalOptions::compaction_pace`]):
-    /// true (the default) or false (unpaced, while a backlog is drained).
-    pub fn pace_compaction(&self, on: bool) {
-        self.compaction_paced.store(on, Ordering::Relaxed);
+    /// Sets the compaction read pace in bytes a second (0: unpaced; `None`:
+    /// back to [`super::JournalOptions::compaction_pace`]). A run in
+    /// progress follows it from its next chunk.
+    pub fn set_compaction_pace(&self, bytes_per_sec: Option<u64>) {
+        let v = bytes_per_sec.map_or(u64::MAX, |b| b.min(u64::MAX - 1));
+        self.compaction_pace.store(v, Ordering::Relaxed);
     }
 
     /// Lifts the pace for good, also for a run in progress (checked per
@@ -175,10 +177,15 @@ impl Journal {
         self.compaction_hurry.store(true, Ordering::Relaxed);
     }
 
-    /// Whether compaction reads are paced right now.
-    fn paced_now(&self) -> bool {
-        self.compaction_paced.load(Ordering::Relaxed)
-            && !self.compaction_hurry.load(Ordering::Relaxed)
+    /// The compaction read pace right now, bytes a second (0: unpaced).
+    pub fn compaction_pace(&self) -> u64 {
+        if self.compaction_hurry.load(Ordering::Relaxed) {
+            return 0;
+        }
+        match self.compaction_pace.load(Ordering::Relaxed) {
+            u64::MAX => self.opts.compaction_pace,
+            set => set,
+        }
     }
 
     /// Compacts `run`, a sequence of adjacent closed files (oldest first, as
@@ -243,7 +250,7 @@ impl Journal {
         report: &mut CompactedRun,
     ) -> Result<()> {
         let mut buf = Vec::new();
-        let mut pacer = Pacer::new(self.opts.compaction_pace);
+        let mut pacer = Pacer::default();
         for cf in run {
             // Its own handle, advised sequential: the shared one is advised
             // random for value reads (`Config::journal_fadvise_random`).
@@ -259,7 +266,7 @@ impl Journal {
                 &mut |off, _, view| {
                     if off - dropped >= self.opts.stream_bytes {
                         file::drop_cached(&seq, &cf.path, dropped, off - dropped);
-                        pacer.read(off - dropped, self.paced_now());
+                        pacer.read(off - dropped, self.compaction_pace());
                         dropped = off;
                     }
                     let meta = view.to_record_meta();
@@ -305,7 +312,7 @@ impl Journal {
                 Stats::incr(&self.stats.journal_corrupt_records);
             }
             file::drop_cached(&seq, &cf.path, dropped, cf.size.saturating_sub(dropped));
-            pacer.read(cf.size.saturating_sub(dropped), self.paced_now());
+            pacer.read(cf.size.saturating_sub(dropped), self.compaction_pace());
         }
         Stats::add(
             &self.stats.compaction_paced_ms,
@@ -507,42 +514,45 @@ impl Journal {
     }
 }
 
-/// Keeps a run's reads at or under `bytes_per_sec` by sleeping once it is
-/// ahead of that pace (checked per chunk read; 0: never sleeps). A read
-/// counted while not `paced` never sleeps, and nor does any later one.
+/// Keeps a run's reads at or under a pace that may change from one chunk
+/// to the next ([`Journal::compaction_pace`]): each chunk read at
+/// `bytes_per_sec` is due `bytes / bytes_per_sec` after the previous one,
+/// and the pacer sleeps until then. A run that falls behind (its own
+/// encoding and writes took longer) keeps no credit, so it never bursts to
+/// catch up; an unpaced chunk (0) is never waited for.
+#[derive(Debug)]
 struct Pacer {
-    bytes_per_sec: u64,
     start: std::time::Instant,
-    read: u64,
+    /// Time since `start` at which the reads so far are due.
+    due: std::time::Duration,
     slept: std::time::Duration,
 }
 
-impl Pacer {
-    fn new(bytes_per_sec: u64) -> Pacer {
+impl Default for Pacer {
+    fn default() -> Pacer {
         Pacer {
-            bytes_per_sec,
             start: std::time::Instant::now(),
-            read: 0,
+            due: std::time::Duration::ZERO,
             slept: std::time::Duration::ZERO,
         }
     }
+}
 
-    /// Counts `bytes` read and sleeps until the pace allows them, if
-    /// `paced` (false turns this pacer off for good: the run is hurried).
-    fn read(&mut self, bytes: u64, paced: bool) {
-        self.read = self.read.saturating_add(bytes);
-        if !paced {
-            self.bytes_per_sec = 0;
+impl Pacer {
+    /// Counts `bytes` read at `bytes_per_sec` (0: unpaced) and sleeps
+    /// until they are due.
+    fn read(&mut self, bytes: u64, bytes_per_sec: u64) {
+        let now = self.start.elapsed();
+        if bytes_per_sec > 0 {
+            self.due += std::time::Duration::from_secs_f64(bytes as f64 / bytes_per_sec as f64);
         }
-        if self.bytes_per_sec == 0 {
+        if self.due <= now {
+            self.due = now;
             return;
         }
-        let due = std::time::Duration::from_secs_f64(self.read as f64 / self.bytes_per_sec as f64);
-        let ahead = due.saturating_sub(self.start.elapsed());
-        if !ahead.is_zero() {
-            std::thread::sleep(ahead);
-            self.slept += ahead;
-        }
+        let ahead = self.due - now;
+        std::thread::sleep(ahead);
+        self.slept += ahead;
     }
 }
 
@@ -554,9 +564,9 @@ mod pacer_tests {
     #[test]
     fn a_pacer_sleeps_to_its_rate_and_an_unpaced_one_never() {
         let t = Instant::now();
-        let mut p = Pacer::new(1024 * 1024);
+        let mut p = Pacer::default();
         for _ in 0..4 {
-            p.read(64 * 1024, true);
+            p.read(64 * 1024, 1024 * 1024);
         }
         // 256 KiB at 1 MiB/s: at least 250 ms.
         assert!(
@@ -565,14 +575,39 @@ mod pacer_tests {
             t.elapsed()
         );
         assert!(p.slept > Duration::ZERO);
-        let mut u = Pacer::new(0);
-        u.read(1 << 40, true);
+        let mut u = Pacer::default();
+        u.read(1 << 40, 0);
         assert_eq!(u.slept, Duration::ZERO);
-        // Hurried: a read that would wait 1 TiB / 1 MiB/s does not, nor
-        // does a later one counted as paced.
-        let mut h = Pacer::new(1024 * 1024);
-        h.read(1 << 40, false);
-        h.read(1 << 40, true);
-        assert_eq!(h.slept, Duration::ZERO);
+    }
+
+    #[test]
+    fn a_pacer_follows_its_rate_changes_and_keeps_no_credit() {
+        let mut p = Pacer::default();
+        // Unpaced reads leave nothing due: the next paced chunk waits its
+        // own share only (64 KiB at 1 MiB/s, 62.5 ms), not the 1 TiB's.
+        p.read(1 << 40, 0);
+        let t = Instant::now();
+        p.read(64 * 1024, 1024 * 1024);
+        let waited = t.elapsed();
+        assert!(waited >= Duration::from_millis(60), "{waited:?}");
+        assert!(waited < Duration::from_secs(5), "{waited:?}");
+        // A chunk whose own work took longer than its share (200 ms) is
+        // not waited for, and leaves no credit: the chunk after it, read at
+        // once, waits its full share (no burst to catch up).
+        std::thread::sleep(Duration::from_millis(200));
+        let before = p.slept;
+        p.read(64 * 1024, 1024 * 1024);
+        assert_eq!(p.slept, before);
+        let t = Instant::now();
+        p.read(64 * 1024, 1024 * 1024);
+        assert!(
+            t.elapsed() >= Duration::from_millis(60),
+            "{:?}",
+            t.elapsed()
+        );
+        // A faster pace waits less: 64 KiB at 64 MiB/s is 1 ms.
+        let before = p.slept;
+        p.read(64 * 1024, 64 * 1024 * 1024);
+        assert!(p.slept - before < Duration::from_millis(50));
     }
 }

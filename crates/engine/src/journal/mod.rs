@@ -95,7 +95,7 @@ pub struct JournalOptions {
     pub stream_bytes: u64,
     /// Compaction reads at most this many bytes a second (0: unpaced;
     /// `Config::compaction_read_bytes_per_sec`), unless
-    /// [`Journal::pace_compaction`] turned the pace off.
+    /// [`Journal::set_compaction_pace`] set another pace.
     pub compaction_pace: u64,
     /// Value reads from closed files bypass the page cache (`O_DIRECT`;
     /// `Config::journal_direct_reads`).
@@ -186,7 +186,7 @@ struct SyncState {
 /// themselves (the store's write lock), everything else may run concurrently.
 pub struct Journal {
     dir: PathBuf,
-    opts: JournalOptions,
+    pub(crate) opts: JournalOptions,
     stats: Arc<Stats>,
     active: Mutex<Active>,
     /// Serialises appends and rolls (taken before `active`, never after):
@@ -203,8 +203,9 @@ pub struct Journal {
     /// Test fault injection: compaction fails after this many more output
     /// records (`u64::MAX` = never). See [`Journal::fail_compaction_after`].
     compact_fault: std::sync::atomic::AtomicU64,
-    /// False while compaction runs unpaced ([`Journal::pace_compaction`]).
-    pub(crate) compaction_paced: std::sync::atomic::AtomicBool,
+    /// The compaction read pace set by [`Journal::set_compaction_pace`]
+    /// (bytes a second, 0 unpaced; `u64::MAX`: the configured one).
+    pub(crate) compaction_pace: std::sync::atomic::AtomicU64,
     /// Set once by [`Journal::hurry_compaction`] (the store is closing): a
     /// run in progress drops its pace for the rest of the journal's life.
     pub(crate) compaction_hurry: std::sync::atomic::AtomicBool,
@@ -532,7 +533,7 @@ impl Journal {
             compact_lock: Mutex::new(()),
             append_lock: Mutex::new(()),
             compact_fault: std::sync::atomic::AtomicU64::new(u64::MAX),
-            compaction_paced: std::sync::atomic::AtomicBool::new(true),
+            compaction_pace: std::sync::atomic::AtomicU64::new(u64::MAX),
             compaction_hurry: std::sync::atomic::AtomicBool::new(false),
             unsynced: std::sync::atomic::AtomicU64::new(0),
             active_floor,
@@ -574,7 +575,7 @@ impl Journal {
             compact_lock: Mutex::new(()),
             append_lock: Mutex::new(()),
             compact_fault: std::sync::atomic::AtomicU64::new(u64::MAX),
-            compaction_paced: std::sync::atomic::AtomicBool::new(true),
+            compaction_pace: std::sync::atomic::AtomicU64::new(u64::MAX),
             compaction_hurry: std::sync::atomic::AtomicBool::new(false),
             unsynced: std::sync::atomic::AtomicU64::new(0),
             active_floor: std::sync::atomic::AtomicU64::new(0),
