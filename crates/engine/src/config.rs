@@ -187,9 +187,8 @@ pub struct Config {
     /// (docs/benchmarks.md, 2026-11-25 08:17). The garbage trigger's runs
     /// read at least twice the journal's recent append rate more than 5
     /// points over its limit ([`crate::compaction::garbage_pace`]) and
-    /// unpaced while the garbage
-    /// is more than 15 points over its limit, so compaction keeps up with
-    /// a write rate above this pace. 0: unpaced. Default 64 MiB/s.
+    /// unpaced more than 15 points over it, so compaction keeps up with a
+    /// write rate above this pace. 0: unpaced. Default 64 MiB/s.
     pub compaction_read_bytes_per_sec: u64,
     /// Bytes of the ledger's block cache for point lookups (see
     /// [`crate::ledger::block_cache`]): the SST data blocks that GETs and
