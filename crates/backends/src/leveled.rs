@@ -363,6 +363,11 @@ impl Backend for Leveled {
         counters.push(("block_cache_bytes".into(), s.block_cache.1));
         counters.push(("value_cache_capacity_bytes".into(), s.value_cache.0));
         counters.push(("value_cache_bytes".into(), s.value_cache.1));
+        let (closed, garbage) = s
+            .journal_garbage
+            .map_or((0, 0), |e| (e.closed_bytes, e.garbage_bytes));
+        counters.push(("journal_closed_bytes_estimated".into(), closed));
+        counters.push(("journal_garbage_bytes_estimated".into(), garbage));
         Ok(BackendStats {
             backend: NAME,
             counters,

@@ -6,7 +6,8 @@
 //! ```text
 //! elapsed, window, psi_cpu_some_ms, psi_memory_some_ms, psi_memory_full_ms,
 //!   psi_io_some_ms, psi_io_full_ms, compaction_runs, compaction_files_in,
-//!   compaction_mb_reclaimed, ledger_flushes, ledger_merges, journal_rolls
+//!   compaction_mb_reclaimed, ledger_flushes, ledger_merges, journal_rolls,
+//!   journal_gb_est, journal_garbage_pct_est
 //! ```
 //!
 //! PSI (`/proc/pressure/{cpu,memory,io}`, Linux 4.20+) is the time in the
@@ -15,7 +16,10 @@
 //! from the page cache) or for I/O. It is system-wide: under cgroup v1 there
 //! is no per-cgroup figure, so other work on the machine shows in it too.
 //! The store columns are deltas of the store's counters (zero for stores
-//! that do not keep them). With the wait timers of `waits.csv` they tell a
+//! that do not keep them), except the last two, leveled's journal garbage
+//! trigger's latest estimate at the end of the interval: the closed journal
+//! files' GB and the percentage of them it takes for garbage (empty for
+//! other stores and before the first estimate). With the wait timers of `waits.csv` they tell a
 //! slow interval's cause apart: a GET max far above every recorded wait with
 //! high CPU pressure was queueing for a CPU; with high memory pressure, the
 //! page cache thrashing or reclaim.
@@ -30,7 +34,8 @@ use crate::output::OutputError;
 /// Header of `activity.csv`.
 pub const HEADER: &str = "elapsed, window, psi_cpu_some_ms, psi_memory_some_ms, \
 psi_memory_full_ms, psi_io_some_ms, psi_io_full_ms, compaction_runs, compaction_files_in, \
-compaction_mb_reclaimed, ledger_flushes, ledger_merges, journal_rolls";
+compaction_mb_reclaimed, ledger_flushes, ledger_merges, journal_rolls, journal_gb_est, \
+journal_garbage_pct_est";
 
 /// Store counters whose deltas are columns (after the PSI ones), with the
 /// divisor applied to the delta.
@@ -119,12 +124,31 @@ impl ActivityCsv {
             let d = get(&store).saturating_sub(get(&self.last_store)) as f64 / div;
             line.push_str(&format!(", {}", trim(d)));
         }
+        line.push_str(&garbage_columns(&store));
         self.last_psi = psi;
         self.last_store = store;
         let path = self.path.clone();
         writeln!(self.w, "{line}")
             .and_then(|()| self.w.flush())
             .map_err(|source| OutputError::Io { path, source })
+    }
+}
+
+/// `, journal_gb_est, journal_garbage_pct_est` from leveled's gauges (empty
+/// cells without an estimate).
+fn garbage_columns(store: &BTreeMap<String, u64>) -> String {
+    let closed = store.get("journal_closed_bytes_estimated").copied();
+    let garbage = store.get("journal_garbage_bytes_estimated").copied();
+    match (closed, garbage) {
+        (Some(c), Some(g)) if c > 0 => {
+            debug_assert!(g <= c, "garbage {g} of {c}");
+            format!(
+                ", {:.2}, {:.1}",
+                c as f64 / 1e9,
+                100.0 * g as f64 / c as f64
+            )
+        }
+        _ => ", , ".into(),
     }
 }
 
@@ -254,10 +278,19 @@ mod tests {
             ("compaction_files_in".to_string(), 12),
             ("compaction_bytes_reclaimed".to_string(), 801_000_000),
             ("ledger_merges".to_string(), 2),
+            ("journal_closed_bytes_estimated".to_string(), 4_000_000_000),
+            ("journal_garbage_bytes_estimated".to_string(), 2_600_000_000),
         ]
         .into();
         w.row("10.0", "10.0", later).expect("row");
         drop(w);
+        let text = std::fs::read_to_string(tmp.path().join("activity.csv")).expect("read");
+        let row = text.lines().nth(1).expect("row");
+        assert_eq!(row.split(',').count(), HEADER.split(',').count(), "{row}");
+        assert!(
+            row.ends_with(", 4.00, 65.0"),
+            "the gauges as they are: {row}"
+        );
         let rows = load(tmp.path()).expect("load").expect("file");
         assert_eq!(rows.len(), 1);
         let r = &rows[0];

@@ -109,6 +109,11 @@ enum KvCommand {
     /// Run journal compaction now, until nothing is worth compacting, and
     /// print a summary (runs, files, bytes before/after, records).
     Compact,
+    /// Score every closed journal file now, as compaction does (sampled
+    /// records judged against the ledger): one line per file, oldest first
+    /// (`file=N bytes=B live_pct=P`), then a total line (`garbage files=N
+    /// bytes=B garbage_bytes=G garbage_pct=P`). Reads only; changes nothing.
+    Garbage,
     /// Hot backup into DEST; prints what was linked or copied.
     Backup(BackupArgs),
 }
@@ -125,6 +130,13 @@ pub fn run(args: KvArgs) -> Result<Outcome> {
     }
     if let KvCommand::Repair = args.command {
         return repair(config);
+    }
+    if matches!(args.command, KvCommand::Compact | KvCommand::Garbage) {
+        // These two do the compactor's work in the foreground; the
+        // background thread would only race them (and `garbage` promises
+        // to change nothing).
+        config.compaction_runs_per_day = 0;
+        config.compaction_check_interval = std::time::Duration::ZERO;
     }
     let dir = config.dir.clone();
     let result = Store::open(config)
@@ -230,6 +242,7 @@ fn command(store: &Store, command: KvCommand, value_max: u64) -> Result<Outcome>
         KvCommand::Fold(args) => kv_features::fold(store, args, &mut stdout)?,
         KvCommand::Buckets => kv_features::buckets(store, &mut stdout)?,
         KvCommand::Compact => kv_features::compact(store, &mut stdout)?,
+        KvCommand::Garbage => kv_features::garbage(store, &mut stdout)?,
         KvCommand::Backup(args) => kv_features::backup(store, args, &mut stdout)?,
     }
     Ok(Outcome::Done)
@@ -399,6 +412,12 @@ fn stats_json(s: &StoreStats) -> Value {
         "persisted_sqn": s.persisted_sqn,
         "last_sqn": s.last_sqn,
         "block_cache": {"capacity_bytes": s.block_cache.0, "bytes": s.block_cache.1},
+        "journal_garbage_estimate": s.journal_garbage.map(|e| json!({
+            "files": e.files,
+            "closed_bytes": e.closed_bytes,
+            "garbage_bytes": e.garbage_bytes,
+            "garbage_pct": e.pct(),
+        })),
         "journal_file_count": s.journal_files.len(),
         "journal_files": s.journal_files.iter().map(journal_file_json).collect::<Vec<_>>(),
     })
@@ -539,7 +558,7 @@ fn backend_command(
         }
         KvCommand::Index(args) => kv_features::index_backend(b, args, &mut stdout)?,
         KvCommand::Fold(args) => kv_features::fold_backend(b, args, &mut stdout)?,
-        KvCommand::Compact | KvCommand::Backup(_) => {
+        KvCommand::Compact | KvCommand::Garbage | KvCommand::Backup(_) => {
             bail!(
                 "journal compaction and hot backup belong to the leveled engine; --backend {} has neither",
                 b.name()

@@ -417,6 +417,36 @@ pub fn compact(store: &Store, out: &mut dyn Write) -> Result<()> {
     writeln!(out, "{}", totals.line()).context("write to stdout")
 }
 
+/// Runs `kv garbage`: every closed journal file scored now, one line each
+/// (oldest first), then the total. Opening the store for this command
+/// never compacts (see `kv::run`), so the figures are the store's as found.
+pub fn garbage(store: &Store, out: &mut dyn Write) -> Result<()> {
+    let scores = store.journal_garbage().context("score the journal files")?;
+    let (mut bytes, mut garbage) = (0u64, 0f64);
+    for f in &scores {
+        bytes += f.bytes;
+        garbage += f.bytes as f64 * (100.0 - f.live_pct) / 100.0;
+        writeln!(
+            out,
+            "file={} bytes={} live_pct={:.1}",
+            f.file_no, f.bytes, f.live_pct
+        )
+        .context("write to stdout")?;
+    }
+    let pct = if bytes == 0 {
+        0.0
+    } else {
+        100.0 * garbage / bytes as f64
+    };
+    writeln!(
+        out,
+        "garbage files={} bytes={bytes} garbage_bytes={} garbage_pct={pct:.1}",
+        scores.len(),
+        garbage as u64
+    )
+    .context("write to stdout")
+}
+
 // ----------------------------------------------------------------- backup
 
 /// `kv backup`: hot backup into DEST.

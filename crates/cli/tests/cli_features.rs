@@ -576,6 +576,61 @@ fn compact_after_overwrites_reclaims_bytes_and_data_reads_back() {
     assert_eq!(field(&again, "bytes_reclaimed"), 0, "{again}");
 }
 
+/// `kv garbage` scores the closed journal files without changing them: one
+/// line per file and a total that agrees with them; after `kv compact` the
+/// garbage is gone.
+#[test]
+fn garbage_reports_what_compaction_would_reclaim() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let mut rng = StdRng::seed_from_u64(common::seed(72));
+    {
+        let store = Store::open(Config::test_min(dir)).unwrap();
+        for _round in 0..10 {
+            for i in 0..30u32 {
+                let value: Vec<u8> = (0..400).map(|_| rng.gen()).collect();
+                store
+                    .put(b"b", format!("k{i:02}").as_bytes(), &value, b"")
+                    .unwrap();
+            }
+        }
+        store.close().unwrap();
+    }
+    let report = |dir: &Path| {
+        let out = ok(dir, &["garbage"], b"");
+        let total = out.lines().last().unwrap().to_string();
+        assert!(total.starts_with("garbage files="), "{out}");
+        let files: Vec<String> = out
+            .lines()
+            .filter(|l| l.starts_with("file="))
+            .map(String::from)
+            .collect();
+        assert_eq!(files.len() as u64, field(&total, "files"), "{out}");
+        let bytes: u64 = files.iter().map(|l| field(l, "bytes")).sum();
+        assert_eq!(bytes, field(&total, "bytes"), "{out}");
+        (total, files)
+    };
+    let (before, files) = report(dir);
+    // 9 of every 10 records were overwritten.
+    let pct: f64 = before
+        .rsplit("garbage_pct=")
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(pct > 60.0, "{before}");
+    assert!(files.iter().all(|l| l.contains("live_pct=")), "{files:?}");
+    // It changed nothing.
+    let (again, _) = report(dir);
+    assert_eq!(field(&again, "bytes"), field(&before, "bytes"));
+    ok(dir, &["compact"], b"");
+    let (after, _) = report(dir);
+    assert!(
+        field(&after, "garbage_bytes") < field(&before, "garbage_bytes") / 4,
+        "{before} -> {after}"
+    );
+}
+
 #[test]
 fn backup_opens_as_a_store_holding_the_values() {
     let d = tempfile::tempdir().unwrap();

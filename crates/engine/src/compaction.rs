@@ -161,6 +161,17 @@ impl GarbageEstimate {
     }
 }
 
+/// One closed journal file's score (see [`Compactor::rescore`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FileScore {
+    /// The file's number.
+    pub file_no: u64,
+    /// Its size.
+    pub bytes: u64,
+    /// The percentage of its sampled bytes that is live.
+    pub live_pct: f64,
+}
+
 /// A file's cached live percentage.
 #[derive(Debug, Clone, Copy)]
 struct CachedScore {
@@ -168,6 +179,8 @@ struct CachedScore {
     /// Compaction runs that used it.
     runs: u32,
     scored: Instant,
+    /// The journal's last SQN when it was taken.
+    at_sqn: u64,
 }
 
 /// Why files are being scored (see [`Compactor::scores`]).
@@ -195,6 +208,12 @@ pub struct Compactor {
     last_run_end: Mutex<Option<Instant>>,
     /// The journal's recent append rate, for the garbage trigger's pace.
     append: Mutex<AppendRate>,
+    /// The latest garbage estimate (see [`Compactor::last_estimate`]).
+    last_estimate: Mutex<Option<GarbageEstimate>>,
+    /// Held through a run, scoring included: a run's files are listed
+    /// before the journal's own compaction lock is taken, so a run that
+    /// swapped files meanwhile would leave the next one's list stale.
+    run_lock: Mutex<()>,
 }
 
 impl std::fmt::Debug for Compactor {
@@ -222,6 +241,8 @@ impl Compactor {
             slowdown: Arc::new(Slowdown::new(100.0)),
             last_run_end: Mutex::new(None),
             append: Mutex::new(AppendRate::default()),
+            last_estimate: Mutex::new(None),
+            run_lock: Mutex::new(()),
         }
     }
 
@@ -288,6 +309,7 @@ impl Compactor {
     /// One compaction run: score, choose, compact. An error abandons the run
     /// (see [`crate::journal::compact`]); it is counted and logged.
     pub fn run(&self) -> Result<CompactionReport> {
+        let _serial = self.run_lock.lock();
         let t0 = Instant::now();
         let res = self.run_inner(t0);
         match &res {
@@ -319,9 +341,11 @@ impl Compactor {
     /// The live percentage of each closed file (oldest first), from the
     /// cache where fresh enough. A run ages every cached score by one run
     /// and rescores those `score_cache_runs` old; an estimate ages nothing
-    /// and rescores the `rescore_max` stalest scores older than
-    /// `stale_after` (a score only overstates what is live: later writes
-    /// replace its file's keys). Files never scored are always scored.
+    /// and rescores up to `rescore_max` scores, the stalest by
+    /// [`score_staleness`] first, of those at least [`RESCORE_STALENESS`]
+    /// stale or older than `stale_after` (a score only overstates what is
+    /// live: later writes replace its file's keys). Files never scored are
+    /// always scored.
     fn scores(
         &self,
         files: &[Arc<ClosedFile>],
@@ -329,6 +353,7 @@ impl Compactor {
         mode: Scoring,
     ) -> Result<Vec<f64>> {
         let mut scores = Vec::with_capacity(files.len());
+        let now_sqn = self.journal.last_sqn();
         let mut cache = self.cache.lock();
         cache.retain(|no, _| files.iter().any(|f| f.file_no == *no));
         let renew: std::collections::HashSet<u64> = match mode {
@@ -337,16 +362,22 @@ impl Compactor {
                 stale_after,
                 rescore_max,
             } => {
-                let mut stale: Vec<(Instant, u64)> = files
+                let mut stale: Vec<(f64, Instant, u64)> = files
                     .iter()
-                    .filter_map(|f| cache.get(&f.file_no).map(|c| (c.scored, f.file_no)))
-                    .filter(|(at, _)| at.elapsed() > stale_after)
+                    .filter_map(|f| {
+                        let c = cache.get(&f.file_no)?;
+                        let hi = f.index.last().map_or(0, |e| e.0);
+                        let st = score_staleness(now_sqn, c.at_sqn, hi, f.index.len() as u64);
+                        let old = stale_after.is_zero() || c.scored.elapsed() > stale_after;
+                        (old || st >= RESCORE_STALENESS).then_some((st, c.scored, f.file_no))
+                    })
                     .collect();
-                stale.sort_unstable();
+                // The stalest first; among equals, the longest unrenewed.
+                stale.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
                 stale
                     .into_iter()
                     .take(rescore_max)
-                    .map(|(_, no)| no)
+                    .map(|(_, _, no)| no)
                     .collect()
             }
         };
@@ -363,6 +394,7 @@ impl Compactor {
                         score,
                         runs: 0,
                         scored: Instant::now(),
+                        at_sqn: now_sqn,
                     };
                     cache.insert(f.file_no, c);
                     score
@@ -379,11 +411,13 @@ impl Compactor {
     }
 
     /// How much of the closed journal files is garbage, estimated from
-    /// their scores: files not scored yet are scored now, and the stalest
-    /// scores older than `stale_after` are renewed, at most
-    /// `max(rescore_min, files / renewals)` of them, so with an estimate
-    /// every `stale_after / renewals` every score is at most about
-    /// `2 × stale_after` old (a cached score only overstates what is live:
+    /// their scores: files not scored yet are scored now, and stale scores
+    /// are renewed, at most `max(rescore_min, files / renewals)` of them,
+    /// the stalest by [`score_staleness`] first, among those at least
+    /// [`RESCORE_STALENESS`] stale or older than `stale_after` (so with an
+    /// estimate every `stale_after / renewals` no score is much older than
+    /// `2 × stale_after`, and the youngest files, whose scores fall fastest,
+    /// are renewed first; a cached score only overstates what is live:
     /// later writes replace its file's keys).
     pub fn garbage(
         &self,
@@ -408,7 +442,39 @@ impl Compactor {
             est.garbage_bytes += (f.size as f64 * (100.0 - s) / 100.0) as u64;
         }
         self.slowdown.observe_garbage(est.pct());
+        *self.last_estimate.lock() = Some(est);
         Ok(est)
+    }
+
+    /// The garbage trigger's latest estimate (`None` before the first):
+    /// what the trigger and the write slowdown act on. It can lag what is
+    /// really garbage (see [`Compactor::garbage`]); [`Compactor::rescore`]
+    /// measures now.
+    pub fn last_estimate(&self) -> Option<GarbageEstimate> {
+        *self.last_estimate.lock()
+    }
+
+    /// Scores every closed journal file now, renewing every cached score
+    /// (the next estimate starts from them): one [`FileScore`] per file,
+    /// oldest first. Reads `compaction_sample_records` records of each
+    /// file, so it costs about `files × sample_records` small reads.
+    pub fn rescore(&self) -> Result<Vec<FileScore>> {
+        let live = (self.liveness)();
+        let files = self.journal.closed_files();
+        let mode = Scoring::Estimate {
+            stale_after: Duration::ZERO,
+            rescore_max: files.len(),
+        };
+        let scores = self.scores(&files, &*live, mode)?;
+        Ok(files
+            .iter()
+            .zip(scores)
+            .map(|(f, live_pct)| FileScore {
+                file_no: f.file_no,
+                bytes: f.size,
+                live_pct,
+            })
+            .collect())
     }
 
     fn run_inner(&self, t0: Instant) -> Result<CompactionReport> {
@@ -503,6 +569,37 @@ pub const GARBAGE_RESCORE_AFTER_CHECKS: u32 = 6;
 /// 6–12 checks whatever the number of files (an estimate then samples
 /// `(max(16, files / 6) + new files) × compaction_sample_records` records).
 pub const GARBAGE_RESCORE_MIN: usize = 16;
+
+/// A cached score is renewed by an estimate once [`score_staleness`]
+/// reaches this (or it is older than the estimate's `stale_after`): a
+/// file's score is then renewed each time the journal grows by half the
+/// file's age when it was scored, often while it is young and losing live
+/// records fast, rarely once it is old and cold. Renewing the oldest
+/// scores by the clock alone left the youngest files scored as they were
+/// when closed (70–97 % live) for a minute or two while they fell to
+/// 30–40 %; with 16 KB values appended at ~80 MB/s the estimate stayed
+/// under the slowdown's 65 % while the journal reached 71 % garbage and
+/// filled the disk (docs/benchmarks.md, 2026-11-27 14:12).
+pub const RESCORE_STALENESS: f64 = 0.5;
+
+/// How stale a file's cached score may be: the SQNs appended since it was
+/// taken (`now_sqn - scored_at_sqn`) over the file's age then, in SQNs
+/// from its newest record (`file_hi_sqn`), plus its `file_records` (so a
+/// file scored as it closed has the age of its own records). A file's
+/// records die fastest while it is young (hot keys are overwritten soon,
+/// cold ones rarely), so this is a scale-free measure of how much its score
+/// may have fallen behind. Compaction output holds old SQNs, so it counts
+/// as old.
+pub fn score_staleness(
+    now_sqn: u64,
+    scored_at_sqn: u64,
+    file_hi_sqn: u64,
+    file_records: u64,
+) -> f64 {
+    let since = now_sqn.saturating_sub(scored_at_sqn);
+    let age = scored_at_sqn.saturating_sub(file_hi_sqn) + file_records.max(1);
+    since as f64 / age as f64
+}
 
 /// Garbage-triggered runs are unpaced while the estimate is more than this
 /// many points over `compaction_max_garbage_pct` (a backlog: the pace
@@ -855,9 +952,14 @@ mod tests {
 
     /// Appends puts of keys `key1..=key{n}` with `value_bytes` each.
     fn fill(journal: &Journal, n: u64, value_bytes: usize) {
+        fill_range(journal, 1..=n, value_bytes);
+    }
+
+    /// Appends puts of keys `key{sqn}` for every SQN of `sqns`.
+    fn fill_range(journal: &Journal, sqns: std::ops::RangeInclusive<u64>, value_bytes: usize) {
         use crate::journal::record::{NewRecord, RecordKind};
         let value = vec![7u8; value_bytes];
-        for sqn in 1..=n {
+        for sqn in sqns {
             let key = format!("key{sqn}").into_bytes();
             let rec = NewRecord {
                 sqn,
@@ -923,23 +1025,33 @@ mod tests {
         assert_eq!(report.records_dropped, 0);
     }
 
-    /// Estimates renew the stalest scores, at least a sixth of the files
-    /// each: six estimates after every record died, every score says so,
-    /// however many files there are (a fixed budget of 16 per estimate
-    /// left the scores of a 100-file journal stale and the trigger idle).
+    /// A journal in `dir` opened with `opts`, holding `n` puts of
+    /// `value_bytes` each, and a compactor over it deciding with `live`.
+    fn compactor_over(
+        dir: &std::path::Path,
+        opts: crate::journal::JournalOptions,
+        (n, value_bytes): (u64, usize),
+        live: LivenessFactory,
+    ) -> (Arc<Journal>, Compactor) {
+        let stats = Arc::new(Stats::default());
+        let journal = Arc::new(Journal::open(dir, opts, Arc::clone(&stats)).expect("open"));
+        fill(&journal, n, value_bytes);
+        let c = Compactor::new(Arc::clone(&journal), stats, policy(), live);
+        (journal, c)
+    }
+
+    /// A liveness factory of [`Switch`]es on `dead`.
+    fn switch(dead: &Arc<std::sync::atomic::AtomicBool>) -> LivenessFactory {
+        let dead = Arc::clone(dead);
+        Box::new(move || Box::new(Switch(Arc::clone(&dead))))
+    }
+
     #[test]
     fn reclaim_rates_count_the_time_between_runs() {
         let d = tempfile::tempdir().expect("test setup");
         let opts = crate::journal::JournalOptions::for_tests(1024);
-        let stats = Arc::new(Stats::default());
-        let journal = Arc::new(Journal::open(d.path(), opts, Arc::clone(&stats)).expect("open"));
         let dead = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let c = Compactor::new(
-            journal,
-            stats,
-            policy(),
-            Box::new(move || Box::new(Switch(Arc::clone(&dead)))),
-        );
+        let (_, c) = compactor_over(d.path(), opts, (0, 0), switch(&dead));
         let ms = Duration::from_millis;
         // The first run stands for itself.
         assert_eq!(c.sustained_span(ms(5)), ms(5));
@@ -957,21 +1069,16 @@ mod tests {
         );
     }
 
+    /// Estimates renew the stalest scores, at least a sixth of the files
+    /// each: six estimates after every record died, every score says so,
+    /// however many files there are (a fixed budget of 16 per estimate
+    /// left the scores of a 100-file journal stale and the trigger idle).
     #[test]
     fn estimates_renew_every_stale_score_within_six_checks() {
         let d = tempfile::tempdir().expect("test setup");
         let opts = crate::journal::JournalOptions::for_tests(1024);
-        let stats = Arc::new(Stats::default());
-        let journal = Arc::new(Journal::open(d.path(), opts, Arc::clone(&stats)).expect("open"));
-        fill(&journal, 2000, 100);
         let dead = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let d2 = Arc::clone(&dead);
-        let c = Compactor::new(
-            Arc::clone(&journal),
-            stats,
-            policy(),
-            Box::new(move || Box::new(Switch(Arc::clone(&d2)))),
-        );
+        let (_, c) = compactor_over(d.path(), opts, (2000, 100), switch(&dead));
         let first = c.garbage(Duration::ZERO, 6, 1).expect("estimate");
         assert!(first.files > 100, "{first:?}");
         assert_eq!(first.garbage_bytes, 0);
@@ -990,5 +1097,133 @@ mod tests {
             pcts[5] > 99.0,
             "after six estimates every score is renewed: {pcts:?}"
         );
+    }
+
+    /// Liveness that drops every record and notes the journal's compaction
+    /// pace each time it is asked (while scoring and while compacting).
+    struct PaceProbe {
+        journal: Arc<Journal>,
+        seen: Arc<Mutex<Vec<u64>>>,
+    }
+
+    impl Liveness for PaceProbe {
+        fn keep(&self, _rec: &crate::journal::record::JournalRecord) -> Result<Keep> {
+            self.seen.lock().push(self.journal.compaction_pace());
+            Ok(Keep::Drop)
+        }
+    }
+
+    /// The paces `drain_garbage` ran at over a journal whose every record
+    /// is dead (an estimate of 100 % garbage), its limit `max_garbage_pct`,
+    /// after appends of ~2 MB/s, and the pace left behind.
+    fn drain_paces(max_garbage_pct: f64, configured: u64) -> (Vec<u64>, u64) {
+        let d = tempfile::tempdir().expect("test setup");
+        let opts = crate::journal::JournalOptions {
+            compaction_pace: configured,
+            ..crate::journal::JournalOptions::for_tests(64 * 1024)
+        };
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let slot: Arc<Mutex<Option<Arc<Journal>>>> = Arc::new(Mutex::new(None));
+        let (s2, slot2) = (Arc::clone(&seen), Arc::clone(&slot));
+        let live: LivenessFactory = Box::new(move || {
+            let journal = slot2.lock().clone().expect("journal set");
+            Box::new(PaceProbe {
+                journal,
+                seen: Arc::clone(&s2),
+            })
+        });
+        let (journal, c) = compactor_over(d.path(), opts, (200, 1000), live);
+        *slot.lock() = Some(Arc::clone(&journal));
+        c.append_rate();
+        std::thread::sleep(Duration::from_millis(1100));
+        fill_range(&journal, 201..=2400, 1000);
+        let schedule = Schedule {
+            runs_per_day: 0,
+            window: (0, 23),
+            max_garbage_pct,
+            check_interval: Duration::from_secs(10),
+            min_files: 4,
+        };
+        let runs = drain_garbage(&c, &schedule, &|| false);
+        assert!(runs > 0, "100 % garbage is over {max_garbage_pct}");
+        let seen = seen.lock().clone();
+        (seen, journal.compaction_pace())
+    }
+
+    /// `drain_garbage` sets the pace of its runs from the estimate and the
+    /// append rate (`garbage_pace`'s tiers) and restores the configured
+    /// pace when done.
+    #[test]
+    fn drain_garbage_paces_its_runs_by_how_far_over_it_is() {
+        let configured = 1024 * 1024;
+        // 3 points over: the configured pace, even with appends at ~2 MB/s.
+        let (seen, after) = drain_paces(97.0, configured);
+        assert!(seen.iter().all(|&p| p == configured), "{seen:?}");
+        assert_eq!(after, configured);
+        // 10 points over: twice the append rate (~4 MB/s), above the configured.
+        let (seen, after) = drain_paces(90.0, configured);
+        assert!(seen.iter().any(|&p| p > configured), "{seen:?}");
+        assert!(seen.iter().all(|&p| p >= configured), "{seen:?}");
+        assert_eq!(after, configured);
+        // 50 points over: unpaced.
+        let (seen, after) = drain_paces(50.0, configured);
+        assert!(seen.contains(&0), "{seen:?}");
+        assert_eq!(after, configured);
+    }
+    #[test]
+    fn staleness_is_appends_since_the_score_over_the_files_age_then() {
+        // Scored as it closed (its newest record at the journal's end).
+        assert_eq!(score_staleness(1100, 1000, 1000, 100), 1.0);
+        // Scored when 900 records old: the same appends matter a tenth.
+        assert_eq!(score_staleness(1100, 1000, 100, 100), 0.1);
+        assert_eq!(score_staleness(1000, 1000, 500, 10), 0.0);
+        // Never divides by zero, never negative.
+        assert_eq!(score_staleness(5, 10, 20, 0), 0.0);
+        assert!(score_staleness(10, 0, 0, 0).is_finite());
+    }
+
+    /// An estimate renews the scores of the files that were young when
+    /// scored before the old files' (whose records die slowly), even when
+    /// no score is old by the clock: after as many records again as the
+    /// journal had, every record dead, the youngest files' scores fall to
+    /// 0 % live while the oldest keep their 100 %.
+    #[test]
+    fn estimates_renew_the_young_files_scores_first() {
+        let d = tempfile::tempdir().expect("test setup");
+        let opts = crate::journal::JournalOptions::for_tests(1024);
+        let dead = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (journal, c) = compactor_over(d.path(), opts, (2000, 100), switch(&dead));
+        let hour = Duration::from_secs(3600);
+        let first = c.garbage(hour, 6, 1).expect("estimate");
+        assert_eq!(first.garbage_bytes, 0);
+        dead.store(true, std::sync::atomic::Ordering::Relaxed);
+        fill_range(&journal, 2001..=2200, 100);
+        c.garbage(hour, 6, 1).expect("estimate");
+        let cache = c.cache.lock();
+        let score_of = |hi_below: u64, hi_above: u64| -> Vec<f64> {
+            journal
+                .closed_files()
+                .iter()
+                .filter(|f| {
+                    f.index
+                        .last()
+                        .is_some_and(|e| e.0 > hi_above && e.0 < hi_below)
+                })
+                .filter_map(|f| cache.get(&f.file_no).map(|s| s.score))
+                .collect()
+        };
+        let young = score_of(2001, 1900);
+        let old = score_of(1000, 0);
+        assert!(
+            young.len() > 5 && old.len() > 50,
+            "{} {}",
+            young.len(),
+            old.len()
+        );
+        assert!(
+            young.iter().all(|s| *s == 0.0),
+            "young files renewed: {young:?}"
+        );
+        assert!(old.iter().all(|s| *s == 100.0), "old files kept: {old:?}");
     }
 }

@@ -30,7 +30,7 @@ pub mod tictac;
 pub mod write_group;
 
 pub use backup::BackupReport;
-pub use compaction::CompactionReport;
+pub use compaction::{CompactionReport, FileScore, GarbageEstimate};
 pub use config::{Compression, CompressionPoint, Config, JournalFlush, SyncStrategy};
 pub use error::{Error, Result};
 pub use journal::ValueCache;

@@ -97,6 +97,10 @@ pub struct StoreStats {
     pub block_cache: (u64, u64),
     /// The value cache, likewise.
     pub value_cache: (u64, u64),
+    /// The journal garbage trigger's latest estimate (`None` before its
+    /// first check, or with the trigger off); `Store::journal_garbage`
+    /// measures now.
+    pub journal_garbage: Option<crate::GarbageEstimate>,
 }
 
 impl StoreStats {
@@ -833,6 +837,7 @@ impl Store {
                 .journal
                 .value_cache()
                 .map_or((0, 0), |c| (c.capacity(), c.bytes())),
+            journal_garbage: self.compactor.last_estimate(),
         }
     }
 
@@ -963,6 +968,14 @@ impl Store {
     pub fn compact_journal(&self) -> Result<CompactionReport> {
         self.check_open()?;
         self.compactor.run()
+    }
+
+    /// Scores every closed journal file now, as compaction does (sampled
+    /// records judged against the ledger), oldest first: how much of each
+    /// is live. Costs about `files × compaction_sample_records` small reads.
+    pub fn journal_garbage(&self) -> Result<Vec<crate::FileScore>> {
+        self.check_open()?;
+        self.compactor.rescore()
     }
 
     /// The write slowdown (see [`crate::slowdown`]): the garbage estimate
