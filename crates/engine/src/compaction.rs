@@ -30,10 +30,10 @@
 //! thread also estimates the closed files' garbage and runs compactions back
 //! to back while it is over `compaction_max_garbage_pct`
 //! ([`drain_garbage`]). Those runs read at [`garbage_pace`]: the configured
-//! `compaction_read_bytes_per_sec` up to 5 points over the limit, then
-//! raised to twice the journal's recent append rate ([`AppendRate`]) so
-//! reclaim catches up with the writes, and unpaced more than 15 points
-//! over the limit. The write slowdown
+//! `compaction_read_bytes_per_sec` or the journal's recent append rate
+//! ([`AppendRate`]), whichever is faster, up to 5 points over the limit,
+//! then at least twice the append rate so reclaim catches up with the
+//! writes, and unpaced more than 15 points over the limit. The write slowdown
 //! ([`crate::slowdown`]) is the backstop behind it.
 
 use crate::config::Config;
@@ -152,6 +152,21 @@ impl GarbageEstimate {
             return 0.0;
         }
         100.0 * self.garbage_bytes as f64 / self.closed_bytes as f64
+    }
+
+    /// The estimate after a run that replaced `files_in` files by
+    /// `files_out` and reclaimed `reclaimed` bytes: what a run removes is
+    /// garbage, what it writes stays (files closed since are not in it).
+    pub fn after_run(self, files_in: usize, files_out: usize, reclaimed: u64) -> Self {
+        let closed_bytes = self.closed_bytes.saturating_sub(reclaimed);
+        GarbageEstimate {
+            files: (self.files + files_out).saturating_sub(files_in),
+            closed_bytes,
+            garbage_bytes: self
+                .garbage_bytes
+                .saturating_sub(reclaimed)
+                .min(closed_bytes),
+        }
     }
 
     /// True when the trigger should run compactions: over `max_pct` and
@@ -318,6 +333,7 @@ impl Compactor {
                 self.slowdown
                     .observe_run(r.bytes_in.saturating_sub(r.bytes_out), span);
                 Stats::incr(&self.stats.compaction_runs);
+                Stats::add(&self.stats.compaction_run_ms, r.duration.as_millis() as u64);
                 Stats::add(&self.stats.compaction_files_in, r.files_in.len() as u64);
                 Stats::add(&self.stats.compaction_files_out, r.files_out.len() as u64);
                 Stats::add(
@@ -390,6 +406,7 @@ impl Compactor {
                 Some(c) => c.score,
                 None => {
                     let score = self.score(f, live)?;
+                    Stats::incr(&self.stats.compaction_files_scored);
                     let c = CachedScore {
                         score,
                         runs: 0,
@@ -425,6 +442,7 @@ impl Compactor {
         renewals: usize,
         rescore_min: usize,
     ) -> Result<GarbageEstimate> {
+        let t0 = Instant::now();
         let live = (self.liveness)();
         let files = self.journal.closed_files();
         let mode = Scoring::Estimate {
@@ -441,9 +459,19 @@ impl Compactor {
             est.closed_bytes += f.size;
             est.garbage_bytes += (f.size as f64 * (100.0 - s) / 100.0) as u64;
         }
+        Stats::incr(&self.stats.compaction_estimates);
+        Stats::add(
+            &self.stats.compaction_estimate_ms,
+            t0.elapsed().as_millis() as u64,
+        );
+        self.note_estimate(est);
+        Ok(est)
+    }
+
+    /// Makes `est` the latest estimate (the write slowdown's too).
+    fn note_estimate(&self, est: GarbageEstimate) {
         self.slowdown.observe_garbage(est.pct());
         *self.last_estimate.lock() = Some(est);
-        Ok(est)
     }
 
     /// The garbage trigger's latest estimate (`None` before the first):
@@ -617,11 +645,14 @@ pub const GARBAGE_UNPACED_OVER_PCT: f64 = 15.0;
 /// docs/benchmarks.md, 2026-11-27).
 pub const PACE_APPEND_FACTOR: f64 = 2.0;
 
-/// Up to this many points over the limit the configured pace is kept: a
-/// compaction that keeps up at it holds the estimate near the limit, and
-/// reading faster there only rewrites more live data per byte reclaimed
-/// (the 8 KB scenario's WA rose from 1.09 to 1.11 with the append-rate
-/// pace from the limit on; docs/benchmarks.md, 2026-11-27).
+/// Up to this many points over the limit runs read at the configured pace,
+/// or at the append rate if that is faster: a compaction that keeps up
+/// holds the estimate near the limit, and reading faster there only
+/// rewrites more live data per byte reclaimed (the 8 KB scenario's WA rose
+/// from 1.09 to 1.11 with twice the append rate from the limit on), but at
+/// the configured pace alone 16 KB values appended at ~130 MB/s kept the
+/// estimate in this band while the journal outgrew the disk (its runs
+/// slept 279 of their 415 s; docs/benchmarks.md, 2026-11-27).
 pub const GARBAGE_FOLLOW_OVER_PCT: f64 = 5.0;
 
 /// The append rate is a moving average over about this long (it follows
@@ -663,19 +694,21 @@ impl AppendRate {
 }
 
 /// The read pace of a garbage-triggered run, its estimate `over_pct`
-/// points over the limit: the `configured` pace up to
-/// [`GARBAGE_FOLLOW_OVER_PCT`], then that or [`PACE_APPEND_FACTOR`] times
-/// the append rate, whichever is faster, and unpaced (0) beyond
-/// [`GARBAGE_UNPACED_OVER_PCT`] (a backlog) or if `configured` is 0.
+/// points over the limit: the `configured` pace or the append rate,
+/// whichever is faster, up to [`GARBAGE_FOLLOW_OVER_PCT`], then the
+/// configured pace or [`PACE_APPEND_FACTOR`] times the append rate, and
+/// unpaced (0) beyond [`GARBAGE_UNPACED_OVER_PCT`] (a backlog) or if
+/// `configured` is 0.
 pub fn garbage_pace(configured: u64, append_bytes_per_sec: u64, over_pct: f64) -> u64 {
     if configured == 0 || over_pct > GARBAGE_UNPACED_OVER_PCT {
         return 0;
     }
-    if over_pct <= GARBAGE_FOLLOW_OVER_PCT {
-        return configured;
-    }
-    let following = (append_bytes_per_sec as f64 * PACE_APPEND_FACTOR) as u64;
-    configured.max(following)
+    let factor = if over_pct <= GARBAGE_FOLLOW_OVER_PCT {
+        1.0
+    } else {
+        PACE_APPEND_FACTOR
+    };
+    configured.max((append_bytes_per_sec as f64 * factor) as u64)
 }
 
 /// When the compaction thread runs compactions (from [`Config`]).
@@ -715,19 +748,33 @@ impl Schedule {
 /// schedule's limit (at most [`GARBAGE_RUNS_PER_CHECK_MAX`]), stopping at
 /// once when `stopped()` says so, when a run finds nothing worth doing, or
 /// on an error (counted and logged by `run`). Returns the runs done.
+///
+/// A full estimate (sampled reads of every stale file's records) is made
+/// at most once per check interval; between two, each run's own figures
+/// update it ([`GarbageEstimate::after_run`]). Estimating before every
+/// run cost about as much disk time as the run when the disk was busy.
 pub fn drain_garbage(
     compactor: &Compactor,
     schedule: &Schedule,
     stopped: &dyn Fn() -> bool,
 ) -> usize {
     let mut runs = 0;
+    let mut latest: Option<(Instant, GarbageEstimate)> = None;
     while runs < GARBAGE_RUNS_PER_CHECK_MAX && !stopped() {
-        let stale_after = schedule.check_interval * GARBAGE_RESCORE_AFTER_CHECKS;
-        let renewals = GARBAGE_RESCORE_AFTER_CHECKS as usize;
         // Sampled at every check, also below the limit, so the rate is
         // recent when the estimate first goes over.
         let appending = compactor.append_rate();
-        match compactor.garbage(stale_after, renewals, GARBAGE_RESCORE_MIN) {
+        let est = match latest.filter(|(at, _)| at.elapsed() < schedule.check_interval) {
+            Some((_, e)) => Ok(e),
+            None => compactor
+                .garbage(
+                    schedule.check_interval * GARBAGE_RESCORE_AFTER_CHECKS,
+                    GARBAGE_RESCORE_AFTER_CHECKS as usize,
+                    GARBAGE_RESCORE_MIN,
+                )
+                .inspect(|e| latest = Some((Instant::now(), *e))),
+        };
+        match est {
             Ok(e) if e.over(schedule.max_garbage_pct, schedule.min_files) => {
                 let over = e.pct() - schedule.max_garbage_pct;
                 let pace = garbage_pace(compactor.journal.opts.compaction_pace, appending, over);
@@ -743,7 +790,14 @@ pub fn drain_garbage(
         Stats::incr(&compactor.stats.compaction_garbage_runs);
         runs += 1;
         match compactor.run() {
-            Ok(r) if r.compacted => {}
+            Ok(r) if r.compacted => {
+                if let Some((at, e)) = latest {
+                    let reclaimed = r.bytes_in.saturating_sub(r.bytes_out);
+                    let e = e.after_run(r.files_in.len(), r.files_out.len(), reclaimed);
+                    compactor.note_estimate(e);
+                    latest = Some((at, e));
+                }
+            }
             _ => break,
         }
     }
@@ -898,9 +952,10 @@ mod tests {
     #[test]
     fn garbage_pace_follows_the_append_rate_when_falling_behind() {
         let mib = 1 << 20;
-        // Near the limit: the configured pace, however fast the appends.
-        assert_eq!(garbage_pace(64 * mib, 150 * mib, 0.5), 64 * mib);
-        assert_eq!(garbage_pace(64 * mib, 150 * mib, 5.0), 64 * mib);
+        // Near the limit: the configured pace, or the append rate if faster.
+        assert_eq!(garbage_pace(64 * mib, 40 * mib, 0.5), 64 * mib);
+        assert_eq!(garbage_pace(64 * mib, 150 * mib, 0.5), 150 * mib);
+        assert_eq!(garbage_pace(64 * mib, 150 * mib, 5.0), 150 * mib);
         // Falling behind: twice the append rate, never below the pace.
         assert_eq!(garbage_pace(64 * mib, 150 * mib, 5.5), 300 * mib);
         assert_eq!(garbage_pace(64 * mib, 10 * mib, 10.0), 64 * mib);
@@ -938,6 +993,19 @@ mod tests {
         assert!(!e.over(60.0, 4), "at the limit is not over");
         assert!(!e.over(50.0, 5), "too few files for a full run");
         assert_eq!(GarbageEstimate::default().pct(), 0.0);
+        // A run of 2 files into 1 that reclaimed 500 bytes: all garbage.
+        let after = e.after_run(2, 1, 500);
+        assert_eq!(
+            (after.files, after.closed_bytes, after.garbage_bytes),
+            (3, 500, 100)
+        );
+        assert!((after.pct() - 20.0).abs() < 1e-9);
+        // Never below zero, garbage never above the bytes.
+        let gone = e.after_run(9, 0, 5000);
+        assert_eq!(
+            (gone.files, gone.closed_bytes, gone.garbage_bytes),
+            (0, 0, 0)
+        );
     }
 
     #[test]
@@ -1152,24 +1220,28 @@ mod tests {
 
     /// `drain_garbage` sets the pace of its runs from the estimate and the
     /// append rate (`garbage_pace`'s tiers) and restores the configured
-    /// pace when done.
+    /// pace when done. The appends (~2 MB/s) are far above the configured
+    /// 256 KiB/s, so each tier shows.
     #[test]
     fn drain_garbage_paces_its_runs_by_how_far_over_it_is() {
-        let configured = 1024 * 1024;
-        // 3 points over: the configured pace, even with appends at ~2 MB/s.
-        let (seen, after) = drain_paces(97.0, configured);
-        assert!(seen.iter().all(|&p| p == configured), "{seen:?}");
+        let configured = 256 * 1024;
+        let fastest = |seen: &[u64]| seen.iter().copied().max().unwrap_or(0);
+        // 3 points over: the append rate.
+        let (near, after) = drain_paces(97.0, configured);
+        assert!(near.iter().all(|&p| p >= configured), "{near:?}");
+        assert!(fastest(&near) > 2 * configured, "{near:?}");
         assert_eq!(after, configured);
-        // 10 points over: twice the append rate (~4 MB/s), above the configured.
-        let (seen, after) = drain_paces(90.0, configured);
-        assert!(seen.iter().any(|&p| p > configured), "{seen:?}");
-        assert!(seen.iter().all(|&p| p >= configured), "{seen:?}");
+        // 10 points over: twice the append rate.
+        let (behind, after) = drain_paces(90.0, configured);
+        let ratio = fastest(&behind) as f64 / fastest(&near) as f64;
+        assert!(ratio > 1.4 && ratio < 2.9, "{ratio}: {near:?} {behind:?}");
         assert_eq!(after, configured);
         // 50 points over: unpaced.
-        let (seen, after) = drain_paces(50.0, configured);
-        assert!(seen.contains(&0), "{seen:?}");
+        let (backlog, after) = drain_paces(50.0, configured);
+        assert!(backlog.contains(&0), "{backlog:?}");
         assert_eq!(after, configured);
     }
+
     #[test]
     fn staleness_is_appends_since_the_score_over_the_files_age_then() {
         // Scored as it closed (its newest record at the journal's end).

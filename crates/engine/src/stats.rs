@@ -189,6 +189,15 @@ counters! {
     /// Milliseconds journal compaction slept to keep to its read pace
     /// (`Config::compaction_read_bytes_per_sec`).
     compaction_paced_ms,
+    /// Milliseconds in compaction runs that rewrote files (scoring,
+    /// reading, writing and pacing included).
+    compaction_run_ms,
+    /// Garbage estimates made by the trigger (see `Compactor::garbage`).
+    compaction_estimates,
+    /// Milliseconds they took (scoring files by sampled reads).
+    compaction_estimate_ms,
+    /// Journal files scored (sampled) by estimates, runs and `rescore`.
+    compaction_files_scored,
     /// Write-backs of the active journal file started by the flusher
     /// (`JournalFlush::Writeback`).
     journal_writebacks,
