@@ -431,11 +431,11 @@ impl Compactor {
     /// their scores: files not scored yet are scored now, and stale scores
     /// are renewed, at most `max(rescore_min, files / renewals)` of them,
     /// the stalest by [`score_staleness`] first, among those at least
-    /// [`RESCORE_STALENESS`] stale or older than `stale_after` (so with an
-    /// estimate every `stale_after / renewals` no score is much older than
-    /// `2 × stale_after`, and the youngest files, whose scores fall fastest,
-    /// are renewed first; a cached score only overstates what is live:
-    /// later writes replace its file's keys).
+    /// [`RESCORE_STALENESS`] stale or older than `stale_after` (the young
+    /// files, whose scores fall fastest, come first; with an estimate every
+    /// `stale_after / renewals` and no score stale by appends, none is much
+    /// older than `2 × stale_after`; a cached score only overstates what is
+    /// live: later writes replace its file's keys).
     pub fn garbage(
         &self,
         stale_after: Duration,
