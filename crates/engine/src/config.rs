@@ -185,8 +185,8 @@ pub struct Config {
     /// lowest interval at 0.86 and 0.83 of the median instead of 0.72 and
     /// 0.65, for a journal 12–30 % larger; WA did not reliably change
     /// (docs/benchmarks.md, 2026-11-25 08:17). The garbage trigger's runs
-    /// read at least the journal's recent append rate over its limit, twice
-    /// it more than 5 points over ([`crate::compaction::garbage_pace`]) and
+    /// read at least twice the journal's recent append rate more than 5
+    /// points over its limit ([`crate::compaction::garbage_pace`]) and
     /// unpaced more than 15 points over it, so compaction keeps up with a
     /// write rate above this pace. 0: unpaced. Default 64 MiB/s.
     pub compaction_read_bytes_per_sec: u64,
