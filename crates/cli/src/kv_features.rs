@@ -9,7 +9,8 @@
 use crate::kv::{check_name, head_json};
 use anyhow::{bail, Context, Result};
 use basalt_engine::{
-    BackupReport, CompactionReport, FoldOptions, IndexChange, IndexQuery, PutOptions, Store,
+    BackupReport, CompactionReport, FoldOptions, GarbageEstimate, IndexChange, IndexQuery,
+    PutOptions, Store,
 };
 use clap::{Args, ValueEnum};
 use std::ffi::OsString;
@@ -422,10 +423,7 @@ pub fn compact(store: &Store, out: &mut dyn Write) -> Result<()> {
 /// never compacts (see `kv::run`), so the figures are the store's as found.
 pub fn garbage(store: &Store, out: &mut dyn Write) -> Result<()> {
     let scores = store.journal_garbage().context("score the journal files")?;
-    let (mut bytes, mut garbage) = (0u64, 0f64);
     for f in &scores {
-        bytes += f.bytes;
-        garbage += f.bytes as f64 * (100.0 - f.live_pct) / 100.0;
         writeln!(
             out,
             "file={} bytes={} live_pct={:.1}",
@@ -433,16 +431,14 @@ pub fn garbage(store: &Store, out: &mut dyn Write) -> Result<()> {
         )
         .context("write to stdout")?;
     }
-    let pct = if bytes == 0 {
-        0.0
-    } else {
-        100.0 * garbage / bytes as f64
-    };
+    let est = GarbageEstimate::from_scores(&scores);
     writeln!(
         out,
-        "garbage files={} bytes={bytes} garbage_bytes={} garbage_pct={pct:.1}",
-        scores.len(),
-        garbage as u64
+        "garbage files={} bytes={} garbage_bytes={} garbage_pct={:.1}",
+        est.files,
+        est.closed_bytes,
+        est.garbage_bytes,
+        est.pct()
     )
     .context("write to stdout")
 }

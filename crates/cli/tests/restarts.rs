@@ -12,77 +12,14 @@
 //! CI: 3 kill/restart cycles; `BASALT_LONG_TESTS=1`: 12.
 
 mod common;
-use common::{admin, free_addr, long, wait_for};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use common::procs::{test_dir, NodeProc};
+use common::{admin, long, wait_for};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const NODES: usize = 3;
 const CLIENTS: usize = 6;
-
-struct NodeProc {
-    i: usize,
-    pb: String,
-    /// Its cluster address (admin and the other nodes).
-    cluster: String,
-    http: String,
-    dir: PathBuf,
-    child: Option<Child>,
-}
-
-impl NodeProc {
-    fn new(root: &Path, i: usize) -> NodeProc {
-        NodeProc {
-            i,
-            pb: free_addr(),
-            cluster: free_addr(),
-            http: free_addr(),
-            dir: root.join(format!("n{i}")),
-            child: None,
-        }
-    }
-
-    fn start(&mut self) {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.with_extension("log"))
-            .expect("log");
-        let child = Command::new(env!("CARGO_BIN_EXE_basalt"))
-            .args(["start", "--ring-size", "16", "--backend", "leveled"])
-            .args(["--node-name", &format!("n{}@127.0.0.1", self.i)])
-            .args(["--pb-listen", &self.pb, "--http-listen", &self.http])
-            .args(["--cluster-listen", &self.cluster])
-            .arg("--data-dir")
-            .arg(&self.dir)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("spawn basalt start");
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while std::net::TcpStream::connect(&self.http).is_err() {
-            assert!(Instant::now() < deadline, "node {} did not start", self.i);
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn kill9(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for NodeProc {
-    fn drop(&mut self) {
-        self.kill9();
-    }
-}
 
 #[derive(Default)]
 struct Counts {
@@ -163,10 +100,12 @@ fn client(
 
 #[test]
 fn restarting_a_node_never_makes_an_acknowledged_key_not_found() {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let mut nodes: Vec<NodeProc> = (1..=NODES).map(|i| NodeProc::new(tmp.path(), i)).collect();
+    let (root, _tmp) = test_dir();
+    let mut nodes: Vec<NodeProc> = (1..=NODES)
+        .map(|i| NodeProc::new(&root, i).with_http())
+        .collect();
     for n in &mut nodes {
-        n.start();
+        n.start_fresh(16);
     }
     for n in &nodes[1..] {
         let (ok, out) = admin(&n.cluster, &["cluster", "join", &nodes[0].cluster]);
@@ -179,7 +118,7 @@ fn restarting_a_node_never_makes_an_acknowledged_key_not_found() {
             .1
             .contains("pending ownership transfers: 0")
     });
-    let http: Vec<String> = nodes.iter().map(|n| n.http.clone()).collect();
+    let http: Vec<String> = nodes.iter().flat_map(|n| n.http.clone()).collect();
     let stop = Arc::new(AtomicBool::new(false));
     let acked = Arc::new(Mutex::new(Vec::new()));
     let counts = Arc::new(Counts::default());

@@ -154,6 +154,23 @@ impl GarbageEstimate {
         100.0 * self.garbage_bytes as f64 / self.closed_bytes as f64
     }
 
+    /// Counts one more closed file of `bytes`, `live_pct` % of it live.
+    pub fn add_file(&mut self, bytes: u64, live_pct: f64) {
+        debug_assert!((0.0..=100.0).contains(&live_pct), "score {live_pct}");
+        self.files += 1;
+        self.closed_bytes += bytes;
+        self.garbage_bytes += (bytes as f64 * (100.0 - live_pct) / 100.0) as u64;
+    }
+
+    /// The estimate made of these files' scores.
+    pub fn from_scores(scores: &[FileScore]) -> Self {
+        let mut est = GarbageEstimate::default();
+        for f in scores {
+            est.add_file(f.bytes, f.live_pct);
+        }
+        est
+    }
+
     /// The estimate after a run that replaced `files_in` files by
     /// `files_out` and reclaimed `reclaimed` bytes: what a run removes is
     /// garbage, what it writes stays (files closed since are not in it).
@@ -450,15 +467,11 @@ impl Compactor {
             rescore_max: rescore_min.max(files.len().div_ceil(renewals.max(1))),
         };
         let scores = self.scores(&files, &*live, mode)?;
-        let mut est = GarbageEstimate {
-            files: files.len(),
-            ..GarbageEstimate::default()
-        };
+        let mut est = GarbageEstimate::default();
         for (f, s) in files.iter().zip(&scores) {
-            debug_assert!((0.0..=100.0).contains(s), "score {s}");
-            est.closed_bytes += f.size;
-            est.garbage_bytes += (f.size as f64 * (100.0 - s) / 100.0) as u64;
+            est.add_file(f.size, *s);
         }
+        debug_assert_eq!(est.files, files.len());
         Stats::incr(&self.stats.compaction_estimates);
         Stats::add(
             &self.stats.compaction_estimate_ms,
@@ -1000,6 +1013,23 @@ mod tests {
         assert_eq!(
             (gone.files, gone.closed_bytes, gone.garbage_bytes),
             (0, 0, 0)
+        );
+        // Made of scores: each file's bytes weighted by its dead share.
+        let scored = GarbageEstimate::from_scores(&[
+            FileScore {
+                file_no: 1,
+                bytes: 800,
+                live_pct: 25.0,
+            },
+            FileScore {
+                file_no: 2,
+                bytes: 200,
+                live_pct: 100.0,
+            },
+        ]);
+        assert_eq!(
+            (scored.files, scored.closed_bytes, scored.garbage_bytes),
+            (2, 1000, 600)
         );
     }
 

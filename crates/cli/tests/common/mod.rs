@@ -11,14 +11,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-/// A free loopback address (`127.0.0.1:PORT`) for a node's listener.
+/// A free loopback address (`127.0.0.1:PORT`) for a node's listener,
+/// below the kernel's ephemeral range ([`ports::free_port`]).
 pub fn free_addr() -> String {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port();
-    format!("127.0.0.1:{port}")
+    format!("127.0.0.1:{}", ports::free_port())
 }
 
 /// Path of the `basalt` binary under test.

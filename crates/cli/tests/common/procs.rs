@@ -32,6 +32,8 @@ pub struct NodeProc {
     pub pb: String,
     /// Its cluster address: admin commands and the other nodes use it.
     pub cluster: String,
+    /// Its HTTP address, when it serves HTTP ([`NodeProc::with_http`]).
+    pub http: Option<String>,
     pub dir: PathBuf,
     pub config: Option<PathBuf>,
     pub child: Option<Child>,
@@ -43,10 +45,24 @@ impl NodeProc {
             name: format!("n{i}@127.0.0.1"),
             pb: format!("127.0.0.1:{}", free_port()),
             cluster: format!("127.0.0.1:{}", free_port()),
+            http: None,
             dir: root.join(format!("n{i}")),
             config: None,
             child: None,
         }
+    }
+
+    /// The node also serves HTTP, on a port of its own.
+    pub fn with_http(mut self) -> NodeProc {
+        self.http = Some(format!("127.0.0.1:{}", free_port()));
+        self
+    }
+
+    /// Every address the node listens on.
+    fn listen_addrs(&self) -> Vec<&str> {
+        let mut all = vec![self.pb.as_str(), self.cluster.as_str()];
+        all.extend(self.http.as_deref());
+        all
     }
 
     pub fn start(&mut self) {
@@ -70,6 +86,9 @@ impl NodeProc {
                 Err(why) if why.contains("Address already in use") => {
                     self.pb = format!("127.0.0.1:{}", free_port());
                     self.cluster = format!("127.0.0.1:{}", free_port());
+                    if self.http.is_some() {
+                        self.http = Some(format!("127.0.0.1:{}", free_port()));
+                    }
                 }
                 Err(why) => panic!("{why}"),
             }
@@ -77,8 +96,9 @@ impl NodeProc {
         panic!("{} found no free ports in 5 tries", self.name);
     }
 
-    /// Starts the process and waits for its PB port; on exit, the reason
-    /// with the end of its log.
+    /// Starts the process and waits until every port it listens on accepts
+    /// (the node binds them one after another); on exit, the reason with
+    /// the end of its log.
     fn try_start(&mut self, ring: u32) -> Result<(), String> {
         // Appended, so a node's log keeps its earlier lives (kill -9, restart).
         let log = std::fs::OpenOptions::new()
@@ -94,7 +114,7 @@ impl NodeProc {
                 "--backend",
                 "leveled",
                 "--http-listen",
-                "",
+                self.http.as_deref().unwrap_or(""),
             ])
             .args(["--node-name", &self.name, "--pb-listen", &self.pb])
             .args(["--cluster-listen", &self.cluster])
@@ -112,7 +132,11 @@ impl NodeProc {
             .expect("spawn basalt start");
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(60);
-        while TcpStream::connect(&self.pb).is_err() {
+        while self
+            .listen_addrs()
+            .iter()
+            .any(|a| TcpStream::connect(a).is_err())
+        {
             self.exit_reason()?;
             assert!(Instant::now() < deadline, "{} did not start", self.name);
             std::thread::sleep(Duration::from_millis(50));
