@@ -22,6 +22,8 @@ pub mod leveled;
 pub mod memory;
 pub(crate) mod ordered;
 
+/// How the leveled backend's disk guard starts a refusal (a full disk).
+pub use basalt_engine::diskspace::DISK_FULL_MARK;
 /// `_int` index terms (arbitrary-precision integers): parsing, canonical
 /// text, numeric order; the engine's, shared with the server.
 pub use basalt_engine::intterm;

@@ -418,6 +418,12 @@ fn stats_json(s: &StoreStats) -> Value {
             "garbage_bytes": e.garbage_bytes,
             "garbage_pct": e.pct(),
         })),
+        "disk": s.disk.map(|d| json!({
+            "free_bytes": d.free_bytes,
+            "total_bytes": d.total_bytes,
+            "free_pct": d.free_pct(),
+        })),
+        "disk_writes_refused": s.disk_writes_refused,
         "journal_file_count": s.journal_files.len(),
         "journal_files": s.journal_files.iter().map(journal_file_json).collect::<Vec<_>>(),
     })

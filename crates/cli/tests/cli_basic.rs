@@ -132,6 +132,10 @@ fn stats_is_json_with_the_store_shape() {
     assert!(!jf.is_empty(), "{s}");
     assert_eq!(s["journal_file_count"], jf.len());
     assert_eq!(jf.last().unwrap()["last_sqn"], 6, "{s}");
+    // The disk guard's sample of the store's filesystem.
+    assert!(s["disk"]["total_bytes"].as_u64().unwrap() > 0, "{s}");
+    assert!(s["disk"]["free_pct"].is_f64(), "{s}");
+    assert_eq!(s["disk_writes_refused"], 0, "{s}");
 }
 
 #[test]

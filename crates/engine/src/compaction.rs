@@ -37,6 +37,7 @@
 //! ([`crate::slowdown`]) is the backstop behind it.
 
 use crate::config::Config;
+use crate::diskspace::{DiskGuard, DiskState};
 use crate::error::{IoContext, Result};
 use crate::journal::file::ClosedFile;
 use crate::journal::Journal;
@@ -236,6 +237,8 @@ pub struct Compactor {
     cache: Mutex<HashMap<u64, CachedScore>>,
     /// Told every garbage estimate and every run's reclaim rate.
     slowdown: Arc<Slowdown>,
+    /// How full the disk is: a low disk makes the garbage trigger eager.
+    disk: Arc<DiskGuard>,
     /// When the last run that rewrote files ended.
     last_run_end: Mutex<Option<Instant>>,
     /// The journal's recent append rate, for the garbage trigger's pace.
@@ -271,6 +274,7 @@ impl Compactor {
             liveness,
             cache: Mutex::new(HashMap::new()),
             slowdown: Arc::new(Slowdown::new(100.0)),
+            disk: Arc::new(DiskGuard::off()),
             last_run_end: Mutex::new(None),
             append: Mutex::new(AppendRate::default()),
             last_estimate: Mutex::new(None),
@@ -282,6 +286,18 @@ impl Compactor {
     pub fn with_slowdown(mut self, slowdown: Arc<Slowdown>) -> Self {
         self.slowdown = slowdown;
         self
+    }
+
+    /// The compactor, watching the disk through `disk` (default: a guard
+    /// that is off).
+    pub fn with_disk_guard(mut self, disk: Arc<DiskGuard>) -> Self {
+        self.disk = disk;
+        self
+    }
+
+    /// The disk guard this compactor watches (the store's).
+    pub fn disk(&self) -> &DiskGuard {
+        &self.disk
     }
 
     /// The time a run that took `took` stands for when reclaim rates are
@@ -720,6 +736,16 @@ pub fn garbage_pace(configured: u64, append_bytes_per_sec: u64, over_pct: f64) -
     configured.max(following)
 }
 
+/// The garbage percentage the trigger compacts above: the configured
+/// limit, or half of it while the disk is low (`crate::diskspace`).
+pub fn garbage_limit(max_garbage_pct: f64, disk_low: bool) -> f64 {
+    if disk_low && max_garbage_pct < 100.0 {
+        max_garbage_pct / 2.0
+    } else {
+        max_garbage_pct
+    }
+}
+
 /// When the compaction thread runs compactions (from [`Config`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Schedule {
@@ -783,10 +809,16 @@ pub fn drain_garbage(
                 )
                 .inspect(|e| latest = Some((Instant::now(), *e))),
         };
+        // A low disk halves the limit and lifts the pace (`crate::diskspace`).
+        let disk_low = compactor.disk.state() != DiskState::Ample;
+        let limit = garbage_limit(schedule.max_garbage_pct, disk_low);
         match est {
-            Ok(e) if e.over(schedule.max_garbage_pct, schedule.min_files) => {
+            Ok(e) if e.over(limit, schedule.min_files) => {
                 let over = e.pct() - schedule.max_garbage_pct;
-                let pace = garbage_pace(compactor.journal.opts.compaction_pace, appending, over);
+                let pace = match disk_low {
+                    true => 0,
+                    false => garbage_pace(compactor.journal.opts.compaction_pace, appending, over),
+                };
                 compactor.journal.set_compaction_pace(Some(pace));
                 tracing::debug!(target: "basalt::compaction", "journal garbage {:.1}% of {} bytes in {} files, appending {} B/s: compacting at {} B/s (0: unpaced)", e.pct(), e.closed_bytes, e.files, appending, pace);
             }
@@ -1208,8 +1240,9 @@ mod tests {
 
     /// The paces `drain_garbage` ran at over a journal whose every record
     /// is dead (an estimate of 100 % garbage), its limit `max_garbage_pct`,
-    /// after appends of ~2 MB/s, and the pace left behind.
-    fn drain_paces(max_garbage_pct: f64, configured: u64) -> (Vec<u64>, u64) {
+    /// after appends of ~2 MB/s, and the pace left behind; with a disk
+    /// guard that finds the disk low if `disk_low`.
+    fn drain_paces(max_garbage_pct: f64, configured: u64, disk_low: bool) -> (Vec<u64>, u64) {
         let d = tempfile::tempdir().expect("test setup");
         let opts = crate::journal::JournalOptions {
             compaction_pace: configured,
@@ -1225,7 +1258,11 @@ mod tests {
                 seen: Arc::clone(&s2),
             })
         });
-        let (journal, c) = compactor_over(d.path(), opts, (200, 1000), live);
+        let (journal, mut c) = compactor_over(d.path(), opts, (200, 1000), live);
+        if disk_low {
+            // A low mark above any real free share, no minimum.
+            c = c.with_disk_guard(Arc::new(DiskGuard::new(d.path(), 100.0, 0.0)));
+        }
         *slot.lock() = Some(Arc::clone(&journal));
         c.append_rate();
         std::thread::sleep(Duration::from_millis(1100));
@@ -1251,18 +1288,33 @@ mod tests {
     fn drain_garbage_paces_its_runs_by_how_far_over_it_is() {
         let configured = 256 * 1024;
         // 3 points over: the configured pace, however fast the appends.
-        let (near, after) = drain_paces(97.0, configured);
+        let (near, after) = drain_paces(97.0, configured, false);
         assert!(near.iter().all(|&p| p == configured), "{near:?}");
         assert_eq!(after, configured);
+        // The same with the disk low: unpaced.
+        let (low, after) = drain_paces(97.0, configured, true);
+        assert!(low.contains(&0), "{low:?}");
+        assert_eq!(after, configured);
         // 10 points over: twice the append rate.
-        let (behind, after) = drain_paces(90.0, configured);
+        let (behind, after) = drain_paces(90.0, configured, false);
         assert!(behind.iter().any(|&p| p > 4 * configured), "{behind:?}");
         assert!(behind.iter().all(|&p| p >= configured), "{behind:?}");
         assert_eq!(after, configured);
         // 50 points over: unpaced.
-        let (backlog, after) = drain_paces(50.0, configured);
+        let (backlog, after) = drain_paces(50.0, configured, false);
         assert!(backlog.contains(&0), "{backlog:?}");
         assert_eq!(after, configured);
+    }
+
+    #[test]
+    fn a_low_disk_halves_the_garbage_limit() {
+        assert_eq!(garbage_limit(50.0, false), 50.0);
+        assert_eq!(garbage_limit(50.0, true), 25.0);
+        assert_eq!(
+            garbage_limit(100.0, true),
+            100.0,
+            "a trigger that is off stays off"
+        );
     }
 
     #[test]

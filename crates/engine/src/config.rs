@@ -142,6 +142,17 @@ pub struct Config {
     /// counts as that (writes never slow before compaction starts); 100.0
     /// turns it off, as does a trigger that is off.
     pub journal_slowdown_garbage_pct: f64,
+    /// Disk space guard (see [`crate::diskspace`]): below this percentage
+    /// of the journal's filesystem free, the garbage trigger compacts at
+    /// half its limit and unpaced, and a warning is logged. Default 5.0;
+    /// 0.0 turns it off.
+    pub disk_low_free_pct: f64,
+    /// Below this percentage free, write groups that store values are
+    /// refused (an I/O error of kind `StorageFull`) before anything is
+    /// written, so the store stays open and compaction keeps room to work;
+    /// reads and deletes go on. Default 1.0; 0.0 turns it off; at most
+    /// `disk_low_free_pct` unless that is off.
+    pub disk_min_free_pct: f64,
     /// How often the garbage trigger checks (default 10 s). Zero turns the
     /// trigger off.
     pub compaction_check_interval: Duration,
@@ -255,6 +266,8 @@ impl Config {
             compaction_score_cache_runs: 12,
             compaction_max_garbage_pct: 50.0,
             journal_slowdown_garbage_pct: 65.0,
+            disk_low_free_pct: 5.0,
+            disk_min_free_pct: 1.0,
             compaction_check_interval: Duration::from_secs(10),
             journal_one_read: true,
             journal_fadvise_random: true,
@@ -344,6 +357,12 @@ impl Config {
         }
         if !pct_ok(self.journal_slowdown_garbage_pct) {
             return bad("journal_slowdown_garbage_pct must be in 0..=100 (100: off)");
+        }
+        if !pct_ok(self.disk_low_free_pct)
+            || !pct_ok(self.disk_min_free_pct)
+            || (self.disk_low_free_pct > 0.0 && self.disk_min_free_pct > self.disk_low_free_pct)
+        {
+            return bad("disk_low_free_pct and disk_min_free_pct must be in 0..=100, the minimum at most the low mark (0: off)");
         }
         if self.value_bytes_max > limits::VALUE_SIZE_BYTES_CEILING {
             return bad("value_bytes_max is above the 1 GiB format ceiling");

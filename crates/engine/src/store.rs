@@ -14,6 +14,7 @@ use crate::compaction::{
     CompactionPolicy, CompactionReport, Compactor, Keep, Liveness, Schedule, Scheduler,
 };
 use crate::config::{Config, SyncStrategy};
+use crate::diskspace::DiskGuard;
 use crate::entry::{value_hash, LedgerValue, Status};
 use crate::error::{Error, Result};
 use crate::index::{self, IndexChange, IndexPage, IndexQuery};
@@ -101,6 +102,11 @@ pub struct StoreStats {
     /// first check, or with the trigger off); `Store::journal_garbage`
     /// measures now.
     pub journal_garbage: Option<crate::GarbageEstimate>,
+    /// The journal's filesystem at the disk guard's latest sample (`None`
+    /// before the first, or with the guard off; see [`crate::diskspace`]).
+    pub disk: Option<crate::DiskSpace>,
+    /// Write groups the disk guard refused since the store opened.
+    pub disk_writes_refused: u64,
 }
 
 impl StoreStats {
@@ -563,6 +569,8 @@ impl Store {
         // Back-pressure (or a refusal) before anything is written, so a
         // write that returns an error has left no trace.
         self.ledger.admit()?;
+        let stores_values = items.iter().flatten().any(|i| i.kind == RecordKind::Put);
+        self.compactor.disk().admit(stores_values)?;
         let total: usize = items.iter().flatten().map(|i| i.record.len()).sum();
         self.pace_journal(total as u64);
         let first = w.next_sqn;
@@ -838,6 +846,12 @@ impl Store {
                 .value_cache()
                 .map_or((0, 0), |c| (c.capacity(), c.bytes())),
             journal_garbage: self.compactor.last_estimate(),
+            disk: {
+                // Samples the filesystem if the latest sample is stale.
+                let _ = self.compactor.disk().state();
+                self.compactor.disk().space()
+            },
+            disk_writes_refused: self.compactor.disk().refused(),
         }
     }
 
@@ -950,6 +964,11 @@ fn start_compaction(
             config
                 .journal_slowdown_garbage_pct
                 .max(config.compaction_max_garbage_pct),
+        )))
+        .with_disk_guard(Arc::new(DiskGuard::new(
+            &config.dir,
+            config.disk_low_free_pct,
+            config.disk_min_free_pct,
         ))),
     );
     let scheduler = Scheduler::start(

@@ -1,6 +1,6 @@
 //! Store API behaviour: input validation, the directory lock, the store-kind
 //! marker, HEAD answering without the journal, concurrent readers and writers,
-//! TTL, and sync puts.
+//! TTL, sync puts, and writes refused on a full disk.
 //!
 //! Method: each test opens a fresh store in a temporary directory and checks
 //! one behaviour through the public API only.
@@ -94,6 +94,57 @@ fn head_answers_from_the_ledger_without_reading_the_value() {
     assert_eq!((h.size, h.metadata.as_slice()), (1000, &b"meta"[..]));
     let e = s.get(b"b", b"k").unwrap_err();
     assert!(e.is_corruption(), "{e}");
+}
+
+#[test]
+fn a_full_disk_refuses_puts_and_the_store_stays_open() {
+    let d = tempfile::tempdir().unwrap();
+    {
+        let s = open(d.path());
+        s.put(b"b", b"k", b"v", b"").unwrap();
+    }
+    // Thresholds above any real free share: the disk counts as full.
+    let mut cfg = Config::test_min(d.path());
+    cfg.disk_low_free_pct = 100.0;
+    cfg.disk_min_free_pct = 100.0;
+    let s = Store::open(cfg).unwrap();
+    let e = s.put(b"b", b"k2", b"v", b"").unwrap_err();
+    assert!(
+        matches!(&e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::StorageFull),
+        "{e}"
+    );
+    assert!(e.to_string().contains("disk_min_free_pct"), "{e}");
+    // Nothing of the refused write is there; reads and deletes go on.
+    assert!(s.get(b"b", b"k2").unwrap().is_none());
+    assert!(s.get(b"b", b"k").unwrap().is_some());
+    s.delete(b"b", b"k").unwrap();
+    assert!(s.get(b"b", b"k").unwrap().is_none());
+    let stats = s.stats();
+    assert_eq!(stats.disk_writes_refused, 1);
+    assert!(stats.disk.is_some_and(|d| d.total_bytes > 0));
+    s.close().unwrap();
+    drop(s);
+    // The default thresholds on the same disk: writes pass.
+    let s = open(d.path());
+    s.put(b"b", b"k2", b"v", b"").unwrap();
+}
+
+#[test]
+fn disk_thresholds_are_checked_at_open() {
+    let d = tempfile::tempdir().unwrap();
+    for (low, min) in [(5.0, 6.0), (101.0, 1.0), (5.0, -1.0)] {
+        let mut cfg = Config::test_min(d.path());
+        cfg.disk_low_free_pct = low;
+        cfg.disk_min_free_pct = min;
+        let e = Store::open(cfg).unwrap_err();
+        assert!(matches!(e, Error::InvalidInput(_)), "{low}/{min}: {e}");
+        assert!(e.to_string().contains("disk_min_free_pct"), "{e}");
+    }
+    // The minimum alone (the low mark off) is allowed.
+    let mut cfg = Config::test_min(d.path());
+    cfg.disk_low_free_pct = 0.0;
+    cfg.disk_min_free_pct = 1.0;
+    Store::open(cfg).unwrap();
 }
 
 #[test]

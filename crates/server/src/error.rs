@@ -3,6 +3,7 @@
 
 use crate::vnode::VnodeError;
 use basalt_backend::BackendError;
+use basalt_backends::DISK_FULL_MARK;
 
 /// A request that failed; the `Display` text is what goes into `RpbErrorResp`.
 #[derive(Debug, thiserror::Error)]
@@ -55,7 +56,7 @@ fn is_disk_full(e: &VnodeError) -> bool {
             source.kind() == std::io::ErrorKind::StorageFull
         }
         VnodeError::Backend(BackendError::Closed(reason)) => reason.contains(ENOSPC),
-        VnodeError::Remote(m) => m.contains(ENOSPC),
+        VnodeError::Remote(m) => m.contains(ENOSPC) || m.contains(DISK_FULL_MARK),
         _ => false,
     }
 }
@@ -86,6 +87,11 @@ mod tests {
             source: std::io::Error::from(std::io::ErrorKind::StorageFull),
         });
         assert!(matches!(RequestError::from(io), RequestError::DiskFull(_)));
+        let guard = VnodeError::Remote(format!("admit write {}: ...", DISK_FULL_MARK));
+        assert!(matches!(
+            RequestError::from(guard),
+            RequestError::DiskFull(_)
+        ));
         let remote = VnodeError::Remote("append: No space left on device (os error 28)".into());
         assert!(matches!(
             RequestError::from(remote),
