@@ -48,10 +48,10 @@ pub struct BackendConfig {
     /// `compaction_runs_per_day`; `None` keeps its default, 24).
     pub compaction_runs_per_day: Option<u32>,
     /// leveled: the garbage trigger's percentage (the engine's
-    /// `compaction_max_garbage_pct`; `None` keeps its default, 50; 100 off).
+    /// `compaction_max_garbage_pct`; `None` keeps its default, 60; 100 off).
     pub compaction_max_garbage_pct: Option<f64>,
     /// leveled: the write slowdown's garbage percentage (the engine's
-    /// `journal_slowdown_garbage_pct`; `None` keeps its default, 65; 100 off).
+    /// `journal_slowdown_garbage_pct`; `None` keeps its default, 75; 100 off).
     pub journal_slowdown_garbage_pct: Option<f64>,
     /// leveled: read a value with one positional read (the engine's
     /// `journal_one_read`; `None` keeps its default, true).

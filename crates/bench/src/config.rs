@@ -420,12 +420,12 @@ pub struct BenchConfig {
     /// compaction runs per day (default: the engine's, 24); others ignore it.
     pub compaction_runs_per_day: Option<u32>,
     /// `basalt_compaction_max_garbage_pct`: leveled's garbage trigger
-    /// (0..=100; 100 turns it off; default: the engine's, 50); others
+    /// (0..=100; 100 turns it off; default: the engine's, 60); others
     /// ignore it.
     pub compaction_max_garbage_pct: Option<f64>,
     /// `basalt_journal_slowdown_pct`: leveled's write slowdown, the
     /// journal garbage percentage above which writes are paced to
-    /// compaction (0..=100; 100 turns it off; default: the engine's, 65);
+    /// compaction (0..=100; 100 turns it off; default: the engine's, 75);
     /// others ignore it.
     pub journal_slowdown_garbage_pct: Option<f64>,
     /// `basalt_journal_one_read`: leveled reads a value record with one
@@ -687,8 +687,8 @@ impl RawConfig {
                     .map_err(|_| self.invalid("basalt_compaction_runs_per_day", "too large"))?,
             ),
         };
-        let compaction_max_garbage_pct = self.pct("basalt_compaction_max_garbage_pct", 50)?;
-        let journal_slowdown_garbage_pct = self.pct("basalt_journal_slowdown_pct", 65)?;
+        let compaction_max_garbage_pct = self.pct("basalt_compaction_max_garbage_pct", 60)?;
+        let journal_slowdown_garbage_pct = self.pct("basalt_journal_slowdown_pct", 75)?;
         let journal_one_read = self.opt_bool("basalt_journal_one_read")?;
         let journal_fadvise_random = self.opt_bool("basalt_journal_fadvise_random")?;
         let journal_skip_active_lock = self.opt_bool("basalt_journal_skip_active_lock")?;

@@ -14,7 +14,9 @@
 //! - below `Config::disk_low_free_pct` (default 5) the disk is **low**:
 //!   the garbage trigger compacts at half its limit and unpaced (space
 //!   matters more than the write amplification of reclaiming less per
-//!   run), and a warning is logged when the state changes;
+//!   run), the write slowdown paces writes from that lowered limit (so
+//!   the journal shrinks instead of filling the disk), and a warning is
+//!   logged when the state changes;
 //! - below `Config::disk_min_free_pct` (default 1) it is **full**: write
 //!   groups that store values are refused with an I/O error of kind
 //!   `StorageFull` (the node answers 507) before anything is written, so
@@ -182,7 +184,7 @@ impl DiskGuard {
                 tracing::error!(target: "basalt::disk", "D0002 disk of {} nearly full: {free} bytes free ({pct:.2} %), below disk_min_free_pct {}: writes are refused until space is freed", self.dir.display(), self.min_pct)
             }
             DiskState::Low => {
-                tracing::warn!(target: "basalt::disk", "D0003 disk of {} low: {free} bytes free ({pct:.2} %), below disk_low_free_pct {}: journal compaction runs eagerly", self.dir.display(), self.low_pct)
+                tracing::warn!(target: "basalt::disk", "D0003 disk of {} low: {free} bytes free ({pct:.2} %), below disk_low_free_pct {}: journal compaction runs eagerly and writes are paced to it", self.dir.display(), self.low_pct)
             }
             DiskState::Ample => {
                 tracing::info!(target: "basalt::disk", "D0004 disk of {}: {free} bytes free ({pct:.2} %) again", self.dir.display())

@@ -11,7 +11,7 @@
 //! journal grew to 63 GB over ~17 GB of live data in ten minutes, until the
 //! disk was nearly full. Nothing bounded it.
 //!
-//! Above `Config::journal_slowdown_garbage_pct` (default 65, where the
+//! Above `Config::journal_slowdown_garbage_pct` (default 75, where the
 //! trigger also stops pacing its reads) each write group waits before it
 //! is written, long enough that the journal is written no faster than
 //! compaction reclaims ([`allowed_rate`]): at the limit, the measured
@@ -21,6 +21,10 @@
 //! growing at the limit and any excess is worked off, and writers slow
 //! down smoothly, by bytes ÷ rate per group ([`pace`], at most
 //! [`SLOWDOWN_MAX_WAIT`] each), instead of stopping. Reads are never paced.
+//!
+//! While the disk is low (`crate::diskspace`) the pacing starts from the
+//! garbage trigger's lowered limit instead (half its configured limit), so
+//! writes wait for compaction to shrink the journal before the disk fills.
 //!
 //! The inputs come from the compaction thread: the garbage estimate each
 //! time the trigger makes one, and each run's reclaimed bytes and duration.
@@ -74,6 +78,9 @@ pub fn pace(next_free: Instant, now: Instant, bytes: u64, rate: u64) -> (Duratio
 #[derive(Debug)]
 pub struct Slowdown {
     limit_pct: f64,
+    /// While the disk is low (`crate::diskspace`), the garbage trigger's
+    /// lowered limit, in thousandths of a percent; `u64::MAX` otherwise.
+    disk_low_limit_milli_pct: AtomicU64,
     /// The latest garbage estimate, in thousandths of a percent.
     garbage_milli_pct: AtomicU64,
     /// Compaction's reclaim rate, bytes a second (mean of the last run and
@@ -89,6 +96,7 @@ impl Slowdown {
     pub fn new(limit_pct: f64) -> Self {
         Slowdown {
             limit_pct,
+            disk_low_limit_milli_pct: AtomicU64::new(u64::MAX),
             garbage_milli_pct: AtomicU64::new(0),
             reclaim_bps: AtomicU64::new(0),
             next_free: Mutex::new(None),
@@ -100,6 +108,23 @@ impl Slowdown {
         debug_assert!((0.0..=100.0).contains(&pct), "garbage {pct}%");
         let milli = (pct.clamp(0.0, 100.0) * 1000.0) as u64;
         self.garbage_milli_pct.store(milli, Ordering::Relaxed);
+    }
+
+    /// While the disk is low, writes are paced from `Some(limit)` (the
+    /// garbage trigger's lowered limit) instead of the configured limit,
+    /// if that is lower; `None` when the disk is not low.
+    pub fn observe_disk_low(&self, limit_pct: Option<f64>) {
+        let milli = limit_pct.map_or(u64::MAX, |p| (p.clamp(0.0, 100.0) * 1000.0) as u64);
+        self.disk_low_limit_milli_pct
+            .store(milli, Ordering::Relaxed);
+    }
+
+    /// The limit writes are paced from now.
+    pub fn limit_pct(&self) -> f64 {
+        match self.disk_low_limit_milli_pct.load(Ordering::Relaxed) {
+            u64::MAX => self.limit_pct,
+            m => self.limit_pct.min(m as f64 / 1000.0),
+        }
     }
 
     /// Takes a compaction run that reclaimed `bytes` in `took`.
@@ -124,7 +149,7 @@ impl Slowdown {
     pub fn rate(&self) -> Option<u64> {
         allowed_rate(
             self.garbage_pct(),
-            self.limit_pct,
+            self.limit_pct(),
             self.reclaim_bps.load(Ordering::Relaxed),
         )
     }
@@ -213,6 +238,16 @@ mod tests {
             w > Duration::from_millis(50) && w <= Duration::from_millis(100),
             "{w:?}"
         );
+        // A low disk paces from the trigger's lowered limit: 75 % is then
+        // 45 points over 30, a tenth of the rate; back to 70 after.
+        s.observe_disk_low(Some(30.0));
+        assert_eq!(s.limit_pct(), 30.0);
+        s.observe_garbage(75.0);
+        assert!(s.rate().is_some_and(|r| r.abs_diff(10 * MIB) <= 1));
+        s.observe_disk_low(Some(90.0));
+        assert_eq!(s.limit_pct(), 70.0, "never above the configured limit");
+        s.observe_disk_low(None);
+        assert_eq!(s.limit_pct(), 70.0);
         // The rate is the mean of the runs: (100 + 50) / 2 MiB/s.
         s.observe_run(100 * MIB, Duration::from_secs(2));
         s.observe_garbage(75.0);
