@@ -812,9 +812,7 @@ pub fn drain_garbage(
         // A low disk halves the limit and lifts the pace (`crate::diskspace`).
         let disk_low = compactor.disk.state() != DiskState::Ample;
         let limit = garbage_limit(schedule.max_garbage_pct, disk_low);
-        compactor
-            .slowdown
-            .observe_disk_low(disk_low.then_some(limit));
+        compactor.slowdown.observe_disk(compactor.disk.depth());
         match est {
             Ok(e) if e.over(limit, schedule.min_files) => {
                 let over = e.pct() - schedule.max_garbage_pct;

@@ -146,8 +146,9 @@ pub struct Config {
     pub journal_slowdown_garbage_pct: f64,
     /// Disk space guard (see [`crate::diskspace`]): below this percentage
     /// of the journal's filesystem free, the garbage trigger compacts at
-    /// half its limit and unpaced, writes are paced from that lowered
-    /// limit (see [`crate::slowdown`]), and a warning is logged. Default 5.0;
+    /// half its limit and unpaced, writes are paced to what compaction
+    /// reclaims, more so the fuller the disk (see [`crate::slowdown`]),
+    /// and a warning is logged. Default 5.0;
     /// 0.0 turns it off.
     pub disk_low_free_pct: f64,
     /// Below this percentage free, write groups that store values are

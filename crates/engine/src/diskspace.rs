@@ -14,16 +14,19 @@
 //! - below `Config::disk_low_free_pct` (default 5) the disk is **low**:
 //!   the garbage trigger compacts at half its limit and unpaced (space
 //!   matters more than the write amplification of reclaiming less per
-//!   run), the write slowdown paces writes from that lowered limit (so
-//!   the journal shrinks instead of filling the disk), and a warning is
-//!   logged when the state changes;
+//!   run), writes are paced whatever the garbage, at compaction's reclaim
+//!   rate at the low mark falling to a tenth of it at the minimum
+//!   ([`low_zone_depth`], `crate::slowdown`), and a warning is logged
+//!   when the state changes;
 //! - below `Config::disk_min_free_pct` (default 1) it is **full**: write
 //!   groups that store values are refused with an I/O error of kind
 //!   `StorageFull` (the node answers 507) before anything is written, so
 //!   the store stays open, reads and deletes go on, and compaction has the
 //!   room it needs; writes pass again once space is freed.
 //!
-//! [`classify`] is pure; [`DiskGuard`] keeps the latest sample.
+//! A state is left towards more free space only [`HYSTERESIS_PCT`] points
+//! above its mark. [`classify`], [`next_state`] and [`low_zone_depth`] are
+//! pure; [`DiskGuard`] keeps the latest sample.
 
 use crate::error::{Error, Result};
 use parking_lot::Mutex;
@@ -72,6 +75,30 @@ pub fn classify(free_pct: f64, low_pct: f64, min_pct: f64) -> DiskState {
     } else {
         DiskState::Ample
     }
+}
+
+/// Points of free share above a threshold needed to leave the state below
+/// it, so a disk hovering at a mark does not flap (a 30-minute 16 KB run
+/// held at the 5 % mark logged 27 changes in 9 minutes without it).
+pub const HYSTERESIS_PCT: f64 = 0.5;
+
+/// The state after `was` for `free_pct` % free: [`classify`], except that
+/// a move towards more free space needs [`HYSTERESIS_PCT`] points above
+/// the threshold it crosses.
+pub fn next_state(was: DiskState, free_pct: f64, low_pct: f64, min_pct: f64) -> DiskState {
+    let now = classify(free_pct, low_pct, min_pct);
+    if now.code() < was.code() {
+        classify(free_pct - HYSTERESIS_PCT, low_pct, min_pct)
+    } else {
+        now
+    }
+}
+
+/// How deep `free_pct` is between the low mark (0) and the minimum (1),
+/// clamped to 0..=1.
+pub fn low_zone_depth(free_pct: f64, low_pct: f64, min_pct: f64) -> f64 {
+    let span = (low_pct - min_pct).max(1e-9);
+    ((low_pct - free_pct) / span).clamp(0.0, 1.0)
 }
 
 /// Free and total bytes of a filesystem (free: what an unprivileged
@@ -173,9 +200,10 @@ impl DiskGuard {
     pub fn observe(&self, space: DiskSpace) {
         self.free_bytes.store(space.free_bytes, Ordering::Relaxed);
         self.total_bytes.store(space.total_bytes, Ordering::Relaxed);
-        let now = classify(space.free_pct(), self.low_pct, self.min_pct);
-        let was = self.state.swap(now.code(), Ordering::Relaxed);
-        if was == now.code() {
+        let was = self.last_state();
+        let now = next_state(was, space.free_pct(), self.low_pct, self.min_pct);
+        self.state.store(now.code(), Ordering::Relaxed);
+        if was == now {
             return;
         }
         let (free, pct) = (space.free_bytes, space.free_pct());
@@ -184,12 +212,23 @@ impl DiskGuard {
                 tracing::error!(target: "basalt::disk", "D0002 disk of {} nearly full: {free} bytes free ({pct:.2} %), below disk_min_free_pct {}: writes are refused until space is freed", self.dir.display(), self.min_pct)
             }
             DiskState::Low => {
-                tracing::warn!(target: "basalt::disk", "D0003 disk of {} low: {free} bytes free ({pct:.2} %), below disk_low_free_pct {}: journal compaction runs eagerly and writes are paced to it", self.dir.display(), self.low_pct)
+                tracing::warn!(target: "basalt::disk", "D0003 disk of {} low: {free} bytes free ({pct:.2} %), below disk_low_free_pct {}: journal compaction runs eagerly and writes are paced to what it reclaims", self.dir.display(), self.low_pct)
             }
             DiskState::Ample => {
                 tracing::info!(target: "basalt::disk", "D0004 disk of {}: {free} bytes free ({pct:.2} %) again", self.dir.display())
             }
         }
+    }
+
+    /// How deep into the low zone the latest sample is: 0 at the low
+    /// mark, 1 at the minimum (or at nothing free when the minimum is
+    /// off); `None` when the disk is not low or the guard is off.
+    pub fn depth(&self) -> Option<f64> {
+        if self.last_state() == DiskState::Ample {
+            return None;
+        }
+        let free = self.space()?.free_pct();
+        Some(low_zone_depth(free, self.low_pct, self.min_pct))
     }
 
     /// The state of the latest sample, without sampling.
@@ -252,6 +291,27 @@ mod tests {
         assert_eq!(classify(1.0, 5.0, 1.0), DiskState::Low);
         assert_eq!(classify(0.9, 5.0, 1.0), DiskState::Full);
         assert_eq!(classify(0.0, 0.0, 0.0), DiskState::Ample, "off");
+        // Leaving a state towards more free space needs the hysteresis.
+        use DiskState::{Ample, Full, Low};
+        assert_eq!(next_state(Low, 5.3, 5.0, 1.0), Low);
+        assert_eq!(next_state(Low, 5.6, 5.0, 1.0), Ample);
+        assert_eq!(next_state(Full, 1.2, 5.0, 1.0), Full);
+        assert_eq!(next_state(Full, 1.6, 5.0, 1.0), Low);
+        assert_eq!(next_state(Full, 9.0, 5.0, 1.0), Ample);
+        assert_eq!(
+            next_state(Ample, 4.9, 5.0, 1.0),
+            Low,
+            "getting worse is at once"
+        );
+        assert_eq!(next_state(Low, 0.9, 5.0, 1.0), Full);
+        assert_eq!(low_zone_depth(5.0, 5.0, 1.0), 0.0);
+        assert_eq!(low_zone_depth(3.0, 5.0, 1.0), 0.5);
+        assert_eq!(low_zone_depth(0.5, 5.0, 1.0), 1.0);
+        assert_eq!(
+            low_zone_depth(2.5, 5.0, 0.0),
+            0.5,
+            "no minimum: to nothing free"
+        );
     }
 
     #[test]
@@ -262,6 +322,7 @@ mod tests {
             total_bytes: 100 * GIB,
         });
         assert_eq!(g.last_state(), DiskState::Full);
+        assert_eq!(g.depth(), Some(1.0));
         // `admit` samples the real filesystem only after SAMPLE_EVERY.
         *g.sampled_at.lock() = Some(Instant::now());
         let e = g.admit(true).expect_err("refused");
@@ -277,6 +338,7 @@ mod tests {
             total_bytes: 100 * GIB,
         });
         assert_eq!(g.last_state(), DiskState::Low);
+        assert_eq!(g.depth(), Some(0.5));
         assert!(
             g.admit(true).is_ok(),
             "writes pass again once space is freed"

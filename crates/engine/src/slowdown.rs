@@ -22,9 +22,10 @@
 //! down smoothly, by bytes ÷ rate per group ([`pace`], at most
 //! [`SLOWDOWN_MAX_WAIT`] each), instead of stopping. Reads are never paced.
 //!
-//! While the disk is low (`crate::diskspace`) the pacing starts from the
-//! garbage trigger's lowered limit instead (half its configured limit), so
-//! writes wait for compaction to shrink the journal before the disk fills.
+//! While the disk is low (`crate::diskspace`) writes are paced whatever
+//! the garbage: at the reclaim rate at the low mark (the journal stops
+//! growing while compaction keeps reclaiming), falling to a tenth of it at
+//! the minimum, so the disk fills slowly if at all.
 //!
 //! The inputs come from the compaction thread: the garbage estimate each
 //! time the trigger makes one, and each run's reclaimed bytes and duration.
@@ -53,13 +54,26 @@ pub const SLOWDOWN_MAX_WAIT: Duration = Duration::from_secs(1);
 /// second; `None`: not paced (at or below `limit_pct`, or `limit_pct` of
 /// 100 or more: off).
 pub fn allowed_rate(garbage_pct: f64, limit_pct: f64, reclaim_bps: u64) -> Option<u64> {
+    garbage_pressure(garbage_pct, limit_pct).map(|p| rate_at(p, reclaim_bps))
+}
+
+/// How far into the slowdown `garbage_pct` is (0 at `limit_pct`, 1 from
+/// [`SLOWDOWN_SPAN_PCT`] points above); `None` at or below the limit, or
+/// with a limit of 100 or more (off).
+pub fn garbage_pressure(garbage_pct: f64, limit_pct: f64) -> Option<f64> {
     if limit_pct >= 100.0 || garbage_pct.is_nan() || garbage_pct <= limit_pct {
         return None;
     }
-    let over = ((garbage_pct - limit_pct) / SLOWDOWN_SPAN_PCT).min(1.0);
+    Some(((garbage_pct - limit_pct) / SLOWDOWN_SPAN_PCT).min(1.0))
+}
+
+/// The write rate at `pressure` (0..=1): `reclaim_bps` at 0, falling
+/// linearly to a tenth of it at 1, never below [`SLOWDOWN_MIN_RATE`].
+pub fn rate_at(pressure: f64, reclaim_bps: u64) -> u64 {
+    debug_assert!((0.0..=1.0).contains(&pressure), "pressure {pressure}");
     let base = reclaim_bps.max(SLOWDOWN_MIN_RATE) as f64;
-    let rate = (base * (1.0 - 0.9 * over)) as u64;
-    Some(rate.max(SLOWDOWN_MIN_RATE))
+    let rate = (base * (1.0 - 0.9 * pressure.clamp(0.0, 1.0))) as u64;
+    rate.max(SLOWDOWN_MIN_RATE)
 }
 
 /// The wait for a group of `bytes` written at `rate` bytes a second, given
@@ -78,9 +92,9 @@ pub fn pace(next_free: Instant, now: Instant, bytes: u64, rate: u64) -> (Duratio
 #[derive(Debug)]
 pub struct Slowdown {
     limit_pct: f64,
-    /// While the disk is low (`crate::diskspace`), the garbage trigger's
-    /// lowered limit, in thousandths of a percent; `u64::MAX` otherwise.
-    disk_low_limit_milli_pct: AtomicU64,
+    /// While the disk is low (`crate::diskspace`), how deep into the low
+    /// zone it is (0..=1), in millionths; `u64::MAX` otherwise.
+    disk_depth_micro: AtomicU64,
     /// The latest garbage estimate, in thousandths of a percent.
     garbage_milli_pct: AtomicU64,
     /// Compaction's reclaim rate, bytes a second (mean of the last run and
@@ -96,7 +110,7 @@ impl Slowdown {
     pub fn new(limit_pct: f64) -> Self {
         Slowdown {
             limit_pct,
-            disk_low_limit_milli_pct: AtomicU64::new(u64::MAX),
+            disk_depth_micro: AtomicU64::new(u64::MAX),
             garbage_milli_pct: AtomicU64::new(0),
             reclaim_bps: AtomicU64::new(0),
             next_free: Mutex::new(None),
@@ -110,20 +124,20 @@ impl Slowdown {
         self.garbage_milli_pct.store(milli, Ordering::Relaxed);
     }
 
-    /// While the disk is low, writes are paced from `Some(limit)` (the
-    /// garbage trigger's lowered limit) instead of the configured limit,
-    /// if that is lower; `None` when the disk is not low.
-    pub fn observe_disk_low(&self, limit_pct: Option<f64>) {
-        let milli = limit_pct.map_or(u64::MAX, |p| (p.clamp(0.0, 100.0) * 1000.0) as u64);
-        self.disk_low_limit_milli_pct
-            .store(milli, Ordering::Relaxed);
+    /// Takes the disk guard's depth: `Some(d)` while the disk is low, `d`
+    /// from 0 at the low mark to 1 at the minimum
+    /// ([`crate::diskspace::DiskGuard::depth`]); `None` otherwise.
+    pub fn observe_disk(&self, depth: Option<f64>) {
+        debug_assert!(depth.is_none_or(|d| (0.0..=1.0).contains(&d)), "{depth:?}");
+        let micro = depth.map_or(u64::MAX, |d| (d.clamp(0.0, 1.0) * 1e6) as u64);
+        self.disk_depth_micro.store(micro, Ordering::Relaxed);
     }
 
-    /// The limit writes are paced from now.
-    pub fn limit_pct(&self) -> f64 {
-        match self.disk_low_limit_milli_pct.load(Ordering::Relaxed) {
-            u64::MAX => self.limit_pct,
-            m => self.limit_pct.min(m as f64 / 1000.0),
+    /// The disk depth last observed (`None`: the disk is not low).
+    fn disk_depth(&self) -> Option<f64> {
+        match self.disk_depth_micro.load(Ordering::Relaxed) {
+            u64::MAX => None,
+            m => Some(m as f64 / 1e6),
         }
     }
 
@@ -146,12 +160,16 @@ impl Slowdown {
     }
 
     /// The write rate allowed now (bytes a second), `None` if not paced.
+    ///
+    /// The stronger of two pressures: the garbage over the limit, and
+    /// (while the disk is low) the disk's depth into the low zone.
     pub fn rate(&self) -> Option<u64> {
-        allowed_rate(
-            self.garbage_pct(),
-            self.limit_pct(),
-            self.reclaim_bps.load(Ordering::Relaxed),
-        )
+        let garbage = garbage_pressure(self.garbage_pct(), self.limit_pct);
+        let pressure = match (garbage, self.disk_depth()) {
+            (Some(g), Some(d)) => g.max(d),
+            (g, d) => g.or(d)?,
+        };
+        Some(rate_at(pressure, self.reclaim_bps.load(Ordering::Relaxed)))
     }
 
     /// How long a group of `bytes` waits before it is written (zero when
@@ -238,16 +256,25 @@ mod tests {
             w > Duration::from_millis(50) && w <= Duration::from_millis(100),
             "{w:?}"
         );
-        // A low disk paces from the trigger's lowered limit: 75 % is then
-        // 45 points over 30, a tenth of the rate; back to 70 after.
-        s.observe_disk_low(Some(30.0));
-        assert_eq!(s.limit_pct(), 30.0);
-        s.observe_garbage(75.0);
-        assert!(s.rate().is_some_and(|r| r.abs_diff(10 * MIB) <= 1));
-        s.observe_disk_low(Some(90.0));
-        assert_eq!(s.limit_pct(), 70.0, "never above the configured limit");
-        s.observe_disk_low(None);
-        assert_eq!(s.limit_pct(), 70.0);
+        // A low disk paces whatever the garbage, by its depth; the
+        // stronger pressure wins.
+        s.observe_garbage(10.0);
+        assert_eq!(s.rate(), None);
+        s.observe_disk(Some(0.0));
+        let r = s.rate().unwrap_or(0);
+        assert!(
+            r.abs_diff(100 * MIB) <= 1,
+            "the reclaim rate at the low mark: {r}"
+        );
+        s.observe_disk(Some(0.5));
+        assert!(s.rate().is_some_and(|r| r.abs_diff(55 * MIB) <= 1));
+        s.observe_garbage(80.0);
+        let r = s.rate().unwrap_or(0);
+        assert!(
+            r.abs_diff(10 * MIB) <= 1,
+            "garbage pressure is stronger: {r}"
+        );
+        s.observe_disk(None);
         // The rate is the mean of the runs: (100 + 50) / 2 MiB/s.
         s.observe_run(100 * MIB, Duration::from_secs(2));
         s.observe_garbage(75.0);
