@@ -27,9 +27,12 @@
 //! growing while compaction keeps reclaiming), falling to a tenth of it at
 //! the minimum, so the disk fills slowly if at all.
 //!
-//! The inputs come from the compaction thread: the garbage estimate each
-//! time the trigger makes one, and each run's reclaimed bytes and duration.
-//! With the trigger off there is no estimate, and nothing is paced.
+//! The inputs come from the compaction thread (the garbage estimate each
+//! time the trigger makes one, and each run's reclaimed bytes and
+//! duration) and from the write path (the disk guard's latest depth, at
+//! every write group). With the trigger off there is no estimate, and the
+//! garbage paces nothing; a low disk paces writes once some compaction run
+//! (scheduled or by hand) has measured a reclaim rate.
 //! [`allowed_rate`] and [`pace`] are pure; [`Slowdown`] keeps their inputs
 //! in atomics and the pacing clock under a mutex that only the holder of
 //! the store's write lock takes.
@@ -134,7 +137,7 @@ impl Slowdown {
     }
 
     /// The disk depth last observed (`None`: the disk is not low).
-    fn disk_depth(&self) -> Option<f64> {
+    pub fn disk_depth(&self) -> Option<f64> {
         match self.disk_depth_micro.load(Ordering::Relaxed) {
             u64::MAX => None,
             m => Some(m as f64 / 1e6),
@@ -162,14 +165,20 @@ impl Slowdown {
     /// The write rate allowed now (bytes a second), `None` if not paced.
     ///
     /// The stronger of two pressures: the garbage over the limit, and
-    /// (while the disk is low) the disk's depth into the low zone.
+    /// (while the disk is low, once a compaction run has measured a
+    /// reclaim rate) the disk's depth into the low zone. Without a reclaim
+    /// rate there is nothing to pace to: with the trigger off and no run
+    /// yet, a low disk is left to the guard's refusal at its minimum
+    /// rather than slowing every write to [`SLOWDOWN_MIN_RATE`].
     pub fn rate(&self) -> Option<u64> {
+        let reclaim = self.reclaim_bps.load(Ordering::Relaxed);
         let garbage = garbage_pressure(self.garbage_pct(), self.limit_pct);
-        let pressure = match (garbage, self.disk_depth()) {
+        let disk = self.disk_depth().filter(|_| reclaim > 0);
+        let pressure = match (garbage, disk) {
             (Some(g), Some(d)) => g.max(d),
             (g, d) => g.or(d)?,
         };
-        Some(rate_at(pressure, self.reclaim_bps.load(Ordering::Relaxed)))
+        Some(rate_at(pressure, reclaim))
     }
 
     /// How long a group of `bytes` waits before it is written (zero when
@@ -287,5 +296,24 @@ mod tests {
             "below the limit: no pace"
         );
         assert_eq!(Slowdown::new(100.0).rate(), None);
+    }
+
+    /// A low disk paces nothing until a run has measured a reclaim rate
+    /// (with the trigger off there may never be one).
+    #[test]
+    fn a_low_disk_needs_a_reclaim_rate_to_pace() {
+        let s = Slowdown::new(75.0);
+        s.observe_disk(Some(0.8));
+        assert_eq!(s.disk_depth(), Some(0.8));
+        assert_eq!(s.rate(), None, "no run yet");
+        assert_eq!(s.wait_for(MIB), Duration::ZERO);
+        s.observe_run(200 * MIB, Duration::from_secs(2));
+        let r = s.rate().unwrap_or(0);
+        assert!(
+            r.abs_diff(28 * MIB) <= 1,
+            "100 MiB/s × (1 − 0.9 × 0.8): {r}"
+        );
+        s.observe_disk(None);
+        assert_eq!(s.rate(), None);
     }
 }

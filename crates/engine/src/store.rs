@@ -571,6 +571,10 @@ impl Store {
         self.ledger.admit()?;
         let stores_values = items.iter().flatten().any(|i| i.kind == RecordKind::Put);
         self.compactor.disk().admit(stores_values)?;
+        // The pace follows the disk's latest sample (at most 250 ms old),
+        // not only the trigger's checks.
+        let disk = self.compactor.disk();
+        self.compactor.slowdown().observe_disk(disk.depth());
         let total: usize = items.iter().flatten().map(|i| i.record.len()).sum();
         self.pace_journal(total as u64);
         let first = w.next_sqn;

@@ -129,6 +129,31 @@ fn a_full_disk_refuses_puts_and_the_store_stays_open() {
     s.put(b"b", b"k2", b"v", b"").unwrap();
 }
 
+/// The write path hands the disk guard's depth to the write slowdown at
+/// every write group, also with the garbage trigger off.
+#[test]
+fn writes_feed_the_disk_depth_to_the_slowdown() {
+    let d = tempfile::tempdir().unwrap();
+    let mut cfg = Config::test_min(d.path());
+    cfg.compaction_check_interval = std::time::Duration::ZERO;
+    // The low mark above any real free share, the minimum off: low, never full.
+    cfg.disk_low_free_pct = 100.0;
+    cfg.disk_min_free_pct = 0.0;
+    let s = Store::open(cfg).unwrap();
+    assert_eq!(
+        s.journal_slowdown().disk_depth(),
+        None,
+        "nothing written yet"
+    );
+    s.put(b"b", b"k", b"v", b"").unwrap();
+    let depth = s.journal_slowdown().disk_depth();
+    assert!(depth.is_some_and(|d| (0.0..=1.0).contains(&d)), "{depth:?}");
+    // No run has measured a reclaim rate: not paced.
+    assert_eq!(s.journal_slowdown().rate(), None);
+    s.put(b"b", b"k2", b"v", b"").unwrap();
+    assert_eq!(counter(&s, "journal_slowdowns"), 0);
+}
+
 #[test]
 fn disk_thresholds_are_checked_at_open() {
     let d = tempfile::tempdir().unwrap();
