@@ -737,13 +737,16 @@ pub fn garbage_pace(configured: u64, append_bytes_per_sec: u64, over_pct: f64) -
 }
 
 /// The garbage percentage the trigger compacts above: the configured
-/// limit, or half of it while the disk is low (`crate::diskspace`).
-pub fn garbage_limit(max_garbage_pct: f64, disk_low: bool) -> f64 {
-    if disk_low && max_garbage_pct < 100.0 {
-        max_garbage_pct / 2.0
-    } else {
-        max_garbage_pct
+/// limit, lowered linearly as the disk fills through the soft zone above
+/// its low mark (`fullness` 0..=1, `crate::diskspace::soft_zone_depth`) to
+/// half of it at the low mark and below. A limit of 100 or more (off)
+/// stays off.
+pub fn garbage_limit(max_garbage_pct: f64, fullness: f64) -> f64 {
+    debug_assert!((0.0..=1.0).contains(&fullness), "fullness {fullness}");
+    if max_garbage_pct >= 100.0 {
+        return max_garbage_pct;
     }
+    max_garbage_pct * (1.0 - 0.5 * fullness.clamp(0.0, 1.0))
 }
 
 /// When the compaction thread runs compactions (from [`Config`]).
@@ -809,13 +812,14 @@ pub fn drain_garbage(
                 )
                 .inspect(|e| latest = Some((Instant::now(), *e))),
         };
-        // A low disk halves the limit and lifts the pace (`crate::diskspace`).
+        // A filling disk lowers the limit, a low one lifts the pace too
+        // (`crate::diskspace`).
         let disk_low = compactor.disk.state() != DiskState::Ample;
-        let limit = garbage_limit(schedule.max_garbage_pct, disk_low);
+        let limit = garbage_limit(schedule.max_garbage_pct, compactor.disk.fullness());
         compactor.slowdown.observe_disk(compactor.disk.depth());
         match est {
             Ok(e) if e.over(limit, schedule.min_files) => {
-                let over = e.pct() - schedule.max_garbage_pct;
+                let over = e.pct() - limit;
                 let pace = match disk_low {
                     true => 0,
                     false => garbage_pace(compactor.journal.opts.compaction_pace, appending, over),
@@ -1308,11 +1312,12 @@ mod tests {
     }
 
     #[test]
-    fn a_low_disk_halves_the_garbage_limit() {
-        assert_eq!(garbage_limit(50.0, false), 50.0);
-        assert_eq!(garbage_limit(50.0, true), 25.0);
+    fn a_filling_disk_lowers_the_garbage_limit_to_half() {
+        assert_eq!(garbage_limit(60.0, 0.0), 60.0);
+        assert_eq!(garbage_limit(60.0, 0.5), 45.0);
+        assert_eq!(garbage_limit(60.0, 1.0), 30.0);
         assert_eq!(
-            garbage_limit(100.0, true),
+            garbage_limit(100.0, 1.0),
             100.0,
             "a trigger that is off stays off"
         );

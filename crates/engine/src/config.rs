@@ -148,7 +148,8 @@ pub struct Config {
     /// of the journal's filesystem free, the garbage trigger compacts at
     /// half its limit and unpaced, writes are paced to what compaction
     /// reclaims, more so the fuller the disk (see [`crate::slowdown`]),
-    /// and a warning is logged. Default 5.0;
+    /// and a warning is logged; from twice this down to it, the trigger's
+    /// limit falls linearly to that half (`crate::diskspace`). Default 5.0;
     /// 0.0 turns it off.
     pub disk_low_free_pct: f64,
     /// Below this percentage free, write groups that store values are
