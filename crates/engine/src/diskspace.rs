@@ -8,9 +8,9 @@
 //! the store is poisoned (closed until reopened), and compaction, which
 //! writes its output before it deletes its input, cannot free anything.
 //!
-//! Two thresholds on the share of the filesystem that is free, sampled
-//! with `statvfs` at most every [`SAMPLE_EVERY`] (by writers and by the
-//! compaction thread):
+//! Two thresholds on the share of the filesystem that is free, and a soft
+//! zone above the first, sampled with `statvfs` at most every
+//! [`SAMPLE_EVERY`] (by writers and by the compaction thread):
 //! - between twice `Config::disk_low_free_pct` and it (the *soft zone*,
 //!   5–10 % free by default) the garbage trigger's limit falls linearly
 //!   with the free share, to half of it at the low mark
