@@ -816,7 +816,6 @@ pub fn drain_garbage(
         // (`crate::diskspace`).
         let disk_low = compactor.disk.state() != DiskState::Ample;
         let limit = garbage_limit(schedule.max_garbage_pct, compactor.disk.fullness());
-        compactor.slowdown.observe_disk(compactor.disk.depth());
         match est {
             Ok(e) if e.over(limit, schedule.min_files) => {
                 let over = e.pct() - limit;

@@ -105,8 +105,14 @@ pub fn next_state(was: DiskState, free_pct: f64, low_pct: f64, min_pct: f64) -> 
 /// How deep `free_pct` is between the low mark (0) and the minimum (1),
 /// clamped to 0..=1.
 pub fn low_zone_depth(free_pct: f64, low_pct: f64, min_pct: f64) -> f64 {
-    let span = (low_pct - min_pct).max(1e-9);
-    ((low_pct - free_pct) / span).clamp(0.0, 1.0)
+    depth_between(free_pct, low_pct, min_pct)
+}
+
+/// How far `free_pct` has fallen from `top` (0) towards `bottom` (1),
+/// clamped to 0..=1 (0 when `bottom` is not below `top`: a low mark that
+/// is off).
+fn depth_between(free_pct: f64, top: f64, bottom: f64) -> f64 {
+    ((top - free_pct) / (top - bottom).max(1e-9)).clamp(0.0, 1.0)
 }
 
 /// The soft zone reaches up to this many times the low mark.
@@ -119,8 +125,7 @@ pub fn soft_zone_depth(free_pct: f64, low_pct: f64) -> f64 {
     if low_pct <= 0.0 {
         return 0.0;
     }
-    let top = low_pct * SOFT_ZONE_FACTOR;
-    ((top - free_pct) / (top - low_pct)).clamp(0.0, 1.0)
+    depth_between(free_pct, low_pct * SOFT_ZONE_FACTOR, low_pct)
 }
 
 /// Free and total bytes of a filesystem (free: what an unprivileged

@@ -547,7 +547,11 @@ impl Store {
     /// Waits, under the write lock, while journal compaction is behind
     /// (see [`crate::slowdown`]) for a group of `bytes`.
     fn pace_journal(&self, bytes: u64) {
-        let wait = self.compactor.slowdown().wait_for(bytes);
+        // The pace follows the disk guard's latest sample (at most 250 ms
+        // old, just taken by `admit`).
+        let slowdown = self.compactor.slowdown();
+        slowdown.observe_disk(self.compactor.disk().depth());
+        let wait = slowdown.wait_for(bytes);
         if wait.is_zero() {
             return;
         }
@@ -571,10 +575,6 @@ impl Store {
         self.ledger.admit()?;
         let stores_values = items.iter().flatten().any(|i| i.kind == RecordKind::Put);
         self.compactor.disk().admit(stores_values)?;
-        // The pace follows the disk's latest sample (at most 250 ms old),
-        // not only the trigger's checks.
-        let disk = self.compactor.disk();
-        self.compactor.slowdown().observe_disk(disk.depth());
         let total: usize = items.iter().flatten().map(|i| i.record.len()).sum();
         self.pace_journal(total as u64);
         let first = w.next_sqn;
