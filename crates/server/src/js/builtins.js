@@ -112,6 +112,10 @@ var __basalt = (function () {
   }
   function wrap(e) {
     if (e instanceof Error) { return e; }
+    // QuickJS throws null when it runs out of memory while raising its
+    // own "out of memory" error (seen in CI); a script's own `throw null`
+    // is reported the same way.
+    if (e === null) { return new Error("out of memory (or a thrown null)"); }
     var text;
     try { text = JSON.stringify(e); } catch (x) { text = String(e); }
     return new Error(text === undefined ? String(e) : text);
