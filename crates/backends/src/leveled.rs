@@ -146,6 +146,15 @@ impl Leveled {
         if let Some(n) = config.block_cache_bytes {
             c.block_cache_bytes = n;
         }
+        if let Some(n) = config.memtable_bytes {
+            c.memtable_bytes = usize::try_from(n).unwrap_or(usize::MAX);
+        }
+        if let Some(n) = config.l0_merge_trigger {
+            c.l0_merge_trigger = n;
+        }
+        if let Some(n) = config.l1_files {
+            c.l1_files = n;
+        }
         c.block_cache = config.block_cache.clone();
         c.value_cache_bytes = config.leveled_value_cache_bytes();
         c.value_cache = config.value_cache.clone();

@@ -91,6 +91,15 @@ pub struct BackendConfig {
     /// cache (the engine's `journal_direct_reads`; `None`: on when the
     /// store has a value cache, else off).
     pub journal_direct_reads: Option<bool>,
+    /// leveled: the ledger's memtable size (the engine's `memtable_bytes`;
+    /// `None`: default, 16 MiB).
+    pub memtable_bytes: Option<u64>,
+    /// leveled: L0 files that start a merge into L1 (the engine's
+    /// `l0_merge_trigger`; `None`: default, 4).
+    pub l0_merge_trigger: Option<usize>,
+    /// leveled: files allowed in L1 (the engine's `l1_files`; `None`:
+    /// default, 8).
+    pub l1_files: Option<usize>,
     /// leveled: bytes of the value cache (the engine's `value_cache_bytes`;
     /// `None`: [`VALUE_CACHE_BUDGET_PCT`] of `memory_budget_bytes`, none
     /// without a budget). Ignored when `value_cache` is set.
@@ -237,7 +246,8 @@ pub fn memory_floor_bytes(name: &str, config: &BackendConfig) -> u64 {
                 None => config.block_cache_bytes.unwrap_or(c.block_cache_bytes),
             };
             BOOKKEEPING
-                + c.memtable_bytes as u64 * (1 + c.frozen_memtables_max as u64)
+                + config.memtable_bytes.unwrap_or(c.memtable_bytes as u64)
+                    * (1 + c.frozen_memtables_max as u64)
                 + cache
                 // A value cache sized from the budget scales with it: only
                 // one set explicitly is a floor (a shared one, by its maker).
@@ -463,6 +473,38 @@ mod tests {
             ..none.clone()
         };
         assert_eq!(memory_floor_bytes(leveled::NAME, &set), floor + (100 << 20));
+    }
+
+    #[test]
+    fn leveled_takes_the_ledger_shape_it_is_given_and_counts_its_memtables() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let cfg = BackendConfig {
+            test_min: true,
+            memtable_bytes: Some(64 << 10),
+            l0_merge_trigger: Some(3),
+            l1_files: Some(5),
+            ..BackendConfig::default()
+        };
+        let b = leveled::Leveled::open(d.path(), &cfg).expect("open");
+        let c = b.store().config();
+        assert_eq!(
+            (c.memtable_bytes, c.l0_merge_trigger, c.l1_files),
+            (64 << 10, 3, 5)
+        );
+        // The floor counts the active and frozen memtables at their size.
+        let big = BackendConfig {
+            memtable_bytes: Some(64 << 20),
+            ..BackendConfig::default()
+        };
+        let small = BackendConfig {
+            memtable_bytes: Some(32 << 20),
+            ..BackendConfig::default()
+        };
+        let frozen = basalt_engine::Config::new(".").frozen_memtables_max as u64;
+        assert_eq!(
+            memory_floor_bytes(leveled::NAME, &big) - memory_floor_bytes(leveled::NAME, &small),
+            (32 << 20) * (1 + frozen)
+        );
     }
 
     #[test]

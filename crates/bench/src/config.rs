@@ -70,6 +70,9 @@ const KNOWN: &[&str] = &[
     "basalt_block_cache",
     "basalt_value_cache",
     "basalt_journal_direct_reads",
+    "basalt_memtable_bytes",
+    "basalt_l0_merge_trigger",
+    "basalt_l1_files",
     "basalt_rocksdb_block_cache",
     "basalt_rocksdb_write_buffer",
     "basalt_rocksdb_compression",
@@ -471,6 +474,16 @@ pub struct BenchConfig {
     /// `basalt_journal_direct_reads`: leveled reads values from closed
     /// journal files with `O_DIRECT` (default: when it has a value cache).
     pub journal_direct_reads: Option<bool>,
+    /// `basalt_memtable_bytes`: leveled's ledger memtable size (a size such
+    /// as `"8M"`; default: the engine's, 16 MiB); others ignore it.
+    pub memtable_bytes: Option<u64>,
+    /// `basalt_l0_merge_trigger`: leveled merges L0 into L1 at this many L0
+    /// files (default: the engine's, 4; below its stall mark of 16);
+    /// others ignore it.
+    pub l0_merge_trigger: Option<usize>,
+    /// `basalt_l1_files`: files leveled's ledger keeps in L1 (default: the
+    /// engine's, 8); others ignore it.
+    pub l1_files: Option<usize>,
     /// RocksDB settings: `basalt_rocksdb_block_cache` (size; default a
     /// third of the store's share of the memory limit, else 32 MiB),
     /// `basalt_rocksdb_write_buffer` (size, 32 MiB), `basalt_rocksdb_compression`
@@ -716,6 +729,9 @@ impl RawConfig {
             _ => self.size("basalt_value_cache")?,
         };
         let journal_direct_reads = self.opt_bool("basalt_journal_direct_reads")?;
+        let memtable_bytes = self.size("basalt_memtable_bytes")?;
+        let l0_merge_trigger = self.opt_count("basalt_l0_merge_trigger")?;
+        let l1_files = self.opt_count("basalt_l1_files")?;
         let rocksdb = self.rocks_tuning()?;
         let net = match driver {
             DriverKind::RiakcPb => Some(NetOptions::RiakcPb(self.pb_options()?)),
@@ -772,6 +788,9 @@ impl RawConfig {
                 block_cache_bytes,
                 value_cache_bytes,
                 journal_direct_reads,
+                memtable_bytes,
+                l0_merge_trigger,
+                l1_files,
                 rocksdb,
                 net,
                 files: self.files.clone(),
@@ -900,6 +919,14 @@ impl RawConfig {
         match self.get(key) {
             None => Ok(None),
             Some(_) => self.bool(key, true).map(Some),
+        }
+    }
+
+    /// A count of at least 1, or `None` when not given.
+    fn opt_count(&self, key: &str) -> Result<Option<usize>, ConfigError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(_) => Ok(Some(self.int(key, 1, 1)? as usize)),
         }
     }
 
@@ -1126,6 +1153,26 @@ mod tests {
                 .contains("unknown backend leveldb; valid: leveled, bitcask"),
             "{e}"
         );
+    }
+
+    /// The ledger's shape: sizes and counts parse, a count of 0 names its key.
+    #[test]
+    fn ledger_shape_options() {
+        let text = "{basalt_memtable_bytes, \"16M\"}.\n{basalt_l0_merge_trigger, 8}.\n{basalt_l1_files, 4}.";
+        let (c, _) = BenchConfig::from_text(text).expect("ok");
+        assert_eq!(
+            (c.memtable_bytes, c.l0_merge_trigger, c.l1_files),
+            (Some(16 << 20), Some(8), Some(4))
+        );
+        let (c, _) = BenchConfig::from_text("").expect("ok");
+        assert_eq!(
+            (c.memtable_bytes, c.l0_merge_trigger, c.l1_files),
+            (None, None, None)
+        );
+        for key in ["basalt_l0_merge_trigger", "basalt_l1_files"] {
+            let e = BenchConfig::from_text(&format!("{{{key}, 0}}.")).expect_err("zero");
+            assert!(e.to_string().contains(key), "{e}");
+        }
     }
 
     /// The flusher mode and the compaction read pace: good values parse,

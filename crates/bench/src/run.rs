@@ -148,6 +148,14 @@ fn describe(cfg: &BenchConfig) -> Vec<String> {
             },
             bc.leveled_direct_reads()
         ));
+        let dflt = |o: Option<usize>| o.map_or("default".to_string(), |n| n.to_string());
+        v.push(format!(
+            "leveled ledger: memtable {}; L0 merge trigger {}; L1 files {}",
+            cfg.memtable_bytes
+                .map_or("default".to_string(), crate::memlimit::human),
+            dflt(cfg.l0_merge_trigger),
+            dflt(cfg.l1_files)
+        ));
     }
     match cfg.driver {
         DriverKind::Embedded => v.push(format!(

@@ -8,6 +8,16 @@ use std::time::Duration;
 
 pub use crate::journal::{Compression, CompressionPoint};
 
+/// The default [`Config::memtable_bytes`]: 16 MiB. Each L0 merge rewrites
+/// all of L1 (64 MiB by default) when keys are spread over the key space,
+/// so the L0 batch's size sets the ledger's write amplification: with the
+/// 8 KB scenario's PUT stream (`pareto_int` keys over 2 M), 16 MiB wrote
+/// 120 ledger bytes a PUT where 4 MiB wrote 384 (2i with two terms: 923
+/// against 2,076); `docs/benchmarks.md` 2026-11-28 "ledger write
+/// amplification". A node's vnodes, which each hold a share of the keys,
+/// set their own (`basalt-server`'s `VNODE_MEMTABLE_BYTES`).
+pub const MEMTABLE_BYTES_DEFAULT: usize = 16 * 1024 * 1024;
+
 /// When journal writes reach stable storage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SyncStrategy {
@@ -47,7 +57,10 @@ pub struct Config {
     pub sync: SyncStrategy,
     /// A journal file is closed and a new one started past this size.
     pub journal_file_bytes: u64,
-    /// The ledger's in-memory cache is frozen and written as an L0 file past this many bytes.
+    /// The ledger's in-memory cache is frozen and written as an L0 file past
+    /// this many bytes ([`MEMTABLE_BYTES_DEFAULT`]). Up to `1 +
+    /// frozen_memtables_max` of them are in memory; a snapshot copies the
+    /// active one (its key range) under the write lock.
     pub memtable_bytes: usize,
     /// Target size of one SST file written by a merge.
     pub sst_file_bytes: u64,
@@ -240,7 +253,7 @@ impl Config {
             dir: dir.into(),
             sync: SyncStrategy::None,
             journal_file_bytes: 256 * 1024 * 1024,
-            memtable_bytes: 4 * 1024 * 1024,
+            memtable_bytes: MEMTABLE_BYTES_DEFAULT,
             sst_file_bytes: 8 * 1024 * 1024,
             sst_block_bytes: 4096,
             bloom_bits_per_key: 8,

@@ -22,6 +22,13 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
+/// The ledger memtable of each vnode's store: 4 MiB, not the engine's
+/// 16 MiB default. A node opens one store per partition it holds (64 on a
+/// one-node ring), so memtables cost `vnodes × 3 × this` at most, and each
+/// vnode's ledger holds only its share of the keys, small enough that its
+/// L0 merges rewrite little.
+pub const VNODE_MEMTABLE_BYTES: u64 = 4 << 20;
+
 pub use apl::Target;
 
 /// One call of a fan-out: the target and its reply.
@@ -322,6 +329,7 @@ impl Router {
         let dir = self.config.data_dir.join("vnodes").join(p.to_string());
         let bcfg = basalt_backends::BackendConfig {
             sync: self.config.sync,
+            memtable_bytes: Some(VNODE_MEMTABLE_BYTES),
             block_cache_bytes: Some(0),
             block_cache: self.block_cache.clone(),
             value_cache_bytes: Some(0),
