@@ -8,7 +8,9 @@
 //! * a *copy* of the active memtable, limited to the snapshot's key range
 //!   when one is given (leveled #380). Copying rather than freezing keeps
 //!   frequent snapshots from producing tiny L0 files; the copy is bounded by
-//!   `memtable_bytes` (16 MiB by default, 4 MiB in a node's vnodes; ~38 ms at 16 MiB full, `examples/snapshot_copy.rs`) and is usually much smaller;
+//!   `memtable_bytes` (16 MiB by default, 4 MiB in a node's vnodes) and is
+//!   usually much smaller. It runs under the write lock: ~38 ms for a full
+//!   16 MiB memtable (`examples/snapshot_copy.rs`);
 //! * the SQN high-water mark (the last SQN assigned when it was taken);
 //! * a [`ValueSource`] for values, so values are read from the journal files
 //!   of its point in time.
