@@ -380,7 +380,10 @@ impl TicTacTree {
         let size_byte = r.u8().map_err(|e| bad(e.0))?;
         let size =
             TreeSize::from_byte(size_byte).ok_or_else(|| bad(format!("bad size {size_byte}")))?;
-        r.take(3).map_err(|e| bad(e.0))?;
+        let reserved = r.take(3).map_err(|e| bad(e.0))?;
+        if reserved != [0; 3] {
+            return Err(bad(format!("reserved bytes {reserved:?} are not zero")));
+        }
         if r.remaining() != size.segments() * 4 {
             return Err(bad(format!(
                 "{} segment bytes for a {} tree (expected {})",
@@ -560,6 +563,23 @@ mod tests {
         }
         for n in [0, 4, 10, bytes.len() - 1] {
             assert!(TicTacTree::import(&bytes[..n]).is_err());
+        }
+    }
+
+    /// Found by the fuzzer: a tree whose reserved header bytes are not zero
+    /// (with a checksum that matches) must be refused, or it would import
+    /// and export to different bytes.
+    #[test]
+    fn import_refuses_nonzero_reserved_bytes() {
+        let bytes = TicTacTree::new(TreeSize::XXSmall).export();
+        let body_len = bytes.len() - 4;
+        for i in EXPORT_HEADER_BYTES - 3..EXPORT_HEADER_BYTES {
+            let mut bad = bytes[..body_len].to_vec();
+            bad[i] = 1;
+            let c = crc(&bad);
+            bad.extend_from_slice(&c.to_le_bytes());
+            let err = TicTacTree::import(&bad).unwrap_err().to_string();
+            assert!(err.contains("reserved bytes"), "{err}");
         }
     }
 
