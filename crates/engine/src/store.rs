@@ -724,10 +724,7 @@ impl Store {
         let timeout = opts.timeout.unwrap_or(self.config.snapshot_timeout);
         let (view, sqn) = {
             let w = self.write.lock();
-            let view = match &opts.range {
-                Some((s, e)) => self.ledger.frozen_view(s, e.as_deref()),
-                None => self.ledger.frozen_view(&[], None),
-            };
+            let view = self.ledger.frozen_view();
             at_point();
             (view, w.next_sqn.saturating_sub(1))
         };

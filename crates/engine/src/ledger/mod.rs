@@ -316,14 +316,14 @@ impl Ledger {
     }
 
     /// An immutable view for a snapshot: the frozen memtables and version
-    /// are shared, the active memtable's entries in `[start, end)` are
-    /// copied (leveled #380: copy only what the query needs). The caller
-    /// must stop inserts meanwhile (the store's write lock) for the view to
-    /// be one point in time.
-    pub fn frozen_view(&self, start: &[u8], end: Option<&[u8]>) -> LedgerView {
+    /// are shared, and so is the active memtable as of now
+    /// ([`Memtable::share`], O(1) however full it is). The caller must stop
+    /// inserts meanwhile (the store's write lock) for the view to be one
+    /// point in time.
+    pub fn frozen_view(&self) -> LedgerView {
         let s = self.shared.state.read();
         let mut mems = Vec::with_capacity(s.frozen.len() + 1);
-        mems.push(Arc::new(s.mem.copy_range(start, end)));
+        mems.push(Arc::new(s.mem.share()));
         mems.extend(s.frozen.iter().rev().cloned());
         LedgerView {
             mems,
@@ -576,9 +576,7 @@ impl Shared {
         let file_no = self.alloc_file_no();
         let path = self.dir.join(sst_name(file_no));
         let mut w = SstWriter::create(&path, self.opts.sst)?;
-        for (k, v) in mem.range(&[], None) {
-            w.add(&k, &v)?;
-        }
+        mem.try_for_each(|k, v| w.add(k, v))?;
         let summary = w.finish()?;
         Stats::add(&self.stats.ledger_bytes_written, summary.size_bytes);
         let reader = Arc::new(SstReader::open_cached(
