@@ -281,4 +281,78 @@ mod tests {
         assert_eq!(m.get(b"k000000").unwrap().sqn, 10_000);
         assert_eq!(m.len(), before.len() + 2);
     }
+
+    /// Inserts in any SQN order with shares taken between them, against a
+    /// `BTreeMap` model: the memtable and every share read as their model
+    /// did at the share's moment, through `get`, `range` and `range_iter`.
+    mod model {
+        use super::*;
+        use proptest::prelude::*;
+        use std::collections::BTreeMap;
+
+        #[derive(Debug, Clone)]
+        enum Op {
+            Insert(u16, u64),
+            Share,
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            prop_oneof![
+                8 => (0u16..600, 1u64..5_000).prop_map(|(k, s)| Op::Insert(k, s)),
+                1 => Just(Op::Share),
+            ]
+        }
+
+        fn key(k: u16) -> Vec<u8> {
+            format!("k{k:04}").into_bytes()
+        }
+
+        fn check(m: &Memtable, model: &BTreeMap<Vec<u8>, u64>) {
+            let want: Vec<_> = model.iter().map(|(k, s)| (k.clone(), *s)).collect();
+            let got: Vec<_> = m
+                .range(b"", None)
+                .into_iter()
+                .map(|(k, v)| (k, v.sqn))
+                .collect();
+            assert_eq!(got, want);
+            let lazy: Vec<_> = m
+                .range_iter(b"k0100", Some(b"k0500"))
+                .map(|(k, v)| (k, v.sqn))
+                .collect();
+            let want_mid: Vec<_> = model
+                .range(b"k0100".to_vec()..b"k0500".to_vec())
+                .map(|(k, s)| (k.clone(), *s))
+                .collect();
+            assert_eq!(lazy, want_mid);
+            for (k, s) in model.iter().take(20) {
+                assert_eq!(m.get(k).map(|v| v.sqn), Some(*s));
+            }
+            assert_eq!(m.len(), model.len());
+            assert_eq!(m.max_sqn(), model.values().copied().max().unwrap_or(0));
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(64))]
+            #[test]
+            fn shares_keep_their_moment(ops in proptest::collection::vec(op(), 1..1_500)) {
+                let m = Memtable::new();
+                let mut model: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
+                let mut shares = Vec::new();
+                for op in ops {
+                    match op {
+                        Op::Insert(k, s) => {
+                            m.insert(key(k), v(s));
+                            let e = model.entry(key(k)).or_insert(s);
+                            *e = (*e).max(s);
+                        }
+                        Op::Share => shares.push((m.share(), model.clone())),
+                    }
+                }
+                check(&m, &model);
+                for (share, then) in &shares {
+                    check(share, then);
+                }
+            }
+        }
+    }
 }
