@@ -91,9 +91,11 @@ impl Memtable {
     /// inserts into `self` copy the nodes they change and do not show
     /// through. Snapshots take the active memtable this way.
     pub fn share(&self) -> Memtable {
-        let map = self.map.read().clone();
+        // The counters are read under the same lock as the map, so they
+        // describe the copy (inserts update them under the write lock).
+        let map = self.map.read();
         Memtable {
-            map: RwLock::new(map),
+            map: RwLock::new(map.clone()),
             bytes: AtomicUsize::new(self.bytes()),
             max_sqn: AtomicU64::new(self.max_sqn()),
             min_sqn: AtomicU64::new(self.min_sqn.load(Ordering::Relaxed)),
