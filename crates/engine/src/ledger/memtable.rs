@@ -75,6 +75,8 @@ impl Memtable {
     }
 
     /// Copies the entries with `start <= key < end` (`end = None`: unbounded).
+    /// Only the tests use it, as the plain reference for [`Memtable::range_iter`].
+    #[cfg(test)]
     pub fn range(&self, start: &[u8], end: Option<&[u8]>) -> Vec<(Vec<u8>, LedgerValue)> {
         if end.is_some_and(|e| e <= start) {
             return Vec::new(); // an inverted range holds nothing
