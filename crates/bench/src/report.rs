@@ -413,6 +413,28 @@ fn render_resources(s: &mut String, run: &RunData) {
 /// Intervals shown in "where the max latencies came from".
 const WORST_INTERVALS: usize = 5;
 
+/// Timers that measure a whole call inside the store rather than a wait
+/// (`basalt_engine::stats`: `op_get`, `op_write`).
+const WHOLE_CALL_PREFIX: &str = "op_";
+
+/// "in the store: get longest 21.0 ms, write longest 3.2 ms" for interval
+/// row `r`, from the whole-call timers' interval maxima; `None` when the
+/// store keeps none. An op's max far above its call's longest was spent
+/// outside the store (waiting for a CPU, in the driver).
+fn whole_calls(w: &crate::waits::WaitsData, r: usize) -> Option<String> {
+    let calls: Vec<String> = w
+        .timers
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| {
+            let name = t.strip_prefix(WHOLE_CALL_PREFIX)?;
+            let longest = w.interval_max(r, i)?;
+            Some(format!("{name} longest {longest:.1} ms"))
+        })
+        .collect();
+    (!calls.is_empty()).then(|| format!("in the store: {}", calls.join(", ")))
+}
+
 /// The "Waits inside the store" and "Where the max latencies came from"
 /// sections, from `waits.csv`.
 fn render_waits(s: &mut String, run: &RunData, w: &crate::waits::WaitsData) {
@@ -477,7 +499,10 @@ fn render_waits(s: &mut String, run: &RunData, w: &crate::waits::WaitsData) {
          jumped in them: total wait time in the interval against the run's mean per \
          interval (×), slow waits, and the longest single wait in that interval \
          (\"longest\"; stores without per-interval maxima: \"new max\" when the \
-         longest wait since the store opened was set in that interval).\n",
+         longest wait since the store opened was set in that interval). \
+         \"In the store\" is the longest whole call of each kind in the store \
+         in that interval: an op's max far above it was spent outside the \
+         store (waiting for a CPU, in the driver).\n",
         worst.len()
     );
     let activity = run.activity.as_deref().unwrap_or(&[]);
@@ -516,6 +541,9 @@ fn render_waits(s: &mut String, run: &RunData, w: &crate::waits::WaitsData) {
         };
         let mut parts: Vec<(f64, String)> = Vec::new();
         for (i, t) in w.timers.iter().enumerate() {
+            if t.starts_with(WHOLE_CALL_PREFIX) {
+                continue;
+            }
             let Some((n, ms, slow, m)) = w.cell(r, i) else {
                 continue;
             };
@@ -546,10 +574,14 @@ fn render_waits(s: &mut String, run: &RunData, w: &crate::waits::WaitsData) {
         }
         parts.sort_by(|a, b| b.0.total_cmp(&a.0));
         let shown: Vec<String> = parts.into_iter().take(3).map(|p| p.1).collect();
-        let text = if shown.is_empty() {
+        let waits = if shown.is_empty() {
             "no store waits recorded (CPU, page faults or the bench)".to_string()
         } else {
             shown.join("; ")
+        };
+        let text = match whole_calls(w, r) {
+            Some(inside) => format!("{inside}; {waits}"),
+            None => waits,
         };
         if activity.is_empty() {
             let _ = writeln!(s, "| {elapsed:.1} | {op} | {max:.1} | {text} |");
@@ -686,5 +718,49 @@ mod tests {
         assert_eq!(d.median_line(), None);
         assert_eq!(d.timeouts, 0);
         assert!(d.lines()[1].contains("medians: not known from the CSV rows alone"));
+    }
+
+    #[test]
+    fn slowest_intervals_show_the_whole_call_beside_the_waits() {
+        let lat = |elapsed: f64, max: f64| LatRow {
+            elapsed,
+            max,
+            ..row(1000, 500.0, 400.0)
+        };
+        let waits = crate::waits::WaitsData::parse(
+            "elapsed, window, journal_value_read_n, journal_value_read_ms, journal_value_read_slow, \
+             journal_value_read_max_ms, journal_value_read_imax_ms, op_get_n, op_get_ms, op_get_slow, \
+             op_get_max_ms, op_get_imax_ms\n\
+             10, 10, 900, 90, 1, 2.0, 2.0, 1000, 100, 1, 3.0, 3.0\n\
+             20, 10, 900, 95, 3, 21.0, 21.0, 1000, 300, 4, 171.3, 171.3\n",
+        )
+        .expect("parses");
+        let run = RunData {
+            dir: std::path::PathBuf::from("."),
+            summary: Vec::new(),
+            ops: vec![("get".into(), vec![lat(10.0, 3_100.0), lat(20.0, 171_800.0)])],
+            sys: Vec::new(),
+            waits: None,
+            activity: None,
+        };
+        let mut s = String::new();
+        render_waits(&mut s, &run, &waits);
+        let line = s
+            .lines()
+            .find(|l| l.starts_with("| 20.0 | get | 171.8 |"))
+            .expect("the slowest interval is listed");
+        assert!(
+            line.contains("in the store: get longest 171.3 ms; journal_value_read"),
+            "{line}"
+        );
+        assert!(
+            !line.contains("op_get"),
+            "the whole call is not a wait: {line}"
+        );
+        let quiet = s
+            .lines()
+            .find(|l| l.starts_with("| 10.0 | get |"))
+            .expect("listed");
+        assert!(quiet.contains("get longest 3.0 ms"), "{quiet}");
     }
 }

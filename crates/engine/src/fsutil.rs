@@ -34,6 +34,16 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// Writes `bytes` to `path` through a temporary file and a rename, without
+/// any fsync: for files that are checked when read and can be rebuilt (a
+/// journal file's `.jix`). A crash may leave no file or a torn one under
+/// the name; the reader's checksum must catch it.
+pub fn write_unsynced(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    fs::write(&tmp, bytes).ctx("write", &tmp)?;
+    fs::rename(&tmp, path).ctx("rename into place", path)
+}
+
 /// Creates `dir` (and parents) if needed.
 pub fn ensure_dir(dir: &Path) -> Result<()> {
     fs::create_dir_all(dir).ctx("create directory", dir)

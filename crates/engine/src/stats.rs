@@ -242,6 +242,15 @@ counters! {
     /// GET/HEAD: reading one ledger SST data block for a point lookup
     /// (page cache or disk; merges and folds are not counted).
     sst_block_read,
+    /// GET: the whole call inside the store (checks, ledger lookup, journal
+    /// read, hash check). Its interval maximum beside the caller's slowest
+    /// GET says whether that GET's time was spent in the store or outside
+    /// it (waiting for a CPU, in the caller); beside the timers above,
+    /// whether the store's part is covered by them.
+    op_get,
+    /// PUT/DELETE: the whole call inside the store (preparing the record,
+    /// the write group, and the fsync when synced), as `op_get` for writes.
+    op_write,
 }
 
 impl Stats {

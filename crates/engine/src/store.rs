@@ -409,6 +409,22 @@ impl Store {
         metadata: &[u8],
         opts: &PutOptions,
     ) -> Result<u64> {
+        let start = std::time::Instant::now();
+        let written = self.write_record_timed(kind, bucket, key, value, metadata, opts);
+        self.stats.op_write.since(start);
+        written
+    }
+
+    /// [`Store::write_record`] without its whole-call timer (`op_write`).
+    fn write_record_timed(
+        &self,
+        kind: RecordKind,
+        bucket: &[u8],
+        key: &[u8],
+        value: &[u8],
+        metadata: &[u8],
+        opts: &PutOptions,
+    ) -> Result<u64> {
         self.check_open()?;
         let item = self.prepare_write(kind, bucket, key, value, metadata, opts)?;
         if !self.config.write_group {
@@ -652,6 +668,14 @@ impl Store {
 
     /// The value and metadata of (`bucket`, `key`).
     pub fn get(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Object>> {
+        let start = std::time::Instant::now();
+        let got = self.get_timed(bucket, key);
+        self.stats.op_get.since(start);
+        got
+    }
+
+    /// [`Store::get`] without its whole-call timer (`op_get`).
+    fn get_timed(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Object>> {
         self.check_open()?;
         check_name("bucket", bucket)?;
         check_name("key", key)?;

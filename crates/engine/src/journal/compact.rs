@@ -356,14 +356,7 @@ impl Journal {
             if let Some(last) = outs.last_mut() {
                 Self::finish(&self.dir, last)?;
             }
-            let file_no = {
-                let mut a = self.active.lock();
-                let no = a.next_file_no;
-                a.next_file_no = no.checked_add(1).ok_or_else(|| {
-                    Error::InvalidInput(format!("journal file number {no} cannot grow further"))
-                })?;
-                no
-            };
+            let file_no = self.active.lock().take_file_no()?;
             let (path, file) = create_data_file(&self.dir, file_no)?;
             outs.push(OutFile {
                 file_no,

@@ -9,7 +9,9 @@
 //! it last flushed and, past `journal_sync_bytes`, either starts the
 //! kernel's write-back of them ([`JournalFlush::Writeback`], the default,
 //! as RocksDB's `bytes_per_sync`) or runs a group-commit fsync
-//! ([`JournalFlush::Fsync`]).
+//! ([`JournalFlush::Fsync`]). It also creates the next journal file once
+//! the active one is half full ([`Journal::prepare_next_file`]), so that
+//! the roll, which writers wait for, does not.
 
 use super::Journal;
 use crate::config::JournalFlush;
@@ -30,6 +32,41 @@ pub struct Flusher {
     handle: Option<JoinHandle<()>>,
 }
 
+/// The flusher thread's loop, until `stop` is set or a flush fails.
+fn run(journal: &Journal, stop: &(Mutex<bool>, Condvar), threshold_bytes: u64, mode: JournalFlush) {
+    let mut spares = true;
+    loop {
+        {
+            let (lock, cv) = stop;
+            let mut stopped = lock.lock();
+            if !*stopped {
+                cv.wait_for(&mut stopped, POLL);
+            }
+            if *stopped {
+                return;
+            }
+        }
+        if spares {
+            if let Err(e) = journal.prepare_next_file() {
+                // Rolls then create their next file themselves, as without
+                // a flusher; the error will meet them too.
+                tracing::warn!(target: "basalt::journal", "I0014 the next journal file could not be made ahead of its roll (rolls will make it): {e}");
+                spares = false;
+            }
+        }
+        if journal.unsynced_bytes() >= threshold_bytes {
+            let flushed = match mode {
+                JournalFlush::Fsync => journal.sync_to(journal.last_sqn()),
+                JournalFlush::Writeback => journal.start_writeback(),
+            };
+            if let Err(e) = flushed {
+                tracing::warn!(target: "basalt::journal", "I0010 background journal flush stopped: {e}");
+                return;
+            }
+        }
+    }
+}
+
 impl Flusher {
     /// Starts flushing `journal` (as `mode` says) whenever `threshold_bytes`
     /// were appended since the last flush; `None` (no thread) when
@@ -47,28 +84,7 @@ impl Flusher {
         let s = Arc::clone(&stop);
         let handle = std::thread::Builder::new()
             .name("basalt-journal-flush".into())
-            .spawn(move || loop {
-                {
-                    let (lock, cv) = &*s;
-                    let mut stopped = lock.lock();
-                    if !*stopped {
-                        cv.wait_for(&mut stopped, POLL);
-                    }
-                    if *stopped {
-                        return;
-                    }
-                }
-                if journal.unsynced_bytes() >= threshold_bytes {
-                    let flushed = match mode {
-                        JournalFlush::Fsync => journal.sync_to(journal.last_sqn()),
-                        JournalFlush::Writeback => journal.start_writeback(),
-                    };
-                    if let Err(e) = flushed {
-                        tracing::warn!(target: "basalt::journal", "I0010 background journal flush stopped: {e}");
-                        return;
-                    }
-                }
-            })
+            .spawn(move || run(&journal, &s, threshold_bytes, mode))
             .ctx("spawn journal flusher thread", dir)?;
         Ok(Some(Flusher {
             stop,

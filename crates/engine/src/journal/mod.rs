@@ -12,8 +12,10 @@
 //! **Appends** (serialised by the caller) encode a record into one buffer and
 //! hand it to the kernel with one positional write, so an acknowledged append
 //! survives a process crash. Once the active file reaches
-//! [`JournalOptions::file_bytes`] it is *rolled*: fsynced, its `.jix` written,
-//! the next file created and the manifest replaced. A record larger than
+//! [`JournalOptions::file_bytes`] it is *rolled*: fsynced, its `.jix` written
+//! (without an fsync: a damaged one is rebuilt at open), the next file put in
+//! place (usually made ahead by the flusher, [`Journal::prepare_next_file`])
+//! and the manifest replaced. A record larger than
 //! `file_bytes` still goes into the current file, which then rolls; empty
 //! files are never created in a loop.
 //!
@@ -44,7 +46,7 @@ pub mod value_cache;
 pub mod view;
 
 use crate::error::{Error, IoContext, Result};
-use crate::fsutil::{ensure_dir, sync_dir, write_atomic};
+use crate::fsutil::{ensure_dir, sync_dir, write_atomic, write_unsynced};
 use crate::stats::Stats;
 use file::{ClosedFile, Damage};
 use manifest::{Manifest, ManifestEntry, MANIFEST_NAME};
@@ -171,6 +173,18 @@ struct Active {
     written_back: u64,
 }
 
+impl Active {
+    /// Allocates the next file number (for a new active file or a
+    /// compaction output): numbers are only ever taken under the active lock.
+    fn take_file_no(&mut self) -> Result<u64> {
+        let no = self.next_file_no;
+        self.next_file_no = no.checked_add(1).ok_or_else(|| {
+            Error::InvalidInput(format!("journal file number {no} cannot grow further"))
+        })?;
+        Ok(no)
+    }
+}
+
 /// Group-commit state.
 #[derive(Debug, Default)]
 struct SyncState {
@@ -220,6 +234,20 @@ pub struct Journal {
     active_floor: std::sync::atomic::AtomicU64,
     /// This journal's id in a shared [`ValueCache`].
     cache_user: u64,
+    /// The next active file, created ahead of its roll by
+    /// [`Journal::prepare_next_file`] (the flusher thread) so that the roll,
+    /// which writers wait for, need not create it. Not in the manifest until
+    /// the roll lists it: a spare left by a crash holds no record and is
+    /// removed at open.
+    spare: Mutex<Option<Spare>>,
+}
+
+/// A created, empty data file (header only, fsynced, its directory entry
+/// too) waiting to become the active file.
+struct Spare {
+    file_no: u64,
+    path: PathBuf,
+    file: File,
 }
 
 impl std::fmt::Debug for Journal {
@@ -369,7 +397,13 @@ fn open_closed(
 /// Removes a data file (and its index) not listed in the manifest.
 fn remove_leftover(dir: &Path, no: u64) -> Result<()> {
     let jnl = dir.join(file::jnl_name(no));
-    tracing::warn!(path = %jnl.display(), "journal file not listed in the manifest (left over from an interrupted roll or compaction); removing it");
+    let empty = fs::metadata(&jnl).is_ok_and(|m| m.len() <= file::JNL_HEADER_LEN);
+    if empty {
+        // The next active file, made ahead of a roll that never came.
+        tracing::debug!(path = %jnl.display(), "removing an unused spare journal file");
+    } else {
+        tracing::warn!(path = %jnl.display(), "journal file not listed in the manifest (left over from an interrupted roll or compaction); removing it");
+    }
     for p in [jnl, dir.join(file::jix_name(no))] {
         match fs::remove_file(&p) {
             Ok(()) => {}
@@ -538,6 +572,7 @@ impl Journal {
             unsynced: std::sync::atomic::AtomicU64::new(0),
             active_floor,
             cache_user: value_cache::next_user_id(),
+            spare: Mutex::new(None),
         };
         if repaired {
             let a = j.active.lock();
@@ -580,6 +615,7 @@ impl Journal {
             unsynced: std::sync::atomic::AtomicU64::new(0),
             active_floor: std::sync::atomic::AtomicU64::new(0),
             cache_user: value_cache::next_user_id(),
+            spare: Mutex::new(None),
         };
         {
             let a = j.active.lock();
@@ -809,31 +845,74 @@ impl Journal {
         self.unsynced.load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// Creates the next active file ahead of the roll (see `spare`) once the
+    /// active file is past half its size and no spare exists. Called by the
+    /// flusher thread, the only creator of spares; returns whether it made
+    /// one (never once the journal is closed or poisoned).
+    pub fn prepare_next_file(&self) -> Result<bool> {
+        if self.sync.lock().poisoned.is_some() || self.spare.lock().is_some() {
+            return Ok(false);
+        }
+        let file_no = {
+            let mut a = self.active.lock();
+            if a.size < self.opts.file_bytes / 2 {
+                return Ok(false);
+            }
+            a.take_file_no()?
+        };
+        let (path, file) = create_data_file(&self.dir, file_no)?;
+        if self.opts.fadvise_random {
+            file::advise(&file, &path, file::Access::Random);
+        }
+        let mut spare = self.spare.lock();
+        debug_assert!(spare.is_none(), "spares are made by one thread");
+        *spare = Some(Spare {
+            file_no,
+            path,
+            file,
+        });
+        Ok(true)
+    }
+
     /// Closes the active file and starts the next one. The caller holds
     /// `append_lock` (so the active file does not change meanwhile) and not
-    /// the active lock: the slow parts (the old file's fsync, its `.jix`,
-    /// creating the new file) run without it, so GETs of records in the
-    /// active file wait only for the swap and the manifest write.
+    /// the active lock: the slow parts (the old file's fsync, its `.jix`)
+    /// run without it, so GETs of records in the active file wait only for
+    /// the swap and the manifest write. Writers wait for all of it, so the
+    /// next file is usually created beforehand ([`Journal::prepare_next_file`])
+    /// and the `.jix` is written without an fsync: a `.jix` that a power
+    /// loss leaves torn or missing fails its checksum and is rebuilt from
+    /// the data file at open, which the fsync here makes durable first.
     fn roll(&self) -> Result<()> {
+        let spare = self.spare.lock().take();
         let (old_file, old_path, old_no, jix_bytes, new_no) = {
             let mut a = self.active.lock();
             debug_assert!(!a.index.is_empty());
-            // The new file's number is taken now: compaction allocates
-            // numbers for its output files under the same lock.
-            let new_no = a.next_file_no;
-            a.next_file_no = new_no.checked_add(1).ok_or_else(|| {
-                Error::InvalidInput(format!("journal file number {new_no} cannot grow further"))
-            })?;
+            // Without a spare, the new file's number is taken now:
+            // compaction allocates numbers for its output files under the
+            // same lock.
+            let new_no = match &spare {
+                Some(sp) => sp.file_no,
+                None => a.take_file_no()?,
+            };
             let jix = file::encode_index(&a.index);
             (Arc::clone(&a.file), a.path.clone(), a.file_no, jix, new_no)
         };
         old_file.sync_all().ctx("fsync", &old_path)?;
         self.unsynced.store(0, std::sync::atomic::Ordering::Relaxed);
-        write_atomic(&self.dir.join(file::jix_name(old_no)), &jix_bytes)?;
-        let (new_path, new_file) = create_data_file(&self.dir, new_no)?;
+        write_unsynced(&self.dir.join(file::jix_name(old_no)), &jix_bytes)?;
+        let (new_path, new_file) = match spare {
+            Some(sp) => (sp.path, sp.file),
+            None => {
+                let (path, f) = create_data_file(&self.dir, new_no)?;
+                if self.opts.fadvise_random {
+                    file::advise(&f, &path, file::Access::Random);
+                }
+                (path, f)
+            }
+        };
         let ro = File::open(&old_path).ctx("open", &old_path)?;
         if self.opts.fadvise_random {
-            file::advise(&new_file, &new_path, file::Access::Random);
             file::advise(&ro, &old_path, file::Access::Random);
         }
         let direct = self.opts.direct_handle(&old_path);
@@ -1195,6 +1274,17 @@ impl Journal {
         out
     }
 
+    /// Deletes the spare next file, if any (at close; a spare left behind
+    /// is removed at the next open anyway).
+    fn remove_spare(&self) {
+        if let Some(sp) = self.spare.lock().take() {
+            drop(sp.file);
+            if let Err(e) = fs::remove_file(&sp.path) {
+                tracing::debug!(path = %sp.path.display(), error = %e, "could not remove the unused spare journal file (the next open will)");
+            }
+        }
+    }
+
     /// Syncs the active file. The journal must not be used afterwards
     /// (appends and syncs then fail with [`Error::Closed`]); closing twice is
     /// harmless.
@@ -1220,6 +1310,7 @@ impl Journal {
                 s.synced_sqn = s.synced_sqn.max(last);
                 drop(s);
                 self.poison(CLOSED_MSG.into());
+                self.remove_spare();
                 Ok(())
             }
             Err(e) => {

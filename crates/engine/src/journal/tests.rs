@@ -406,6 +406,72 @@ fn unlisted_leftover_file_is_ignored_and_overwritten() {
 }
 
 #[test]
+fn a_file_made_ahead_becomes_the_next_active_file() {
+    let d = tempfile::tempdir().unwrap();
+    let j = Journal::open(d.path(), opts(2000), Arc::new(Stats::default())).unwrap();
+    append_n(&j, 1, 2);
+    assert!(!j.prepare_next_file().unwrap(), "not before half the file");
+    while j.files().last().unwrap().size_bytes < 1000 {
+        let next = j.last_sqn() + 1;
+        append_n(&j, next, next);
+    }
+    assert_eq!(j.files().len(), 1);
+    assert!(j.prepare_next_file().unwrap());
+    assert!(!j.prepare_next_file().unwrap(), "one spare at a time");
+    let spare_no = j.spare.lock().as_ref().unwrap().file_no;
+    assert!(d.path().join(file::jnl_name(spare_no)).exists());
+    while j.files().len() == 1 {
+        let next = j.last_sqn() + 1;
+        append_n(&j, next, next);
+    }
+    assert_eq!(
+        j.files().last().unwrap().file_no,
+        spare_no,
+        "the roll took the spare"
+    );
+    assert!(j.spare.lock().is_none());
+    // The rolled file's index was written (without an fsync) and loads.
+    let last = j.last_sqn();
+    append_n(&j, last + 1, last + 40);
+    let total = j.last_sqn();
+    drop(j);
+    let j = Journal::open(d.path(), opts(2000), Arc::new(Stats::default())).unwrap();
+    assert_eq!(replay_sqns(&j, 0), (1..=total).collect::<Vec<_>>());
+    for i in 1..=total {
+        if i % 10 != 0 {
+            check(&j, i);
+        }
+    }
+}
+
+#[test]
+fn an_unused_spare_is_removed_at_close_or_at_open() {
+    let d = tempfile::tempdir().unwrap();
+    let spare_path = |j: &Journal| j.spare.lock().as_ref().map(|s| s.path.clone());
+    // Dropped without a close (a crash): the next open removes the spare.
+    let j = Journal::open(d.path(), opts(4000), Arc::new(Stats::default())).unwrap();
+    append_n(&j, 1, 30);
+    assert_eq!(j.files().len(), 1);
+    assert!(j.prepare_next_file().unwrap());
+    let left = spare_path(&j).unwrap();
+    drop(j);
+    assert!(left.exists());
+    let j = Journal::open(d.path(), opts(4000), Arc::new(Stats::default())).unwrap();
+    assert!(!left.exists(), "an unlisted spare is removed at open");
+    assert_eq!(replay_sqns(&j, 0), (1..=30).collect::<Vec<_>>());
+    assert!(j.prepare_next_file().unwrap());
+    let spare = spare_path(&j).unwrap();
+    j.close().unwrap();
+    assert!(!spare.exists(), "close removes the spare");
+    assert!(!j.prepare_next_file().unwrap(), "none after close");
+    drop(j);
+    let j = Journal::open(d.path(), opts(4000), Arc::new(Stats::default())).unwrap();
+    append_n(&j, 31, 200);
+    assert!(j.files().len() > 2);
+    assert_eq!(replay_sqns(&j, 0), (1..=200).collect::<Vec<_>>());
+}
+
+#[test]
 fn group_commit_shares_fsyncs() {
     let d = tempfile::tempdir().unwrap();
     let stats = Arc::new(Stats::default());
