@@ -144,8 +144,11 @@ pub struct Config {
     /// (default) bounds the closed files at about 2.5× their live bytes
     /// under any write rate the compaction can keep up with; 50.0 bounds
     /// them at 2× for more compaction (in the 8 KB scenario WA
-    /// 1.17 at 50 against 1.08–1.09 at 60, 2026-11-27); 100.0 turns the
-    /// trigger off (the schedule alone then bounds nothing).
+    /// 1.17 at 50 against 1.08–1.09 at 60, 2026-11-27); 70.0 gave WA
+    /// 1.10–1.11 against 1.15 over 30 minutes for a journal ~30 % larger,
+    /// with no throughput difference over two alternated pairs
+    /// (2026-11-28); 100.0 turns the trigger off (the schedule alone then
+    /// bounds nothing).
     pub compaction_max_garbage_pct: f64,
     /// Write slowdown (see [`crate::slowdown`]): above this percentage of
     /// garbage in the closed journal files (the garbage trigger's

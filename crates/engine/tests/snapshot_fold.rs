@@ -173,6 +173,14 @@ fn replaced_sst_files_stay_while_a_snapshot_holds_them() {
     assert_eq!(snap.get(b"b", &key(5)).unwrap().unwrap().value, [1u8; 200]);
     drop(snap);
     assert_eq!(s.stats().live_snapshots, 0);
+    // The last holder let go without unlinking anything itself (a reader
+    // must not pay for a merge's unlinks); the ledger's next step does.
+    assert_eq!(
+        sst_files(d.path()),
+        now,
+        "the dropping thread unlinked files"
+    );
+    s.settle().unwrap();
     let after = sst_files(d.path());
     assert_eq!(
         after.len(),
@@ -208,7 +216,9 @@ fn forgotten_snapshot_expires_and_releases_its_files() {
         snap.fold_keys(b"b", None, |_| ControlFlow::Continue(())),
         Err(Error::SnapshotExpired { .. })
     ));
-    // Its pins are gone while the handle still exists.
+    // Its pins are gone while the handle still exists (the ledger's next
+    // step unlinks what they held).
+    s.settle().unwrap();
     assert_eq!(sst_files(d.path()).len(), live_files(&s));
     // Closing the store expires the others.
     let other = s.snapshot(SnapshotOptions::all()).unwrap();

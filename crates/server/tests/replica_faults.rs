@@ -105,7 +105,11 @@ fn damage_last_value(dir: &tempfile::TempDir, p: u32) {
     let mut files: Vec<_> = std::fs::read_dir(&journal)
         .expect("journal dir")
         .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "jnl"))
+        // Not an empty spare made ahead of a roll (a 16-byte header).
+        .filter(|p| {
+            p.extension().is_some_and(|e| e == "jnl")
+                && std::fs::metadata(p).is_ok_and(|m| m.len() > 16)
+        })
         .collect();
     files.sort();
     let last = files.last().expect("a journal file");

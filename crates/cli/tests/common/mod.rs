@@ -94,12 +94,16 @@ pub fn seed(default: u64) -> u64 {
     seed
 }
 
-/// Files directly in `dir` whose name ends with `.ext`, sorted by name.
+/// Files directly in `dir` whose name ends with `.ext`, sorted by name
+/// (without the journal's empty spare, see below).
 pub fn files_with_ext(dir: &Path, ext: &str) -> Vec<PathBuf> {
+    // An empty `.jnl` (its 16-byte header only) is the spare the journal
+    // makes ahead of a roll: listed nowhere, holding nothing; left out.
+    let spare = |p: &Path| ext == "jnl" && std::fs::metadata(p).is_ok_and(|m| m.len() <= 16);
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == ext))
+        .filter(|p| p.extension().is_some_and(|e| e == ext) && !spare(p))
         .collect();
     v.sort();
     v
