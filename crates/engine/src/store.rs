@@ -895,6 +895,7 @@ impl Store {
 
     /// Runs every due ledger flush and merge now (tools and tests).
     pub fn settle(&self) -> Result<()> {
+        self.journal.reap_retired();
         self.ledger.settle()
     }
 
@@ -1011,7 +1012,11 @@ impl Store {
     /// store fully usable (it is also counted in `compaction_failures`).
     pub fn compact_journal(&self) -> Result<CompactionReport> {
         self.check_open()?;
-        self.compactor.run()
+        let report = self.compactor.run();
+        // The run's inputs are no longer held by the compactor: unlink those
+        // no reader holds now rather than at the flusher's next poll.
+        self.journal.reap_retired();
+        report
     }
 
     /// Scores every closed journal file now, as compaction does (sampled

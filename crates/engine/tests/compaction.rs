@@ -475,6 +475,8 @@ fn journal_view_reads_its_moment_and_defers_deletion() {
     .expect("test setup");
     assert_eq!(n, 200);
     drop(view);
+    // Unlinked in the background once the view let go (`settle` does it now).
+    s.settle().expect("test setup");
     assert_eq!(
         jnl_files_on_disk(d.path(), &s),
         s.stats().journal_files.len()

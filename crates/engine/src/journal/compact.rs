@@ -25,7 +25,10 @@
 //!    unlisted old files are removed at the next open).
 //! 4. Mark the old files obsolete. Each is unlinked when its last `Arc` is
 //!    dropped (deferred deletion), so a concurrent fetch, a
-//!    [`super::JournalView`] or a backup never sees a file vanish.
+//!    [`super::JournalView`] or a backup never sees a file vanish. The
+//!    journal holds one `Arc` itself until it is the last
+//!    ([`super::Journal::reap_retired`]), so the unlink runs on a
+//!    background thread rather than in the GET that let go last.
 //!
 //! Any error before the commit point (disk full, I/O error, an injected
 //! fault) abandons the run: the partial output files are deleted and the
@@ -197,6 +200,7 @@ impl Journal {
         live: &dyn Liveness,
     ) -> Result<CompactedRun> {
         let _serial = self.compact_lock.lock();
+        self.reap_retired();
         if run.is_empty() {
             return Ok(CompactedRun::default());
         }
@@ -485,6 +489,7 @@ impl Journal {
         for f in &old {
             f.obsolete.store(true, Ordering::Release);
         }
+        self.retired.lock().extend(old);
         Ok(())
     }
 

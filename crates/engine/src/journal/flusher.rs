@@ -11,7 +11,8 @@
 //! as RocksDB's `bytes_per_sync`) or runs a group-commit fsync
 //! ([`JournalFlush::Fsync`]). It also creates the next journal file once
 //! the active one is half full ([`Journal::prepare_next_file`]), so that
-//! the roll, which writers wait for, does not.
+//! the roll, which writers wait for, does not, and unlinks the closed files
+//! compaction replaced once nothing holds them ([`Journal::reap_retired`]).
 
 use super::Journal;
 use crate::config::JournalFlush;
@@ -46,6 +47,7 @@ fn run(journal: &Journal, stop: &(Mutex<bool>, Condvar), threshold_bytes: u64, m
                 return;
             }
         }
+        journal.reap_retired();
         if spares {
             if let Err(e) = journal.prepare_next_file() {
                 // Rolls then create their next file themselves, as without

@@ -240,6 +240,12 @@ pub struct Journal {
     /// the roll lists it: a spare left by a crash holds no record and is
     /// removed at open.
     spare: Mutex<Option<Spare>>,
+    /// Closed files replaced by compaction, held until nothing else (a
+    /// fetch in flight, a view, a backup) refers to them; then
+    /// [`Journal::reap_retired`], on a background thread, drops them and so
+    /// unlinks them. Without this hold the last GET to let go of a file
+    /// paid for its unlink. Bounded by what views hold (they expire).
+    retired: Mutex<Vec<Arc<ClosedFile>>>,
 }
 
 /// A created, empty data file (header only, fsynced, its directory entry
@@ -573,6 +579,7 @@ impl Journal {
             active_floor,
             cache_user: value_cache::next_user_id(),
             spare: Mutex::new(None),
+            retired: Mutex::new(Vec::new()),
         };
         if repaired {
             let a = j.active.lock();
@@ -616,6 +623,7 @@ impl Journal {
             active_floor: std::sync::atomic::AtomicU64::new(0),
             cache_user: value_cache::next_user_id(),
             spare: Mutex::new(None),
+            retired: Mutex::new(Vec::new()),
         };
         {
             let a = j.active.lock();
@@ -843,6 +851,24 @@ impl Journal {
     /// Bytes appended since the active file was last synced (approximate).
     pub fn unsynced_bytes(&self) -> u64 {
         self.unsynced.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Drops the retired closed files nothing else holds any more (see
+    /// `retired`), unlinking them on this thread; returns how many. Called by
+    /// the flusher, by each compaction run, by `Store::settle` and at close.
+    pub fn reap_retired(&self) -> usize {
+        let free: Vec<Arc<ClosedFile>> = {
+            let mut retired = self.retired.lock();
+            // Only the closed list hands out files, and it no longer holds
+            // these: a count of one (ours) cannot rise again.
+            let (free, held): (Vec<_>, Vec<_>) =
+                retired.drain(..).partition(|c| Arc::strong_count(c) == 1);
+            *retired = held;
+            free
+        };
+        let n = free.len();
+        drop(free);
+        n
     }
 
     /// Creates the next active file ahead of the roll (see `spare`) once the
@@ -1311,6 +1337,7 @@ impl Journal {
                 drop(s);
                 self.poison(CLOSED_MSG.into());
                 self.remove_spare();
+                self.reap_retired();
                 Ok(())
             }
             Err(e) => {
