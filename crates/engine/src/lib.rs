@@ -24,6 +24,7 @@ pub mod journal;
 pub mod key;
 pub mod ledger;
 pub mod limits;
+pub mod retired;
 pub mod slowdown;
 pub mod snapshot;
 pub mod stats;

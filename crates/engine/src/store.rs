@@ -410,23 +410,17 @@ impl Store {
         opts: &PutOptions,
     ) -> Result<u64> {
         let start = std::time::Instant::now();
-        let written = self.write_record_timed(kind, bucket, key, value, metadata, opts);
+        let written = self
+            .check_open()
+            .and_then(|()| self.prepare_write(kind, bucket, key, value, metadata, opts))
+            .and_then(|item| self.write_prepared(item));
         self.stats.op_write.since(start);
         written
     }
 
-    /// [`Store::write_record`] without its whole-call timer (`op_write`).
-    fn write_record_timed(
-        &self,
-        kind: RecordKind,
-        bucket: &[u8],
-        key: &[u8],
-        value: &[u8],
-        metadata: &[u8],
-        opts: &PutOptions,
-    ) -> Result<u64> {
-        self.check_open()?;
-        let item = self.prepare_write(kind, bucket, key, value, metadata, opts)?;
+    /// Writes a prepared record: alone, or in a write group (leading it or
+    /// joining another's).
+    fn write_prepared(&self, item: WriteItem) -> Result<u64> {
         if !self.config.write_group {
             // One writer per trip through the write lock (the A side of the
             // write-group benchmarks; see `Config::write_group`).

@@ -3,7 +3,10 @@
 //! Deterministic: values come from seeded RNGs; no test depends on timing
 //! (threads synchronise through counters and joins).
 
+mod common;
+
 use basalt_engine::{Compression, CompressionPoint, Config, Store};
+use common::jnl_files_on_disk;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
@@ -19,23 +22,6 @@ fn counter(s: &Store, name: &str) -> u64 {
 
 fn journal_bytes(s: &Store) -> u64 {
     s.stats().journal_files.iter().map(|f| f.size_bytes).sum()
-}
-
-/// `.jnl` files in the journal directory, not counting an unlisted empty
-/// one: the spare the flusher makes ahead of a roll (its 16-byte header).
-fn jnl_files_on_disk(dir: &Path, s: &Store) -> usize {
-    let listed: Vec<std::path::PathBuf> = s
-        .stats()
-        .journal_files
-        .into_iter()
-        .map(|f| f.path)
-        .collect();
-    std::fs::read_dir(dir.join("journal"))
-        .expect("test setup")
-        .map(|e| e.expect("test setup").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "jnl"))
-        .filter(|p| listed.contains(p) || std::fs::metadata(p).is_ok_and(|m| m.len() > 16))
-        .count()
 }
 
 fn random_value(rng: &mut StdRng, len: usize) -> Vec<u8> {

@@ -11,6 +11,8 @@
 //! 3 kill cycles by default, 50 with `BASALT_LONG_TESTS=1`; the seed is
 //! printed (`BASALT_TEST_SEED` to reproduce).
 
+mod common;
+
 use basalt_engine::{Config, Store};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -174,18 +176,7 @@ fn kill_during_compaction_keeps_acknowledged_writes() {
         }
         // Leftover files of an interrupted compaction were removed at open
         // (an unlisted empty spare made ahead of a roll is not counted).
-        let listed: Vec<std::path::PathBuf> = s
-            .stats()
-            .journal_files
-            .into_iter()
-            .map(|f| f.path)
-            .collect();
-        let on_disk = std::fs::read_dir(d.path().join("journal"))
-            .expect("test setup")
-            .map(|e| e.expect("test setup").path())
-            .filter(|p| p.extension().is_some_and(|x| x == "jnl"))
-            .filter(|p| listed.contains(p) || std::fs::metadata(p).is_ok_and(|m| m.len() > 16))
-            .count();
+        let on_disk = common::jnl_files_on_disk(d.path(), &s);
         assert_eq!(on_disk, s.stats().journal_files.len(), "cycle {cycle}");
         s.close().expect("test setup");
     }

@@ -489,7 +489,7 @@ impl Journal {
         for f in &old {
             f.obsolete.store(true, Ordering::Release);
         }
-        self.retired.lock().extend(old);
+        self.retired.extend(old);
         Ok(())
     }
 

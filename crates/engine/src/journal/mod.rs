@@ -47,6 +47,7 @@ pub mod view;
 
 use crate::error::{Error, IoContext, Result};
 use crate::fsutil::{ensure_dir, sync_dir, write_atomic, write_unsynced};
+use crate::retired::Retired;
 use crate::stats::Stats;
 use file::{ClosedFile, Damage};
 use manifest::{Manifest, ManifestEntry, MANIFEST_NAME};
@@ -240,12 +241,11 @@ pub struct Journal {
     /// the roll lists it: a spare left by a crash holds no record and is
     /// removed at open.
     spare: Mutex<Option<Spare>>,
-    /// Closed files replaced by compaction, held until nothing else (a
-    /// fetch in flight, a view, a backup) refers to them; then
-    /// [`Journal::reap_retired`], on a background thread, drops them and so
-    /// unlinks them. Without this hold the last GET to let go of a file
-    /// paid for its unlink. Bounded by what views hold (they expire).
-    retired: Mutex<Vec<Arc<ClosedFile>>>,
+    /// Closed files replaced by compaction, unlinked by
+    /// [`Journal::reap_retired`] on a background thread once nothing else (a
+    /// fetch in flight, a view, a backup) holds them (see
+    /// [`crate::retired`]); before, the GET that let go last paid for it.
+    retired: Retired<ClosedFile>,
 }
 
 /// A created, empty data file (header only, fsynced, its directory entry
@@ -579,7 +579,7 @@ impl Journal {
             active_floor,
             cache_user: value_cache::next_user_id(),
             spare: Mutex::new(None),
-            retired: Mutex::new(Vec::new()),
+            retired: Retired::default(),
         };
         if repaired {
             let a = j.active.lock();
@@ -623,7 +623,7 @@ impl Journal {
             active_floor: std::sync::atomic::AtomicU64::new(0),
             cache_user: value_cache::next_user_id(),
             spare: Mutex::new(None),
-            retired: Mutex::new(Vec::new()),
+            retired: Retired::default(),
         };
         {
             let a = j.active.lock();
@@ -857,18 +857,7 @@ impl Journal {
     /// `retired`), unlinking them on this thread; returns how many. Called by
     /// the flusher, by each compaction run, by `Store::settle` and at close.
     pub fn reap_retired(&self) -> usize {
-        let free: Vec<Arc<ClosedFile>> = {
-            let mut retired = self.retired.lock();
-            // Only the closed list hands out files, and it no longer holds
-            // these: a count of one (ours) cannot rise again.
-            let (free, held): (Vec<_>, Vec<_>) =
-                retired.drain(..).partition(|c| Arc::strong_count(c) == 1);
-            *retired = held;
-            free
-        };
-        let n = free.len();
-        drop(free);
-        n
+        self.retired.reap()
     }
 
     /// Creates the next active file ahead of the roll (see `spare`) once the

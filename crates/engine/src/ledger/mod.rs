@@ -25,6 +25,7 @@ use crate::entry::LedgerValue;
 use crate::error::{Error, IoContext, Result};
 use crate::fsutil;
 use crate::limits::LEVELS;
+use crate::retired::Retired;
 use crate::stats::Stats;
 pub use block_cache::BlockCache;
 use iter::{EntryIter, MergeIter};
@@ -118,15 +119,12 @@ struct Shared {
     /// Why the ledger cannot currently catch up (a failing job, or due
     /// merges blocked by a damaged file); cleared when a job succeeds.
     stuck: Mutex<Option<String>>,
-    /// Tables replaced by merges, held until no version, snapshot or
-    /// iterator refers to them any more; then [`Shared::reap`], on the
-    /// clerk's thread, drops them (unlinking the file and forgetting its
-    /// cached blocks). Without this hold the last reader to let go, often
-    /// a GET, paid for a merge's unlinks: up to ~14 files, each waiting for
-    /// the filesystem's journal while fsyncs run (GET maxima 40–135 ms
-    /// above their timed waits in the 2026-11-28 runs). Bounded by what
-    /// live snapshots hold (they expire, `SnapshotOptions::timeout`).
-    retired: Mutex<Vec<Arc<Table>>>,
+    /// Tables replaced by merges, dropped by the clerks (unlinking the file
+    /// and forgetting its cached blocks) once no version, snapshot or
+    /// iterator holds them (see [`crate::retired`]). Before, the last reader
+    /// to let go, often a GET, paid for a merge's ~14 unlinks (GET maxima
+    /// 20–135 ms above their timed waits, 2026-11-28).
+    retired: Retired<Table>,
 }
 
 /// The ledger of one store.
@@ -229,7 +227,7 @@ impl Ledger {
             shutdown: AtomicBool::new(false),
             poisoned: Mutex::new(None),
             stuck: Mutex::new(None),
-            retired: Mutex::new(Vec::new()),
+            retired: Retired::default(),
             opts,
         });
         let mut threads = Vec::new();
@@ -515,22 +513,11 @@ impl Shared {
         Ok(())
     }
 
-    /// Drops the retired tables nothing else holds any more (see
-    /// `retired`); returns how many. Called by the clerks between jobs and
-    /// after inline work, so the unlinks happen there, not in a reader.
+    /// Drops the replaced tables nothing else holds any more (see
+    /// `retired`): called by the clerks between jobs and after inline work,
+    /// so the unlinks happen there, not in a reader.
     fn reap(&self) -> usize {
-        let free: Vec<Arc<Table>> = {
-            let mut retired = self.retired.lock();
-            // Only versions hand out tables, and no version holds a retired
-            // one: a count of one (ours) cannot rise again.
-            let (free, held): (Vec<_>, Vec<_>) =
-                retired.drain(..).partition(|t| Arc::strong_count(t) == 1);
-            *retired = held;
-            free
-        };
-        let n = free.len();
-        drop(free);
-        n
+        self.retired.reap()
     }
 
     fn run_clerk(self: Arc<Self>, job: Job) {
@@ -788,11 +775,11 @@ impl Shared {
         if !trivial {
             // Deferred deletion: each replaced file is unlinked once no
             // version, snapshot or iterator holds its table (`reap`).
-            let mut retired = self.retired.lock();
             for t in job.upper.iter().chain(&job.lower) {
                 t.mark_obsolete();
-                retired.push(Arc::clone(t));
             }
+            self.retired
+                .extend(job.upper.iter().chain(&job.lower).map(Arc::clone));
         }
         Stats::incr(&self.stats.ledger_merges);
         tracing::debug!(target: "basalt::ledger", "L0002 merged {} file(s) from L{} with {} from L{} (trivial move: {trivial})", job.upper.len(), job.from, job.lower.len(), target);
