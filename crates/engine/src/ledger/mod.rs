@@ -380,7 +380,7 @@ impl Ledger {
         self.shared.freeze();
         // Flushes only: merges can wait for the next open.
         while self.shared.flush_one()? {}
-        self.shared.reap();
+        self.shared.retired.reap();
         Ok(())
     }
 
@@ -513,17 +513,15 @@ impl Shared {
         Ok(())
     }
 
-    /// Drops the replaced tables nothing else holds any more (see
-    /// `retired`): called by the clerks between jobs and after inline work,
-    /// so the unlinks happen there, not in a reader.
-    fn reap(&self) -> usize {
-        self.retired.reap()
-    }
-
     fn run_clerk(self: Arc<Self>, job: Job) {
         let mut backoff = Duration::from_millis(100);
         while !self.shutdown.load(Ordering::SeqCst) {
-            self.reap();
+            // Replaced tables nothing holds any more are unlinked here, by
+            // the merge clerk (whose work made them), not by a reader, and
+            // not by the flush clerk, which writers may be waiting for.
+            if matches!(job, Job::Merge) {
+                self.retired.reap();
+            }
             let step = match job {
                 Job::Flush => self.flush_one(),
                 Job::Merge => self.merge_one(),
@@ -563,7 +561,7 @@ impl Shared {
     fn run_pending(&self, all: bool) -> Result<bool> {
         let mut did = false;
         loop {
-            self.reap();
+            self.retired.reap();
             let done = self.flush_one()? || self.merge_one()?;
             if done {
                 did = true;
@@ -774,7 +772,7 @@ impl Shared {
         self.install(&removed, added, None)?;
         if !trivial {
             // Deferred deletion: each replaced file is unlinked once no
-            // version, snapshot or iterator holds its table (`reap`).
+            // version, snapshot or iterator holds its table (`retired`).
             for t in job.upper.iter().chain(&job.lower) {
                 t.mark_obsolete();
             }

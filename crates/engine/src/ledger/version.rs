@@ -25,7 +25,7 @@ use std::sync::Arc;
 /// unlinked when the last `Arc<Table>` is dropped, i.e. once no version,
 /// snapshot or fold refers to it any more. The ledger keeps a reference of
 /// its own to each replaced table and drops it on its clerk's thread once
-/// it is the last (`Shared::reap`), so no reader pays for the unlink. (A
+/// it is the last (`crate::retired`, reaped by the merge clerk), so no reader pays for the unlink. (A
 /// crash in between leaves the file behind; it is not in the manifest and
 /// is removed at the next open.)
 #[derive(Debug)]
