@@ -189,7 +189,8 @@ pub struct Config {
     /// GET of an 8 KB value that misses the page cache reads those pages
     /// and no read-ahead window around them (which evicts useful pages once
     /// the data outgrows the cache). Scans (replay, compaction) read in
-    /// 1 MiB chunks and compaction opens its own handle advised sequential.
+    /// 1 MiB chunks; compaction opens its own handle, always without
+    /// read-ahead.
     /// Default true.
     pub journal_fadvise_random: bool,
     /// A GET whose record is older than the active journal file reads it

@@ -21,6 +21,12 @@ pub const JOURNAL_RECORD_BYTES_MAX: u64 = (1 << 31) - 1;
 /// Largest SST block accepted when reading (guards against corrupt lengths).
 pub const SST_BLOCK_BYTES_MAX: u64 = 64 * 1024 * 1024;
 
+/// Most bytes an SST iterator (a merge, a fold, a range query) reads in one
+/// I/O: the data blocks ahead of it that can hold keys of its range, up to
+/// this much. SST handles have the kernel's read-ahead off, so GETs' block
+/// reads read one block and scans read what this says. Fixed.
+pub const SST_ITER_READ_BYTES: u64 = 256 * 1024;
+
 /// Default largest number of index changes one put or delete may carry
 /// (configurable: `Config::index_changes_max`).
 pub const INDEX_CHANGES_MAX_DEFAULT: usize = 1024;

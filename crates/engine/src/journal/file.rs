@@ -556,44 +556,6 @@ fn read_up_to(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize
     Ok(got)
 }
 
-/// How a journal file handle will be read, for [`advise`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
-    /// Value reads at random offsets: no kernel read-ahead.
-    Random,
-    /// Front-to-back scans: the kernel's full read-ahead.
-    Sequential,
-}
-
-/// Tells the kernel how `file` will be read (`posix_fadvise` on the whole
-/// file; the advice belongs to this open file description, so other handles
-/// of the same file keep theirs). Advice only: a failure is logged, never an
-/// error.
-pub fn advise(file: &File, path: &Path, access: Access) {
-    let advice = match access {
-        Access::Random => rustix::fs::Advice::Random,
-        Access::Sequential => rustix::fs::Advice::Sequential,
-    };
-    if let Err(e) = rustix::fs::fadvise(file, 0, None, advice) {
-        tracing::debug!(path = %path.display(), error = %e, "posix_fadvise failed; reading with the kernel's default read-ahead");
-    }
-}
-
-/// Drops `len` bytes of `file` from `offset` out of the page cache
-/// (`posix_fadvise(DONTNEED)`; the pages are the inode's, so every handle
-/// loses them). For data read or written once, such as compaction's input
-/// and output, that would otherwise evict the hot set. Advice only: a
-/// failure is logged, never an error. Dirty pages are not dropped (sync
-/// first).
-pub fn drop_cached(file: &File, path: &Path, offset: u64, len: u64) {
-    let Some(len) = std::num::NonZeroU64::new(len) else {
-        return;
-    };
-    if let Err(e) = rustix::fs::fadvise(file, offset, Some(len), rustix::fs::Advice::DontNeed) {
-        tracing::debug!(path = %path.display(), error = %e, "posix_fadvise(DONTNEED) failed; the pages stay cached");
-    }
-}
-
 /// The offset of `sqn` in a sorted index and the end of its span: the next
 /// record's offset, or `size` for the last record.
 ///
@@ -781,7 +743,7 @@ mod tests {
         let offs = write_file(&p, &[1, 30, 200, 5]);
         let size = std::fs::metadata(&p).unwrap().len();
         let f = File::open(&p).unwrap();
-        advise(&f, &p, Access::Random);
+        crate::fsutil::no_readahead(&f, &p);
         for (i, &off) in offs.iter().enumerate() {
             let exact = offs.get(i + 1).copied().unwrap_or(size);
             let want = read_record_at(&f, &p, off, size).unwrap();

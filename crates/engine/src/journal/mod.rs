@@ -46,7 +46,9 @@ pub mod value_cache;
 pub mod view;
 
 use crate::error::{Error, IoContext, Result};
-use crate::fsutil::{ensure_dir, sync_dir, write_atomic, write_unsynced};
+use crate::fsutil::{
+    drop_cached, ensure_dir, no_readahead, sync_dir, write_atomic, write_unsynced,
+};
 use crate::retired::Retired;
 use crate::stats::Stats;
 use file::{ClosedFile, Damage};
@@ -339,7 +341,7 @@ fn open_closed(
     let path = dir.join(file::jnl_name(file_no));
     let f = File::open(&path).ctx("open", &path)?;
     if opts.fadvise_random {
-        file::advise(&f, &path, file::Access::Random);
+        no_readahead(&f, &path);
     }
     let size = f.metadata().ctx("stat", &path)?.len();
     file::read_jnl_header(&f, &path, size)?;
@@ -560,7 +562,7 @@ impl Journal {
         let active = Self::recover_active(dir, active_no, hi, next_file_no, &stats)?;
         let active_floor = std::sync::atomic::AtomicU64::new(hi);
         if opts.fadvise_random {
-            file::advise(&active.file, &active.path, file::Access::Random);
+            no_readahead(&active.file, &active.path);
         }
         let j = Journal {
             dir: dir.to_path_buf(),
@@ -593,7 +595,7 @@ impl Journal {
     fn create_fresh(dir: &Path, opts: JournalOptions, stats: Arc<Stats>) -> Result<Journal> {
         let (path, f) = create_data_file(dir, 1)?;
         if opts.fadvise_random {
-            file::advise(&f, &path, file::Access::Random);
+            no_readahead(&f, &path);
         }
         let active = Active {
             file_no: 1,
@@ -877,7 +879,7 @@ impl Journal {
         };
         let (path, file) = create_data_file(&self.dir, file_no)?;
         if self.opts.fadvise_random {
-            file::advise(&file, &path, file::Access::Random);
+            no_readahead(&file, &path);
         }
         let mut spare = self.spare.lock();
         debug_assert!(spare.is_none(), "spares are made by one thread");
@@ -921,14 +923,14 @@ impl Journal {
             None => {
                 let (path, f) = create_data_file(&self.dir, new_no)?;
                 if self.opts.fadvise_random {
-                    file::advise(&f, &path, file::Access::Random);
+                    no_readahead(&f, &path);
                 }
                 (path, f)
             }
         };
         let ro = File::open(&old_path).ctx("open", &old_path)?;
         if self.opts.fadvise_random {
-            file::advise(&ro, &old_path, file::Access::Random);
+            no_readahead(&ro, &old_path);
         }
         let direct = self.opts.direct_handle(&old_path);
         let mut a = self.active.lock();
@@ -981,7 +983,7 @@ impl Journal {
             (Arc::clone(&a.file), a.path.clone(), from, a.size)
         };
         self.unsynced.store(0, std::sync::atomic::Ordering::Relaxed);
-        file::drop_cached(&f, &path, from, to - from);
+        drop_cached(&f, &path, from, to - from);
         Stats::incr(&self.stats.journal_writebacks);
         Ok(())
     }

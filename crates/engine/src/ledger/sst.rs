@@ -67,7 +67,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::key::{self, KeyKind};
 use crate::ledger::block_cache::BlockCache;
 use crate::ledger::bloom::Bloom;
-use crate::limits::SST_BLOCK_BYTES_MAX;
+use crate::limits::{SST_BLOCK_BYTES_MAX, SST_ITER_READ_BYTES};
 use crate::stats::Stats;
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
@@ -876,6 +876,9 @@ impl SstReader {
     /// [`SstReader::open`], point lookups going through `cache`.
     pub fn open_cached(path: &Path, cache: Option<BlockCache>) -> Result<SstReader> {
         let file = File::open(path).ctx("open SST file", path)?;
+        // GETs read one block; iterators read their own spans
+        // (`SST_ITER_READ_BYTES`): no kernel read-ahead on either.
+        crate::fsutil::no_readahead(&file, path);
         let file_len = file.metadata().ctx("stat SST file", path)?.len();
         if file_len < FOOTER_BYTES as u64 {
             return Err(Error::corrupt(
@@ -1036,6 +1039,7 @@ impl SstReader {
             cur: None,
             done: false,
             opts,
+            ahead: None,
         }
     }
 
@@ -1074,9 +1078,7 @@ impl SstReader {
 
     /// Reads and CRC-checks block `i`.
     fn load_block(&self, i: usize) -> Result<Block> {
-        let handle = self.blocks.get(i).ok_or_else(|| {
-            Error::corrupt(&self.path, 0, format!("data block {i} is not in the index"))
-        })?;
+        let handle = self.handle(i)?;
         // open() bounded len by SST_BLOCK_BYTES_MAX and the file size.
         let mut raw = vec![0u8; handle.len as usize];
         match self.file.read_exact_at(&mut raw, handle.offset) {
@@ -1091,6 +1093,18 @@ impl SstReader {
             }
             Err(e) => return Err(Error::io("read SST block", &self.path, e)),
         }
+        self.block_from_raw(i, handle, raw)
+    }
+
+    fn handle(&self, i: usize) -> Result<&BlockHandle> {
+        self.blocks.get(i).ok_or_else(|| {
+            Error::corrupt(&self.path, 0, format!("data block {i} is not in the index"))
+        })
+    }
+
+    /// CRC-checks the stored bytes of block `i` (counted as one block read).
+    fn block_from_raw(&self, i: usize, handle: &BlockHandle, raw: Vec<u8>) -> Result<Block> {
+        debug_assert_eq!(raw.len(), handle.len as usize);
         self.blocks_read.fetch_add(1, Ordering::Relaxed);
         Block::from_raw(raw).map_err(|reason| {
             Error::corrupt(
@@ -1099,6 +1113,71 @@ impl SstReader {
                 format!("data block {i}: {reason}"),
             )
         })
+    }
+
+    /// The blocks an iterator reads in one I/O from block `first`: `first`
+    /// and the contiguous blocks after it, up to [`SST_ITER_READ_BYTES`],
+    /// stopping after the first block whose last key reaches `end`.
+    fn span_from(&self, first: usize, end: Option<&[u8]>) -> std::ops::Range<usize> {
+        let mut last = first;
+        let mut bytes = self.blocks.get(first).map_or(0, |b| u64::from(b.len));
+        while let (Some(prev), Some(next)) = (self.blocks.get(last), self.blocks.get(last + 1)) {
+            let contiguous = prev.offset + u64::from(prev.len) == next.offset;
+            let past_end = end.is_some_and(|e| nothing_between(&prev.last_key, e));
+            if !contiguous || past_end || bytes + u64::from(next.len) > SST_ITER_READ_BYTES {
+                break;
+            }
+            bytes += u64::from(next.len);
+            last += 1;
+        }
+        first..last + 1
+    }
+
+    /// Reads blocks `blocks` with one positional read.
+    fn read_span(&self, blocks: std::ops::Range<usize>) -> Result<Span> {
+        let (Some(a), Some(b)) = (
+            self.blocks.get(blocks.start),
+            self.blocks.get(blocks.end - 1),
+        ) else {
+            return Err(Error::corrupt(
+                &self.path,
+                0,
+                format!("data blocks {blocks:?} are not in the index"),
+            ));
+        };
+        let len = b.offset + u64::from(b.len) - a.offset;
+        debug_assert!(blocks.len() == 1 || len <= SST_ITER_READ_BYTES);
+        let mut bytes = vec![0u8; len as usize];
+        self.file
+            .read_exact_at(&mut bytes, a.offset)
+            .ctx("read SST blocks", &self.path)?;
+        Ok(Span {
+            blocks,
+            at: a.offset,
+            bytes,
+        })
+    }
+
+    /// Block `i` for a front-to-back reader (an iterator, a verify scan):
+    /// from `ahead` when it holds it, else read in one I/O with the blocks
+    /// after it that a range ending at `end` can reach
+    /// ([`SstReader::span_from`]), which then replace `ahead`. A failed span
+    /// read falls back to the single block, whose error (I/O or damage) is
+    /// then the one reported.
+    fn next_block(&self, ahead: &mut Option<Span>, i: usize, end: Option<&[u8]>) -> Result<Block> {
+        if !ahead.as_ref().is_some_and(|a| a.blocks.contains(&i)) {
+            let span = self.span_from(i, end);
+            *ahead = if span.len() > 1 {
+                self.read_span(span).ok()
+            } else {
+                None
+            };
+        }
+        let handle = self.handle(i)?;
+        match ahead.as_ref().and_then(|a| a.raw(handle)) {
+            Some(raw) => self.block_from_raw(i, handle, raw.to_vec()),
+            None => self.load_block(i),
+        }
     }
 
     /// Fully decodes block `i` and checks it against the index.
@@ -1164,8 +1243,9 @@ impl SstReader {
             blocks: self.blocks.len() as u64,
             ..VerifyReport::default()
         };
+        let mut ahead = None;
         for (i, handle) in self.blocks.iter().enumerate() {
-            let decoded = match self.load_block(i) {
+            let decoded = match self.next_block(&mut ahead, i, None) {
                 Ok(block) => self.decode_block(i, &block),
                 Err(Error::Corrupt { reason, .. }) => Err(reason),
                 Err(e) => return Err(e),
@@ -1357,7 +1437,8 @@ impl Cursor {
 
 /// Iterator over a key range of one SST file.
 ///
-/// Reads one block at a time. A damaged block yields one `Err` item, after
+/// Reads the blocks ahead that its range can reach in one I/O of at most
+/// [`SST_ITER_READ_BYTES`]. A damaged block yields one `Err` item, after
 /// which the iterator ends.
 pub struct SstIter {
     reader: Arc<SstReader>,
@@ -1367,6 +1448,38 @@ pub struct SstIter {
     cur: Option<Cursor>,
     done: bool,
     opts: RangeOptions,
+    /// Blocks read ahead in one I/O.
+    ahead: Option<Span>,
+}
+
+impl SstIter {
+    /// Block `i`. A modified-since filter skips blocks, so it reads them
+    /// one at a time; otherwise [`SstReader::next_block`].
+    fn load(&mut self, i: usize) -> Result<Block> {
+        if self.opts.modified_since_us > 0 {
+            return self.reader.load_block(i);
+        }
+        self.reader
+            .next_block(&mut self.ahead, i, self.end.as_deref())
+    }
+}
+
+/// Data blocks read in one I/O by a front-to-back reader.
+struct Span {
+    /// Their indices.
+    blocks: std::ops::Range<usize>,
+    /// File offset of the first.
+    at: u64,
+    /// Their stored bytes.
+    bytes: Vec<u8>,
+}
+
+impl Span {
+    /// The stored bytes of the block at `h`, if this span holds them.
+    fn raw(&self, h: &BlockHandle) -> Option<&[u8]> {
+        let lo = usize::try_from(h.offset.checked_sub(self.at)?).ok()?;
+        self.bytes.get(lo..lo.checked_add(h.len as usize)?)
+    }
 }
 
 impl std::fmt::Debug for SstIter {
@@ -1412,7 +1525,7 @@ impl Iterator for SstIter {
                     }
                     continue;
                 }
-                match self.reader.load_block(index) {
+                match self.load(index) {
                     Ok(block) => {
                         let offset = self.reader.blocks.get(index).map_or(0, |b| b.offset);
                         self.cur = Some(Cursor {
@@ -1854,6 +1967,51 @@ mod tests {
         assert_eq!(r.blocks_read() - before, 1);
         assert_eq!(r.range(b"", Some(b"")).count(), 0);
         assert_eq!(r.blocks_read() - before, 1);
+    }
+
+    /// Scans read the blocks their range can reach in one I/O: never past
+    /// the block that holds the range's end, never more than
+    /// `SST_ITER_READ_BYTES` (unless one block is bigger), and the spans of
+    /// a whole-file scan cover every block once.
+    #[test]
+    fn scans_read_the_blocks_their_range_reaches_in_bounded_spans() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("1.sst");
+        let model = sample(400);
+        write(&path, &model, opts(256));
+        let r = SstReader::open(&path).unwrap();
+        let b = r.blocks().to_vec();
+        assert!(b.len() > 8);
+        assert_eq!(r.span_from(2, Some(&b[4].last_key)), 2..5);
+        let just_after_4 = [b[4].last_key.as_slice(), b"\x00"].concat();
+        assert_eq!(r.span_from(2, Some(&just_after_4)), 2..5);
+        assert_eq!(r.span_from(2, None), 2..b.len());
+
+        let big = dir.path().join("2.sst");
+        let model = sample(6000);
+        write(&big, &model, opts(4096));
+        let r = SstReader::open(&big).unwrap();
+        let n = r.blocks().len();
+        let (mut at, mut spans) = (0, 0);
+        while at < n {
+            let span = r.span_from(at, None);
+            assert_eq!(span.start, at);
+            let bytes: u64 = r.blocks()[span.clone()]
+                .iter()
+                .map(|h| u64::from(h.len))
+                .sum();
+            assert!(
+                span.len() == 1 || bytes <= SST_ITER_READ_BYTES,
+                "{span:?}: {bytes}"
+            );
+            at = span.end;
+            spans += 1;
+        }
+        let file_bytes: u64 = r.blocks().iter().map(|h| u64::from(h.len)).sum();
+        assert!(file_bytes > 2 * SST_ITER_READ_BYTES, "{file_bytes}");
+        assert!(spans >= 3 && spans < n / 8, "{spans} spans for {n} blocks");
+        let all: Vec<_> = Arc::new(r).range(b"", None).map(|e| e.unwrap().0).collect();
+        assert_eq!(all, model.keys().cloned().collect::<Vec<_>>());
     }
 
     #[test]
