@@ -614,7 +614,7 @@ impl Drop for ClosedFile {
         }
         let jix = self.path.with_extension("jix");
         for p in [&self.path, &jix] {
-            match std::fs::remove_file(p) {
+            match crate::fsutil::remove_in_steps(p) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 // Not fatal: the file is not in the manifest, so the next

@@ -149,7 +149,7 @@ impl Table {
 impl Drop for Table {
     fn drop(&mut self) {
         if self.is_obsolete() {
-            match std::fs::remove_file(&self.path) {
+            match crate::fsutil::remove_in_steps(&self.path) {
                 Ok(()) => {
                     tracing::debug!(target: "basalt::ledger", "L0008 removed replaced ledger file {}", self.path.display());
                 }
