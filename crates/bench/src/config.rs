@@ -448,11 +448,11 @@ pub struct BenchConfig {
     pub write_group: Option<bool>,
     /// `basalt_journal_sync_bytes`: leveled's background fsync of the
     /// active journal file every this many bytes (a size such as "2M";
-    /// default: the engine's, 8 MiB); others ignore it.
+    /// default: the engine's, 1 MiB); others ignore it.
     pub journal_sync_bytes: Option<u64>,
     /// `basalt_compaction_stream_bytes`: leveled's journal compaction
     /// fsyncs and drops from the page cache every this many bytes (default:
-    /// the engine's, 8 MiB; a size larger than a run, e.g. `"64GB"`, gives
+    /// the engine's, 1 MiB; a size larger than a run, e.g. `"64GB"`, gives
     /// the old behaviour for A/B runs); others ignore it.
     pub compaction_stream_bytes: Option<u64>,
     /// `basalt_compaction_read_pace`: leveled's journal compaction reads at
