@@ -116,6 +116,17 @@ pub fn remove_in_steps(path: &Path) -> std::io::Result<()> {
     fs::remove_file(path)
 }
 
+/// Removes a data file: in steps ([`remove_in_steps`]) when `alone`
+/// (nobody else reads it through a handle of their own), else with a plain
+/// unlink, after which such readers go on reading it.
+pub fn remove_data_file(path: &Path, alone: bool) -> std::io::Result<()> {
+    if alone {
+        remove_in_steps(path)
+    } else {
+        fs::remove_file(path)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -460,7 +460,7 @@ impl Journal {
                     Ok(Arc::new(ClosedFile {
                         file_no: o.file_no,
                         path: o.path.clone(),
-                        file,
+                        file: Arc::new(file),
                         direct,
                         size: o.size,
                         index: o.index.clone(),

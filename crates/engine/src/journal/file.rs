@@ -40,6 +40,7 @@ use crate::error::{Error, IoContext, Result};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Magic bytes at the start of every journal data file.
 pub const JNL_MAGIC: &[u8; 8] = b"BSLTJNL1";
@@ -585,8 +586,11 @@ pub struct ClosedFile {
     pub file_no: u64,
     /// Path of the `.jnl`.
     pub path: PathBuf,
-    /// The open data file (read-only; positional reads need no lock).
-    pub file: File,
+    /// The open data file (positional reads need no lock). For a file that
+    /// was the active one, the handle it was written through: a
+    /// [`super::JournalView`] made then holds it too, which is how removal
+    /// knows that someone still reads the file (see `Drop`).
+    pub file: Arc<File>,
     /// A second handle for value reads that bypass the page cache
     /// ([`open_direct`]), when `Config::journal_direct_reads` is on and the
     /// file system allows it.
@@ -612,9 +616,15 @@ impl Drop for ClosedFile {
         if !self.obsolete.load(std::sync::atomic::Ordering::Acquire) {
             return;
         }
+        // Another holder of this handle (a `JournalView` made while this
+        // was the active file, a fetch begun then) reads on after the
+        // unlink, so the file is shrunk first only when nobody does.
+        let alone = Arc::strong_count(&self.file) == 1;
+        let removed = crate::fsutil::remove_data_file(&self.path, alone);
         let jix = self.path.with_extension("jix");
-        for p in [&self.path, &jix] {
-            match crate::fsutil::remove_in_steps(p) {
+        let jix_removed = std::fs::remove_file(&jix);
+        for (p, r) in [(&self.path, removed), (&jix, jix_removed)] {
+            match r {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 // Not fatal: the file is not in the manifest, so the next

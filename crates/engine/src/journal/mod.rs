@@ -392,7 +392,7 @@ fn open_closed(
     Ok(ClosedFile {
         file_no,
         path,
-        file: f,
+        file: Arc::new(f),
         direct,
         size,
         index,
@@ -928,10 +928,6 @@ impl Journal {
                 (path, f)
             }
         };
-        let ro = File::open(&old_path).ctx("open", &old_path)?;
-        if self.opts.fadvise_random {
-            no_readahead(&ro, &old_path);
-        }
         let direct = self.opts.direct_handle(&old_path);
         let mut a = self.active.lock();
         debug_assert_eq!(a.file_no, old_no, "the active file changed during a roll");
@@ -939,7 +935,9 @@ impl Journal {
         let old = ClosedFile {
             file_no: a.file_no,
             path: std::mem::replace(&mut a.path, new_path),
-            file: ro,
+            // The handle it was written through (advised as every active
+            // file is): views made before the roll hold it too.
+            file: old_file,
             direct,
             size: a.size,
             index: std::mem::take(&mut a.index),

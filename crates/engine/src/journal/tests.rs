@@ -863,3 +863,54 @@ fn corrupt_record_is_reported_by_direct_reads_and_never_cached() {
     );
     assert_eq!(stat(&stats, &stats.journal_corrupt_records), 2);
 }
+
+/// A view made while a file was active reads it on after the file rolled,
+/// was compacted away and was removed: removal shrinks a file before the
+/// unlink (`fsutil::remove_in_steps`) only when nobody else holds its
+/// handle, and the view holds the handle the file was written through.
+#[test]
+fn a_view_reads_a_once_active_file_after_compaction_removed_it() {
+    struct DropAll;
+    impl compact::Liveness for DropAll {
+        fn keep(&self, _: &record::JournalRecord) -> Result<compact::Keep> {
+            Ok(compact::Keep::Drop)
+        }
+    }
+    let d = tempfile::tempdir().unwrap();
+    let step = crate::fsutil::REMOVE_STEP_BYTES;
+    let j = Journal::open(d.path(), opts(4 * step), Arc::new(Stats::default())).unwrap();
+    // More than one removal step of values, all in the active file.
+    let value = |i: u64| vec![(i % 251) as u8; 64 * 1024];
+    let n = (step + step / 2) / (64 * 1024);
+    for i in 1..=n {
+        let k = key_of(i);
+        j.append(&NewRecord {
+            sqn: i,
+            kind: RecordKind::Put,
+            key: &k,
+            last_modified_us: i,
+            expires_at: 0,
+            metadata: b"",
+            value: &value(i),
+            index: &[],
+        })
+        .unwrap();
+    }
+    let view = j.view();
+    j.roll().unwrap();
+    let run = j.closed_files();
+    assert_eq!(run.len(), 1);
+    let path = run[0].path.clone();
+    assert!(std::fs::metadata(&path).unwrap().len() > step);
+    let done = j.compact_run(&run, &DropAll).unwrap();
+    assert!(done.files_out.is_empty());
+    drop(run);
+    j.reap_retired();
+    assert!(!path.exists(), "the compacted file is unlinked");
+    for i in 1..=n {
+        let got = view.fetch(i, &key_of(i)).unwrap().unwrap();
+        assert_eq!(got.value, value(i), "record {i}");
+    }
+    drop(view);
+    j.close().unwrap();
+}

@@ -155,7 +155,7 @@ impl JournalView {
         let files = self
             .closed
             .iter()
-            .map(|c| (&c.file, &c.path, &c.index, c.size))
+            .map(|c| (&*c.file, &c.path, &c.index, c.size))
             .chain(std::iter::once((
                 &*self.active.file,
                 &self.active.path,

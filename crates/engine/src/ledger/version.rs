@@ -149,7 +149,14 @@ impl Table {
 impl Drop for Table {
     fn drop(&mut self) {
         if self.is_obsolete() {
-            match crate::fsutil::remove_in_steps(&self.path) {
+            // An iterator made from this table holds its reader and reads
+            // on after the unlink, so the file is shrunk first only when
+            // nobody does.
+            let alone = self
+                .reader
+                .as_ref()
+                .map_or(true, |r| Arc::strong_count(r) == 1);
+            match crate::fsutil::remove_data_file(&self.path, alone) {
                 Ok(()) => {
                     tracing::debug!(target: "basalt::ledger", "L0008 removed replaced ledger file {}", self.path.display());
                 }
@@ -296,5 +303,71 @@ impl Version {
             ts.sort_by(|a, b| a.summary.min_key.cmp(&b.summary.min_key));
         }
         (v, problems)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::entry::Status;
+    use crate::fsutil::REMOVE_STEP_BYTES;
+    use crate::ledger::sst::{SstOptions, SstWriter};
+
+    /// An SST of more than one removal step, with `n` entries.
+    fn big_table(dir: &std::path::Path, file_no: u64) -> (Table, Arc<SstReader>, u64) {
+        let path = dir.join(sst_name(file_no));
+        let o = SstOptions {
+            block_bytes: 4096,
+            bloom_bits_per_key: 8,
+        };
+        let mut w = SstWriter::create(&path, o).unwrap();
+        let n = (REMOVE_STEP_BYTES + REMOVE_STEP_BYTES / 4) / 1000;
+        for i in 0..n {
+            let key = crate::key::object(b"b", format!("k{i:08}").as_bytes());
+            let v = LedgerValue {
+                sqn: i + 1,
+                status: Status::Active,
+                expires_at: 0,
+                value_hash: i,
+                size: 8000,
+                last_modified_us: i,
+                metadata: vec![(i % 251) as u8; 1000],
+            };
+            w.add(&key, &v).unwrap();
+        }
+        let summary = w.finish().unwrap();
+        assert!(std::fs::metadata(&path).unwrap().len() > REMOVE_STEP_BYTES);
+        let reader = Arc::new(SstReader::open(&path).unwrap());
+        let table = Table::new(file_no, summary, Ok(Arc::clone(&reader)), path);
+        (table, reader, n)
+    }
+
+    /// A replaced table that nobody reads is shrunk before its unlink; one
+    /// whose reader an iterator still holds is only unlinked, and the
+    /// iterator reads every entry after the table's last reference went.
+    #[test]
+    fn a_replaced_table_is_shrunk_only_when_nobody_reads_it() {
+        let d = tempfile::tempdir().unwrap();
+        for (file_no, iterating) in [(1, false), (2, true)] {
+            let (table, reader, n) = big_table(d.path(), file_no);
+            let path = table.path.clone();
+            let full = std::fs::metadata(&path).unwrap().len();
+            // A handle of our own shows what removal did to the inode.
+            let spy = std::fs::File::open(&path).unwrap();
+            let iter = iterating.then(|| reader.range(b"", None));
+            drop(reader);
+            table.mark_obsolete();
+            drop(table);
+            assert!(!path.exists());
+            let left = spy.metadata().unwrap().len();
+            match iter {
+                None => assert!(left <= REMOVE_STEP_BYTES, "{left} of {full} bytes left"),
+                Some(it) => {
+                    assert_eq!(left, full);
+                    let read: Vec<_> = it.map(|e| e.unwrap().1.sqn).collect();
+                    assert_eq!(read, (1..=n).collect::<Vec<_>>());
+                }
+            }
+        }
     }
 }
