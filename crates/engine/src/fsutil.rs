@@ -82,12 +82,11 @@ pub fn drop_cached(file: &File, path: &Path, offset: u64, len: u64) {
     }
 }
 
-/// The step [`remove_in_steps`] shrinks a file by.
-pub const REMOVE_STEP_BYTES: u64 = 8 * 1024 * 1024;
+pub use crate::limits::REMOVE_STEP_BYTES;
 
-/// Removes the data file `path`, first shrinking it to nothing in steps of
-/// [`REMOVE_STEP_BYTES`] when this is its only link (a backup's hard link
-/// keeps its content: such a file is just unlinked).
+/// Removes the data file `path`, first shrinking it in steps of
+/// [`REMOVE_STEP_BYTES`] (to at most one step) when this is its only link
+/// (a backup's hard link keeps its content: such a file is just unlinked).
 ///
 /// On a file system mounted with online discard (`-o discard`, as this
 /// project's VMs are), unlinking a 256 MiB journal file frees one large
@@ -95,9 +94,8 @@ pub const REMOVE_STEP_BYTES: u64 = 8 * 1024 * 1024;
 /// reads then queue behind. Measured with fio, 16 random 8 KiB readers
 /// while 1 GiB of files was unlinked: per-second maxima of 23–41 ms
 /// against 8–11 ms without; truncated 8 MiB at a time before the unlink:
-/// 8–11 ms (and p99.99 3.9 ms against 19–22 ms). Leveled's and RocksDB's
-/// answer is the same (RocksDB's `DeleteScheduler` truncates files in
-/// chunks). A failed step only ends the stepping; the unlink's result is
+/// 8–11 ms (and p99.99 3.9 ms against 19–22 ms). RocksDB's
+/// `DeleteScheduler` truncates files in chunks for the same reason. A failed step only ends the stepping; the unlink's result is
 /// what is returned (`NotFound` included, for callers to ignore).
 pub fn remove_in_steps(path: &Path) -> std::io::Result<()> {
     if let Ok(f) = OpenOptions::new().write(true).open(path) {

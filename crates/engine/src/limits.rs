@@ -27,6 +27,11 @@ pub const SST_BLOCK_BYTES_MAX: u64 = 64 * 1024 * 1024;
 /// reads read one block and scans read what this says. Fixed.
 pub const SST_ITER_READ_BYTES: u64 = 256 * 1024;
 
+/// The step a data file is shrunk by before its unlink
+/// (`fsutil::remove_in_steps`: one large discard stalls reads on a file
+/// system mounted with online discard). Fixed.
+pub const REMOVE_STEP_BYTES: u64 = 8 * 1024 * 1024;
+
 /// Default largest number of index changes one put or delete may carry
 /// (configurable: `Config::index_changes_max`).
 pub const INDEX_CHANGES_MAX_DEFAULT: usize = 1024;
