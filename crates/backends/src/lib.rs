@@ -67,11 +67,15 @@ pub struct BackendConfig {
     /// and fsync (the engine's `write_group`; `None`: default, true).
     pub write_group: Option<bool>,
     /// leveled: background fsync of the active journal file every this many
-    /// bytes (the engine's `journal_sync_bytes`; `None`: default, 8 MiB).
+    /// bytes (the engine's `journal_sync_bytes`; `None`: default, 1 MiB).
     pub journal_sync_bytes: Option<u64>,
+    /// leveled: a ledger SST being written is fsynced every this many bytes
+    /// (the engine's `ledger_sync_bytes`; `None`: default, 1 MiB; 0 only
+    /// when finished).
+    pub ledger_sync_bytes: Option<u64>,
     /// leveled: journal compaction fsyncs its output and drops its input and
     /// output from the page cache every this many bytes (the engine's
-    /// `compaction_stream_bytes`; `None`: default, 8 MiB).
+    /// `compaction_stream_bytes`; `None`: default, 1 MiB).
     pub compaction_stream_bytes: Option<u64>,
     /// leveled: journal compaction's read pace in bytes a second (the
     /// engine's `compaction_read_bytes_per_sec`; `None`: default, 64 MiB/s;

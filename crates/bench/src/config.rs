@@ -64,6 +64,7 @@ const KNOWN: &[&str] = &[
     "basalt_journal_skip_active_lock",
     "basalt_write_group",
     "basalt_journal_sync_bytes",
+    "basalt_ledger_sync_bytes",
     "basalt_compaction_stream_bytes",
     "basalt_compaction_read_pace",
     "basalt_journal_flush",
@@ -450,6 +451,10 @@ pub struct BenchConfig {
     /// active journal file every this many bytes (a size such as "2M";
     /// default: the engine's, 1 MiB); others ignore it.
     pub journal_sync_bytes: Option<u64>,
+    /// `basalt_ledger_sync_bytes`: leveled fsyncs a ledger SST being
+    /// written every this many bytes (a size; 0: only when finished;
+    /// default: the engine's, 1 MiB); others ignore it.
+    pub ledger_sync_bytes: Option<u64>,
     /// `basalt_compaction_stream_bytes`: leveled's journal compaction
     /// fsyncs and drops from the page cache every this many bytes (default:
     /// the engine's, 1 MiB; a size larger than a run, e.g. `"64GB"`, gives
@@ -707,6 +712,10 @@ impl RawConfig {
         let journal_skip_active_lock = self.opt_bool("basalt_journal_skip_active_lock")?;
         let write_group = self.opt_bool("basalt_write_group")?;
         let journal_sync_bytes = self.size("basalt_journal_sync_bytes")?;
+        let ledger_sync_bytes = match self.get("basalt_ledger_sync_bytes") {
+            Some(Term::Int(0)) => Some(0),
+            _ => self.size("basalt_ledger_sync_bytes")?,
+        };
         let compaction_stream_bytes = self.size("basalt_compaction_stream_bytes")?;
         let compaction_read_bytes_per_sec = match self.get("basalt_compaction_read_pace") {
             Some(Term::Int(0)) => Some(0),
@@ -782,6 +791,7 @@ impl RawConfig {
                 journal_skip_active_lock,
                 write_group,
                 journal_sync_bytes,
+                ledger_sync_bytes,
                 compaction_stream_bytes,
                 compaction_read_bytes_per_sec,
                 journal_flush,

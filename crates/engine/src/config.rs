@@ -106,6 +106,13 @@ pub struct Config {
     /// then sent 8 MiB to the disk at once, and GETs' reads queued behind
     /// it; 1 MiB halved the GET p99.9, `docs/benchmarks.md`).
     pub journal_sync_bytes: u64,
+    /// A ledger SST being written (by a memtable flush or a merge) is
+    /// fsynced every this many bytes, and once more when finished, so the
+    /// disk takes a merge's ~100 MB of output in small steps instead of one
+    /// file's worth at a time that GETs' reads queue behind (as
+    /// `journal_sync_bytes` for the journal). 0: only when finished.
+    /// Default 1 MiB.
+    pub ledger_sync_bytes: u64,
     /// What the flusher does every `journal_sync_bytes`. Default
     /// [`JournalFlush::Writeback`].
     pub journal_flush: JournalFlush,
@@ -278,6 +285,7 @@ impl Config {
             tictac: None,
             journal_sync_bytes: 1024 * 1024,
             journal_flush: JournalFlush::Writeback,
+            ledger_sync_bytes: 1024 * 1024,
             compression: Compression::Lz4,
             zstd_level: 1,
             compression_point: CompressionPoint::OnReceipt,

@@ -246,6 +246,7 @@ impl Store {
                 sst: SstOptions {
                     block_bytes: config.sst_block_bytes,
                     bloom_bits_per_key: config.bloom_bits_per_key,
+                    sync_bytes: config.ledger_sync_bytes,
                 },
                 sst_file_bytes: config.sst_file_bytes,
                 l0_merge_trigger: config.l0_merge_trigger,

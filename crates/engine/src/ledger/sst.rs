@@ -107,14 +107,21 @@ pub struct SstOptions {
     pub block_bytes: usize,
     /// Bloom filter bits per object key.
     pub bloom_bits_per_key: usize,
+    /// The writer fsyncs the file every this many bytes written (0: only
+    /// once, in [`SstWriter::finish`]), so that the disk takes a merge's
+    /// output in small steps rather than a whole file at the end
+    /// (`Config::ledger_sync_bytes`).
+    pub sync_bytes: u64,
 }
 
 impl Default for SstOptions {
-    /// 4 KiB blocks, 8 bloom bits per key (the [`crate::Config`] defaults).
+    /// 4 KiB blocks, 8 bloom bits per key, a sync every 1 MiB (the
+    /// [`crate::Config`] defaults).
     fn default() -> Self {
         SstOptions {
             block_bytes: 4096,
             bloom_bits_per_key: crate::ledger::bloom::BITS_PER_KEY_DEFAULT,
+            sync_bytes: 1024 * 1024,
         }
     }
 }
@@ -229,6 +236,8 @@ pub struct SstWriter {
     opts: SstOptions,
     /// Bytes handed to `out` so far: the offset of the next block.
     offset: u64,
+    /// Bytes known durable (the offset of the last step's fsync).
+    synced: u64,
     /// The open data block's entries.
     block: Vec<u8>,
     block_entries: u32,
@@ -296,6 +305,7 @@ impl SstWriter {
             out: Some(BufWriter::with_capacity(64 * 1024, file)),
             opts,
             offset: 0,
+            synced: 0,
             block: Vec::with_capacity(opts.block_bytes + 1024),
             block_entries: 0,
             block_max_last_modified_us: 0,
@@ -550,6 +560,28 @@ impl SstWriter {
         self.index_count += 1;
         self.block_entries = 0;
         self.block_max_last_modified_us = 0;
+        if self.opts.sync_bytes > 0 && self.offset - self.synced >= self.opts.sync_bytes {
+            self.sync_step()?;
+        }
+        Ok(())
+    }
+
+    /// Writes out what is buffered and fsyncs it (a step of
+    /// `opts.sync_bytes`): the kernel never holds more than a step of this
+    /// file dirty, and the disk is never handed a whole file at once, which
+    /// GETs' reads would queue behind. The data only: the size and the
+    /// directory entry become durable in [`SstWriter::finish`].
+    fn sync_step(&mut self) -> Result<()> {
+        let Some(out) = self.out.as_mut() else {
+            return Err(self.unusable());
+        };
+        let res = out.flush().and_then(|()| out.get_ref().sync_data());
+        if let Err(e) = res {
+            self.failed = true;
+            return Err(Error::io("fsync SST file", &self.path, e));
+        }
+        debug_assert!(self.offset > self.synced);
+        self.synced = self.offset;
         Ok(())
     }
 
@@ -1717,6 +1749,7 @@ mod tests {
         SstOptions {
             block_bytes,
             bloom_bits_per_key: 8,
+            ..SstOptions::default()
         }
     }
 
@@ -1756,6 +1789,49 @@ mod tests {
             m.insert(key, val(n + i + 1, false, 0, 5));
         }
         m
+    }
+
+    /// A writer with `sync_bytes` set hands the file to the disk in steps:
+    /// after each step everything added so far is in the file (not in the
+    /// writer's buffer) and synced; with 0 nothing is synced before
+    /// `finish`. Either way the finished file reads back the same.
+    #[test]
+    fn a_writer_syncs_in_steps_of_sync_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = sample(600);
+        for (name, step) in [("steps.sst", 4096u64), ("once.sst", 0)] {
+            let path = dir.path().join(name);
+            let o = SstOptions {
+                sync_bytes: step,
+                ..opts(512)
+            };
+            let mut w = SstWriter::create(&path, o).unwrap();
+            let mut steps_seen = 0;
+            for (k, v) in &m {
+                let before = w.synced;
+                w.add(k, v).unwrap();
+                if w.synced != before {
+                    steps_seen += 1;
+                    assert!(w.synced - before >= step, "a step of {}", w.synced - before);
+                    assert_eq!(w.synced, w.offset, "a step syncs all written so far");
+                    let on_disk = std::fs::metadata(&path).unwrap().len();
+                    assert_eq!(on_disk, w.synced, "the step's bytes left the buffer");
+                }
+                assert!(
+                    step == 0 || w.offset - w.synced < step,
+                    "never a step behind"
+                );
+            }
+            if step == 0 {
+                assert_eq!((steps_seen, w.synced), (0, 0));
+            } else {
+                assert!(steps_seen > 10, "{steps_seen} steps");
+            }
+            let sum = w.finish().unwrap();
+            let r = Arc::new(SstReader::open(&path).unwrap());
+            assert_eq!(sum.entries, m.len() as u64);
+            assert_eq!(scan(&r, &[], None), model_range(&m, &[], None));
+        }
     }
 
     fn scan(r: &Arc<SstReader>, start: &[u8], end: Option<&[u8]>) -> Vec<(Vec<u8>, LedgerValue)> {
@@ -2087,6 +2163,7 @@ mod tests {
         let no_bloom = SstOptions {
             block_bytes: 512,
             bloom_bits_per_key: 0,
+            ..SstOptions::default()
         };
         assert!(matches!(
             SstWriter::create(&other, no_bloom),

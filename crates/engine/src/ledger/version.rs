@@ -319,6 +319,7 @@ mod tests {
         let o = SstOptions {
             block_bytes: 4096,
             bloom_bits_per_key: 8,
+            ..SstOptions::default()
         };
         let mut w = SstWriter::create(&path, o).unwrap();
         let n = (REMOVE_STEP_BYTES + REMOVE_STEP_BYTES / 4) / 1000;
