@@ -146,6 +146,9 @@ impl Leveled {
         if let Some(n) = config.ledger_sync_bytes {
             c.ledger_sync_bytes = n;
         }
+        if let Some(n) = config.background_nice {
+            c.background_nice = n;
+        }
         if let Some(n) = config.block_cache_bytes {
             c.block_cache_bytes = n;
         }

@@ -73,6 +73,9 @@ pub struct BackendConfig {
     /// (the engine's `ledger_sync_bytes`; `None`: default, 1 MiB; 0 only
     /// when finished).
     pub ledger_sync_bytes: Option<u64>,
+    /// leveled: nice steps for journal compaction and ledger merges (the
+    /// engine's `background_nice`; `None`: default).
+    pub background_nice: Option<i32>,
     /// leveled: journal compaction fsyncs its output and drops its input and
     /// output from the page cache every this many bytes (the engine's
     /// `compaction_stream_bytes`; `None`: default, 1 MiB).

@@ -65,6 +65,7 @@ const KNOWN: &[&str] = &[
     "basalt_write_group",
     "basalt_journal_sync_bytes",
     "basalt_ledger_sync_bytes",
+    "basalt_background_nice",
     "basalt_compaction_stream_bytes",
     "basalt_compaction_read_pace",
     "basalt_journal_flush",
@@ -455,6 +456,10 @@ pub struct BenchConfig {
     /// written every this many bytes (a size; 0: only when finished;
     /// default: the engine's, 1 MiB); others ignore it.
     pub ledger_sync_bytes: Option<u64>,
+    /// `basalt_background_nice`: 0..=19, how many nice steps below the
+    /// bench leveled's journal compaction and ledger merge threads run
+    /// (default: the engine's); others ignore it.
+    pub background_nice: Option<i32>,
     /// `basalt_compaction_stream_bytes`: leveled's journal compaction
     /// fsyncs and drops from the page cache every this many bytes (default:
     /// the engine's, 1 MiB; a size larger than a run, e.g. `"64GB"`, gives
@@ -712,6 +717,13 @@ impl RawConfig {
         let journal_skip_active_lock = self.opt_bool("basalt_journal_skip_active_lock")?;
         let write_group = self.opt_bool("basalt_write_group")?;
         let journal_sync_bytes = self.size("basalt_journal_sync_bytes")?;
+        let background_nice = match self.get("basalt_background_nice") {
+            None => None,
+            Some(Term::Int(n)) if (0..=19).contains(n) => Some(*n as i32),
+            Some(_) => {
+                return Err(self.invalid("basalt_background_nice", "expected an integer in 0..=19"))
+            }
+        };
         let ledger_sync_bytes = match self.get("basalt_ledger_sync_bytes") {
             Some(Term::Int(0)) => Some(0),
             _ => self.size("basalt_ledger_sync_bytes")?,
@@ -792,6 +804,7 @@ impl RawConfig {
                 write_group,
                 journal_sync_bytes,
                 ledger_sync_bytes,
+                background_nice,
                 compaction_stream_bytes,
                 compaction_read_bytes_per_sec,
                 journal_flush,

@@ -246,6 +246,7 @@ pub fn backend_config(cfg: &BenchConfig) -> basalt_backends::BackendConfig {
         write_group: cfg.write_group,
         journal_sync_bytes: cfg.journal_sync_bytes,
         ledger_sync_bytes: cfg.ledger_sync_bytes,
+        background_nice: cfg.background_nice,
         compaction_stream_bytes: cfg.compaction_stream_bytes,
         compaction_read_bytes_per_sec: cfg.compaction_read_bytes_per_sec,
         journal_flush: cfg.journal_flush,

@@ -121,7 +121,7 @@ fn describe(cfg: &BenchConfig) -> Vec<String> {
         let bc = crate::driver::backend_config(cfg);
         let on = |o: Option<bool>| o.map_or("default".to_string(), |b| b.to_string());
         v.push(format!(
-            "leveled journal: one read {}; fadvise random {}; skip active lock {}; write groups {}; sync bytes {}; ledger sync bytes {}; compaction runs/day {}; max garbage {}; slowdown above {}; compaction stream bytes {}; compaction read pace {}; flush {}; block cache {}; value cache {}; direct reads {}",
+            "leveled journal: one read {}; fadvise random {}; skip active lock {}; write groups {}; sync bytes {}; ledger sync bytes {}; background nice {}; compaction runs/day {}; max garbage {}; slowdown above {}; compaction stream bytes {}; compaction read pace {}; flush {}; block cache {}; value cache {}; direct reads {}",
             on(cfg.journal_one_read),
             on(cfg.journal_fadvise_random),
             on(cfg.journal_skip_active_lock),
@@ -133,6 +133,7 @@ fn describe(cfg: &BenchConfig) -> Vec<String> {
             } else {
                 crate::memlimit::human(n)
             }),
+            cfg.background_nice.map_or("default".to_string(), |n| n.to_string()),
             cfg.compaction_runs_per_day
                 .map_or("default".to_string(), |n| n.to_string()),
             cfg.compaction_max_garbage_pct

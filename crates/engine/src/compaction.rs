@@ -762,6 +762,8 @@ pub struct Schedule {
     pub check_interval: Duration,
     /// Closed files needed before the trigger acts (a full run's length).
     pub min_files: usize,
+    /// Nice steps below the process for the compaction thread.
+    pub nice: i32,
 }
 
 impl Schedule {
@@ -773,6 +775,7 @@ impl Schedule {
             max_garbage_pct: c.compaction_max_garbage_pct,
             check_interval: c.compaction_check_interval,
             min_files: c.compaction_max_run_length,
+            nice: c.background_nice,
         }
     }
 
@@ -870,6 +873,7 @@ impl Scheduler {
         let handle = std::thread::Builder::new()
             .name("basalt-journal-compaction".into())
             .spawn(move || {
+                crate::background::lower_this_thread(schedule.nice, "journal compaction");
                 let next = |rng: &mut u64| {
                     (schedule.runs_per_day > 0).then(|| {
                         Instant::now() + next_delay(rng, schedule.runs_per_day, schedule.window)
@@ -1277,6 +1281,7 @@ mod tests {
             max_garbage_pct,
             check_interval: Duration::from_secs(10),
             min_files: 4,
+            nice: 0,
         };
         let runs = drain_garbage(&c, &schedule, &|| false);
         assert!(runs > 0, "100 % garbage is over {max_garbage_pct}");

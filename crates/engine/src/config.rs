@@ -113,6 +113,11 @@ pub struct Config {
     /// `journal_sync_bytes` for the journal). 0: only when finished.
     /// Default 1 MiB.
     pub ledger_sync_bytes: u64,
+    /// Journal compaction's and the ledger merge clerk's threads run this
+    /// many nice steps below the process (0..=19; see
+    /// [`crate::background`]), so GETs and PUTs that wake up get a core
+    /// before them. Default 0.
+    pub background_nice: i32,
     /// What the flusher does every `journal_sync_bytes`. Default
     /// [`JournalFlush::Writeback`].
     pub journal_flush: JournalFlush,
@@ -286,6 +291,7 @@ impl Config {
             journal_sync_bytes: 1024 * 1024,
             journal_flush: JournalFlush::Writeback,
             ledger_sync_bytes: 1024 * 1024,
+            background_nice: 19,
             compression: Compression::Lz4,
             zstd_level: 1,
             compression_point: CompressionPoint::OnReceipt,
@@ -342,6 +348,9 @@ impl Config {
         let bad = |m: &str| Err(crate::Error::InvalidInput(format!("config: {m}")));
         if self.journal_file_bytes < 4096 {
             return bad("journal_file_bytes must be at least 4096");
+        }
+        if !(0..=crate::background::NICE_MAX).contains(&self.background_nice) {
+            return bad("background_nice must be in 0..=19");
         }
         if self.compaction_stream_bytes < 4096 {
             return bad("compaction_stream_bytes must be at least 4096");

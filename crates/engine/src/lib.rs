@@ -6,6 +6,7 @@
 //! repository root for the map and the invariants, `docs/engine.md` for the
 //! write and read paths and `docs/formats.md` for the on-disk formats.
 
+pub mod background;
 pub mod backup;
 pub mod codec;
 pub mod compaction;

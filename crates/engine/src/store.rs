@@ -255,6 +255,7 @@ impl Store {
                 l1_files: config.l1_files,
                 level_fanout: config.level_fanout,
                 background: config.background_merges,
+                merge_nice: config.background_nice,
                 block_cache: config
                     .block_cache
                     .clone()

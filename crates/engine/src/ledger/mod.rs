@@ -62,6 +62,9 @@ pub struct LedgerOptions {
     pub level_fanout: usize,
     /// Run flushes and merges on a background thread (else inline in writers).
     pub background: bool,
+    /// Nice steps below the process for the merge clerk's thread
+    /// (`Config::background_nice`).
+    pub merge_nice: i32,
     /// Point lookups' cache of SST data blocks (`None`: none).
     pub block_cache: Option<BlockCache>,
 }
@@ -514,6 +517,9 @@ impl Shared {
     }
 
     fn run_clerk(self: Arc<Self>, job: Job) {
+        if matches!(job, Job::Merge) {
+            crate::background::lower_this_thread(self.opts.merge_nice, "ledger merge");
+        }
         let mut backoff = Duration::from_millis(100);
         while !self.shutdown.load(Ordering::SeqCst) {
             // Replaced tables nothing holds any more are unlinked here, by
