@@ -324,7 +324,9 @@ impl Config {
 
     /// Small sizes so tests reach file rolls, flushes and merges quickly.
     /// Scheduled and garbage-triggered journal compaction are off (tests
-    /// call `Store::compact_journal` when they want it).
+    /// call `Store::compact_journal` when they want it). Merges run at the
+    /// process's priority: tests that wait for them share two cores with
+    /// other tests.
     pub fn test_min(dir: impl Into<PathBuf>) -> Self {
         Config {
             compaction_runs_per_day: 0,
@@ -332,6 +334,7 @@ impl Config {
             journal_file_bytes: 64 * 1024,
             compaction_stream_bytes: 8 * 1024,
             compaction_read_bytes_per_sec: 0,
+            background_nice: 0,
             memtable_bytes: 16 * 1024,
             sst_file_bytes: 32 * 1024,
             sst_block_bytes: 512,
