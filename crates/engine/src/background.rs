@@ -11,6 +11,8 @@
 //! (the L0 stall, the journal's write slowdown) stays what keeps them from
 //! falling behind for good.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 /// Nice values a background thread may be given (0: unchanged).
 pub const NICE_MAX: i32 = 19;
 
@@ -31,11 +33,18 @@ pub fn lower_this_thread(nice: i32, what: &str) {
     }
     match rustix::process::setpriority_process(Some(tid), target) {
         Ok(()) => tracing::debug!(thread = what, nice, "background thread priority lowered"),
+        // A node opens two such threads per vnode: say it once.
+        Err(e) if !REFUSED.swap(true, Ordering::Relaxed) => {
+            tracing::warn!(thread = what, nice, error = %e, "could not lower a background thread's priority; background threads run at the default (said once)")
+        }
         Err(e) => {
-            tracing::warn!(thread = what, nice, error = %e, "could not lower a background thread's priority; it runs at the default")
+            tracing::debug!(thread = what, nice, error = %e, "could not lower a background thread's priority")
         }
     }
 }
+
+/// Set once lowering a thread's priority failed (the warning is logged once).
+static REFUSED: AtomicBool = AtomicBool::new(false);
 
 #[cfg(test)]
 mod tests {
