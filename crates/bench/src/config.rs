@@ -724,15 +724,9 @@ impl RawConfig {
                 return Err(self.invalid("basalt_background_nice", "expected an integer in 0..=19"))
             }
         };
-        let ledger_sync_bytes = match self.get("basalt_ledger_sync_bytes") {
-            Some(Term::Int(0)) => Some(0),
-            _ => self.size("basalt_ledger_sync_bytes")?,
-        };
+        let ledger_sync_bytes = self.size_or_zero("basalt_ledger_sync_bytes")?;
         let compaction_stream_bytes = self.size("basalt_compaction_stream_bytes")?;
-        let compaction_read_bytes_per_sec = match self.get("basalt_compaction_read_pace") {
-            Some(Term::Int(0)) => Some(0),
-            _ => self.size("basalt_compaction_read_pace")?,
-        };
+        let compaction_read_bytes_per_sec = self.size_or_zero("basalt_compaction_read_pace")?;
         let journal_flush = match self.get("basalt_journal_flush").map(|t| t.as_atom()) {
             None => None,
             Some(Some("fsync")) => Some(basalt_backends::JournalFlush::Fsync),
@@ -741,14 +735,8 @@ impl RawConfig {
                 return Err(self.invalid("basalt_journal_flush", "expected fsync or writeback"))
             }
         };
-        let block_cache_bytes = match self.get("basalt_block_cache") {
-            Some(Term::Int(0)) => Some(0),
-            _ => self.size("basalt_block_cache")?,
-        };
-        let value_cache_bytes = match self.get("basalt_value_cache") {
-            Some(Term::Int(0)) => Some(0),
-            _ => self.size("basalt_value_cache")?,
-        };
+        let block_cache_bytes = self.size_or_zero("basalt_block_cache")?;
+        let value_cache_bytes = self.size_or_zero("basalt_value_cache")?;
         let journal_direct_reads = self.opt_bool("basalt_journal_direct_reads")?;
         let memtable_bytes = self.size("basalt_memtable_bytes")?;
         let l0_merge_trigger = self.opt_count("basalt_l0_merge_trigger")?;
@@ -950,6 +938,15 @@ impl RawConfig {
         match self.get(key) {
             None => Ok(None),
             Some(_) => Ok(Some(self.int(key, 1, 1)? as usize)),
+        }
+    }
+
+    /// [`RawConfig::size`], where a plain `0` is allowed too (it turns the
+    /// setting off).
+    fn size_or_zero(&self, key: &str) -> Result<Option<u64>, ConfigError> {
+        match self.get(key) {
+            Some(Term::Int(0)) => Ok(Some(0)),
+            _ => self.size(key),
         }
     }
 

@@ -95,8 +95,11 @@ pub use crate::limits::REMOVE_STEP_BYTES;
 /// while 1 GiB of files was unlinked: per-second maxima of 23–41 ms
 /// against 8–11 ms without; truncated 8 MiB at a time before the unlink:
 /// 8–11 ms (and p99.99 3.9 ms against 19–22 ms). RocksDB's
-/// `DeleteScheduler` truncates files in chunks for the same reason. A failed step only ends the stepping; the unlink's result is
-/// what is returned (`NotFound` included, for callers to ignore).
+/// `DeleteScheduler` truncates files in chunks for the same reason. The
+/// steps run back to back, so the freed space still reaches the device
+/// within one commit or two (docs/benchmarks.md 2026-11-28 12:51, part 5).
+/// A failed step only ends the stepping; the unlink's result is what is
+/// returned (`NotFound` included, for callers to ignore).
 pub fn remove_in_steps(path: &Path) -> std::io::Result<()> {
     if let Ok(f) = OpenOptions::new().write(true).open(path) {
         use std::os::unix::fs::MetadataExt;
