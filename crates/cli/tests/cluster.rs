@@ -709,8 +709,21 @@ fn replication_real_time_then_full_sync_after_drops() {
         &["bucket-type", "create", "replt", "{\"props\":{}}"],
     );
     assert!(ok, "{made}");
-    let (ok, out) = admin(&source.cluster, &["repl", "fullsync", "all"]);
-    assert!(ok && out.contains("queued for the sink"), "{out}");
+    // The sink was killed: until its rebuild scheduler has built its trees
+    // again, a full-sync is refused with "retry later", which is the only
+    // refusal allowed here.
+    let mut out = String::new();
+    wait_for(
+        "a full-sync the sink accepts",
+        Duration::from_secs(60),
+        || {
+            let (ok, o) = admin(&source.cluster, &["repl", "fullsync", "all"]);
+            assert!(ok || o.contains("retry later"), "{o}");
+            out = o;
+            ok
+        },
+    );
+    assert!(out.contains("queued for the sink"), "{out}");
     let (_, status) = admin(&sink.cluster, &["bucket-type", "status", "replt"]);
     assert!(status.contains("replt has been created"), "{status}");
     // Each check compares at most max_results (32) segments: repeat until
