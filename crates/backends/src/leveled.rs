@@ -137,6 +137,9 @@ impl Leveled {
         if let Some(n) = config.compaction_read_bytes_per_sec {
             c.compaction_read_bytes_per_sec = n;
         }
+        if let Some(n) = config.remove_bytes_per_sec {
+            c.remove_bytes_per_sec = n;
+        }
         if let Some(n) = config.compaction_stream_bytes {
             c.compaction_stream_bytes = n;
         }
@@ -383,6 +386,8 @@ impl Backend for Leveled {
             .map_or((0, 0), |e| (e.closed_bytes, e.garbage_bytes));
         counters.push(("journal_closed_bytes_estimated".into(), closed));
         counters.push(("journal_garbage_bytes_estimated".into(), garbage));
+        counters.push(("removal_queue_bytes".into(), s.removal_queue.0));
+        counters.push(("removal_queue_files".into(), s.removal_queue.1 as u64));
         Ok(BackendStats {
             backend: NAME,
             counters,

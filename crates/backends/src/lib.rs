@@ -84,6 +84,10 @@ pub struct BackendConfig {
     /// engine's `compaction_read_bytes_per_sec`; `None`: default, 64 MiB/s;
     /// 0 unpaced).
     pub compaction_read_bytes_per_sec: Option<u64>,
+    /// leveled: replaced files are removed at most this many bytes a
+    /// second (the engine's `remove_bytes_per_sec`; `None`: default,
+    /// 256 MiB/s; 0 at once).
+    pub remove_bytes_per_sec: Option<u64>,
     /// leveled: what the background flusher does every `journal_sync_bytes`
     /// (the engine's `journal_flush`; `None`: default, write-back).
     pub journal_flush: Option<basalt_engine::JournalFlush>,

@@ -7,7 +7,7 @@
 //! elapsed, window, psi_cpu_some_ms, psi_memory_some_ms, psi_memory_full_ms,
 //!   psi_io_some_ms, psi_io_full_ms, compaction_runs, compaction_files_in,
 //!   compaction_mb_reclaimed, ledger_flushes, ledger_merges, journal_rolls,
-//!   journal_gb_est, journal_garbage_pct_est
+//!   journal_gb_est, journal_garbage_pct_est, removal_queue_mb
 //! ```
 //!
 //! PSI (`/proc/pressure/{cpu,memory,io}`, Linux 4.20+) is the time in the
@@ -19,7 +19,8 @@
 //! that do not keep them), except the last two, leveled's journal garbage
 //! trigger's latest estimate at the end of the interval: the closed journal
 //! files' GB and the percentage of them it takes for garbage (empty for
-//! other stores and before the first estimate). With the wait timers of `waits.csv` they tell a
+//! other stores and before the first estimate), and the MB of replaced
+//! files waiting for leveled's remover then (empty for other stores). With the wait timers of `waits.csv` they tell a
 //! slow interval's cause apart: a GET max far above every recorded wait with
 //! high CPU pressure was queueing for a CPU; with high memory pressure, the
 //! page cache thrashing or reclaim.
@@ -35,7 +36,7 @@ use crate::output::OutputError;
 pub const HEADER: &str = "elapsed, window, psi_cpu_some_ms, psi_memory_some_ms, \
 psi_memory_full_ms, psi_io_some_ms, psi_io_full_ms, compaction_runs, compaction_files_in, \
 compaction_mb_reclaimed, ledger_flushes, ledger_merges, journal_rolls, journal_gb_est, \
-journal_garbage_pct_est";
+journal_garbage_pct_est, removal_queue_mb";
 
 /// Store counters whose deltas are columns (after the PSI ones), with the
 /// divisor applied to the delta.
@@ -125,6 +126,10 @@ impl ActivityCsv {
             line.push_str(&format!(", {}", trim(d)));
         }
         line.push_str(&garbage_columns(&store));
+        match store.get("removal_queue_bytes") {
+            Some(b) => line.push_str(&format!(", {}", trim((*b as f64 / 1e6).round()))),
+            None => line.push_str(", "),
+        }
         self.last_psi = psi;
         self.last_store = store;
         let path = self.path.clone();
@@ -280,6 +285,7 @@ mod tests {
             ("ledger_merges".to_string(), 2),
             ("journal_closed_bytes_estimated".to_string(), 4_000_000_000),
             ("journal_garbage_bytes_estimated".to_string(), 2_600_000_000),
+            ("removal_queue_bytes".to_string(), 512_000_000),
         ]
         .into();
         w.row("10.0", "10.0", later).expect("row");
@@ -288,7 +294,7 @@ mod tests {
         let row = text.lines().nth(1).expect("row");
         assert_eq!(row.split(',').count(), HEADER.split(',').count(), "{row}");
         assert!(
-            row.ends_with(", 4.00, 65.0"),
+            row.ends_with(", 4.00, 65.0, 512"),
             "the gauges as they are: {row}"
         );
         let rows = load(tmp.path()).expect("load").expect("file");

@@ -68,6 +68,7 @@ const KNOWN: &[&str] = &[
     "basalt_background_nice",
     "basalt_compaction_stream_bytes",
     "basalt_compaction_read_pace",
+    "basalt_remove_pace",
     "basalt_journal_flush",
     "basalt_block_cache",
     "basalt_value_cache",
@@ -469,6 +470,11 @@ pub struct BenchConfig {
     /// most this many bytes a second (a size such as `"128M"`; 0 unpaced;
     /// default: the engine's, 64 MiB/s); others ignore it.
     pub compaction_read_bytes_per_sec: Option<u64>,
+    /// `basalt_remove_pace`: leveled removes the files compaction and
+    /// merges replaced at most this many bytes a second, in the background
+    /// (a size such as `"256M"`; 0: at once, by the thread that drops them;
+    /// default: the engine's, 256 MiB/s); others ignore it.
+    pub remove_bytes_per_sec: Option<u64>,
     /// `basalt_journal_flush`: `fsync` or `writeback`, what leveled's
     /// background flusher does every `basalt_journal_sync_bytes` (default:
     /// the engine's, writeback); others ignore it.
@@ -727,6 +733,7 @@ impl RawConfig {
         let ledger_sync_bytes = self.size_or_zero("basalt_ledger_sync_bytes")?;
         let compaction_stream_bytes = self.size("basalt_compaction_stream_bytes")?;
         let compaction_read_bytes_per_sec = self.size_or_zero("basalt_compaction_read_pace")?;
+        let remove_bytes_per_sec = self.size_or_zero("basalt_remove_pace")?;
         let journal_flush = match self.get("basalt_journal_flush").map(|t| t.as_atom()) {
             None => None,
             Some(Some("fsync")) => Some(basalt_backends::JournalFlush::Fsync),
@@ -795,6 +802,7 @@ impl RawConfig {
                 background_nice,
                 compaction_stream_bytes,
                 compaction_read_bytes_per_sec,
+                remove_bytes_per_sec,
                 journal_flush,
                 block_cache_bytes,
                 value_cache_bytes,

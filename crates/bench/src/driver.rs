@@ -249,6 +249,7 @@ pub fn backend_config(cfg: &BenchConfig) -> basalt_backends::BackendConfig {
         background_nice: cfg.background_nice,
         compaction_stream_bytes: cfg.compaction_stream_bytes,
         compaction_read_bytes_per_sec: cfg.compaction_read_bytes_per_sec,
+        remove_bytes_per_sec: cfg.remove_bytes_per_sec,
         journal_flush: cfg.journal_flush,
         block_cache_bytes: cfg.block_cache_bytes,
         journal_direct_reads: cfg.journal_direct_reads,

@@ -121,7 +121,7 @@ fn describe(cfg: &BenchConfig) -> Vec<String> {
         let bc = crate::driver::backend_config(cfg);
         let on = |o: Option<bool>| o.map_or("default".to_string(), |b| b.to_string());
         v.push(format!(
-            "leveled journal: one read {}; fadvise random {}; skip active lock {}; write groups {}; sync bytes {}; ledger sync bytes {}; background nice {}; compaction runs/day {}; max garbage {}; slowdown above {}; compaction stream bytes {}; compaction read pace {}; flush {}; block cache {}; value cache {}; direct reads {}",
+            "leveled journal: one read {}; fadvise random {}; skip active lock {}; write groups {}; sync bytes {}; ledger sync bytes {}; background nice {}; compaction runs/day {}; max garbage {}; slowdown above {}; compaction stream bytes {}; compaction read pace {}; remove pace {}; flush {}; block cache {}; value cache {}; direct reads {}",
             on(cfg.journal_one_read),
             on(cfg.journal_fadvise_random),
             on(cfg.journal_skip_active_lock),
@@ -144,6 +144,8 @@ fn describe(cfg: &BenchConfig) -> Vec<String> {
                 .map_or("default".to_string(), crate::memlimit::human),
             cfg.compaction_read_bytes_per_sec
                 .map_or("default".to_string(), |n| if n == 0 { "unpaced".into() } else { format!("{}/s", crate::memlimit::human(n)) }),
+            cfg.remove_bytes_per_sec
+                .map_or("default".to_string(), |n| if n == 0 { "at once".into() } else { format!("{}/s", crate::memlimit::human(n)) }),
             cfg.journal_flush
                 .map_or("default".to_string(), |m| format!("{m:?}").to_lowercase()),
             cfg.block_cache_bytes

@@ -424,6 +424,7 @@ fn stats_json(s: &StoreStats) -> Value {
             "free_pct": d.free_pct(),
         })),
         "disk_writes_refused": s.disk_writes_refused,
+        "removal_queue": {"bytes": s.removal_queue.0, "files": s.removal_queue.1},
         "journal_file_count": s.journal_files.len(),
         "journal_files": s.journal_files.iter().map(journal_file_json).collect::<Vec<_>>(),
     })

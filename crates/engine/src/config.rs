@@ -238,6 +238,16 @@ pub struct Config {
     /// unpaced more than 15 points over it, so compaction keeps up with a
     /// write rate above this pace. 0: unpaced. Default 64 MiB/s.
     pub compaction_read_bytes_per_sec: u64,
+    /// Files replaced by journal compaction or a ledger merge are removed
+    /// by a background thread (`crate::remover`), shrunk a step at a time
+    /// at most this fast (bytes a second), so that the space they free
+    /// reaches the device as a trickle of small discards instead of a
+    /// burst that reads queue behind (a compaction run's gigabyte went in
+    /// 0.3–0.6 s, docs/benchmarks.md 2026-11-28 12:51, part 5). Unpaced
+    /// while the disk is low or more than 4 GiB wait. 0: removed at once
+    /// by whoever drops the file last. Default 256 MiB/s, several times a
+    /// write-heavy run's compaction reclaim here.
+    pub remove_bytes_per_sec: u64,
     /// Bytes of the ledger's block cache for point lookups (see
     /// [`crate::ledger::block_cache`]): the SST data blocks that GETs and
     /// HEADs read stay in memory whatever the journal's values do to the
@@ -314,6 +324,7 @@ impl Config {
             write_group: true,
             compaction_stream_bytes: 1024 * 1024,
             compaction_read_bytes_per_sec: 64 * 1024 * 1024,
+            remove_bytes_per_sec: 256 * 1024 * 1024,
             block_cache_bytes: 64 * 1024 * 1024,
             block_cache: None,
             journal_direct_reads: false,

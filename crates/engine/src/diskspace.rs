@@ -230,6 +230,10 @@ impl DiskGuard {
         let was = self.last_state();
         let now = next_state(was, space.free_pct(), self.low_pct, self.min_pct);
         self.state.store(now.code(), Ordering::Relaxed);
+        if now != DiskState::Ample {
+            // Replaced files waiting for removal hold space back.
+            crate::remover::disk_is_low();
+        }
         if was == now {
             return;
         }

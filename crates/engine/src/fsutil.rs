@@ -95,9 +95,11 @@ pub use crate::limits::REMOVE_STEP_BYTES;
 /// while 1 GiB of files was unlinked: per-second maxima of 23–41 ms
 /// against 8–11 ms without; truncated 8 MiB at a time before the unlink:
 /// 8–11 ms (and p99.99 3.9 ms against 19–22 ms). RocksDB's
-/// `DeleteScheduler` truncates files in chunks for the same reason. The
-/// steps run back to back, so the freed space still reaches the device
-/// within one commit or two (docs/benchmarks.md 2026-11-28 12:51, part 5).
+/// `DeleteScheduler` truncates files in chunks for the same reason. Here
+/// the steps run back to back, so the freed space still reaches the device
+/// within one commit or two (docs/benchmarks.md 2026-11-28 12:51, part 5):
+/// for leftovers and abandoned output. Replaced files go to
+/// [`crate::remover`], which paces the steps.
 /// A failed step only ends the stepping; the unlink's result is what is
 /// returned (`NotFound` included, for callers to ignore).
 pub fn remove_in_steps(path: &Path) -> std::io::Result<()> {
@@ -115,17 +117,6 @@ pub fn remove_in_steps(path: &Path) -> std::io::Result<()> {
         }
     }
     fs::remove_file(path)
-}
-
-/// Removes a data file: in steps ([`remove_in_steps`]) when `alone`
-/// (nobody else reads it through a handle of their own), else with a plain
-/// unlink, after which such readers go on reading it.
-pub fn remove_data_file(path: &Path, alone: bool) -> std::io::Result<()> {
-    if alone {
-        remove_in_steps(path)
-    } else {
-        fs::remove_file(path)
-    }
 }
 
 #[cfg(test)]

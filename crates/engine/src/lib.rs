@@ -25,6 +25,7 @@ pub mod journal;
 pub mod key;
 pub mod ledger;
 pub mod limits;
+pub mod remover;
 pub mod retired;
 pub mod slowdown;
 pub mod snapshot;

@@ -32,6 +32,15 @@ pub const SST_ITER_READ_BYTES: u64 = 256 * 1024;
 /// system mounted with online discard). Fixed.
 pub const REMOVE_STEP_BYTES: u64 = 8 * 1024 * 1024;
 
+/// Replaced files that may wait for the remover (`remover`); past this a
+/// removal runs on the thread that drops the file, unpaced. Fixed.
+pub const REMOVE_QUEUE_FILES: usize = 1024;
+
+/// Bytes of replaced files waiting for the remover past which it stops
+/// pacing its steps, so that space is not held back for long when removal
+/// falls behind. Fixed.
+pub const REMOVE_HURRY_BYTES: u64 = 4 * 1024 * 1024 * 1024;
+
 /// Default largest number of index changes one put or delete may carry
 /// (configurable: `Config::index_changes_max`).
 pub const INDEX_CHANGES_MAX_DEFAULT: usize = 1024;

@@ -107,6 +107,9 @@ pub struct StoreStats {
     pub disk: Option<crate::DiskSpace>,
     /// Write groups the disk guard refused since the store opened.
     pub disk_writes_refused: u64,
+    /// Replaced files waiting for removal, in this process (all stores):
+    /// (bytes, files). Their space is not free yet ([`crate::remover`]).
+    pub removal_queue: (u64, usize),
 }
 
 impl StoreStats {
@@ -230,6 +233,7 @@ impl Store {
                 skip_active_lock: config.journal_skip_active_lock,
                 stream_bytes: config.compaction_stream_bytes,
                 compaction_pace: config.compaction_read_bytes_per_sec,
+                remove_bytes_per_sec: config.remove_bytes_per_sec,
                 direct_reads: config.journal_direct_reads,
                 value_cache: config
                     .value_cache
@@ -256,6 +260,7 @@ impl Store {
                 level_fanout: config.level_fanout,
                 background: config.background_merges,
                 merge_nice: config.background_nice,
+                remove_bytes_per_sec: config.remove_bytes_per_sec,
                 block_cache: config
                     .block_cache
                     .clone()
@@ -873,6 +878,7 @@ impl Store {
                 self.compactor.disk().space()
             },
             disk_writes_refused: self.compactor.disk().refused(),
+            removal_queue: crate::remover::queued(),
         }
     }
 
@@ -889,10 +895,14 @@ impl Store {
         self.journal.sync_to(last)
     }
 
-    /// Runs every due ledger flush and merge now (tools and tests).
+    /// Runs every due ledger flush and merge now, and finishes the
+    /// removal of the files they replaced (tools and tests).
     pub fn settle(&self) -> Result<()> {
         self.journal.reap_retired();
-        self.ledger.settle()
+        self.ledger.settle()?;
+        // The store's directory holds its journal's and ledger's.
+        crate::remover::settle(&self.config.dir);
+        Ok(())
     }
 
     /// Persists the ledger's memory, syncs the journal and closes. Reopening

@@ -502,6 +502,7 @@ fn key_delta_records_replay_their_index_changes() {
                 skip_active_lock: true,
                 stream_bytes: 8 * 1024,
                 compaction_pace: 0,
+                remove_bytes_per_sec: 0,
                 direct_reads: false,
                 value_cache: None,
             },

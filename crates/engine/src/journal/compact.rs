@@ -45,7 +45,7 @@ use crate::stats::Stats;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// What compaction does with one journal record.
@@ -466,7 +466,7 @@ impl Journal {
                         index: o.index.clone(),
                         damage: Vec::new(),
                         search_hi: hi,
-                        obsolete: AtomicBool::new(false),
+                        obsolete: Default::default(),
                     }))
                 })
                 .collect::<Result<_>>()
@@ -486,14 +486,14 @@ impl Journal {
                 .splice(start..start + new_files.len(), old.iter().cloned());
             if self.write_manifest(&a, &self.closed.read()).is_ok() {
                 for f in &new_files {
-                    f.obsolete.store(true, Ordering::Release);
+                    f.obsolete.mark(self.opts.remove_bytes_per_sec);
                 }
             }
             return Err(e);
         }
         drop(a);
         for f in &old {
-            f.obsolete.store(true, Ordering::Release);
+            f.obsolete.mark(self.opts.remove_bytes_per_sec);
         }
         self.retired.extend(old);
         Ok(())

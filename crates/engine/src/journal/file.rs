@@ -608,19 +608,19 @@ pub struct ClosedFile {
     /// Set once journal compaction has replaced this file in the manifest:
     /// the `.jnl` and `.jix` are unlinked when the last `Arc` (a reader, a
     /// [`super::JournalView`], a backup) is dropped (deferred deletion).
-    pub obsolete: std::sync::atomic::AtomicBool,
+    pub obsolete: crate::remover::Obsolete,
 }
 
 impl Drop for ClosedFile {
     fn drop(&mut self) {
-        if !self.obsolete.load(std::sync::atomic::Ordering::Acquire) {
+        let Some(rate) = self.obsolete.rate() else {
             return;
-        }
+        };
         // Another holder of this handle (a `JournalView` made while this
         // was the active file, a fetch begun then) reads on after the
         // unlink, so the file is shrunk first only when nobody does.
         let alone = Arc::strong_count(&self.file) == 1;
-        let removed = crate::fsutil::remove_data_file(&self.path, alone);
+        let removed = crate::remover::remove(&self.path, Some(&self.file), alone, rate);
         let jix = self.path.with_extension("jix");
         let jix_removed = std::fs::remove_file(&jix);
         for (p, r) in [(&self.path, removed), (&jix, jix_removed)] {
@@ -634,7 +634,7 @@ impl Drop for ClosedFile {
                 }
             }
         }
-        tracing::debug!(path = %self.path.display(), "deleted compacted journal file");
+        tracing::debug!(path = %self.path.display(), "removing compacted journal file");
     }
 }
 

@@ -102,6 +102,9 @@ pub struct JournalOptions {
     /// `Config::compaction_read_bytes_per_sec`), unless
     /// [`Journal::set_compaction_pace`] set another pace.
     pub compaction_pace: u64,
+    /// Replaced files are removed at most this fast (0: at once;
+    /// `Config::remove_bytes_per_sec`, [`crate::remover`]).
+    pub remove_bytes_per_sec: u64,
     /// Value reads from closed files bypass the page cache (`O_DIRECT`;
     /// `Config::journal_direct_reads`).
     pub direct_reads: bool,
@@ -132,6 +135,7 @@ impl JournalOptions {
             skip_active_lock: true,
             stream_bytes: 8 * 1024,
             compaction_pace: 0,
+            remove_bytes_per_sec: 0,
             direct_reads: false,
             value_cache: None,
         }
@@ -398,7 +402,7 @@ fn open_closed(
         index,
         damage,
         search_hi: prev_hi.max(last),
-        obsolete: std::sync::atomic::AtomicBool::new(false),
+        obsolete: Default::default(),
     })
 }
 
@@ -466,6 +470,8 @@ impl Journal {
     /// Opens (or creates) the journal in `dir`, recovering the active file.
     pub fn open(dir: &Path, opts: JournalOptions, stats: Arc<Stats>) -> Result<Journal> {
         ensure_dir(dir)?;
+        // An earlier instance's replaced files go before this one lists.
+        crate::remover::settle(dir);
         let manifest_path = dir.join(MANIFEST_NAME);
         let on_disk = list_jnl_files(dir)?;
         let manifest = match read_manifest_bytes(&manifest_path) {
@@ -943,7 +949,7 @@ impl Journal {
             index: std::mem::take(&mut a.index),
             damage: std::mem::take(&mut a.damage),
             search_hi: prev_hi.max(a.last_sqn),
-            obsolete: std::sync::atomic::AtomicBool::new(false),
+            obsolete: Default::default(),
         };
         a.file = Arc::new(new_file);
         a.file_no = new_no;
@@ -1327,6 +1333,7 @@ impl Journal {
                 self.poison(CLOSED_MSG.into());
                 self.remove_spare();
                 self.reap_retired();
+                crate::remover::settle(&self.dir);
                 Ok(())
             }
             Err(e) => {

@@ -65,6 +65,9 @@ pub struct LedgerOptions {
     /// Nice steps below the process for the merge clerk's thread
     /// (`Config::background_nice`).
     pub merge_nice: i32,
+    /// Replaced SSTs are removed at most this fast (0: at once;
+    /// `Config::remove_bytes_per_sec`, [`crate::remover`]).
+    pub remove_bytes_per_sec: u64,
     /// Point lookups' cache of SST data blocks (`None`: none).
     pub block_cache: Option<BlockCache>,
 }
@@ -175,6 +178,8 @@ impl Ledger {
         create: bool,
     ) -> Result<Ledger> {
         fsutil::ensure_dir(dir)?;
+        // An earlier instance's replaced files go before this one lists.
+        crate::remover::settle(dir);
         let manifest_path = dir.join("MANIFEST");
         let interrupted = !create && !manifest_path.exists() && !has_sst_files(dir)?;
         if interrupted {
@@ -384,6 +389,7 @@ impl Ledger {
         // Flushes only: merges can wait for the next open.
         while self.shared.flush_one()? {}
         self.shared.retired.reap();
+        crate::remover::settle(&self.shared.dir);
         Ok(())
     }
 
@@ -780,7 +786,7 @@ impl Shared {
             // Deferred deletion: each replaced file is unlinked once no
             // version, snapshot or iterator holds its table (`retired`).
             for t in job.upper.iter().chain(&job.lower) {
-                t.mark_obsolete();
+                t.mark_obsolete(self.opts.remove_bytes_per_sec);
             }
             self.retired
                 .extend(job.upper.iter().chain(&job.lower).map(Arc::clone));
@@ -798,7 +804,7 @@ impl Shared {
             Ok(()) => Ok(out),
             Err(e) => {
                 for t in &out {
-                    t.mark_obsolete();
+                    t.mark_obsolete(self.opts.remove_bytes_per_sec);
                 }
                 Err(e)
             }

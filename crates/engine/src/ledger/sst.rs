@@ -966,6 +966,11 @@ impl SstReader {
         &self.path
     }
 
+    /// The open file (removal checks that the path still names it).
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
     /// What the file holds.
     pub fn summary(&self) -> &SstSummary {
         &self.summary

@@ -14,8 +14,8 @@ use super::sst::{RangeOptions, SstReader, SstSummary};
 use crate::entry::LedgerValue;
 use crate::error::{Error, Result};
 use crate::limits::LEVELS;
+use crate::remover::Obsolete;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// One SST file of the ledger.
@@ -38,8 +38,8 @@ pub struct Table {
     pub reader: std::result::Result<Arc<SstReader>, String>,
     /// The file's path.
     pub path: PathBuf,
-    /// Set when a merge has replaced the file; unlinked on drop.
-    obsolete: AtomicBool,
+    /// Set when a merge has replaced the file; removed on drop.
+    obsolete: Obsolete,
     /// Set when a read of the file met a damaged block: the file is never
     /// merged again (that would lose its keys) until the ledger is repaired.
     damage: parking_lot::Mutex<Option<String>>,
@@ -63,7 +63,7 @@ impl Table {
             summary,
             reader,
             path,
-            obsolete: AtomicBool::new(false),
+            obsolete: Obsolete::default(),
             damage: parking_lot::Mutex::new(None),
         }
     }
@@ -84,15 +84,16 @@ impl Table {
         }
     }
 
-    /// Marks the file as replaced: it is unlinked once the last reference
-    /// to this table is dropped.
-    pub fn mark_obsolete(&self) {
-        self.obsolete.store(true, Ordering::Release);
+    /// Marks the file as replaced: it is removed, at most `bytes_per_sec`
+    /// fast ([`crate::remover`]), once the last reference to this table is
+    /// dropped.
+    pub fn mark_obsolete(&self, bytes_per_sec: u64) {
+        self.obsolete.mark(bytes_per_sec);
     }
 
     /// True once a merge has replaced this file.
     pub fn is_obsolete(&self) -> bool {
-        self.obsolete.load(Ordering::Acquire)
+        self.obsolete.is_set()
     }
 
     /// True if `key` lies within the file's key range.
@@ -148,7 +149,7 @@ impl Table {
 
 impl Drop for Table {
     fn drop(&mut self) {
-        if self.is_obsolete() {
+        if let Some(rate) = self.obsolete.rate() {
             // An iterator made from this table holds its reader and reads
             // on after the unlink, so the file is shrunk first only when
             // nobody does.
@@ -156,9 +157,10 @@ impl Drop for Table {
                 .reader
                 .as_ref()
                 .map_or(true, |r| Arc::strong_count(r) == 1);
-            match crate::fsutil::remove_data_file(&self.path, alone) {
+            let held = self.reader.as_ref().ok().map(|r| r.file());
+            match crate::remover::remove(&self.path, held, alone, rate) {
                 Ok(()) => {
-                    tracing::debug!(target: "basalt::ledger", "L0008 removed replaced ledger file {}", self.path.display());
+                    tracing::debug!(target: "basalt::ledger", "L0008 removing replaced ledger file {}", self.path.display());
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => {
@@ -357,8 +359,9 @@ mod tests {
             let spy = std::fs::File::open(&path).unwrap();
             let iter = iterating.then(|| reader.range(b"", None));
             drop(reader);
-            table.mark_obsolete();
+            table.mark_obsolete(1);
             drop(table);
+            crate::remover::settle(d.path());
             assert!(!path.exists());
             let left = spy.metadata().unwrap().len();
             match iter {
