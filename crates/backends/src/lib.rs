@@ -203,6 +203,12 @@ pub struct RocksTuning {
     /// `bytes_per_sync` for SST and blob files: write back in 1 MiB steps
     /// instead of one burst at file close. Default 1 MiB.
     pub bytes_per_sync: u64,
+    /// Compaction threads (the low-priority pool) run at the lowest CPU
+    /// priority (`Env::lower_thread_pool_cpu_priority`, nice 19), as
+    /// leveled's compaction and merge threads do (`background_nice`).
+    /// Flushes (the high-priority pool) are left alone, as leveled's flush
+    /// clerk is. Default true (since 2026-11-28).
+    pub lower_compaction_priority: bool,
 }
 
 impl Default for RocksTuning {
@@ -216,6 +222,7 @@ impl Default for RocksTuning {
             dynamic_level_bytes: true,
             background_jobs: 2,
             bytes_per_sync: 1 << 20,
+            lower_compaction_priority: true,
         }
     }
 }

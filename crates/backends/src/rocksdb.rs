@@ -6,7 +6,8 @@
 //!   keeps them), tuned as a careful operator would for a small box
 //!   ([`crate::RocksTuning`]: block cache from the memory budget, bloom
 //!   filters of 10 bits per key, dynamic level sizes, no compression,
-//!   32 MiB write buffers, 2 background jobs, 1 MiB `bytes_per_sync`).
+//!   32 MiB write buffers, 2 background jobs, 1 MiB `bytes_per_sync`,
+//!   compaction threads at the lowest CPU priority).
 //! * `rocksdb-blob`: the same plus integrated BlobDB (`enable_blob_files`,
 //!   `min_blob_size` 1 KiB, blob garbage collection during compaction): the
 //!   strongest modern key/value-separation peer of leveled.
@@ -101,6 +102,13 @@ impl Rocks {
         opts.set_max_write_buffer_number(i32::try_from(t.max_write_buffers.max(2)).unwrap_or(2));
         opts.set_level_compaction_dynamic_level_bytes(t.dynamic_level_bytes);
         opts.set_bytes_per_sync(t.bytes_per_sync);
+        if t.lower_compaction_priority {
+            // The default Env's thread pools are the process's: this
+            // lowers every store's compaction threads.
+            let mut env = rocksdb::Env::new().map_err(|e| rerr(kind.name(), dir, e))?;
+            env.lower_thread_pool_cpu_priority();
+            opts.set_env(&env);
+        }
         let compression = match t.compression {
             crate::RocksCompression::None => DBCompressionType::None,
             crate::RocksCompression::Lz4 => DBCompressionType::Lz4,

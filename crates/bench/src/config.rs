@@ -81,6 +81,7 @@ const KNOWN: &[&str] = &[
     "basalt_rocksdb_compression",
     "basalt_rocksdb_bloom_bits",
     "basalt_rocksdb_dynamic_level_bytes",
+    "basalt_rocksdb_lower_priority",
 ];
 
 /// Driver names accepted in `driver` (each also with the
@@ -504,7 +505,8 @@ pub struct BenchConfig {
     /// third of the store's share of the memory limit, else 32 MiB),
     /// `basalt_rocksdb_write_buffer` (size, 32 MiB), `basalt_rocksdb_compression`
     /// (`none` | `lz4` | `snappy` | `zstd`, none), `basalt_rocksdb_bloom_bits`
-    /// (10; 0 = no filter), `basalt_rocksdb_dynamic_level_bytes` (true).
+    /// (10; 0 = no filter), `basalt_rocksdb_dynamic_level_bytes` (true),
+    /// `basalt_rocksdb_lower_priority` (true: compaction threads at nice 19).
     pub rocksdb: basalt_backends::RocksTuning,
     /// The network driver's options (`None` for `basalt_embedded` and
     /// `null`); see [`crate::netcfg`].
@@ -993,6 +995,7 @@ impl RawConfig {
         }
         t.bloom_bits_per_key = self.int("basalt_rocksdb_bloom_bits", 10, 0)? as f64;
         t.dynamic_level_bytes = self.bool("basalt_rocksdb_dynamic_level_bytes", true)?;
+        t.lower_compaction_priority = self.bool("basalt_rocksdb_lower_priority", true)?;
         Ok(t)
     }
 

@@ -106,7 +106,8 @@ fn describe(cfg: &BenchConfig) -> Vec<String> {
         let t = &bc.rocksdb;
         v.push(format!(
             "rocksdb settings: block cache {} per store; write buffer {} × {}; compression {:?}; \
-             bloom {} bits/key; dynamic level bytes {}; background jobs {}; bytes_per_sync {}",
+             bloom {} bits/key; dynamic level bytes {}; background jobs {}; bytes_per_sync {}; \
+             compaction threads at lowest priority {}",
             crate::memlimit::human(t.block_cache_for(bc.memory_budget_bytes)),
             crate::memlimit::human(t.write_buffer_bytes),
             t.max_write_buffers,
@@ -114,7 +115,8 @@ fn describe(cfg: &BenchConfig) -> Vec<String> {
             t.bloom_bits_per_key,
             t.dynamic_level_bytes,
             t.background_jobs,
-            crate::memlimit::human(t.bytes_per_sync)
+            crate::memlimit::human(t.bytes_per_sync),
+            t.lower_compaction_priority
         ));
     }
     if cfg.driver == DriverKind::Embedded && cfg.backend == "leveled" {
