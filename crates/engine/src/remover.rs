@@ -204,26 +204,30 @@ impl Remover {
             loop {
                 let (freed, finished) = MutexGuard::unlocked(&mut q, || job.step());
                 q.bytes = q.bytes.saturating_sub(freed);
+                let (path, rate) = (job.path.clone(), job.bytes_per_sec);
                 if finished {
+                    // Closing the handle frees what is left of the inode
+                    // now, not after the pause.
+                    drop(job);
                     q.current = None;
                     self.done.notify_all();
-                }
-                self.pause(&mut q, &job, freed);
-                if finished {
+                    self.pause(&mut q, &path, rate, freed);
                     break;
                 }
+                self.pause(&mut q, &path, rate, freed);
             }
         }
     }
 
-    /// Waits for `freed` bytes' worth of `job`'s rate, unless hurried.
-    fn pause(&self, q: &mut MutexGuard<'_, Queue>, job: &Job, freed: u64) {
-        if job.bytes_per_sec == 0 {
+    /// Waits for `freed` bytes' worth of `rate` (bytes a second; 0: not at
+    /// all), unless hurried for `path`.
+    fn pause(&self, q: &mut MutexGuard<'_, Queue>, path: &Path, rate: u64, freed: u64) {
+        if rate == 0 {
             return;
         }
-        let secs = freed as f64 / job.bytes_per_sec as f64;
+        let secs = freed as f64 / rate as f64;
         let until = Instant::now() + Duration::from_secs_f64(secs.min(60.0));
-        while !self.hurried(q, &job.path) && !self.work.wait_until(q, until).timed_out() {}
+        while !self.hurried(q, path) && !self.work.wait_until(q, until).timed_out() {}
     }
 
     /// Queues `job`; gives it back if the queue is full.
