@@ -393,15 +393,25 @@ mod tests {
         Remover::start().unwrap()
     }
 
-    #[test]
-    fn a_paced_removal_shrinks_in_the_background_and_settle_finishes_it() {
+    /// A file of `steps` removal steps named `name` in a new directory,
+    /// queued on a remover of its own at 1 byte a second (only a settle
+    /// or a hurry gets it done within a test) and past its first step.
+    fn queued_past_one_step(
+        name: &str,
+        steps: u64,
+    ) -> (&'static Remover, tempfile::TempDir, PathBuf, File) {
         let r = own();
         let d = tempfile::tempdir().unwrap();
-        let path = d.path().join("a.jnl");
-        let held = file_of(&path, 4 * REMOVE_STEP_BYTES);
-        // 1 byte a second: only a settle gets it done within the test.
+        let path = d.path().join(name);
+        let held = file_of(&path, steps * REMOVE_STEP_BYTES);
         remove_with(Some(r), &path, Some(&held), true, 1).unwrap();
-        eventually("a first step", || len(&held) < 4 * REMOVE_STEP_BYTES);
+        eventually("a first step", || len(&held) < steps * REMOVE_STEP_BYTES);
+        (r, d, path, held)
+    }
+
+    #[test]
+    fn a_paced_removal_shrinks_in_the_background_and_settle_finishes_it() {
+        let (r, d, path, held) = queued_past_one_step("a.jnl", 4);
         std::thread::sleep(Duration::from_millis(100));
         assert_eq!(len(&held), 3 * REMOVE_STEP_BYTES, "one step, then a pause");
         assert_eq!(r.queued(), (3 * REMOVE_STEP_BYTES, 1));
@@ -436,13 +446,8 @@ mod tests {
 
     #[test]
     fn a_file_made_later_under_the_same_name_is_left_alone() {
-        let r = own();
-        let d = tempfile::tempdir().unwrap();
-        let path = d.path().join("c.sst");
-        let old = file_of(&path, 3 * REMOVE_STEP_BYTES);
         // Queued, and paused after its first step...
-        remove_with(Some(r), &path, Some(&old), true, 1).unwrap();
-        eventually("a first step", || len(&old) < 3 * REMOVE_STEP_BYTES);
+        let (r, d, path, old) = queued_past_one_step("c.sst", 3);
         // ...when something removes the name and makes a new file there
         // (a store reopened, its leftover removed, the number reused).
         fs::remove_file(&path).unwrap();
@@ -460,12 +465,7 @@ mod tests {
 
     #[test]
     fn a_low_disk_unpaces_the_queue() {
-        let r = own();
-        let d = tempfile::tempdir().unwrap();
-        let path = d.path().join("d.jnl");
-        let held = file_of(&path, 3 * REMOVE_STEP_BYTES);
-        remove_with(Some(r), &path, Some(&held), true, 1).unwrap();
-        eventually("a first step", || len(&held) < 3 * REMOVE_STEP_BYTES);
+        let (r, _d, path, _held) = queued_past_one_step("d.jnl", 3);
         r.disk_is_low();
         eventually("removed while the disk is low", || !path.exists());
         assert_eq!(r.queued(), (0, 0));
