@@ -606,8 +606,9 @@ pub struct ClosedFile {
     /// so a binary search works even if a file is empty.
     pub search_hi: u64,
     /// Set once journal compaction has replaced this file in the manifest:
-    /// the `.jnl` and `.jix` are unlinked when the last `Arc` (a reader, a
-    /// [`super::JournalView`], a backup) is dropped (deferred deletion).
+    /// when the last `Arc` (a reader, a [`super::JournalView`], a backup)
+    /// is dropped, the `.jix` is unlinked and the `.jnl` handed to
+    /// [`crate::remover`] (deferred deletion).
     pub obsolete: crate::remover::Obsolete,
 }
 
