@@ -82,43 +82,6 @@ pub fn drop_cached(file: &File, path: &Path, offset: u64, len: u64) {
     }
 }
 
-pub use crate::limits::REMOVE_STEP_BYTES;
-
-/// Removes the data file `path`, first shrinking it in steps of
-/// [`REMOVE_STEP_BYTES`] (to at most one step) when this is its only link
-/// (a backup's hard link keeps its content: such a file is just unlinked).
-///
-/// On a file system mounted with online discard (`-o discard`, as this
-/// project's VMs are), unlinking a 256 MiB journal file frees one large
-/// extent and ext4 sends it to the device as one discard request, which
-/// reads then queue behind. Measured with fio, 16 random 8 KiB readers
-/// while 1 GiB of files was unlinked: per-second maxima of 23–41 ms
-/// against 8–11 ms without; truncated 8 MiB at a time before the unlink:
-/// 8–11 ms (and p99.99 3.9 ms against 19–22 ms). RocksDB's
-/// `DeleteScheduler` truncates files in chunks for the same reason. Here
-/// the steps run back to back, so the freed space still reaches the device
-/// within one commit or two (docs/benchmarks.md 2026-11-28 12:51, part 5):
-/// for leftovers and abandoned output. Replaced files go to
-/// [`crate::remover`], which paces the steps.
-/// A failed step only ends the stepping; the unlink's result is what is
-/// returned (`NotFound` included, for callers to ignore).
-pub fn remove_in_steps(path: &Path) -> std::io::Result<()> {
-    if let Ok(f) = OpenOptions::new().write(true).open(path) {
-        use std::os::unix::fs::MetadataExt;
-        if let Ok(m) = f.metadata() {
-            let mut len = m.len();
-            while m.nlink() == 1 && len > REMOVE_STEP_BYTES {
-                len -= REMOVE_STEP_BYTES;
-                if let Err(e) = f.set_len(len) {
-                    tracing::debug!(path = %path.display(), error = %e, "could not shrink a file before removing it; unlinking it whole");
-                    break;
-                }
-            }
-        }
-    }
-    fs::remove_file(path)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,26 +94,5 @@ mod tests {
         write_atomic(&p, b"two").unwrap();
         assert_eq!(fs::read(&p).unwrap(), b"two");
         assert!(!d.path().join("MANIFEST.tmp").exists());
-    }
-
-    #[test]
-    fn remove_in_steps_removes_a_file_and_spares_its_other_links() {
-        let d = tempfile::tempdir().unwrap();
-        let big = vec![7u8; (2 * REMOVE_STEP_BYTES + 12345) as usize];
-        let a = d.path().join("a.jnl");
-        fs::write(&a, &big).unwrap();
-        remove_in_steps(&a).unwrap();
-        assert!(!a.exists());
-
-        let b = d.path().join("b.jnl");
-        let link = d.path().join("backup.jnl");
-        fs::write(&b, &big).unwrap();
-        fs::hard_link(&b, &link).unwrap();
-        remove_in_steps(&b).unwrap();
-        assert!(!b.exists());
-        assert_eq!(fs::read(&link).unwrap(), big);
-
-        let e = remove_in_steps(&b).unwrap_err();
-        assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
     }
 }

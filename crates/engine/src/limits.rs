@@ -28,7 +28,7 @@ pub const SST_BLOCK_BYTES_MAX: u64 = 64 * 1024 * 1024;
 pub const SST_ITER_READ_BYTES: u64 = 256 * 1024;
 
 /// The step a data file is shrunk by before its unlink
-/// (`fsutil::remove_in_steps`: one large discard stalls reads on a file
+/// (`remover`: one large discard stalls reads on a file
 /// system mounted with online discard). Fixed.
 pub const REMOVE_STEP_BYTES: u64 = 8 * 1024 * 1024;
 

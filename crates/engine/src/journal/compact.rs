@@ -419,7 +419,7 @@ impl Journal {
     fn discard(&self, outs: &[OutFile]) {
         for o in outs {
             for p in [o.path.clone(), self.dir.join(file::jix_name(o.file_no))] {
-                if let Err(e) = crate::fsutil::remove_in_steps(&p) {
+                if let Err(e) = crate::remover::remove(&p, None, true, 0) {
                     if e.kind() != std::io::ErrorKind::NotFound {
                         // The next open removes it anyway (not in the manifest).
                         tracing::warn!(path = %p.display(), error = %e, "could not delete a partial compaction output file");

@@ -417,7 +417,7 @@ fn remove_leftover(dir: &Path, no: u64) -> Result<()> {
         tracing::warn!(path = %jnl.display(), "journal file not listed in the manifest (left over from an interrupted roll or compaction); removing it");
     }
     for p in [jnl, dir.join(file::jix_name(no))] {
-        match crate::fsutil::remove_in_steps(&p) {
+        match crate::remover::remove(&p, None, true, 0) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(Error::io("remove leftover journal file", &p, e)),

@@ -866,7 +866,7 @@ fn corrupt_record_is_reported_by_direct_reads_and_never_cached() {
 
 /// A view made while a file was active reads it on after the file rolled,
 /// was compacted away and was removed: removal shrinks a file before the
-/// unlink (`fsutil::remove_in_steps`) only when nobody else holds its
+/// unlink (`remover::remove`) only when nobody else holds its
 /// handle, and the view holds the handle the file was written through.
 #[test]
 fn a_view_reads_a_once_active_file_after_compaction_removed_it() {
@@ -877,7 +877,7 @@ fn a_view_reads_a_once_active_file_after_compaction_removed_it() {
         }
     }
     let d = tempfile::tempdir().unwrap();
-    let step = crate::fsutil::REMOVE_STEP_BYTES;
+    let step = crate::limits::REMOVE_STEP_BYTES;
     let j = Journal::open(d.path(), opts(4 * step), Arc::new(Stats::default())).unwrap();
     // More than one removal step of values, all in the active file.
     let value = |i: u64| vec![(i % 251) as u8; 64 * 1024];

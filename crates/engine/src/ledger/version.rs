@@ -312,8 +312,8 @@ impl Version {
 mod tests {
     use super::*;
     use crate::entry::Status;
-    use crate::fsutil::REMOVE_STEP_BYTES;
     use crate::ledger::sst::{SstOptions, SstWriter};
+    use crate::limits::REMOVE_STEP_BYTES;
 
     /// An SST of more than one removal step, with `n` entries.
     fn big_table(dir: &std::path::Path, file_no: u64) -> (Table, Arc<SstReader>, u64) {
