@@ -128,6 +128,9 @@ impl Leveled {
         if let Some(b) = config.journal_skip_active_lock {
             c.journal_skip_active_lock = b;
         }
+        if let Some(b) = config.journal_preallocate {
+            c.journal_preallocate = b;
+        }
         if let Some(b) = config.write_group {
             c.write_group = b;
         }

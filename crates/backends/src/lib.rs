@@ -63,6 +63,9 @@ pub struct BackendConfig {
     /// leveled: GETs of records older than the active journal file skip its
     /// lock (the engine's `journal_skip_active_lock`; `None`: default, true).
     pub journal_skip_active_lock: Option<bool>,
+    /// leveled: each new journal file reserves its blocks when created (the
+    /// engine's `journal_preallocate`; `None`: default, true).
+    pub journal_preallocate: Option<bool>,
     /// leveled: concurrent writers share one write-lock trip, journal write
     /// and fsync (the engine's `write_group`; `None`: default, true).
     pub write_group: Option<bool>,

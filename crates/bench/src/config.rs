@@ -62,6 +62,7 @@ const KNOWN: &[&str] = &[
     "basalt_journal_one_read",
     "basalt_journal_fadvise_random",
     "basalt_journal_skip_active_lock",
+    "basalt_journal_preallocate",
     "basalt_write_group",
     "basalt_journal_sync_bytes",
     "basalt_ledger_sync_bytes",
@@ -446,6 +447,10 @@ pub struct BenchConfig {
     /// than the active journal file skip its lock (default: the engine's,
     /// true); others ignore it.
     pub journal_skip_active_lock: Option<bool>,
+    /// `basalt_journal_preallocate`: leveled reserves each new journal
+    /// file's blocks when it is created (default: the engine's, true);
+    /// others ignore it.
+    pub journal_preallocate: Option<bool>,
     /// `basalt_write_group`: leveled writers share write-lock trips,
     /// journal writes and fsyncs (default: the engine's, true); others
     /// ignore it.
@@ -723,6 +728,7 @@ impl RawConfig {
         let journal_one_read = self.opt_bool("basalt_journal_one_read")?;
         let journal_fadvise_random = self.opt_bool("basalt_journal_fadvise_random")?;
         let journal_skip_active_lock = self.opt_bool("basalt_journal_skip_active_lock")?;
+        let journal_preallocate = self.opt_bool("basalt_journal_preallocate")?;
         let write_group = self.opt_bool("basalt_write_group")?;
         let journal_sync_bytes = self.size("basalt_journal_sync_bytes")?;
         let background_nice = match self.get("basalt_background_nice") {
@@ -798,6 +804,7 @@ impl RawConfig {
                 journal_one_read,
                 journal_fadvise_random,
                 journal_skip_active_lock,
+                journal_preallocate,
                 write_group,
                 journal_sync_bytes,
                 ledger_sync_bytes,

@@ -122,6 +122,16 @@ pub struct Config {
     /// What the flusher does every `journal_sync_bytes`. Default
     /// [`JournalFlush::Writeback`].
     pub journal_flush: JournalFlush,
+    /// Each new journal file reserves `journal_file_bytes` of disk blocks
+    /// when it is created (`fallocate` with `KEEP_SIZE`; the spare is made
+    /// by the flusher, off the write path), so appends never allocate
+    /// blocks. On ext4 an append that allocates waits for the block-map
+    /// lock that the write-back of the same file holds: up to ~2 ms in the
+    /// 8 KB scenario, with the store's write lock held
+    /// (`docs/benchmarks.md` 2026-11-28 23:00). The active file and the
+    /// spare may so hold up to twice `journal_file_bytes` not yet written;
+    /// a file rolled early gives its rest back. Default true.
+    pub journal_preallocate: bool,
     /// How journal values are compressed. Default lz4 (leveled's default):
     /// it costs little CPU even on incompressible values (which are then
     /// stored as they are) and usually shrinks Riak objects noticeably.
@@ -301,6 +311,7 @@ impl Config {
             tictac: None,
             journal_sync_bytes: 1024 * 1024,
             journal_flush: JournalFlush::Writeback,
+            journal_preallocate: true,
             ledger_sync_bytes: 1024 * 1024,
             background_nice: 19,
             compression: Compression::Lz4,

@@ -67,6 +67,21 @@ pub fn no_readahead(file: &File, path: &Path) {
     }
 }
 
+/// Reserves `file`'s blocks for its first `len` bytes without changing its
+/// size (`fallocate(FALLOC_FL_KEEP_SIZE)`): the file system allocates them
+/// now, as unwritten extents, so later appends find their blocks mapped.
+/// On ext4, an append into a file without them allocates each block as it
+/// goes (delayed allocation), under the inode's block-map lock, which the
+/// write-back of the same file takes too; the append then waits for that
+/// write-back. Blocks past the end stay reserved until the file is
+/// truncated or removed. Advice only: a file system that cannot do it
+/// (EOPNOTSUPP) is logged, never an error.
+pub fn preallocate(file: &File, path: &Path, len: u64) {
+    if let Err(e) = rustix::fs::fallocate(file, rustix::fs::FallocateFlags::KEEP_SIZE, 0, len) {
+        tracing::debug!(path = %path.display(), error = %e, "fallocate(KEEP_SIZE) failed; appends allocate blocks as they go");
+    }
+}
+
 /// Drops `len` bytes of `file` from `offset` out of the page cache
 /// (`posix_fadvise(DONTNEED)`; the pages are the inode's, so every handle
 /// loses them). For data read or written once, such as compaction's input

@@ -239,6 +239,7 @@ impl Store {
                     .value_cache
                     .clone()
                     .or_else(|| ValueCache::new(config.value_cache_bytes)),
+                preallocate: config.journal_preallocate,
             },
             Arc::clone(&stats),
         )?);

@@ -505,6 +505,7 @@ fn key_delta_records_replay_their_index_changes() {
                 remove_bytes_per_sec: 0,
                 direct_reads: false,
                 value_cache: None,
+                preallocate: true,
             },
             Arc::new(Stats::default()),
         )

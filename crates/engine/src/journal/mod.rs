@@ -47,7 +47,7 @@ pub mod view;
 
 use crate::error::{Error, IoContext, Result};
 use crate::fsutil::{
-    drop_cached, ensure_dir, no_readahead, sync_dir, write_atomic, write_unsynced,
+    drop_cached, ensure_dir, no_readahead, preallocate, sync_dir, write_atomic, write_unsynced,
 };
 use crate::retired::Retired;
 use crate::stats::Stats;
@@ -111,6 +111,10 @@ pub struct JournalOptions {
     /// GETs' records cached in memory ([`value_cache`];
     /// `Config::value_cache_bytes`).
     pub value_cache: Option<ValueCache>,
+    /// Each new active file reserves `file_bytes` of blocks when it is
+    /// created ([`preallocate`]; `Config::journal_preallocate`); a file
+    /// rolled short of them gives the rest back at its roll.
+    pub preallocate: bool,
 }
 
 impl JournalOptions {
@@ -138,6 +142,7 @@ impl JournalOptions {
             remove_bytes_per_sec: 0,
             direct_reads: false,
             value_cache: None,
+            preallocate: true,
         }
     }
 }
@@ -318,6 +323,19 @@ pub(crate) fn create_data_file(dir: &Path, file_no: u64) -> Result<(PathBuf, Fil
     f.write_all_at(&file::jnl_header(), 0).ctx("write", &path)?;
     f.sync_all().ctx("fsync", &path)?;
     sync_dir(dir)?;
+    Ok((path, f))
+}
+
+/// Creates data file `file_no` to be appended to (an active file or the
+/// spare that becomes one): advised as GETs read it, its blocks reserved.
+fn create_active_file(dir: &Path, file_no: u64, opts: &JournalOptions) -> Result<(PathBuf, File)> {
+    let (path, f) = create_data_file(dir, file_no)?;
+    if opts.fadvise_random {
+        no_readahead(&f, &path);
+    }
+    if opts.preallocate {
+        preallocate(&f, &path, opts.file_bytes);
+    }
     Ok((path, f))
 }
 
@@ -599,10 +617,7 @@ impl Journal {
     /// A new journal: data file 1, then the manifest listing it (a crash
     /// between the two is recognised by [`interrupted_creation`]).
     fn create_fresh(dir: &Path, opts: JournalOptions, stats: Arc<Stats>) -> Result<Journal> {
-        let (path, f) = create_data_file(dir, 1)?;
-        if opts.fadvise_random {
-            no_readahead(&f, &path);
-        }
+        let (path, f) = create_active_file(dir, 1, &opts)?;
         let active = Active {
             file_no: 1,
             path,
@@ -883,10 +898,7 @@ impl Journal {
             }
             a.take_file_no()?
         };
-        let (path, file) = create_data_file(&self.dir, file_no)?;
-        if self.opts.fadvise_random {
-            no_readahead(&file, &path);
-        }
+        let (path, file) = create_active_file(&self.dir, file_no, &self.opts)?;
         let mut spare = self.spare.lock();
         debug_assert!(spare.is_none(), "spares are made by one thread");
         *spare = Some(Spare {
@@ -908,7 +920,7 @@ impl Journal {
     /// the data file at open, which the fsync here makes durable first.
     fn roll(&self) -> Result<()> {
         let spare = self.spare.lock().take();
-        let (old_file, old_path, old_no, jix_bytes, new_no) = {
+        let (old_file, old_path, old_no, jix_bytes, new_no, old_size) = {
             let mut a = self.active.lock();
             debug_assert!(!a.index.is_empty());
             // Without a spare, the new file's number is taken now:
@@ -919,20 +931,22 @@ impl Journal {
                 None => a.take_file_no()?,
             };
             let jix = file::encode_index(&a.index);
-            (Arc::clone(&a.file), a.path.clone(), a.file_no, jix, new_no)
+            let f = Arc::clone(&a.file);
+            (f, a.path.clone(), a.file_no, jix, new_no, a.size)
         };
+        if self.opts.preallocate && old_size < self.opts.file_bytes {
+            // Rolled early (a backup's roll): give back the blocks reserved
+            // past its end (on ext4 a truncate to the same size does).
+            if let Err(e) = old_file.set_len(old_size) {
+                tracing::warn!(target: "basalt::journal", path = %old_path.display(), error = %e, "I0015 could not give back a rolled journal file's reserved blocks (they stay until the file is removed)");
+            }
+        }
         old_file.sync_all().ctx("fsync", &old_path)?;
         self.unsynced.store(0, std::sync::atomic::Ordering::Relaxed);
         write_unsynced(&self.dir.join(file::jix_name(old_no)), &jix_bytes)?;
         let (new_path, new_file) = match spare {
             Some(sp) => (sp.path, sp.file),
-            None => {
-                let (path, f) = create_data_file(&self.dir, new_no)?;
-                if self.opts.fadvise_random {
-                    no_readahead(&f, &path);
-                }
-                (path, f)
-            }
+            None => create_active_file(&self.dir, new_no, &self.opts)?,
         };
         let direct = self.opts.direct_handle(&old_path);
         let mut a = self.active.lock();

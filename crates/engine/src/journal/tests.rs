@@ -152,6 +152,72 @@ fn rolls_and_fetches_from_closed_and_active_files() {
     assert_eq!(stat(&stats, &stats.journal_syncs), before);
 }
 
+/// Bytes of disk `path` has allocated (`st_blocks` × 512).
+fn allocated(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata(path).unwrap().blocks() * 512
+}
+
+/// Whether `dir`'s file system reserves blocks with `fallocate(KEEP_SIZE)`.
+fn fallocate_works(dir: &Path) -> bool {
+    let p = dir.join("probe");
+    let f = File::create(&p).unwrap();
+    let flags = rustix::fs::FallocateFlags::KEEP_SIZE;
+    let ok = rustix::fs::fallocate(&f, flags, 0, 1 << 20).is_ok() && allocated(&p) >= 1 << 20;
+    fs::remove_file(&p).unwrap();
+    ok
+}
+
+/// Every new active file (the first, the spare made ahead of a roll, one a
+/// roll makes itself) has `file_bytes` of blocks reserved and its size
+/// unchanged; a file rolled early (a backup's roll) gives the rest back,
+/// and its records stay readable; with the option off nothing is reserved.
+#[test]
+fn new_active_files_are_preallocated_and_early_rolls_give_the_rest_back() {
+    let d = tempfile::tempdir().unwrap();
+    if !fallocate_works(d.path()) {
+        eprintln!("skipped: this file system does not preallocate");
+        return;
+    }
+    let file_bytes = 256 * 1024;
+    let j = Journal::open(d.path(), opts(file_bytes), Arc::new(Stats::default())).unwrap();
+    let first = j.files()[0].path.clone();
+    assert!(allocated(&first) >= file_bytes, "{}", allocated(&first));
+    assert_eq!(fs::metadata(&first).unwrap().len(), file::JNL_HEADER_LEN);
+    append_n(&j, 1, 10);
+    let (closed, _) = j.roll_and_list().unwrap();
+    assert!(allocated(&first) < file_bytes / 4, "{}", allocated(&first));
+    assert_eq!(closed.last().map(|c| c.path.clone()), Some(first));
+    // The roll made the next file itself (no spare yet).
+    let second = j.files()[1].path.clone();
+    assert!(allocated(&second) >= file_bytes);
+    let mut i = 10;
+    while j.files()[1].size_bytes < file_bytes / 2 {
+        i += 1;
+        append_n(&j, i, i);
+    }
+    assert!(j.prepare_next_file().unwrap());
+    let listed: Vec<PathBuf> = j.files().into_iter().map(|f| f.path).collect();
+    let spare: Vec<PathBuf> = fs::read_dir(d.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jnl") && !listed.contains(p))
+        .collect();
+    assert_eq!(spare.len(), 1, "{spare:?}");
+    assert!(allocated(&spare[0]) >= file_bytes);
+    for k in 1..=i {
+        check(&j, k);
+    }
+    drop(j);
+    let off = tempfile::tempdir().unwrap();
+    let plain = JournalOptions {
+        preallocate: false,
+        ..opts(file_bytes)
+    };
+    let j = Journal::open(off.path(), plain, Arc::new(Stats::default())).unwrap();
+    assert!(allocated(&j.files()[0].path) < file_bytes / 4);
+}
+
 #[test]
 fn oversize_record_rolls_without_empty_files() {
     let d = tempfile::tempdir().unwrap();
