@@ -128,7 +128,7 @@ pub struct Config {
     /// blocks. On ext4 an append that allocates waits for the block-map
     /// lock that the write-back of the same file holds: up to ~2 ms in the
     /// 8 KB scenario, with the store's write lock held
-    /// (`docs/benchmarks.md` 2026-11-28 21:44). The active file and the
+    /// (`docs/benchmarks.md` 2026-11-28 21:44–23:56). The active file and the
     /// spare may so hold up to twice `journal_file_bytes` not yet written;
     /// a file rolled early gives its rest back. Default true.
     pub journal_preallocate: bool,
