@@ -129,8 +129,9 @@ pub struct Config {
     /// lock that the write-back of the same file holds: up to ~2 ms in the
     /// 8 KB scenario, with the store's write lock held
     /// (`docs/benchmarks.md` 2026-11-28 21:44–23:56). The active file and the
-    /// spare may so hold up to twice `journal_file_bytes` not yet written;
-    /// a file rolled early gives its rest back. Default true.
+    /// spare may so hold up to twice `journal_file_bytes` not yet written
+    /// (a node's vnodes, one store per partition, turn it off for that
+    /// reason); a file rolled early gives its rest back. Default true.
     pub journal_preallocate: bool,
     /// How journal values are compressed. Default lz4 (leveled's default):
     /// it costs little CPU even on incompressible values (which are then

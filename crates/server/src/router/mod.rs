@@ -334,6 +334,11 @@ impl Router {
             block_cache: self.block_cache.clone(),
             value_cache_bytes: Some(0),
             value_cache: self.value_cache.clone(),
+            // Reserving a whole journal file (and its spare) ahead would
+            // hold 256-512 MiB of disk per vnode, 16-32 GiB on an empty
+            // one-node ring; until the reservation is made in steps as the
+            // file grows, vnodes allocate as they append.
+            journal_preallocate: Some(false),
             ..Default::default()
         };
         let size = self
