@@ -131,6 +131,9 @@ impl Leveled {
         if let Some(b) = config.journal_preallocate {
             c.journal_preallocate = b;
         }
+        if let Some(b) = config.journal_release_written {
+            c.journal_release_written = b;
+        }
         if let Some(b) = config.write_group {
             c.write_group = b;
         }

@@ -66,6 +66,9 @@ pub struct BackendConfig {
     /// leveled: each new journal file reserves its blocks when created (the
     /// engine's `journal_preallocate`; `None`: default, true).
     pub journal_preallocate: Option<bool>,
+    /// leveled: the journal's written-back pages leave the page cache (the
+    /// engine's `journal_release_written`; `None`: default).
+    pub journal_release_written: Option<bool>,
     /// leveled: concurrent writers share one write-lock trip, journal write
     /// and fsync (the engine's `write_group`; `None`: default, true).
     pub write_group: Option<bool>,

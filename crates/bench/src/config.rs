@@ -63,6 +63,7 @@ const KNOWN: &[&str] = &[
     "basalt_journal_fadvise_random",
     "basalt_journal_skip_active_lock",
     "basalt_journal_preallocate",
+    "basalt_journal_release_written",
     "basalt_write_group",
     "basalt_journal_sync_bytes",
     "basalt_ledger_sync_bytes",
@@ -451,6 +452,10 @@ pub struct BenchConfig {
     /// file's blocks when it is created (default: the engine's, true);
     /// others ignore it.
     pub journal_preallocate: Option<bool>,
+    /// `basalt_journal_release_written`: leveled drops the journal's pages
+    /// from the page cache once written back, when it reads closed files
+    /// with `O_DIRECT` (default: the engine's); others ignore it.
+    pub journal_release_written: Option<bool>,
     /// `basalt_write_group`: leveled writers share write-lock trips,
     /// journal writes and fsyncs (default: the engine's, true); others
     /// ignore it.
@@ -729,6 +734,7 @@ impl RawConfig {
         let journal_fadvise_random = self.opt_bool("basalt_journal_fadvise_random")?;
         let journal_skip_active_lock = self.opt_bool("basalt_journal_skip_active_lock")?;
         let journal_preallocate = self.opt_bool("basalt_journal_preallocate")?;
+        let journal_release_written = self.opt_bool("basalt_journal_release_written")?;
         let write_group = self.opt_bool("basalt_write_group")?;
         let journal_sync_bytes = self.size("basalt_journal_sync_bytes")?;
         let background_nice = match self.get("basalt_background_nice") {
@@ -805,6 +811,7 @@ impl RawConfig {
                 journal_fadvise_random,
                 journal_skip_active_lock,
                 journal_preallocate,
+                journal_release_written,
                 write_group,
                 journal_sync_bytes,
                 ledger_sync_bytes,

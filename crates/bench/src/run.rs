@@ -123,11 +123,12 @@ fn describe(cfg: &BenchConfig) -> Vec<String> {
         let bc = crate::driver::backend_config(cfg);
         let on = |o: Option<bool>| o.map_or("default".to_string(), |b| b.to_string());
         v.push(format!(
-            "leveled journal: one read {}; fadvise random {}; skip active lock {}; preallocate {}; write groups {}; sync bytes {}; ledger sync bytes {}; background nice {}; compaction runs/day {}; max garbage {}; slowdown above {}; compaction stream bytes {}; compaction read pace {}; remove pace {}; flush {}; block cache {}; value cache {}; direct reads {}",
+            "leveled journal: one read {}; fadvise random {}; skip active lock {}; preallocate {}; release written {}; write groups {}; sync bytes {}; ledger sync bytes {}; background nice {}; compaction runs/day {}; max garbage {}; slowdown above {}; compaction stream bytes {}; compaction read pace {}; remove pace {}; flush {}; block cache {}; value cache {}; direct reads {}",
             on(cfg.journal_one_read),
             on(cfg.journal_fadvise_random),
             on(cfg.journal_skip_active_lock),
             on(cfg.journal_preallocate),
+            on(cfg.journal_release_written),
             on(cfg.write_group),
             cfg.journal_sync_bytes
                 .map_or("default".to_string(), crate::memlimit::human),

@@ -133,6 +133,17 @@ pub struct Config {
     /// (a node's vnodes, one store per partition, turn it off for that
     /// reason); a file rolled early gives its rest back. Default true.
     pub journal_preallocate: bool,
+    /// Drop the active journal file's pages from the page cache two
+    /// write-back steps after theirs began (by then clean), and a rolled
+    /// file's after its roll, both on the flusher thread, when closed files
+    /// are read with `O_DIRECT` (`journal_direct_reads`). Without it those
+    /// pages fill the page cache with data no read takes from it: ~450 MiB
+    /// of a 1.5 GiB memory budget in the 8 KB scenario, which then reclaims
+    /// on every page it charges. With it that budget was never reached, and
+    /// GET / UPDATE mean(max) fell by 3.0 / 4.4 ms at the same throughput
+    /// (`docs/benchmarks.md` 2026-11-29 00:48). Values of the active file
+    /// are then read from the disk. Default true.
+    pub journal_release_written: bool,
     /// How journal values are compressed. Default lz4 (leveled's default):
     /// it costs little CPU even on incompressible values (which are then
     /// stored as they are) and usually shrinks Riak objects noticeably.
@@ -313,6 +324,7 @@ impl Config {
             journal_sync_bytes: 1024 * 1024,
             journal_flush: JournalFlush::Writeback,
             journal_preallocate: true,
+            journal_release_written: true,
             ledger_sync_bytes: 1024 * 1024,
             background_nice: 19,
             compression: Compression::Lz4,

@@ -240,6 +240,7 @@ impl Store {
                     .clone()
                     .or_else(|| ValueCache::new(config.value_cache_bytes)),
                 preallocate: config.journal_preallocate,
+                release_written: config.journal_release_written,
             },
             Arc::clone(&stats),
         )?);

@@ -506,6 +506,7 @@ fn key_delta_records_replay_their_index_changes() {
                 direct_reads: false,
                 value_cache: None,
                 preallocate: true,
+                release_written: false,
             },
             Arc::new(Stats::default()),
         )

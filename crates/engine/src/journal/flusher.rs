@@ -11,8 +11,10 @@
 //! as RocksDB's `bytes_per_sync`) or runs a group-commit fsync
 //! ([`JournalFlush::Fsync`]). It also creates the next journal file once
 //! the active one is half full ([`Journal::prepare_next_file`]), so that
-//! the roll, which writers wait for, does not, and unlinks the closed files
-//! compaction replaced once nothing holds them ([`Journal::reap_retired`]).
+//! the roll, which writers wait for, does not, unlinks the closed files
+//! compaction replaced once nothing holds them ([`Journal::reap_retired`]),
+//! and drops rolled files' pages from the page cache
+//! ([`Journal::release_rolled`], with `journal_release_written`).
 
 use super::Journal;
 use crate::config::JournalFlush;
@@ -48,6 +50,7 @@ fn run(journal: &Journal, stop: &(Mutex<bool>, Condvar), threshold_bytes: u64, m
             }
         }
         journal.reap_retired();
+        journal.release_rolled();
         if spares {
             if let Err(e) = journal.prepare_next_file() {
                 // Rolls then create their next file themselves, as without

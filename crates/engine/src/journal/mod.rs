@@ -115,6 +115,10 @@ pub struct JournalOptions {
     /// created ([`preallocate`]; `Config::journal_preallocate`); a file
     /// rolled short of them gives the rest back at its roll.
     pub preallocate: bool,
+    /// Pages of the active file are dropped from the page cache once
+    /// written back (`Config::journal_release_written`); only with
+    /// `direct_reads`, which reads closed files around the cache anyway.
+    pub release_written: bool,
 }
 
 impl JournalOptions {
@@ -143,6 +147,7 @@ impl JournalOptions {
             direct_reads: false,
             value_cache: None,
             preallocate: true,
+            release_written: false,
         }
     }
 }
@@ -183,6 +188,12 @@ struct Active {
     /// Bytes of this file whose write-back was started
     /// ([`Journal::start_writeback`]); nothing is known of the rest.
     written_back: u64,
+    /// Where the last write-back step began: the pages below it had their
+    /// write-back started a step earlier, so they are clean by the next one
+    /// and can be released ([`JournalOptions::release_written`]).
+    last_step: u64,
+    /// Bytes of this file whose pages were released from the page cache.
+    released: u64,
 }
 
 impl Active {
@@ -257,6 +268,16 @@ pub struct Journal {
     /// fetch in flight, a view, a backup) holds them (see
     /// [`crate::retired`]); before, the GET that let go last paid for it.
     retired: Retired<ClosedFile>,
+    /// Rolled files whose pages are still cached past what was released,
+    /// waiting for the flusher to release them ([`Journal::release_rolled`]).
+    rolled_cached: Mutex<Vec<RolledFile>>,
+}
+
+/// A rolled file whose pages the flusher is to drop from the page cache.
+struct RolledFile {
+    file: Arc<File>,
+    path: PathBuf,
+    size: u64,
 }
 
 /// A created, empty data file (header only, fsynced, its directory entry
@@ -606,6 +627,7 @@ impl Journal {
             cache_user: value_cache::next_user_id(),
             spare: Mutex::new(None),
             retired: Retired::default(),
+            rolled_cached: Mutex::new(Vec::new()),
         };
         if repaired {
             let a = j.active.lock();
@@ -628,6 +650,8 @@ impl Journal {
             last_sqn: 0,
             next_file_no: 2,
             written_back: file::JNL_HEADER_LEN,
+            last_step: file::JNL_HEADER_LEN,
+            released: file::JNL_HEADER_LEN,
         };
         let j = Journal {
             dir: dir.to_path_buf(),
@@ -647,6 +671,7 @@ impl Journal {
             cache_user: value_cache::next_user_id(),
             spare: Mutex::new(None),
             retired: Retired::default(),
+            rolled_cached: Mutex::new(Vec::new()),
         };
         {
             let a = j.active.lock();
@@ -694,6 +719,8 @@ impl Journal {
                     last_sqn,
                     next_file_no,
                     written_back: size,
+                    last_step: size,
+                    released: size,
                 });
             }
         }
@@ -739,6 +766,8 @@ impl Journal {
             last_sqn,
             next_file_no,
             written_back: size,
+            last_step: size,
+            released: size,
         })
     }
 
@@ -969,6 +998,18 @@ impl Journal {
         a.file_no = new_no;
         a.size = file::JNL_HEADER_LEN;
         a.written_back = file::JNL_HEADER_LEN;
+        a.last_step = file::JNL_HEADER_LEN;
+        a.released = file::JNL_HEADER_LEN;
+        if self.releases_written() {
+            // Fsynced above, so every page is clean: the flusher drops them
+            // all, the released ones too (reads of the active file bring
+            // pages back).
+            self.rolled_cached.lock().push(RolledFile {
+                file: Arc::clone(&old.file),
+                path: old.path.clone(),
+                size: old.size,
+            });
+        }
         self.closed.write().push(Arc::new(old));
         self.active_floor
             .store(a.last_sqn, std::sync::atomic::Ordering::Release);
@@ -992,18 +1033,44 @@ impl Journal {
     /// [`Journal::sync_to`] and rolls are. Uses `posix_fadvise(DONTNEED)`,
     /// which on Linux starts write-back of the range's dirty pages and frees
     /// only pages already clean, which the just-written ones are not.
+    ///
+    /// With [`JournalOptions::release_written`], it also releases the pages
+    /// whose write-back the step before last started: clean by now (or
+    /// skipped by the kernel if not), and never read through the cache
+    /// again once the file is closed.
     pub fn start_writeback(&self) -> Result<()> {
         self.check_poison()?;
-        let (f, path, from, to) = {
+        let (f, path, from, to, release) = {
             let mut a = self.active.lock();
             let from = a.written_back.min(a.size);
             a.written_back = a.size;
-            (Arc::clone(&a.file), a.path.clone(), from, a.size)
+            let release = (a.released, a.last_step);
+            a.released = a.released.max(a.last_step);
+            a.last_step = from;
+            (Arc::clone(&a.file), a.path.clone(), from, a.size, release)
         };
         self.unsynced.store(0, std::sync::atomic::Ordering::Relaxed);
         drop_cached(&f, &path, from, to - from);
+        if self.releases_written() && release.1 > release.0 {
+            drop_cached(&f, &path, release.0, release.1 - release.0);
+        }
         Stats::incr(&self.stats.journal_writebacks);
         Ok(())
+    }
+
+    /// Whether written-back pages are released: asked for, and closed files
+    /// are read around the page cache.
+    fn releases_written(&self) -> bool {
+        self.opts.release_written && self.opts.direct_reads
+    }
+
+    /// Drops rolled files' pages from the page cache (the flusher's job,
+    /// so that no writer pays for it; see [`Journal::start_writeback`]).
+    pub fn release_rolled(&self) {
+        let rolled = std::mem::take(&mut *self.rolled_cached.lock());
+        for r in rolled {
+            drop_cached(&r.file, &r.path, 0, r.size);
+        }
     }
 
     /// Returns once every record up to `sqn` is on stable storage (group commit).

@@ -821,6 +821,91 @@ fn writeback_covers_new_bytes_once_and_is_not_a_sync() {
     }
 }
 
+/// Whether the page holding `offset` of `path` is in the page cache: a
+/// buffered read with `RWF_NOWAIT` fails with EAGAIN rather than wait for
+/// the disk. `None` where the kernel or file system cannot say.
+fn page_cached(path: &Path, offset: u64) -> Option<bool> {
+    let f = File::open(path).unwrap();
+    rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::Random).unwrap();
+    let mut buf = [0u8; 1];
+    let mut bufs = [std::io::IoSliceMut::new(&mut buf)];
+    match rustix::io::preadv2(&f, &mut bufs, offset, rustix::io::ReadWriteFlags::NOWAIT) {
+        Ok(_) => Some(true),
+        Err(rustix::io::Errno::AGAIN) => Some(false),
+        Err(_) => None,
+    }
+}
+
+/// Appends records from `from` until the active file grew by `bytes`;
+/// returns the next SQN.
+fn append_bytes(j: &Journal, from: u64, bytes: u64) -> u64 {
+    let start = j.active.lock().size;
+    let mut i = from;
+    while j.active.lock().size < start + bytes {
+        append_n(j, i, i);
+        i += 1;
+    }
+    i
+}
+
+/// The pages of the active file are released two write-back steps after
+/// theirs began, a rolled file's all at once by `release_rolled`, and only
+/// with the option on; every record stays readable. (A page that a step's
+/// own DONTNEED met dirty is not probed: a fast disk may finish its
+/// write-back before the kernel looks, and then it goes either way.)
+#[test]
+fn written_back_pages_are_released_two_steps_later_and_at_a_roll() {
+    let d = tempfile::tempdir().unwrap();
+    let run = |release: bool| {
+        let dir = d.path().join(format!("release-{release}"));
+        fs::create_dir(&dir).unwrap();
+        let o = JournalOptions {
+            release_written: release,
+            ..direct_cached_opts(1 << 20)
+        };
+        let j = Journal::open(&dir, o, Arc::new(Stats::default())).unwrap();
+        let page = 4096;
+        let i = append_bytes(&j, 1, 8 * page);
+        j.start_writeback().unwrap(); // step 1: the first 8 pages
+        let step2 = j.active.lock().size;
+        let i = append_bytes(&j, i, 8 * page);
+        j.start_writeback().unwrap(); // step 2
+        j.sync_to(i - 1).unwrap(); // both steps clean
+        assert_eq!(j.active.lock().released, file::JNL_HEADER_LEN);
+        let i = append_bytes(&j, i, 8 * page);
+        j.start_writeback().unwrap(); // step 3 releases step 1's pages
+        let released = j.active.lock().released;
+        assert_eq!(released, step2, "step 3 releases up to where step 2 began");
+        let path = j.active.lock().path.clone();
+        let i = append_bytes(&j, i, 8 * page);
+        let late = j.active.lock().size - 4 * page; // never written back
+        let seen = (page_cached(&path, page + 1), page_cached(&path, late));
+        let mut i = i;
+        while j.closed.read().is_empty() {
+            append_n(&j, i, i);
+            i += 1;
+        }
+        j.release_rolled();
+        let rolled = page_cached(&path, late);
+        for k in 1..i {
+            check(&j, k);
+        }
+        (seen, rolled)
+    };
+    let probe = d.path().join("nowait-probe");
+    fs::write(&probe, [1u8; 4096]).unwrap();
+    if !direct_works(d.path()) || page_cached(&probe, 0).is_none() {
+        eprintln!("skipped: this file system cannot show what is cached");
+        return;
+    }
+    let (seen, rolled) = run(true);
+    assert_eq!(seen, (Some(false), Some(true)), "released, not yet");
+    assert_eq!(rolled, Some(false), "after the roll");
+    let (seen, rolled) = run(false);
+    assert_eq!(seen.1, Some(true), "option off");
+    assert_eq!(rolled, Some(true), "option off, rolled");
+}
+
 /// True where the file system under `dir` takes `O_DIRECT` (ext4, xfs; not
 /// tmpfs), so the tests below know which path they exercise.
 fn direct_works(dir: &Path) -> bool {
