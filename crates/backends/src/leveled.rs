@@ -134,6 +134,9 @@ impl Leveled {
         if let Some(b) = config.journal_release_written {
             c.journal_release_written = b;
         }
+        if let Some(b) = config.value_cache_refresh {
+            c.value_cache_refresh = b;
+        }
         if let Some(b) = config.write_group {
             c.write_group = b;
         }

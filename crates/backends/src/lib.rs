@@ -69,6 +69,9 @@ pub struct BackendConfig {
     /// leveled: the journal's written-back pages leave the page cache (the
     /// engine's `journal_release_written`; `None`: default).
     pub journal_release_written: Option<bool>,
+    /// leveled: writes refresh the value cache's entries of their keys (the
+    /// engine's `value_cache_refresh`; `None`: default).
+    pub value_cache_refresh: Option<bool>,
     /// leveled: concurrent writers share one write-lock trip, journal write
     /// and fsync (the engine's `write_group`; `None`: default, true).
     pub write_group: Option<bool>,

@@ -64,6 +64,7 @@ const KNOWN: &[&str] = &[
     "basalt_journal_skip_active_lock",
     "basalt_journal_preallocate",
     "basalt_journal_release_written",
+    "basalt_value_cache_refresh",
     "basalt_write_group",
     "basalt_journal_sync_bytes",
     "basalt_ledger_sync_bytes",
@@ -456,6 +457,10 @@ pub struct BenchConfig {
     /// from the page cache once written back, when it reads closed files
     /// with `O_DIRECT` (default: the engine's); others ignore it.
     pub journal_release_written: Option<bool>,
+    /// `basalt_value_cache_refresh`: a leveled write of a key its value
+    /// cache holds replaces the cached version (default: the engine's);
+    /// others ignore it.
+    pub value_cache_refresh: Option<bool>,
     /// `basalt_write_group`: leveled writers share write-lock trips,
     /// journal writes and fsyncs (default: the engine's, true); others
     /// ignore it.
@@ -735,6 +740,7 @@ impl RawConfig {
         let journal_skip_active_lock = self.opt_bool("basalt_journal_skip_active_lock")?;
         let journal_preallocate = self.opt_bool("basalt_journal_preallocate")?;
         let journal_release_written = self.opt_bool("basalt_journal_release_written")?;
+        let value_cache_refresh = self.opt_bool("basalt_value_cache_refresh")?;
         let write_group = self.opt_bool("basalt_write_group")?;
         let journal_sync_bytes = self.size("basalt_journal_sync_bytes")?;
         let background_nice = match self.get("basalt_background_nice") {
@@ -812,6 +818,7 @@ impl RawConfig {
                 journal_skip_active_lock,
                 journal_preallocate,
                 journal_release_written,
+                value_cache_refresh,
                 write_group,
                 journal_sync_bytes,
                 ledger_sync_bytes,

@@ -245,6 +245,7 @@ pub fn backend_config(cfg: &BenchConfig) -> basalt_backends::BackendConfig {
         journal_skip_active_lock: cfg.journal_skip_active_lock,
         journal_preallocate: cfg.journal_preallocate,
         journal_release_written: cfg.journal_release_written,
+        value_cache_refresh: cfg.value_cache_refresh,
         write_group: cfg.write_group,
         journal_sync_bytes: cfg.journal_sync_bytes,
         ledger_sync_bytes: cfg.ledger_sync_bytes,

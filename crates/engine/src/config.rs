@@ -295,6 +295,12 @@ pub struct Config {
     /// A value cache shared with other stores (a node's vnodes); `None`
     /// (default): the store makes its own of `value_cache_bytes`.
     pub value_cache: Option<crate::journal::ValueCache>,
+    /// A write of a key whose older version the value cache holds puts the
+    /// new version in its place (CRC-checked from the bytes just written),
+    /// so a hot key's next GET is a hit rather than a read of the journal.
+    /// Keys not cached are not added: a write says nothing of reads.
+    /// Default true.
+    pub value_cache_refresh: bool,
 }
 
 impl Config {
@@ -353,6 +359,7 @@ impl Config {
             block_cache: None,
             journal_direct_reads: false,
             value_cache_bytes: 0,
+            value_cache_refresh: true,
             value_cache: None,
         }
     }

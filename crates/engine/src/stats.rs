@@ -146,6 +146,9 @@ counters! {
     /// GETs that read their value from a journal file (with a value cache:
     /// not in it; without one: not counted).
     journal_value_cache_misses,
+    /// Cached records replaced by a newer version of their key as it was
+    /// written, so the key's next GET is a hit.
+    journal_value_cache_refreshes,
     /// Ledger flushes or merges that failed and will be retried (e.g. disk
     /// full, a damaged input file); the store stays readable meanwhile.
     ledger_job_errors,

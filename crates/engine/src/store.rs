@@ -241,6 +241,7 @@ impl Store {
                     .or_else(|| ValueCache::new(config.value_cache_bytes)),
                 preallocate: config.journal_preallocate,
                 release_written: config.journal_release_written,
+                refresh_cached: config.value_cache_refresh,
             },
             Arc::clone(&stats),
         )?);

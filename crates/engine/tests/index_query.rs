@@ -507,6 +507,7 @@ fn key_delta_records_replay_their_index_changes() {
                 value_cache: None,
                 preallocate: true,
                 release_written: false,
+                refresh_cached: false,
             },
             Arc::new(Stats::default()),
         )

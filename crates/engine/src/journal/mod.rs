@@ -119,6 +119,9 @@ pub struct JournalOptions {
     /// written back (`Config::journal_release_written`); only with
     /// `direct_reads`, which reads closed files around the cache anyway.
     pub release_written: bool,
+    /// Appends refresh the value cache's older versions of their keys
+    /// (`Config::value_cache_refresh`).
+    pub refresh_cached: bool,
 }
 
 impl JournalOptions {
@@ -148,6 +151,7 @@ impl JournalOptions {
             value_cache: None,
             preallocate: true,
             release_written: false,
+            refresh_cached: true,
         }
     }
 }
@@ -847,6 +851,32 @@ impl Journal {
     /// The active file rolls afterwards if it reached its size (a group may
     /// take it past `file_bytes` by up to the group's size).
     pub fn append_encoded(&self, buf: &[u8], records: &[(u64, u64)]) -> Result<()> {
+        self.append_encoded_locked(buf, records)?;
+        if self.opts.refresh_cached {
+            self.refresh_cached(buf, records);
+        }
+        Ok(())
+    }
+
+    /// Puts the new version of every key whose older version the value
+    /// cache holds in its place (see [`ValueCache::refresh`]): a hot key's
+    /// next GET is then a hit, not a read of the file just written.
+    fn refresh_cached(&self, buf: &[u8], records: &[(u64, u64)]) {
+        let Some(cache) = &self.opts.value_cache else {
+            return;
+        };
+        for &(_, at) in records {
+            let Some(rec) = usize::try_from(at).ok().and_then(|at| buf.get(at..)) else {
+                continue;
+            };
+            if cache.refresh(self.cache_user, rec) {
+                Stats::incr(&self.stats.journal_value_cache_refreshes);
+            }
+        }
+    }
+
+    /// [`Journal::append_encoded`] without the value cache's refresh.
+    fn append_encoded_locked(&self, buf: &[u8], records: &[(u64, u64)]) -> Result<()> {
         self.check_poison()?;
         debug_assert!(records.first().is_some_and(|r| r.1 == 0));
         debug_assert!(records

@@ -978,6 +978,56 @@ fn value_cache_serves_repeat_reads_and_counts_them() {
     assert!(j.value_cache().unwrap().bytes() > 0);
 }
 
+/// A write of a key whose older version is cached replaces it, so the
+/// next GET is a hit that returns the new record as the file holds it;
+/// keys not cached and deletes are left alone.
+#[test]
+fn writes_refresh_cached_keys_only() {
+    let d = tempfile::tempdir().unwrap();
+    let stats = Arc::new(Stats::default());
+    let j = Journal::open(d.path(), direct_cached_opts(1 << 20), stats.clone()).unwrap();
+    let put = |sqn: u64, key: &[u8], value: &[u8], kind: RecordKind| {
+        j.append(&NewRecord {
+            sqn,
+            kind,
+            key,
+            last_modified_us: sqn,
+            expires_at: 0,
+            metadata: b"m",
+            value,
+            index: &[],
+        })
+        .unwrap();
+    };
+    let (hot, cold) = (key_of(1), key_of(2));
+    put(1, &hot, b"one", RecordKind::Put);
+    put(2, &cold, b"cold", RecordKind::Put);
+    assert_eq!(j.fetch(1, &hot).unwrap().unwrap().value, b"one");
+    put(3, &hot, b"two", RecordKind::Put);
+    put(4, &cold, b"colder", RecordKind::Put);
+    assert_eq!(stat(&stats, &stats.journal_value_cache_refreshes), 1);
+    let misses = stat(&stats, &stats.journal_value_cache_misses);
+    let got = j.fetch(3, &hot).unwrap().unwrap();
+    assert_eq!(
+        stat(&stats, &stats.journal_value_cache_misses),
+        misses,
+        "a hit"
+    );
+    assert_eq!(Some(got), j.fetch_from_files(3, &hot).unwrap());
+    put(5, &hot, b"", RecordKind::Delete);
+    assert_eq!(
+        stat(&stats, &stats.journal_value_cache_refreshes),
+        1,
+        "delete"
+    );
+    j.fetch(4, &cold).unwrap().unwrap();
+    assert_eq!(
+        stat(&stats, &stats.journal_value_cache_misses),
+        misses + 1,
+        "the cold key was not cached by its write"
+    );
+}
+
 #[test]
 fn corrupt_record_is_reported_by_direct_reads_and_never_cached() {
     let d = tempfile::tempdir().unwrap();

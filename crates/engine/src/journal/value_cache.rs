@@ -25,7 +25,7 @@
 //!   by many stores (a node's vnodes: `Config::value_cache`): each store's
 //!   journal takes a process-unique user id.
 
-use super::record::JournalRecord;
+use super::record::{self, JournalRecord};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -112,6 +112,42 @@ impl ValueCache {
             return;
         }
         self.inner.cache.insert(k, rec);
+    }
+
+    /// Replaces the cached older version of the key of the framed record at
+    /// the start of `buf` (just appended) with this one, after checking its
+    /// CRC; does nothing for a key not cached, a delete, or a record that
+    /// does not decode. Returns whether it replaced one.
+    pub(crate) fn refresh(&self, user: u64, buf: &[u8]) -> bool {
+        let Some(head) = buf.get(..record::RECORD_HEADER_LEN) else {
+            return false;
+        };
+        let Ok(h) = record::decode_frame_header(head, buf.len() as u64) else {
+            return false;
+        };
+        let Some(body) = buf.get(record::RECORD_HEADER_LEN..h.total_len() as usize) else {
+            return false;
+        };
+        let Ok(view) = record::decode_body(body) else {
+            return false;
+        };
+        if view.kind != record::RecordKind::Put {
+            return false;
+        }
+        let k = (user, key_hash(view.key));
+        let holds_older = self
+            .inner
+            .cache
+            .peek(&k)
+            .is_some_and(|old| old.sqn < view.sqn && old.key == view.key);
+        if !holds_older {
+            return false;
+        }
+        let Ok(rec) = record::verify_and_decode_body(&h, body).and_then(|v| v.to_record()) else {
+            return false;
+        };
+        self.insert(user, Arc::new(rec));
+        true
     }
 
     /// Bytes the cache may hold.
