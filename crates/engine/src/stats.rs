@@ -9,8 +9,22 @@
 //! No locks: a reader may see the four fields from slightly different
 //! moments, which is harmless for per-interval deltas.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+thread_local! {
+    /// Nanoseconds this thread spent in waits recorded by any
+    /// [`WaitTimer`], so that a whole call can tell its recorded waits from
+    /// the rest of its time ([`waited_here_ns`]).
+    static WAITED_NS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Nanoseconds the calling thread has spent in recorded waits so far (a
+/// running total: subtract two readings).
+pub fn waited_here_ns() -> u64 {
+    WAITED_NS.with(Cell::get)
+}
 
 /// A wait at least this long counts as slow (1 ms).
 pub const SLOW_WAIT_NS: u64 = 1_000_000;
@@ -34,6 +48,7 @@ impl WaitTimer {
     /// Records one wait of `d`.
     pub fn record(&self, d: Duration) {
         let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        WAITED_NS.with(|w| w.set(w.get().wrapping_add(ns)));
         self.count.fetch_add(1, Ordering::Relaxed);
         self.total_ns.fetch_add(ns, Ordering::Relaxed);
         if ns >= SLOW_WAIT_NS {
@@ -251,6 +266,11 @@ counters! {
     /// it (waiting for a CPU, in the caller); beside the timers above,
     /// whether the store's part is covered by them.
     op_get,
+    /// GET: the part of `op_get` outside the timers above (ledger and
+    /// journal reads, the active-file lock): CPU work, waiting for a core,
+    /// and locks no timer covers (caches, memtables). Its interval maximum
+    /// beside `op_get`'s says whether the slowest GET waited on I/O or not.
+    op_get_unwaited,
     /// PUT/DELETE: the whole call inside the store (preparing the record,
     /// the write group, and the fsync when synced), as `op_get` for writes.
     op_write,
@@ -271,6 +291,30 @@ impl Stats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_thread_counts_its_own_recorded_waits_only() {
+        let s = Stats::default();
+        let before = waited_here_ns();
+        s.journal_fsync.record(Duration::from_micros(10));
+        s.sst_block_read.record(Duration::from_micros(5));
+        assert_eq!(waited_here_ns().wrapping_sub(before), 15_000);
+        let other = std::thread::scope(|t| {
+            t.spawn(|| {
+                let b = waited_here_ns();
+                s.journal_fsync.record(Duration::from_millis(1));
+                waited_here_ns().wrapping_sub(b)
+            })
+            .join()
+            .unwrap()
+        });
+        assert_eq!(other, 1_000_000);
+        assert_eq!(
+            waited_here_ns().wrapping_sub(before),
+            15_000,
+            "not the other thread's"
+        );
+    }
 
     #[test]
     fn timers_count_total_slow_and_max() {

@@ -673,8 +673,14 @@ impl Store {
     /// The value and metadata of (`bucket`, `key`).
     pub fn get(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Object>> {
         let start = std::time::Instant::now();
+        let waited = crate::stats::waited_here_ns();
         let got = self.get_timed(bucket, key);
-        self.stats.op_get.since(start);
+        let total = start.elapsed();
+        let inside = crate::stats::waited_here_ns().wrapping_sub(waited);
+        self.stats.op_get.record(total);
+        self.stats
+            .op_get_unwaited
+            .record(total.saturating_sub(std::time::Duration::from_nanos(inside)));
         got
     }
 

@@ -536,3 +536,26 @@ fn point_lookups_go_through_the_block_cache() {
     // The second store's readers left with it, and their blocks too.
     assert!(shared.bytes() < before, "{} !< {before}", shared.bytes());
 }
+
+/// Each GET records its whole call (`op_get`) and the part of it outside
+/// the recorded reads and lock waits (`op_get_unwaited`), which is never
+/// more than the whole.
+#[test]
+fn a_get_splits_its_time_into_recorded_waits_and_the_rest() {
+    let d = tempfile::tempdir().unwrap();
+    let s = filled(Config::test_min(d.path().to_path_buf()));
+    for i in 0..200u32 {
+        assert!(s
+            .get(b"b", format!("k{i:04}").as_bytes())
+            .unwrap()
+            .is_some());
+    }
+    assert_eq!(counter(&s, "op_get_count"), 200);
+    assert_eq!(counter(&s, "op_get_unwaited_count"), 200);
+    let (whole, rest) = (counter(&s, "op_get_ns"), counter(&s, "op_get_unwaited_ns"));
+    let waits = counter(&s, "sst_block_read_ns")
+        + counter(&s, "journal_value_read_ns")
+        + counter(&s, "wait_journal_lock_ns");
+    assert!(waits > 0, "the GETs read files");
+    assert_eq!(rest, whole - waits, "whole {whole}, waits {waits}");
+}
