@@ -277,6 +277,9 @@ pub struct Journal {
     rolled_cached: Mutex<Vec<RolledFile>>,
 }
 
+/// Rolled files waiting for the flusher to drop their pages, at most.
+const ROLLED_CACHED_MAX: usize = 4;
+
 /// A rolled file whose pages the flusher is to drop from the page cache.
 struct RolledFile {
     file: Arc<File>,
@@ -851,7 +854,7 @@ impl Journal {
     /// The active file rolls afterwards if it reached its size (a group may
     /// take it past `file_bytes` by up to the group's size).
     pub fn append_encoded(&self, buf: &[u8], records: &[(u64, u64)]) -> Result<()> {
-        self.append_encoded_locked(buf, records)?;
+        self.write_and_publish(buf, records)?;
         if self.opts.refresh_cached {
             self.refresh_cached(buf, records);
         }
@@ -860,7 +863,10 @@ impl Journal {
 
     /// Puts the new version of every key whose older version the value
     /// cache holds in its place (see [`ValueCache::refresh`]): a hot key's
-    /// next GET is then a hit, not a read of the file just written.
+    /// next GET is then a hit, not a read of the file just written. Runs
+    /// on the appending thread, after the append lock is released (the
+    /// store's write lock is still held: ~a hash lookup per record, and a
+    /// CRC and a copy per record refreshed).
     fn refresh_cached(&self, buf: &[u8], records: &[(u64, u64)]) {
         let Some(cache) = &self.opts.value_cache else {
             return;
@@ -875,8 +881,9 @@ impl Journal {
         }
     }
 
-    /// [`Journal::append_encoded`] without the value cache's refresh.
-    fn append_encoded_locked(&self, buf: &[u8], records: &[(u64, u64)]) -> Result<()> {
+    /// [`Journal::append_encoded`] without the value cache's refresh: the
+    /// write, under the append lock, and its publication in the index.
+    fn write_and_publish(&self, buf: &[u8], records: &[(u64, u64)]) -> Result<()> {
         self.check_poison()?;
         debug_assert!(records.first().is_some_and(|r| r.1 == 0));
         debug_assert!(records
@@ -1033,8 +1040,14 @@ impl Journal {
         if self.releases_written() {
             // Fsynced above, so every page is clean: the flusher drops them
             // all, the released ones too (reads of the active file bring
-            // pages back).
-            self.rolled_cached.lock().push(RolledFile {
+            // pages back). Without a flusher to drain the queue, the roll
+            // drops the oldest itself, so no handle is held for long.
+            let mut q = self.rolled_cached.lock();
+            if q.len() >= ROLLED_CACHED_MAX {
+                let r = q.remove(0);
+                drop_cached(&r.file, &r.path, 0, r.size);
+            }
+            q.push(RolledFile {
                 file: Arc::clone(&old.file),
                 path: old.path.clone(),
                 size: old.size,

@@ -906,6 +906,35 @@ fn written_back_pages_are_released_two_steps_later_and_at_a_roll() {
     assert_eq!(rolled, Some(true), "option off, rolled");
 }
 
+/// Without a flusher to drain it, the queue of rolled files to release
+/// stays at `ROLLED_CACHED_MAX`: each roll past it releases the oldest.
+#[test]
+fn rolls_without_a_flusher_release_the_oldest_queued_file_themselves() {
+    let d = tempfile::tempdir().unwrap();
+    let o = JournalOptions {
+        release_written: true,
+        ..direct_cached_opts(64 * 1024)
+    };
+    let j = Journal::open(d.path(), o, Arc::new(Stats::default())).unwrap();
+    let mut i = 1;
+    while j.closed.read().len() < ROLLED_CACHED_MAX + 2 {
+        append_n(&j, i, i);
+        i += 1;
+    }
+    assert_eq!(j.rolled_cached.lock().len(), ROLLED_CACHED_MAX);
+    let probe = d.path().join("nowait-probe");
+    fs::write(&probe, [1u8; 4096]).unwrap();
+    if direct_works(d.path()) && page_cached(&probe, 0).is_some() {
+        let closed = j.closed.read().clone();
+        let (oldest, newest) = (&closed[0].path, &closed[closed.len() - 1].path);
+        assert_eq!(page_cached(oldest, 8192), Some(false), "released by a roll");
+        assert_eq!(page_cached(newest, 8192), Some(true), "still queued");
+    }
+    for k in 1..i {
+        check(&j, k);
+    }
+}
+
 /// True where the file system under `dir` takes `O_DIRECT` (ext4, xfs; not
 /// tmpfs), so the tests below know which path they exercise.
 fn direct_works(dir: &Path) -> bool {
