@@ -836,6 +836,16 @@ fn page_cached(path: &Path, offset: u64) -> Option<bool> {
     }
 }
 
+/// Whether `dir`'s file system both reads closed files directly (so
+/// releases happen) and lets [`page_cached`] see what is cached.
+fn release_observable(dir: &Path) -> bool {
+    let probe = dir.join("nowait-probe");
+    fs::write(&probe, [1u8; 4096]).unwrap();
+    let seen = page_cached(&probe, 0).is_some();
+    fs::remove_file(&probe).unwrap();
+    direct_works(dir) && seen
+}
+
 /// Appends records from `from` until the active file grew by `bytes`;
 /// returns the next SQN.
 fn append_bytes(j: &Journal, from: u64, bytes: u64) -> u64 {
@@ -892,9 +902,7 @@ fn written_back_pages_are_released_two_steps_later_and_at_a_roll() {
         }
         (seen, rolled)
     };
-    let probe = d.path().join("nowait-probe");
-    fs::write(&probe, [1u8; 4096]).unwrap();
-    if !direct_works(d.path()) || page_cached(&probe, 0).is_none() {
+    if !release_observable(d.path()) {
         eprintln!("skipped: this file system cannot show what is cached");
         return;
     }
@@ -922,9 +930,7 @@ fn rolls_without_a_flusher_release_the_oldest_queued_file_themselves() {
         i += 1;
     }
     assert_eq!(j.rolled_cached.lock().len(), ROLLED_CACHED_MAX);
-    let probe = d.path().join("nowait-probe");
-    fs::write(&probe, [1u8; 4096]).unwrap();
-    if direct_works(d.path()) && page_cached(&probe, 0).is_some() {
+    if release_observable(d.path()) {
         let closed = j.closed.read().clone();
         let (oldest, newest) = (&closed[0].path, &closed[closed.len() - 1].path);
         assert_eq!(page_cached(oldest, 8192), Some(false), "released by a roll");
