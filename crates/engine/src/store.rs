@@ -609,40 +609,22 @@ impl Store {
         self.journal.append_encoded(&buf, &at)?;
         self.stats.journal_append.since(appending);
         w.next_sqn += at.len() as u64;
-        self.apply_to_ledger(first, items)?;
+        for (sqn, item) in (first..).zip(items.iter_mut()) {
+            if let Some(item) = item.take() {
+                self.apply_to_ledger(sqn, item)?;
+            }
+        }
         Ok(w.next_sqn - 1)
     }
 
-    /// The ledger (and tictac tree) side of written records with SQNs from
-    /// `first`, taken out of `items`; the caller holds the write lock.
-    ///
-    /// Without a tictac tree the whole group goes to the ledger as one batch
-    /// (the memtable is then write-locked once per chunk, not per record).
-    /// With one, each record goes alone: its old hash is read from the ledger,
-    /// which must already hold the group's earlier records.
-    fn apply_to_ledger(&self, first: u64, items: &mut [Option<WriteItem>]) -> Result<()> {
-        let items = (first..).zip(items.iter_mut().filter_map(Option::take));
-        if self.tictac.is_some() {
-            for (sqn, item) in items {
-                self.apply_one_to_ledger(sqn, item)?;
-            }
-            return Ok(());
-        }
-        let mut batch = Vec::new();
-        for (sqn, item) in items {
-            batch.extend(ledger_entries(sqn, item));
-        }
-        self.ledger.insert_batch(batch)
-    }
-
-    /// The ledger and tictac tree side of one written record; the caller
+    /// The ledger (and tictac tree) side of one written record; the caller
     /// holds the write lock.
-    fn apply_one_to_ledger(&self, sqn: u64, item: WriteItem) -> Result<()> {
+    fn apply_to_ledger(&self, sqn: u64, item: WriteItem) -> Result<()> {
+        let is_put = item.kind == RecordKind::Put;
         if let Some(t) = &self.tictac {
             // The old object hash is needed to XOR it out (only with a tree).
             let old = self.ledger.get(&item.lkey)?;
             let old = old.filter(|v| v.status == Status::Active);
-            let is_put = item.kind == RecordKind::Put;
             t.apply(
                 &item.lkey,
                 old.map(|v| v.value_hash),
@@ -650,7 +632,28 @@ impl Store {
             );
         }
         // One batch: the object and its index entries reach the same memtable.
-        self.ledger.insert_batch(ledger_entries(sqn, item))
+        let mut batch = Vec::with_capacity(1 + item.index.len());
+        batch.extend(
+            item.index
+                .ledger_entries(sqn, item.expires_at, item.last_modified_us),
+        );
+        batch.push((
+            item.lkey,
+            LedgerValue {
+                sqn,
+                status: if is_put {
+                    Status::Active
+                } else {
+                    Status::Tombstone
+                },
+                expires_at: item.expires_at,
+                value_hash: item.value_hash,
+                size: item.size,
+                last_modified_us: item.last_modified_us,
+                metadata: item.metadata,
+            },
+        ));
+        self.ledger.insert_batch(batch)
     }
 
     fn live_entry(&self, lkey: &[u8]) -> Result<Option<LedgerValue>> {
@@ -1146,34 +1149,6 @@ impl Drop for Store {
             }
         }
     }
-}
-
-/// The ledger entries of one written record: its index entries, then the
-/// object entry (a tombstone for a delete).
-fn ledger_entries(sqn: u64, item: WriteItem) -> Vec<(Vec<u8>, LedgerValue)> {
-    let mut entries = Vec::with_capacity(1 + item.index.len());
-    entries.extend(
-        item.index
-            .ledger_entries(sqn, item.expires_at, item.last_modified_us),
-    );
-    let status = if item.kind == RecordKind::Put {
-        Status::Active
-    } else {
-        Status::Tombstone
-    };
-    entries.push((
-        item.lkey,
-        LedgerValue {
-            sqn,
-            status,
-            expires_at: item.expires_at,
-            value_hash: item.value_hash,
-            size: item.size,
-            last_modified_us: item.last_modified_us,
-            metadata: item.metadata,
-        },
-    ));
-    entries
 }
 
 pub(crate) fn head_of(v: LedgerValue) -> Head {

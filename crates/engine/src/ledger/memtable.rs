@@ -22,12 +22,6 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 /// Entries [`MemIter`] copies out of its map per refill.
 const ITER_CHUNK: usize = 256;
 
-/// Entries inserted per write-lock hold by [`Memtable::insert_all`]: about
-/// 32 × ~1 µs, so a GET that meets the lock waits tens of microseconds at
-/// most, while a write group of up to 256 records takes the lock a few times
-/// instead of once per record.
-const INSERT_CHUNK: usize = 32;
-
 /// Per-entry bookkeeping overhead counted on top of key and value bytes.
 const ENTRY_OVERHEAD_BYTES: usize = 48;
 
@@ -85,25 +79,8 @@ impl Memtable {
 
     /// Inserts `value` for `key` unless a newer (higher SQN) entry is present.
     pub fn insert(&self, key: Vec<u8>, value: LedgerValue) {
-        self.insert_all(std::iter::once((key, value)));
-    }
-
-    /// [`Memtable::insert`] for each entry, write-locking the map once per
-    /// [`INSERT_CHUNK`] entries instead of once per entry: every write lock
-    /// makes the GETs that meet it wait and be woken again.
-    pub fn insert_all(&self, entries: impl IntoIterator<Item = (Vec<u8>, LedgerValue)>) {
-        let mut entries = entries.into_iter().peekable();
-        while entries.peek().is_some() {
-            let mut map = self.map.write();
-            for (key, value) in entries.by_ref().take(INSERT_CHUNK) {
-                self.insert_locked(&mut map, key, value);
-            }
-        }
-    }
-
-    /// One insert under the caller's write lock.
-    fn insert_locked(&self, map: &mut Entries, key: Vec<u8>, value: LedgerValue) {
         let sqn = value.sqn;
+        let mut map = self.map.write();
         // Look before writing: a write into a map shared with a snapshot
         // copies the nodes on its path, so a stale insert must not write.
         let grew = match map.get(key.as_slice()) {
@@ -279,30 +256,6 @@ mod tests {
         assert_eq!(m.get(b"a").unwrap().sqn, 9);
         assert_eq!(m.max_sqn(), 9);
         assert_eq!(m.len(), 1);
-    }
-
-    #[test]
-    fn insert_all_across_chunks_equals_one_insert_per_entry() {
-        // Several chunks' worth, each key repeated out of SQN order, so
-        // stale entries fall inside and across chunk boundaries.
-        let entries: Vec<_> = (0..INSERT_CHUNK as u64 * 3 + 5)
-            .map(|i| {
-                (
-                    format!("k{:03}", i % 41).into_bytes(),
-                    v(1000 - i * 7 % 997),
-                )
-            })
-            .collect();
-        let one_by_one = Memtable::new();
-        for (k, val) in entries.clone() {
-            one_by_one.insert(k, val);
-        }
-        let batched = Memtable::new();
-        batched.insert_all(entries);
-        assert_eq!(batched.range(b"", None), one_by_one.range(b"", None));
-        assert_eq!(batched.bytes(), one_by_one.bytes());
-        assert_eq!(batched.max_sqn(), one_by_one.max_sqn());
-        assert_eq!(batched.len(), 41);
     }
 
     #[test]

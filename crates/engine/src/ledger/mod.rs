@@ -288,7 +288,9 @@ impl Ledger {
     pub fn insert_batch(&self, entries: Vec<(Vec<u8>, LedgerValue)>) -> Result<()> {
         let full = {
             let state = self.shared.state.read();
-            state.mem.insert_all(entries);
+            for (key, value) in entries {
+                state.mem.insert(key, value);
+            }
             state.mem.bytes() >= self.shared.opts.memtable_bytes
         };
         if full {
