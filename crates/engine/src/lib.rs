@@ -30,6 +30,7 @@ pub mod retired;
 pub mod slowdown;
 pub mod snapshot;
 pub mod stats;
+pub(crate) mod sync;
 pub mod tictac;
 pub mod write_group;
 

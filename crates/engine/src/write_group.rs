@@ -18,7 +18,7 @@
 //! queue order, so SQNs follow arrival order.
 
 use crate::error::Result;
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::thread::Thread;

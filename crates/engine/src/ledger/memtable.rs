@@ -15,6 +15,7 @@
 
 use crate::entry::LedgerValue;
 use crate::error::Result;
+use crate::sync::RwLock;
 use imbl::OrdMap;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -24,35 +25,6 @@ const ITER_CHUNK: usize = 256;
 
 /// Per-entry bookkeeping overhead counted on top of key and value bytes.
 const ENTRY_OVERHEAD_BYTES: usize = 48;
-
-/// `std`'s reader-writer lock, without poisoning (an insert or lookup that
-/// panics leaves the map as consistent as any other `imbl` map).
-///
-/// Not `parking_lot`'s: its readers spin with `sched_yield` while a writer
-/// holds the lock, and the memtable is write-locked once per PUT record. On
-/// 2 vCPUs under the 8 KB bench that spinning was 44,951 preemptions in 6 s
-/// (up to 9.4 ms each); with `std`'s lock a GET's mean time outside I/O fell
-/// 47 % (docs/benchmarks.md, 2026-11-29 03:05).
-#[derive(Debug, Default)]
-struct RwLock<T>(std::sync::RwLock<T>);
-
-impl<T> RwLock<T> {
-    fn new(t: T) -> Self {
-        RwLock(std::sync::RwLock::new(t))
-    }
-
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, T> {
-        self.0
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, T> {
-        self.0
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-}
 
 /// The map's entries. (Keys and values behind `Arc`s, to make the node
 /// copies of a shared map cheaper, measured no faster with or without a
