@@ -155,6 +155,9 @@ impl Leveled {
         if let Some(n) = config.journal_sync_bytes {
             c.journal_sync_bytes = n;
         }
+        if let Some(n) = config.journal_fsync_bytes {
+            c.journal_fsync_bytes = n;
+        }
         if let Some(n) = config.ledger_sync_bytes {
             c.ledger_sync_bytes = n;
         }

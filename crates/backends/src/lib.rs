@@ -78,6 +78,10 @@ pub struct BackendConfig {
     /// leveled: background fsync of the active journal file every this many
     /// bytes (the engine's `journal_sync_bytes`; `None`: default, 1 MiB).
     pub journal_sync_bytes: Option<u64>,
+    /// leveled: with write-back flushing, the flusher also fsyncs the
+    /// active journal file every this many bytes (the engine's
+    /// `journal_fsync_bytes`; `None`: default, 4 MiB; 0 only at rolls).
+    pub journal_fsync_bytes: Option<u64>,
     /// leveled: a ledger SST being written is fsynced every this many bytes
     /// (the engine's `ledger_sync_bytes`; `None`: default, 1 MiB; 0 only
     /// when finished).

@@ -67,6 +67,7 @@ const KNOWN: &[&str] = &[
     "basalt_value_cache_refresh",
     "basalt_write_group",
     "basalt_journal_sync_bytes",
+    "basalt_journal_fsync_bytes",
     "basalt_ledger_sync_bytes",
     "basalt_background_nice",
     "basalt_compaction_stream_bytes",
@@ -469,6 +470,11 @@ pub struct BenchConfig {
     /// active journal file every this many bytes (a size such as "2M";
     /// default: the engine's, 1 MiB); others ignore it.
     pub journal_sync_bytes: Option<u64>,
+    /// `basalt_journal_fsync_bytes`: with write-back flushing, leveled's
+    /// flusher also fsyncs the active journal file every this many bytes
+    /// (a size; 0: only at rolls; default: the engine's, 4 MiB); others
+    /// ignore it.
+    pub journal_fsync_bytes: Option<u64>,
     /// `basalt_ledger_sync_bytes`: leveled fsyncs a ledger SST being
     /// written every this many bytes (a size; 0: only when finished;
     /// default: the engine's, 1 MiB); others ignore it.
@@ -743,6 +749,7 @@ impl RawConfig {
         let value_cache_refresh = self.opt_bool("basalt_value_cache_refresh")?;
         let write_group = self.opt_bool("basalt_write_group")?;
         let journal_sync_bytes = self.size("basalt_journal_sync_bytes")?;
+        let journal_fsync_bytes = self.size_or_zero("basalt_journal_fsync_bytes")?;
         let background_nice = match self.get("basalt_background_nice") {
             None => None,
             Some(Term::Int(n)) if (0..=19).contains(n) => Some(*n as i32),
@@ -821,6 +828,7 @@ impl RawConfig {
                 value_cache_refresh,
                 write_group,
                 journal_sync_bytes,
+                journal_fsync_bytes,
                 ledger_sync_bytes,
                 background_nice,
                 compaction_stream_bytes,
@@ -1246,6 +1254,19 @@ mod tests {
         let (c, _) = BenchConfig::from_text("").expect("ok");
         assert_eq!(c.journal_flush, None);
         assert_eq!(c.compaction_read_bytes_per_sec, None);
+        assert_eq!(c.journal_fsync_bytes, None);
+        for (text, want) in [
+            ("{basalt_journal_fsync_bytes, \"16M\"}.", 16 << 20),
+            ("{basalt_journal_fsync_bytes, 0}.", 0),
+        ] {
+            let (c, _) = BenchConfig::from_text(text).expect("ok");
+            assert_eq!(c.journal_fsync_bytes, Some(want), "{text}");
+        }
+        let err = BenchConfig::from_text("{basalt_journal_fsync_bytes, \"lots\"}.").unwrap_err();
+        assert!(
+            err.to_string().contains("basalt_journal_fsync_bytes"),
+            "{err}"
+        );
         for (text, key) in [
             ("{basalt_journal_flush, fdatasync}.", "basalt_journal_flush"),
             ("{basalt_journal_flush, 1}.", "basalt_journal_flush"),

@@ -248,6 +248,7 @@ pub fn backend_config(cfg: &BenchConfig) -> basalt_backends::BackendConfig {
         value_cache_refresh: cfg.value_cache_refresh,
         write_group: cfg.write_group,
         journal_sync_bytes: cfg.journal_sync_bytes,
+        journal_fsync_bytes: cfg.journal_fsync_bytes,
         ledger_sync_bytes: cfg.ledger_sync_bytes,
         background_nice: cfg.background_nice,
         compaction_stream_bytes: cfg.compaction_stream_bytes,

@@ -123,7 +123,7 @@ fn describe(cfg: &BenchConfig) -> Vec<String> {
         let bc = crate::driver::backend_config(cfg);
         let on = |o: Option<bool>| o.map_or("default".to_string(), |b| b.to_string());
         v.push(format!(
-            "leveled journal: one read {}; fadvise random {}; skip active lock {}; preallocate {}; release written {}; write groups {}; sync bytes {}; ledger sync bytes {}; background nice {}; compaction runs/day {}; max garbage {}; slowdown above {}; compaction stream bytes {}; compaction read pace {}; remove pace {}; flush {}; block cache {}; value cache {}; value cache refresh {}; direct reads {}",
+            "leveled journal: one read {}; fadvise random {}; skip active lock {}; preallocate {}; release written {}; write groups {}; sync bytes {}; fsync bytes {}; ledger sync bytes {}; background nice {}; compaction runs/day {}; max garbage {}; slowdown above {}; compaction stream bytes {}; compaction read pace {}; remove pace {}; flush {}; block cache {}; value cache {}; value cache refresh {}; direct reads {}",
             on(cfg.journal_one_read),
             on(cfg.journal_fadvise_random),
             on(cfg.journal_skip_active_lock),
@@ -132,6 +132,11 @@ fn describe(cfg: &BenchConfig) -> Vec<String> {
             on(cfg.write_group),
             cfg.journal_sync_bytes
                 .map_or("default".to_string(), crate::memlimit::human),
+            cfg.journal_fsync_bytes.map_or("default".to_string(), |n| if n == 0 {
+                "only at rolls".into()
+            } else {
+                crate::memlimit::human(n)
+            }),
             cfg.ledger_sync_bytes.map_or("default".to_string(), |n| if n == 0 {
                 "when finished".into()
             } else {

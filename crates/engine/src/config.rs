@@ -41,9 +41,10 @@ pub enum JournalFlush {
     Fsync,
     /// Start the kernel's write-back of the new bytes and go on (RocksDB's
     /// `bytes_per_sync`): the page cache never holds much of the journal
-    /// dirty, without the commit and flush. A power loss may take what the
-    /// disk has not written yet (seconds of writes, as for any store that
-    /// does not sync); a process crash still takes nothing.
+    /// dirty, without a commit and flush each time; the flusher fsyncs
+    /// only every `Config::journal_fsync_bytes`, so a power loss may take
+    /// about that much of the acknowledged no-sync writes (all since the
+    /// last fsync when it is 0); a process crash still takes nothing.
     #[default]
     Writeback,
 }
@@ -122,6 +123,18 @@ pub struct Config {
     /// What the flusher does every `journal_sync_bytes`. Default
     /// [`JournalFlush::Writeback`].
     pub journal_flush: JournalFlush,
+    /// With [`JournalFlush::Writeback`], the flusher also fsyncs the active
+    /// journal file once this many bytes were appended since its last
+    /// fsync (by the flusher, a sync or a roll), on its own thread, not a
+    /// writer's. Write-back hands the bytes to the disk, but a disk with a
+    /// volatile cache keeps them there until a cache flush, and a virtual
+    /// disk's flush can hold every read for as long as its backlog takes:
+    /// with only the roll's fsync (every 256 MiB) GETs waited ~300–500 ms
+    /// at each roll on the 2026-11-29 VM, ~40 ms with 4 MiB steps
+    /// (`docs/benchmarks.md`). 0: only rolls (and syncs) fsync, as before.
+    /// Also bounds what a power loss can take from a no-sync store to about
+    /// this much. Default 4 MiB.
+    pub journal_fsync_bytes: u64,
     /// Each new journal file reserves `journal_file_bytes` of disk blocks
     /// when it is created (`fallocate` with `KEEP_SIZE`; the spare is made
     /// by the flusher, off the write path), so appends never allocate
@@ -329,6 +342,7 @@ impl Config {
             tictac: None,
             journal_sync_bytes: 1024 * 1024,
             journal_flush: JournalFlush::Writeback,
+            journal_fsync_bytes: 4 * 1024 * 1024,
             journal_preallocate: true,
             journal_release_written: true,
             ledger_sync_bytes: 1024 * 1024,

@@ -18,7 +18,7 @@ use crate::diskspace::DiskGuard;
 use crate::entry::{value_hash, LedgerValue, Status};
 use crate::error::{Error, Result};
 use crate::index::{self, IndexChange, IndexPage, IndexQuery};
-use crate::journal::flusher::Flusher;
+use crate::journal::flusher::{FlushPlan, Flusher};
 use crate::journal::{record, JournalRecord, JournalView};
 use crate::journal::{Journal, JournalFileInfo, JournalOptions, NewRecord, RecordKind, ValueCache};
 use crate::key;
@@ -294,12 +294,12 @@ impl Store {
         let next_sqn = journal.last_sqn().max(max_seen) + 1;
         let (compactor, scheduler) = start_compaction(&config, &journal, &ledger, &stats)?;
         let flusher = if config.sync == SyncStrategy::None {
-            Flusher::start(
-                Arc::clone(&journal),
-                config.journal_sync_bytes,
-                config.journal_flush,
-                &config.dir,
-            )?
+            let plan = FlushPlan {
+                step_bytes: config.journal_sync_bytes,
+                mode: config.journal_flush,
+                fsync_bytes: config.journal_fsync_bytes,
+            };
+            Flusher::start(Arc::clone(&journal), plan, &config.dir)?
         } else {
             None
         };

@@ -335,6 +335,31 @@ fn background_flusher_keeps_the_unsynced_journal_tail_small() {
         }
     }
 
+    // Write-back steps with an fsync cadence: both, on the flusher's thread.
+    let d3 = tempfile::tempdir().unwrap();
+    let mut cfg = Config::new(d3.path());
+    cfg.journal_sync_bytes = 32 * 1024;
+    cfg.journal_fsync_bytes = 128 * 1024;
+    cfg.journal_flush = JournalFlush::Writeback;
+    let s3 = Store::open(cfg).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut i = 0u32;
+    while (counter(&s3, "journal_syncs") == 0 || counter(&s3, "journal_writebacks") == 0)
+        && std::time::Instant::now() < deadline
+    {
+        s3.put(b"b", format!("k{i}").as_bytes(), &noise(), b"")
+            .unwrap();
+        i += 1;
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    assert!(
+        counter(&s3, "journal_syncs") > 0 && counter(&s3, "journal_writebacks") > 0,
+        "{i} puts: syncs {} writebacks {}",
+        counter(&s3, "journal_syncs"),
+        counter(&s3, "journal_writebacks")
+    );
+    drop(s3);
+
     // Off: no thread, no flushes of its own.
     let d2 = tempfile::tempdir().unwrap();
     let mut cfg = Config::new(d2.path());

@@ -9,7 +9,13 @@
 //! it last flushed and, past `journal_sync_bytes`, either starts the
 //! kernel's write-back of them ([`JournalFlush::Writeback`], the default,
 //! as RocksDB's `bytes_per_sync`) or runs a group-commit fsync
-//! ([`JournalFlush::Fsync`]). It also creates the next journal file once
+//! ([`JournalFlush::Fsync`]). In write-back mode it also fsyncs the file
+//! every `journal_fsync_bytes` (off the writers' path): a disk with a
+//! volatile write cache holds what write-back sent it until a cache flush,
+//! and on a virtual disk a flush can stall every read for as long as that
+//! backlog takes to write — a 256 MiB file's worth at the roll held GETs
+//! ~300–500 ms on the 2026-11-29 VM, 4 MiB steps ~40 ms at most
+//! (`docs/benchmarks.md`). It also creates the next journal file once
 //! the active one is half full ([`Journal::prepare_next_file`]), so that
 //! the roll, which writers wait for, does not, unlinks the closed files
 //! compaction replaced once nothing holds them ([`Journal::reap_retired`]),
@@ -35,8 +41,38 @@ pub struct Flusher {
     handle: Option<JoinHandle<()>>,
 }
 
+/// When the flusher acts: what it does every `step_bytes` appended
+/// (`Config::journal_sync_bytes`, `journal_flush`) and, in write-back mode,
+/// how often it fsyncs as well (`Config::journal_fsync_bytes`; 0: never,
+/// only rolls do).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlushPlan {
+    /// Flush (as `mode` says) once this many bytes were appended since the
+    /// last flush; 0 means no flusher thread.
+    pub step_bytes: u64,
+    /// Write-back steps or fsyncs.
+    pub mode: JournalFlush,
+    /// In write-back mode, fsync once this many bytes were appended since
+    /// the last fsync (0: only at rolls).
+    pub fsync_bytes: u64,
+}
+
+impl FlushPlan {
+    /// What to do now, given the bytes appended since the last step and
+    /// since the last fsync: `None`, or the flush to run.
+    fn due(&self, since_step: u64, since_fsync: u64) -> Option<JournalFlush> {
+        if self.mode == JournalFlush::Writeback
+            && self.fsync_bytes > 0
+            && since_fsync >= self.fsync_bytes
+        {
+            return Some(JournalFlush::Fsync);
+        }
+        (since_step >= self.step_bytes).then_some(self.mode)
+    }
+}
+
 /// The flusher thread's loop, until `stop` is set or a flush fails.
-fn run(journal: &Journal, stop: &(Mutex<bool>, Condvar), threshold_bytes: u64, mode: JournalFlush) {
+fn run(journal: &Journal, stop: &(Mutex<bool>, Condvar), plan: FlushPlan) {
     let mut spares = true;
     loop {
         {
@@ -59,8 +95,8 @@ fn run(journal: &Journal, stop: &(Mutex<bool>, Condvar), threshold_bytes: u64, m
                 spares = false;
             }
         }
-        if journal.unsynced_bytes() >= threshold_bytes {
-            let flushed = match mode {
+        if let Some(flush) = plan.due(journal.unsynced_bytes(), journal.unfsynced_bytes()) {
+            let flushed = match flush {
                 JournalFlush::Fsync => journal.sync_to(journal.last_sqn()),
                 JournalFlush::Writeback => journal.start_writeback(),
             };
@@ -73,23 +109,17 @@ fn run(journal: &Journal, stop: &(Mutex<bool>, Condvar), threshold_bytes: u64, m
 }
 
 impl Flusher {
-    /// Starts flushing `journal` (as `mode` says) whenever `threshold_bytes`
-    /// were appended since the last flush; `None` (no thread) when
-    /// `threshold_bytes` is 0.
-    pub fn start(
-        journal: Arc<Journal>,
-        threshold_bytes: u64,
-        mode: JournalFlush,
-        dir: &Path,
-    ) -> Result<Option<Flusher>> {
-        if threshold_bytes == 0 {
+    /// Starts flushing `journal` as `plan` says; `None` (no thread) when
+    /// its `step_bytes` is 0.
+    pub fn start(journal: Arc<Journal>, plan: FlushPlan, dir: &Path) -> Result<Option<Flusher>> {
+        if plan.step_bytes == 0 {
             return Ok(None);
         }
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
         let s = Arc::clone(&stop);
         let handle = std::thread::Builder::new()
             .name("basalt-journal-flush".into())
-            .spawn(move || run(&journal, &s, threshold_bytes, mode))
+            .spawn(move || run(&journal, &s, plan))
             .ctx("spawn journal flusher thread", dir)?;
         Ok(Some(Flusher {
             stop,
@@ -113,5 +143,39 @@ impl Flusher {
 impl Drop for Flusher {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    fn plan(mode: JournalFlush, fsync_bytes: u64) -> FlushPlan {
+        FlushPlan {
+            step_bytes: MIB,
+            mode,
+            fsync_bytes,
+        }
+    }
+
+    #[test]
+    fn write_back_steps_until_the_fsync_cadence_is_due() {
+        let p = plan(JournalFlush::Writeback, 16 * MIB);
+        assert_eq!(p.due(MIB - 1, 15 * MIB), None);
+        assert_eq!(p.due(MIB, 15 * MIB), Some(JournalFlush::Writeback));
+        assert_eq!(p.due(0, 16 * MIB), Some(JournalFlush::Fsync));
+        assert_eq!(p.due(MIB, 16 * MIB), Some(JournalFlush::Fsync));
+    }
+
+    #[test]
+    fn no_fsync_cadence_when_off_or_already_fsyncing() {
+        let off = plan(JournalFlush::Writeback, 0);
+        assert_eq!(off.due(MIB, u64::MAX), Some(JournalFlush::Writeback));
+        assert_eq!(off.due(0, u64::MAX), None);
+        let fsync = plan(JournalFlush::Fsync, 16 * MIB);
+        assert_eq!(fsync.due(0, 16 * MIB), None);
+        assert_eq!(fsync.due(MIB, 0), Some(JournalFlush::Fsync));
     }
 }

@@ -250,9 +250,14 @@ pub struct Journal {
     /// Set once by [`Journal::hurry_compaction`] (the store is closing): a
     /// run in progress drops its pace for the rest of the journal's life.
     pub(crate) compaction_hurry: std::sync::atomic::AtomicBool,
-    /// Bytes appended since the last fsync of the active file (approximate:
-    /// reset when a sync or roll completes); read by the [`flusher`].
+    /// Bytes appended since the flusher last flushed the active file
+    /// (approximate: reset by a write-back step, a sync or a roll); read by
+    /// the [`flusher`].
     unsynced: std::sync::atomic::AtomicU64,
+    /// Bytes appended since the active file was last fsynced (approximate:
+    /// reset when a sync or roll completes, not by write-back steps); read
+    /// by the [`flusher`] for `journal_fsync_bytes`.
+    unfsynced: std::sync::atomic::AtomicU64,
     /// Every record of the active file has an SQN above this (the highest
     /// SQN of the closed files when the active file was started). Set under
     /// the active lock after the closed list has the rolled file, so a fetch
@@ -630,6 +635,7 @@ impl Journal {
             compaction_pace: std::sync::atomic::AtomicU64::new(u64::MAX),
             compaction_hurry: std::sync::atomic::AtomicBool::new(false),
             unsynced: std::sync::atomic::AtomicU64::new(0),
+            unfsynced: std::sync::atomic::AtomicU64::new(0),
             active_floor,
             cache_user: value_cache::next_user_id(),
             spare: Mutex::new(None),
@@ -674,6 +680,7 @@ impl Journal {
             compaction_pace: std::sync::atomic::AtomicU64::new(u64::MAX),
             compaction_hurry: std::sync::atomic::AtomicBool::new(false),
             unsynced: std::sync::atomic::AtomicU64::new(0),
+            unfsynced: std::sync::atomic::AtomicU64::new(0),
             active_floor: std::sync::atomic::AtomicU64::new(0),
             cache_user: value_cache::next_user_id(),
             spare: Mutex::new(None),
@@ -924,6 +931,8 @@ impl Journal {
         Stats::add(&self.stats.journal_bytes_written, len);
         self.unsynced
             .fetch_add(len, std::sync::atomic::Ordering::Relaxed);
+        self.unfsynced
+            .fetch_add(len, std::sync::atomic::Ordering::Relaxed);
         if a.size >= self.opts.file_bytes {
             drop(a);
             let rolling = std::time::Instant::now();
@@ -937,9 +946,16 @@ impl Journal {
         Ok(())
     }
 
-    /// Bytes appended since the active file was last synced (approximate).
+    /// Bytes appended since the flusher's last step, sync or roll
+    /// (approximate).
     pub fn unsynced_bytes(&self) -> u64 {
         self.unsynced.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Bytes appended since the active file was last fsynced, by a sync or
+    /// a roll (approximate; write-back steps do not count).
+    pub fn unfsynced_bytes(&self) -> u64 {
+        self.unfsynced.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Drops the retired closed files nothing else holds any more (see
@@ -1009,6 +1025,8 @@ impl Journal {
         }
         old_file.sync_all().ctx("fsync", &old_path)?;
         self.unsynced.store(0, std::sync::atomic::Ordering::Relaxed);
+        self.unfsynced
+            .store(0, std::sync::atomic::Ordering::Relaxed);
         write_unsynced(&self.dir.join(file::jix_name(old_no)), &jix_bytes)?;
         let (new_path, new_file) = match spare {
             Some(sp) => (sp.path, sp.file),
@@ -1148,6 +1166,8 @@ impl Journal {
             Ok(()) => {
                 Stats::incr(&self.stats.journal_syncs);
                 self.unsynced.store(0, std::sync::atomic::Ordering::Relaxed);
+                self.unfsynced
+                    .store(0, std::sync::atomic::Ordering::Relaxed);
                 s.synced_sqn = s.synced_sqn.max(upto);
                 if upto < sqn {
                     Err(Error::InvalidInput(format!(
