@@ -17,13 +17,18 @@
 #   sync8 / sync1 + 40 MB/s appends with an fdatasync every 8 MiB / 1 MiB
 #   rm            + 1 GiB of files (4 x 256 MiB) unlinked at 10, 20 and 30 s
 #   rm-steps      + the same files shrunk 8 MiB at a time before each unlink
+#   flush256 / flush16 / flush4
+#                 + 64 MB/s appends written back every 1 MiB
+#                   (sync_file_range, as the journal flusher's steps) with an
+#                   fdatasync every 256 / 16 / 4 MiB: how long the disk's
+#                   cache flush holds the readers (2026-11-29 entry)
 # Needs fio and python3. The disk's queue settings that matter are printed
 # first (read_ahead_kb, max_sectors_kb, discard_max_bytes, mount options).
 set -euo pipefail
 dir=${1:?usage: scripts/disk-probe.sh DIR [PROBE...]}
 shift
 probes=("$@")
-[ ${#probes[@]} -gt 0 ] || probes=(alone scan-ra scan-chunks sync8 sync1 rm rm-steps)
+[ ${#probes[@]} -gt 0 ] || probes=(alone scan-ra scan-chunks sync8 sync1 rm rm-steps flush256 flush16 flush4)
 command -v fio >/dev/null || { echo "fio is not installed (apt-get install fio)" >&2; exit 1; }
 mkdir -p "$dir"
 secs=40
@@ -74,8 +79,12 @@ import json, sys
 d = json.load(open(sys.argv[2]))
 j = next(j for j in d['jobs'] if j['jobname'] == 'rr')
 r = j['read']; c = r['clat_ns']; p = c['percentile']
-print('%-12s iops %6.0f  p99.9 %6.2f ms  p99.99 %6.2f ms  max %6.2f ms' % (
-    sys.argv[1], r['iops'], p['99.900000'] / 1e6, p['99.990000'] / 1e6, c['max'] / 1e6))
+line = '%-12s iops %6.0f  p99.9 %6.2f ms  p99.99 %6.2f ms  max %6.2f ms' % (
+    sys.argv[1], r['iops'], p['99.900000'] / 1e6, p['99.990000'] / 1e6, c['max'] / 1e6)
+bg = [j for j in d['jobs'] if j['jobname'] == 'append']
+if bg and bg[0].get('sync', {}).get('lat_ns', {}).get('max'):
+    line += '  | appender sync max %6.2f ms' % (bg[0]['sync']['lat_ns']['max'] / 1e6)
+print(line)
 PY
 }
 
@@ -88,6 +97,8 @@ for probe in "${probes[@]}"; do
     scan-chunks) bg=("${scan[@]}" --bs=1m --fadvise_hint=random) ;;
     sync8) bg=("${appends[@]}" --bs=1m --fdatasync=8) ;;
     sync1) bg=("${appends[@]}" --bs=128k --fdatasync=8) ;;
+    flush256 | flush16 | flush4)
+      bg=("${appends[@]}" --rate=64m --bs=1m --sync_file_range=write:1 --fdatasync="${probe#flush}") ;;
     rm | rm-steps) make_victims ;;
     *) echo "unknown probe $probe" >&2; exit 2 ;;
   esac
