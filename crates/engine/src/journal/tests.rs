@@ -862,12 +862,16 @@ fn append_bytes(j: &Journal, from: u64, bytes: u64) -> u64 {
 /// theirs began, a rolled file's all at once by `release_rolled`, and only
 /// with the option on; every record stays readable. (A page that a step's
 /// own DONTNEED met dirty is not probed: a fast disk may finish its
-/// write-back before the kernel looks, and then it goes either way.)
+/// write-back before the kernel looks, and then it goes either way.) The
+/// released case gets up to three attempts: on the 2026-11-29 VM the
+/// kernel now and then kept a page that a DONTNEED on clean pages should
+/// have dropped (2 of 8 runs alone, 0 of 6 right after), while a release
+/// that never happens fails all three.
 #[test]
 fn written_back_pages_are_released_two_steps_later_and_at_a_roll() {
     let d = tempfile::tempdir().unwrap();
-    let run = |release: bool| {
-        let dir = d.path().join(format!("release-{release}"));
+    let run = |release: bool, attempt: u32| {
+        let dir = d.path().join(format!("release-{release}-{attempt}"));
         fs::create_dir(&dir).unwrap();
         let o = JournalOptions {
             release_written: release,
@@ -906,10 +910,19 @@ fn written_back_pages_are_released_two_steps_later_and_at_a_roll() {
         eprintln!("skipped: this file system cannot show what is cached");
         return;
     }
-    let (seen, rolled) = run(true);
+    let want = ((Some(false), Some(true)), Some(false));
+    let mut attempt = 1;
+    let (seen, rolled) = loop {
+        let got = run(true, attempt);
+        if got == want || attempt == 3 {
+            break got;
+        }
+        eprintln!("attempt {attempt}: the page cache kept a released page {got:?}; again");
+        attempt += 1;
+    };
     assert_eq!(seen, (Some(false), Some(true)), "released, not yet");
     assert_eq!(rolled, Some(false), "after the roll");
-    let (seen, rolled) = run(false);
+    let (seen, rolled) = run(false, 1);
     assert_eq!(seen.1, Some(true), "option off");
     assert_eq!(rolled, Some(true), "option off, rolled");
 }
