@@ -116,6 +116,9 @@ impl Leveled {
         if let Some(p) = config.compaction_max_garbage_pct {
             c.compaction_max_garbage_pct = p;
         }
+        if let Some(b) = config.compaction_punch {
+            c.compaction_punch = b;
+        }
         if let Some(p) = config.journal_slowdown_garbage_pct {
             c.journal_slowdown_garbage_pct = p;
         }

@@ -50,6 +50,9 @@ pub struct BackendConfig {
     /// leveled: the garbage trigger's percentage (the engine's
     /// `compaction_max_garbage_pct`; `None` keeps its default, 60; 100 off).
     pub compaction_max_garbage_pct: Option<f64>,
+    /// leveled: reclaim journal garbage in place by punching holes (the
+    /// engine's `compaction_punch`; `None` keeps its default, false).
+    pub compaction_punch: Option<bool>,
     /// leveled: the write slowdown's garbage percentage (the engine's
     /// `journal_slowdown_garbage_pct`; `None` keeps its default, 75; 100 off).
     pub journal_slowdown_garbage_pct: Option<f64>,
@@ -389,7 +392,9 @@ pub(crate) fn claim_dir(dir: &Path, name: &str) -> Result<basalt_engine::lock::D
     Ok(lock)
 }
 
-/// Bytes of every file under `dir` (recursively); errors count as 0.
+/// Bytes of disk every file under `dir` (recursively) holds: allocated
+/// blocks (`st_blocks`), so holes punched out of journal files are not
+/// counted and blocks reserved ahead of appends are; errors count as 0.
 pub fn disk_usage(dir: &Path) -> u64 {
     let mut total = 0;
     let mut stack: Vec<PathBuf> = vec![dir.to_path_buf()];
@@ -400,7 +405,7 @@ pub fn disk_usage(dir: &Path) -> u64 {
         for e in rd.flatten() {
             match e.metadata() {
                 Ok(m) if m.is_dir() => stack.push(e.path()),
-                Ok(m) => total += m.len(),
+                Ok(m) => total += std::os::unix::fs::MetadataExt::blocks(&m) * 512,
                 Err(_) => {}
             }
         }

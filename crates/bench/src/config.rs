@@ -58,6 +58,7 @@ const KNOWN: &[&str] = &[
     "basalt_memory_limit",
     "basalt_compaction_runs_per_day",
     "basalt_compaction_max_garbage_pct",
+    "basalt_compaction_punch",
     "basalt_journal_slowdown_pct",
     "basalt_journal_one_read",
     "basalt_journal_fadvise_random",
@@ -434,6 +435,10 @@ pub struct BenchConfig {
     /// (0..=100; 100 turns it off; default: the engine's, 60); others
     /// ignore it.
     pub compaction_max_garbage_pct: Option<f64>,
+    /// `basalt_compaction_punch`: leveled reclaims journal garbage in place,
+    /// punching holes instead of copying live records (default: the
+    /// engine's, false); others ignore it.
+    pub compaction_punch: Option<bool>,
     /// `basalt_journal_slowdown_pct`: leveled's write slowdown, the
     /// journal garbage percentage above which writes are paced to
     /// compaction (0..=100; 100 turns it off; default: the engine's, 75);
@@ -740,6 +745,7 @@ impl RawConfig {
             ),
         };
         let compaction_max_garbage_pct = self.pct("basalt_compaction_max_garbage_pct", 60)?;
+        let compaction_punch = self.opt_bool("basalt_compaction_punch")?;
         let journal_slowdown_garbage_pct = self.pct("basalt_journal_slowdown_pct", 75)?;
         let journal_one_read = self.opt_bool("basalt_journal_one_read")?;
         let journal_fadvise_random = self.opt_bool("basalt_journal_fadvise_random")?;
@@ -819,6 +825,7 @@ impl RawConfig {
                 memory_limit,
                 compaction_runs_per_day,
                 compaction_max_garbage_pct,
+                compaction_punch,
                 journal_slowdown_garbage_pct,
                 journal_one_read,
                 journal_fadvise_random,

@@ -123,7 +123,7 @@ fn describe(cfg: &BenchConfig) -> Vec<String> {
         let bc = crate::driver::backend_config(cfg);
         let on = |o: Option<bool>| o.map_or("default".to_string(), |b| b.to_string());
         v.push(format!(
-            "leveled journal: one read {}; fadvise random {}; skip active lock {}; preallocate {}; release written {}; write groups {}; sync bytes {}; fsync bytes {}; ledger sync bytes {}; background nice {}; compaction runs/day {}; max garbage {}; slowdown above {}; compaction stream bytes {}; compaction read pace {}; remove pace {}; flush {}; block cache {}; value cache {}; value cache refresh {}; direct reads {}",
+            "leveled journal: one read {}; fadvise random {}; skip active lock {}; preallocate {}; release written {}; write groups {}; sync bytes {}; fsync bytes {}; ledger sync bytes {}; background nice {}; compaction runs/day {}; max garbage {}; reclaim in place {}; slowdown above {}; compaction stream bytes {}; compaction read pace {}; remove pace {}; flush {}; block cache {}; value cache {}; value cache refresh {}; direct reads {}",
             on(cfg.journal_one_read),
             on(cfg.journal_fadvise_random),
             on(cfg.journal_skip_active_lock),
@@ -147,6 +147,7 @@ fn describe(cfg: &BenchConfig) -> Vec<String> {
                 .map_or("default".to_string(), |n| n.to_string()),
             cfg.compaction_max_garbage_pct
                 .map_or("default".to_string(), |p| format!("{p}%")),
+            on(cfg.compaction_punch),
             cfg.journal_slowdown_garbage_pct
                 .map_or("default".to_string(), |p| format!("{p}%")),
             cfg.compaction_stream_bytes

@@ -67,6 +67,13 @@ pub struct CompactionPolicy {
     pub maxrun_pct: f64,
     /// Runs between rescoring a file.
     pub score_cache_runs: u32,
+    /// Reclaim in place ([`crate::journal::punch`]) instead of copying.
+    pub punch: bool,
+    /// With `punch`: files holding under this percentage of `file_bytes`
+    /// on disk are merged by copying.
+    pub merge_below_pct: f64,
+    /// The journal's file size.
+    pub file_bytes: u64,
 }
 
 impl CompactionPolicy {
@@ -78,7 +85,35 @@ impl CompactionPolicy {
             singlefile_pct: c.compaction_singlefile_pct,
             maxrun_pct: c.compaction_maxrun_pct,
             score_cache_runs: c.compaction_score_cache_runs,
+            punch: c.compaction_punch,
+            merge_below_pct: c.compaction_merge_below_pct,
+            file_bytes: c.journal_file_bytes,
         }
+    }
+
+    /// With `punch`, the first longest run of at least two adjacent files
+    /// each holding under `merge_below_pct` of `file_bytes` on disk, their
+    /// sum at most `file_bytes`: `(start, len)`, to merge by copying.
+    pub fn sparse_run(&self, disk_bytes: &[u64]) -> Option<(usize, usize)> {
+        let limit = (self.file_bytes as f64 * self.merge_below_pct / 100.0) as u64;
+        let mut best: Option<(usize, usize)> = None;
+        let mut start = 0;
+        while start < disk_bytes.len() {
+            let mut len = 0;
+            let mut sum = 0u64;
+            while let Some(&b) = disk_bytes.get(start + len) {
+                if b >= limit || sum + b > self.file_bytes {
+                    break;
+                }
+                sum += b;
+                len += 1;
+            }
+            if len >= 2 && best.is_none_or(|b| len > b.1) {
+                best = Some((start, len));
+            }
+            start += len.max(1);
+        }
+        best
     }
 
     /// The live percentage a run of `len` files must be under.
@@ -133,6 +168,10 @@ pub struct CompactionReport {
     pub tombstoned: u64,
     /// Wall time of the run (scoring included).
     pub duration: Duration,
+    /// The files were reclaimed in place ([`crate::journal::punch`]):
+    /// `files_out` are `files_in` with new indexes, and the bytes are
+    /// their bytes on disk before and after.
+    pub punched: bool,
 }
 
 /// The garbage trigger's view of the journal (see [`Compactor::garbage`]).
@@ -367,8 +406,10 @@ impl Compactor {
                     .observe_run(r.bytes_in.saturating_sub(r.bytes_out), span);
                 Stats::incr(&self.stats.compaction_runs);
                 Stats::add(&self.stats.compaction_run_ms, r.duration.as_millis() as u64);
-                Stats::add(&self.stats.compaction_files_in, r.files_in.len() as u64);
-                Stats::add(&self.stats.compaction_files_out, r.files_out.len() as u64);
+                if !r.punched {
+                    Stats::add(&self.stats.compaction_files_in, r.files_in.len() as u64);
+                    Stats::add(&self.stats.compaction_files_out, r.files_out.len() as u64);
+                }
                 Stats::add(
                     &self.stats.compaction_bytes_reclaimed,
                     r.bytes_in.saturating_sub(r.bytes_out),
@@ -376,7 +417,12 @@ impl Compactor {
                 Stats::add(&self.stats.compaction_records_dropped, r.records_dropped);
                 Stats::add(&self.stats.compaction_records_kept, r.records_kept);
                 Stats::add(&self.stats.compaction_key_deltas, r.key_deltas);
-                tracing::info!(target: "basalt::compaction", "C0001 compacted journal files {:?} into {:?}: {} -> {} bytes, {} kept, {} dropped, {} key deltas in {:?}", r.files_in, r.files_out, r.bytes_in, r.bytes_out, r.records_kept, r.records_dropped, r.key_deltas, r.duration);
+                let how = if r.punched {
+                    "reclaimed in place"
+                } else {
+                    "compacted"
+                };
+                tracing::info!(target: "basalt::compaction", "C0001 {how} journal files {:?} into {:?}: {} -> {} bytes, {} kept, {} dropped, {} key deltas in {:?}", r.files_in, r.files_out, r.bytes_in, r.bytes_out, r.records_kept, r.records_dropped, r.key_deltas, r.duration);
             }
             Ok(_) => Stats::incr(&self.stats.compaction_runs_idle),
             Err(e) => {
@@ -485,7 +531,7 @@ impl Compactor {
         let scores = self.scores(&files, &*live, mode)?;
         let mut est = GarbageEstimate::default();
         for (f, s) in files.iter().zip(&scores) {
-            est.add_file(f.size, *s);
+            est.add_file(f.disk_bytes(), *s);
         }
         debug_assert_eq!(est.files, files.len());
         Stats::incr(&self.stats.compaction_estimates);
@@ -528,7 +574,7 @@ impl Compactor {
             .zip(scores)
             .map(|(f, live_pct)| FileScore {
                 file_no: f.file_no,
-                bytes: f.size,
+                bytes: f.disk_bytes(),
                 live_pct,
             })
             .collect())
@@ -537,17 +583,58 @@ impl Compactor {
     fn run_inner(&self, t0: Instant) -> Result<CompactionReport> {
         let live = (self.liveness)();
         let files = self.journal.closed_files();
+        let punch = self.policy.punch && self.journal.punch_supported();
+        let disk: Vec<u64> = files.iter().map(|f| f.disk_bytes()).collect();
+        let merge = punch.then(|| self.policy.sparse_run(&disk)).flatten();
         let scores = self.scores(&files, &*live, Scoring::Run)?;
-        let Some((start, len, score)) = self.policy.best_run(&scores) else {
-            return Ok(CompactionReport {
-                duration: t0.elapsed(),
-                ..CompactionReport::default()
-            });
+        let (start, len, score, in_place) = match (merge, self.policy.best_run(&scores)) {
+            (Some((start, len)), _) => (start, len, 0.0, false),
+            (None, Some((start, len, score))) => (start, len, score, punch),
+            (None, None) => {
+                return Ok(CompactionReport {
+                    duration: t0.elapsed(),
+                    ..CompactionReport::default()
+                })
+            }
         };
         let run = files.get(start..start + len).unwrap_or(&[]);
-        let r = self.journal.compact_run(run, &*live)?;
-        Ok(CompactionReport {
-            compacted: true,
+        let r = match in_place {
+            false => self.journal.compact_run(run, &*live)?,
+            true => {
+                let mut r = self.journal.punch_run(run, &*live)?;
+                if r.files_in.is_empty() && r.punch_skipped > 0 {
+                    // Files it cannot punch (a backup's links, damage):
+                    // copied as without `punch`.
+                    r = self.journal.compact_run(run, &*live)?;
+                    return Ok(Self::report(r, score, false, t0));
+                }
+                // Same numbers, new indexes: their scores are stale (and
+                // a file the pass left alone was chosen on a stale one).
+                let mut cache = self.cache.lock();
+                for f in run {
+                    cache.remove(&f.file_no);
+                }
+                drop(cache);
+                // The old indexes' holes are due once nothing holds them.
+                drop(files);
+                self.journal
+                    .punch_queued(self.journal.opts.remove_bytes_per_sec);
+                r
+            }
+        };
+        Ok(Self::report(r, score, in_place, t0))
+    }
+
+    /// The report of a run the journal did.
+    fn report(
+        r: crate::journal::CompactedRun,
+        score: f64,
+        punched: bool,
+        t0: Instant,
+    ) -> CompactionReport {
+        CompactionReport {
+            compacted: !r.files_in.is_empty(),
+            punched,
             run_score: score,
             files_in: r.files_in,
             files_out: r.files_out,
@@ -558,7 +645,7 @@ impl Compactor {
             key_deltas: r.key_deltas,
             tombstoned: r.tombstoned,
             duration: t0.elapsed(),
-        })
+        }
     }
 }
 
@@ -949,7 +1036,23 @@ mod tests {
             singlefile_pct: 25.0,
             maxrun_pct: 75.0,
             score_cache_runs: 12,
+            punch: false,
+            merge_below_pct: 10.0,
+            file_bytes: 1000,
         }
+    }
+
+    #[test]
+    fn sparse_runs_are_adjacent_small_files_that_fit_in_one() {
+        let p = policy();
+        // Under 100 bytes each, at most 1000 together.
+        assert_eq!(p.sparse_run(&[]), None);
+        assert_eq!(p.sparse_run(&[50, 900, 50]), None);
+        assert_eq!(p.sparse_run(&[50, 900, 50, 60, 99]), Some((2, 3)));
+        assert_eq!(p.sparse_run(&[10, 20, 900, 1, 2, 3]), Some((3, 3)));
+        let many = vec![90u64; 20];
+        // Eleven would pass 1000.
+        assert_eq!(p.sparse_run(&many), Some((0, 11)));
     }
 
     #[test]

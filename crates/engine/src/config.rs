@@ -186,6 +186,19 @@ pub struct Config {
     /// A file's cached score is recomputed after this many runs. Default 12
     /// (Riak: 24 runs per day over 2 scorings per day).
     pub compaction_score_cache_runs: u32,
+    /// Journal compaction reclaims garbage in place
+    /// ([`crate::journal::punch`]): a chosen file's runs of garbage records
+    /// leave its index and their whole 4 KiB blocks are punched out
+    /// (`fallocate(PUNCH_HOLE)`), instead of its live records being copied
+    /// into new files. Nothing is written but the file's index, so cold
+    /// records are never copied again; files only a few percent full are
+    /// merged by copying (`compaction_merge_below_pct`). Falls back to
+    /// copying on a file system that cannot punch holes. Default false.
+    pub compaction_punch: bool,
+    /// With `compaction_punch`: adjacent closed files each holding under
+    /// this percentage of `journal_file_bytes` on disk are merged into one
+    /// by copying, so the number of files stays bounded. Default 10.0.
+    pub compaction_merge_below_pct: f64,
     /// Garbage trigger: every `compaction_check_interval` the compaction
     /// thread estimates, from the files' scores, how much of the closed
     /// journal files is garbage; above this percentage it runs compactions
@@ -357,6 +370,8 @@ impl Config {
             compaction_maxrun_pct: 75.0,
             compaction_sample_records: 200,
             compaction_score_cache_runs: 12,
+            compaction_punch: false,
+            compaction_merge_below_pct: 10.0,
             compaction_max_garbage_pct: 60.0,
             journal_slowdown_garbage_pct: 75.0,
             disk_low_free_pct: 5.0,
@@ -453,6 +468,7 @@ impl Config {
         if !pct_ok(self.compaction_singlefile_pct)
             || !pct_ok(self.compaction_maxrun_pct)
             || !pct_ok(self.compaction_max_garbage_pct)
+            || !pct_ok(self.compaction_merge_below_pct)
         {
             return bad("compaction percentages must be in 0..=100");
         }

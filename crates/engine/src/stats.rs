@@ -214,6 +214,14 @@ counters! {
     compaction_estimates,
     /// Milliseconds they took (scoring files by sampled reads).
     compaction_estimate_ms,
+    /// Journal files reclaimed in place: garbage runs marked in a new index,
+    /// their blocks to be punched (`Config::journal_reclaim = punch`).
+    compaction_files_punched,
+    /// Bytes of holes punched in journal files (once their readers were gone).
+    compaction_bytes_punched,
+    /// Files a punch pass left as they were: linked elsewhere (a backup) or
+    /// damaged (copying compaction handles them).
+    compaction_punch_skipped,
     /// Journal files scored (sampled) by estimates, runs and `rescore`.
     compaction_files_scored,
     /// Write-backs of the active journal file started by the flusher

@@ -95,6 +95,9 @@ pub struct CompactedRun {
     pub tombstoned: u64,
     /// Damaged records found (and left out) while reading the run.
     pub damaged_records: u64,
+    /// Files a reclaim in place left as they were because it cannot punch
+    /// them (linked by a backup, damaged): for copying.
+    pub punch_skipped: usize,
 }
 
 /// An output file being written.
@@ -125,10 +128,13 @@ impl Journal {
         for i in 0..take {
             // Evenly spaced, deterministic positions.
             let pos = i * count / take;
-            let Some(&(_, off)) = file.index.get(pos) else {
+            let Some(&(_, off)) = file.index.get(pos).filter(|e| !file::is_punched(**e)) else {
                 continue;
             };
-            let end = file.index.get(pos + 1).map_or(file.size, |e| e.1);
+            let end = file
+                .index
+                .get(pos + 1)
+                .map_or(file.size, |e| file::entry_offset(*e));
             match file::read_record_at_opt(&file.file, &file.path, off, file.size, false) {
                 Ok(rec) => out.push((rec, end.saturating_sub(off))),
                 Err(e) if e.is_corruption() => {
@@ -266,63 +272,61 @@ impl Journal {
             // 8-10 ms with 1 MiB reads and no read-ahead).
             let seq = File::open(&cf.path).ctx("open", &cf.path)?;
             no_readahead(&seq, &cf.path);
+            // Bytes read since the last drop from the cache (holes are
+            // not read, so a sparse file is paced by what it holds).
             let mut dropped = 0u64;
-            let outcome = file::scan(
-                &seq,
-                &cf.path,
-                file::JNL_HEADER_LEN,
-                cf.size,
-                0,
-                &mut |off, _, view| {
-                    if off - dropped >= self.opts.stream_bytes {
-                        drop_cached(&seq, &cf.path, dropped, off - dropped);
-                        pacer.read(off - dropped, self.compaction_pace());
-                        dropped = off;
+            let mut read = 0u64;
+            let outcome = cf.scan_records(&seq, &mut |off, len, view| {
+                read += len;
+                if read >= self.opts.stream_bytes {
+                    drop_cached(&seq, &cf.path, dropped, off + len - dropped);
+                    pacer.read(read, self.compaction_pace());
+                    dropped = off + len;
+                    read = 0;
+                }
+                let meta = view.to_record_meta();
+                buf.clear();
+                match live.keep(&meta)? {
+                    Keep::Record => {
+                        self.encode_kept(&view, &mut buf)?;
+                        report.records_kept += 1;
                     }
-                    let meta = view.to_record_meta();
-                    buf.clear();
-                    match live.keep(&meta)? {
-                        Keep::Record => {
-                            self.encode_kept(&view, &mut buf)?;
-                            report.records_kept += 1;
-                        }
-                        Keep::KeyDelta(ix) => {
-                            let rec = NewRecord {
-                                kind: RecordKind::KeyDelta,
-                                metadata: &[],
-                                value: &[],
-                                index: &ix,
-                                ..view.as_stored()
-                            };
-                            record::encode_record(&rec, &mut buf)?;
-                            report.key_deltas += 1;
-                        }
-                        Keep::Tombstone => {
-                            let rec = NewRecord {
-                                kind: RecordKind::Delete,
-                                metadata: &[],
-                                value: &[],
-                                index: &[],
-                                ..view.as_stored()
-                            };
-                            record::encode_record(&rec, &mut buf)?;
-                            report.tombstoned += 1;
-                        }
-                        Keep::Drop => {
-                            report.records_dropped += 1;
-                            return Ok(());
-                        }
+                    Keep::KeyDelta(ix) => {
+                        let rec = NewRecord {
+                            kind: RecordKind::KeyDelta,
+                            metadata: &[],
+                            value: &[],
+                            index: &ix,
+                            ..view.as_stored()
+                        };
+                        record::encode_record(&rec, &mut buf)?;
+                        report.key_deltas += 1;
                     }
-                    self.emit(outs, view.sqn, &buf)
-                },
-            )?;
+                    Keep::Tombstone => {
+                        let rec = NewRecord {
+                            kind: RecordKind::Delete,
+                            metadata: &[],
+                            value: &[],
+                            index: &[],
+                            ..view.as_stored()
+                        };
+                        record::encode_record(&rec, &mut buf)?;
+                        report.tombstoned += 1;
+                    }
+                    Keep::Drop => {
+                        report.records_dropped += 1;
+                        return Ok(());
+                    }
+                }
+                self.emit(outs, view.sqn, &buf)
+            })?;
             for (d, why) in outcome.damage.iter().zip(&outcome.reasons) {
                 tracing::warn!(path = %cf.path.display(), offset = d.offset, len = d.len, reason = %why, "damaged region in a journal file being compacted; its records are lost");
                 report.damaged_records += 1;
                 Stats::incr(&self.stats.journal_corrupt_records);
             }
             drop_cached(&seq, &cf.path, dropped, cf.size.saturating_sub(dropped));
-            pacer.read(cf.size.saturating_sub(dropped), self.compaction_pace());
+            pacer.read(read, self.compaction_pace());
         }
         Stats::add(
             &self.stats.compaction_paced_ms,
@@ -457,12 +461,16 @@ impl Journal {
                         no_readahead(&file, &o.path);
                     }
                     let direct = self.opts.direct_handle(&o.path);
+                    let file = Arc::new(file);
+                    let queue = Arc::downgrade(&self.punch_queue);
                     Ok(Arc::new(ClosedFile {
                         file_no: o.file_no,
+                        gate: super::punch::PunchGate::new(&file, &o.path, queue),
                         path: o.path.clone(),
-                        file: Arc::new(file),
+                        file,
                         direct,
                         size: o.size,
+                        punched: 0,
                         index: o.index.clone(),
                         damage: Vec::new(),
                         search_hi: hi,
@@ -525,11 +533,11 @@ impl Journal {
 /// encoding and writes took longer) keeps no credit, so it never bursts to
 /// catch up; an unpaced chunk (0) is never waited for.
 #[derive(Debug)]
-struct Pacer {
+pub(crate) struct Pacer {
     start: std::time::Instant,
     /// Time since `start` at which the reads so far are due.
     due: std::time::Duration,
-    slept: std::time::Duration,
+    pub(crate) slept: std::time::Duration,
 }
 
 impl Default for Pacer {
@@ -545,7 +553,7 @@ impl Default for Pacer {
 impl Pacer {
     /// Counts `bytes` read at `bytes_per_sec` (0: unpaced) and sleeps
     /// until they are due.
-    fn read(&mut self, bytes: u64, bytes_per_sec: u64) {
+    pub(crate) fn read(&mut self, bytes: u64, bytes_per_sec: u64) {
         let now = self.start.elapsed();
         if bytes_per_sec > 0 {
             self.due += std::time::Duration::from_secs_f64(bytes as f64 / bytes_per_sec as f64);

@@ -4,7 +4,7 @@
 //! The dump verifies every checksum and reports damaged regions instead of
 //! stopping at the first one. It only reads the file.
 
-use super::file::{self, JIX_MAGIC, JNL_HEADER_LEN, JNL_MAGIC};
+use super::file::{self, JIX_MAGIC, JNL_MAGIC};
 use super::manifest::{Manifest, MANIFEST_MAGIC};
 use super::record::RecordKind;
 use crate::error::{Error, IoContext, Result};
@@ -121,8 +121,28 @@ fn dump_data(
         rep.corrupt_regions += 1;
         return Ok(rep);
     }
+    // A file reclaimed in place has holes its `.jix` marks: only the
+    // stretches holding records are scanned (a damaged or missing `.jix`
+    // scans the whole file, and the holes show as damage).
+    let index = std::fs::read(path.with_extension("jix"))
+        .ok()
+        .and_then(|b| file::decode_index(&b, size).ok())
+        .unwrap_or_default();
+    let segments = file::record_segments(&index, size);
+    let holes = file::punched_bytes(&index, size);
+    if holes > 0 {
+        w(
+            out,
+            path,
+            format_args!(
+                "reclaimed in place: {} garbage runs, {holes} bytes punched (per its .jix)\n",
+                index.iter().filter(|e| file::is_punched(**e)).count()
+            ),
+        )?;
+    }
     let mut write_err: Option<Error> = None;
-    let outcome = file::scan(f, path, JNL_HEADER_LEN, size, 0, &mut |off, len, v| {
+    let mut outcome = file::ScanOutcome::default();
+    let mut on_record = |off: u64, len: u64, v: super::record::RecordView<'_>| {
         rep.entries += 1;
         if rep.first_sqn == 0 {
             rep.first_sqn = v.sqn;
@@ -150,7 +170,13 @@ fn dump_data(
             }
         }
         Ok(())
-    })?;
+    };
+    for (start, end) in segments {
+        let min_sqn = file::sqn_before(&index, start);
+        let o = file::scan(f, path, start, end, min_sqn, &mut on_record)?;
+        outcome.damage.extend(o.damage);
+        outcome.reasons.extend(o.reasons);
+    }
     if let Some(e) = write_err {
         return Err(e);
     }
@@ -217,8 +243,14 @@ fn dump_index(path: &Path, size: u64, out: &mut dyn Write, show: bool) -> Result
             rep.first_sqn = idx.first().map_or(0, |e| e.0);
             rep.last_sqn = idx.last().map_or(0, |e| e.0);
             if show {
-                for (sqn, off) in &idx {
-                    w(out, path, format_args!("  sqn={sqn} offset={off}\n"))?;
+                for e in &idx {
+                    let (sqn, off) = (e.0, file::entry_offset(*e));
+                    let what = if file::is_punched(*e) {
+                        " punched run"
+                    } else {
+                        ""
+                    };
+                    w(out, path, format_args!("  sqn={sqn} offset={off}{what}\n"))?;
                 }
             }
             w(

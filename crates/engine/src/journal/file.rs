@@ -23,6 +23,13 @@
 //! scanning the `.jnl` if missing or damaged. Loaded whole into memory at open:
 //! 16 bytes per record.
 //!
+//! **Version 2** (a file reclaimed in place, [`super::punch`]) has the same
+//! layout; an entry whose offset has its top bit set ([`PUNCHED`]) is not a
+//! record but the start of a *punched run*: records that were all garbage,
+//! from that offset to the next entry's offset (or the end of the file),
+//! whose whole 4 KiB blocks ([`punch_ranges`]) are holes. The entry's SQN is
+//! the run's first record's. Version 1 has no such entries.
+//!
 //! ## Scanning
 //!
 //! [`scan`] walks records from an offset. When a record fails (bad magic, bad
@@ -48,8 +55,14 @@ pub const JNL_MAGIC: &[u8; 8] = b"BSLTJNL1";
 pub const JIX_MAGIC: &[u8; 8] = b"BSLTJIX1";
 /// Data file format version.
 pub const JNL_VERSION: u32 = 1;
-/// Index file format version.
+/// Index file format version (without punched runs).
 pub const JIX_VERSION: u32 = 1;
+/// Index file format version of a file with punched runs.
+pub const JIX_VERSION_PUNCHED: u32 = 2;
+/// Flag on an index entry's offset: the start of a punched run, not a record.
+pub const PUNCHED: u64 = 1 << 63;
+/// Block size holes are punched in: a run's bytes outside whole blocks stay.
+pub const PUNCH_BLOCK: u64 = 4096;
 /// Size of the data file header; the first record starts here.
 pub const JNL_HEADER_LEN: u64 = 16;
 
@@ -113,11 +126,26 @@ pub fn read_jnl_header(file: &File, path: &Path, size: u64) -> Result<()> {
     check_jnl_header(&h).map_err(|e| Error::corrupt(path, 0, e.0))
 }
 
-/// Serialises an index file.
+/// True if an index entry is the start of a punched run, not a record.
+pub fn is_punched(entry: (u64, u64)) -> bool {
+    entry.1 & PUNCHED != 0
+}
+
+/// An index entry's offset without its [`PUNCHED`] flag.
+pub fn entry_offset(entry: (u64, u64)) -> u64 {
+    entry.1 & !PUNCHED
+}
+
+/// Serialises an index file (version 2 if it has punched runs).
 pub fn encode_index(index: &[(u64, u64)]) -> Vec<u8> {
     let mut out = Vec::with_capacity(JIX_HEADER_LEN + index.len() * 16 + 4);
     out.extend_from_slice(JIX_MAGIC);
-    out.put_u32(JIX_VERSION);
+    let punched = index.iter().any(|e| is_punched(*e));
+    out.put_u32(if punched {
+        JIX_VERSION_PUNCHED
+    } else {
+        JIX_VERSION
+    });
     out.put_u64(index.len() as u64);
     for &(sqn, off) in index {
         out.put_u64(sqn);
@@ -148,7 +176,7 @@ pub fn decode_index(buf: &[u8], jnl_size: u64) -> Result<Vec<(u64, u64)>, Decode
         return Err(DecodeError("bad magic (not a journal index)".into()));
     }
     let version = r.u32()?;
-    if version != JIX_VERSION {
+    if version != JIX_VERSION && version != JIX_VERSION_PUNCHED {
         return Err(DecodeError(format!("unsupported index version {version}")));
     }
     let count = r.u64()?;
@@ -162,7 +190,13 @@ pub fn decode_index(buf: &[u8], jnl_size: u64) -> Result<Vec<(u64, u64)>, Decode
     let mut prev: Option<(u64, u64)> = None;
     while !r.is_empty() {
         let sqn = r.u64()?;
-        let off = r.u64()?;
+        let raw = r.u64()?;
+        if is_punched((sqn, raw)) && version == JIX_VERSION {
+            return Err(DecodeError(format!(
+                "entry for sqn {sqn} is a punched run in a version {version} index"
+            )));
+        }
+        let off = entry_offset((sqn, raw));
         if off < JNL_HEADER_LEN || off >= jnl_size {
             return Err(DecodeError(format!(
                 "offset {off} of sqn {sqn} is outside the data file ({jnl_size} bytes)"
@@ -174,7 +208,7 @@ pub fn decode_index(buf: &[u8], jnl_size: u64) -> Result<Vec<(u64, u64)>, Decode
             }
         }
         prev = Some((sqn, off));
-        out.push((sqn, off));
+        out.push((sqn, raw));
     }
     Ok(out)
 }
@@ -574,9 +608,12 @@ pub fn index_span(index: &[(u64, u64)], sqn: u64, size: u64) -> Option<(u64, u64
         Some(i) => i,
         None => index.binary_search_by_key(&sqn, |e| e.0).ok()?,
     };
-    let off = index.get(i)?.1;
-    let end = index.get(i + 1).map_or(size, |e| e.1);
-    Some((off, end))
+    let e = *index.get(i)?;
+    if is_punched(e) {
+        return None;
+    }
+    let end = index.get(i + 1).map_or(size, |n| entry_offset(*n));
+    Some((e.1, end))
 }
 
 /// A journal file that is no longer appended to.
@@ -605,6 +642,11 @@ pub struct ClosedFile {
     /// Highest SQN in this file or any older one: ascending over the files,
     /// so a binary search works even if a file is empty.
     pub search_hi: u64,
+    /// Bytes of the file in holes ([`punch_ranges`] of `index`).
+    pub punched: u64,
+    /// Orders the punches of this file's successive indexes
+    /// ([`super::punch`]).
+    pub gate: Arc<super::punch::PunchGate>,
     /// Set once journal compaction has replaced this file in the manifest:
     /// when the last `Arc` (a reader, a [`super::JournalView`], a backup)
     /// is dropped, the `.jix` is unlinked and the `.jnl` handed to
@@ -649,15 +691,104 @@ impl ClosedFile {
     pub fn last_sqn(&self) -> u64 {
         self.index.last().map_or(0, |e| e.0)
     }
+
+    /// Bytes of the file not in holes: what it holds on disk.
+    pub fn disk_bytes(&self) -> u64 {
+        self.size - self.punched
+    }
+
+    /// Scans the file's records ([`scan`] over each of its
+    /// [`record_segments`], so never its holes) through `file`, a handle
+    /// of its own; the outcomes' damage is concatenated.
+    pub fn scan_records(
+        &self,
+        file: &File,
+        on_record: &mut dyn FnMut(u64, u64, RecordView<'_>) -> Result<()>,
+    ) -> Result<ScanOutcome> {
+        let mut all = ScanOutcome::default();
+        for (start, end) in record_segments(&self.index, self.size) {
+            let min_sqn = sqn_before(&self.index, start);
+            let out = scan(file, &self.path, start, end, min_sqn, on_record)?;
+            all.valid_end = out.valid_end;
+            all.damage.extend(out.damage);
+            all.reasons.extend(out.reasons);
+        }
+        Ok(all)
+    }
 }
 
-/// Offset of `sqn` in a sorted index.
+/// The SQN of the last index entry before offset `off` (0 if none): every
+/// record from `off` on has a higher one.
+pub fn sqn_before(index: &[(u64, u64)], off: u64) -> u64 {
+    let before = index.partition_point(|e| entry_offset(*e) < off);
+    before
+        .checked_sub(1)
+        .and_then(|i| index.get(i))
+        .map_or(0, |e| e.0)
+}
+
+/// Bytes in the holes of a file with this index.
+pub fn punched_bytes(index: &[(u64, u64)], size: u64) -> u64 {
+    punch_ranges(index, size).iter().map(|r| r.1).sum()
+}
+
+/// Offset of `sqn` in a sorted index (`None` for a punched run's entry).
 pub fn index_lookup(index: &[(u64, u64)], sqn: u64) -> Option<u64> {
     index
         .binary_search_by_key(&sqn, |e| e.0)
         .ok()
         .and_then(|i| index.get(i))
+        .filter(|e| !is_punched(**e))
         .map(|e| e.1)
+}
+
+/// The holes of a file with this index: the whole [`PUNCH_BLOCK`]s inside
+/// each punched run, `(offset, len)` in file order.
+pub fn punch_ranges(index: &[(u64, u64)], size: u64) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    for (i, e) in index.iter().enumerate() {
+        if !is_punched(*e) {
+            continue;
+        }
+        let end = index.get(i + 1).map_or(size, |n| entry_offset(*n));
+        if let Some(r) = block_interior(entry_offset(*e), end) {
+            out.push(r);
+        }
+    }
+    out
+}
+
+/// The whole [`PUNCH_BLOCK`]s inside `[start, end)` as `(offset, len)`, if any.
+pub fn block_interior(start: u64, end: u64) -> Option<(u64, u64)> {
+    let lo = start.div_ceil(PUNCH_BLOCK) * PUNCH_BLOCK;
+    let hi = end / PUNCH_BLOCK * PUNCH_BLOCK;
+    (hi > lo).then(|| (lo, hi - lo))
+}
+
+/// The stretches of a file holding records, `[start, end)` in file order:
+/// from the header, or each record entry that follows a punched run, to the
+/// next punched run or the end of the file. Scans walk these only, never
+/// the holes; a file without punched runs is one stretch, header to end.
+pub fn record_segments(index: &[(u64, u64)], size: u64) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    let mut start: Option<u64> = match index.first() {
+        Some(e) if is_punched(*e) => None,
+        _ => Some(JNL_HEADER_LEN.min(size)),
+    };
+    for e in index {
+        match (is_punched(*e), start) {
+            (false, None) => start = Some(e.1),
+            (true, Some(s)) => {
+                out.push((s, entry_offset(*e)));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(s) = start.filter(|s| *s < size) {
+        out.push((s, size));
+    }
+    out
 }
 
 /// The damaged region that may have held `sqn`, if any.

@@ -41,6 +41,7 @@ pub mod dump;
 pub mod file;
 pub mod flusher;
 pub mod manifest;
+pub mod punch;
 pub mod record;
 pub mod value_cache;
 pub mod view;
@@ -169,6 +170,9 @@ pub struct JournalFileInfo {
     pub last_sqn: u64,
     /// Size in bytes.
     pub size_bytes: u64,
+    /// Bytes not in holes (`size_bytes` unless the file was reclaimed in
+    /// place, [`punch`]).
+    pub disk_bytes: u64,
     /// True for the file being appended to.
     pub active: bool,
 }
@@ -198,6 +202,10 @@ struct Active {
     last_step: u64,
     /// Bytes of this file whose pages were released from the page cache.
     released: u64,
+    /// Held by views of this file while active: at its roll it is linked
+    /// to the closed file's gate, so no hole is punched in the file while
+    /// such a view (which reads it by its own index) lives ([`punch`]).
+    gate: Arc<punch::PunchGate>,
 }
 
 impl Active {
@@ -280,6 +288,11 @@ pub struct Journal {
     /// Rolled files whose pages are still cached past what was released,
     /// waiting for the flusher to release them ([`Journal::release_rolled`]).
     rolled_cached: Mutex<Vec<RolledFile>>,
+    /// Holes of files reclaimed in place, due once their readers are gone
+    /// ([`punch`]); punched by the compaction thread.
+    punch_queue: Arc<punch::PunchQueue>,
+    /// Whether the file system punches holes ([`Journal::punch_supported`]).
+    punch_support: std::sync::OnceLock<bool>,
 }
 
 /// Rolled files waiting for the flusher to drop their pages, at most.
@@ -392,6 +405,7 @@ fn open_closed(
     file_no: u64,
     prev_hi: u64,
     opts: &JournalOptions,
+    queue: &Arc<punch::PunchQueue>,
 ) -> Result<ClosedFile> {
     let path = dir.join(file::jnl_name(file_no));
     let f = File::open(&path).ctx("open", &path)?;
@@ -444,12 +458,19 @@ fn open_closed(
         }
     }
     let direct = opts.direct_handle(&path);
+    let file = Arc::new(f);
+    // A pass that wrote this index but crashed before its punches.
+    if let Err(e) = punch::repunch_at_open(&file, &path, &index, size) {
+        tracing::warn!(target: "basalt::journal", path = %path.display(), error = %e, "I0020 could not punch a journal file's garbage (the space stays allocated until the file is compacted or the store reopened)");
+    }
     Ok(ClosedFile {
         file_no,
+        gate: punch::PunchGate::new(&file, &path, Arc::downgrade(queue)),
         path,
-        file: Arc::new(f),
+        file,
         direct,
         size,
+        punched: file::punched_bytes(&index, size),
         index,
         damage,
         search_hi: prev_hi.max(last),
@@ -611,8 +632,9 @@ impl Journal {
         };
         let mut closed = Vec::with_capacity(closed_nos.len());
         let mut hi = 0;
+        let punch_queue = Arc::new(punch::PunchQueue::default());
         for &no in closed_nos {
-            let cf = open_closed(dir, no, hi, &opts)?;
+            let cf = open_closed(dir, no, hi, &opts, &punch_queue)?;
             hi = cf.search_hi;
             closed.push(Arc::new(cf));
         }
@@ -641,6 +663,8 @@ impl Journal {
             spare: Mutex::new(None),
             retired: Retired::default(),
             rolled_cached: Mutex::new(Vec::new()),
+            punch_queue,
+            punch_support: std::sync::OnceLock::new(),
         };
         if repaired {
             let a = j.active.lock();
@@ -653,10 +677,13 @@ impl Journal {
     /// between the two is recognised by [`interrupted_creation`]).
     fn create_fresh(dir: &Path, opts: JournalOptions, stats: Arc<Stats>) -> Result<Journal> {
         let (path, f) = create_active_file(dir, 1, &opts)?;
+        let punch_queue = Arc::new(punch::PunchQueue::default());
+        let file = Arc::new(f);
         let active = Active {
             file_no: 1,
+            gate: punch::PunchGate::new(&file, &path, std::sync::Weak::new()),
             path,
-            file: Arc::new(f),
+            file,
             size: file::JNL_HEADER_LEN,
             index: Vec::new(),
             damage: Vec::new(),
@@ -686,6 +713,8 @@ impl Journal {
             spare: Mutex::new(None),
             retired: Retired::default(),
             rolled_cached: Mutex::new(Vec::new()),
+            punch_queue,
+            punch_support: std::sync::OnceLock::new(),
         };
         {
             let a = j.active.lock();
@@ -723,10 +752,12 @@ impl Journal {
         if let Some(index) = checkpoint::take(dir, file_no, size)? {
             if index.first().is_none_or(|&(first, _)| first > prev_hi) {
                 let last_sqn = index.last().map_or(prev_hi, |e| e.0);
+                let file = Arc::new(f);
                 return Ok(Active {
                     file_no,
+                    gate: punch::PunchGate::new(&file, &path, std::sync::Weak::new()),
                     path,
-                    file: Arc::new(f),
+                    file,
                     size,
                     index,
                     damage: Vec::new(),
@@ -770,10 +801,12 @@ impl Journal {
         damage.retain(|d| d.next_sqn != u64::MAX);
         debug_assert!(index.windows(2).all(|w| matches!(w, [a, b] if a.0 < b.0)));
         let last_sqn = index.last().map_or(prev_hi, |e| e.0);
+        let file = Arc::new(f);
         Ok(Active {
             file_no,
+            gate: punch::PunchGate::new(&file, &path, std::sync::Weak::new()),
             path,
-            file: Arc::new(f),
+            file,
             size,
             index,
             damage,
@@ -1036,20 +1069,25 @@ impl Journal {
         let mut a = self.active.lock();
         debug_assert_eq!(a.file_no, old_no, "the active file changed during a roll");
         let prev_hi = self.closed.read().last().map_or(0, |c| c.search_hi);
+        let gate = punch::PunchGate::new(&old_file, &a.path, Arc::downgrade(&self.punch_queue));
+        a.gate.replaced_by(Vec::new(), &gate);
         let old = ClosedFile {
             file_no: a.file_no,
+            gate,
             path: std::mem::replace(&mut a.path, new_path),
             // The handle it was written through (advised as every active
             // file is): views made before the roll hold it too.
             file: old_file,
             direct,
             size: a.size,
+            punched: 0,
             index: std::mem::take(&mut a.index),
             damage: std::mem::take(&mut a.damage),
             search_hi: prev_hi.max(a.last_sqn),
             obsolete: Default::default(),
         };
         a.file = Arc::new(new_file);
+        a.gate = punch::PunchGate::new(&a.file, &a.path, std::sync::Weak::new());
         a.file_no = new_no;
         a.size = file::JNL_HEADER_LEN;
         a.written_back = file::JNL_HEADER_LEN;
@@ -1364,12 +1402,20 @@ impl Journal {
             let hi = c.search_hi;
             if c.last_sqn() > after_sqn {
                 let start = c.index.partition_point(|e| e.0 <= after_sqn);
-                let start_off = c.index.get(start).map_or(c.size, |e| e.1);
-                let min = start
-                    .checked_sub(1)
-                    .and_then(|i| c.index.get(i))
-                    .map_or(prev_hi, |e| e.0);
-                n += self.replay_file(&c.file, &c.path, start_off, c.size, min, after_sqn, f)?;
+                let start_off = c
+                    .index
+                    .get(start)
+                    .map_or(c.size, |e| file::entry_offset(*e));
+                // The stretches holding records, never the holes; each
+                // scanned above the SQN of the entry before it.
+                for (s, e) in file::record_segments(&c.index, c.size) {
+                    if e <= start_off {
+                        continue;
+                    }
+                    let from = s.max(start_off);
+                    let min = file::sqn_before(&c.index, from).max(prev_hi);
+                    n += self.replay_file(&c.file, &c.path, from, e, min, after_sqn, f)?;
+                }
             }
             prev_hi = hi;
         }
@@ -1425,6 +1471,7 @@ impl Journal {
                 first_sqn: c.first_sqn(),
                 last_sqn: c.last_sqn(),
                 size_bytes: c.size,
+                disk_bytes: c.disk_bytes(),
                 active: false,
             })
             .collect();
@@ -1434,6 +1481,7 @@ impl Journal {
             first_sqn: a.index.first().map_or(0, |e| e.0),
             last_sqn: a.index.last().map_or(0, |e| e.0),
             size_bytes: a.size,
+            disk_bytes: a.size,
             active: true,
         });
         out
@@ -1476,7 +1524,7 @@ impl Journal {
                 drop(s);
                 self.poison(CLOSED_MSG.into());
                 self.remove_spare();
-                self.reap_retired();
+                self.punch_queued(0);
                 crate::remover::settle(&self.dir);
                 Ok(())
             }

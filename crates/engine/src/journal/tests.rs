@@ -1163,3 +1163,338 @@ fn a_view_reads_a_once_active_file_after_compaction_removed_it() {
     drop(view);
     j.close().unwrap();
 }
+
+// ---- reclaim in place (punch) ----
+
+/// Drops the records whose SQN `drop` says.
+struct DropWhere(fn(u64) -> bool);
+
+impl compact::Liveness for DropWhere {
+    fn keep(&self, r: &record::JournalRecord) -> Result<compact::Keep> {
+        Ok(match (self.0)(r.sqn) {
+            true => compact::Keep::Drop,
+            false => compact::Keep::Record,
+        })
+    }
+}
+
+/// A value spanning more than one 4 KiB block, different per record.
+fn big_value(i: u64) -> Vec<u8> {
+    let mut v = vec![(i % 251) as u8; 6000 + (i % 5) as usize * 700];
+    v[..8].copy_from_slice(&i.to_le_bytes());
+    v
+}
+
+/// A journal of `n` records of [`big_value`]s, every one in a closed file.
+fn punchable(dir: &Path, n: u64) -> (Journal, Arc<Stats>) {
+    let (j, stats) = punchable_active(dir, n);
+    j.roll_and_list().unwrap();
+    (j, stats)
+}
+
+/// [`punchable`] with the last file still active.
+fn punchable_active(dir: &Path, n: u64) -> (Journal, Arc<Stats>) {
+    let stats = Arc::new(Stats::default());
+    let j = Journal::open(dir, opts(64 * 1024), stats.clone()).unwrap();
+    for i in 1..=n {
+        let k = key_of(i);
+        j.append(&NewRecord {
+            sqn: i,
+            kind: RecordKind::Put,
+            key: &k,
+            last_modified_us: i,
+            expires_at: 0,
+            metadata: b"m",
+            value: &big_value(i),
+            index: &[],
+        })
+        .unwrap();
+    }
+    (j, stats)
+}
+
+fn closed_allocated(j: &Journal) -> u64 {
+    j.closed_files().iter().map(|c| allocated(&c.path)).sum()
+}
+
+/// Every record `live` keeps reads back whole, by fetch and by replay;
+/// no other record is returned by either.
+fn check_live(j: &Journal, n: u64, dropped: fn(u64) -> bool) {
+    for i in 1..=n {
+        match j.fetch(i, &key_of(i)) {
+            Ok(Some(r)) => {
+                assert!(!dropped(i), "dropped record {i} was returned");
+                assert_eq!(r.value, big_value(i), "record {i}");
+            }
+            Ok(None) | Err(_) => assert!(dropped(i), "live record {i} is gone"),
+        }
+    }
+    let mut got = Vec::new();
+    j.replay(0, &mut |r| {
+        assert_eq!(r.value, big_value(r.sqn), "replayed record {}", r.sqn);
+        got.push(r.sqn);
+        Ok(())
+    })
+    .unwrap();
+    let want: Vec<u64> = (1..=n).filter(|i| !dropped(*i)).collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn punching_frees_the_blocks_of_garbage_and_keeps_every_live_record() {
+    let d = tempfile::tempdir().unwrap();
+    let (j, stats) = punchable(d.path(), 120);
+    if !j.punch_supported() {
+        eprintln!("skipped: this file system cannot punch holes");
+        return;
+    }
+    let dropped: fn(u64) -> bool = |i| i % 3 != 0;
+    let before = closed_allocated(&j);
+    let run = j.closed_files();
+    let numbers: Vec<u64> = run.iter().map(|c| c.file_no).collect();
+    let r = j.punch_run(&run, &DropWhere(dropped)).unwrap();
+    assert_eq!(r.files_in, numbers, "every file had garbage");
+    assert_eq!(r.files_out, numbers, "same files, new indexes");
+    assert_eq!(r.records_dropped, 80);
+    assert_eq!(r.records_kept, 40);
+    // Two of three records are garbage; whole blocks only are punched.
+    assert!(r.bytes_out < r.bytes_in * 6 / 10, "{r:?}");
+    // Nothing is punched while the old indexes are held (`run`).
+    assert_eq!(j.punch_queued(0), 0);
+    assert_eq!(closed_allocated(&j), before);
+    drop(run);
+    let punched = j.punch_queued(0);
+    assert!(punched > 0);
+    assert_eq!(stat(&stats, &stats.compaction_bytes_punched), punched);
+    let after = closed_allocated(&j);
+    // Splitting extents may take a block of extent tree per file or so.
+    let files = j.closed_files().len() as u64;
+    assert!(
+        after + punched <= before + files * 16384,
+        "{before} {after} {punched}"
+    );
+    assert!(after < before * 6 / 10, "{before} -> {after}");
+    check_live(&j, 120, dropped);
+    assert_eq!(stat(&stats, &stats.journal_corrupt_records), 0);
+    // Again with the same liveness: nothing new to do.
+    let again = j.punch_run(&j.closed_files(), &DropWhere(dropped)).unwrap();
+    assert!(again.files_in.is_empty(), "{again:?}");
+    // A reopen loads the version 2 indexes, punches nothing more.
+    j.close().unwrap();
+    drop(j);
+    let j = Journal::open(d.path(), opts(64 * 1024), Arc::new(Stats::default())).unwrap();
+    assert_eq!(closed_allocated(&j), after);
+    check_live(&j, 120, dropped);
+    assert!(j.closed_files().iter().all(|c| c.punched > 0));
+    // More garbage later: its runs merge with the holes beside them.
+    let more: fn(u64) -> bool = |i| i % 3 != 0 || i % 2 == 0;
+    let r = j.punch_run(&j.closed_files(), &DropWhere(more)).unwrap();
+    assert!(!r.files_in.is_empty());
+    j.punch_queued(0);
+    assert!(closed_allocated(&j) < after);
+    check_live(&j, 120, more);
+    j.close().unwrap();
+}
+
+#[test]
+fn holes_wait_for_every_reader_of_an_older_index() {
+    let d = tempfile::tempdir().unwrap();
+    let (j, _) = punchable(d.path(), 90);
+    if !j.punch_supported() {
+        return;
+    }
+    let before = closed_allocated(&j);
+    let view = j.view();
+    // Two passes: the second drops records the first kept, which the view
+    // (made before either) can still read.
+    let first: fn(u64) -> bool = |i| i % 3 == 1;
+    let second: fn(u64) -> bool = |i| i % 3 != 0;
+    assert!(!j
+        .punch_run(&j.closed_files(), &DropWhere(first))
+        .unwrap()
+        .files_in
+        .is_empty());
+    assert!(!j
+        .punch_run(&j.closed_files(), &DropWhere(second))
+        .unwrap()
+        .files_in
+        .is_empty());
+    assert_eq!(j.punch_queued(0), 0, "the view holds the oldest index");
+    assert_eq!(closed_allocated(&j), before);
+    for i in 1..=90 {
+        let r = view.fetch(i, &key_of(i)).unwrap().unwrap();
+        assert_eq!(r.value, big_value(i), "record {i} through the old view");
+    }
+    check_live(&j, 90, second);
+    drop(view);
+    assert!(j.punch_queued(0) > 0);
+    assert!(closed_allocated(&j) < before * 6 / 10);
+    check_live(&j, 90, second);
+    j.close().unwrap();
+}
+
+#[test]
+fn a_pass_cut_short_before_its_punches_is_finished_at_open() {
+    let d = tempfile::tempdir().unwrap();
+    let (j, _) = punchable(d.path(), 60);
+    if !j.punch_supported() {
+        return;
+    }
+    let before = closed_allocated(&j);
+    let dropped: fn(u64) -> bool = |i| i % 4 != 0;
+    let held = j.closed_files();
+    assert!(!j
+        .punch_run(&held, &DropWhere(dropped))
+        .unwrap()
+        .files_in
+        .is_empty());
+    // The old indexes are never let go, as if the process died here: the
+    // new `.jix` files are written, nothing is punched.
+    std::mem::forget(held);
+    j.close().unwrap();
+    drop(j);
+    assert_eq!(
+        fs::read_dir(d.path())
+            .unwrap()
+            .filter_map(|e| file::parse_jnl_name(&e.unwrap().file_name().to_string_lossy()))
+            .count(),
+        j_files_on_disk(d.path())
+    );
+    let j = Journal::open(d.path(), opts(64 * 1024), Arc::new(Stats::default())).unwrap();
+    let after = closed_allocated(&j);
+    assert!(
+        after < before * 6 / 10,
+        "the open punched the marked runs: {before} -> {after}"
+    );
+    check_live(&j, 60, dropped);
+    j.close().unwrap();
+}
+
+fn j_files_on_disk(dir: &Path) -> usize {
+    fs::read_dir(dir)
+        .unwrap()
+        .filter(|e| {
+            let n = e.as_ref().unwrap().file_name();
+            n.to_string_lossy().ends_with(".jnl")
+        })
+        .count()
+}
+
+#[test]
+fn a_file_linked_elsewhere_is_never_punched() {
+    let d = tempfile::tempdir().unwrap();
+    let (j, stats) = punchable(d.path(), 60);
+    if !j.punch_supported() {
+        return;
+    }
+    let files = j.closed_files();
+    let (a, b) = (&files[0], &files[1]);
+    // `a` is linked before the pass (it is left alone), `b` after the pass
+    // but before its holes are due (they are never punched).
+    let keep = tempfile::tempdir().unwrap();
+    let link_a = keep.path().join("a.jnl");
+    let link_b = keep.path().join("b.jnl");
+    fs::hard_link(&a.path, &link_a).unwrap();
+    let bytes_a = fs::read(&a.path).unwrap();
+    let bytes_b = fs::read(&b.path).unwrap();
+    let dropped: fn(u64) -> bool = |i| i % 2 == 0;
+    let r = j.punch_run(&files[..2], &DropWhere(dropped)).unwrap();
+    assert_eq!(r.files_in, vec![b.file_no]);
+    assert_eq!(stat(&stats, &stats.compaction_punch_skipped), 1);
+    fs::hard_link(&b.path, &link_b).unwrap();
+    drop(files);
+    assert_eq!(j.punch_queued(0), 0);
+    assert_eq!(fs::read(&link_a).unwrap(), bytes_a);
+    assert_eq!(fs::read(&link_b).unwrap(), bytes_b);
+    check_live(&j, 60, |i| i % 2 == 0 && j_is_in_second_file(i));
+    j.close().unwrap();
+}
+
+/// Whether record `i` of [`punchable`]`(_, 60)` is in its second file (a
+/// file of 64 KiB holds the records up to the one that passes it).
+fn j_is_in_second_file(i: u64) -> bool {
+    let mut size = file::JNL_HEADER_LEN;
+    let mut file = 0;
+    for s in 1..=i {
+        let rec = 60 + key_of(s).len() as u64 + 1 + big_value(s).len() as u64;
+        if s == i {
+            return file == 1;
+        }
+        size += rec;
+        if size >= 64 * 1024 {
+            file += 1;
+            size = file::JNL_HEADER_LEN;
+        }
+    }
+    false
+}
+
+#[test]
+fn copying_compaction_dump_and_a_lost_index_read_around_the_holes() {
+    let d = tempfile::tempdir().unwrap();
+    let (j, stats) = punchable(d.path(), 90);
+    if !j.punch_supported() {
+        return;
+    }
+    let dropped: fn(u64) -> bool = |i| i % 3 != 0;
+    j.punch_run(&j.closed_files(), &DropWhere(dropped)).unwrap();
+    j.punch_queued(0);
+    // dump: the records and the punched runs, no damage.
+    let first = j.closed_files()[0].path.clone();
+    let mut out = Vec::new();
+    let rep = dump(&first, &mut out, true).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert_eq!(rep.corrupt_regions, 0, "{text}");
+    assert!(text.contains("reclaimed in place"), "{text}");
+    assert!(rep.entries > 0);
+    // A lost `.jix` is rebuilt by scanning: the holes show as damage, the
+    // live records are all there.
+    fs::remove_file(first.with_extension("jix")).unwrap();
+    j.close().unwrap();
+    drop(j);
+    let j = Journal::open(d.path(), opts(64 * 1024), stats.clone()).unwrap();
+    for i in (1..=90).filter(|i| !dropped(*i)) {
+        assert_eq!(j.fetch(i, &key_of(i)).unwrap().unwrap().value, big_value(i));
+    }
+    // Copying compaction of punched files keeps exactly the live records.
+    let corrupt_before = stat(&stats, &stats.journal_corrupt_records);
+    let run: Vec<_> = j.closed_files().into_iter().skip(1).collect();
+    let r = j.compact_run(&run, &DropWhere(dropped)).unwrap();
+    assert_eq!(r.damaged_records, 0);
+    assert_eq!(stat(&stats, &stats.journal_corrupt_records), corrupt_before);
+    drop(run);
+    for i in (1..=90).filter(|i| !dropped(*i)) {
+        assert_eq!(j.fetch(i, &key_of(i)).unwrap().unwrap().value, big_value(i));
+    }
+    j.close().unwrap();
+}
+
+#[test]
+fn a_view_of_the_active_file_keeps_holes_out_of_it_after_its_roll() {
+    let d = tempfile::tempdir().unwrap();
+    let (j, _) = punchable_active(d.path(), 30);
+    if !j.punch_supported() {
+        return;
+    }
+    let view = j.view();
+    j.roll_and_list().unwrap();
+    let last = j.closed_files().last().unwrap().clone();
+    let before = allocated(&last.path);
+    drop(last);
+    let dropped: fn(u64) -> bool = |i| i % 3 != 0;
+    assert!(!j
+        .punch_run(&j.closed_files(), &DropWhere(dropped))
+        .unwrap()
+        .files_in
+        .is_empty());
+    assert_eq!(j.punch_queued(0), 0, "the view reads the once active file");
+    for i in 1..=30 {
+        let r = view.fetch(i, &key_of(i)).unwrap().unwrap();
+        assert_eq!(r.value, big_value(i), "record {i} through the view");
+    }
+    drop(view);
+    assert!(j.punch_queued(0) > 0);
+    assert!(allocated(&j.closed_files().last().unwrap().path) < before);
+    check_live(&j, 30, dropped);
+    j.close().unwrap();
+}

@@ -23,6 +23,8 @@ struct ActiveSnap {
     path: PathBuf,
     size: u64,
     index: Vec<(u64, u64)>,
+    /// Keeps holes out of the file while this view reads it by `index`.
+    _gate: Arc<super::punch::PunchGate>,
 }
 
 /// The journal's files at one moment (see the module docs). Cheap to clone
@@ -49,6 +51,7 @@ impl Journal {
                 path: a.path.clone(),
                 size: a.size,
                 index: a.index.clone(),
+                _gate: Arc::clone(&a.gate),
             },
             last_sqn: a.last_sqn,
             stats: Arc::clone(&self.stats),
@@ -165,7 +168,8 @@ impl JournalView {
         for (file, path, index, size) in files {
             // Read exactly the records the index lists: the view's moment.
             let start = index.partition_point(|e| e.0 <= after_sqn);
-            for &(sqn, off) in index.iter().skip(start) {
+            let records = index.iter().skip(start).filter(|e| !file::is_punched(**e));
+            for &(sqn, off) in records {
                 match file::read_record_at(file, path, off, size) {
                     Ok(rec) if rec.sqn == sqn => {
                         n += 1;
