@@ -615,13 +615,17 @@ impl Compactor {
                     cache.remove(&f.file_no);
                 }
                 drop(cache);
-                // The old indexes' holes are due once nothing holds them.
-                drop(files);
-                self.journal
-                    .punch_queued(self.journal.opts.remove_bytes_per_sec);
                 r
             }
         };
+        // The old indexes' holes are due once nothing holds them (also
+        // those left from before punching proved slow).
+        drop(files);
+        if in_place || self.journal.punch_pending() {
+            let rate = self.journal.opts.remove_bytes_per_sec;
+            let budget = Some(crate::journal::punch::PUNCH_BUDGET);
+            self.journal.punch_queued(rate, budget);
+        }
         Ok(Self::report(r, score, in_place, t0))
     }
 

@@ -293,6 +293,8 @@ pub struct Journal {
     punch_queue: Arc<punch::PunchQueue>,
     /// Whether the file system punches holes ([`Journal::punch_supported`]).
     punch_support: std::sync::OnceLock<bool>,
+    /// Punching proved slow here ([`Journal::punch_queued`]): copy instead.
+    punch_slow: std::sync::atomic::AtomicBool,
 }
 
 /// Rolled files waiting for the flusher to drop their pages, at most.
@@ -665,6 +667,7 @@ impl Journal {
             rolled_cached: Mutex::new(Vec::new()),
             punch_queue,
             punch_support: std::sync::OnceLock::new(),
+            punch_slow: std::sync::atomic::AtomicBool::new(false),
         };
         if repaired {
             let a = j.active.lock();
@@ -715,6 +718,7 @@ impl Journal {
             rolled_cached: Mutex::new(Vec::new()),
             punch_queue,
             punch_support: std::sync::OnceLock::new(),
+            punch_slow: std::sync::atomic::AtomicBool::new(false),
         };
         {
             let a = j.active.lock();
@@ -1524,7 +1528,7 @@ impl Journal {
                 drop(s);
                 self.poison(CLOSED_MSG.into());
                 self.remove_spare();
-                self.punch_queued(0);
+                self.punch_queued(0, None);
                 crate::remover::settle(&self.dir);
                 Ok(())
             }

@@ -1260,10 +1260,14 @@ fn punching_frees_the_blocks_of_garbage_and_keeps_every_live_record() {
     // Two of three records are garbage; whole blocks only are punched.
     assert!(r.bytes_out < r.bytes_in * 6 / 10, "{r:?}");
     // Nothing is punched while the old indexes are held (`run`).
-    assert_eq!(j.punch_queued(0), 0);
+    assert_eq!(j.punch_queued(0, None), 0);
     assert_eq!(closed_allocated(&j), before);
     drop(run);
-    let punched = j.punch_queued(0);
+    // A call out of time leaves them queued for the next.
+    assert_eq!(j.punch_queued(0, Some(std::time::Duration::ZERO)), 0);
+    assert!(j.punch_pending());
+    let punched = j.punch_queued(0, None);
+    assert!(!j.punch_pending());
     assert!(punched > 0);
     assert_eq!(stat(&stats, &stats.compaction_bytes_punched), punched);
     let after = closed_allocated(&j);
@@ -1290,7 +1294,7 @@ fn punching_frees_the_blocks_of_garbage_and_keeps_every_live_record() {
     let more: fn(u64) -> bool = |i| i % 3 != 0 || i % 2 == 0;
     let r = j.punch_run(&j.closed_files(), &DropWhere(more)).unwrap();
     assert!(!r.files_in.is_empty());
-    j.punch_queued(0);
+    j.punch_queued(0, None);
     assert!(closed_allocated(&j) < after);
     check_live(&j, 120, more);
     j.close().unwrap();
@@ -1319,7 +1323,11 @@ fn holes_wait_for_every_reader_of_an_older_index() {
         .unwrap()
         .files_in
         .is_empty());
-    assert_eq!(j.punch_queued(0), 0, "the view holds the oldest index");
+    assert_eq!(
+        j.punch_queued(0, None),
+        0,
+        "the view holds the oldest index"
+    );
     assert_eq!(closed_allocated(&j), before);
     for i in 1..=90 {
         let r = view.fetch(i, &key_of(i)).unwrap().unwrap();
@@ -1327,7 +1335,7 @@ fn holes_wait_for_every_reader_of_an_older_index() {
     }
     check_live(&j, 90, second);
     drop(view);
-    assert!(j.punch_queued(0) > 0);
+    assert!(j.punch_queued(0, None) > 0);
     assert!(closed_allocated(&j) < before * 6 / 10);
     check_live(&j, 90, second);
     j.close().unwrap();
@@ -1403,7 +1411,7 @@ fn a_file_linked_elsewhere_is_never_punched() {
     assert_eq!(stat(&stats, &stats.compaction_punch_skipped), 1);
     fs::hard_link(&b.path, &link_b).unwrap();
     drop(files);
-    assert_eq!(j.punch_queued(0), 0);
+    assert_eq!(j.punch_queued(0, None), 0);
     assert_eq!(fs::read(&link_a).unwrap(), bytes_a);
     assert_eq!(fs::read(&link_b).unwrap(), bytes_b);
     check_live(&j, 60, |i| i % 2 == 0 && j_is_in_second_file(i));
@@ -1438,7 +1446,7 @@ fn copying_compaction_dump_and_a_lost_index_read_around_the_holes() {
     }
     let dropped: fn(u64) -> bool = |i| i % 3 != 0;
     j.punch_run(&j.closed_files(), &DropWhere(dropped)).unwrap();
-    j.punch_queued(0);
+    j.punch_queued(0, None);
     // dump: the records and the punched runs, no damage.
     let first = j.closed_files()[0].path.clone();
     let mut out = Vec::new();
@@ -1487,13 +1495,17 @@ fn a_view_of_the_active_file_keeps_holes_out_of_it_after_its_roll() {
         .unwrap()
         .files_in
         .is_empty());
-    assert_eq!(j.punch_queued(0), 0, "the view reads the once active file");
+    assert_eq!(
+        j.punch_queued(0, None),
+        0,
+        "the view reads the once active file"
+    );
     for i in 1..=30 {
         let r = view.fetch(i, &key_of(i)).unwrap().unwrap();
         assert_eq!(r.value, big_value(i), "record {i} through the view");
     }
     drop(view);
-    assert!(j.punch_queued(0) > 0);
+    assert!(j.punch_queued(0, None) > 0);
     assert!(allocated(&j.closed_files().last().unwrap().path) < before);
     check_live(&j, 30, dropped);
     j.close().unwrap();
