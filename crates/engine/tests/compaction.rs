@@ -56,6 +56,23 @@ fn check_model(s: &Store, model: &BTreeMap<Vec<u8>, Option<Vec<u8>>>) {
     }
 }
 
+/// Rebuilds the ledger from the journal, opens the store and checks it
+/// holds exactly `model`'s live keys with their values.
+fn repair_and_check(cfg: Config, model: &BTreeMap<Vec<u8>, Option<Vec<u8>>>) -> Store {
+    let rep = Store::repair(cfg.clone()).expect("test setup");
+    assert!(rep.replayed > 0);
+    let s = Store::open(cfg).expect("test setup");
+    check_model(&s, model);
+    let live = s.keys(b"b").expect("test setup");
+    let want: Vec<Vec<u8>> = model
+        .iter()
+        .filter(|(_, v)| v.is_some())
+        .map(|(k, _)| k.clone())
+        .collect();
+    assert_eq!(live, want);
+    s
+}
+
 /// Loads 300 keys, overwrites 90% of them twice: most of the journal is dead.
 fn load_and_overwrite(s: &Store, seed: u64) -> BTreeMap<Vec<u8>, Option<Vec<u8>>> {
     let mut rng = StdRng::seed_from_u64(seed);
@@ -129,17 +146,7 @@ fn deleted_keys_stay_deleted_after_compaction_reopen_and_repair() {
     compact_all(&s);
     s.close().expect("test setup");
     drop(s);
-    let rep = Store::repair(cfg.clone()).expect("test setup");
-    assert!(rep.replayed > 0);
-    let s = Store::open(cfg).expect("test setup");
-    check_model(&s, &model);
-    let live = s.keys(b"b").expect("test setup");
-    let want: Vec<Vec<u8>> = model
-        .iter()
-        .filter(|(_, v)| v.is_some())
-        .map(|(k, _)| k.clone())
-        .collect();
-    assert_eq!(live, want);
+    repair_and_check(cfg, &model);
 }
 
 #[test]
@@ -723,17 +730,7 @@ fn reclaim_in_place_round_trips_through_reopen_and_repair() {
     drop(s);
     // The ledger rebuilt from the punched journal: replay reads around the
     // holes and finds every live key and no dead one.
-    let rep = Store::repair(cfg.clone()).expect("test setup");
-    assert!(rep.replayed > 0);
-    let s = Store::open(cfg).expect("test setup");
-    check_model(&s, &model);
-    let live = s.keys(b"b").expect("test setup");
-    let want: Vec<Vec<u8>> = model
-        .iter()
-        .filter(|(_, v)| v.is_some())
-        .map(|(k, _)| k.clone())
-        .collect();
-    assert_eq!(live, want);
+    let s = repair_and_check(cfg, &model);
     assert_eq!(counter(&s, "journal_corrupt_records"), 0);
 }
 
