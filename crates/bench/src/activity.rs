@@ -7,7 +7,8 @@
 //! elapsed, window, psi_cpu_some_ms, psi_memory_some_ms, psi_memory_full_ms,
 //!   psi_io_some_ms, psi_io_full_ms, compaction_runs, compaction_files_in,
 //!   compaction_mb_reclaimed, ledger_flushes, ledger_merges, journal_rolls,
-//!   journal_gb_est, journal_garbage_pct_est, removal_queue_mb
+//!   journal_gb_est, journal_garbage_pct_est, removal_queue_mb,
+//!   store_disk_gb, rss_mb
 //! ```
 //!
 //! PSI (`/proc/pressure/{cpu,memory,io}`, Linux 4.20+) is the time in the
@@ -20,7 +21,12 @@
 //! trigger's latest estimate at the end of the interval: the closed journal
 //! files' GB and the percentage of them it takes for garbage (empty for
 //! other stores and before the first estimate), and the MB of replaced
-//! files waiting for leveled's remover then (empty for other stores). With the wait timers of `waits.csv` they tell a
+//! files waiting for leveled's remover then (empty for other stores).
+//! `store_disk_gb` is the space the stores' files take on disk at the end
+//! of the interval (allocated blocks, so a journal's punched holes do not
+//! count; empty where the store does not say), `rss_mb` the bench
+//! process's resident memory then (`/proc/self/statm`; the page cache is
+//! not in it). With the wait timers of `waits.csv` they tell a
 //! slow interval's cause apart: a GET max far above every recorded wait with
 //! high CPU pressure was queueing for a CPU; with high memory pressure, the
 //! page cache thrashing or reclaim.
@@ -36,7 +42,7 @@ use crate::output::OutputError;
 pub const HEADER: &str = "elapsed, window, psi_cpu_some_ms, psi_memory_some_ms, \
 psi_memory_full_ms, psi_io_some_ms, psi_io_full_ms, compaction_runs, compaction_files_in, \
 compaction_mb_reclaimed, ledger_flushes, ledger_merges, journal_rolls, journal_gb_est, \
-journal_garbage_pct_est, removal_queue_mb";
+journal_garbage_pct_est, removal_queue_mb, store_disk_gb, rss_mb";
 
 /// Store counters whose deltas are columns (after the PSI ones), with the
 /// divisor applied to the delta.
@@ -130,6 +136,14 @@ impl ActivityCsv {
             Some(b) => line.push_str(&format!(", {}", trim((*b as f64 / 1e6).round()))),
             None => line.push_str(", "),
         }
+        match store.get("store_disk_bytes") {
+            Some(b) => line.push_str(&format!(", {:.2}", *b as f64 / 1e9)),
+            None => line.push_str(", "),
+        }
+        match rss_bytes() {
+            Some(b) => line.push_str(&format!(", {}", b / 1_000_000)),
+            None => line.push_str(", "),
+        }
         self.last_psi = psi;
         self.last_store = store;
         let path = self.path.clone();
@@ -155,6 +169,13 @@ fn garbage_columns(store: &BTreeMap<String, u64>) -> String {
         }
         _ => ", , ".into(),
     }
+}
+
+/// The process's resident memory (`/proc/self/statm`, pages of 4 KiB).
+fn rss_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
 }
 
 fn trim(v: f64) -> String {
@@ -286,6 +307,7 @@ mod tests {
             ("journal_closed_bytes_estimated".to_string(), 4_000_000_000),
             ("journal_garbage_bytes_estimated".to_string(), 2_600_000_000),
             ("removal_queue_bytes".to_string(), 512_000_000),
+            ("store_disk_bytes".to_string(), 12_345_000_000),
         ]
         .into();
         w.row("10.0", "10.0", later).expect("row");
@@ -293,10 +315,13 @@ mod tests {
         let text = std::fs::read_to_string(tmp.path().join("activity.csv")).expect("read");
         let row = text.lines().nth(1).expect("row");
         assert_eq!(row.split(',').count(), HEADER.split(',').count(), "{row}");
+        let (gauges, rss) = row.rsplit_once(", ").expect("rss cell");
         assert!(
-            row.ends_with(", 4.00, 65.0, 512"),
+            gauges.ends_with(", 4.00, 65.0, 512, 12.35"),
             "the gauges as they are: {row}"
         );
+        let rss: u64 = rss.parse().expect("rss in MB");
+        assert!(rss > 0 && rss < 1 << 20, "{row}");
         let rows = load(tmp.path()).expect("load").expect("file");
         assert_eq!(rows.len(), 1);
         let r = &rows[0];

@@ -221,7 +221,14 @@ impl KvTarget for BackendTarget {
     }
 
     fn counters(&self) -> Vec<(String, u64)> {
-        let mut c = self.backend.stats().map(|s| s.counters).unwrap_or_default();
+        let mut c = match self.backend.stats() {
+            Ok(s) => {
+                let mut c = s.counters;
+                c.push(("store_disk_bytes".into(), s.disk_bytes));
+                c
+            }
+            Err(_) => Vec::new(),
+        };
         c.extend(self.backend.take_wait_maxima());
         c
     }

@@ -618,14 +618,10 @@ impl Compactor {
                 r
             }
         };
-        // The old indexes' holes are due once nothing holds them (also
-        // those left from before punching proved slow).
+        // The old indexes' holes go to the remover once nothing else
+        // holds them.
         drop(files);
-        if in_place || self.journal.punch_pending() {
-            let rate = self.journal.opts.remove_bytes_per_sec;
-            let budget = Some(crate::journal::punch::PUNCH_BUDGET);
-            self.journal.punch_queued(rate, budget);
-        }
+        self.journal.reap_retired();
         Ok(Self::report(r, score, in_place, t0))
     }
 

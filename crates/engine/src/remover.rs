@@ -20,7 +20,9 @@
 //! with (`Config::remove_bytes_per_sec`). Nobody waits for it, and a
 //! removal's cost never lands on the owner's thread. Leftovers found at
 //! open and a compaction's abandoned output are removed in steps too,
-//! unpaced, on the caller's thread (rate 0).
+//! unpaced, on the caller's thread (rate 0). The holes a journal's
+//! in-place reclaim punches ([`crate::journal::punch`]) free extents the
+//! same way and come here too, as [`Steps`] of their own.
 //!
 //! Limits and escapes:
 //! - at most [`REMOVE_QUEUE_FILES`] files wait; past that a removal runs
@@ -82,24 +84,51 @@ fn id_of(m: &fs::Metadata) -> FileId {
     (m.dev(), m.ino())
 }
 
-/// One queued removal.
+/// Work the remover does a step at a time: a file's removal, or holes to
+/// punch in a journal file ([`crate::journal::punch`]). Each step frees
+/// about [`REMOVE_STEP_BYTES`] and is followed by the pause its bytes are
+/// worth at the job's rate.
+pub trait Steps: Send + std::fmt::Debug {
+    /// The file worked on (settles and logs go by it).
+    fn path(&self) -> &Path;
+    /// Bytes it will free yet (an estimate).
+    fn left(&self) -> u64;
+    /// Takes one step: the bytes it freed, and true once the work is done
+    /// (its failures are logged by the work itself).
+    fn step(&mut self) -> (u64, bool);
+}
+
+/// One queued piece of work, with the rate to pace it at.
 #[derive(Debug)]
 struct Job {
+    work: Box<dyn Steps>,
+    bytes_per_sec: u64,
+}
+
+impl Job {
+    /// Takes every step here, unpaced.
+    fn run_here(mut self) {
+        while !self.work.step().1 {}
+    }
+}
+
+/// A queued removal.
+#[derive(Debug)]
+struct Removal {
     path: PathBuf,
     /// Writable, of the file `id` names.
     file: File,
     id: FileId,
     /// What is left of the file.
     len: u64,
-    bytes_per_sec: u64,
 }
 
-impl Job {
+impl Removal {
     /// Takes one step: shrinks the file by a step, or unlinks it when at
     /// most a step is left (or another link keeps its content, or a
     /// shrink failed). Returns the bytes freed and, once it is done, the
     /// unlink's result (`NotFound` when someone else unlinked it).
-    fn step(&mut self) -> (u64, Option<io::Result<()>>) {
+    fn step_once(&mut self) -> (u64, Option<io::Result<()>>) {
         // 0 links: someone else unlinked it, and this handle's close
         // would free the rest at once.
         let alone = self.file.metadata().is_ok_and(|m| m.nlink() <= 1);
@@ -121,9 +150,29 @@ impl Job {
     /// Takes every step here, unpaced; the unlink's result.
     fn run_here(mut self) -> io::Result<()> {
         loop {
-            if let (_, Some(unlinked)) = self.step() {
+            if let (_, Some(unlinked)) = self.step_once() {
                 return unlinked;
             }
+        }
+    }
+}
+
+impl Steps for Removal {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn left(&self) -> u64 {
+        self.len
+    }
+
+    fn step(&mut self) -> (u64, bool) {
+        match self.step_once() {
+            (freed, Some(unlinked)) => {
+                log_unlink(&self.path, unlinked);
+                (freed, true)
+            }
+            (freed, None) => (freed, false),
         }
     }
 }
@@ -219,22 +268,22 @@ impl Remover {
                 self.work.wait(&mut q);
                 continue;
             };
-            q.current = Some(job.path.clone());
+            let path = job.work.path().to_path_buf();
+            q.current = Some(path.clone());
             loop {
-                let (freed, unlinked) = MutexGuard::unlocked(&mut q, || job.step());
+                let (freed, done) = MutexGuard::unlocked(&mut q, || job.work.step());
                 q.bytes = q.bytes.saturating_sub(freed);
-                let (path, rate) = (job.path.clone(), job.bytes_per_sec);
-                if let Some(unlinked) = unlinked {
-                    log_unlink(&path, unlinked);
+                if done {
                     // Closing the handle frees what is left of the inode
                     // now, not after the pause.
+                    let rate = job.bytes_per_sec;
                     drop(job);
                     q.current = None;
                     self.done.notify_all();
                     self.pause(&mut q, &path, rate, freed);
                     break;
                 }
-                self.pause(&mut q, &path, rate, freed);
+                self.pause(&mut q, &path, job.bytes_per_sec, freed);
             }
         }
     }
@@ -250,14 +299,18 @@ impl Remover {
         while !self.hurried(q, path) && !self.work.wait_until(q, until).timed_out() {}
     }
 
-    /// Queues `job`; gives it back if the queue is full.
-    fn queue(&self, job: Job) -> Option<Job> {
+    /// Queues `work` at `bytes_per_sec`; gives it back if the queue is
+    /// full.
+    fn queue<W: Steps + 'static>(&self, work: W, bytes_per_sec: u64) -> Option<W> {
         let mut q = self.queue.lock();
         if q.jobs.len() >= REMOVE_QUEUE_FILES {
-            return Some(job);
+            return Some(work);
         }
-        q.bytes += job.len;
-        q.jobs.push_back(job);
+        q.bytes += work.left();
+        q.jobs.push_back(Job {
+            work: Box::new(work),
+            bytes_per_sec,
+        });
         self.work.notify_all();
         None
     }
@@ -266,12 +319,14 @@ impl Remover {
         let mut q = self.queue.lock();
         q.settling.push(dir.to_path_buf());
         self.work.notify_all();
-        let (mine, others): (VecDeque<Job>, VecDeque<Job>) =
-            q.jobs.drain(..).partition(|j| j.path.starts_with(dir));
+        let (mine, others): (VecDeque<Job>, VecDeque<Job>) = q
+            .jobs
+            .drain(..)
+            .partition(|j| j.work.path().starts_with(dir));
         q.jobs = others;
         for job in mine {
-            let (len, path) = (job.len, job.path.clone());
-            MutexGuard::unlocked(&mut q, || log_unlink(&path, job.run_here()));
+            let len = job.work.left();
+            MutexGuard::unlocked(&mut q, || job.run_here());
             q.bytes = q.bytes.saturating_sub(len);
         }
         while q.current.as_deref().is_some_and(|p| p.starts_with(dir)) {
@@ -343,19 +398,35 @@ fn remove_with(
         tracing::debug!(path = %path.display(), "a replaced file's name now names another file; left alone");
         return Ok(());
     }
-    let job = Job {
+    let job = Removal {
         path: path.to_path_buf(),
         file,
         id,
         len: m.len(),
-        bytes_per_sec,
     };
     let left = match r {
-        Some(r) if bytes_per_sec > 0 => r.queue(job),
+        Some(r) if bytes_per_sec > 0 => r.queue(job, bytes_per_sec),
         _ => Some(job),
     };
     // Here, unpaced.
-    left.map_or(Ok(()), Job::run_here)
+    left.map_or(Ok(()), Removal::run_here)
+}
+
+/// Hands `work` (a journal file's holes, say) to the remover at
+/// `bytes_per_sec`: queued and done in the background, or, with no rate,
+/// no remover thread or a full queue, done here at once, unpaced.
+pub fn queue_steps<W: Steps + 'static>(work: W, bytes_per_sec: u64) {
+    let left = match remover() {
+        Some(r) if bytes_per_sec > 0 => r.queue(work, bytes_per_sec),
+        _ => Some(work),
+    };
+    if let Some(work) = left {
+        Job {
+            work: Box::new(work),
+            bytes_per_sec: 0,
+        }
+        .run_here();
+    }
 }
 
 /// Finishes, unpaced, every queued removal of a file under `dir`, and

@@ -462,7 +462,7 @@ impl Journal {
                     }
                     let direct = self.opts.direct_handle(&o.path);
                     let file = Arc::new(file);
-                    let queue = Arc::downgrade(&self.punch_queue);
+                    let queue = &self.punch_sink;
                     Ok(Arc::new(ClosedFile {
                         file_no: o.file_no,
                         gate: super::punch::PunchGate::new(&file, &o.path, queue),

@@ -290,11 +290,9 @@ pub struct Journal {
     rolled_cached: Mutex<Vec<RolledFile>>,
     /// Holes of files reclaimed in place, due once their readers are gone
     /// ([`punch`]); punched by the compaction thread.
-    punch_queue: Arc<punch::PunchQueue>,
+    punch_sink: Arc<punch::PunchSink>,
     /// Whether the file system punches holes ([`Journal::punch_supported`]).
     punch_support: std::sync::OnceLock<bool>,
-    /// Punching proved slow here ([`Journal::punch_queued`]): copy instead.
-    punch_slow: std::sync::atomic::AtomicBool,
 }
 
 /// Rolled files waiting for the flusher to drop their pages, at most.
@@ -407,7 +405,7 @@ fn open_closed(
     file_no: u64,
     prev_hi: u64,
     opts: &JournalOptions,
-    queue: &Arc<punch::PunchQueue>,
+    sink: &Arc<punch::PunchSink>,
 ) -> Result<ClosedFile> {
     let path = dir.join(file::jnl_name(file_no));
     let f = File::open(&path).ctx("open", &path)?;
@@ -462,17 +460,18 @@ fn open_closed(
     let direct = opts.direct_handle(&path);
     let file = Arc::new(f);
     // A pass that wrote this index but crashed before its punches.
-    if let Err(e) = punch::repunch_at_open(&file, &path, &index, size) {
+    let ranges = file::punch_ranges(&index, size);
+    if let Err(e) = punch::repunch_at_open(&file, &path, &ranges, size) {
         tracing::warn!(target: "basalt::journal", path = %path.display(), error = %e, "I0020 could not punch a journal file's garbage (the space stays allocated until the file is compacted or the store reopened)");
     }
     Ok(ClosedFile {
         file_no,
-        gate: punch::PunchGate::new(&file, &path, Arc::downgrade(queue)),
+        gate: punch::PunchGate::new(&file, &path, sink),
         path,
         file,
         direct,
         size,
-        punched: file::punched_bytes(&index, size),
+        punched: ranges.iter().map(|r| r.1).sum(),
         index,
         damage,
         search_hi: prev_hi.max(last),
@@ -634,13 +633,13 @@ impl Journal {
         };
         let mut closed = Vec::with_capacity(closed_nos.len());
         let mut hi = 0;
-        let punch_queue = Arc::new(punch::PunchQueue::default());
+        let punch_sink = punch::PunchSink::new(dir, opts.remove_bytes_per_sec, Arc::clone(&stats));
         for &no in closed_nos {
-            let cf = open_closed(dir, no, hi, &opts, &punch_queue)?;
+            let cf = open_closed(dir, no, hi, &opts, &punch_sink)?;
             hi = cf.search_hi;
             closed.push(Arc::new(cf));
         }
-        let active = Self::recover_active(dir, active_no, hi, next_file_no, &stats)?;
+        let active = Self::recover_active(dir, active_no, hi, next_file_no, &stats, &punch_sink)?;
         let active_floor = std::sync::atomic::AtomicU64::new(hi);
         if opts.fadvise_random {
             no_readahead(&active.file, &active.path);
@@ -665,9 +664,8 @@ impl Journal {
             spare: Mutex::new(None),
             retired: Retired::default(),
             rolled_cached: Mutex::new(Vec::new()),
-            punch_queue,
+            punch_sink,
             punch_support: std::sync::OnceLock::new(),
-            punch_slow: std::sync::atomic::AtomicBool::new(false),
         };
         if repaired {
             let a = j.active.lock();
@@ -680,11 +678,11 @@ impl Journal {
     /// between the two is recognised by [`interrupted_creation`]).
     fn create_fresh(dir: &Path, opts: JournalOptions, stats: Arc<Stats>) -> Result<Journal> {
         let (path, f) = create_active_file(dir, 1, &opts)?;
-        let punch_queue = Arc::new(punch::PunchQueue::default());
+        let punch_sink = punch::PunchSink::new(dir, opts.remove_bytes_per_sec, Arc::clone(&stats));
         let file = Arc::new(f);
         let active = Active {
             file_no: 1,
-            gate: punch::PunchGate::new(&file, &path, std::sync::Weak::new()),
+            gate: punch::PunchGate::new(&file, &path, &punch_sink),
             path,
             file,
             size: file::JNL_HEADER_LEN,
@@ -716,9 +714,8 @@ impl Journal {
             spare: Mutex::new(None),
             retired: Retired::default(),
             rolled_cached: Mutex::new(Vec::new()),
-            punch_queue,
+            punch_sink,
             punch_support: std::sync::OnceLock::new(),
-            punch_slow: std::sync::atomic::AtomicBool::new(false),
         };
         {
             let a = j.active.lock();
@@ -734,6 +731,7 @@ impl Journal {
         prev_hi: u64,
         next_file_no: u64,
         stats: &Stats,
+        sink: &Arc<punch::PunchSink>,
     ) -> Result<Active> {
         let path = dir.join(file::jnl_name(file_no));
         let f = OpenOptions::new()
@@ -759,7 +757,7 @@ impl Journal {
                 let file = Arc::new(f);
                 return Ok(Active {
                     file_no,
-                    gate: punch::PunchGate::new(&file, &path, std::sync::Weak::new()),
+                    gate: punch::PunchGate::new(&file, &path, sink),
                     path,
                     file,
                     size,
@@ -808,7 +806,7 @@ impl Journal {
         let file = Arc::new(f);
         Ok(Active {
             file_no,
-            gate: punch::PunchGate::new(&file, &path, std::sync::Weak::new()),
+            gate: punch::PunchGate::new(&file, &path, sink),
             path,
             file,
             size,
@@ -1073,7 +1071,7 @@ impl Journal {
         let mut a = self.active.lock();
         debug_assert_eq!(a.file_no, old_no, "the active file changed during a roll");
         let prev_hi = self.closed.read().last().map_or(0, |c| c.search_hi);
-        let gate = punch::PunchGate::new(&old_file, &a.path, Arc::downgrade(&self.punch_queue));
+        let gate = punch::PunchGate::new(&old_file, &a.path, &self.punch_sink);
         a.gate.replaced_by(Vec::new(), &gate);
         let old = ClosedFile {
             file_no: a.file_no,
@@ -1091,7 +1089,7 @@ impl Journal {
             obsolete: Default::default(),
         };
         a.file = Arc::new(new_file);
-        a.gate = punch::PunchGate::new(&a.file, &a.path, std::sync::Weak::new());
+        a.gate = punch::PunchGate::new(&a.file, &a.path, &self.punch_sink);
         a.file_no = new_no;
         a.size = file::JNL_HEADER_LEN;
         a.written_back = file::JNL_HEADER_LEN;
@@ -1528,7 +1526,7 @@ impl Journal {
                 drop(s);
                 self.poison(CLOSED_MSG.into());
                 self.remove_spare();
-                self.punch_queued(0, None);
+                // Holes and removals queued on the remover are done now.
                 crate::remover::settle(&self.dir);
                 Ok(())
             }

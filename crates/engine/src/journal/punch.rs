@@ -32,10 +32,11 @@
 //!    are. Each `ClosedFile` holds a [`PunchGate`]; a pass leaves its
 //!    ranges in the old file's gate and links that gate to the new file's,
 //!    so a gate is dropped only after every older gate, and so after every
-//!    older `ClosedFile`. A dropped gate queues its ranges; the compaction
-//!    thread punches them at `remove_bytes_per_sec` ([`Journal::punch_queued`],
-//!    like the [`crate::remover`], since freed extents reach the device as
-//!    discards), or at once when the journal is gone.
+//!    older `ClosedFile`. A dropped gate hands its ranges to the
+//!    [`crate::remover`]'s thread, which punches them a step at a time at
+//!    `remove_bytes_per_sec` (freed extents reach the device as discards,
+//!    as a removed file's do), unpaced past its backlog limit, and at once
+//!    when the journal closes ([`crate::remover::settle`]).
 //!
 //! Invariants: a record an index shows is never inside a hole while a
 //! reader can use that index; holes are whole blocks inside punched runs,
@@ -51,49 +52,108 @@ use super::file::{self, ClosedFile};
 use super::Journal;
 use crate::error::{Error, IoContext, Result};
 use crate::fsutil::{drop_cached, no_readahead, write_atomic};
+use crate::limits::REMOVE_STEP_BYTES;
 use crate::stats::Stats;
 use parking_lot::Mutex;
-use std::collections::{HashSet, VecDeque};
+use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Weak};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Most files whose holes wait in a [`PunchQueue`]; past that a dropped
-/// gate punches on the thread that drops it.
-pub const PUNCH_QUEUE_FILES: usize = 256;
-
 /// Mean time a punch may take before punching counts as slow for a journal
-/// (see [`Journal::punch_queued`]); measured here: 0.24 ms a punch of 8 KiB
-/// alone, 0.5–0.75 ms beside 8 O_DIRECT random readers (of the same file).
+/// (see [`PunchSink`]); measured here: 0.24 ms a punch of 8 KiB alone,
+/// 0.5–0.75 ms beside 8 O_DIRECT random readers (of the same file), 3.7 ms
+/// under load on a file system mounted with online discard.
 pub const PUNCH_SLOW: Duration = Duration::from_millis(3);
 
-/// Punches one call must make before their speed is judged.
+/// Punches made before their speed is judged.
 pub const PUNCH_SLOW_MIN_RANGES: u64 = 64;
 
-/// Most time one [`Journal::punch_queued`] call of the compaction thread
-/// spends punching; the rest waits for its next call.
-pub const PUNCH_BUDGET: Duration = Duration::from_secs(2);
+/// Most punches in one remover step (besides [`REMOVE_STEP_BYTES`] of
+/// holes): a step of small holes on a slow file system stays near a
+/// second, so the remover's other work is not held up for long.
+pub const PUNCH_STEP_RANGES: usize = 256;
 
 /// Bytes a file may hold beyond what its index allows (at most half its
 /// holes) before an open punches its runs again (blocks the file system
 /// keeps for its own use).
 const REPUNCH_SLACK_BYTES: u64 = 1 << 20;
 
-/// Holes waiting to be punched in one file.
+/// Holes due in one file: work for the [`crate::remover`].
 #[derive(Debug)]
 struct Pending {
     file: Arc<File>,
     path: PathBuf,
     ranges: Vec<(u64, u64)>,
+    /// Ranges punched so far.
+    done: usize,
+    /// Bytes of the ranges not punched yet.
+    left: u64,
+    /// The writable handle, opened at the first step (`None` inside: the
+    /// file is gone or linked elsewhere, nothing is punched).
+    writable: Option<Option<File>>,
+    sink: Arc<PunchSink>,
 }
 
-/// Holes whose gates were dropped, waiting for the compaction thread.
-#[derive(Debug, Default)]
-pub struct PunchQueue {
-    files: Mutex<VecDeque<Pending>>,
+/// Where one journal's dropped gates send their holes: the remover, at
+/// the journal's rate, counted in its stats, their speed judged.
+#[derive(Debug)]
+pub struct PunchSink {
+    dir: PathBuf,
+    bytes_per_sec: u64,
+    stats: Arc<Stats>,
+    /// Punching proved slow here: the journal copies from then on.
+    slow: AtomicBool,
+    /// Punches since their speed was last judged.
+    window: Mutex<Punched>,
+}
+
+impl PunchSink {
+    /// The sink of the journal in `dir`, punching at `bytes_per_sec` (0:
+    /// at once, on the thread that drops a gate).
+    pub fn new(dir: &Path, bytes_per_sec: u64, stats: Arc<Stats>) -> Arc<PunchSink> {
+        Arc::new(PunchSink {
+            dir: dir.to_path_buf(),
+            bytes_per_sec,
+            stats,
+            slow: AtomicBool::new(false),
+            window: Mutex::new(Punched::default()),
+        })
+    }
+
+    /// True once punches here averaged over [`PUNCH_SLOW`].
+    pub fn slow(&self) -> bool {
+        self.slow.load(Ordering::Relaxed)
+    }
+
+    /// Counts `done` and, once [`PUNCH_SLOW_MIN_RANGES`] punches were made
+    /// since the last judgement, judges their speed: over [`PUNCH_SLOW`]
+    /// a punch on average (a file system mounted with online `discard`
+    /// waits for the device on each; a busy file-system journal holds each
+    /// back) marks punching slow, and [`Journal::punch_supported`] then
+    /// says no (logged once).
+    fn record(&self, done: Punched) {
+        Stats::add(&self.stats.compaction_bytes_punched, done.bytes);
+        let window = {
+            let mut w = self.window.lock();
+            w.bytes += done.bytes;
+            w.ranges += done.ranges;
+            w.busy += done.busy;
+            if w.ranges < PUNCH_SLOW_MIN_RANGES {
+                return;
+            }
+            std::mem::take(&mut *w)
+        };
+        let Some(each) = slow_punches(window) else {
+            return;
+        };
+        if !self.slow.swap(true, Ordering::Relaxed) {
+            tracing::warn!(target: "basalt::journal", dir = %self.dir.display(), "I0023 punching a hole takes {each:?} on this file system ({} ranges in {:?}; online discard, or a busy file-system journal): journal garbage is reclaimed by copying from now on", window.ranges, window.busy);
+        }
+    }
 }
 
 /// Orders the punches of one journal file's successive indexes (see the
@@ -102,7 +162,7 @@ pub struct PunchQueue {
 pub struct PunchGate {
     file: Arc<File>,
     path: PathBuf,
-    queue: Weak<PunchQueue>,
+    sink: Arc<PunchSink>,
     /// Holes the pass that replaced this gate's file decided on.
     ranges: Mutex<Vec<(u64, u64)>>,
     /// The gate of the file that replaced this one: kept alive by this one.
@@ -111,11 +171,11 @@ pub struct PunchGate {
 
 impl PunchGate {
     /// A gate for a file read through `file` at `path`.
-    pub fn new(file: &Arc<File>, path: &Path, queue: Weak<PunchQueue>) -> Arc<PunchGate> {
+    pub fn new(file: &Arc<File>, path: &Path, sink: &Arc<PunchSink>) -> Arc<PunchGate> {
         Arc::new(PunchGate {
             file: Arc::clone(file),
             path: path.to_path_buf(),
-            queue,
+            sink: Arc::clone(sink),
             ranges: Mutex::new(Vec::new()),
             next: Mutex::new(None),
         })
@@ -135,23 +195,100 @@ impl Drop for PunchGate {
         if ranges.is_empty() {
             return;
         }
-        let p = Pending {
-            file: Arc::clone(&self.file),
-            path: std::mem::take(&mut self.path),
+        let rate = self.sink.bytes_per_sec;
+        let p = Pending::new(
+            &self.file,
+            std::mem::take(&mut self.path),
             ranges,
-        };
-        if let Some(q) = self.queue.upgrade() {
-            let mut files = q.files.lock();
-            if files.len() < PUNCH_QUEUE_FILES {
-                files.push_back(p);
-                return;
-            }
-        }
-        if let Err(e) = punch(&p, 0, None) {
-            tracing::warn!(target: "basalt::journal", path = %p.path.display(), error = %e, "I0020 could not punch a journal file's garbage (the space stays allocated until the file is compacted or the store reopened)");
-        }
+            &self.sink,
+        );
+        crate::remover::queue_steps(p, rate);
         // `next` drops after this, so later gates follow in order.
     }
+}
+
+impl Pending {
+    fn new(
+        file: &Arc<File>,
+        path: PathBuf,
+        ranges: Vec<(u64, u64)>,
+        sink: &Arc<PunchSink>,
+    ) -> Pending {
+        Pending {
+            file: Arc::clone(file),
+            path,
+            left: ranges.iter().map(|r| r.1).sum(),
+            ranges,
+            done: 0,
+            writable: None,
+            sink: Arc::clone(sink),
+        }
+    }
+
+    /// Punches the next ranges: up to [`PUNCH_STEP_RANGES`] of them or
+    /// [`REMOVE_STEP_BYTES`] of holes. The file is checked at the first.
+    fn punch_step(&mut self) -> Result<Punched> {
+        let mut done = Punched::default();
+        let f = match &self.writable {
+            Some(f) => f,
+            None => self
+                .writable
+                .insert(writable_if_alone(&self.file, &self.path)?),
+        };
+        let Some(f) = f else {
+            tracing::debug!(target: "basalt::journal", path = %self.path.display(), "journal file removed or linked elsewhere; its holes are not punched");
+            self.done = self.ranges.len();
+            return Ok(done);
+        };
+        for &(off, len) in self.ranges.iter().skip(self.done).take(PUNCH_STEP_RANGES) {
+            let t = Instant::now();
+            punch_range(f, &self.path, off, len)?;
+            done.busy += t.elapsed();
+            done.bytes += len;
+            done.ranges += 1;
+            self.done += 1;
+            self.left -= len;
+            if done.bytes >= REMOVE_STEP_BYTES {
+                break;
+            }
+        }
+        Ok(done)
+    }
+}
+
+impl crate::remover::Steps for Pending {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn left(&self) -> u64 {
+        self.left
+    }
+
+    fn step(&mut self) -> (u64, bool) {
+        match self.punch_step() {
+            Ok(done) => {
+                self.sink.record(done);
+                (done.bytes, self.done >= self.ranges.len())
+            }
+            Err(e) => {
+                tracing::warn!(target: "basalt::journal", path = %self.path.display(), error = %e, "I0020 could not punch a journal file's garbage (the space stays allocated until the store is reopened)");
+                (0, true)
+            }
+        }
+    }
+}
+
+/// True if `path` still names the file `held` (same device and inode) and
+/// it has no other link (a backup's hard link shares its blocks).
+fn alone(held: &File, path: &Path) -> Result<bool> {
+    let want = held.metadata().ctx("stat", path)?;
+    let m = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(Error::io("stat", path, e)),
+    };
+    Ok(m.dev() == want.dev() && m.ino() == want.ino() && m.nlink() == 1)
 }
 
 /// Opens `path` for writing only if it is still the file `held` (same
@@ -177,7 +314,7 @@ fn punch_range(f: &File, path: &Path, off: u64, len: u64) -> Result<()> {
         .map_err(|e| Error::io("punch hole", path, std::io::Error::from(e)))
 }
 
-/// How one [`punch`] call went.
+/// How some punches went.
 #[derive(Debug, Default, Clone, Copy)]
 struct Punched {
     bytes: u64,
@@ -186,37 +323,15 @@ struct Punched {
     busy: Duration,
 }
 
-/// Punches one file's queued holes from `p.ranges[from..]`, pausing after
-/// each for its bytes at `bytes_per_sec` (0: unpaced), until `deadline`
-/// (`None`: all). Returns what it did and where it stopped (the number of
-/// ranges, `p.ranges.len()` when done).
-fn punch(p: &Pending, bytes_per_sec: u64, deadline: Option<Instant>) -> Result<(Punched, usize)> {
-    let mut done = Punched::default();
-    let Some(f) = writable_if_alone(&p.file, &p.path)? else {
-        tracing::debug!(target: "basalt::journal", path = %p.path.display(), "journal file removed or linked elsewhere; its holes are not punched");
-        return Ok((done, p.ranges.len()));
-    };
-    for (i, &(off, len)) in p.ranges.iter().enumerate() {
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            return Ok((done, i));
-        }
-        let t = Instant::now();
-        punch_range(&f, &p.path, off, len)?;
-        done.busy += t.elapsed();
-        done.bytes += len;
-        done.ranges += 1;
-        if bytes_per_sec > 0 {
-            std::thread::sleep(Duration::from_secs_f64(len as f64 / bytes_per_sec as f64));
-        }
-    }
-    Ok((done, p.ranges.len()))
-}
-
-/// At open: punches the runs of a file whose `.jix` marks more than its
-/// blocks show (a crash between a pass's `.jix` and its punches, or a
+/// At open: punches the `ranges` (its index's, [`file::punch_ranges`]) of a
+/// file whose `.jix` marks more than its blocks show (a crash between a pass's `.jix` and its punches, or a
 /// backup's restore). Returns the bytes punched (0 if nothing was due).
-pub fn repunch_at_open(f: &Arc<File>, path: &Path, index: &[(u64, u64)], size: u64) -> Result<u64> {
-    let ranges = file::punch_ranges(index, size);
+pub fn repunch_at_open(
+    f: &Arc<File>,
+    path: &Path,
+    ranges: &[(u64, u64)],
+    size: u64,
+) -> Result<u64> {
     let holes: u64 = ranges.iter().map(|r| r.1).sum();
     if holes == 0 {
         return Ok(0);
@@ -226,13 +341,15 @@ pub fn repunch_at_open(f: &Arc<File>, path: &Path, index: &[(u64, u64)], size: u
     if allocated <= size.saturating_sub(holes) + slack {
         return Ok(0);
     }
-    let p = Pending {
-        file: Arc::clone(f),
-        path: path.to_path_buf(),
-        ranges,
+    let w = writable_if_alone(f, path)?;
+    let Some(w) = w else {
+        return Ok(0);
     };
-    let (done, _) = punch(&p, 0, None)?;
-    let done = done.bytes;
+    let mut done = 0;
+    for &(off, len) in ranges {
+        punch_range(&w, path, off, len)?;
+        done += len;
+    }
     tracing::info!(target: "basalt::journal", path = %path.display(), bytes = done, "I0021 punched the garbage runs of a journal file whose index marks them (a pass interrupted before its punches)");
     Ok(done)
 }
@@ -268,6 +385,18 @@ fn probe_punch(dir: &Path) -> bool {
     }
 }
 
+/// How one [`Journal::punch_file`] pass ended.
+#[derive(Debug)]
+pub(crate) enum PunchOutcome {
+    /// The file's index changed; its new holes are due once the old index
+    /// is let go.
+    Punched(PunchedFile),
+    /// No new garbage.
+    Unchanged,
+    /// Left for copying: a damaged region, or a file linked elsewhere.
+    Skipped,
+}
+
 /// What one [`Journal::punch_file`] pass did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PunchedFile {
@@ -297,19 +426,21 @@ impl Journal {
     /// the same numbers) and their bytes on disk before and after their
     /// holes are punched. Serialised with compaction runs. The holes are
     /// punched once readers let go of the old indexes
-    /// ([`Journal::punch_queued`]).
+    /// (the [`crate::remover`]'s thread, see the module docs).
     pub fn punch_run(&self, run: &[Arc<ClosedFile>], live: &dyn Liveness) -> Result<CompactedRun> {
         let _serial = self.compact_lock.lock();
         self.reap_retired();
         let mut report = CompactedRun::default();
         let mut pacer = Pacer::default();
         for cf in run {
-            let skipped = self.stats.compaction_punch_skipped.load(Ordering::Relaxed);
-            let Some(p) = self.punch_file(cf, live, &mut pacer)? else {
-                if self.stats.compaction_punch_skipped.load(Ordering::Relaxed) != skipped {
+            let p = match self.punch_file(cf, live, &mut pacer)? {
+                PunchOutcome::Punched(p) => p,
+                PunchOutcome::Unchanged => continue,
+                PunchOutcome::Skipped => {
                     report.punch_skipped += 1;
+                    Stats::incr(&self.stats.compaction_punch_skipped);
+                    continue;
                 }
-                continue;
             };
             report.files_in.push(cf.file_no);
             report.files_out.push(cf.file_no);
@@ -326,27 +457,23 @@ impl Journal {
         Ok(report)
     }
 
-    /// Reclaims `cf`'s garbage in place (see the module docs): `None` when
-    /// the pass changed nothing (no new whole block of garbage, a damaged
-    /// region, a file linked elsewhere). Serialised with compaction runs by
-    /// the caller's `compact_lock`.
+    /// Reclaims `cf`'s garbage in place (see the module docs).
+    /// Serialised with compaction runs by the caller's `compact_lock`.
     pub(crate) fn punch_file(
         &self,
         cf: &Arc<ClosedFile>,
         live: &dyn Liveness,
         pacer: &mut Pacer,
-    ) -> Result<Option<PunchedFile>> {
-        if writable_if_alone(&cf.file, &cf.path)?.is_none() {
-            Stats::incr(&self.stats.compaction_punch_skipped);
-            return Ok(None);
+    ) -> Result<PunchOutcome> {
+        if !alone(&cf.file, &cf.path)? {
+            return Ok(PunchOutcome::Skipped);
         }
         let Some(items) = self.judge(cf, live, pacer)? else {
-            Stats::incr(&self.stats.compaction_punch_skipped);
-            return Ok(None);
+            return Ok(PunchOutcome::Skipped);
         };
         let index = punched_index(&items);
         if index == cf.index {
-            return Ok(None);
+            return Ok(PunchOutcome::Unchanged);
         }
         let old: HashSet<(u64, u64)> = file::punch_ranges(&cf.index, cf.size).into_iter().collect();
         let new_ranges: Vec<(u64, u64)> = file::punch_ranges(&index, cf.size)
@@ -369,7 +496,7 @@ impl Journal {
         self.swap_in(cf, &replacement)?;
         cf.gate.replaced_by(new_ranges, &replacement.gate);
         self.retired.extend([Arc::clone(cf)]);
-        Ok(Some(report))
+        Ok(PunchOutcome::Punched(report))
     }
 
     /// Judges every record of `cf` (oldest first), with its earlier punched
@@ -440,16 +567,16 @@ impl Journal {
             index,
             damage: cf.damage.clone(),
             search_hi: cf.search_hi,
-            gate: PunchGate::new(&cf.file, &cf.path, Arc::downgrade(&self.punch_queue)),
+            gate: PunchGate::new(&cf.file, &cf.path, &self.punch_sink),
             obsolete: Default::default(),
         }
     }
 
     /// True if the journal's file system punches holes (tried once, on a
     /// scratch file in the journal's directory, and remembered) and
-    /// punching has not proved slow ([`Journal::punch_queued`]).
+    /// punching has not proved slow ([`PunchSink`]).
     pub fn punch_supported(&self) -> bool {
-        if self.punch_slow.load(Ordering::Relaxed) {
+        if self.punch_sink.slow() {
             return false;
         }
         *self.punch_support.get_or_init(|| {
@@ -474,62 +601,6 @@ impl Journal {
         };
         *slot = Arc::clone(new);
         Ok(())
-    }
-
-    /// Punches the holes whose gates were dropped, at `bytes_per_sec` (0:
-    /// unpaced), for at most `budget` (`None`: all of them; what is left
-    /// waits for the next call). Returns the bytes punched. Errors are
-    /// logged: the space stays allocated until the next open punches it.
-    ///
-    /// Punches that take over [`PUNCH_SLOW`] each on average (a file system
-    /// mounted with online `discard` waits for the device on each; a busy
-    /// file-system journal holds each back) mark punching slow for this
-    /// journal: [`Journal::punch_supported`] then says no, and compaction
-    /// copies instead (logged once).
-    pub fn punch_queued(&self, bytes_per_sec: u64, budget: Option<Duration>) -> u64 {
-        self.reap_retired();
-        let deadline = budget.map(|b| Instant::now() + b);
-        let mut total = Punched::default();
-        loop {
-            let Some(mut p) = self.punch_queue.files.lock().pop_front() else {
-                break;
-            };
-            match punch(&p, bytes_per_sec, deadline) {
-                Ok((n, stop)) => {
-                    total.bytes += n.bytes;
-                    total.ranges += n.ranges;
-                    total.busy += n.busy;
-                    if stop < p.ranges.len() {
-                        p.ranges.drain(..stop);
-                        self.punch_queue.files.lock().push_front(p);
-                        break;
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(target: "basalt::journal", path = %p.path.display(), error = %e, "I0020 could not punch a journal file's garbage (the space stays allocated until the store is reopened)");
-                }
-            }
-        }
-        Stats::add(&self.stats.compaction_bytes_punched, total.bytes);
-        self.judge_punch_speed(total);
-        total.bytes
-    }
-
-    /// Marks punching slow if `done` (one call's punches) took over
-    /// [`PUNCH_SLOW`] a range on average over at least
-    /// [`PUNCH_SLOW_MIN_RANGES`] ranges.
-    fn judge_punch_speed(&self, done: Punched) {
-        let Some(each) = slow_punches(done) else {
-            return;
-        };
-        if !self.punch_slow.swap(true, Ordering::Relaxed) {
-            tracing::warn!(target: "basalt::journal", dir = %self.dir.display(), "I0023 punching a hole takes {each:?} on this file system ({} ranges in {:?}; online discard, or a busy file-system journal): journal garbage is reclaimed by copying from now on", done.ranges, done.busy);
-        }
-    }
-
-    /// True if holes still wait to be punched.
-    pub fn punch_pending(&self) -> bool {
-        !self.punch_queue.files.lock().is_empty()
     }
 }
 
@@ -646,6 +717,57 @@ mod tests {
         assert_eq!(slow_punches(done(10, ms(1000))), None, "too few to judge");
         assert_eq!(slow_punches(done(100, ms(100))), None, "1 ms each");
         assert_eq!(slow_punches(done(100, ms(1000))), Some(ms(10)));
+    }
+
+    #[test]
+    fn the_remover_punches_a_files_holes_a_bounded_step_at_a_time() {
+        use crate::remover::Steps;
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("1.jnl");
+        let blocks = PUNCH_STEP_RANGES as u64 * 2 + 10;
+        std::fs::write(&path, vec![7u8; (blocks * file::PUNCH_BLOCK) as usize]).unwrap();
+        if !probe_punch(d.path()) {
+            return;
+        }
+        let f = Arc::new(File::open(&path).unwrap());
+        let stats = Arc::new(Stats::default());
+        let sink = PunchSink::new(d.path(), 0, Arc::clone(&stats));
+        // Every other block: one range each, 4 KiB apart.
+        let ranges: Vec<(u64, u64)> = (0..blocks / 2)
+            .map(|b| (2 * b * file::PUNCH_BLOCK, file::PUNCH_BLOCK))
+            .collect();
+        let n = ranges.len() as u64;
+        let mut p = Pending::new(&f, path.clone(), ranges, &sink);
+        assert_eq!(p.left(), n * file::PUNCH_BLOCK);
+        let allocated = || f.metadata().unwrap().blocks() * 512;
+        let full = allocated();
+        let (freed, done) = p.step();
+        assert!(!done);
+        assert_eq!(freed, PUNCH_STEP_RANGES as u64 * file::PUNCH_BLOCK);
+        assert_eq!(p.left(), n * file::PUNCH_BLOCK - freed);
+        assert!(allocated() <= full - freed, "{full} {}", allocated());
+        let (rest, done) = p.step();
+        assert!(done);
+        assert_eq!(freed + rest, n * file::PUNCH_BLOCK);
+        assert_eq!(p.left(), 0);
+        assert_eq!(
+            stats.compaction_bytes_punched.load(Ordering::Relaxed),
+            freed + rest
+        );
+        assert!(!sink.slow());
+        // Data outside the holes is intact.
+        let bytes = std::fs::read(&path).unwrap();
+        let b = file::PUNCH_BLOCK as usize;
+        assert!(bytes[..b].iter().all(|&x| x == 0));
+        assert!(bytes[b..2 * b].iter().all(|&x| x == 7));
+        // A file linked elsewhere is left whole.
+        let link = d.path().join("link.jnl");
+        std::fs::hard_link(&path, &link).unwrap();
+        let mut p = Pending::new(&f, path.clone(), vec![(b as u64, file::PUNCH_BLOCK)], &sink);
+        assert_eq!(p.step(), (0, true));
+        assert!(std::fs::read(&path).unwrap()[b..2 * b]
+            .iter()
+            .all(|&x| x == 7));
     }
 
     #[test]

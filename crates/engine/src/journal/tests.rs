@@ -1185,15 +1185,17 @@ fn big_value(i: u64) -> Vec<u8> {
     v
 }
 
-/// A journal of `n` records of [`big_value`]s, every one in a closed file.
-fn punchable(dir: &Path, n: u64) -> (Journal, Arc<Stats>) {
-    let (j, stats) = punchable_active(dir, n);
+/// A journal of `n` records of [`big_value`]s, every one in a closed file;
+/// `None` (the test is skipped, said on stderr) where the file system
+/// cannot punch holes.
+fn punchable(dir: &Path, n: u64) -> Option<(Journal, Arc<Stats>)> {
+    let (j, stats) = punchable_active(dir, n)?;
     j.roll_and_list().unwrap();
-    (j, stats)
+    Some((j, stats))
 }
 
 /// [`punchable`] with the last file still active.
-fn punchable_active(dir: &Path, n: u64) -> (Journal, Arc<Stats>) {
+fn punchable_active(dir: &Path, n: u64) -> Option<(Journal, Arc<Stats>)> {
     let stats = Arc::new(Stats::default());
     let j = Journal::open(dir, opts(64 * 1024), stats.clone()).unwrap();
     for i in 1..=n {
@@ -1210,7 +1212,11 @@ fn punchable_active(dir: &Path, n: u64) -> (Journal, Arc<Stats>) {
         })
         .unwrap();
     }
-    (j, stats)
+    if !j.punch_supported() {
+        eprintln!("skipped: this file system cannot punch holes");
+        return None;
+    }
+    Some((j, stats))
 }
 
 /// One punch pass over every closed file, which must change some.
@@ -1250,11 +1256,9 @@ fn check_live(j: &Journal, n: u64, dropped: fn(u64) -> bool) {
 #[test]
 fn punching_frees_the_blocks_of_garbage_and_keeps_every_live_record() {
     let d = tempfile::tempdir().unwrap();
-    let (j, stats) = punchable(d.path(), 120);
-    if !j.punch_supported() {
-        eprintln!("skipped: this file system cannot punch holes");
+    let Some((j, stats)) = punchable(d.path(), 120) else {
         return;
-    }
+    };
     let dropped: fn(u64) -> bool = |i| i % 3 != 0;
     let before = closed_allocated(&j);
     let run = j.closed_files();
@@ -1267,16 +1271,14 @@ fn punching_frees_the_blocks_of_garbage_and_keeps_every_live_record() {
     // Two of three records are garbage; whole blocks only are punched.
     assert!(r.bytes_out < r.bytes_in * 6 / 10, "{r:?}");
     // Nothing is punched while the old indexes are held (`run`).
-    assert_eq!(j.punch_queued(0, None), 0);
+    assert_eq!(stat(&stats, &stats.compaction_bytes_punched), 0);
     assert_eq!(closed_allocated(&j), before);
+    // Let go (and reaped from the retired list), their holes are punched
+    // (at once: no rate in these options).
     drop(run);
-    // A call out of time leaves them queued for the next.
-    assert_eq!(j.punch_queued(0, Some(std::time::Duration::ZERO)), 0);
-    assert!(j.punch_pending());
-    let punched = j.punch_queued(0, None);
-    assert!(!j.punch_pending());
+    j.reap_retired();
+    let punched = stat(&stats, &stats.compaction_bytes_punched);
     assert!(punched > 0);
-    assert_eq!(stat(&stats, &stats.compaction_bytes_punched), punched);
     let after = closed_allocated(&j);
     // Splitting extents may take a block of extent tree per file or so.
     let files = j.closed_files().len() as u64;
@@ -1301,19 +1303,46 @@ fn punching_frees_the_blocks_of_garbage_and_keeps_every_live_record() {
     let more: fn(u64) -> bool = |i| i % 3 != 0 || i % 2 == 0;
     let r = j.punch_run(&j.closed_files(), &DropWhere(more)).unwrap();
     assert!(!r.files_in.is_empty());
-    j.punch_queued(0, None);
+    j.reap_retired();
     assert!(closed_allocated(&j) < after);
     check_live(&j, 120, more);
     j.close().unwrap();
 }
 
 #[test]
+fn with_a_rate_holes_go_to_the_remover_and_a_close_finishes_them() {
+    let d = tempfile::tempdir().unwrap();
+    let Some((j, stats)) = punchable(d.path(), 90) else {
+        return;
+    };
+    j.close().unwrap();
+    drop(j);
+    // 1 byte a second: only the close's settle gets past the first step.
+    let mut o = opts(64 * 1024);
+    o.remove_bytes_per_sec = 1;
+    let j = Journal::open(d.path(), o, stats.clone()).unwrap();
+    let before = closed_allocated(&j);
+    let dropped: fn(u64) -> bool = |i| i % 3 != 0;
+    punch_all(&j, dropped);
+    j.reap_retired();
+    check_live(&j, 90, dropped);
+    let paths: Vec<_> = j.closed_files().iter().map(|c| c.path.clone()).collect();
+    j.close().unwrap();
+    // Punched by the close (the next open would punch them too).
+    assert!(stat(&stats, &stats.compaction_bytes_punched) > 0);
+    let after: u64 = paths.iter().map(|p| allocated(p)).sum();
+    assert!(after < before * 6 / 10, "{before} -> {after}");
+    let j = Journal::open(d.path(), opts(64 * 1024), stats.clone()).unwrap();
+    check_live(&j, 90, dropped);
+    j.close().unwrap();
+}
+
+#[test]
 fn holes_wait_for_every_reader_of_an_older_index() {
     let d = tempfile::tempdir().unwrap();
-    let (j, _) = punchable(d.path(), 90);
-    if !j.punch_supported() {
+    let Some((j, stats)) = punchable(d.path(), 90) else {
         return;
-    }
+    };
     let before = closed_allocated(&j);
     let view = j.view();
     // Two passes: the second drops records the first kept, which the view
@@ -1322,8 +1351,9 @@ fn holes_wait_for_every_reader_of_an_older_index() {
     let second: fn(u64) -> bool = |i| i % 3 != 0;
     punch_all(&j, first);
     punch_all(&j, second);
+    j.reap_retired();
     assert_eq!(
-        j.punch_queued(0, None),
+        stat(&stats, &stats.compaction_bytes_punched),
         0,
         "the view holds the oldest index"
     );
@@ -1334,7 +1364,8 @@ fn holes_wait_for_every_reader_of_an_older_index() {
     }
     check_live(&j, 90, second);
     drop(view);
-    assert!(j.punch_queued(0, None) > 0);
+    j.reap_retired();
+    assert!(stat(&stats, &stats.compaction_bytes_punched) > 0);
     assert!(closed_allocated(&j) < before * 6 / 10);
     check_live(&j, 90, second);
     j.close().unwrap();
@@ -1343,10 +1374,9 @@ fn holes_wait_for_every_reader_of_an_older_index() {
 #[test]
 fn a_pass_cut_short_before_its_punches_is_finished_at_open() {
     let d = tempfile::tempdir().unwrap();
-    let (j, _) = punchable(d.path(), 60);
-    if !j.punch_supported() {
+    let Some((j, _)) = punchable(d.path(), 60) else {
         return;
-    }
+    };
     let before = closed_allocated(&j);
     let dropped: fn(u64) -> bool = |i| i % 4 != 0;
     let held = j.closed_files();
@@ -1390,10 +1420,9 @@ fn j_files_on_disk(dir: &Path) -> usize {
 #[test]
 fn a_file_linked_elsewhere_is_never_punched() {
     let d = tempfile::tempdir().unwrap();
-    let (j, stats) = punchable(d.path(), 60);
-    if !j.punch_supported() {
+    let Some((j, stats)) = punchable(d.path(), 60) else {
         return;
-    }
+    };
     let files = j.closed_files();
     let (a, b) = (&files[0], &files[1]);
     // `a` is linked before the pass (it is left alone), `b` after the pass
@@ -1410,7 +1439,8 @@ fn a_file_linked_elsewhere_is_never_punched() {
     assert_eq!(stat(&stats, &stats.compaction_punch_skipped), 1);
     fs::hard_link(&b.path, &link_b).unwrap();
     drop(files);
-    assert_eq!(j.punch_queued(0, None), 0);
+    j.reap_retired();
+    assert_eq!(stat(&stats, &stats.compaction_bytes_punched), 0);
     assert_eq!(fs::read(&link_a).unwrap(), bytes_a);
     assert_eq!(fs::read(&link_b).unwrap(), bytes_b);
     check_live(&j, 60, |i| i % 2 == 0 && j_is_in_second_file(i));
@@ -1439,13 +1469,13 @@ fn j_is_in_second_file(i: u64) -> bool {
 #[test]
 fn copying_compaction_dump_and_a_lost_index_read_around_the_holes() {
     let d = tempfile::tempdir().unwrap();
-    let (j, stats) = punchable(d.path(), 90);
-    if !j.punch_supported() {
+    let Some((j, stats)) = punchable(d.path(), 90) else {
         return;
-    }
+    };
     let dropped: fn(u64) -> bool = |i| i % 3 != 0;
     j.punch_run(&j.closed_files(), &DropWhere(dropped)).unwrap();
-    j.punch_queued(0, None);
+    j.reap_retired();
+    assert!(stat(&stats, &stats.compaction_bytes_punched) > 0);
     // dump: the records and the punched runs, no damage.
     let first = j.closed_files()[0].path.clone();
     let mut out = Vec::new();
@@ -1479,10 +1509,9 @@ fn copying_compaction_dump_and_a_lost_index_read_around_the_holes() {
 #[test]
 fn a_view_of_the_active_file_keeps_holes_out_of_it_after_its_roll() {
     let d = tempfile::tempdir().unwrap();
-    let (j, _) = punchable_active(d.path(), 30);
-    if !j.punch_supported() {
+    let Some((j, stats)) = punchable_active(d.path(), 30) else {
         return;
-    }
+    };
     let view = j.view();
     j.roll_and_list().unwrap();
     let last = j.closed_files().last().unwrap().clone();
@@ -1490,8 +1519,9 @@ fn a_view_of_the_active_file_keeps_holes_out_of_it_after_its_roll() {
     drop(last);
     let dropped: fn(u64) -> bool = |i| i % 3 != 0;
     punch_all(&j, dropped);
+    j.reap_retired();
     assert_eq!(
-        j.punch_queued(0, None),
+        stat(&stats, &stats.compaction_bytes_punched),
         0,
         "the view reads the once active file"
     );
@@ -1500,7 +1530,8 @@ fn a_view_of_the_active_file_keeps_holes_out_of_it_after_its_roll() {
         assert_eq!(r.value, big_value(i), "record {i} through the view");
     }
     drop(view);
-    assert!(j.punch_queued(0, None) > 0);
+    j.reap_retired();
+    assert!(stat(&stats, &stats.compaction_bytes_punched) > 0);
     assert!(allocated(&j.closed_files().last().unwrap().path) < before);
     check_live(&j, 30, dropped);
     j.close().unwrap();
