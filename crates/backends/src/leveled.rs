@@ -116,8 +116,8 @@ impl Leveled {
         if let Some(p) = config.compaction_max_garbage_pct {
             c.compaction_max_garbage_pct = p;
         }
-        if let Some(b) = config.compaction_punch {
-            c.compaction_punch = b;
+        if let Some(p) = config.compaction_punch {
+            c.compaction_punch = p;
         }
         if let Some(p) = config.journal_slowdown_garbage_pct {
             c.journal_slowdown_garbage_pct = p;

@@ -27,7 +27,7 @@ pub use basalt_engine::diskspace::DISK_FULL_MARK;
 /// `_int` index terms (arbitrary-precision integers): parsing, canonical
 /// text, numeric order; the engine's, shared with the server.
 pub use basalt_engine::intterm;
-pub use basalt_engine::{BlockCache, JournalFlush, ValueCache};
+pub use basalt_engine::{BlockCache, JournalFlush, Punch, ValueCache};
 #[cfg(feature = "rocksdb")]
 pub mod rocksdb;
 
@@ -51,8 +51,8 @@ pub struct BackendConfig {
     /// `compaction_max_garbage_pct`; `None` keeps its default, 60; 100 off).
     pub compaction_max_garbage_pct: Option<f64>,
     /// leveled: reclaim journal garbage in place by punching holes (the
-    /// engine's `compaction_punch`; `None` keeps its default, false).
-    pub compaction_punch: Option<bool>,
+    /// engine's `compaction_punch`; `None` keeps its default, `Auto`).
+    pub compaction_punch: Option<Punch>,
     /// leveled: the write slowdown's garbage percentage (the engine's
     /// `journal_slowdown_garbage_pct`; `None` keeps its default, 75; 100 off).
     pub journal_slowdown_garbage_pct: Option<f64>,

@@ -436,8 +436,10 @@ pub struct BenchConfig {
     /// ignore it.
     pub compaction_max_garbage_pct: Option<f64>,
     /// `basalt_compaction_punch`: leveled reclaims journal garbage in place,
-    /// punching holes instead of copying live records (default: the
-    /// engine's, false); others ignore it.
+    /// punching holes instead of copying live records (`true`: wherever the
+    /// file system can; `false`: never; default: the engine's `Auto`, in
+    /// place unless the journal's file system is mounted with online
+    /// discard); others ignore it.
     pub compaction_punch: Option<bool>,
     /// `basalt_journal_slowdown_pct`: leveled's write slowdown, the
     /// journal garbage percentage above which writes are paced to

@@ -246,7 +246,10 @@ pub fn backend_config(cfg: &BenchConfig) -> basalt_backends::BackendConfig {
         sync: cfg.sync,
         compaction_runs_per_day: cfg.compaction_runs_per_day,
         compaction_max_garbage_pct: cfg.compaction_max_garbage_pct,
-        compaction_punch: cfg.compaction_punch,
+        compaction_punch: cfg.compaction_punch.map(|on| match on {
+            true => basalt_backends::Punch::On,
+            false => basalt_backends::Punch::Off,
+        }),
         journal_slowdown_garbage_pct: cfg.journal_slowdown_garbage_pct,
         journal_one_read: cfg.journal_one_read,
         journal_fadvise_random: cfg.journal_fadvise_random,

@@ -68,7 +68,7 @@ pub struct CompactionPolicy {
     /// Runs between rescoring a file.
     pub score_cache_runs: u32,
     /// Reclaim in place ([`crate::journal::punch`]) instead of copying.
-    pub punch: bool,
+    pub punch: crate::Punch,
     /// With `punch`: files holding under this percentage of `file_bytes`
     /// on disk are merged by copying.
     pub merge_below_pct: f64,
@@ -580,10 +580,21 @@ impl Compactor {
             .collect())
     }
 
+    /// True if runs reclaim in place ([`crate::Punch`]): the policy asks
+    /// for it, the file system punches holes fast enough, and, in `Auto`,
+    /// is not mounted with online discard.
+    fn punch_allowed(&self) -> bool {
+        match self.policy.punch {
+            crate::Punch::Off => false,
+            crate::Punch::On => self.journal.punch_supported(),
+            crate::Punch::Auto => !self.journal.online_discard() && self.journal.punch_supported(),
+        }
+    }
+
     fn run_inner(&self, t0: Instant) -> Result<CompactionReport> {
         let live = (self.liveness)();
         let files = self.journal.closed_files();
-        let punch = self.policy.punch && self.journal.punch_supported();
+        let punch = self.punch_allowed();
         let disk: Vec<u64> = files.iter().map(|f| f.disk_bytes()).collect();
         let merge = punch.then(|| self.policy.sparse_run(&disk)).flatten();
         let scores = self.scores(&files, &*live, Scoring::Run)?;
@@ -1036,7 +1047,7 @@ mod tests {
             singlefile_pct: 25.0,
             maxrun_pct: 75.0,
             score_cache_runs: 12,
-            punch: false,
+            punch: crate::Punch::Off,
             merge_below_pct: 10.0,
             file_bytes: 1000,
         }

@@ -97,6 +97,32 @@ pub fn drop_cached(file: &File, path: &Path, offset: u64, len: u64) {
     }
 }
 
+/// Whether the file system holding `path` is mounted with online discard
+/// (`discard` among its options in `/proc/self/mountinfo`): every extent
+/// it frees, a punched hole's too, then waits for the device to discard
+/// it. `None` where that cannot be told (no mountinfo, no matching mount).
+pub fn online_discard(path: &Path) -> Option<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = fs::metadata(path).ok()?.dev();
+    let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    mount_discard(&info, rustix::fs::major(dev), rustix::fs::minor(dev))
+}
+
+/// [`online_discard`] on a `mountinfo` text, for the device `major:minor`
+/// (its last mount, which is the one that shows).
+pub fn mount_discard(mountinfo: &str, major: u32, minor: u32) -> Option<bool> {
+    let dev = format!("{major}:{minor}");
+    mountinfo.lines().rev().find_map(|l| {
+        let (mount, fs) = l.split_once(" - ")?;
+        let mut f = mount.split_whitespace();
+        (f.nth(2)? == dev).then_some(())?;
+        let mount_opts = f.nth(2)?;
+        let super_opts = fs.split_whitespace().nth(2).unwrap_or("");
+        let discard = |opts: &str| opts.split(',').any(|o| o == "discard");
+        Some(discard(mount_opts) || discard(super_opts))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,5 +135,24 @@ mod tests {
         write_atomic(&p, b"two").unwrap();
         assert_eq!(fs::read(&p).unwrap(), b"two");
         assert!(!d.path().join("MANIFEST.tmp").exists());
+    }
+
+    #[test]
+    fn online_discard_is_read_from_the_devices_mount_options() {
+        let info = "\
+27 1 254:0 / / rw,relatime - ext4 /dev/vda rw,discard,resv_strict
+43 27 7:0 / /mnt/nodiscard rw,relatime - ext4 /dev/loop0 rw
+44 27 7:1 / /mnt/a rw,relatime,discard - xfs /dev/loop1 rw
+45 27 7:2 / /mnt/b rw - ext4 /dev/loop2 rw,nodiscard
+";
+        assert_eq!(mount_discard(info, 254, 0), Some(true));
+        assert_eq!(mount_discard(info, 7, 0), Some(false));
+        assert_eq!(mount_discard(info, 7, 1), Some(true));
+        assert_eq!(mount_discard(info, 7, 2), Some(false));
+        assert_eq!(mount_discard(info, 8, 0), None);
+        assert_eq!(mount_discard("garbage\n", 254, 0), None);
+        // Every directory is on some mount this process can see.
+        let d = tempfile::tempdir().unwrap();
+        assert!(online_discard(d.path()).is_some());
     }
 }

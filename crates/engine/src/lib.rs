@@ -36,7 +36,7 @@ pub mod write_group;
 
 pub use backup::BackupReport;
 pub use compaction::{CompactionReport, FileScore, GarbageEstimate};
-pub use config::{Compression, CompressionPoint, Config, JournalFlush, SyncStrategy};
+pub use config::{Compression, CompressionPoint, Config, JournalFlush, Punch, SyncStrategy};
 pub use diskspace::{DiskSpace, DiskState};
 pub use error::{Error, Result};
 pub use journal::ValueCache;

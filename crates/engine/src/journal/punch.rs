@@ -588,6 +588,19 @@ impl Journal {
         })
     }
 
+    /// True if the journal's file system is mounted with online discard
+    /// ([`crate::fsutil::online_discard`]; looked up once, logged once;
+    /// false where it cannot be told).
+    pub fn online_discard(&self) -> bool {
+        *self.discard_mount.get_or_init(|| {
+            let discard = crate::fsutil::online_discard(&self.dir).unwrap_or(false);
+            if discard {
+                tracing::info!(target: "basalt::journal", dir = %self.dir.display(), "I0024 this file system is mounted with online discard, where each punched hole waits for the device: journal garbage is reclaimed by copying (compaction_punch = On punches anyway)");
+            }
+            discard
+        })
+    }
+
     /// Replaces `old` by `new` in the closed list (the manifest is
     /// unchanged: same file number).
     fn swap_in(&self, old: &Arc<ClosedFile>, new: &Arc<ClosedFile>) -> Result<()> {
