@@ -21,12 +21,17 @@ use std::sync::Arc;
 #[derive(Debug)]
 pub struct Retired<T> {
     held: Mutex<Vec<Arc<T>>>,
+    /// Held for a whole [`Retired::reap`], drops included: a reap that
+    /// returns has seen every entry an earlier one took dropped (a
+    /// store's settle after a background reaper's).
+    reaping: Mutex<()>,
 }
 
 impl<T> Default for Retired<T> {
     fn default() -> Self {
         Retired {
             held: Mutex::new(Vec::new()),
+            reaping: Mutex::new(()),
         }
     }
 }
@@ -40,6 +45,7 @@ impl<T> Retired<T> {
     /// Drops, on the caller's thread and outside the lock, the entries
     /// nothing else holds any more; returns how many.
     pub fn reap(&self) -> usize {
+        let _one_at_a_time = self.reaping.lock();
         let free: Vec<Arc<T>> = {
             let mut held = self.held.lock();
             let (free, kept): (Vec<_>, Vec<_>) =

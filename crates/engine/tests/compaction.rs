@@ -673,17 +673,6 @@ fn punch_config(dir: &Path) -> Config {
     cfg
 }
 
-/// Whether `dir`'s file system takes a hole punched in a scratch file.
-fn punches_holes(dir: &Path) -> bool {
-    let path = dir.join("probe");
-    let f = std::fs::File::create(&path).expect("test setup");
-    std::io::Write::write_all(&mut &f, &[1u8; 8192]).expect("test setup");
-    let flags = rustix::fs::FallocateFlags::PUNCH_HOLE | rustix::fs::FallocateFlags::KEEP_SIZE;
-    let ok = rustix::fs::fallocate(&f, flags, 0, 4096).is_ok();
-    std::fs::remove_file(&path).expect("test setup");
-    ok
-}
-
 fn journal_disk_bytes(s: &Store) -> u64 {
     s.stats().journal_files.iter().map(|f| f.disk_bytes).sum()
 }
@@ -702,7 +691,7 @@ fn auto_reclaims_in_place_only_off_a_discard_mount() {
     let punched = counter(&s, "compaction_files_punched");
     let copied = counter(&s, "compaction_files_in");
     eprintln!("online discard {discard}: {punched} files punched, {copied} copied");
-    if discard || !punches_holes(d.path()) {
+    if discard || !basalt_engine::journal::punch::probe_punch(d.path()) {
         assert_eq!(punched, 0, "a discard mount (or no punching) copies");
         assert!(copied > 0);
     } else {

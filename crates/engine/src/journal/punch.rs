@@ -288,7 +288,12 @@ fn alone(held: &File, path: &Path) -> Result<bool> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
         Err(e) => return Err(Error::io("stat", path, e)),
     };
-    Ok(m.dev() == want.dev() && m.ino() == want.ino() && m.nlink() == 1)
+    Ok(same_and_alone(&want, &m))
+}
+
+/// True if `m` is the file `want` describes, with one link.
+fn same_and_alone(want: &std::fs::Metadata, m: &std::fs::Metadata) -> bool {
+    m.dev() == want.dev() && m.ino() == want.ino() && m.nlink() == 1
 }
 
 /// Opens `path` for writing only if it is still the file `held` (same
@@ -302,8 +307,7 @@ fn writable_if_alone(held: &File, path: &Path) -> Result<Option<File>> {
         Err(e) => return Err(Error::io("open for punching", path, e)),
     };
     let m = f.metadata().ctx("stat", path)?;
-    let same = m.dev() == want.dev() && m.ino() == want.ino();
-    Ok((same && m.nlink() == 1).then_some(f))
+    Ok(same_and_alone(&want, &m).then_some(f))
 }
 
 /// Punches `len` bytes at `off` of `f` (whole blocks; the size stays).
@@ -359,8 +363,9 @@ pub fn repunch_at_open(
 pub const PROBE_NAME: &str = "punch-probe.tmp";
 
 /// Writes two blocks to a scratch file in `dir`, punches the first, and
-/// removes it: true if the file system took the punch.
-fn probe_punch(dir: &Path) -> bool {
+/// removes it: true if the file system took the punch (also for tests that
+/// skip where it does not).
+pub fn probe_punch(dir: &Path) -> bool {
     let path = dir.join(PROBE_NAME);
     let attempt = || -> std::io::Result<()> {
         let f = OpenOptions::new()
