@@ -758,6 +758,40 @@ pub fn punch_ranges(index: &[(u64, u64)], size: u64) -> Vec<(u64, u64)> {
     out
 }
 
+/// The parts of `ranges` outside every range of `holes` (both sorted and
+/// non-overlapping, `(offset, len)`): what a pass must punch that earlier
+/// passes have not.
+pub fn ranges_outside(ranges: &[(u64, u64)], holes: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    debug_assert!(ranges.windows(2).all(|w| w[0].0 + w[0].1 <= w[1].0));
+    debug_assert!(holes.windows(2).all(|w| w[0].0 + w[0].1 <= w[1].0));
+    let mut out = Vec::new();
+    let mut h = holes.iter().peekable();
+    for &(off, len) in ranges {
+        let (mut at, end) = (off, off + len);
+        while let Some(&&(ho, hl)) = h.peek() {
+            if ho + hl <= at {
+                h.next();
+                continue;
+            }
+            if ho >= end {
+                break;
+            }
+            if ho > at {
+                out.push((at, ho - at));
+            }
+            at = at.max(ho + hl);
+            if ho + hl > end {
+                break;
+            }
+            h.next();
+        }
+        if at < end {
+            out.push((at, end - at));
+        }
+    }
+    out
+}
+
 /// The whole [`PUNCH_BLOCK`]s inside `[start, end)` as `(offset, len)`, if any.
 pub fn block_interior(start: u64, end: u64) -> Option<(u64, u64)> {
     let lo = start.div_ceil(PUNCH_BLOCK) * PUNCH_BLOCK;

@@ -55,7 +55,6 @@ use crate::fsutil::{drop_cached, no_readahead, write_atomic};
 use crate::limits::REMOVE_STEP_BYTES;
 use crate::stats::Stats;
 use parking_lot::Mutex;
-use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -480,11 +479,10 @@ impl Journal {
         if index == cf.index {
             return Ok(PunchOutcome::Unchanged);
         }
-        let old: HashSet<(u64, u64)> = file::punch_ranges(&cf.index, cf.size).into_iter().collect();
-        let new_ranges: Vec<(u64, u64)> = file::punch_ranges(&index, cf.size)
-            .into_iter()
-            .filter(|r| !old.contains(r))
-            .collect();
+        let new_ranges = file::ranges_outside(
+            &file::punch_ranges(&index, cf.size),
+            &file::punch_ranges(&cf.index, cf.size),
+        );
         debug_assert!(new_ranges
             .iter()
             .all(|r| r.0 >= file::JNL_HEADER_LEN && r.1 >= file::PUNCH_BLOCK));
@@ -786,6 +784,30 @@ mod tests {
         assert!(std::fs::read(&path).unwrap()[b..2 * b]
             .iter()
             .all(|&x| x == 7));
+    }
+
+    #[test]
+    fn only_blocks_outside_earlier_holes_are_punched_again() {
+        let outside = file::ranges_outside;
+        assert_eq!(outside(&[(0, 100)], &[]), vec![(0, 100)]);
+        assert_eq!(outside(&[(0, 100)], &[(0, 100)]), vec![]);
+        // A run grown on both sides of an old hole.
+        assert_eq!(outside(&[(0, 100)], &[(40, 20)]), vec![(0, 40), (60, 40)]);
+        // Two old holes merged into one run, and one left alone.
+        assert_eq!(
+            outside(&[(10, 90), (200, 10)], &[(10, 10), (50, 10), (200, 10)]),
+            vec![(20, 30), (60, 40)]
+        );
+        // An old hole reaching past the range's end, and a later range.
+        assert_eq!(
+            outside(&[(0, 50), (60, 40)], &[(30, 40)]),
+            vec![(0, 30), (70, 30)]
+        );
+        // Holes before, between and after the ranges.
+        assert_eq!(
+            outside(&[(100, 10), (300, 10)], &[(0, 10), (200, 10), (400, 10)]),
+            vec![(100, 10), (300, 10)]
+        );
     }
 
     #[test]

@@ -929,28 +929,41 @@ fn written_back_pages_are_released_two_steps_later_and_at_a_roll() {
 
 /// Without a flusher to drain it, the queue of rolled files to release
 /// stays at `ROLLED_CACHED_MAX`: each roll past it releases the oldest.
+/// Up to three attempts, as the test above: on the 2026-11-29 VM the
+/// kernel now and then kept a page a DONTNEED should drop (2 of 5 runs).
 #[test]
 fn rolls_without_a_flusher_release_the_oldest_queued_file_themselves() {
     let d = tempfile::tempdir().unwrap();
-    let o = JournalOptions {
-        release_written: true,
-        ..direct_cached_opts(64 * 1024)
-    };
-    let j = Journal::open(d.path(), o, Arc::new(Stats::default())).unwrap();
-    let mut i = 1;
-    while j.closed.read().len() < ROLLED_CACHED_MAX + 2 {
-        append_n(&j, i, i);
-        i += 1;
-    }
-    assert_eq!(j.rolled_cached.lock().len(), ROLLED_CACHED_MAX);
-    if release_observable(d.path()) {
+    for attempt in 1..=3 {
+        let dir = d.path().join(format!("attempt-{attempt}"));
+        let o = JournalOptions {
+            release_written: true,
+            ..direct_cached_opts(64 * 1024)
+        };
+        let j = Journal::open(&dir, o, Arc::new(Stats::default())).unwrap();
+        let mut i = 1;
+        while j.closed.read().len() < ROLLED_CACHED_MAX + 2 {
+            append_n(&j, i, i);
+            i += 1;
+        }
+        assert_eq!(j.rolled_cached.lock().len(), ROLLED_CACHED_MAX);
+        for k in 1..i {
+            check(&j, k);
+        }
+        if !release_observable(&dir) {
+            return;
+        }
         let closed = j.closed.read().clone();
         let (oldest, newest) = (&closed[0].path, &closed[closed.len() - 1].path);
-        assert_eq!(page_cached(oldest, 8192), Some(false), "released by a roll");
-        assert_eq!(page_cached(newest, 8192), Some(true), "still queued");
-    }
-    for k in 1..i {
-        check(&j, k);
+        let got = (page_cached(oldest, 8192), page_cached(newest, 8192));
+        if got == (Some(false), Some(true)) {
+            return;
+        }
+        assert!(
+            attempt < 3,
+            "released by a roll, the newest still queued: {got:?}"
+        );
+        eprintln!("attempt {attempt}: the page cache kept a released page {got:?}; again");
     }
 }
 
