@@ -923,12 +923,30 @@ fn stats_latencies_and_prometheus_metrics() {
     assert_eq!(s["backend_vnodes_reporting"], 8);
     assert!(s["backend_stats"].is_object());
 
-    let r = get(&h, "/metrics");
-    assert_eq!(r.status, 200);
-    assert!(r
-        .header("content-type")
-        .is_some_and(|c| c.starts_with("text/plain; version=0.0.4")));
-    let m = r.text();
+    // The queue gauges can show a job that arrived after the drain above
+    // (a read repair forwarded from the background queue, an anti-entropy
+    // tick; seen in CI), so the scrape is repeated until they read 0.
+    let drained = |m: &str| {
+        m.lines()
+            .filter(|l| l.starts_with("basalt_vnode_queue_length{"))
+            .all(|l| l.ends_with(" 0"))
+    };
+    let m = loop {
+        let r = get(&h, "/metrics");
+        assert_eq!(r.status, 200);
+        assert!(r
+            .header("content-type")
+            .is_some_and(|c| c.starts_with("text/plain; version=0.0.4")));
+        let m = r.text();
+        if drained(&m) {
+            break m;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "vnode queue gauges did not drain:\n{m}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
     for line in [
         "# TYPE basalt_node_gets_total counter",
         "basalt_node_gets_total 2",
