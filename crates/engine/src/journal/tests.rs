@@ -1,6 +1,7 @@
 //! Tests of the journal as a whole: appends, rolls, recovery, group commit, dump.
 
 use super::*;
+use basalt_testkit::page_cached;
 use std::sync::atomic::Ordering;
 
 fn opts(file_bytes: u64) -> JournalOptions {
@@ -821,31 +822,6 @@ fn writeback_covers_new_bytes_once_and_is_not_a_sync() {
     }
 }
 
-/// Whether the page holding `offset` of `path` is in the page cache: a
-/// buffered read with `RWF_NOWAIT` fails with EAGAIN rather than wait for
-/// the disk. `None` where the kernel or file system cannot say.
-fn page_cached(path: &Path, offset: u64) -> Option<bool> {
-    let f = File::open(path).unwrap();
-    rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::Random).unwrap();
-    let mut buf = [0u8; 1];
-    let mut bufs = [std::io::IoSliceMut::new(&mut buf)];
-    match rustix::io::preadv2(&f, &mut bufs, offset, rustix::io::ReadWriteFlags::NOWAIT) {
-        Ok(_) => Some(true),
-        Err(rustix::io::Errno::AGAIN) => Some(false),
-        Err(_) => None,
-    }
-}
-
-/// Whether `dir`'s file system both reads closed files directly (so
-/// releases happen) and lets [`page_cached`] see what is cached.
-fn release_observable(dir: &Path) -> bool {
-    let probe = dir.join("nowait-probe");
-    fs::write(&probe, [1u8; 4096]).unwrap();
-    let seen = page_cached(&probe, 0).is_some();
-    fs::remove_file(&probe).unwrap();
-    direct_works(dir) && seen
-}
-
 /// Appends records from `from` until the active file grew by `bytes`;
 /// returns the next SQN.
 fn append_bytes(j: &Journal, from: u64, bytes: u64) -> u64 {
@@ -862,16 +838,12 @@ fn append_bytes(j: &Journal, from: u64, bytes: u64) -> u64 {
 /// theirs began, a rolled file's all at once by `release_rolled`, and only
 /// with the option on; every record stays readable. (A page that a step's
 /// own DONTNEED met dirty is not probed: a fast disk may finish its
-/// write-back before the kernel looks, and then it goes either way.) The
-/// released case gets up to three attempts: on the 2026-11-29 VM the
-/// kernel now and then kept a page that a DONTNEED on clean pages should
-/// have dropped (2 of 8 runs alone, 0 of 6 right after), while a release
-/// that never happens fails all three.
+/// write-back before the kernel looks, and then it goes either way.)
 #[test]
 fn written_back_pages_are_released_two_steps_later_and_at_a_roll() {
     let d = tempfile::tempdir().unwrap();
-    let run = |release: bool, attempt: u32| {
-        let dir = d.path().join(format!("release-{release}-{attempt}"));
+    let run = |release: bool| {
+        let dir = d.path().join(format!("release-{release}"));
         fs::create_dir(&dir).unwrap();
         let o = JournalOptions {
             release_written: release,
@@ -906,65 +878,47 @@ fn written_back_pages_are_released_two_steps_later_and_at_a_roll() {
         }
         (seen, rolled)
     };
-    if !release_observable(d.path()) {
-        eprintln!("skipped: this file system cannot show what is cached");
+    if !direct_works(d.path()) {
+        eprintln!("skipped: this file system cannot read around the cache (tmpfs?)");
         return;
     }
-    let want = ((Some(false), Some(true)), Some(false));
-    let mut attempt = 1;
-    let (seen, rolled) = loop {
-        let got = run(true, attempt);
-        if got == want || attempt == 3 {
-            break got;
-        }
-        eprintln!("attempt {attempt}: the page cache kept a released page {got:?}; again");
-        attempt += 1;
-    };
+    let (seen, rolled) = run(true);
     assert_eq!(seen, (Some(false), Some(true)), "released, not yet");
     assert_eq!(rolled, Some(false), "after the roll");
-    let (seen, rolled) = run(false, 1);
+    let (seen, rolled) = run(false);
     assert_eq!(seen.1, Some(true), "option off");
     assert_eq!(rolled, Some(true), "option off, rolled");
 }
 
 /// Without a flusher to drain it, the queue of rolled files to release
 /// stays at `ROLLED_CACHED_MAX`: each roll past it releases the oldest.
-/// Up to three attempts, as the test above: on the 2026-11-29 VM the
-/// kernel now and then kept a page a DONTNEED should drop (2 of 5 runs).
 #[test]
 fn rolls_without_a_flusher_release_the_oldest_queued_file_themselves() {
     let d = tempfile::tempdir().unwrap();
-    for attempt in 1..=3 {
-        let dir = d.path().join(format!("attempt-{attempt}"));
-        let o = JournalOptions {
-            release_written: true,
-            ..direct_cached_opts(64 * 1024)
-        };
-        let j = Journal::open(&dir, o, Arc::new(Stats::default())).unwrap();
-        let mut i = 1;
-        while j.closed.read().len() < ROLLED_CACHED_MAX + 2 {
-            append_n(&j, i, i);
-            i += 1;
-        }
-        assert_eq!(j.rolled_cached.lock().len(), ROLLED_CACHED_MAX);
-        for k in 1..i {
-            check(&j, k);
-        }
-        if !release_observable(&dir) {
-            return;
-        }
-        let closed = j.closed.read().clone();
-        let (oldest, newest) = (&closed[0].path, &closed[closed.len() - 1].path);
-        let got = (page_cached(oldest, 8192), page_cached(newest, 8192));
-        if got == (Some(false), Some(true)) {
-            return;
-        }
-        assert!(
-            attempt < 3,
-            "released by a roll, the newest still queued: {got:?}"
-        );
-        eprintln!("attempt {attempt}: the page cache kept a released page {got:?}; again");
+    let o = JournalOptions {
+        release_written: true,
+        ..direct_cached_opts(64 * 1024)
+    };
+    let j = Journal::open(d.path(), o, Arc::new(Stats::default())).unwrap();
+    let mut i = 1;
+    while j.closed.read().len() < ROLLED_CACHED_MAX + 2 {
+        append_n(&j, i, i);
+        i += 1;
     }
+    assert_eq!(j.rolled_cached.lock().len(), ROLLED_CACHED_MAX);
+    for k in 1..i {
+        check(&j, k);
+    }
+    if !direct_works(d.path()) {
+        return;
+    }
+    let closed = j.closed.read().clone();
+    let (oldest, newest) = (&closed[0].path, &closed[closed.len() - 1].path);
+    assert_eq!(
+        (page_cached(oldest, 8192), page_cached(newest, 8192)),
+        (Some(false), Some(true)),
+        "released by a roll, the newest still queued"
+    );
 }
 
 /// True where the file system under `dir` takes `O_DIRECT` (ext4, xfs; not
