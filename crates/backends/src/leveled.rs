@@ -119,6 +119,12 @@ impl Leveled {
         if let Some(p) = config.compaction_punch {
             c.compaction_punch = p;
         }
+        if let Some(p) = config.disk_min_free_pct {
+            c.disk_min_free_pct = p;
+            if c.disk_low_free_pct > 0.0 && c.disk_low_free_pct < p {
+                c.disk_low_free_pct = p;
+            }
+        }
         if let Some(p) = config.journal_slowdown_garbage_pct {
             c.journal_slowdown_garbage_pct = p;
         }

@@ -53,6 +53,12 @@ pub struct BackendConfig {
     /// leveled: reclaim journal garbage in place by punching holes (the
     /// engine's `compaction_punch`; `None` keeps its default, `Auto`).
     pub compaction_punch: Option<Punch>,
+    /// leveled: below this percentage of the file system free, writes that
+    /// store values are refused (the engine's `disk_min_free_pct`; `None`
+    /// keeps its default, 1). Above the engine's low mark it raises that
+    /// mark to the same value (the engine wants the minimum at most the
+    /// low mark).
+    pub disk_min_free_pct: Option<f64>,
     /// leveled: the write slowdown's garbage percentage (the engine's
     /// `journal_slowdown_garbage_pct`; `None` keeps its default, 75; 100 off).
     pub journal_slowdown_garbage_pct: Option<f64>,

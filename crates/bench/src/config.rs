@@ -59,6 +59,7 @@ const KNOWN: &[&str] = &[
     "basalt_compaction_runs_per_day",
     "basalt_compaction_max_garbage_pct",
     "basalt_compaction_punch",
+    "basalt_disk_min_free_pct",
     "basalt_journal_slowdown_pct",
     "basalt_journal_one_read",
     "basalt_journal_fadvise_random",
@@ -441,6 +442,12 @@ pub struct BenchConfig {
     /// place unless the journal's file system is mounted with online
     /// discard); others ignore it.
     pub compaction_punch: Option<bool>,
+    /// `basalt_disk_min_free_pct`: leveled refuses writes that store values
+    /// below this percentage of its file system free (the engine's
+    /// `disk_min_free_pct`, a number 0..100, fractions allowed; default:
+    /// the engine's, 1); others ignore it. A full disk stops the run with
+    /// its reports, as a failed write would.
+    pub disk_min_free_pct: Option<f64>,
     /// `basalt_journal_slowdown_pct`: leveled's write slowdown, the
     /// journal garbage percentage above which writes are paced to
     /// compaction (0..=100; 100 turns it off; default: the engine's, 75);
@@ -748,6 +755,7 @@ impl RawConfig {
         };
         let compaction_max_garbage_pct = self.pct("basalt_compaction_max_garbage_pct", 60)?;
         let compaction_punch = self.opt_bool("basalt_compaction_punch")?;
+        let disk_min_free_pct = self.fraction_pct("basalt_disk_min_free_pct")?;
         let journal_slowdown_garbage_pct = self.pct("basalt_journal_slowdown_pct", 75)?;
         let journal_one_read = self.opt_bool("basalt_journal_one_read")?;
         let journal_fadvise_random = self.opt_bool("basalt_journal_fadvise_random")?;
@@ -828,6 +836,7 @@ impl RawConfig {
                 compaction_runs_per_day,
                 compaction_max_garbage_pct,
                 compaction_punch,
+                disk_min_free_pct,
                 journal_slowdown_garbage_pct,
                 journal_one_read,
                 journal_fadvise_random,
@@ -971,6 +980,17 @@ impl RawConfig {
                 Some(n as f64)
             }
         })
+    }
+
+    /// A percentage 0..=100 that may have a fraction, `None` when not given.
+    fn fraction_pct(&self, key: &str) -> Result<Option<f64>, ConfigError> {
+        let Some(t) = self.get(key) else {
+            return Ok(None);
+        };
+        match t.as_number() {
+            Some(p) if (0.0..=100.0).contains(&p) => Ok(Some(p)),
+            _ => Err(self.invalid(key, "expected a percentage 0..100 (a fraction is allowed)")),
+        }
     }
 
     /// A boolean that is `None` when not given (the store's default).
@@ -1184,6 +1204,24 @@ mod tests {
         assert_eq!(c.rng_seed, RngSeed::Fixed(42, 23, 12));
         assert!(!c.shutdown_on_error);
         assert!(w.is_empty());
+    }
+
+    #[test]
+    fn disk_min_free_pct_takes_a_fraction_and_refuses_the_rest() {
+        let (c, w) = BenchConfig::from_text("{basalt_disk_min_free_pct, 0.25}.").expect("ok");
+        assert_eq!(c.disk_min_free_pct, Some(0.25));
+        assert!(w.is_empty(), "{w:?}");
+        let (c, _) = BenchConfig::from_text("{basalt_disk_min_free_pct, 3}.").expect("ok");
+        assert_eq!(c.disk_min_free_pct, Some(3.0));
+        assert_eq!(
+            BenchConfig::from_text("").expect("ok").0.disk_min_free_pct,
+            None
+        );
+        for bad in ["101", "100.5", "full"] {
+            let e = BenchConfig::from_text(&format!("{{basalt_disk_min_free_pct, {bad}}}."))
+                .expect_err(bad);
+            assert!(e.to_string().contains("basalt_disk_min_free_pct"), "{e}");
+        }
     }
 
     #[test]

@@ -251,6 +251,7 @@ pub fn backend_config(cfg: &BenchConfig) -> basalt_backends::BackendConfig {
             false => basalt_backends::Punch::Off,
         }),
         journal_slowdown_garbage_pct: cfg.journal_slowdown_garbage_pct,
+        disk_min_free_pct: cfg.disk_min_free_pct,
         journal_one_read: cfg.journal_one_read,
         journal_fadvise_random: cfg.journal_fadvise_random,
         journal_skip_active_lock: cfg.journal_skip_active_lock,

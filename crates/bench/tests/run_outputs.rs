@@ -24,6 +24,17 @@ fn lines(p: &Path) -> Vec<String> {
         .collect()
 }
 
+/// Held by the tests whose stores take disk space, so that the full-disk
+/// test's threshold is not crossed by another test's files (a journal file
+/// reserves 256 MiB when created) before its own run writes anything.
+static DISK_USE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn disk_use() -> std::sync::MutexGuard<'static, ()> {
+    DISK_USE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn args(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
 }
@@ -112,8 +123,71 @@ fn shutdown_on_error_stops_with_exit_1() {
     assert!(t.elapsed().as_secs() < 10, "stopped early");
 }
 
+/// A disk that fills during a run: the store's guard is set to trip once
+/// about 256 MiB more of the file system is used (its `disk_min_free_pct`
+/// a little below what is free now), so a run of 8 KB puts meets the full
+/// disk within seconds. The run stops at once with the store's
+/// error and exit 1, and writes its CSVs and report for the time measured.
+/// The other tests of this file that take disk space wait meanwhile
+/// ([`disk_use`]).
+#[test]
+fn a_disk_that_fills_mid_run_stops_the_run_with_its_reports() {
+    let _disk = disk_use();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let space = basalt_engine::diskspace::DiskSpace::of(tmp.path()).expect("statvfs");
+    let margin = 256u64 << 20;
+    if space.free_bytes < 4 * margin || space.total_bytes == 0 {
+        eprintln!("skipped: {} bytes free", space.free_bytes);
+        return;
+    }
+    let min_pct = (space.free_bytes - margin) as f64 * 100.0 / space.total_bytes as f64;
+    let cfg = write_config(
+        tmp.path(),
+        "full.config",
+        &format!(
+            "{{mode, max}}.\n{{basalt_duration_secs, 60}}.\n{{report_interval, 1}}.\n{{concurrent, 2}}.\n\
+             {{driver, basalt_embedded}}.\n{{operations, [{{put, 1}}]}}.\n\
+             {{key_generator, {{int_to_bin_bigendian, {{uniform_int, 1000000}}}}}}.\n\
+             {{value_generator, {{fixed_bin, 8000}}}}.\n{{value_generator_source_size, 1048576}}.\n\
+             {{basalt_journal_preallocate, false}}.\n{{basalt_disk_min_free_pct, {min_pct:.6}}}.\n"
+        ),
+    );
+    let results = tmp.path().join("tests");
+    let t = std::time::Instant::now();
+    let code = cli::run(&args(&[
+        cfg.to_str().expect("utf8"),
+        "-d",
+        results.to_str().expect("utf8"),
+        "-n",
+        "full",
+        "-q",
+    ]))
+    .expect("run");
+    assert_eq!(code, 1, "a full disk stops the run with exit 1");
+    assert!(t.elapsed().as_secs() < 45, "stopped well before its 60 s");
+    let run = results.join("full");
+    let report = std::fs::read_to_string(run.join("report.md")).expect("report.md");
+    let stopped = report
+        .lines()
+        .find(|l| l.contains("**stopped early**"))
+        .unwrap_or_else(|| panic!("no stop line in the report:\n{report}"));
+    assert!(stopped.contains("disk nearly full"), "{stopped}");
+    let summary = lines(&run.join("summary.csv"));
+    assert_eq!(summary[0], SUMMARY_HEADER);
+    let puts = lines(&run.join("put_latencies.csv"));
+    assert_eq!(puts.len(), summary.len(), "one latency row per summary row");
+    // The interval rows count the puts acknowledged before the stop.
+    let acked: u64 = summary[1..]
+        .iter()
+        .filter_map(|r| r.split(", ").nth(3))
+        .filter_map(|c| c.trim().parse::<u64>().ok())
+        .sum();
+    assert!(acked > 0, "puts measured before the stop: {summary:?}");
+}
+
 #[test]
 fn embedded_run_with_two_stores_and_2i() {
+    let _disk = disk_use();
     let tmp = tempfile::tempdir().expect("tmp");
     let cfg = write_config(
         tmp.path(),
@@ -224,6 +298,7 @@ fn unwritable_results_dir_fails_before_load() {
 /// backend has indexes; bitcask has none, so its run leaves index_query out).
 #[test]
 fn embedded_runs_on_other_backends() {
+    let _disk = disk_use();
     let tmp = tempfile::tempdir().expect("tmp");
     for (backend, ops) in [
         (

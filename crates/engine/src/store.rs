@@ -137,7 +137,16 @@ const GET_RETRIES_MAX: u32 = 8;
 
 struct WriteState {
     next_sqn: u64,
+    /// The buffer a group's records are laid end to end in for the
+    /// journal's one write, kept between groups: a fresh one of a large
+    /// group's size came from new pages each time (page faults, zeroing),
+    /// ~4 % of the CPU with 32 sync writers. Its capacity is given back
+    /// above [`GROUP_BUF_KEEP`].
+    group_buf: Vec<u8>,
 }
+
+/// Most capacity [`WriteState::group_buf`] keeps between groups.
+const GROUP_BUF_KEEP: usize = 1 << 20;
 
 /// A write prepared outside the write lock (see [`Store::prepare_write`]).
 struct WriteItem {
@@ -308,7 +317,10 @@ impl Store {
             config,
             journal,
             ledger,
-            write: Mutex::new(WriteState { next_sqn }),
+            write: Mutex::new(WriteState {
+                next_sqn,
+                group_buf: Vec::new(),
+            }),
             queue: WriteQueue::default(),
             stats,
             closed: AtomicBool::new(false),
@@ -598,7 +610,9 @@ impl Store {
         let total: usize = items.iter().flatten().map(|i| i.record.len()).sum();
         self.pace_journal(total as u64);
         let first = w.next_sqn;
-        let mut buf = Vec::with_capacity(total);
+        let mut buf = std::mem::take(&mut w.group_buf);
+        buf.clear();
+        buf.reserve(total);
         let mut at = Vec::with_capacity(items.len());
         for (sqn, item) in (first..).zip(items.iter_mut().flatten()) {
             record::reseal(&mut item.record, sqn);
@@ -606,7 +620,11 @@ impl Store {
             buf.extend_from_slice(&item.record);
         }
         let appending = std::time::Instant::now();
-        self.journal.append_encoded(&buf, &at)?;
+        let appended = self.journal.append_encoded(&buf, &at);
+        if buf.capacity() <= GROUP_BUF_KEEP {
+            w.group_buf = buf;
+        }
+        appended?;
         self.stats.journal_append.since(appending);
         w.next_sqn += at.len() as u64;
         for (sqn, item) in (first..).zip(items.iter_mut()) {
