@@ -39,6 +39,19 @@ fn args(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
 }
 
+/// `basalt bench CFG -d RESULTS -n NAME -q`: the run's exit code.
+fn run_named(cfg: &Path, results: &Path, name: &str) -> i32 {
+    cli::run(&args(&[
+        cfg.to_str().expect("utf8"),
+        "-d",
+        results.to_str().expect("utf8"),
+        "-n",
+        name,
+        "-q",
+    ]))
+    .unwrap_or_else(|e| panic!("run {name}: {e}"))
+}
+
 fn check_csvs(run: &Path, labels: &[&str], min_rows: usize) {
     let s = lines(&run.join("summary.csv"));
     assert_eq!(s[0], SUMMARY_HEADER);
@@ -74,15 +87,7 @@ fn null_driver_run_writes_all_files_and_counts_errors() {
          {value_generator, {fixed_bin, 100}}.\n{value_generator_source_size, 1048576}.\n",
     );
     let results = tmp.path().join("tests");
-    let code = cli::run(&args(&[
-        cfg.to_str().expect("utf8"),
-        "-d",
-        results.to_str().expect("utf8"),
-        "-n",
-        "n1",
-        "-q",
-    ]))
-    .expect("run");
+    let code = run_named(&cfg, &results, "n1");
     assert_eq!(code, 0);
     let run = results.join("n1");
     check_csvs(&run, &["get", "put", "an-error"], 2);
@@ -154,15 +159,7 @@ fn a_disk_that_fills_mid_run_stops_the_run_with_its_reports() {
     );
     let results = tmp.path().join("tests");
     let t = std::time::Instant::now();
-    let code = cli::run(&args(&[
-        cfg.to_str().expect("utf8"),
-        "-d",
-        results.to_str().expect("utf8"),
-        "-n",
-        "full",
-        "-q",
-    ]))
-    .expect("run");
+    let code = run_named(&cfg, &results, "full");
     assert_eq!(code, 1, "a full disk stops the run with exit 1");
     assert!(t.elapsed().as_secs() < 45, "stopped well before its 60 s");
     let run = results.join("full");
@@ -198,15 +195,7 @@ fn embedded_run_with_two_stores_and_2i() {
          {value_generator_source_size, 1048576}.\n",
     );
     let results = tmp.path().join("tests");
-    let code = cli::run(&args(&[
-        cfg.to_str().expect("utf8"),
-        "-d",
-        results.to_str().expect("utf8"),
-        "-n",
-        "e1",
-        "-q",
-    ]))
-    .expect("run");
+    let code = run_named(&cfg, &results, "e1");
     assert_eq!(code, 0);
     let run = results.join("e1");
     check_csvs(
@@ -229,15 +218,7 @@ fn embedded_run_with_two_stores_and_2i() {
         "{mode, {rate, 200}}.\n{basalt_rate_mode, open_loop}.\n{basalt_duration_secs, 2}.\n{report_interval, 1}.\n\
          {concurrent, 2}.\n{driver, null}.\n{operations, [{get, 1}, {put, 1}]}.\n{value_generator_source_size, 1048576}.\n",
     );
-    cli::run(&args(&[
-        null_cfg.to_str().expect("utf8"),
-        "-d",
-        results.to_str().expect("utf8"),
-        "-n",
-        "n2",
-        "-q",
-    ]))
-    .expect("null run");
+    assert_eq!(run_named(&null_cfg, &results, "n2"), 0);
     assert!(
         results.join("n2/get_service_latencies.csv").exists(),
         "open loop keeps service time"
@@ -318,15 +299,7 @@ fn embedded_runs_on_other_backends() {
             ),
         );
         let results = tmp.path().join("tests");
-        let code = cli::run(&args(&[
-            cfg.to_str().expect("utf8"),
-            "-d",
-            results.to_str().expect("utf8"),
-            "-n",
-            backend,
-            "-q",
-        ]))
-        .expect("run");
+        let code = run_named(&cfg, &results, backend);
         assert_eq!(code, 0, "{backend}");
         let run = results.join(backend);
         check_csvs(&run, &["put", "get", "update"], 1);
