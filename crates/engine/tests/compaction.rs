@@ -647,13 +647,19 @@ fn writes_are_paced_while_compaction_is_behind() {
             .expect("put");
     }
     let took = t0.elapsed();
-    assert_eq!(counter(&s, "journal_slowdowns"), 3);
+    // What the pace guarantees is the rate: four records of 256 KiB at
+    // 1 MiB/s take at least ~0.75 s however the time is split. How much of
+    // it is waiting depends on the writes' own time: each of the last three
+    // waits unless its predecessor alone took the 0.25 s its bytes cost
+    // (seen once under a fully loaded `cargo test`: fewer than 3 waits).
+    let paced = counter(&s, "journal_slowdowns");
+    assert!((1..=3).contains(&paced), "{paced} writes waited");
     // The wait is what the writes' own time left of the rate's ~0.75 s
     // (less on a slow disk: measured 0.50 s on a loop device).
     let waited = counter(&s, "journal_slowdown_us");
     assert!(took >= std::time::Duration::from_millis(600), "{took:?}");
-    assert!((100_000..=1_000_000).contains(&waited), "{waited} us");
-    assert_eq!(counter(&s, "wait_journal_slowdown_count"), 3);
+    assert!((1..=1_000_000).contains(&waited), "{waited} us");
+    assert_eq!(counter(&s, "wait_journal_slowdown_count"), paced);
     // Reads are not paced, and the data is all there.
     for i in 0..4 {
         let got = s.get(b"b", format!("k{i}").as_bytes()).expect("get");
@@ -662,7 +668,7 @@ fn writes_are_paced_while_compaction_is_behind() {
     // Compaction caught up: no more waits.
     slowdown.observe_garbage(40.0);
     s.put(b"b", b"after", &value, b"").expect("put");
-    assert_eq!(counter(&s, "journal_slowdowns"), 3);
+    assert_eq!(counter(&s, "journal_slowdowns"), paced);
 }
 
 // ---- reclaim in place (`compaction_punch`) ----
