@@ -438,9 +438,9 @@ pub struct BenchConfig {
     pub compaction_max_garbage_pct: Option<f64>,
     /// `basalt_compaction_punch`: leveled reclaims journal garbage in place,
     /// punching holes instead of copying live records (`true`: wherever the
-    /// file system can; `false`: never; default: the engine's `Auto`, in
-    /// place unless the journal's file system is mounted with online
-    /// discard); others ignore it.
+    /// file system can, even where punching proves slow; `false`: never;
+    /// default: the engine's `Auto`, in place until punching proves slow);
+    /// others ignore it.
     pub compaction_punch: Option<bool>,
     /// `basalt_disk_min_free_pct`: leveled refuses writes that store values
     /// below this percentage of its file system free (the engine's

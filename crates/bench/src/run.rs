@@ -147,7 +147,7 @@ fn describe(cfg: &BenchConfig) -> Vec<String> {
                 .map_or("default".to_string(), |n| n.to_string()),
             cfg.compaction_max_garbage_pct
                 .map_or("default".to_string(), |p| format!("{p}%")),
-            cfg.compaction_punch.map_or("auto (off a discard mount)".to_string(), |b| b.to_string()),
+            cfg.compaction_punch.map_or("auto (in place until punching proves slow)".to_string(), |b| b.to_string()),
             cfg.journal_slowdown_garbage_pct
                 .map_or("default".to_string(), |p| format!("{p}%")),
             cfg.compaction_stream_bytes

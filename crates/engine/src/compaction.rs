@@ -581,14 +581,15 @@ impl Compactor {
     }
 
     /// True if runs reclaim in place ([`crate::Punch`]): the policy asks
-    /// for it, the file system punches holes fast enough, and, in `Auto`,
-    /// is not mounted with online discard.
+    /// for it, the file system punches holes, and, in `Auto`, punching has
+    /// not proved slow there.
     fn punch_allowed(&self) -> bool {
-        match self.policy.punch {
-            crate::Punch::Off => false,
-            crate::Punch::On => self.journal.punch_supported(),
-            crate::Punch::Auto => !self.journal.online_discard() && self.journal.punch_supported(),
-        }
+        self.policy.punch != crate::Punch::Off
+            && reclaims_in_place(
+                self.policy.punch,
+                self.journal.punch_supported(),
+                self.journal.punch_slow(),
+            )
     }
 
     fn run_inner(&self, t0: Instant) -> Result<CompactionReport> {
@@ -1036,6 +1037,17 @@ impl Drop for Scheduler {
     }
 }
 
+/// Whether a run under `punch` reclaims in place on a journal whose file
+/// system punches holes (`supported`) and where punching has proved slow
+/// (`slow`, [`Journal::punch_slow`]).
+fn reclaims_in_place(punch: crate::Punch, supported: bool, slow: bool) -> bool {
+    match punch {
+        crate::Punch::Off => false,
+        crate::Punch::On => supported,
+        crate::Punch::Auto => supported && !slow,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1050,6 +1062,27 @@ mod tests {
             punch: crate::Punch::Off,
             merge_below_pct: 10.0,
             file_bytes: 1000,
+        }
+    }
+
+    #[test]
+    fn auto_stops_punching_once_slow_on_punches_anyway_off_never() {
+        use crate::Punch::{Auto, Off, On};
+        let cases = [
+            // (policy, supported, slow) -> in place
+            ((Off, true, false), false),
+            ((Auto, true, false), true),
+            ((Auto, true, true), false),
+            ((Auto, false, false), false),
+            ((On, true, true), true),
+            ((On, false, false), false),
+        ];
+        for ((p, supported, slow), want) in cases {
+            assert_eq!(
+                reclaims_in_place(p, supported, slow),
+                want,
+                "{p:?} {supported} {slow}"
+            );
         }
     }
 

@@ -54,14 +54,16 @@ pub enum JournalFlush {
 pub enum Punch {
     /// Always copy a chosen file's live records into new files.
     Off,
-    /// Reclaim in place where the file system punches holes and is not
-    /// mounted with online discard (`discard`: each freed extent then
-    /// waits for the device, measured 3.7 ms a punch under load on this
-    /// project's VMs); copy elsewhere.
+    /// Reclaim in place where the file system punches holes, until
+    /// punching proves slow there (over `journal::punch::PUNCH_SLOW` a
+    /// punch on average: on a file system mounted with online `discard`
+    /// each freed extent waits for the device, 3.7 ms a punch under load
+    /// on one of this project's VMs, 70 µs on another); copy from then on,
+    /// and wherever holes cannot be punched.
     #[default]
     Auto,
-    /// Reclaim in place wherever the file system punches holes, also on a
-    /// discard mount.
+    /// Reclaim in place wherever the file system punches holes, even once
+    /// punching has proved slow.
     On,
 }
 
@@ -209,10 +211,9 @@ pub struct Config {
     /// into new files. Nothing is written but the file's index, so cold
     /// records are never copied again; files only a few percent full are
     /// merged by copying (`compaction_merge_below_pct`). Falls back to
-    /// copying on a file system that cannot punch holes, and once punches
-    /// prove slow (over `journal::punch::PUNCH_SLOW` each on average).
-    /// Default [`Punch::Auto`]: in place unless the journal's file system
-    /// is mounted with online discard.
+    /// copying on a file system that cannot punch holes and, in
+    /// [`Punch::Auto`] (the default), once punches prove slow (over
+    /// `journal::punch::PUNCH_SLOW` each on average, logged as I0023).
     pub compaction_punch: Punch,
     /// With `compaction_punch`: adjacent closed files each holding under
     /// this percentage of `journal_file_bytes` on disk are merged into one

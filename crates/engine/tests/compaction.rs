@@ -684,7 +684,7 @@ fn journal_disk_bytes(s: &Store) -> u64 {
 }
 
 #[test]
-fn auto_reclaims_in_place_only_off_a_discard_mount() {
+fn auto_reclaims_in_place_wherever_holes_can_be_punched() {
     let d = tempfile::tempdir().expect("test setup");
     let mut cfg = Config::test_min(d.path());
     cfg.compaction_punch = basalt_engine::Punch::Auto;
@@ -693,15 +693,17 @@ fn auto_reclaims_in_place_only_off_a_discard_mount() {
     s.settle().expect("test setup");
     assert!(compact_all(&s) > 0);
     s.settle().expect("test setup");
-    let discard = basalt_engine::fsutil::online_discard(d.path()).unwrap_or(false);
+    let discard = basalt_engine::fsutil::online_discard(d.path());
     let punched = counter(&s, "compaction_files_punched");
     let copied = counter(&s, "compaction_files_in");
-    eprintln!("online discard {discard}: {punched} files punched, {copied} copied");
-    if discard || !basalt_engine::journal::punch::probe_punch(d.path()) {
-        assert_eq!(punched, 0, "a discard mount (or no punching) copies");
-        assert!(copied > 0);
+    eprintln!("online discard {discard:?}: {punched} files punched, {copied} copied");
+    if basalt_engine::journal::punch::probe_punch(d.path()) {
+        // The first pass runs before any judgement of the punches' speed,
+        // so even a slow file system (a discard mount) punches once.
+        assert!(punched > 0, "Auto punches where holes can be punched");
     } else {
-        assert!(punched > 0, "off a discard mount, Auto punches");
+        assert_eq!(punched, 0, "no punching: Auto copies");
+        assert!(copied > 0);
     }
     check_model(&s, &model);
 }

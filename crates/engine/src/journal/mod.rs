@@ -293,8 +293,6 @@ pub struct Journal {
     punch_sink: Arc<punch::PunchSink>,
     /// Whether the file system punches holes ([`Journal::punch_supported`]).
     punch_support: std::sync::OnceLock<bool>,
-    /// Whether it is mounted with online discard ([`Journal::online_discard`]).
-    discard_mount: std::sync::OnceLock<bool>,
 }
 
 /// Rolled files waiting for the flusher to drop their pages, at most.
@@ -668,7 +666,6 @@ impl Journal {
             rolled_cached: Mutex::new(Vec::new()),
             punch_sink,
             punch_support: std::sync::OnceLock::new(),
-            discard_mount: std::sync::OnceLock::new(),
         };
         if repaired {
             let a = j.active.lock();
@@ -719,7 +716,6 @@ impl Journal {
             rolled_cached: Mutex::new(Vec::new()),
             punch_sink,
             punch_support: std::sync::OnceLock::new(),
-            discard_mount: std::sync::OnceLock::new(),
         };
         {
             let a = j.active.lock();

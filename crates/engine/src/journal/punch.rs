@@ -132,8 +132,8 @@ impl PunchSink {
     /// since the last judgement, judges their speed: over [`PUNCH_SLOW`]
     /// a punch on average (a file system mounted with online `discard`
     /// waits for the device on each; a busy file-system journal holds each
-    /// back) marks punching slow, and [`Journal::punch_supported`] then
-    /// says no (logged once).
+    /// back) marks punching slow, and [`Journal::punch_slow`] then says so
+    /// (logged once).
     fn record(&self, done: Punched) {
         Stats::add(&self.stats.compaction_bytes_punched, done.bytes);
         let window = {
@@ -150,7 +150,12 @@ impl PunchSink {
             return;
         };
         if !self.slow.swap(true, Ordering::Relaxed) {
-            tracing::warn!(target: "basalt::journal", dir = %self.dir.display(), "I0023 punching a hole takes {each:?} on this file system ({} ranges in {:?}; online discard, or a busy file-system journal): journal garbage is reclaimed by copying from now on", window.ranges, window.busy);
+            let discard = match crate::fsutil::online_discard(&self.dir) {
+                Some(true) => "mounted with online discard",
+                Some(false) => "not mounted with online discard: a busy file-system journal?",
+                None => "mount options unknown",
+            };
+            tracing::warn!(target: "basalt::journal", dir = %self.dir.display(), "I0023 punching a hole takes {each:?} on this file system ({} ranges in {:?}; {discard}): with compaction_punch = Auto, journal garbage is reclaimed by copying from now on", window.ranges, window.busy);
         }
     }
 }
@@ -576,12 +581,8 @@ impl Journal {
     }
 
     /// True if the journal's file system punches holes (tried once, on a
-    /// scratch file in the journal's directory, and remembered) and
-    /// punching has not proved slow ([`PunchSink`]).
+    /// scratch file in the journal's directory, and remembered).
     pub fn punch_supported(&self) -> bool {
-        if self.punch_sink.slow() {
-            return false;
-        }
         *self.punch_support.get_or_init(|| {
             let ok = probe_punch(&self.dir);
             if !ok {
@@ -591,17 +592,10 @@ impl Journal {
         })
     }
 
-    /// True if the journal's file system is mounted with online discard
-    /// ([`crate::fsutil::online_discard`]; looked up once, logged once;
-    /// false where it cannot be told).
-    pub fn online_discard(&self) -> bool {
-        *self.discard_mount.get_or_init(|| {
-            let discard = crate::fsutil::online_discard(&self.dir).unwrap_or(false);
-            if discard {
-                tracing::info!(target: "basalt::journal", dir = %self.dir.display(), "I0024 this file system is mounted with online discard, where each punched hole waits for the device: journal garbage is reclaimed by copying (compaction_punch = On punches anyway)");
-            }
-            discard
-        })
+    /// True once punching here proved slow ([`PunchSink`]): `Punch::Auto`
+    /// copies from then on.
+    pub fn punch_slow(&self) -> bool {
+        self.punch_sink.slow()
     }
 
     /// Replaces `old` by `new` in the closed list (the manifest is
