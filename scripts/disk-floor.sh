@@ -9,6 +9,9 @@
 # default flush does. A store whose GET mean(max) is close to the second
 # figure has little left to win on this disk; see the 2026-11-30 13:41 entry
 # in docs/benchmarks.md, where this floor was 8.6-10.1 ms beside writes.
+# scripts/disk-probe.sh is its sibling for comparing background I/O patterns
+# (unpaced readers, whole-run percentiles); this one paces the readers to the
+# store's rate and reports per-window maxima, as the bench does.
 #
 #   scripts/disk-floor.sh DIR
 #

@@ -584,6 +584,8 @@ impl Compactor {
     /// for it, the file system punches holes, and, in `Auto`, punching has
     /// not proved slow there.
     fn punch_allowed(&self) -> bool {
+        // `Off` is tested first although `reclaims_in_place` handles it too:
+        // so that `Off` never probes the file system with a scratch punch.
         self.policy.punch != crate::Punch::Off
             && reclaims_in_place(
                 self.policy.punch,
