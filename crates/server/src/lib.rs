@@ -20,18 +20,20 @@
 
 #![warn(missing_docs)]
 
+pub mod aae;
 pub mod api;
 pub mod bucket;
 pub mod cluster;
 pub mod config;
 pub mod crdt;
+pub mod datatypes;
 pub mod error;
 pub mod fsutil;
 /// For the fuzz targets only (see the module docs).
 #[doc(hidden)]
 pub mod fuzz_api;
-pub mod hooks;
-pub mod js;
+pub mod gossip;
+pub mod handoff;
 pub mod kv;
 pub mod latency;
 pub mod limits;
@@ -39,10 +41,10 @@ pub mod mapred;
 pub mod node;
 pub mod object;
 pub mod pb;
+pub mod repl;
 pub mod ring;
 pub mod router;
 pub mod security;
-pub mod services;
 pub mod vnode;
 
 pub use api::pb::server::{run, serve, serve_all, HttpListeners, ServerHandle, SERVER_VERSION};

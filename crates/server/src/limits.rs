@@ -68,7 +68,7 @@ pub const AAE_MAX_BRANCHES: usize = 64;
 /// follow-up loop or the next exchange).
 pub const MAX_DIRTY_SEGMENTS: usize = 256;
 
-// Anti-entropy fold queries (`kv::aae_fold`).
+// Anti-entropy fold queries (`aae::fold`).
 
 /// Keys a fold query returns at most (key-clock lists, `find_keys`,
 /// `find_tombs`); a query matching more is refused with an error asking to

@@ -9,18 +9,17 @@ use crate::bucket::props::PropsStore;
 use crate::bucket::types::BucketTypes;
 use crate::cluster::Cluster;
 use crate::config::{Config, ConfigError};
+use crate::handoff::HandoffService;
+use crate::kv::Kv;
 use crate::ring::Ring;
-use crate::router::{Router, Target};
-use crate::services::handoff::HandoffService;
-use crate::vnode::request::VnodeReq;
+use crate::router::Router;
 use crate::vnode::VnodeError;
 use basalt_backend::BackendError;
-use parking_lot::{Mutex, RwLockWriteGuard};
+use parking_lot::RwLockWriteGuard;
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::Notify;
 
 /// Failure to open a node.
 #[derive(Debug, thiserror::Error)]
@@ -51,7 +50,7 @@ pub enum OpenError {
     Tls(#[from] crate::security::tls::TlsError),
     /// The replication sinks or queues did not open.
     #[error(transparent)]
-    Repl(#[from] crate::services::repl::SinksError),
+    Repl(#[from] crate::repl::SinksError),
 }
 
 /// A sink peer that is this node's own cluster address is refused at
@@ -69,84 +68,26 @@ fn check_sinks_are_elsewhere(config: &Config) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// Operation counters of a node (all APIs), for `/stats`.
-#[derive(Debug, Default)]
-pub struct NodeStats {
-    /// GETs coordinated.
-    pub gets: AtomicU64,
-    /// PUTs coordinated (deletes excluded).
-    pub puts: AtomicU64,
-    /// DELETEs (tombstone PUTs) coordinated.
-    pub deletes: AtomicU64,
-    /// Latency of each coordinated operation (all APIs).
-    pub latency: crate::latency::Latencies,
-    /// Anti-entropy exchanges run.
-    pub aae_exchanges: AtomicU64,
-    /// Keys repaired by anti-entropy.
-    pub aae_repairs: AtomicU64,
-    /// Anti-entropy follow-up loops run (exchanges that hit their caps).
-    pub aae_loops: AtomicU64,
-    /// Keys repaired by scoped (bucket or last-modified range) follow-up
-    /// loops.
-    pub aae_range_repairs: AtomicU64,
-    /// GETs whose quorum answered only "not found" and that waited for the
-    /// other replicas (`notfound_wait_ms`).
-    pub notfound_waits: AtomicU64,
-    /// Of those, GETs that a later replica answered with the object.
-    pub notfound_rescues: AtomicU64,
-    /// 2i results the covering vnodes returned to this node's queries (a
-    /// page of N reads at most N per covering vnode).
-    pub index_results_read: AtomicU64,
-    /// Anti-entropy fold queries (`aae_fold`) received by this node.
-    pub aae_fold_requests: AtomicU64,
-    /// Tombstones reaped by this node (from every replica).
-    pub reaps: AtomicU64,
-    /// Reap attempts put off (a copy of the key's partitions may be handed
-    /// back later, or a primary was unreachable).
-    pub reaps_deferred: AtomicU64,
-    /// Reaps given up (put off every attempt, or over the pending limit):
-    /// their tombstones stay.
-    pub reaps_dropped: AtomicU64,
-    /// Reaps waiting for their delay or a retry (a gauge).
-    pub reaps_pending: AtomicUsize,
-    /// MapReduce jobs run by this node.
-    pub mapred_jobs: AtomicU64,
-    /// Of those, jobs that failed (bad job, phase error, timeout, limit).
-    pub mapred_errors: AtomicU64,
-    /// Map rounds this node ran on its own vnodes for whole-bucket jobs
-    /// (its own and other nodes' jobs: map phases where the data is).
-    pub mapred_local_rounds: AtomicU64,
-    /// Listed keys (and keys from 2i inputs or earlier phases) this node
-    /// mapped on its own vnodes for map phases (any coordinator).
-    pub mapred_local_keys: AtomicU64,
-    /// Writes a pre-commit hook refused (or that failed in a hook).
-    pub precommit_refused: AtomicU64,
-}
-
 /// A node: the router (ring, cluster view, vnode table), bucket props and
 /// types, operation counters and the replication queue. Requests run on it
 /// (see [`crate::kv`]); it holds no request logic itself.
 pub struct Node {
-    pub(crate) stats: NodeStats,
-    pub(crate) config: Arc<Config>,
-    pub(crate) router: Arc<Router>,
-    pub(crate) props: Arc<PropsStore>,
-    pub(crate) types: Arc<BucketTypes>,
-    background: mpsc::Sender<(Target, VnodeReq)>,
-    background_rx: Mutex<Option<mpsc::Receiver<(Target, VnodeReq)>>>,
-    pub(crate) repl: crate::services::repl::ReplService,
+    /// The KV layer: router, props, types, config, counters. The node
+    /// dereferences to it.
+    pub(crate) kv: Arc<Kv>,
+    pub(crate) repl: Arc<crate::repl::ReplService>,
     /// Replication counters of this node (sink side, full-syncs).
-    pub(crate) repl_sink: crate::services::repl::ReplStats,
+    pub(crate) repl_sink: crate::repl::ReplStats,
     /// The full-sync manager's counters and memory.
-    pub(crate) fullsync_state: crate::services::repl::FullSyncState,
+    pub(crate) fullsync_state: crate::repl::FullSyncState,
     /// Wakes the gossip loop for a round now.
     pub(crate) gossip_now: Arc<Notify>,
     /// Handoff, over the router and the bucket props.
     pub(crate) handoff: Arc<HandoffService>,
     /// The anti-entropy tree rebuild scheduler.
-    pub(crate) aae_rebuilds: crate::services::aae_rebuild::AaeRebuilds,
+    pub(crate) aae_rebuilds: crate::aae::rebuild::AaeRebuilds,
     /// Anti-entropy scheduling: the exchange queue and repair pacing.
-    pub(crate) aae: crate::services::aae::AaeService,
+    pub(crate) aae: crate::aae::AaeService,
     /// Users, grants and sources (cluster-wide, spread with the gossip).
     pub(crate) security: crate::security::Security,
     /// TLS of the PB listener, when configured.
@@ -158,12 +99,20 @@ pub struct Node {
     /// certfile` & co.) or plain.
     pub(crate) repl_peers: crate::cluster::transport::Peers,
     /// The JavaScript VM pools (MapReduce phases, commit hooks).
-    pub(crate) js: Arc<crate::js::JsPools>,
-    /// Post-commit hook runs: places in flight, counters.
-    pub(crate) postcommit: Arc<crate::hooks::PostCommit>,
+    pub(crate) js: Arc<crate::mapred::js::JsPools>,
+    /// The buckets' commit hooks (registered with the KV layer).
+    pub(crate) hooks: Arc<crate::mapred::hooks::CommitHooks>,
 }
 
+pub use crate::kv::NodeStats;
 pub use crate::limits::BACKGROUND_QUEUE;
+
+impl std::ops::Deref for Node {
+    type Target = Kv;
+    fn deref(&self) -> &Kv {
+        &self.kv
+    }
+}
 
 impl Node {
     /// Opens the node: checks that the data directory belongs to this node
@@ -190,7 +139,6 @@ impl Node {
             Some(config.data_dir.join("bucket_props.json")),
             types.clone(),
         )?;
-        let (background, background_rx) = mpsc::channel(BACKGROUND_QUEUE);
         let config = Arc::new(config);
         let props = Arc::new(props);
         let n_val_of: crate::vnode::NValOf = {
@@ -204,9 +152,12 @@ impl Node {
             props.clone(),
             gossip_now.clone(),
         ));
-        let aae = crate::services::aae::AaeService::new(&config);
+        let aae = crate::aae::AaeService::new(&config);
         check_sinks_are_elsewhere(&config)?;
-        let repl = crate::services::repl::ReplService::open(&config.data_dir, &config.repl)?;
+        let repl = Arc::new(crate::repl::ReplService::open(
+            &config.data_dir,
+            &config.repl,
+        )?);
         let security =
             crate::security::Security::open(Some(config.data_dir.join("security.json")))?;
         let tls = match (config.tls_certfile.as_str(), config.tls_keyfile.as_str()) {
@@ -242,15 +193,18 @@ impl Node {
                 std::path::Path::new(&config.repl.cacertfile),
             )?));
         }
-        let js = crate::js::JsPools::new(&config.mapred).map_err(ConfigError)?;
+        let js = Arc::new(crate::mapred::js::JsPools::new(&config.mapred).map_err(ConfigError)?);
+        let hooks = Arc::new(crate::mapred::hooks::CommitHooks::new(
+            &config.mapred,
+            js.clone(),
+        ));
+        let kv = Arc::new(Kv::new(config, router, props, types));
+        kv.observe(repl.clone());
+        kv.observe(hooks.clone());
+        kv.set_precommit(hooks.clone());
+        kv.set_held_copies(handoff.clone());
         let node = Node {
-            stats: NodeStats::default(),
-            config,
-            router,
-            props,
-            types,
-            background,
-            background_rx: Mutex::new(Some(background_rx)),
+            kv,
             repl,
             repl_sink: Default::default(),
             fullsync_state: Default::default(),
@@ -262,8 +216,8 @@ impl Node {
             tls,
             cluster_tls,
             repl_peers,
-            js: Arc::new(js),
-            postcommit: Arc::default(),
+            js,
+            hooks,
         };
         let router = &node.router;
         let mut open: BTreeSet<u32> = router
@@ -297,40 +251,16 @@ impl Node {
         &self.router.cluster
     }
 
-    /// Where requests go: preference lists, coverage, the vnode table.
-    pub fn router(&self) -> &Arc<Router> {
-        &self.router
-    }
-
-    /// Sends queued background requests (read repair) until the node is
-    /// dropped; started once by the server.
+    /// Starts the router's replica calls and the KV layer's background
+    /// queue (read repair); started once by the server.
     pub fn start_background(self: &Arc<Self>) {
         self.router.spawn_calls();
-        let Some(mut rx) = self.background_rx.lock().take() else {
-            return;
-        };
-        let node = Arc::downgrade(self);
-        tokio::spawn(async move {
-            while let Some((t, req)) = rx.recv().await {
-                let Some(n) = node.upgrade() else { break };
-                tokio::spawn(async move {
-                    if let Err(e) = n.router.vcall(&t, req).await {
-                        tracing::debug!(partition = t.partition, node = %t.node, error = %e, "background request");
-                    }
-                });
-            }
-        });
+        self.kv.start_background();
     }
 
-    pub(crate) fn background(&self, t: Target, req: VnodeReq) {
-        if self.background.try_send((t, req)).is_err() {
-            tracing::debug!("background queue full: a read repair is dropped");
-        }
-    }
-
-    /// Operation counters.
-    pub fn stats(&self) -> &NodeStats {
-        &self.stats
+    /// The KV layer the request FSMs run on.
+    pub fn kv(&self) -> &Arc<Kv> {
+        &self.kv
     }
 
     /// Jobs waiting in each local vnode's queue, by partition.
@@ -343,31 +273,9 @@ impl Node {
             .collect()
     }
 
-    /// The configuration.
-    pub fn config(&self) -> &Config {
-        &self.config
-    }
-
     /// The cluster's security state and this node's login back-off.
     pub fn security(&self) -> &crate::security::Security {
         &self.security
-    }
-
-    /// Bucket properties.
-    pub fn props(&self) -> &PropsStore {
-        &self.props
-    }
-
-    /// The bucket-type registry.
-    pub fn types(&self) -> &BucketTypes {
-        &self.types
-    }
-
-    /// The `n_val` vnodes of a key (`bucket` = storage bucket), with
-    /// fallbacks for primaries whose node is down.
-    pub fn preflist_of(&self, bucket: &[u8], key: &[u8]) -> Vec<Target> {
-        self.router
-            .key_targets(bucket, key, self.props.get(bucket).n_val)
     }
 
     /// Holds every vnode worker before its next job while the guard lives
@@ -387,10 +295,6 @@ impl Node {
     pub fn close(&self) {
         self.repl.close();
         self.router.close();
-    }
-
-    pub(crate) fn timeout(&self) -> Duration {
-        self.router.timeout()
     }
 
     /// Checks every local vnode's cached anti-entropy trees against a fresh

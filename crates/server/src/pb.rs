@@ -20,7 +20,7 @@ mod tests {
     #[test]
     fn the_cluster_codes_match_the_table() {
         use crate::cluster::transport;
-        use crate::services::gossip as control;
+        use crate::gossip as control;
         assert_eq!(
             [
                 control::ADMIN_CLUSTER_REQ,

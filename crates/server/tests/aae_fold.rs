@@ -12,7 +12,7 @@
 
 mod common;
 
-use basalt_server::kv::aae_fold::TREE_SIZES;
+use basalt_server::aae::fold::TREE_SIZES;
 use basalt_server::pb::{self, code};
 use basalt_server::{Config, ServerHandle};
 use base64::Engine;

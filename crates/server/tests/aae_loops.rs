@@ -14,9 +14,9 @@
 
 mod common;
 
+use basalt_server::aae::MAX_DIRTY_SEGMENTS;
 use basalt_server::config::{Config, DeleteMode};
 use basalt_server::kv::{GetOpts, GetOutcome, PutOpts};
-use basalt_server::services::aae::MAX_DIRTY_SEGMENTS;
 use basalt_server::vnode::request::{Obj, VnodeReq};
 use basalt_server::Node;
 use common::content;

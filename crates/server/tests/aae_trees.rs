@@ -155,7 +155,7 @@ fn run_case(ops: &[Op]) -> Result<(), TestCaseError> {
             Op::Delete { b, k, reap } => {
                 let (b, k) = (bucket(*b), vec![b'k', *k]);
                 let clock = clock_of(&rt, &node, &b, &k);
-                rt.block_on(node.delete(&b, &k, clock, &all()))
+                rt.block_on(node.kv().delete(&b, &k, clock, &all()))
                     .expect("delete");
                 if *reap {
                     if let GetOutcome::Tombstone(vc) = rt

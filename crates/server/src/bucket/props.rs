@@ -3,7 +3,7 @@
 //! props, held in memory and persisted as JSON in
 //! `<data_dir>/bucket_props.json` (temp file, fsync, rename, fsync dir).
 //! Commit hooks (`precommit`, `postcommit`) are props too ([`CommitHook`]);
-//! they are run by [`crate::hooks`].
+//! they are run by [`crate::mapred::hooks`].
 
 use crate::bucket::types::{split_storage_bucket, BucketTypes};
 use crate::fsutil::atomic_write;

@@ -97,7 +97,7 @@ pub enum Msg {
     /// A full-sync of another cluster runs an anti-entropy fold query here
     /// (cached-tree roots, branches, clocks; range trees and clocks):
     /// [`Reply::ReplFold`].
-    ReplFold(crate::kv::aae_fold::FoldQuery),
+    ReplFold(crate::aae::fold::FoldQuery),
     /// A full-sync of another cluster found keys newer here: queue them
     /// (as references, full-sync priority) on this node's sink `queue`.
     ReplRequeue {
@@ -182,7 +182,7 @@ pub enum Reply {
     /// Refused, with the reason.
     Refused(String),
     /// The answer to [`Msg::ReplFold`].
-    ReplFold(crate::kv::aae_fold::FoldResult),
+    ReplFold(crate::aae::fold::FoldResult),
     /// A sink node's answer to [`Msg::ReplHello`].
     ReplHello {
         /// Its cluster id.

@@ -28,9 +28,9 @@
 //! `primary_partition_unavailable` and `replace_cover` gives an entry on
 //! another replica.
 
+use super::Kv;
 use crate::bucket::keying::split_storage_bucket;
 use crate::error::RequestError;
-use crate::node::Node;
 use crate::ring::key_hash;
 use crate::router::Target;
 use crate::vnode::request::{VnodeReply, VnodeReq};
@@ -155,7 +155,7 @@ fn holders(firsts: &[u32], n: u32, size: u32) -> Vec<u32> {
         .collect()
 }
 
-impl Node {
+impl Kv {
     /// A coverage plan for `bucket` (a storage bucket) as client entries:
     /// one per covering vnode, or per first primary when `min_partitions`
     /// asks for more entries (at most one per partition).

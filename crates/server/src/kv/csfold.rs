@@ -4,8 +4,8 @@
 //! client's coverage plan, `kv::cover`), over that entry's one vnode,
 //! keeping only the keys the entry answers for.
 
+use super::Kv;
 use crate::error::RequestError;
-use crate::node::Node;
 use crate::object::RiakObject;
 use crate::router::Target;
 use crate::vnode::request::{VnodeReply, VnodeReq};
@@ -61,7 +61,7 @@ pub(crate) fn decode_cs_continuation(c: &[u8]) -> Option<Vec<u8>> {
     }
 }
 
-impl Node {
+impl Kv {
     /// A CS bucket fold over a covering set of vnodes. Each round asks every
     /// covering vnode that is not finished for its next [`CS_FOLD_BATCH`]
     /// keys after its own cursor (one job per vnode), merges the copies of a

@@ -11,11 +11,11 @@
 //! other cluster). A reap put off is tried again (`REAP_RETRY_*`); one that
 //! never succeeds leaves the tombstone, as `delete_mode = keep` would.
 
+use super::Kv;
 use super::PutOpts;
 use crate::cluster::{Msg, Reply, CONTROL_TIMEOUT};
 use crate::error::RequestError;
 use crate::limits::{MAX_PENDING_REAPS, REAP_ATTEMPTS, REAP_RETRY_MAX, REAP_RETRY_MIN};
-use crate::node::Node;
 use crate::object::vclock::VClock;
 use crate::object::Content;
 use crate::vnode::request::{VnodeReply, VnodeReq};
@@ -36,7 +36,7 @@ pub enum Reap {
     Deferred,
 }
 
-impl Node {
+impl Kv {
     /// DELETE: a tombstone PUT ([`Node::put`]), then, unless the config's
     /// `delete_mode` is `keep`, a task that waits the mode's delay and reaps
     /// the tombstone ([`Node::reap_tombstone`]). Reaps pending at shutdown
@@ -185,7 +185,7 @@ impl Node {
         if reaped > 0 {
             self.stats.reaps.fetch_add(1, Ordering::Relaxed);
             if replicate {
-                self.replicate_reap(bucket, key, vclock);
+                self.tell_reaped(bucket, key, vclock);
             }
         }
         Ok(Reap::Reaped(reaped))
@@ -197,7 +197,7 @@ impl Node {
     /// member up and answering [`Msg::HeldFor`] with none (a member down or
     /// silent may hold one, so it puts the reap off too).
     pub async fn copy_held_elsewhere(&self, partitions: &[u32]) -> Option<String> {
-        let held = self.handoff.held_for(partitions);
+        let held = self.held_for(partitions);
         if !held.is_empty() {
             return Some(format!("partitions {held:?} held here for another owner"));
         }

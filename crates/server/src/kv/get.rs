@@ -4,9 +4,9 @@
 //! background.
 
 use super::get_core::{stale_replicas, winning_versions, Failure, GetCore, Verdict};
+use super::Kv;
 use super::{GetOpts, GetOutcome};
 use crate::error::RequestError;
-use crate::node::Node;
 use crate::object::RiakObject;
 use crate::router::Target;
 use crate::vnode::request::{Obj, VnodeReply, VnodeReq};
@@ -25,7 +25,7 @@ type Replies<'a> = std::pin::Pin<
     Box<dyn futures_util::Stream<Item = (Target, Result<VnodeReply, VnodeError>)> + Send + 'a>,
 >;
 
-impl Node {
+impl Kv {
     /// GET: HEAD the `n` vnodes, wait for `r` (and `pr` primaries), GET the
     /// value of each winning version from the least-queued replica holding
     /// it, merge, read-repair stale replicas in the background.

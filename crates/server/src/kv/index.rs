@@ -1,15 +1,15 @@
 //! 2i queries over a covering set of vnodes: merged, deduplicated, ordered
 //! by (term, key) (`_int` terms numerically) and paged.
 
+use super::Kv;
 use crate::error::RequestError;
-use crate::node::Node;
 use crate::vnode::request::{VnodeReply, VnodeReq};
 use basalt_backend::{IndexCursor, IndexPage, IndexQuery, IndexResult};
 use futures_util::stream::StreamExt;
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 
-impl Node {
+impl Kv {
     /// A 2i query over a covering set of vnodes. A page of `max_results`
     /// asks each covering vnode for at most `max_results` results strictly
     /// after the page's cursor (its backend seeks there), so a page reads

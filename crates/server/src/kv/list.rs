@@ -1,8 +1,8 @@
 //! Listings over a coverage plan: list keys (each covering vnode in bounded
 //! batches, streamed as they come) and list buckets.
 
+use super::Kv;
 use crate::error::RequestError;
-use crate::node::Node;
 use crate::vnode::request::{VnodeReply, VnodeReq};
 use futures_util::stream::StreamExt;
 use std::collections::BTreeSet;
@@ -10,7 +10,7 @@ use std::future::Future;
 
 pub use crate::limits::LIST_KEYS_BATCH;
 
-impl Node {
+impl Kv {
     /// Keys of `bucket` that are not tombstones, over a coverage plan: each
     /// covering vnode lists only the keys whose first primary it answers
     /// for (so no key twice, and nothing to remember across vnodes), in

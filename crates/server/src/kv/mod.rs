@@ -3,13 +3,16 @@
 //! reaping ([`delete`]), list keys and buckets ([`list`]), 2i ([`index`];
 //! on one entry of a client's coverage plan: [`cover`]),
 //! the CS bucket fold ([`csfold`]) and the anti-entropy fold queries
-//! ([`aae_fold`]). Each is an `impl Node` block: the
-//! node is the handle a request runs on (router, bucket props, stats); the
-//! cores decide from the replies and do no I/O.
+//! The handle they run on is [`Kv`]: the router, bucket props and types, the
+//! config, the counters and the read-repair queue, nothing else. What other
+//! parts of the node must hear of a write (replication, post-commit hooks),
+//! decide before one (pre-commit hooks) or know about a partition (handoff)
+//! they learn through the small interfaces defined here ([`WriteObserver`],
+//! [`PreCommit`], [`HeldCopies`]), which the node registers at start-up: the
+//! platform never names a capability. The cores decide from the replies and
+//! do no I/O.
 
-pub mod aae_fold;
 pub mod cover;
-pub mod crdt;
 pub mod csfold;
 pub mod delete;
 pub mod get;
@@ -19,13 +22,275 @@ pub mod list;
 pub mod put;
 pub mod put_core;
 
+use crate::bucket::props::{BucketProps, CommitHook, PropsStore};
+use crate::bucket::types::BucketTypes;
+use crate::config::Config;
 use crate::error::RequestError;
 use crate::object::vclock::VClock;
-use crate::object::RiakObject;
+use crate::object::{Content, RiakObject};
+use crate::router::{Router, Target};
+use crate::vnode::request::{Obj, VnodeReq};
+use parking_lot::{Mutex, RwLock};
 use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
 
 pub use csfold::{CsFold, CS_FOLD_BATCH};
 pub use list::LIST_KEYS_BATCH;
+
+/// A future a hook returns.
+pub type HookFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Hears of every write the KV layer coordinated once it met its quorum, and
+/// of every tombstone reaped here (replication queues them; post-commit
+/// hooks run on client writes).
+pub trait WriteObserver: Send + Sync {
+    /// `object` was written to `bucket`/`key` (a storage bucket) with the
+    /// bucket's `props`.
+    fn written(&self, bucket: &[u8], key: &[u8], object: &Obj, props: &BucketProps);
+    /// The tombstone of `bucket`/`key` with `clock` was reaped from every
+    /// replica.
+    fn reaped(&self, bucket: &[u8], key: &[u8], clock: &VClock);
+}
+
+/// Decides on a client write before it is coordinated: the bucket's
+/// `precommit` hooks.
+pub trait PreCommit: Send + Sync {
+    /// The content to write, or [`RequestError::Forbidden`] with the reason.
+    fn precommit<'a>(
+        &'a self,
+        hooks: &'a [CommitHook],
+        bucket: &'a [u8],
+        key: &'a [u8],
+        client: Option<&'a VClock>,
+        content: Content,
+    ) -> HookFuture<'a, Result<Content, RequestError>>;
+}
+
+/// Whether copies of partitions are held on a node other than their owner
+/// (handoff); a reap waits while they are.
+pub trait HeldCopies: Send + Sync {
+    /// Of `partitions`, those this node holds for another owner.
+    fn held_for(&self, partitions: &[u32]) -> Vec<u32>;
+}
+
+/// What the node registers with the KV layer at start-up.
+#[derive(Default)]
+struct Hooks {
+    observers: Vec<Arc<dyn WriteObserver>>,
+    precommit: Option<Arc<dyn PreCommit>>,
+    held: Option<Arc<dyn HeldCopies>>,
+}
+
+/// Operation counters of a node (all APIs), for `/stats`.
+#[derive(Debug, Default)]
+pub struct NodeStats {
+    /// GETs coordinated.
+    pub gets: AtomicU64,
+    /// PUTs coordinated (deletes excluded).
+    pub puts: AtomicU64,
+    /// DELETEs (tombstone PUTs) coordinated.
+    pub deletes: AtomicU64,
+    /// Latency of each coordinated operation (all APIs).
+    pub latency: crate::latency::Latencies,
+    /// Anti-entropy exchanges run.
+    pub aae_exchanges: AtomicU64,
+    /// Keys repaired by anti-entropy.
+    pub aae_repairs: AtomicU64,
+    /// Anti-entropy follow-up loops run (exchanges that hit their caps).
+    pub aae_loops: AtomicU64,
+    /// Keys repaired by scoped (bucket or last-modified range) follow-up
+    /// loops.
+    pub aae_range_repairs: AtomicU64,
+    /// GETs whose quorum answered only "not found" and that waited for the
+    /// other replicas (`notfound_wait_ms`).
+    pub notfound_waits: AtomicU64,
+    /// Of those, GETs that a later replica answered with the object.
+    pub notfound_rescues: AtomicU64,
+    /// 2i results the covering vnodes returned to this node's queries (a
+    /// page of N reads at most N per covering vnode).
+    pub index_results_read: AtomicU64,
+    /// Anti-entropy fold queries (`aae_fold`) received by this node.
+    pub aae_fold_requests: AtomicU64,
+    /// Tombstones reaped by this node (from every replica).
+    pub reaps: AtomicU64,
+    /// Reap attempts put off (a copy of the key's partitions may be handed
+    /// back later, or a primary was unreachable).
+    pub reaps_deferred: AtomicU64,
+    /// Reaps given up (put off every attempt, or over the pending limit):
+    /// their tombstones stay.
+    pub reaps_dropped: AtomicU64,
+    /// Reaps waiting for their delay or a retry (a gauge).
+    pub reaps_pending: AtomicUsize,
+    /// MapReduce jobs run by this node.
+    pub mapred_jobs: AtomicU64,
+    /// Of those, jobs that failed (bad job, phase error, timeout, limit).
+    pub mapred_errors: AtomicU64,
+    /// Map rounds this node ran on its own vnodes for whole-bucket jobs
+    /// (its own and other nodes' jobs: map phases where the data is).
+    pub mapred_local_rounds: AtomicU64,
+    /// Listed keys (and keys from 2i inputs or earlier phases) this node
+    /// mapped on its own vnodes for map phases (any coordinator).
+    pub mapred_local_keys: AtomicU64,
+}
+
+/// The handle the request FSMs run on: where requests go ([`Router`]),
+/// bucket props and types, the config, the node's counters, and the queue
+/// of background vnode requests (read repair). Capabilities reach the KV
+/// layer through it; it reaches them only through the hooks registered
+/// with [`Kv::observe`], [`Kv::set_precommit`] and [`Kv::set_held_copies`].
+pub struct Kv {
+    pub(crate) stats: NodeStats,
+    pub(crate) config: Arc<Config>,
+    pub(crate) router: Arc<Router>,
+    pub(crate) props: Arc<PropsStore>,
+    pub(crate) types: Arc<BucketTypes>,
+    background: mpsc::Sender<(Target, VnodeReq)>,
+    background_rx: Mutex<Option<mpsc::Receiver<(Target, VnodeReq)>>>,
+    hooks: RwLock<Hooks>,
+}
+
+impl Kv {
+    /// A KV layer over `router`, with the background queue's bound
+    /// [`crate::limits::BACKGROUND_QUEUE`].
+    pub fn new(
+        config: Arc<Config>,
+        router: Arc<Router>,
+        props: Arc<PropsStore>,
+        types: Arc<BucketTypes>,
+    ) -> Kv {
+        let (background, background_rx) = mpsc::channel(crate::limits::BACKGROUND_QUEUE);
+        Kv {
+            stats: NodeStats::default(),
+            config,
+            router,
+            props,
+            types,
+            background,
+            background_rx: Mutex::new(Some(background_rx)),
+            hooks: RwLock::default(),
+        }
+    }
+
+    /// Registers an observer of coordinated writes and reaps.
+    pub fn observe(&self, o: Arc<dyn WriteObserver>) {
+        self.hooks.write().observers.push(o);
+    }
+
+    /// Registers what runs the buckets' pre-commit hooks.
+    pub fn set_precommit(&self, p: Arc<dyn PreCommit>) {
+        self.hooks.write().precommit = Some(p);
+    }
+
+    /// Registers what knows of partitions held for another owner.
+    pub fn set_held_copies(&self, h: Arc<dyn HeldCopies>) {
+        self.hooks.write().held = Some(h);
+    }
+
+    pub(crate) fn tell_written(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        object: &Obj,
+        props: &BucketProps,
+    ) {
+        let observers = self.hooks.read().observers.clone();
+        for o in observers {
+            o.written(bucket, key, object, props);
+        }
+    }
+
+    pub(crate) fn tell_reaped(&self, bucket: &[u8], key: &[u8], clock: &VClock) {
+        let observers = self.hooks.read().observers.clone();
+        for o in observers {
+            o.reaped(bucket, key, clock);
+        }
+    }
+
+    pub(crate) async fn run_precommit(
+        &self,
+        hooks: &[CommitHook],
+        bucket: &[u8],
+        key: &[u8],
+        client: Option<&VClock>,
+        content: Content,
+    ) -> Result<Content, RequestError> {
+        let p = self.hooks.read().precommit.clone();
+        match p {
+            Some(p) => p.precommit(hooks, bucket, key, client, content).await,
+            None => Ok(content),
+        }
+    }
+
+    pub(crate) fn held_for(&self, partitions: &[u32]) -> Vec<u32> {
+        let h = self.hooks.read().held.clone();
+        h.map(|h| h.held_for(partitions)).unwrap_or_default()
+    }
+
+    /// Sends queued background requests (read repair) until the KV layer is
+    /// dropped; started once by the server.
+    pub fn start_background(self: &Arc<Self>) {
+        let Some(mut rx) = self.background_rx.lock().take() else {
+            return;
+        };
+        let kv = Arc::downgrade(self);
+        tokio::spawn(async move {
+            while let Some((t, req)) = rx.recv().await {
+                let Some(k) = kv.upgrade() else { break };
+                tokio::spawn(async move {
+                    if let Err(e) = k.router.vcall(&t, req).await {
+                        tracing::debug!(partition = t.partition, node = %t.node, error = %e, "background request");
+                    }
+                });
+            }
+        });
+    }
+
+    pub(crate) fn background(&self, t: Target, req: VnodeReq) {
+        if self.background.try_send((t, req)).is_err() {
+            tracing::debug!("background queue full: a read repair is dropped");
+        }
+    }
+
+    /// Operation counters.
+    pub fn stats(&self) -> &NodeStats {
+        &self.stats
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Bucket properties.
+    pub fn props(&self) -> &PropsStore {
+        &self.props
+    }
+
+    /// The bucket-type registry.
+    pub fn types(&self) -> &BucketTypes {
+        &self.types
+    }
+
+    /// Where requests go: preference lists, coverage, the vnode table.
+    pub fn router(&self) -> &Arc<Router> {
+        &self.router
+    }
+
+    /// The `n_val` vnodes of a key (`bucket` = storage bucket), with
+    /// fallbacks for primaries whose node is down.
+    pub fn preflist_of(&self, bucket: &[u8], key: &[u8]) -> Vec<Target> {
+        self.router
+            .key_targets(bucket, key, self.props.get(bucket).n_val)
+    }
+
+    pub(crate) fn timeout(&self) -> Duration {
+        self.router.timeout()
+    }
+}
 
 /// Options of a GET.
 #[derive(Debug, Clone, Default)]

@@ -1,15 +1,15 @@
 //! The PUT FSM: conditional checks, the coordinating vnode (the local one
 //! when the key has one here) builds and writes the new version, the other
 //! replicas reconcile it; [`super::put_core`] counts the acknowledgements.
-//! A client PUT runs the bucket's commit hooks ([`crate::hooks`]):
+//! A client PUT runs the bucket's commit hooks ([`crate::mapred::hooks`]):
 //! pre-commit ones before anything is written, post-commit ones after the
 //! acknowledgement.
 
 use super::put_core::PutCore;
+use super::Kv;
 use super::{GetOpts, GetOutcome, PutOpts};
 use crate::bucket::keying::split_storage_bucket;
 use crate::error::RequestError;
-use crate::node::Node;
 use crate::object::vclock::VClock;
 use crate::object::{unique_id, Content, RiakObject};
 use crate::pb::quorum;
@@ -79,7 +79,7 @@ pub(crate) fn now() -> (u64, u32) {
     (d.as_secs(), d.subsec_micros())
 }
 
-impl Node {
+impl Kv {
     /// PUT (and DELETE when `content.deleted`): conditional checks, then the
     /// coordinating vnode (first of the key's vnodes) builds and writes the
     /// new version, then the other replicas reconcile it; returns once
@@ -115,7 +115,7 @@ impl Node {
         let quorum = WriteQuorum::of(&props, opts)?;
         if !props.precommit.is_empty() {
             content = self
-                .precommit(&props.precommit, bucket, key, client.as_ref(), content)
+                .run_precommit(&props.precommit, bucket, key, client.as_ref(), content)
                 .await?;
         }
         let size = content.value.len();
@@ -273,12 +273,8 @@ impl Node {
                 got: acked_nodes.len() as u32,
             });
         }
-        self.replicate(bucket, key, &new);
-        let written = new.object()?;
-        if !props.postcommit.is_empty() {
-            self.postcommit(&props.postcommit, bucket, key, &written);
-        }
-        Ok(Some(written))
+        self.tell_written(bucket, key, &new, props);
+        Ok(Some(new.object()?))
     }
 
     /// Runs `req` on a coordinating vnode: a local one if the key has one

@@ -13,10 +13,10 @@
 
 use super::builtins::Builtin;
 use super::keyfilter::KeyFilter;
-use crate::js::JsFun;
 use crate::limits::{
     MAPRED_DEFAULT_TIMEOUT, MAPRED_MAX_LISTED_INPUTS, MAPRED_MAX_PHASES, MAPRED_MAX_TIMEOUT,
 };
+use crate::mapred::js::JsFun;
 use serde_json::{Map, Value};
 use std::time::Duration;
 

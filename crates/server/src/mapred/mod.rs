@@ -4,7 +4,7 @@
 //! pure phase logic (re-reduce, links, kept results), and [`run`] drives a
 //! job over the node (inputs from listed keys, 2i or bounded coverage
 //! folds; objects read with the KV GET; JavaScript on the VM pools of
-//! [`crate::js`]). The PB and HTTP services are `api::pb::mapred` and
+//! [`crate::mapred::js`]). The PB and HTTP services are `api::pb::mapred` and
 //! `api::http::mapred`.
 //!
 //! Where phases run: a whole-bucket job's first map phase runs on the node
@@ -16,7 +16,9 @@
 
 pub mod builtins;
 pub mod core;
+pub mod hooks;
 pub mod job;
+pub mod js;
 pub mod keyfilter;
 pub mod local;
 pub mod run;

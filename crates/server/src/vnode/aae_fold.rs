@@ -1,5 +1,5 @@
 //! A vnode's share of an anti-entropy fold query (Riak's `aae_fold`, see
-//! `crate::kv::aae_fold` for the coordinator): the request and reply as
+//! `crate::aae::fold` for the coordinator): the request and reply as
 //! data ([`AaeFoldReq`], [`AaeFoldReply`]) and their serving on the vnode's
 //! worker ([`VnodeState::aae_fold_query`]).
 //!

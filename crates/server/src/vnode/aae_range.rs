@@ -1,7 +1,7 @@
 //! Serving [`VnodeReq::AaeRangeKeys`](super::request::VnodeReq): the keys
 //! of one cached tree (preference list `first`, `n_val`) in some segments,
 //! scoped to one bucket and a last-modified range, for the follow-up loops
-//! of an anti-entropy exchange (`services::aae_exchange`).
+//! of an anti-entropy exchange (`aae::exchange`).
 //!
 //! The answer is the same (bucket, key, key-state hash) list as
 //! `AaeSegmentKeys`, restricted to the scope, so a replica lacking a key

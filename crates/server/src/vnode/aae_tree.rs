@@ -11,7 +11,7 @@
 //! a segment only if they hold the same versions of the same keys.
 //!
 //! Trees are built, and rebuilt on a schedule, by a sweep of the vnode in
-//! small steps (`vnode::aae_rebuild`, driven by `services::aae_rebuild`),
+//! small steps (`vnode::aae_rebuild`, driven by `aae::rebuild`),
 //! then kept up to date. They are written to
 //! `<data_dir>/vnodes/<partition>.aae` when the vnode shuts down cleanly and
 //! read back (then the file is deleted) when it starts; a missing or

@@ -388,3 +388,68 @@ impl<T> Pending<T> {
         }
     }
 }
+
+/// True if `e` comes from a full disk (ENOSPC), here or, by its message,
+/// on another node.
+fn is_disk_full(e: &VnodeError) -> bool {
+    const ENOSPC: &str = "No space left on device";
+    match e {
+        VnodeError::Backend(BackendError::Io { source, .. }) => {
+            source.kind() == std::io::ErrorKind::StorageFull
+        }
+        VnodeError::Backend(BackendError::Closed(reason)) => reason.contains(ENOSPC),
+        VnodeError::Remote(m) => m.contains(ENOSPC) || m.contains(basalt_backends::DISK_FULL_MARK),
+        _ => false,
+    }
+}
+
+impl From<VnodeError> for crate::error::RequestError {
+    fn from(e: VnodeError) -> Self {
+        match e {
+            VnodeError::Overload => crate::error::RequestError::Overload,
+            VnodeError::Timeout => crate::error::RequestError::Timeout,
+            VnodeError::Backend(
+                BackendError::NotSupported { .. } | BackendError::InvalidInput(_),
+            ) => crate::error::RequestError::Invalid(e.to_string()),
+            other if is_disk_full(&other) => {
+                crate::error::RequestError::DiskFull(other.to_string())
+            }
+            other => crate::error::RequestError::Storage(other.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod error_tests {
+    use super::*;
+    use crate::error::RequestError;
+    use basalt_backends::DISK_FULL_MARK;
+
+    #[test]
+    fn a_full_disk_is_its_own_error() {
+        let io = VnodeError::Backend(BackendError::Io {
+            op: "append",
+            path: "journal".into(),
+            source: std::io::Error::from(std::io::ErrorKind::StorageFull),
+        });
+        assert!(matches!(RequestError::from(io), RequestError::DiskFull(_)));
+        let guard = VnodeError::Remote(format!("admit write {}: ...", DISK_FULL_MARK));
+        assert!(matches!(
+            RequestError::from(guard),
+            RequestError::DiskFull(_)
+        ));
+        let remote = VnodeError::Remote("append: No space left on device (os error 28)".into());
+        assert!(matches!(
+            RequestError::from(remote),
+            RequestError::DiskFull(_)
+        ));
+        let other = VnodeError::Remote("connection lost".into());
+        assert!(matches!(
+            RequestError::from(other),
+            RequestError::Storage(_)
+        ));
+        assert!(RequestError::DiskFull("x".into())
+            .to_string()
+            .starts_with("disk full"));
+    }
+}

@@ -31,8 +31,8 @@
 //! "bucket"}]}`. Bad input is 400 naming it; trees not built yet is 503.
 
 use super::{error_response, json, query_pairs, text, Shared};
+use crate::aae::fold::{Finder, FoldQuery, FoldResult, RangeFilter};
 use crate::error::RequestError;
-use crate::kv::aae_fold::{Finder, FoldQuery, FoldResult, RangeFilter};
 use crate::node::Node;
 use axum::extract::{Request, State};
 use axum::http::StatusCode;

@@ -123,7 +123,7 @@ fn target(node: &Node, t: &str, b: &str, k: Option<&str>) -> Result<(Vec<u8>, Da
         .types()
         .storage_bucket(Some(t.as_bytes()), b.as_bytes())
         .map_err(error_response)?;
-    let dt = crate::kv::crdt::check_datatype(&node.props().get(&sb))
+    let dt = crate::datatypes::check_datatype(&node.props().get(&sb))
         .map_err(|e| text(StatusCode::FORBIDDEN, e.to_string()))?;
     Ok((sb, dt))
 }

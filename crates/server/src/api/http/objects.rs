@@ -805,14 +805,15 @@ async fn delete(node: &Arc<Node>, loc: &Loc<'_>, k: &str, p: &Params, h: &Header
         w: p.w.or(p.rw),
         ..p.put_opts()
     };
-    node.delete(
-        &loc.sb,
-        k.as_bytes(),
-        Some(client.unwrap_or(current)),
-        &opts,
-    )
-    .await
-    .map_err(error_response)?;
+    node.kv()
+        .delete(
+            &loc.sb,
+            k.as_bytes(),
+            Some(client.unwrap_or(current)),
+            &opts,
+        )
+        .await
+        .map_err(error_response)?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

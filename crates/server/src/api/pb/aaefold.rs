@@ -21,8 +21,8 @@
 //! client port and, for `basalt admin aae fold`, on the cluster port.
 
 use super::decode;
+use crate::aae::fold::{Finder, FoldQuery, FoldResult, RangeFilter, TREE_SIZES};
 use crate::error::RequestError;
-use crate::kv::aae_fold::{Finder, FoldQuery, FoldResult, RangeFilter, TREE_SIZES};
 use crate::node::Node;
 use crate::pb::{self, code, frame_msg};
 use basalt_backend::TreeSize;

@@ -25,10 +25,10 @@ pub(super) async fn handle(
     if c == code::PING_REQ {
         return Ok(vec![frame(code::PING_RESP, &[])]);
     }
-    if c == crate::services::gossip::ADMIN_CLUSTER_REQ {
+    if c == crate::gossip::ADMIN_CLUSTER_REQ {
         let text = node.admin_request(body).await?;
         return Ok(vec![frame(
-            crate::services::gossip::ADMIN_CLUSTER_RESP,
+            crate::gossip::ADMIN_CLUSTER_RESP,
             text.as_bytes(),
         )]);
     }

@@ -30,32 +30,37 @@ pub(super) async fn list_buckets(
             },
         )
         .collect();
-    Ok(if r.stream.unwrap_or(false) {
-        vec![
-            frame_msg(
-                code::LIST_BUCKETS_RESP,
-                &pb::RpbListBucketsResp {
-                    buckets,
-                    done: None,
-                },
-            ),
-            frame_msg(
-                code::LIST_BUCKETS_RESP,
-                &pb::RpbListBucketsResp {
-                    buckets: vec![],
-                    done: Some(true),
-                },
-            ),
-        ]
-    } else {
-        vec![frame_msg(
+    if !r.stream.unwrap_or(false) {
+        return Ok(vec![frame_msg(
             code::LIST_BUCKETS_RESP,
             &pb::RpbListBucketsResp {
                 buckets,
                 done: None,
             },
-        )]
-    })
+        )]);
+    }
+    // Streamed: one batch, then the `done` frame. Like riak_kv_pb_bucket, an
+    // empty listing sends no empty batch, only `done`: riakc reads an empty
+    // batch as the end of the stream and the `done` frame behind it as the
+    // answer to the connection's next request.
+    let mut frames = Vec::with_capacity(2);
+    if !buckets.is_empty() {
+        frames.push(frame_msg(
+            code::LIST_BUCKETS_RESP,
+            &pb::RpbListBucketsResp {
+                buckets,
+                done: None,
+            },
+        ));
+    }
+    frames.push(frame_msg(
+        code::LIST_BUCKETS_RESP,
+        &pb::RpbListBucketsResp {
+            buckets: vec![],
+            done: Some(true),
+        },
+    ));
+    Ok(frames)
 }
 
 /// `RpbListKeysReq`.

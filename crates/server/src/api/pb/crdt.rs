@@ -15,8 +15,8 @@
 use super::{check_bk, decode};
 use crate::crdt::map::{Field, FieldKind, FieldOp, FieldValue, MapOp};
 use crate::crdt::{Crdt, DataType, Op, SetOp, Value};
+use crate::datatypes::check_datatype;
 use crate::error::RequestError;
-use crate::kv::crdt::check_datatype;
 use crate::kv::PutOpts;
 use crate::node::Node;
 use crate::object::unique_id;

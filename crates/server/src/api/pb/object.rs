@@ -98,6 +98,6 @@ pub(super) async fn delete(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>
         pw: r.pw,
         ..Default::default()
     };
-    node.delete(&sb, &r.key, client, &opts).await?;
+    node.kv().delete(&sb, &r.key, client, &opts).await?;
     Ok(vec![frame(code::DEL_RESP, &[])])
 }

@@ -31,8 +31,12 @@
 //! [`Node::aae_round`] runs every work item now, one after the other (for
 //! tests and `basalt admin aae round`).
 
-pub use super::aae_exchange::{follow_up_scope, Exchange, Scope};
+pub mod exchange;
+pub mod fold;
+pub mod rebuild;
+
 pub use crate::limits::MAX_DIRTY_SEGMENTS;
+pub use exchange::{follow_up_scope, Exchange, Scope};
 
 use crate::limits::AAE_MIN_TICK;
 use crate::node::Node;

@@ -1,7 +1,7 @@
 //! Commit hooks (Riak's `precommit` / `postcommit` bucket props, see
 //! [`crate::bucket::props::CommitHook`]), run by the PUT FSM
 //! ([`crate::kv::put`]) for client writes only: replicated writes
-//! (`services::repl::sink`, which merges into the vnodes directly), handoff
+//! (`repl::sink`, which merges into the vnodes directly), handoff
 //! (vnode to vnode) and anti-entropy repairs never pass through
 //! [`Node::put`], so they never run hooks.
 //!
@@ -27,15 +27,17 @@
 //! (`{"name": ...}`) run on the hook VM pool (`mapred.hook_js_vm_count`).
 
 use crate::bucket::keying::split_storage_bucket;
-use crate::bucket::props::CommitHook;
+use crate::bucket::props::{BucketProps, CommitHook};
+use crate::config::MapRedConfig;
 use crate::error::RequestError;
-use crate::js::{JsCall, JsError, JsFun, JsPools, PoolKind};
+use crate::kv::{HookFuture, PreCommit, WriteObserver};
 use crate::limits::POSTCOMMIT_IN_FLIGHT;
 use crate::mapred::core::Fetched;
 use crate::mapred::job::BucketName;
-use crate::node::Node;
+use crate::mapred::js::{JsCall, JsError, JsFun, JsPools, PoolKind};
 use crate::object::vclock::VClock;
 use crate::object::{Content, RiakObject};
+use crate::vnode::request::Obj;
 use serde_json::Value;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -49,6 +51,8 @@ pub struct PostCommit {
     pub errors: AtomicU64,
     /// Runs dropped (too many in flight).
     pub dropped: AtomicU64,
+    /// Writes a pre-commit hook refused (or that failed in a hook).
+    pub precommit_refused: AtomicU64,
 }
 
 impl Default for PostCommit {
@@ -57,6 +61,7 @@ impl Default for PostCommit {
             slots: Arc::new(tokio::sync::Semaphore::new(POSTCOMMIT_IN_FLIGHT)),
             errors: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
+            precommit_refused: AtomicU64::new(0),
         }
     }
 }
@@ -204,7 +209,27 @@ pub fn js_verdict(name: &str, answer: &str, mut content: Content) -> Verdict {
     Verdict::Accept(Box::new(content))
 }
 
-impl Node {
+/// The buckets' commit hooks as the KV layer calls them: [`PreCommit`]
+/// before a client write, [`WriteObserver`] after one; built-ins in Rust,
+/// JavaScript on the node's VM pools. The node registers it with the KV
+/// layer at start-up.
+pub struct CommitHooks {
+    config: MapRedConfig,
+    js: Arc<JsPools>,
+    /// Post-commit places in flight, and the hooks' counters.
+    pub postcommit: Arc<PostCommit>,
+}
+
+impl CommitHooks {
+    /// Hooks on `js`'s hook pool, with `config`'s limits.
+    pub fn new(config: &MapRedConfig, js: Arc<JsPools>) -> CommitHooks {
+        CommitHooks {
+            config: config.clone(),
+            js,
+            postcommit: Arc::default(),
+        }
+    }
+
     /// Runs `hooks` (the bucket's pre-commit list) over a client write:
     /// the content to write, or [`RequestError::Forbidden`] with the
     /// reason.
@@ -216,7 +241,7 @@ impl Node {
         client: Option<&VClock>,
         mut content: Content,
     ) -> Result<Content, RequestError> {
-        let cfg = &self.config.mapred;
+        let cfg = &self.config;
         for h in hooks {
             let verdict = match h {
                 CommitHook::ModFun { function, .. } => {
@@ -247,7 +272,9 @@ impl Node {
             content = match verdict {
                 Verdict::Accept(c) => *c,
                 Verdict::Refuse(reason) => {
-                    self.stats.precommit_refused.fetch_add(1, Ordering::Relaxed);
+                    self.postcommit
+                        .precommit_refused
+                        .fetch_add(1, Ordering::Relaxed);
                     tracing::debug!(hook = %hook_name(h), %reason, "pre-commit hook refused a write");
                     return Err(RequestError::Forbidden(reason));
                 }
@@ -280,7 +307,7 @@ impl Node {
         let hooks = hooks.to_vec();
         let js: Arc<JsPools> = self.js.clone();
         let counters = self.postcommit.clone();
-        let timeout = Duration::from_millis(self.config.mapred.hook_timeout_ms);
+        let timeout = Duration::from_millis(self.config.hook_timeout_ms);
         let bk = format!(
             "{}/{}",
             String::from_utf8_lossy(split_storage_bucket(sb).1),
@@ -316,6 +343,34 @@ impl Node {
             drop(slot);
         });
     }
+}
+
+impl PreCommit for CommitHooks {
+    fn precommit<'a>(
+        &'a self,
+        hooks: &'a [CommitHook],
+        bucket: &'a [u8],
+        key: &'a [u8],
+        client: Option<&'a VClock>,
+        content: Content,
+    ) -> HookFuture<'a, Result<Content, RequestError>> {
+        Box::pin(CommitHooks::precommit(
+            self, hooks, bucket, key, client, content,
+        ))
+    }
+}
+
+impl WriteObserver for CommitHooks {
+    fn written(&self, bucket: &[u8], key: &[u8], object: &Obj, props: &BucketProps) {
+        if props.postcommit.is_empty() {
+            return;
+        }
+        if let Ok(o) = object.object() {
+            self.postcommit(&props.postcommit, bucket, key, &o);
+        }
+    }
+
+    fn reaped(&self, _bucket: &[u8], _key: &[u8], _clock: &VClock) {}
 }
 
 #[cfg(test)]

@@ -6,10 +6,10 @@
 //! actor, then replicates the result like any PUT. The bucket's datatype
 //! is checked by the API layer ([`check_datatype`]); here it is given.
 
-use super::{GetOpts, GetOutcome, PutOpts};
 use crate::bucket::props::BucketProps;
 use crate::crdt::{Crdt, DataType};
 use crate::error::RequestError;
+use crate::kv::{GetOpts, GetOutcome, PutOpts};
 use crate::node::Node;
 use crate::object::datatype::value_of;
 use crate::object::RiakObject;
@@ -67,8 +67,8 @@ impl Node {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let _timer = self.stats.latency.timer(crate::latency::Op::Put);
         let props = self.props.get(bucket);
-        let quorum = super::put::WriteQuorum::of(&props, opts)?;
-        let (secs, usecs) = super::put::now();
+        let quorum = crate::kv::put::WriteQuorum::of(&props, opts)?;
+        let (secs, usecs) = crate::kv::put::now();
         let req = VnodeReq::CoordinateCrdt {
             bucket: bucket.to_vec(),
             key: key.to_vec(),

@@ -550,7 +550,7 @@ impl Node {
         filter: &RangeFilter,
         want: RangeWant,
         count_only: bool,
-        requeue: Option<Arc<crate::services::repl::Sink>>,
+        requeue: Option<Arc<crate::repl::Sink>>,
     ) -> Result<FoldResult, RequestError> {
         if count_only {
             let acc = self.range_rounds(filter, want, true).await?;
@@ -591,7 +591,8 @@ impl Node {
                         if want == RangeWant::Tombs {
                             self.reap_and_replicate(b, k, &vc).await.map(|_| ())
                         } else {
-                            self.delete(b, k, Some(vc), &super::PutOpts::default())
+                            self.kv
+                                .delete(b, k, Some(vc), &crate::kv::PutOpts::default())
                                 .await
                         }
                     });

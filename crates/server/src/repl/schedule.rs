@@ -83,6 +83,19 @@ pub struct Wants {
     pub auto: u32,
 }
 
+impl Wants {
+    /// The checks per day that `[repl.fullsync]` asks for.
+    pub fn of(c: &crate::config::FullSyncConfig) -> Wants {
+        Wants {
+            all: c.all_check,
+            day: c.day_check,
+            hour: c.hour_check,
+            range: c.range_check,
+            auto: c.auto_check,
+        }
+    }
+}
+
 /// Where this node stands among the nodes that sync.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Place {

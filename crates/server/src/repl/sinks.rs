@@ -65,7 +65,7 @@ impl Sink {
 
     /// Queues these keys (storage bucket, key, ...) as references at
     /// requeue priority; the count accepted.
-    pub fn requeue(&self, keys: Vec<crate::kv::aae_fold::KeyEntry>) -> u64 {
+    pub fn requeue(&self, keys: Vec<crate::aae::fold::KeyEntry>) -> u64 {
         let mut n = 0;
         for (bucket, key, _, _) in keys {
             let e = super::Entry {
@@ -127,6 +127,9 @@ pub struct ReplService {
     /// Some queue was not closed cleanly (the node was killed): entries
     /// that were only in memory are gone, a full-sync repairs them.
     pub unclean: AtomicBool,
+    /// Objects up to this size are queued whole (`[repl]
+    /// object_limit_bytes`).
+    pub(crate) object_limit_bytes: u64,
 }
 
 impl ReplService {
@@ -150,6 +153,7 @@ impl ReplService {
             overlay: Mutex::new(overlay.clone()),
             unclean: AtomicBool::new(false),
             added: tokio::sync::Notify::new(),
+            object_limit_bytes: config.object_limit_bytes,
         };
         let mut specs: BTreeMap<String, SinkConfig> = config
             .all_sinks()
@@ -169,7 +173,8 @@ impl ReplService {
     }
 
     fn open_sink(&self, spec: SinkConfig) -> Result<Arc<Sink>, SinksError> {
-        let filter = Filter::parse(&spec.filter).map_err(SinksError::Invalid)?;
+        let filter = Filter::parse(&spec.filter)
+            .map_err(|e| SinksError::Invalid(format!("repl sink {}: {e}", spec.name)))?;
         let name = spec.name.clone();
         let qerr = |source| SinksError::Queue {
             name: name.clone(),

@@ -371,6 +371,13 @@ impl HandoffService {
     }
 }
 
+/// A reap waits while a partition is held here for another owner.
+impl crate::kv::HeldCopies for HandoffService {
+    fn held_for(&self, partitions: &[u32]) -> Vec<u32> {
+        HandoffService::held_for(self, partitions)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::config::Config;

@@ -9,7 +9,7 @@
 //!   tombstone) goes to the queue of each sink whose [`Filter`] takes it:
 //!   whole when small and the queue short (and tombstones always),
 //!   otherwise as a reference read at delivery; a tombstone this node reaps goes too, as a reap
-//!   ([`Node::replicate_reap`]), so the sink reaps it as well and a
+//!   ([`WriteObserver::reaped`]), so the sink reaps it as well and a
 //!   full-sync cannot bring it back. Queueing never blocks a PUT.
 //! * **Delivery** ([`sender`]): the source pushes each queue to a node of
 //!   the sink cluster (why push: see there) and removes entries only when
@@ -42,7 +42,9 @@ pub use schedule::Check;
 pub use sink::ReplStats;
 pub use sinks::{ReplService, Sink, SinksError};
 
+use crate::bucket::props::BucketProps;
 use crate::cluster::Reply;
+use crate::kv::WriteObserver;
 use crate::node::Node;
 use crate::object::vclock::VClock;
 use crate::vnode::request::{Obj, VnodeReq, WireObject};
@@ -67,66 +69,6 @@ impl Node {
             }
         });
         self.start_fullsync();
-    }
-
-    /// Queues a write this node coordinated for each sink that takes it.
-    pub(crate) fn replicate(&self, bucket: &[u8], key: &[u8], object: &Obj) {
-        if !self.repl.active() {
-            return;
-        }
-        let sinks: Vec<_> = self
-            .repl
-            .sinks()
-            .into_iter()
-            .filter(|s| s.filter.read().takes(bucket))
-            .collect();
-        if sinks.is_empty() {
-            return;
-        }
-        let wire = object.wire();
-        let Ok(o) = object.object() else { return };
-        let limit = self.config.repl.object_limit_bytes;
-        for sink in sinks {
-            // Whole while the queue is short (Riak keeps at most 1000
-            // objects whole); tombstones always whole: they may be reaped
-            // before a reference could be read.
-            let backlog = sink.queue.waiting()[Priority::RealTime as usize - 1];
-            let by_ref = !o.is_deleted()
-                && (too_big(&wire, limit) || backlog >= crate::limits::REPL_WHOLE_OBJECTS);
-            let payload = if by_ref {
-                Payload::Ref {
-                    clock: o.vclock.encode(),
-                }
-            } else {
-                Payload::Object {
-                    meta: wire.meta.clone(),
-                    value: wire.value.clone(),
-                }
-            };
-            let entry = Entry {
-                bucket: bucket.to_vec(),
-                key: key.to_vec(),
-                payload,
-            };
-            queue_entry(&sink, Priority::RealTime, entry);
-        }
-    }
-
-    /// Queues, for every sink, the reap of a tombstone this node reaped.
-    pub(crate) fn replicate_reap(&self, bucket: &[u8], key: &[u8], clock: &VClock) {
-        for sink in self.repl.sinks() {
-            if !sink.filter.read().takes(bucket) {
-                continue;
-            }
-            let entry = Entry {
-                bucket: bucket.to_vec(),
-                key: key.to_vec(),
-                payload: Payload::Reap {
-                    clock: clock.encode(),
-                },
-            };
-            queue_entry(&sink, Priority::RealTime, entry);
-        }
     }
 
     /// Reaps a tombstone ([`Node::reap_tombstone`]) and, when it was
@@ -265,6 +207,70 @@ impl Node {
     }
 }
 
+/// Replication hears of every write and reap the KV layer coordinates (the
+/// node registers it with [`crate::kv::Kv::observe`]); queueing never blocks
+/// a PUT.
+impl WriteObserver for ReplService {
+    /// Queues a write this node coordinated for each sink that takes it.
+    fn written(&self, bucket: &[u8], key: &[u8], object: &Obj, _props: &BucketProps) {
+        if !self.active() {
+            return;
+        }
+        let sinks: Vec<_> = self
+            .sinks()
+            .into_iter()
+            .filter(|s| s.filter.read().takes(bucket))
+            .collect();
+        if sinks.is_empty() {
+            return;
+        }
+        let wire = object.wire();
+        let Ok(o) = object.object() else { return };
+        let limit = self.object_limit_bytes;
+        for sink in sinks {
+            // Whole while the queue is short (Riak keeps at most 1000
+            // objects whole); tombstones always whole: they may be reaped
+            // before a reference could be read.
+            let backlog = sink.queue.waiting()[Priority::RealTime as usize - 1];
+            let by_ref = !o.is_deleted()
+                && (too_big(&wire, limit) || backlog >= crate::limits::REPL_WHOLE_OBJECTS);
+            let payload = if by_ref {
+                Payload::Ref {
+                    clock: o.vclock.encode(),
+                }
+            } else {
+                Payload::Object {
+                    meta: wire.meta.clone(),
+                    value: wire.value.clone(),
+                }
+            };
+            let entry = Entry {
+                bucket: bucket.to_vec(),
+                key: key.to_vec(),
+                payload,
+            };
+            queue_entry(&sink, Priority::RealTime, entry);
+        }
+    }
+
+    /// Queues, for every sink, the reap of a tombstone this node reaped.
+    fn reaped(&self, bucket: &[u8], key: &[u8], clock: &VClock) {
+        for sink in self.sinks() {
+            if !sink.filter.read().takes(bucket) {
+                continue;
+            }
+            let entry = Entry {
+                bucket: bucket.to_vec(),
+                key: key.to_vec(),
+                payload: Payload::Reap {
+                    clock: clock.encode(),
+                },
+            };
+            queue_entry(&sink, Priority::RealTime, entry);
+        }
+    }
+}
+
 fn too_big(w: &WireObject, limit: u64) -> bool {
     (w.meta.len() + w.value.len()) as u64 > limit
 }
@@ -357,7 +363,8 @@ mod tests {
             Ok(GetOutcome::Found(o)) => o.vclock,
             other => panic!("put not found: {other:?}"),
         };
-        node.delete(b"b", b"k", Some(clock), &all_replicas())
+        node.kv()
+            .delete(b"b", b"k", Some(clock), &all_replicas())
             .await
             .expect("delete");
         let held = replicas(node).await;

@@ -31,9 +31,9 @@
 use super::compare::{self, Repairs};
 use super::schedule::{self, AutoState, Check, Learnt, Place, Wants};
 use super::{Entry, Payload, Priority};
+use crate::aae::fold::{FoldQuery, FoldResult, RangeFilter};
 use crate::cluster::{Msg, ReplItem, Reply, CONTROL_TIMEOUT};
 use crate::config::{DeleteMode, FullSyncConfig};
-use crate::kv::aae_fold::{FoldQuery, FoldResult, RangeFilter};
 use crate::limits::AAE_FOLD_MAX_BRANCHES;
 use crate::node::Node;
 use basalt_backend::TreeSize;
@@ -485,7 +485,7 @@ impl Node {
     /// peer to sync with.
     pub(crate) fn start_fullsync(self: &Arc<Self>) {
         let c = self.fs_config();
-        if c.wants() == Wants::default() || self.fullsync_peer().is_err() {
+        if Wants::of(c) == Wants::default() || self.fullsync_peer().is_err() {
             return;
         }
         let node = Arc::downgrade(self);
@@ -503,7 +503,7 @@ impl Node {
                 let Some(n) = node.upgrade() else { break };
                 let now = now_secs();
                 let Some((at, kind)) =
-                    schedule::next_after(n.fs_config().wants(), n.fullsync_place(), now)
+                    schedule::next_after(Wants::of(n.fs_config()), n.fullsync_place(), now)
                 else {
                     break;
                 };

@@ -101,17 +101,17 @@ impl Node {
             ),
             (
                 "precommit_refused_total",
-                ld(&s.precommit_refused),
+                ld(&self.hooks.postcommit.precommit_refused),
                 "Writes refused by a pre-commit hook (or failed in one).",
             ),
             (
                 "postcommit_errors_total",
-                ld(&self.postcommit.errors),
+                ld(&self.hooks.postcommit.errors),
                 "Post-commit hook runs that failed (the writes stand).",
             ),
             (
                 "postcommit_dropped_total",
-                ld(&self.postcommit.dropped),
+                ld(&self.hooks.postcommit.dropped),
                 "Post-commit hook runs dropped because too many were in flight.",
             ),
             (
