@@ -45,8 +45,9 @@ pub mod repl;
 pub mod ring;
 pub mod router;
 pub mod security;
+pub mod server;
 pub mod vnode;
 
-pub use api::pb::server::{run, serve, serve_all, HttpListeners, ServerHandle, SERVER_VERSION};
 pub use config::Config;
 pub use node::Node;
+pub use server::{run, serve, serve_all, HttpListeners, ServerHandle, SERVER_VERSION};

@@ -17,11 +17,12 @@
 
 mod common;
 
-use basalt_server::api::http::{auth::rule, route_patterns};
+use basalt_server::api::http::auth::rule;
 use basalt_server::config::Config;
 use basalt_server::pb::{self, code};
 use basalt_server::security::certs::{self, Issued, Validity};
 use basalt_server::security::Rule;
+use basalt_server::server::http::route_patterns;
 use basalt_server::ServerHandle;
 use common::Client;
 use prost::Message;

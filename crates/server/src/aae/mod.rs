@@ -38,6 +38,9 @@ pub mod rebuild;
 pub use crate::limits::MAX_DIRTY_SEGMENTS;
 pub use exchange::{follow_up_scope, Exchange, Scope};
 
+pub mod http;
+pub mod pb;
+
 use crate::limits::AAE_MIN_TICK;
 use crate::node::Node;
 use parking_lot::Mutex;

@@ -2,6 +2,5 @@
 //! per service) and HTTP ([`http`]), and the cluster port's node-to-node
 //! messages ([`cluster`]).
 
-pub mod cluster;
 pub mod http;
 pub mod pb;

@@ -6,6 +6,10 @@
 //! actor, then replicates the result like any PUT. The bucket's datatype
 //! is checked by the API layer ([`check_datatype`]); here it is given.
 
+pub mod counter_pb;
+pub mod http;
+pub mod pb;
+
 use crate::bucket::props::BucketProps;
 use crate::crdt::{Crdt, DataType};
 use crate::error::RequestError;

@@ -4,8 +4,8 @@
 //! pure phase logic (re-reduce, links, kept results), and [`run`] drives a
 //! job over the node (inputs from listed keys, 2i or bounded coverage
 //! folds; objects read with the KV GET; JavaScript on the VM pools of
-//! [`crate::mapred::js`]). The PB and HTTP services are `api::pb::mapred` and
-//! `api::http::mapred`.
+//! [`crate::mapred::js`]). The PB and HTTP services are [`pb`] and
+//! [`http`].
 //!
 //! Where phases run: a whole-bucket job's first map phase runs on the node
 //! of each covering vnode ([`local`]: only map outputs cross the cluster,
@@ -22,6 +22,9 @@ pub mod js;
 pub mod keyfilter;
 pub mod local;
 pub mod run;
+
+pub mod http;
+pub mod pb;
 
 use crate::error::RequestError;
 use serde_json::{json, Value};

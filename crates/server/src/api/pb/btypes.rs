@@ -65,7 +65,7 @@ fn bad(msg: impl Into<String>) -> RequestError {
 }
 
 /// Handles Riak's codes 31–34; `None` = not one of them.
-pub(super) fn handle(
+pub(crate) fn handle(
     node: &Node,
     c: u8,
     body: &[u8],
@@ -118,7 +118,7 @@ pub(super) fn handle(
 
 /// Handles the Basalt-only admin codes 240–246 (cluster port only);
 /// `None` = not one of them.
-pub(super) fn handle_admin(
+pub(crate) fn handle_admin(
     node: &Node,
     c: u8,
     body: &[u8],

@@ -14,7 +14,7 @@ use crate::pb::{self, code, frame, frame_msg};
 use std::sync::Arc;
 
 /// `RpbListBucketsReq`.
-pub(super) async fn list_buckets(
+pub(crate) async fn list_buckets(
     node: &Arc<Node>,
     body: &[u8],
 ) -> Result<Vec<Vec<u8>>, RequestError> {
@@ -64,7 +64,7 @@ pub(super) async fn list_buckets(
 }
 
 /// `RpbListKeysReq`.
-pub(super) async fn list_keys(
+pub(crate) async fn list_keys(
     node: &Arc<Node>,
     body: &[u8],
     out: &FrameTx,
@@ -108,7 +108,7 @@ pub(super) async fn list_keys(
 }
 
 /// `RpbGetBucketReq`.
-pub(super) async fn get_props(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
+pub(crate) async fn get_props(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
     let r: pb::RpbGetBucketReq = decode(body)?;
     let sb = node
         .types()
@@ -121,7 +121,7 @@ pub(super) async fn get_props(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u
 }
 
 /// `RpbSetBucketReq`.
-pub(super) async fn set_props(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
+pub(crate) async fn set_props(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
     let r: pb::RpbSetBucketReq = decode(body)?;
     let sb = node
         .types()
@@ -131,7 +131,7 @@ pub(super) async fn set_props(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u
 }
 
 /// `RpbResetBucketReq`.
-pub(super) async fn reset_props(
+pub(crate) async fn reset_props(
     node: &Arc<Node>,
     body: &[u8],
 ) -> Result<Vec<Vec<u8>>, RequestError> {

@@ -14,7 +14,7 @@ use crate::pb::{self, code, frame_msg};
 use std::sync::Arc;
 
 /// `RpbCoverageReq`.
-pub(super) async fn plan(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
+pub(crate) async fn plan(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
     let r: pb::RpbCoverageReq = decode(body)?;
     super::check_bk(&r.bucket, None)?;
     let sb = node

@@ -14,7 +14,7 @@ use crate::pb::{self, code, frame_msg};
 use std::sync::Arc;
 
 /// `RpbCSBucketReq`.
-pub(super) async fn fold(
+pub(crate) async fn fold(
     node: &Arc<Node>,
     body: &[u8],
     out: &FrameTx,

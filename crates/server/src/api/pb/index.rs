@@ -18,7 +18,7 @@ use basalt_backend::IndexQuery;
 use std::sync::Arc;
 
 /// `RpbIndexReq`.
-pub(super) async fn query(
+pub(crate) async fn query(
     node: &Arc<Node>,
     body: &[u8],
     out: &FrameTx,

@@ -41,32 +41,25 @@ macro_rules! read_opts {
     };
 }
 
-pub mod aaefold;
-pub mod admin;
+pub(crate) use read_opts;
+
 pub mod auth;
 pub mod btypes;
 pub mod bucket;
-pub mod counter;
 pub mod coverage;
-pub mod crdt;
 pub mod csbucket;
 pub mod index;
-pub mod mapred;
 pub mod object;
-pub mod server;
 
 use crate::error::RequestError;
-use crate::node::Node;
 use crate::object::vclock::VClock;
 use crate::object::RiakObject;
-use crate::pb::{self, code, frame, frame_msg};
-use crate::SERVER_VERSION;
+use crate::pb::{self, code, frame_msg};
 use prost::Message;
-use std::sync::Arc;
 use tokio::sync::mpsc;
 
 /// Where a handler sends the frames of a streamed reply.
-type FrameTx = mpsc::Sender<Vec<u8>>;
+pub(crate) type FrameTx = mpsc::Sender<Vec<u8>>;
 
 /// Which listener a connection came in on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,72 +81,6 @@ pub(crate) fn error_frame(msg: impl std::fmt::Display) -> Vec<u8> {
             errcode: 0,
         },
     )
-}
-
-/// Handles one request that came in on `port`: returns the reply's frames,
-/// after sending any streamed frames through `out` (a send error = the
-/// client went away).
-pub(crate) async fn dispatch(
-    node: &Arc<Node>,
-    port: Port,
-    client_id: &mut Vec<u8>,
-    c: u8,
-    body: &[u8],
-    out: &FrameTx,
-) -> Result<Vec<Vec<u8>>, RequestError> {
-    match port {
-        Port::Client => client(node, client_id, c, body, out).await,
-        Port::Cluster => admin::handle(node, c, body).await,
-    }
-}
-
-/// A request on the client port: Riak's codes only.
-async fn client(
-    node: &Arc<Node>,
-    client_id: &mut Vec<u8>,
-    c: u8,
-    body: &[u8],
-    out: &FrameTx,
-) -> Result<Vec<Vec<u8>>, RequestError> {
-    match c {
-        code::PING_REQ => Ok(vec![frame(code::PING_RESP, &[])]),
-        code::GET_CLIENT_ID_REQ => Ok(vec![frame_msg(
-            code::GET_CLIENT_ID_RESP,
-            &pb::RpbGetClientIdResp {
-                client_id: client_id.clone(),
-            },
-        )]),
-        code::SET_CLIENT_ID_REQ => {
-            let r: pb::RpbSetClientIdReq = decode(body)?;
-            *client_id = r.client_id;
-            Ok(vec![frame(code::SET_CLIENT_ID_RESP, &[])])
-        }
-        code::GET_SERVER_INFO_REQ => Ok(vec![frame_msg(
-            code::GET_SERVER_INFO_RESP,
-            &pb::RpbGetServerInfoResp {
-                node: Some(node.config().node_name.clone().into_bytes()),
-                server_version: Some(SERVER_VERSION.as_bytes().to_vec()),
-            },
-        )]),
-        code::GET_REQ => object::get(node, body).await,
-        code::PUT_REQ => object::put(node, body).await,
-        code::DEL_REQ => object::delete(node, body).await,
-        code::LIST_BUCKETS_REQ => bucket::list_buckets(node, body).await,
-        code::LIST_KEYS_REQ => bucket::list_keys(node, body, out).await,
-        code::GET_BUCKET_REQ => bucket::get_props(node, body).await,
-        code::SET_BUCKET_REQ => bucket::set_props(node, body).await,
-        code::RESET_BUCKET_REQ => bucket::reset_props(node, body).await,
-        code::MAP_RED_REQ => mapred::mapred(node, body, out).await,
-        code::INDEX_REQ => index::query(node, body, out).await,
-        code::COVERAGE_REQ => coverage::plan(node, body).await,
-        code::CS_BUCKET_REQ => csbucket::fold(node, body, out).await,
-        code::COUNTER_UPDATE_REQ => counter::update(node, body).await,
-        code::COUNTER_GET_REQ => counter::get(node, body).await,
-        code::DT_FETCH_REQ => crdt::fetch(node, body).await,
-        code::DT_UPDATE_REQ => crdt::update(node, body).await,
-        c if aaefold::serves(c) => aaefold::handle(node, c, body).await,
-        other => btypes::handle(node, other, body)?.ok_or_else(|| unknown_code(other)),
-    }
 }
 
 pub(crate) fn decode<M: Message + Default>(body: &[u8]) -> Result<M, RequestError> {

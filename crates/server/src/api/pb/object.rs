@@ -12,7 +12,7 @@ use crate::pb::{self, code, frame, frame_msg};
 use std::sync::Arc;
 
 /// `RpbGetReq`.
-pub(super) async fn get(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
+pub(crate) async fn get(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
     let r: pb::RpbGetReq = decode(body)?;
     let sb = node
         .types()
@@ -48,7 +48,7 @@ pub(super) async fn get(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, R
 }
 
 /// `RpbPutReq`.
-pub(super) async fn put(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
+pub(crate) async fn put(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
     let r: pb::RpbPutReq = decode(body)?;
     let sb = node
         .types()
@@ -85,7 +85,7 @@ pub(super) async fn put(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, R
 }
 
 /// `RpbDelReq`.
-pub(super) async fn delete(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
+pub(crate) async fn delete(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
     let r: pb::RpbDelReq = decode(body)?;
     let sb = node
         .types()

@@ -7,12 +7,12 @@
 //! (Riak's error texts otherwise); an operation of another type is refused
 //! (`Operation type is ... but  bucket type is ...`, Riak's spacing). The
 //! `default` type means a 1.4 counter, as riak_kv_pb_crdt's adapter does:
-//! a counter operation goes to [`super::counter`]'s path, anything else is
+//! a counter operation goes to [`super::counter_pb`]'s path, anything else is
 //! `non-counter operation on default bucket`. `include_context` (default
 //! true) adds the opaque context of sets and maps; `return_body` answers
 //! the new value; an update without a key gets a generated one, returned.
 
-use super::{check_bk, decode};
+use crate::api::pb::{check_bk, decode};
 use crate::crdt::map::{Field, FieldKind, FieldOp, FieldValue, MapOp};
 use crate::crdt::{Crdt, DataType, Op, SetOp, Value};
 use crate::datatypes::check_datatype;
@@ -46,12 +46,12 @@ fn target(node: &Node, btype: &[u8], bucket: &[u8]) -> Result<(Vec<u8>, DataType
 }
 
 /// `DtFetchReq`.
-pub(super) async fn fetch(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
+pub(crate) async fn fetch(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
     let r: pb::DtFetchReq = decode(body)?;
     check_bk(&r.bucket, Some(&r.key))?;
-    let opts = read_opts!(r);
+    let opts = crate::api::pb::read_opts!(r);
     if r.r#type == b"default" {
-        let v = super::counter::get_value(node, &r.bucket, &r.key, &opts).await?;
+        let v = super::counter_pb::get_value(node, &r.bucket, &r.key, &opts).await?;
         return Ok(vec![frame_msg(
             code::DT_FETCH_RESP,
             &pb::DtFetchResp {
@@ -78,7 +78,7 @@ pub(super) async fn fetch(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>,
 }
 
 /// `DtUpdateReq`.
-pub(super) async fn update(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
+pub(crate) async fn update(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
     let r: pb::DtUpdateReq = decode(body)?;
     check_bk(&r.bucket, r.key.as_deref())?;
     let op = op_from_pb(&r.op)?;
@@ -96,7 +96,7 @@ pub(super) async fn update(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>
             pw: r.pw,
             ..PutOpts::default()
         };
-        let v = super::counter::update_value(node, &r.bucket, &key, n, &opts).await?;
+        let v = super::counter_pb::update_value(node, &r.bucket, &key, n, &opts).await?;
         return Ok(vec![frame_msg(
             code::DT_UPDATE_RESP,
             &pb::DtUpdateResp {

@@ -2,12 +2,12 @@
 //! line and bucket-type administration.
 //!
 //! Codes: 247 (`ADMIN_CLUSTER_REQ`: a command line) → 248 (its text
-//! output); 240–246 (bucket-type admin, see [`super::btypes`]); Riak's 31–33
+//! output); 240–246 (bucket-type admin, see [`crate::api::pb::btypes`]); Riak's 31–33
 //! (`bucket-type update` sends 32); Riak's anti-entropy fold requests
-//! 210–231 (`basalt admin aae fold`, see [`super::aaefold`]); `RpbPingReq`
+//! 210–231 (`basalt admin aae fold`, see [`crate::aae::pb`]); `RpbPingReq`
 //! 1. Anything else is an unknown code.
 
-use super::unknown_code;
+use crate::api::pb::unknown_code;
 use crate::error::RequestError;
 use crate::node::Node;
 use crate::pb::{code, frame};
@@ -17,7 +17,7 @@ use std::sync::Arc;
 /// (247), the bucket-type admin codes (240–246), Riak's bucket-type codes
 /// (`bucket-type update` sends 32) and ping; anything else is an unknown
 /// code.
-pub(super) async fn handle(
+pub(crate) async fn handle(
     node: &Arc<Node>,
     c: u8,
     body: &[u8],
@@ -32,11 +32,11 @@ pub(super) async fn handle(
             text.as_bytes(),
         )]);
     }
-    if super::aaefold::serves(c) {
-        return super::aaefold::handle(node, c, body).await;
+    if crate::aae::pb::serves(c) {
+        return crate::aae::pb::handle(node, c, body).await;
     }
-    if let Some(frames) = super::btypes::handle_admin(node, c, body)? {
+    if let Some(frames) = crate::api::pb::btypes::handle_admin(node, c, body)? {
         return Ok(frames);
     }
-    super::btypes::handle(node, c, body)?.ok_or_else(|| unknown_code(c))
+    crate::api::pb::btypes::handle(node, c, body)?.ok_or_else(|| unknown_code(c))
 }

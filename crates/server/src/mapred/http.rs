@@ -7,7 +7,7 @@
 //! "input", ...}`, `{"error": "timeout"}`); in a chunked answer the error
 //! is the last part.
 
-use super::{bad, chunked, json, query, read_body, text, Shared};
+use crate::api::http::{bad, chunked, json, query, read_body, text, Shared};
 use crate::limits::{MAPRED_MAX_JOB_BYTES, STREAM_QUEUE_FRAMES};
 use crate::mapred::core::collect_shape;
 use crate::mapred::MapRedError;

@@ -22,7 +22,7 @@
 //! then its field updates in document order, as `riak_kv_crdt_json` builds
 //! it. (PB's `SetOp` applies adds, then removes, as riak_pb_dt_codec.)
 
-use super::{bad, error_response, json, query, read_body, text, Shared};
+use crate::api::http::{bad, error_response, json, query, read_body, text, Shared};
 use crate::crdt::map::{Field, FieldKind, FieldOp, FieldValue, MapOp};
 use crate::crdt::{Crdt, DataType, Op, SetStep, Value};
 use crate::error::RequestError;
@@ -67,8 +67,9 @@ fn params(req: &Request, body_key: &str) -> Result<Params, Response> {
         "false" => Ok(false),
         _ => Err(bad(format!("{k} query parameter must be true or false"))),
     };
-    let quorum = |k: &str, v: &str| super::parse_quorum(k, v).map(Some).map_err(bad);
-    let option_boolean = |k: &str, v: &str| super::objects::option_boolean(k, v).map_err(bad);
+    let quorum = |k: &str, v: &str| crate::api::http::parse_quorum(k, v).map(Some).map_err(bad);
+    let option_boolean =
+        |k: &str, v: &str| crate::api::http::objects::option_boolean(k, v).map_err(bad);
     for (k, v) in query(req) {
         match k.as_str() {
             "r" => p.get.r = quorum(&k, &v)?,
@@ -101,8 +102,8 @@ fn target(node: &Node, t: &str, b: &str, k: Option<&str>) -> Result<(Vec<u8>, Da
     if t == "default" {
         let loc = format!(
             "/buckets/{}/counters/{}",
-            super::pct_encode(b.as_bytes()),
-            super::pct_encode(k.unwrap_or_default().as_bytes())
+            crate::api::http::pct_encode(b.as_bytes()),
+            crate::api::http::pct_encode(k.unwrap_or_default().as_bytes())
         );
         let mut r = text(
             StatusCode::MOVED_PERMANENTLY,
@@ -131,9 +132,11 @@ fn target(node: &Node, t: &str, b: &str, k: Option<&str>) -> Result<(Vec<u8>, Da
 fn value_json(v: &Value) -> Json {
     match v {
         Value::Counter(c) => json!(c),
-        Value::Set(s) | Value::GSet(s) => {
-            Json::from(s.iter().map(|e| super::js(e)).collect::<Vec<_>>())
-        }
+        Value::Set(s) | Value::GSet(s) => Json::from(
+            s.iter()
+                .map(|e| crate::api::http::js(e))
+                .collect::<Vec<_>>(),
+        ),
         Value::Map(m) => map_json(m),
         Value::Hll(h) => json!(h),
     }
@@ -155,8 +158,12 @@ fn map_json(m: &BTreeMap<Field, FieldValue>) -> Json {
         let key = format!("{}_{}", String::from_utf8_lossy(name), kind_name(*kind));
         let val = match v {
             FieldValue::Counter(c) => json!(c),
-            FieldValue::Set(s) => Json::from(s.iter().map(|e| super::js(e)).collect::<Vec<_>>()),
-            FieldValue::Register(r) => super::js(r),
+            FieldValue::Set(s) => Json::from(
+                s.iter()
+                    .map(|e| crate::api::http::js(e))
+                    .collect::<Vec<_>>(),
+            ),
+            FieldValue::Register(r) => crate::api::http::js(r),
             FieldValue::Flag(f) => json!(f),
             FieldValue::Map(inner) => map_json(inner),
         };
@@ -258,9 +265,9 @@ async fn post(node: Arc<Node>, t: String, b: String, k: Option<String>, req: Req
         *resp.status_mut() = StatusCode::CREATED;
         let loc = format!(
             "/types/{}/buckets/{}/datatypes/{}",
-            super::pct_encode(t.as_bytes()),
-            super::pct_encode(b.as_bytes()),
-            super::pct_encode(&key)
+            crate::api::http::pct_encode(t.as_bytes()),
+            crate::api::http::pct_encode(b.as_bytes()),
+            crate::api::http::pct_encode(&key)
         );
         if let Ok(v) = HeaderValue::from_str(&loc) {
             resp.headers_mut().insert(header::LOCATION, v);
@@ -542,7 +549,7 @@ pub async fn counter_get(
         Ok(p) => p,
         Err(r) => return r,
     };
-    let got = crate::api::pb::counter::get_value(&node, b.as_bytes(), k.as_bytes(), &p.get).await;
+    let got = super::counter_pb::get_value(&node, b.as_bytes(), k.as_bytes(), &p.get).await;
     match got {
         Ok(Some(v)) => plain(StatusCode::OK, v.to_string()),
         Ok(None) => text(StatusCode::NOT_FOUND, "not found"),
@@ -572,8 +579,7 @@ pub async fn counter_post(
         None => return bad("Counter increment must be an integer"),
     };
     let r =
-        crate::api::pb::counter::update_value(&node, b.as_bytes(), k.as_bytes(), amount, &p.put)
-            .await;
+        super::counter_pb::update_value(&node, b.as_bytes(), k.as_bytes(), amount, &p.put).await;
     match r {
         Ok(v) if p.returnbody => plain(StatusCode::OK, v.to_string()),
         Ok(_) => StatusCode::NO_CONTENT.into_response(),

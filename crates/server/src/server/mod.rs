@@ -3,7 +3,7 @@
 //! socket as they are produced through a bounded channel (back-pressure
 //! from slow readers), graceful shutdown (stop accepting, finish the
 //! request in flight, close idle connections, then close the vnodes). What
-//! a request means is [`super::dispatch`]'s.
+//! a request means is [`dispatch`]'s.
 //!
 //! With `cluster_certfile` & co. the cluster port speaks mutual TLS from
 //! the first byte: a peer without a certificate of the cluster CA is
@@ -12,13 +12,20 @@
 //! is on) and replication messages (`basalt.repl`). On a plain cluster
 //! port, with security on, admin requests come only from loopback.
 
-use super::{dispatch, error_frame, Port};
+pub mod admin;
+pub mod cluster;
+pub mod dispatch;
+pub mod http;
+pub mod metrics;
+
+use crate::api::pb::{error_frame, Port};
 use crate::config::Config;
 use crate::limits::STREAM_QUEUE_FRAMES;
 use crate::node::Node;
 use crate::node::OpenError;
 use crate::pb::{self, FrameError};
 use crate::security::tls::ClusterPeer;
+use dispatch::dispatch;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -172,7 +179,7 @@ pub async fn serve_all(
             continue;
         }
         let mut stop = stop_rx.clone();
-        http_tasks.push(tokio::spawn(crate::api::http::serve(
+        http_tasks.push(tokio::spawn(http::serve(
             l,
             node.clone(),
             tls,
@@ -379,7 +386,7 @@ async fn connection(
         // a connection's client id starts as four zero bytes; it only
         // echoes what `RpbSetClientIdReq` set (clocks use vnode actors).
         client_id: vec![0; 4],
-        session: super::auth::Session::default(),
+        session: crate::api::pb::auth::Session::default(),
         cluster_peer: None,
     };
     if port == Port::Cluster {
@@ -486,7 +493,7 @@ async fn serve_cluster<R, W>(
         let gate = cluster_gate(&n, role.as_ref(), &peer, &m);
         async move {
             match gate {
-                Ok(()) => crate::api::cluster::serve(n, m).await,
+                Ok(()) => cluster::serve(n, m).await,
                 Err(why) => crate::cluster::Reply::Refused(why),
             }
         }
@@ -572,7 +579,7 @@ struct Conn {
     peer: SocketAddr,
     port: Port,
     client_id: Vec<u8>,
-    session: super::auth::Session,
+    session: crate::api::pb::auth::Session,
     /// Who the cluster port's mutual TLS says the peer is (`None`: plain).
     cluster_peer: Option<ClusterPeer>,
 }
@@ -703,12 +710,12 @@ async fn security_step(
             (pb::frame(pb::code::START_TLS, &[]), true)
         }),
         pb::code::AUTH_REQ => Some(
-            match super::auth::authenticate(node, &mut conn.session, ip, body).await {
+            match crate::api::pb::auth::authenticate(node, &mut conn.session, ip, body).await {
                 Ok(frame) => (frame, false),
                 Err(e) => (error_frame(e), false),
             },
         ),
-        _ => super::auth::check(node, &conn.session, ip, c, body)
+        _ => crate::api::pb::auth::check(node, &conn.session, ip, c, body)
             .err()
             .map(|e| (error_frame(e), false)),
     }

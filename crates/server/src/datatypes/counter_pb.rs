@@ -9,7 +9,7 @@
 //! any data type; plain siblings beside it are left alone. A counter that
 //! does not exist answers no value.
 
-use super::{check_bk, decode};
+use crate::api::pb::{check_bk, decode};
 use crate::crdt::{DataType, Op, Value};
 use crate::error::RequestError;
 use crate::kv::{GetOpts, PutOpts};
@@ -19,7 +19,7 @@ use crate::vnode::merge::CrdtUpdate;
 use std::sync::Arc;
 
 /// `RpbCounterUpdateReq`.
-pub(super) async fn update(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
+pub(crate) async fn update(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
     let r: pb::RpbCounterUpdateReq = decode(body)?;
     let opts = PutOpts {
         w: r.w,
@@ -37,7 +37,7 @@ pub(super) async fn update(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>
 }
 
 /// `RpbCounterGetReq`.
-pub(super) async fn get(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
+pub(crate) async fn get(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
     let r: pb::RpbCounterGetReq = decode(body)?;
     let opts = GetOpts {
         r: r.r,

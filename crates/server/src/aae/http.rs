@@ -30,8 +30,8 @@
 //! {"count": n}}`, `{"dispatched_count": n}`, `{"results": [{"bucket-type"?,
 //! "bucket"}]}`. Bad input is 400 naming it; trees not built yet is 503.
 
-use super::{error_response, json, query_pairs, text, Shared};
 use crate::aae::fold::{Finder, FoldQuery, FoldResult, RangeFilter};
+use crate::api::http::{error_response, json, query_pairs, text, Shared};
 use crate::error::RequestError;
 use crate::node::Node;
 use axum::extract::{Request, State};
@@ -71,7 +71,7 @@ pub async fn fold(State(node): Shared, req: Request) -> Response {
 
 /// A path segment, percent-decoded (`+` is itself).
 fn seg(s: &str) -> Vec<u8> {
-    super::pct_decode(s, false)
+    crate::api::http::pct_decode(s, false)
 }
 
 fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {

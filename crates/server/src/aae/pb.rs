@@ -20,8 +20,8 @@
 //! hashes are its own (a key's state hash), not leveled's. Served on the
 //! client port and, for `basalt admin aae fold`, on the cluster port.
 
-use super::decode;
 use crate::aae::fold::{Finder, FoldQuery, FoldResult, RangeFilter, TREE_SIZES};
+use crate::api::pb::decode;
 use crate::error::RequestError;
 use crate::node::Node;
 use crate::pb::{self, code, frame_msg};
@@ -277,7 +277,7 @@ fn query(node: &Node, c: u8, body: &[u8]) -> Result<FoldQuery, RequestError> {
                 "aae fold repair_keys_range is not supported".into(),
             ))
         }
-        other => return Err(super::unknown_code(other)),
+        other => return Err(crate::api::pb::unknown_code(other)),
     })
 }
 

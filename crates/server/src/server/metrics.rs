@@ -4,7 +4,7 @@
 //! Latencies are the coordinator's (GET, PUT, DELETE for both PB and HTTP;
 //! see [`crate::latency`]), in microseconds over the recent window.
 
-use super::Shared;
+use crate::api::http::Shared;
 use crate::latency::{Op, Summary};
 use crate::node::Node;
 use axum::extract::State;

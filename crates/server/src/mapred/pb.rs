@@ -7,7 +7,7 @@
 //! an `RpbErrorResp`: the job error's text, or Riak's JSON error object
 //! (`{"phase", "error", "input", ...}`, `{"error": "timeout"}`).
 
-use super::{decode, FrameTx};
+use crate::api::pb::{decode, FrameTx};
 use crate::error::RequestError;
 use crate::limits::STREAM_QUEUE_FRAMES;
 use crate::mapred::MapRedError;
@@ -17,7 +17,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 
 /// `RpbMapRedReq`.
-pub(super) async fn mapred(
+pub(crate) async fn mapred(
     node: &Arc<Node>,
     body: &[u8],
     out: &FrameTx,
