@@ -89,7 +89,7 @@ pub struct Node {
     /// Anti-entropy scheduling: the exchange queue and repair pacing.
     pub(crate) aae: crate::aae::AaeService,
     /// Users, grants and sources (cluster-wide, spread with the gossip).
-    pub(crate) security: crate::security::Security,
+    pub(crate) security: Arc<crate::security::Security>,
     /// TLS of the PB listener, when configured.
     pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
     /// Mutual TLS of the cluster port (`cluster_certfile` & co.).
@@ -158,8 +158,9 @@ impl Node {
             &config.data_dir,
             &config.repl,
         )?);
-        let security =
-            crate::security::Security::open(Some(config.data_dir.join("security.json")))?;
+        let security = Arc::new(crate::security::Security::open(Some(
+            config.data_dir.join("security.json"),
+        ))?);
         let tls = match (config.tls_certfile.as_str(), config.tls_keyfile.as_str()) {
             ("", _) | (_, "") => None,
             (c, k) => Some(crate::security::tls::server_config(

@@ -31,7 +31,7 @@
 //! "bucket"}]}`. Bad input is 400 naming it; trees not built yet is 503.
 
 use crate::aae::fold::{Finder, FoldQuery, FoldResult, RangeFilter};
-use crate::api::http::{error_response, json, query_pairs, text, Shared};
+use crate::api::http::{error_response, json, query_pairs, text};
 use crate::error::RequestError;
 use crate::node::Node;
 use axum::extract::{Request, State};
@@ -40,6 +40,9 @@ use axum::response::Response;
 use basalt_backend::TreeSize;
 use base64::Engine;
 use serde_json::{json, Map, Value};
+
+/// The state these handlers extract: the node.
+type Shared = axum::extract::State<std::sync::Arc<crate::node::Node>>;
 
 /// The path prefixes this resource serves (each routed as `/{prefix}/...`).
 pub const PREFIXES: &[&str] = &[

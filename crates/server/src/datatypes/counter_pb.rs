@@ -12,14 +12,14 @@
 use crate::api::pb::{check_bk, decode};
 use crate::crdt::{DataType, Op, Value};
 use crate::error::RequestError;
+use crate::kv::Kv;
 use crate::kv::{GetOpts, PutOpts};
-use crate::node::Node;
 use crate::pb::{self, code, frame_msg};
 use crate::vnode::merge::CrdtUpdate;
 use std::sync::Arc;
 
 /// `RpbCounterUpdateReq`.
-pub(crate) async fn update(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
+pub(crate) async fn update(kv: &Arc<Kv>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
     let r: pb::RpbCounterUpdateReq = decode(body)?;
     let opts = PutOpts {
         w: r.w,
@@ -27,7 +27,7 @@ pub(crate) async fn update(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>
         pw: r.pw,
         ..PutOpts::default()
     };
-    let v = update_value(node, &r.bucket, &r.key, r.amount, &opts).await?;
+    let v = update_value(kv, &r.bucket, &r.key, r.amount, &opts).await?;
     Ok(vec![frame_msg(
         code::COUNTER_UPDATE_RESP,
         &pb::RpbCounterUpdateResp {
@@ -37,7 +37,7 @@ pub(crate) async fn update(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>
 }
 
 /// `RpbCounterGetReq`.
-pub(crate) async fn get(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
+pub(crate) async fn get(kv: &Arc<Kv>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
     let r: pb::RpbCounterGetReq = decode(body)?;
     let opts = GetOpts {
         r: r.r,
@@ -47,7 +47,7 @@ pub(crate) async fn get(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, R
         n_val: None,
         sloppy_quorum: None,
     };
-    let value = get_value(node, &r.bucket, &r.key, &opts).await?;
+    let value = get_value(kv, &r.bucket, &r.key, &opts).await?;
     Ok(vec![frame_msg(
         code::COUNTER_GET_RESP,
         &pb::RpbCounterGetResp { value },
@@ -57,15 +57,15 @@ pub(crate) async fn get(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, R
 /// Adds `amount` to the counter at (`bucket`, `key`) of the default type;
 /// the new value.
 pub(crate) async fn update_value(
-    node: &Node,
+    kv: &Kv,
     bucket: &[u8],
     key: &[u8],
     amount: i64,
     opts: &PutOpts,
 ) -> Result<i64, RequestError> {
     check_bk(bucket, Some(key))?;
-    let sb = node.types().storage_bucket(None, bucket)?;
-    if !node.props().get(&sb).allow_mult {
+    let sb = kv.types().storage_bucket(None, bucket)?;
+    if !kv.props().get(&sb).allow_mult {
         return Err(RequestError::Invalid(
             "Counters require bucket property 'allow_mult=true'".into(),
         ));
@@ -75,7 +75,7 @@ pub(crate) async fn update_value(
         op: Op::Counter(amount),
         context: None,
     };
-    let written = node.update_crdt(&sb, key, update, opts).await?;
+    let written = super::update(kv, &sb, key, update, opts).await?;
     match crate::object::datatype::value_of(&written, DataType::Counter) {
         Ok(Some(c)) => match c.value() {
             Value::Counter(v) => Ok(v),
@@ -88,14 +88,14 @@ pub(crate) async fn update_value(
 
 /// The counter at (`bucket`, `key`) of the default type (`None`: none).
 pub(crate) async fn get_value(
-    node: &Node,
+    kv: &Kv,
     bucket: &[u8],
     key: &[u8],
     opts: &GetOpts,
 ) -> Result<Option<i64>, RequestError> {
     check_bk(bucket, Some(key))?;
-    let sb = node.types().storage_bucket(None, bucket)?;
-    let found = node.fetch_crdt(&sb, key, DataType::Counter, opts).await?;
+    let sb = kv.types().storage_bucket(None, bucket)?;
+    let found = super::fetch(kv, &sb, key, DataType::Counter, opts).await?;
     Ok(found.and_then(|c| match c.value() {
         Value::Counter(v) => Some(v),
         _ => None,

@@ -26,8 +26,8 @@ use crate::api::http::{bad, error_response, json, query, read_body, text, Shared
 use crate::crdt::map::{Field, FieldKind, FieldOp, FieldValue, MapOp};
 use crate::crdt::{Crdt, DataType, Op, SetStep, Value};
 use crate::error::RequestError;
+use crate::kv::Kv;
 use crate::kv::{GetOpts, PutOpts};
-use crate::node::Node;
 use crate::object::unique_id;
 use crate::vnode::merge::CrdtUpdate;
 use axum::extract::{Path, Request, State};
@@ -98,7 +98,7 @@ fn params(req: &Request, body_key: &str) -> Result<Params, Response> {
 /// The storage bucket and data type of `/types/T/buckets/B`, with
 /// riak_kv_wm_crdt's answers (404 unknown type, 403 not a data-type
 /// bucket, 301 to the counters URL for the default type).
-fn target(node: &Node, t: &str, b: &str, k: Option<&str>) -> Result<(Vec<u8>, DataType), Response> {
+fn target(kv: &Kv, t: &str, b: &str, k: Option<&str>) -> Result<(Vec<u8>, DataType), Response> {
     if t == "default" {
         let loc = format!(
             "/buckets/{}/counters/{}",
@@ -114,17 +114,17 @@ fn target(node: &Node, t: &str, b: &str, k: Option<&str>) -> Result<(Vec<u8>, Da
         }
         return Err(r);
     }
-    if node.types().get(t).is_none() {
+    if kv.types().get(t).is_none() {
         return Err(text(
             StatusCode::NOT_FOUND,
             format!("Unknown bucket type: {t}"),
         ));
     }
-    let sb = node
+    let sb = kv
         .types()
         .storage_bucket(Some(t.as_bytes()), b.as_bytes())
         .map_err(error_response)?;
-    let dt = crate::datatypes::check_datatype(&node.props().get(&sb))
+    let dt = crate::datatypes::check_datatype(&kv.props().get(&sb))
         .map_err(|e| text(StatusCode::FORBIDDEN, e.to_string()))?;
     Ok((sb, dt))
 }
@@ -182,11 +182,11 @@ fn body_json(t: DataType, c: &Crdt, with_ctx: bool) -> Json {
 
 /// `GET /types/T/buckets/B/datatypes/K`.
 pub async fn fetch(
-    State(node): Shared,
+    State(kv): Shared,
     Path((t, b, k)): Path<(String, String, String)>,
     req: Request,
 ) -> Response {
-    let (sb, dt) = match target(&node, &t, &b, Some(&k)) {
+    let (sb, dt) = match target(&kv, &t, &b, Some(&k)) {
         Ok(x) => x,
         Err(r) => return r,
     };
@@ -194,7 +194,8 @@ pub async fn fetch(
         Ok(p) => p,
         Err(r) => return r,
     };
-    let found = crate::kv::within(p.timeout, node.fetch_crdt(&sb, k.as_bytes(), dt, &p.get)).await;
+    let found =
+        crate::kv::within(p.timeout, super::fetch(&kv, &sb, k.as_bytes(), dt, &p.get)).await;
     match found {
         Ok(Some(c)) => json(StatusCode::OK, &body_json(dt, &c, p.include_context)),
         Ok(None) => json(
@@ -207,24 +208,24 @@ pub async fn fetch(
 
 /// `POST /types/T/buckets/B/datatypes/K`.
 pub async fn update(
-    State(node): Shared,
+    State(kv): Shared,
     Path((t, b, k)): Path<(String, String, String)>,
     req: Request,
 ) -> Response {
-    post(node, t, b, Some(k), req).await
+    post(kv, t, b, Some(k), req).await
 }
 
 /// `POST /types/T/buckets/B/datatypes` (a generated key).
 pub async fn update_new(
-    State(node): Shared,
+    State(kv): Shared,
     Path((t, b)): Path<(String, String)>,
     req: Request,
 ) -> Response {
-    post(node, t, b, None, req).await
+    post(kv, t, b, None, req).await
 }
 
-async fn post(node: Arc<Node>, t: String, b: String, k: Option<String>, req: Request) -> Response {
-    let (sb, dt) = match target(&node, &t, &b, k.as_deref()) {
+async fn post(kv: Arc<Kv>, t: String, b: String, k: Option<String>, req: Request) -> Response {
+    let (sb, dt) = match target(&kv, &t, &b, k.as_deref()) {
         Ok(x) => x,
         Err(r) => return r,
     };
@@ -247,7 +248,7 @@ async fn post(node: Arc<Node>, t: String, b: String, k: Option<String>, req: Req
         op,
         context,
     };
-    let written = crate::kv::within(p.timeout, node.update_crdt(&sb, &key, update, &p.put)).await;
+    let written = crate::kv::within(p.timeout, super::update(&kv, &sb, &key, update, &p.put)).await;
     let written = match written {
         Ok(w) => w,
         Err(e) => return error_response(e),
@@ -541,7 +542,7 @@ fn map_op(doc: &Doc, depth: usize) -> Result<MapOp, String> {
 
 /// `GET /buckets/B/counters/K`: the value as text, 404 if none.
 pub async fn counter_get(
-    State(node): Shared,
+    State(kv): Shared,
     Path((b, k)): Path<(String, String)>,
     req: Request,
 ) -> Response {
@@ -549,7 +550,7 @@ pub async fn counter_get(
         Ok(p) => p,
         Err(r) => return r,
     };
-    let got = super::counter_pb::get_value(&node, b.as_bytes(), k.as_bytes(), &p.get).await;
+    let got = super::counter_pb::get_value(&kv, b.as_bytes(), k.as_bytes(), &p.get).await;
     match got {
         Ok(Some(v)) => plain(StatusCode::OK, v.to_string()),
         Ok(None) => text(StatusCode::NOT_FOUND, "not found"),
@@ -559,7 +560,7 @@ pub async fn counter_get(
 
 /// `POST /buckets/B/counters/K` with an integer body.
 pub async fn counter_post(
-    State(node): Shared,
+    State(kv): Shared,
     Path((b, k)): Path<(String, String)>,
     req: Request,
 ) -> Response {
@@ -578,8 +579,7 @@ pub async fn counter_post(
         Some(n) => n,
         None => return bad("Counter increment must be an integer"),
     };
-    let r =
-        super::counter_pb::update_value(&node, b.as_bytes(), k.as_bytes(), amount, &p.put).await;
+    let r = super::counter_pb::update_value(&kv, b.as_bytes(), k.as_bytes(), amount, &p.put).await;
     match r {
         Ok(v) if p.returnbody => plain(StatusCode::OK, v.to_string()),
         Ok(_) => StatusCode::NO_CONTENT.into_response(),

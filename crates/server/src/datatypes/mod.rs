@@ -13,8 +13,8 @@ pub mod pb;
 use crate::bucket::props::BucketProps;
 use crate::crdt::{Crdt, DataType};
 use crate::error::RequestError;
+use crate::kv::Kv;
 use crate::kv::{GetOpts, GetOutcome, PutOpts};
-use crate::node::Node;
 use crate::object::datatype::value_of;
 use crate::object::RiakObject;
 use crate::vnode::merge::CrdtUpdate;
@@ -40,48 +40,44 @@ pub fn check_datatype(props: &BucketProps) -> Result<DataType, RequestError> {
     }
 }
 
-impl Node {
-    /// The value of data type `t` at (`bucket`, `key`) (`None`: not found,
-    /// deleted, or holding no value of the type).
-    pub async fn fetch_crdt(
-        &self,
-        bucket: &[u8],
-        key: &[u8],
-        t: DataType,
-        opts: &GetOpts,
-    ) -> Result<Option<Crdt>, RequestError> {
-        match self.get(bucket, key, opts).await? {
-            GetOutcome::NotFound | GetOutcome::Tombstone(_) => Ok(None),
-            GetOutcome::Found(o) => {
-                value_of(&o, t).map_err(|e| RequestError::Storage(e.to_string()))
-            }
-        }
+/// The value of data type `t` at (`bucket`, `key`) (`None`: not found,
+/// deleted, or holding no value of the type).
+pub async fn fetch(
+    kv: &Kv,
+    bucket: &[u8],
+    key: &[u8],
+    t: DataType,
+    opts: &GetOpts,
+) -> Result<Option<Crdt>, RequestError> {
+    match kv.get(bucket, key, opts).await? {
+        GetOutcome::NotFound | GetOutcome::Tombstone(_) => Ok(None),
+        GetOutcome::Found(o) => value_of(&o, t).map_err(|e| RequestError::Storage(e.to_string())),
     }
+}
 
-    /// Applies `update` to (`bucket`, `key`); returns the written object.
-    pub async fn update_crdt(
-        &self,
-        bucket: &[u8],
-        key: &[u8],
-        update: CrdtUpdate,
-        opts: &PutOpts,
-    ) -> Result<Arc<RiakObject>, RequestError> {
-        self.stats
-            .puts
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let _timer = self.stats.latency.timer(crate::latency::Op::Put);
-        let props = self.props.get(bucket);
-        let quorum = crate::kv::put::WriteQuorum::of(&props, opts)?;
-        let (secs, usecs) = crate::kv::put::now();
-        let req = VnodeReq::CoordinateCrdt {
-            bucket: bucket.to_vec(),
-            key: key.to_vec(),
-            update,
-            props: props.clone(),
-            now_us: secs * 1_000_000 + u64::from(usecs),
-        };
-        self.coordinate_and_replicate(bucket, key, &props, quorum, req)
-            .await?
-            .ok_or_else(|| RequestError::Storage("a data-type update wrote nothing".into()))
-    }
+/// Applies `update` to (`bucket`, `key`); returns the written object.
+pub async fn update(
+    kv: &Kv,
+    bucket: &[u8],
+    key: &[u8],
+    update: CrdtUpdate,
+    opts: &PutOpts,
+) -> Result<Arc<RiakObject>, RequestError> {
+    kv.stats
+        .puts
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let _timer = kv.stats.latency.timer(crate::latency::Op::Put);
+    let props = kv.props.get(bucket);
+    let quorum = crate::kv::put::WriteQuorum::of(&props, opts)?;
+    let (secs, usecs) = crate::kv::put::now();
+    let req = VnodeReq::CoordinateCrdt {
+        bucket: bucket.to_vec(),
+        key: key.to_vec(),
+        update,
+        props: props.clone(),
+        now_us: secs * 1_000_000 + u64::from(usecs),
+    };
+    kv.coordinate_and_replicate(bucket, key, &props, quorum, req)
+        .await?
+        .ok_or_else(|| RequestError::Storage("a data-type update wrote nothing".into()))
 }

@@ -17,8 +17,8 @@ use crate::crdt::map::{Field, FieldKind, FieldOp, FieldValue, MapOp};
 use crate::crdt::{Crdt, DataType, Op, SetOp, Value};
 use crate::datatypes::check_datatype;
 use crate::error::RequestError;
+use crate::kv::Kv;
 use crate::kv::PutOpts;
-use crate::node::Node;
 use crate::object::unique_id;
 use crate::pb::{self, code, frame_msg};
 use crate::vnode::merge::CrdtUpdate;
@@ -30,8 +30,8 @@ fn bad(m: impl Into<String>) -> RequestError {
 }
 
 /// The storage bucket and datatype of a typed data-type request.
-fn target(node: &Node, btype: &[u8], bucket: &[u8]) -> Result<(Vec<u8>, DataType), RequestError> {
-    let sb = node
+fn target(kv: &Kv, btype: &[u8], bucket: &[u8]) -> Result<(Vec<u8>, DataType), RequestError> {
+    let sb = kv
         .types()
         .storage_bucket(Some(btype), bucket)
         .map_err(|e| match e {
@@ -41,17 +41,17 @@ fn target(node: &Node, btype: &[u8], bucket: &[u8]) -> Result<(Vec<u8>, DataType
             )),
             other => other,
         })?;
-    let t = check_datatype(&node.props().get(&sb))?;
+    let t = check_datatype(&kv.props().get(&sb))?;
     Ok((sb, t))
 }
 
 /// `DtFetchReq`.
-pub(crate) async fn fetch(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
+pub(crate) async fn fetch(kv: &Arc<Kv>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
     let r: pb::DtFetchReq = decode(body)?;
     check_bk(&r.bucket, Some(&r.key))?;
     let opts = crate::api::pb::read_opts!(r);
     if r.r#type == b"default" {
-        let v = super::counter_pb::get_value(node, &r.bucket, &r.key, &opts).await?;
+        let v = super::counter_pb::get_value(kv, &r.bucket, &r.key, &opts).await?;
         return Ok(vec![frame_msg(
             code::DT_FETCH_RESP,
             &pb::DtFetchResp {
@@ -64,8 +64,8 @@ pub(crate) async fn fetch(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>,
             },
         )]);
     }
-    let (sb, t) = target(node, &r.r#type, &r.bucket)?;
-    let found = crate::kv::within(r.timeout, node.fetch_crdt(&sb, &r.key, t, &opts)).await?;
+    let (sb, t) = target(kv, &r.r#type, &r.bucket)?;
+    let found = crate::kv::within(r.timeout, super::fetch(kv, &sb, &r.key, t, &opts)).await?;
     let with_ctx = r.include_context.unwrap_or(true);
     Ok(vec![frame_msg(
         code::DT_FETCH_RESP,
@@ -78,7 +78,7 @@ pub(crate) async fn fetch(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>,
 }
 
 /// `DtUpdateReq`.
-pub(crate) async fn update(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
+pub(crate) async fn update(kv: &Arc<Kv>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
     let r: pb::DtUpdateReq = decode(body)?;
     check_bk(&r.bucket, r.key.as_deref())?;
     let op = op_from_pb(&r.op)?;
@@ -96,7 +96,7 @@ pub(crate) async fn update(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>
             pw: r.pw,
             ..PutOpts::default()
         };
-        let v = super::counter_pb::update_value(node, &r.bucket, &key, n, &opts).await?;
+        let v = super::counter_pb::update_value(kv, &r.bucket, &key, n, &opts).await?;
         return Ok(vec![frame_msg(
             code::DT_UPDATE_RESP,
             &pb::DtUpdateResp {
@@ -105,7 +105,7 @@ pub(crate) async fn update(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>
             },
         )]);
     }
-    let (sb, t) = target(node, &r.r#type, &r.bucket)?;
+    let (sb, t) = target(kv, &r.r#type, &r.bucket)?;
     if op.data_type() != t {
         return Err(bad(format!(
             "Operation type is `{}` but  bucket type is `{}`.",
@@ -131,7 +131,7 @@ pub(crate) async fn update(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>
         node_confirms: r.node_confirms,
         ..PutOpts::default()
     };
-    let written = crate::kv::within(r.timeout, node.update_crdt(&sb, &key, update, &opts)).await?;
+    let written = crate::kv::within(r.timeout, super::update(kv, &sb, &key, update, &opts)).await?;
     let mut resp = pb::DtUpdateResp {
         key: generated.then_some(key),
         ..Default::default()

@@ -7,7 +7,7 @@
 //! "input", ...}`, `{"error": "timeout"}`); in a chunked answer the error
 //! is the last part.
 
-use crate::api::http::{bad, chunked, json, query, read_body, text, Shared};
+use crate::api::http::{bad, chunked, json, query, read_body, text};
 use crate::limits::{MAPRED_MAX_JOB_BYTES, STREAM_QUEUE_FRAMES};
 use crate::mapred::core::collect_shape;
 use crate::mapred::MapRedError;
@@ -17,6 +17,9 @@ use axum::http::{header, StatusCode};
 use axum::response::Response;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
+
+/// The state these handlers extract: the node.
+type Shared = axum::extract::State<std::sync::Arc<crate::node::Node>>;
 
 /// `POST /mapred`.
 pub async fn mapred(State(node): Shared, req: Request) -> Response {

@@ -35,8 +35,8 @@ pub(crate) async fn handle(
     if crate::aae::pb::serves(c) {
         return crate::aae::pb::handle(node, c, body).await;
     }
-    if let Some(frames) = crate::api::pb::btypes::handle_admin(node, c, body)? {
+    if let Some(frames) = crate::api::pb::btypes::handle_admin(node.kv(), c, body)? {
         return Ok(frames);
     }
-    crate::api::pb::btypes::handle(node, c, body)?.ok_or_else(|| unknown_code(c))
+    crate::api::pb::btypes::handle(node.kv(), c, body)?.ok_or_else(|| unknown_code(c))
 }

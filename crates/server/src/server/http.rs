@@ -10,6 +10,7 @@
 use crate::aae::http as aaefold;
 use crate::api::http::{auth, buckets, index, objects, preflist, replicas, wants_json};
 use crate::datatypes::http as datatypes;
+use crate::kv::Kv;
 use crate::mapred::http as mapred;
 use crate::node::Node;
 use crate::server::metrics;
@@ -41,15 +42,24 @@ pub const RESOURCES: &[(&str, &str)] = &[
 
 /// The router under construction, recording each route pattern (so the
 /// permission table can be checked against every route).
+/// Each part's routes keep their own state: the KV resources and the data
+/// types the KV layer ([`Kv`]), the rest (folds, MapReduce, stats) the node.
 struct Routes {
-    router: Router<Arc<Node>>,
+    node: Router<Arc<Node>>,
+    kv: Router<Arc<Kv>>,
     patterns: Vec<String>,
 }
 
 impl Routes {
     fn route(mut self, path: &str, m: axum::routing::MethodRouter<Arc<Node>>) -> Routes {
         self.patterns.push(path.to_string());
-        self.router = self.router.route(path, m);
+        self.node = self.node.route(path, m);
+        self
+    }
+
+    fn kv_route(mut self, path: &str, m: axum::routing::MethodRouter<Arc<Kv>>) -> Routes {
+        self.patterns.push(path.to_string());
+        self.kv = self.kv.route(path, m);
         self
     }
 }
@@ -58,7 +68,8 @@ impl Routes {
 fn routes() -> Routes {
     use buckets as bk;
     let mut r = Routes {
-        router: Router::new(),
+        node: Router::new(),
+        kv: Router::new(),
         patterns: Vec::new(),
     };
     for p in aaefold::PREFIXES {
@@ -74,56 +85,56 @@ fn routes() -> Routes {
         .route("/stats", get(metrics::stats))
         .route("/mapred", axum::routing::post(mapred::mapred))
         .route("/metrics", get(metrics::metrics))
-        .route(
+        .kv_route(
             "/basalt/replicas/buckets/{b}/keys/{k}",
             get(replicas::replicas_default),
         )
-        .route(
+        .kv_route(
             "/basalt/replicas/types/{t}/buckets/{b}/keys/{k}",
             get(replicas::replicas_typed),
         )
-        .route("/buckets", get(bk::list_buckets_default))
-        .route("/types/{t}/buckets", get(bk::list_buckets_typed))
-        .route("/types/{t}/props", any(bk::type_props))
-        .route("/buckets/{b}/props", any(bk::props_default))
-        .route("/types/{t}/buckets/{b}/props", any(bk::props_typed))
-        .route(
+        .kv_route("/buckets", get(bk::list_buckets_default))
+        .kv_route("/types/{t}/buckets", get(bk::list_buckets_typed))
+        .kv_route("/types/{t}/props", any(bk::type_props))
+        .kv_route("/buckets/{b}/props", any(bk::props_default))
+        .kv_route("/types/{t}/buckets/{b}/props", any(bk::props_typed))
+        .kv_route(
             "/buckets/{b}/keys",
             get(bk::list_keys_default).post(objects::post_default),
         )
-        .route(
+        .kv_route(
             "/types/{t}/buckets/{b}/keys",
             get(bk::list_keys_typed).post(objects::post_typed),
         )
-        .route("/buckets/{b}/keys/{k}", any(objects::object_default))
-        .route(
+        .kv_route("/buckets/{b}/keys/{k}", any(objects::object_default))
+        .kv_route(
             "/types/{t}/buckets/{b}/keys/{k}",
             any(objects::object_typed),
         )
-        .route(
+        .kv_route(
             "/buckets/{b}/keys/{k}/preflist",
             get(preflist::preflist_default),
         )
-        .route(
+        .kv_route(
             "/types/{t}/buckets/{b}/keys/{k}/preflist",
             get(preflist::preflist_typed),
         )
-        .route(
+        .kv_route(
             "/types/{t}/buckets/{b}/datatypes",
             axum::routing::post(datatypes::update_new),
         )
-        .route(
+        .kv_route(
             "/types/{t}/buckets/{b}/datatypes/{k}",
             get(datatypes::fetch).post(datatypes::update),
         )
-        .route(
+        .kv_route(
             "/buckets/{b}/counters/{k}",
             get(datatypes::counter_get).post(datatypes::counter_post),
         )
-        .route("/buckets/{b}/index/{f}/{v}", get(index::eq_default))
-        .route("/buckets/{b}/index/{f}/{s}/{e}", get(index::range_default))
-        .route("/types/{t}/buckets/{b}/index/{f}/{v}", get(index::eq_typed))
-        .route(
+        .kv_route("/buckets/{b}/index/{f}/{v}", get(index::eq_default))
+        .kv_route("/buckets/{b}/index/{f}/{s}/{e}", get(index::range_default))
+        .kv_route("/types/{t}/buckets/{b}/index/{f}/{v}", get(index::eq_typed))
+        .kv_route(
             "/types/{t}/buckets/{b}/index/{f}/{s}/{e}",
             get(index::range_typed),
         )
@@ -138,17 +149,19 @@ pub fn route_patterns() -> Vec<String> {
 /// The router of the HTTP API over `node`, with the security layers
 /// ([`auth`]): authentication before routing, permission after.
 pub fn router(node: Arc<Node>) -> Router {
-    routes()
-        .router
+    let r = routes();
+    let security = node.security.clone();
+    Router::new()
+        .merge(r.kv.with_state(node.kv().clone()))
+        .merge(r.node.with_state(node))
         .route_layer(axum::middleware::from_fn_with_state(
-            node.clone(),
+            security.clone(),
             auth::authorize,
         ))
         .layer(axum::middleware::from_fn_with_state(
-            node.clone(),
+            security,
             auth::authenticate,
         ))
-        .with_state(node)
 }
 
 /// Serves the HTTP API on `listener` until `shutdown` resolves; over TLS

@@ -4,7 +4,8 @@
 //! Latencies are the coordinator's (GET, PUT, DELETE for both PB and HTTP;
 //! see [`crate::latency`]), in microseconds over the recent window.
 
-use crate::api::http::Shared;
+/// The state these handlers extract: the node (its stats are every part's).
+type Shared = axum::extract::State<std::sync::Arc<crate::node::Node>>;
 use crate::latency::{Op, Summary};
 use crate::node::Node;
 use axum::extract::State;

@@ -710,12 +710,14 @@ async fn security_step(
             (pb::frame(pb::code::START_TLS, &[]), true)
         }),
         pb::code::AUTH_REQ => Some(
-            match crate::api::pb::auth::authenticate(node, &mut conn.session, ip, body).await {
+            match crate::api::pb::auth::authenticate(&node.security, &mut conn.session, ip, body)
+                .await
+            {
                 Ok(frame) => (frame, false),
                 Err(e) => (error_frame(e), false),
             },
         ),
-        _ => crate::api::pb::auth::check(node, &conn.session, ip, c, body)
+        _ => crate::api::pb::auth::check(&node.security, &conn.session, ip, c, body)
             .err()
             .map(|e| (error_frame(e), false)),
     }

@@ -18,8 +18,8 @@
 //! `Retry-After`, without the password hashed; 503 when no verification
 //! slot frees in time.
 
-use super::{text, Shared};
-use crate::security::{LoginError, Rule};
+use super::text;
+use crate::security::{LoginError, Rule, Security};
 use axum::extract::{MatchedPath, RawPathParams, Request};
 use axum::http::{header, Method, StatusCode};
 use axum::response::Response;
@@ -105,14 +105,14 @@ pub fn rule(pattern: &str, method: &Method) -> Option<Rule> {
 }
 
 fn refuse(
-    node: &crate::node::Node,
+    security: &Security,
     info: Option<&ConnInfo>,
     user: Option<&str>,
     status: StatusCode,
     why: &str,
 ) -> Response {
     let peer = info.map_or_else(|| "http".to_string(), |i| i.peer.to_string());
-    node.security.refused(&peer, user, why);
+    security.refused(&peer, user, why);
     let mut r = text(status, why);
     if status == StatusCode::UNAUTHORIZED {
         r.headers_mut().insert(
@@ -142,17 +142,17 @@ fn basic_credentials(value: &[u8]) -> Option<(String, String)> {
 /// plain HTTP serves `/ping` only; HTTPS authenticates every request but
 /// `/ping` and marks it with its [`User`].
 pub async fn authenticate(
-    axum::extract::State(node): Shared,
+    axum::extract::State(security): axum::extract::State<Arc<Security>>,
     mut req: Request,
     next: axum::middleware::Next,
 ) -> Response {
-    if !node.security.enabled() || req.uri().path() == "/ping" {
+    if !security.enabled() || req.uri().path() == "/ping" {
         return next.run(req).await;
     }
     let info = req.extensions().get::<ConnInfo>().cloned();
     let Some(info) = info.filter(|i| i.tls) else {
         return refuse(
-            &node,
+            &security,
             None,
             None,
             StatusCode::FORBIDDEN,
@@ -165,7 +165,7 @@ pub async fn authenticate(
         .map(|v| v.as_bytes().to_vec())
     else {
         return refuse(
-            &node,
+            &security,
             Some(&info),
             None,
             StatusCode::UNAUTHORIZED,
@@ -183,7 +183,7 @@ pub async fn authenticate(
         None => {
             let Some((user, password)) = basic_credentials(&header) else {
                 return refuse(
-                    &node,
+                    &security,
                     Some(&info),
                     None,
                     StatusCode::UNAUTHORIZED,
@@ -192,8 +192,7 @@ pub async fn authenticate(
             };
             // PBKDF2 is slow on purpose: off the async workers, a bounded
             // number at once, and not at all for a pair cooling down.
-            let verdict = node
-                .security()
+            let verdict = security
                 .login(&user, &password, info.peer.ip(), info.cert_cn.as_deref())
                 .await;
             match verdict {
@@ -208,7 +207,7 @@ pub async fn authenticate(
                         LoginError::Task(_) => StatusCode::INTERNAL_SERVER_ERROR,
                         LoginError::Denied(_) => StatusCode::UNAUTHORIZED,
                     };
-                    let mut r = refuse(&node, Some(&info), Some(&user), status, &e.to_string());
+                    let mut r = refuse(&security, Some(&info), Some(&user), status, &e.to_string());
                     if let LoginError::LockedOut(l) = &e {
                         r.headers_mut()
                             .insert(header::RETRY_AFTER, header::HeaderValue::from(l.retry_secs));
@@ -225,19 +224,19 @@ pub async fn authenticate(
 /// The inner layer (after routing): the permission [`rule`] gives the
 /// matched route, on the type and bucket its path names.
 pub async fn authorize(
-    axum::extract::State(node): Shared,
+    axum::extract::State(security): axum::extract::State<Arc<Security>>,
     matched: Option<MatchedPath>,
     params: Result<RawPathParams, axum::extract::rejection::RawPathParamsRejection>,
     req: Request,
     next: axum::middleware::Next,
 ) -> Response {
-    if !node.security.enabled() || req.uri().path() == "/ping" {
+    if !security.enabled() || req.uri().path() == "/ping" {
         return next.run(req).await;
     }
     let info = req.extensions().get::<ConnInfo>().cloned();
     let Some(User(user)) = req.extensions().get::<User>().cloned() else {
         return refuse(
-            &node,
+            &security,
             info.as_ref(),
             None,
             StatusCode::UNAUTHORIZED,
@@ -248,7 +247,7 @@ pub async fn authorize(
     let Some(rule) = rule(pattern, req.method()) else {
         let why = format!("no permission rule for {} {pattern}", req.method());
         return refuse(
-            &node,
+            &security,
             info.as_ref(),
             Some(&user),
             StatusCode::FORBIDDEN,
@@ -265,13 +264,10 @@ pub async fn authorize(
             .map(|(_, v)| v.as_bytes().to_vec())
     };
     let (btype, bucket) = (param("t"), param("b"));
-    match node
-        .security
-        .permit(&user, rule, btype.as_deref(), bucket.as_deref())
-    {
+    match security.permit(&user, rule, btype.as_deref(), bucket.as_deref()) {
         Ok(()) => next.run(req).await,
         Err(e) => refuse(
-            &node,
+            &security,
             info.as_ref(),
             Some(&user),
             StatusCode::FORBIDDEN,

@@ -8,7 +8,7 @@ use super::{
 };
 use crate::bucket::props::{BucketProps, CommitHook, CHASH_KEYFUN, LINKFUN};
 use crate::bucket::types::{props_from_json, split_storage_bucket};
-use crate::node::Node;
+use crate::kv::Kv;
 use crate::pb::quorum;
 use axum::body::Bytes;
 use axum::extract::{Path, Request, State};
@@ -90,21 +90,21 @@ async fn read_props(req: Request) -> Result<crate::pb::RpbBucketProps, Response>
 }
 
 /// `GET|PUT|DELETE /buckets/B/props`.
-pub async fn props_default(State(node): Shared, Path(b): Path<String>, req: Request) -> Response {
-    bucket_props(node, None, b, req).await
+pub async fn props_default(State(kv): Shared, Path(b): Path<String>, req: Request) -> Response {
+    bucket_props(kv, None, b, req).await
 }
 
 /// `GET|PUT|DELETE /types/T/buckets/B/props`.
 pub async fn props_typed(
-    State(node): Shared,
+    State(kv): Shared,
     Path((t, b)): Path<(String, String)>,
     req: Request,
 ) -> Response {
-    bucket_props(node, Some(t), b, req).await
+    bucket_props(kv, Some(t), b, req).await
 }
 
-async fn bucket_props(node: Arc<Node>, t: Option<String>, b: String, req: Request) -> Response {
-    let sb = match node
+async fn bucket_props(kv: Arc<Kv>, t: Option<String>, b: String, req: Request) -> Response {
+    let sb = match kv
         .types()
         .storage_bucket(t.as_deref().map(str::as_bytes), b.as_bytes())
     {
@@ -113,7 +113,7 @@ async fn bucket_props(node: Arc<Node>, t: Option<String>, b: String, req: Reques
     };
     match *req.method() {
         Method::GET | Method::HEAD => {
-            let mut m = props_json(&node.props().get(&sb));
+            let mut m = props_json(&kv.props().get(&sb));
             m.insert("name".into(), b.into());
             if let Some(t) = t {
                 m.insert("bucket_type".into(), t.into());
@@ -125,12 +125,12 @@ async fn bucket_props(node: Arc<Node>, t: Option<String>, b: String, req: Reques
                 Ok(p) => p,
                 Err(r) => return r,
             };
-            match node.props().set(&sb, &p) {
+            match kv.props().set(&sb, &p) {
                 Ok(()) => StatusCode::NO_CONTENT.into_response(),
                 Err(e) => error_response(e.into()),
             }
         }
-        Method::DELETE => match node.props().reset(&sb) {
+        Method::DELETE => match kv.props().reset(&sb) {
             Ok(()) => StatusCode::NO_CONTENT.into_response(),
             Err(e) => error_response(e.into()),
         },
@@ -140,8 +140,8 @@ async fn bucket_props(node: Arc<Node>, t: Option<String>, b: String, req: Reques
 
 /// `GET|PUT /types/T/props`: a bucket type's props; PUT updates an
 /// existing type (as PB's set-bucket-type, code 32).
-pub async fn type_props(State(node): Shared, Path(t): Path<String>, req: Request) -> Response {
-    let Some(bt) = node.types().get(&t) else {
+pub async fn type_props(State(kv): Shared, Path(t): Path<String>, req: Request) -> Response {
+    let Some(bt) = kv.types().get(&t) else {
         return text(StatusCode::NOT_FOUND, format!("No bucket-type named '{t}'"));
     };
     match *req.method() {
@@ -159,7 +159,7 @@ pub async fn type_props(State(node): Shared, Path(t): Path<String>, req: Request
                 Ok(p) => p,
                 Err(r) => return r,
             };
-            match node.types().update(t.as_bytes(), &p) {
+            match kv.types().update(t.as_bytes(), &p) {
                 Ok(()) => StatusCode::NO_CONTENT.into_response(),
                 Err(e) => error_response(e),
             }
@@ -184,26 +184,26 @@ fn listing_mode(req: &Request, name: &str) -> Result<Option<bool>, Response> {
 }
 
 /// `GET /buckets?buckets=true|stream`.
-pub async fn list_buckets_default(State(node): Shared, req: Request) -> Response {
-    list_buckets(node, None, req).await
+pub async fn list_buckets_default(State(kv): Shared, req: Request) -> Response {
+    list_buckets(kv, None, req).await
 }
 
 /// `GET /types/T/buckets?buckets=true|stream`.
 pub async fn list_buckets_typed(
-    State(node): Shared,
+    State(kv): Shared,
     Path(t): Path<String>,
     req: Request,
 ) -> Response {
-    list_buckets(node, Some(t), req).await
+    list_buckets(kv, Some(t), req).await
 }
 
-async fn list_buckets(node: Arc<Node>, t: Option<String>, req: Request) -> Response {
+async fn list_buckets(kv: Arc<Kv>, t: Option<String>, req: Request) -> Response {
     let stream = match listing_mode(&req, "buckets") {
         Ok(Some(s)) => s,
         Ok(None) => return bad("Listing buckets needs ?buckets=true or ?buckets=stream"),
         Err(r) => return r,
     };
-    let btype = match node.types().resolve(t.as_deref().map(str::as_bytes)) {
+    let btype = match kv.types().resolve(t.as_deref().map(str::as_bytes)) {
         Ok(bt) => bt,
         Err(e) => return error_response(e),
     };
@@ -211,7 +211,7 @@ async fn list_buckets(node: Arc<Node>, t: Option<String>, req: Request) -> Respo
         Ok(t) => t,
         Err(r) => return r,
     };
-    let buckets: Vec<Value> = match crate::kv::within(timeout, node.list_buckets()).await {
+    let buckets: Vec<Value> = match crate::kv::within(timeout, kv.list_buckets()).await {
         Ok(all) => all
             .iter()
             .filter_map(|sb| match split_storage_bucket(sb) {
@@ -232,29 +232,25 @@ async fn list_buckets(node: Arc<Node>, t: Option<String>, req: Request) -> Respo
 }
 
 /// `GET /buckets/B/keys?keys=true|stream`.
-pub async fn list_keys_default(
-    State(node): Shared,
-    Path(b): Path<String>,
-    req: Request,
-) -> Response {
-    list_keys(node, None, b, req).await
+pub async fn list_keys_default(State(kv): Shared, Path(b): Path<String>, req: Request) -> Response {
+    list_keys(kv, None, b, req).await
 }
 
 /// `GET /types/T/buckets/B/keys?keys=true|stream`.
 pub async fn list_keys_typed(
-    State(node): Shared,
+    State(kv): Shared,
     Path((t, b)): Path<(String, String)>,
     req: Request,
 ) -> Response {
-    list_keys(node, Some(t), b, req).await
+    list_keys(kv, Some(t), b, req).await
 }
 
-async fn list_keys(node: Arc<Node>, t: Option<String>, b: String, req: Request) -> Response {
+async fn list_keys(kv: Arc<Kv>, t: Option<String>, b: String, req: Request) -> Response {
     let mode = match listing_mode(&req, "keys") {
         Ok(m) => m,
         Err(r) => return r,
     };
-    let sb = match node
+    let sb = match kv
         .types()
         .storage_bucket(t.as_deref().map(str::as_bytes), b.as_bytes())
     {
@@ -270,7 +266,7 @@ async fn list_keys(node: Arc<Node>, t: Option<String>, b: String, req: Request) 
         None => json(StatusCode::OK, &json!({})),
         Some(false) => {
             let mut keys = Vec::new();
-            let listing = node.list_keys(&sb, |batch| {
+            let listing = kv.list_keys(&sb, |batch| {
                 keys.extend(batch.iter().map(|k| js(k)));
                 std::future::ready(true)
             });
@@ -284,7 +280,7 @@ async fn list_keys(node: Arc<Node>, t: Option<String>, b: String, req: Request) 
             // `{"keys":[]}`; a failure mid-stream is an `{"error":...}` chunk.
             let (tx, resp) = chunked("application/json");
             tokio::spawn(async move {
-                let listing = node.list_keys(&sb, |batch| {
+                let listing = kv.list_keys(&sb, |batch| {
                     let keys: Vec<Value> = batch.iter().map(|k| js(k)).collect();
                     let sent = tx
                         .send(Bytes::from(json!({ "keys": keys }).to_string()))

@@ -3,7 +3,7 @@
 //! `continuation`, `term_regex` and `stream`.
 
 use super::{bad, chunked, error_response, js, json, query, Shared};
-use crate::node::Node;
+use crate::kv::Kv;
 use axum::body::Bytes;
 use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
@@ -16,38 +16,38 @@ pub use crate::limits::RESULTS_PER_PART;
 
 /// `GET /buckets/B/index/F/V`.
 pub async fn eq_default(
-    State(node): Shared,
+    State(kv): Shared,
     Path((b, f, v)): Path<(String, String, String)>,
     req: Request,
 ) -> Response {
-    index(node, None, b, f, v, None, req).await
+    index(kv, None, b, f, v, None, req).await
 }
 
 /// `GET /buckets/B/index/F/S/E`.
 pub async fn range_default(
-    State(node): Shared,
+    State(kv): Shared,
     Path((b, f, s, e)): Path<(String, String, String, String)>,
     req: Request,
 ) -> Response {
-    index(node, None, b, f, s, Some(e), req).await
+    index(kv, None, b, f, s, Some(e), req).await
 }
 
 /// `GET /types/T/buckets/B/index/F/V`.
 pub async fn eq_typed(
-    State(node): Shared,
+    State(kv): Shared,
     Path((t, b, f, v)): Path<(String, String, String, String)>,
     req: Request,
 ) -> Response {
-    index(node, Some(t), b, f, v, None, req).await
+    index(kv, Some(t), b, f, v, None, req).await
 }
 
 /// `GET /types/T/buckets/B/index/F/S/E`.
 pub async fn range_typed(
-    State(node): Shared,
+    State(kv): Shared,
     Path((t, b, f, s, e)): Path<(String, String, String, String, String)>,
     req: Request,
 ) -> Response {
-    index(node, Some(t), b, f, s, Some(e), req).await
+    index(kv, Some(t), b, f, s, Some(e), req).await
 }
 
 /// The query parameters of a 2i request.
@@ -119,7 +119,7 @@ pub(crate) fn check_terms(
 }
 
 async fn index(
-    node: Arc<Node>,
+    kv: Arc<Kv>,
     t: Option<String>,
     b: String,
     field: String,
@@ -131,7 +131,7 @@ async fn index(
         Ok(p) => p,
         Err(e) => return bad(e),
     };
-    let sb = match node
+    let sb = match kv
         .types()
         .storage_bucket(t.as_deref().map(str::as_bytes), b.as_bytes())
     {
@@ -164,7 +164,7 @@ async fn index(
         continuation: p.continuation.clone(),
         start_after: None,
     };
-    let page = match crate::kv::within(p.timeout, node.index_query(q)).await {
+    let page = match crate::kv::within(p.timeout, kv.index_query(q)).await {
         Ok(page) => page,
         Err(e) => return error_response(e),
     };

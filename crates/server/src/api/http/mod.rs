@@ -34,7 +34,7 @@ pub mod preflist;
 pub mod replicas;
 
 use crate::error::RequestError;
-use crate::node::Node;
+use crate::kv::Kv;
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -45,8 +45,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use tokio::sync::mpsc;
 
-/// The state every handler extracts: the node.
-pub(crate) type Shared = axum::extract::State<Arc<Node>>;
+/// The state every KV handler extracts: the KV layer.
+pub(crate) type Shared = axum::extract::State<Arc<Kv>>;
 
 pub use crate::limits::MAX_PROPS_BODY_BYTES;
 

@@ -7,8 +7,8 @@
 
 use super::{bad, error_response, pct, pct_encode, query, read_body, text, Shared};
 use crate::error::RequestError;
+use crate::kv::Kv;
 use crate::kv::{GetOpts, GetOutcome, PutOpts};
-use crate::node::Node;
 use crate::object::unique_id;
 use crate::object::vclock::VClock;
 use crate::object::{Content, RiakObject};
@@ -137,35 +137,35 @@ pub(crate) fn params(q: &[(String, String)]) -> Result<Params, String> {
 }
 
 /// `POST /buckets/B/keys`.
-pub async fn post_default(State(node): Shared, Path(b): Path<String>, req: Request) -> Response {
-    object(node, None, b, None, req).await
+pub async fn post_default(State(kv): Shared, Path(b): Path<String>, req: Request) -> Response {
+    object(kv, None, b, None, req).await
 }
 
 /// `POST /types/T/buckets/B/keys`.
 pub async fn post_typed(
-    State(node): Shared,
+    State(kv): Shared,
     Path((t, b)): Path<(String, String)>,
     req: Request,
 ) -> Response {
-    object(node, Some(t), b, None, req).await
+    object(kv, Some(t), b, None, req).await
 }
 
 /// `/buckets/B/keys/K`.
 pub async fn object_default(
-    State(node): Shared,
+    State(kv): Shared,
     Path((b, k)): Path<(String, String)>,
     req: Request,
 ) -> Response {
-    object(node, None, b, Some(k), req).await
+    object(kv, None, b, Some(k), req).await
 }
 
 /// `/types/T/buckets/B/keys/K`.
 pub async fn object_typed(
-    State(node): Shared,
+    State(kv): Shared,
     Path((t, b, k)): Path<(String, String, String)>,
     req: Request,
 ) -> Response {
-    object(node, Some(t), b, Some(k), req).await
+    object(kv, Some(t), b, Some(k), req).await
 }
 
 /// Where an object lives: type (`None` = default), bucket, storage bucket.
@@ -193,7 +193,7 @@ impl Loc<'_> {
 }
 
 async fn object(
-    node: Arc<Node>,
+    kv: Arc<Kv>,
     t: Option<String>,
     b: String,
     k: Option<String>,
@@ -203,7 +203,7 @@ async fn object(
         Ok(p) => p,
         Err(e) => return bad(e),
     };
-    let sb = match node
+    let sb = match kv
         .types()
         .storage_bucket(t.as_deref().map(str::as_bytes), b.as_bytes())
     {
@@ -221,10 +221,10 @@ async fn object(
     let method = req.method().clone();
     let not_allowed = || text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed");
     let r = match (method, k) {
-        (Method::GET | Method::HEAD, Some(k)) => fetch(&node, &loc, &k, &p, req.headers()).await,
-        (Method::PUT, Some(k)) => store(&node, &loc, Some(k), &p, req).await,
-        (Method::POST, k) => store(&node, &loc, k, &p, req).await,
-        (Method::DELETE, Some(k)) => delete(&node, &loc, &k, &p, req.headers()).await,
+        (Method::GET | Method::HEAD, Some(k)) => fetch(&kv, &loc, &k, &p, req.headers()).await,
+        (Method::PUT, Some(k)) => store(&kv, &loc, Some(k), &p, req).await,
+        (Method::POST, k) => store(&kv, &loc, k, &p, req).await,
+        (Method::DELETE, Some(k)) => delete(&kv, &loc, &k, &p, req.headers()).await,
         _ => return not_allowed(),
     };
     r.unwrap_or_else(|e| e)
@@ -566,10 +566,10 @@ fn chosen<'a>(o: &'a RiakObject, vtag: Option<&str>) -> Option<&'a Content> {
     }
 }
 
-async fn fetch(node: &Node, loc: &Loc<'_>, k: &str, p: &Params, h: &HeaderMap) -> HttpResult {
+async fn fetch(kv: &Kv, loc: &Loc<'_>, k: &str, p: &Params, h: &HeaderMap) -> HttpResult {
     let cond = Conditions::parse(h)?;
     let opts = p.get_opts();
-    match node
+    match kv
         .get(&loc.sb, k.as_bytes(), &opts)
         .await
         .map_err(error_response)?
@@ -710,14 +710,8 @@ pub(crate) fn content_from_request(h: &HeaderMap, body: Vec<u8>) -> Result<Conte
     Ok(c)
 }
 
-async fn store(
-    node: &Node,
-    loc: &Loc<'_>,
-    k: Option<String>,
-    p: &Params,
-    req: Request,
-) -> HttpResult {
-    let limit = node.config().limits.max_object_bytes;
+async fn store(kv: &Kv, loc: &Loc<'_>, k: Option<String>, p: &Params, req: Request) -> HttpResult {
+    let limit = kv.config().limits.max_object_bytes;
     let (headers, body) = read_body(req, limit).await.map_err(|r| {
         if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
             text(
@@ -742,7 +736,7 @@ async fn store(
     };
     if cond.any() {
         let gopts = p.get_opts();
-        let current = node
+        let current = kv
             .get(&loc.sb, key.as_bytes(), &gopts)
             .await
             .map_err(error_response)?;
@@ -752,7 +746,7 @@ async fn store(
         };
         chk.map_err(failed_response)?;
     }
-    let obj = node
+    let obj = kv
         .put(&loc.sb, key.as_bytes(), client, content, &opts)
         .await
         .map_err(|e| match e {
@@ -785,13 +779,13 @@ async fn store(
 
 /// DELETE: a tombstone over the current clock (the request's
 /// `X-Riak-Vclock` if given), reaped per `delete_mode` as PB deletes.
-async fn delete(node: &Arc<Node>, loc: &Loc<'_>, k: &str, p: &Params, h: &HeaderMap) -> HttpResult {
+async fn delete(kv: &Arc<Kv>, loc: &Loc<'_>, k: &str, p: &Params, h: &HeaderMap) -> HttpResult {
     let client = client_vclock(h)?;
     let opts = GetOpts {
         r: p.r.or(p.rw),
         ..p.get_opts()
     };
-    let current = match node
+    let current = match kv
         .get(&loc.sb, k.as_bytes(), &opts)
         .await
         .map_err(error_response)?
@@ -805,15 +799,14 @@ async fn delete(node: &Arc<Node>, loc: &Loc<'_>, k: &str, p: &Params, h: &Header
         w: p.w.or(p.rw),
         ..p.put_opts()
     };
-    node.kv()
-        .delete(
-            &loc.sb,
-            k.as_bytes(),
-            Some(client.unwrap_or(current)),
-            &opts,
-        )
-        .await
-        .map_err(error_response)?;
+    kv.delete(
+        &loc.sb,
+        k.as_bytes(),
+        Some(client.unwrap_or(current)),
+        &opts,
+    )
+    .await
+    .map_err(error_response)?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

@@ -21,19 +21,16 @@ use axum::response::Response;
 use serde_json::{json, Value};
 
 /// The default bucket type.
-pub async fn replicas_default(
-    State(node): Shared,
-    Path((b, k)): Path<(String, String)>,
-) -> Response {
-    replicas(node, None, b, k).await
+pub async fn replicas_default(State(kv): Shared, Path((b, k)): Path<(String, String)>) -> Response {
+    replicas(kv, None, b, k).await
 }
 
 /// A typed bucket.
 pub async fn replicas_typed(
-    State(node): Shared,
+    State(kv): Shared,
     Path((t, b, k)): Path<(String, String, String)>,
 ) -> Response {
-    replicas(node, Some(t), b, k).await
+    replicas(kv, Some(t), b, k).await
 }
 
 fn lossy(b: &[u8]) -> String {
@@ -67,12 +64,12 @@ fn describe(o: &RiakObject) -> Value {
 }
 
 async fn replicas(
-    node: std::sync::Arc<crate::node::Node>,
+    kv: std::sync::Arc<crate::kv::Kv>,
     t: Option<String>,
     b: String,
     k: String,
 ) -> Response {
-    let sb = match node
+    let sb = match kv
         .types()
         .storage_bucket(t.as_deref().map(str::as_bytes), b.as_bytes())
     {
@@ -81,12 +78,12 @@ async fn replicas(
     };
     let mut out = Vec::new();
     let mut states = Vec::new();
-    for target in node.preflist_of(&sb, k.as_bytes()) {
+    for target in kv.preflist_of(&sb, k.as_bytes()) {
         let req = VnodeReq::Head {
             bucket: sb.clone(),
             key: k.as_bytes().to_vec(),
         };
-        let mut entry = match node.router.vcall(&target, req).await {
+        let mut entry = match kv.router.vcall(&target, req).await {
             Ok(VnodeReply::Object(Some(w), _)) => match w.head() {
                 Ok(o) => {
                     states.push(Some(o.state_hash()));

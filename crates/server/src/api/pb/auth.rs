@@ -9,8 +9,8 @@
 //! serves a code this table does not name.
 
 use crate::error::RequestError;
-use crate::node::Node;
 use crate::pb::{self, code};
+use crate::security::Security;
 use std::net::IpAddr;
 
 pub use crate::security::Rule;
@@ -147,13 +147,12 @@ pub struct Session {
 /// when it may run (security off, or allowed). `RpbAuthReq` and
 /// `RpbStartTls` are handled by the caller before this.
 pub fn check(
-    node: &Node,
+    sec: &Security,
     session: &Session,
     peer: IpAddr,
     c: u8,
     body: &[u8],
 ) -> Result<(), RequestError> {
-    let sec = &node.security;
     if !sec.enabled() {
         return Ok(());
     }
@@ -189,12 +188,11 @@ pub fn check(
 /// once; a user that failed too often from this address is refused at
 /// once for a cool-down (`Security::login`).
 pub async fn authenticate(
-    node: &Node,
+    sec: &Security,
     session: &mut Session,
     peer: IpAddr,
     body: &[u8],
 ) -> Result<Vec<u8>, RequestError> {
-    let sec = node.security();
     if !sec.enabled() {
         return Err(RequestError::Invalid("Security not enabled".into()));
     }

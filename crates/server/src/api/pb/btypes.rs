@@ -13,7 +13,7 @@
 use super::decode;
 use crate::bucket::types::{type_name, TypeStatus};
 use crate::error::RequestError;
-use crate::node::Node;
+use crate::kv::Kv;
 use crate::pb::{self, frame, frame_msg, RpbBucketProps};
 use prost::Message;
 
@@ -65,13 +65,9 @@ fn bad(msg: impl Into<String>) -> RequestError {
 }
 
 /// Handles Riak's codes 31–34; `None` = not one of them.
-pub(crate) fn handle(
-    node: &Node,
-    c: u8,
-    body: &[u8],
-) -> Result<Option<Vec<Vec<u8>>>, RequestError> {
+pub(crate) fn handle(kv: &Kv, c: u8, body: &[u8]) -> Result<Option<Vec<Vec<u8>>>, RequestError> {
     use crate::pb::code as pbc;
-    let types = node.types();
+    let types = kv.types();
     let frames = match c {
         code::GET_BUCKET_TYPE_REQ => {
             let r: pb::RpbGetBucketTypeReq = decode(body)?;
@@ -97,7 +93,7 @@ pub(crate) fn handle(
             if r.key.is_empty() {
                 return Err(bad("Key cannot be zero-length"));
             }
-            let preflist = node
+            let preflist = kv
                 .preflist_of(&sb, &r.key)
                 .into_iter()
                 .map(|t| pb::RpbBucketKeyPreflistItem {
@@ -119,11 +115,11 @@ pub(crate) fn handle(
 /// Handles the Basalt-only admin codes 240–246 (cluster port only);
 /// `None` = not one of them.
 pub(crate) fn handle_admin(
-    node: &Node,
+    kv: &Kv,
     c: u8,
     body: &[u8],
 ) -> Result<Option<Vec<Vec<u8>>>, RequestError> {
-    let types = node.types();
+    let types = kv.types();
     let frames = match c {
         code::ADMIN_TYPE_CREATE_REQ => {
             let r: BasaltBucketTypeReq = decode(body)?;

@@ -8,19 +8,16 @@
 
 use super::{decode, FrameTx};
 use crate::error::RequestError;
+use crate::kv::Kv;
 use crate::limits::LIST_KEYS_FRAME_KEYS;
-use crate::node::Node;
 use crate::pb::{self, code, frame, frame_msg};
 use std::sync::Arc;
 
 /// `RpbListBucketsReq`.
-pub(crate) async fn list_buckets(
-    node: &Arc<Node>,
-    body: &[u8],
-) -> Result<Vec<Vec<u8>>, RequestError> {
+pub(crate) async fn list_buckets(kv: &Arc<Kv>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
     let r: pb::RpbListBucketsReq = decode(body)?;
-    let btype = node.types().resolve(r.r#type.as_deref())?;
-    let buckets = crate::kv::within(r.timeout, node.list_buckets())
+    let btype = kv.types().resolve(r.r#type.as_deref())?;
+    let buckets = crate::kv::within(r.timeout, kv.list_buckets())
         .await?
         .into_iter()
         .filter_map(
@@ -65,16 +62,14 @@ pub(crate) async fn list_buckets(
 
 /// `RpbListKeysReq`.
 pub(crate) async fn list_keys(
-    node: &Arc<Node>,
+    kv: &Arc<Kv>,
     body: &[u8],
     out: &FrameTx,
 ) -> Result<Vec<Vec<u8>>, RequestError> {
     let r: pb::RpbListKeysReq = decode(body)?;
-    let sb = node
-        .types()
-        .storage_bucket(r.r#type.as_deref(), &r.bucket)?;
+    let sb = kv.types().storage_bucket(r.r#type.as_deref(), &r.bucket)?;
     // Each covering vnode's batch is sent as soon as it is read.
-    let listing = node.list_keys(&sb, |keys| {
+    let listing = kv.list_keys(&sb, |keys| {
         let out = out.clone();
         async move {
             let mut keys = keys.into_iter();
@@ -108,12 +103,10 @@ pub(crate) async fn list_keys(
 }
 
 /// `RpbGetBucketReq`.
-pub(crate) async fn get_props(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
+pub(crate) async fn get_props(kv: &Arc<Kv>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
     let r: pb::RpbGetBucketReq = decode(body)?;
-    let sb = node
-        .types()
-        .storage_bucket(r.r#type.as_deref(), &r.bucket)?;
-    let props = node.props().get(&sb).to_pb();
+    let sb = kv.types().storage_bucket(r.r#type.as_deref(), &r.bucket)?;
+    let props = kv.props().get(&sb).to_pb();
     Ok(vec![frame_msg(
         code::GET_BUCKET_RESP,
         &pb::RpbGetBucketResp { props },
@@ -121,24 +114,17 @@ pub(crate) async fn get_props(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u
 }
 
 /// `RpbSetBucketReq`.
-pub(crate) async fn set_props(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
+pub(crate) async fn set_props(kv: &Arc<Kv>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
     let r: pb::RpbSetBucketReq = decode(body)?;
-    let sb = node
-        .types()
-        .storage_bucket(r.r#type.as_deref(), &r.bucket)?;
-    node.props().set(&sb, &r.props)?;
+    let sb = kv.types().storage_bucket(r.r#type.as_deref(), &r.bucket)?;
+    kv.props().set(&sb, &r.props)?;
     Ok(vec![frame(code::SET_BUCKET_RESP, &[])])
 }
 
 /// `RpbResetBucketReq`.
-pub(crate) async fn reset_props(
-    node: &Arc<Node>,
-    body: &[u8],
-) -> Result<Vec<Vec<u8>>, RequestError> {
+pub(crate) async fn reset_props(kv: &Arc<Kv>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
     let r: pb::RpbResetBucketReq = decode(body)?;
-    let sb = node
-        .types()
-        .storage_bucket(r.r#type.as_deref(), &r.bucket)?;
-    node.props().reset(&sb)?;
+    let sb = kv.types().storage_bucket(r.r#type.as_deref(), &r.bucket)?;
+    kv.props().reset(&sb)?;
     Ok(vec![frame(code::RESET_BUCKET_RESP, &[])])
 }

@@ -9,20 +9,18 @@
 
 use super::decode;
 use crate::error::RequestError;
-use crate::node::Node;
+use crate::kv::Kv;
 use crate::pb::{self, code, frame_msg};
 use std::sync::Arc;
 
 /// `RpbCoverageReq`.
-pub(crate) async fn plan(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
+pub(crate) async fn plan(kv: &Arc<Kv>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
     let r: pb::RpbCoverageReq = decode(body)?;
     super::check_bk(&r.bucket, None)?;
-    let sb = node
-        .types()
-        .storage_bucket(r.r#type.as_deref(), &r.bucket)?;
+    let sb = kv.types().storage_bucket(r.r#type.as_deref(), &r.bucket)?;
     let entries = match &r.replace_cover {
-        None => node.coverage_entries(&sb, r.min_partitions)?,
-        Some(failed) => node.replace_cover(failed, &r.unavailable_cover)?,
+        None => kv.coverage_entries(&sb, r.min_partitions)?,
+        Some(failed) => kv.replace_cover(failed, &r.unavailable_cover)?,
     };
     let entries = entries
         .into_iter()

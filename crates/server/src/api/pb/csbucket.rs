@@ -8,21 +8,19 @@
 use super::{check_bk, contents_pb, decode, FrameTx};
 use crate::error::RequestError;
 use crate::kv::CsFold;
+use crate::kv::Kv;
 use crate::limits::CS_BUCKET_FRAME_OBJECTS;
-use crate::node::Node;
 use crate::pb::{self, code, frame_msg};
 use std::sync::Arc;
 
 /// `RpbCSBucketReq`.
 pub(crate) async fn fold(
-    node: &Arc<Node>,
+    kv: &Arc<Kv>,
     body: &[u8],
     out: &FrameTx,
 ) -> Result<Vec<Vec<u8>>, RequestError> {
     let r: pb::RpbCsBucketReq = decode(body)?;
-    let sb = node
-        .types()
-        .storage_bucket(r.r#type.as_deref(), &r.bucket)?;
+    let sb = kv.types().storage_bucket(r.r#type.as_deref(), &r.bucket)?;
     check_bk(&r.bucket, None)?;
     let q = CsFold {
         bucket: sb,
@@ -36,7 +34,7 @@ pub(crate) async fn fold(
     };
     // Objects stream in key order as the fold's rounds produce them,
     // then `{done = true, continuation?}`.
-    let continuation = node
+    let continuation = kv
         .cs_bucket_fold(&q, |objs| {
             let out = out.clone();
             async move {

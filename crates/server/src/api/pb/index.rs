@@ -11,22 +11,20 @@
 
 use super::{decode, FrameTx};
 use crate::error::RequestError;
+use crate::kv::Kv;
 use crate::limits::INDEX_STREAM_CHUNK;
-use crate::node::Node;
 use crate::pb::{self, code, frame_msg};
 use basalt_backend::IndexQuery;
 use std::sync::Arc;
 
 /// `RpbIndexReq`.
 pub(crate) async fn query(
-    node: &Arc<Node>,
+    kv: &Arc<Kv>,
     body: &[u8],
     out: &FrameTx,
 ) -> Result<Vec<Vec<u8>>, RequestError> {
     let r: pb::RpbIndexReq = decode(body)?;
-    let sb = node
-        .types()
-        .storage_bucket(r.r#type.as_deref(), &r.bucket)?;
+    let sb = kv.types().storage_bucket(r.r#type.as_deref(), &r.bucket)?;
     let return_body = r.return_body.unwrap_or(false);
     if return_body && r.index != b"$bucket" && r.index != b"$key" {
         return Err(RequestError::Invalid(
@@ -80,11 +78,11 @@ pub(crate) async fn query(
         start_after: None,
     };
     let page = match &r.cover_context {
-        None => crate::kv::within(r.timeout, node.index_query(q)).await?,
-        Some(c) => crate::kv::within(r.timeout, node.index_query_cover(q, c)).await?,
+        None => crate::kv::within(r.timeout, kv.index_query(q)).await?,
+        Some(c) => crate::kv::within(r.timeout, kv.index_query_cover(q, c)).await?,
     };
     if return_body {
-        return with_bodies(node, &sb, page, stream, out).await;
+        return with_bodies(kv, &sb, page, stream, out).await;
     }
     let continuation = page.continuation.map(String::into_bytes);
     let to_resp = |results: &[basalt_backend::IndexResult]| {
@@ -130,7 +128,7 @@ pub(crate) async fn query(
 /// The `return_body` answer: `RpbIndexBodyResp` frames of keys with their
 /// objects, read by GETs in chunks of [`INDEX_STREAM_CHUNK`].
 async fn with_bodies(
-    node: &Arc<Node>,
+    kv: &Arc<Kv>,
     bucket: &[u8],
     page: basalt_backend::IndexPage,
     stream: bool,
@@ -141,7 +139,7 @@ async fn with_bodies(
     for chunk in page.results.chunks(INDEX_STREAM_CHUNK) {
         let mut resp = pb::RpbIndexBodyResp::default();
         for res in chunk {
-            let got = node
+            let got = kv
                 .get(bucket, &res.key, &crate::kv::GetOpts::default())
                 .await?;
             if let crate::kv::GetOutcome::Found(o) = got {

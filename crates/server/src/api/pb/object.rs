@@ -5,22 +5,20 @@
 
 use super::{check_bk, contents_pb, decode, decode_vclock};
 use crate::error::RequestError;
+use crate::kv::Kv;
 use crate::kv::{GetOutcome, PutOpts};
-use crate::node::Node;
 use crate::object::{unique_id, Content};
 use crate::pb::{self, code, frame, frame_msg};
 use std::sync::Arc;
 
 /// `RpbGetReq`.
-pub(crate) async fn get(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
+pub(crate) async fn get(kv: &Arc<Kv>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
     let r: pb::RpbGetReq = decode(body)?;
-    let sb = node
-        .types()
-        .storage_bucket(r.r#type.as_deref(), &r.bucket)?;
+    let sb = kv.types().storage_bucket(r.r#type.as_deref(), &r.bucket)?;
     check_bk(&r.bucket, Some(&r.key))?;
     let if_modified = decode_vclock(&r.if_modified)?;
     let opts = read_opts!(r);
-    let resp = match node
+    let resp = match kv
         .get_with_basic_quorum(&sb, &r.key, &opts, r.basic_quorum)
         .await?
     {
@@ -48,11 +46,9 @@ pub(crate) async fn get(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, R
 }
 
 /// `RpbPutReq`.
-pub(crate) async fn put(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
+pub(crate) async fn put(kv: &Arc<Kv>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
     let r: pb::RpbPutReq = decode(body)?;
-    let sb = node
-        .types()
-        .storage_bucket(r.r#type.as_deref(), &r.bucket)?;
+    let sb = kv.types().storage_bucket(r.r#type.as_deref(), &r.bucket)?;
     check_bk(&r.bucket, r.key.as_deref())?;
     let client = decode_vclock(&r.vclock)?;
     let (key, generated) = match r.key {
@@ -71,7 +67,7 @@ pub(crate) async fn put(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, R
         sloppy_quorum: r.sloppy_quorum,
         node_confirms: r.node_confirms,
     };
-    let obj = node.put(&sb, &key, client, content, &opts).await?;
+    let obj = kv.put(&sb, &key, client, content, &opts).await?;
     let mut resp = pb::RpbPutResp {
         key: generated.then_some(key),
         ..Default::default()
@@ -85,11 +81,9 @@ pub(crate) async fn put(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, R
 }
 
 /// `RpbDelReq`.
-pub(crate) async fn delete(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
+pub(crate) async fn delete(kv: &Arc<Kv>, body: &[u8]) -> Result<Vec<Vec<u8>>, RequestError> {
     let r: pb::RpbDelReq = decode(body)?;
-    let sb = node
-        .types()
-        .storage_bucket(r.r#type.as_deref(), &r.bucket)?;
+    let sb = kv.types().storage_bucket(r.r#type.as_deref(), &r.bucket)?;
     check_bk(&r.bucket, Some(&r.key))?;
     let client = decode_vclock(&r.vclock)?;
     let opts = PutOpts {
@@ -98,6 +92,6 @@ pub(crate) async fn delete(node: &Arc<Node>, body: &[u8]) -> Result<Vec<Vec<u8>>
         pw: r.pw,
         ..Default::default()
     };
-    node.kv().delete(&sb, &r.key, client, &opts).await?;
+    kv.delete(&sb, &r.key, client, &opts).await?;
     Ok(vec![frame(code::DEL_RESP, &[])])
 }
