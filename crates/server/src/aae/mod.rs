@@ -36,7 +36,14 @@ pub mod fold;
 pub mod rebuild;
 
 pub use crate::limits::MAX_DIRTY_SEGMENTS;
+/// The name of the fold-query service on the cluster port
+/// ([`crate::cluster::Msg::Service`]): a full-sync of another cluster runs
+/// an anti-entropy fold query here (cached-tree roots, branches, clocks;
+/// range trees and clocks).
+pub const FOLD_SERVICE: &str = "aae_fold";
+
 pub use exchange::{follow_up_scope, Exchange, Scope};
+pub use fold::{FoldQuery, FoldResult, KeyEntry, RangeFilter};
 
 pub mod http;
 pub mod pb;

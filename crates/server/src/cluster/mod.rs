@@ -94,10 +94,6 @@ pub enum Msg {
         /// The changes.
         items: Vec<ReplItem>,
     },
-    /// A full-sync of another cluster runs an anti-entropy fold query here
-    /// (cached-tree roots, branches, clocks; range trees and clocks):
-    /// [`Reply::ReplFold`].
-    ReplFold(crate::aae::fold::FoldQuery),
     /// A full-sync of another cluster found keys newer here: queue them
     /// (as references, full-sync priority) on this node's sink `queue`.
     ReplRequeue {
@@ -130,12 +126,18 @@ pub enum Msg {
         /// Partitions of the key's preference list.
         partitions: Vec<u32>,
     },
-    /// A MapReduce job's first map phase over a whole bucket, one round
-    /// on the local vnode of a partition: [`Reply::MapFold`].
-    MapFold(crate::mapred::local::MapFoldReq),
-    /// A map phase over listed keys on the vnode of their partition on
-    /// this node: [`Reply::MapFold`] (one round, `more` false).
-    MapKeys(crate::mapred::local::MapKeysReq),
+    /// A capability's request to the same capability on another node (or
+    /// cluster), as opaque bytes: `service` names the handler on the
+    /// receiving node, `body` is the capability's own encoding
+    /// ([`encode_body`]); the answer is [`Reply::Service`]. Transport and
+    /// membership know none of its types.
+    Service {
+        /// The receiving handler (a capability's constant, e.g.
+        /// `aae::FOLD_SERVICE`).
+        service: String,
+        /// The request, encoded by the capability.
+        body: Vec<u8>,
+    },
 }
 
 /// Bucket metadata every node exchanges with every gossip: bucket props
@@ -181,8 +183,6 @@ pub enum Reply {
     Text(String),
     /// Refused, with the reason.
     Refused(String),
-    /// The answer to [`Msg::ReplFold`].
-    ReplFold(crate::aae::fold::FoldResult),
     /// A sink node's answer to [`Msg::ReplHello`].
     ReplHello {
         /// Its cluster id.
@@ -195,8 +195,21 @@ pub enum Reply {
     /// The answer to [`Msg::HeldFor`]: the partitions held here for
     /// another owner.
     Held(Vec<u32>),
-    /// The answer to [`Msg::MapFold`] (the error: the job error's JSON).
-    MapFold(Result<crate::mapred::local::MapFoldBatch, String>),
+    /// The answer to [`Msg::Service`]: the handler's answer, encoded by
+    /// the capability, or why it could not serve the request (an unknown
+    /// service, a body that did not decode, the handler's refusal).
+    Service(Result<Vec<u8>, String>),
+}
+
+/// Encodes a capability's message body for [`Msg::Service`] /
+/// [`Reply::Service`] (postcard, as every cluster message).
+pub fn encode_body<T: Serialize>(v: &T) -> Result<Vec<u8>, String> {
+    postcard::to_stdvec(v).map_err(|e| format!("encoding a service body: {e}"))
+}
+
+/// Decodes a body [`encode_body`] made; the error says what did not decode.
+pub fn decode_body<T: serde::de::DeserializeOwned>(b: &[u8]) -> Result<T, String> {
+    postcard::from_bytes(b).map_err(|e| format!("decoding a service body: {e}"))
 }
 
 /// A vnode error as it crosses the wire.

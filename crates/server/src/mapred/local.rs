@@ -27,7 +27,7 @@ use super::job::{parse_map_spec, BucketName, PhaseFun};
 use super::run::map_batch;
 use super::{core::Fetched, MapRedError};
 use crate::bucket::keying::split_storage_bucket;
-use crate::cluster::{Msg, Reply};
+use crate::cluster::{decode_body, encode_body, Msg, Reply};
 use crate::error::RequestError;
 use crate::kv::{GetOpts, GetOutcome};
 use crate::limits::{CS_FOLD_BATCH, MAPRED_FOLD_PARALLEL, MAPRED_KEYS_BATCH};
@@ -41,6 +41,36 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
+
+/// The cluster port's service ([`Msg::Service`]) for one round of a
+/// whole-bucket map phase on a vnode of the receiving node ([`MapFoldReq`]
+/// → `Result<MapFoldBatch, job error JSON>`).
+pub const MAP_FOLD_SERVICE: &str = "mapred_fold";
+
+/// The service for a map phase over listed keys on the receiving node
+/// ([`MapKeysReq`] → `Result<MapFoldBatch, job error JSON>`, one round).
+pub const MAP_KEYS_SERVICE: &str = "mapred_keys";
+
+/// Asks `node` to run one map round (`service` with `req`): the batch, the
+/// job's error as it left the other node (JSON), or why the call failed.
+async fn call_map<T: Serialize>(
+    cluster: &crate::cluster::Cluster,
+    node: &str,
+    service: &str,
+    req: &T,
+    left: Duration,
+) -> Result<Result<MapFoldBatch, String>, String> {
+    let msg = Msg::Service {
+        service: service.into(),
+        body: encode_body(req)?,
+    };
+    match cluster.call(node, &msg, left).await {
+        Ok(Reply::Service(Ok(b))) => decode_body(&b),
+        Ok(Reply::Service(Err(e))) | Ok(Reply::Refused(e)) => Err(e),
+        Ok(other) => Err(format!("unexpected map fold reply {other:?}")),
+        Err(e) => Err(format!("map fold on {node}: {e}")),
+    }
+}
 
 /// One round of a map phase on the local vnode of `partition`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -124,6 +154,18 @@ impl Node {
             primary: true,
         };
         Ok((fun, arg, target))
+    }
+
+    /// Serves a map service's request from another node
+    /// ([`MAP_FOLD_SERVICE`], [`MAP_KEYS_SERVICE`]): the encoded
+    /// `Result<MapFoldBatch, job error JSON>`.
+    pub async fn serve_map(&self, service: &str, body: &[u8]) -> Result<Vec<u8>, String> {
+        let r = if service == MAP_FOLD_SERVICE {
+            self.map_fold_local(&decode_body(body)?).await
+        } else {
+            self.map_keys_local(&decode_body(body)?).await
+        };
+        encode_body(&r.map_err(|e| e.to_json().to_string()))
     }
 
     /// One round of a map phase on this node's vnode (see the module docs).
@@ -349,16 +391,11 @@ impl Node {
         let batch = if node == self.router.cluster.me() {
             self.map_keys_local(&req).await?
         } else {
-            match self
-                .router
-                .cluster
-                .call(&node, &Msg::MapKeys(req), left)
-                .await
-            {
-                Ok(Reply::MapFold(Ok(b))) => b,
-                Ok(Reply::MapFold(Err(e))) => return Err(remote_error(&e)),
-                other => {
-                    tracing::debug!(%node, reply = ?other.err(), "map over listed keys: mapping them here instead");
+            match call_map(&self.router.cluster, &node, MAP_KEYS_SERVICE, &req, left).await {
+                Ok(Ok(b)) => b,
+                Ok(Err(e)) => return Err(remote_error(&e)),
+                Err(why) => {
+                    tracing::debug!(%node, reply = %why, "map over listed keys: mapping them here instead");
                     let keys = ks.into_iter().map(|(_, k)| k).collect();
                     return self.map_here(phase, fun, arg, keys, deadline).await;
                 }
@@ -447,19 +484,10 @@ impl Node {
                 self.map_fold_local(&req).await?
             } else {
                 let storage = |m: String| MapRedError::Request(RequestError::Storage(m));
-                match self
-                    .router
-                    .cluster
-                    .call(&t.node, &Msg::MapFold(req), left)
-                    .await
-                {
-                    Ok(Reply::MapFold(Ok(b))) => b,
-                    Ok(Reply::MapFold(Err(e))) => return Err(remote_error(&e)),
-                    Ok(Reply::Refused(e)) => return Err(storage(e)),
-                    Ok(other) => {
-                        return Err(storage(format!("unexpected map fold reply {other:?}")))
-                    }
-                    Err(e) => return Err(storage(format!("map fold on {}: {e}", t.node))),
+                match call_map(&self.router.cluster, &t.node, MAP_FOLD_SERVICE, &req, left).await {
+                    Ok(Ok(b)) => b,
+                    Ok(Err(e)) => return Err(remote_error(&e)),
+                    Err(e) => return Err(storage(e)),
                 }
             };
             let outputs: Vec<Value> = serde_json::from_str(&batch.outputs).map_err(|e| {

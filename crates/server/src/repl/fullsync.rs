@@ -31,8 +31,8 @@
 use super::compare::{self, Repairs};
 use super::schedule::{self, AutoState, Check, Learnt, Place, Wants};
 use super::{Entry, Payload, Priority};
-use crate::aae::fold::{FoldQuery, FoldResult, RangeFilter};
-use crate::cluster::{Msg, ReplItem, Reply, CONTROL_TIMEOUT};
+use crate::aae::{FoldQuery, FoldResult, RangeFilter};
+use crate::cluster::{decode_body, encode_body, Msg, ReplItem, Reply, CONTROL_TIMEOUT};
 use crate::config::{DeleteMode, FullSyncConfig};
 use crate::limits::AAE_FOLD_MAX_BRANCHES;
 use crate::node::Node;
@@ -392,11 +392,18 @@ impl Node {
     ) -> Result<(FoldResult, FoldResult), String> {
         let (local, remote) = tokio::join!(
             self.aae_fold(&q),
-            self.peer_call(peer, Msg::ReplFold(q.clone()))
+            self.peer_call(
+                peer,
+                Msg::Service {
+                    service: crate::aae::FOLD_SERVICE.into(),
+                    body: encode_body(&q)?,
+                }
+            )
         );
         let local = local.map_err(|e| format!("here: {e}"))?;
         match remote? {
-            Reply::ReplFold(r) => Ok((local, r)),
+            Reply::Service(Ok(b)) => Ok((local, decode_body(&b)?)),
+            Reply::Service(Err(e)) => Err(format!("{peer}: {e}")),
             other => Err(format!("{peer}: unexpected reply {other:?}")),
         }
     }

@@ -65,7 +65,7 @@ impl Sink {
 
     /// Queues these keys (storage bucket, key, ...) as references at
     /// requeue priority; the count accepted.
-    pub fn requeue(&self, keys: Vec<crate::aae::fold::KeyEntry>) -> u64 {
+    pub fn requeue(&self, keys: Vec<crate::aae::KeyEntry>) -> u64 {
         let mut n = 0;
         for (bucket, key, _, _) in keys {
             let e = super::Entry {
@@ -226,6 +226,8 @@ impl ReplService {
     /// Adds a sink at run time (kept in `sinks.json`).
     pub fn add(&self, spec: SinkConfig) -> Result<Arc<Sink>, SinksError> {
         spec.validate().map_err(SinksError::Invalid)?;
+        Filter::parse(&spec.filter)
+            .map_err(|e| SinksError::Invalid(format!("repl sink {}: {e}", spec.name)))?;
         if self.sinks.read().contains_key(&spec.name) {
             return Err(SinksError::Invalid(format!(
                 "a sink named {} exists already",

@@ -8,6 +8,22 @@ use crate::cluster::{ClusterState, Msg, Reply};
 use crate::node::Node;
 use std::sync::Arc;
 
+/// Hands a capability's message ([`Msg::Service`]) to the capability that
+/// serves it: the encoded answer, or why there is none.
+async fn serve_service(this: &Arc<Node>, service: &str, body: &[u8]) -> Result<Vec<u8>, String> {
+    match service {
+        crate::aae::FOLD_SERVICE => {
+            let q: crate::aae::FoldQuery = crate::cluster::decode_body(body)?;
+            let r = this.aae_fold(&q).await.map_err(|e| e.to_string())?;
+            crate::cluster::encode_body(&r)
+        }
+        crate::mapred::local::MAP_FOLD_SERVICE | crate::mapred::local::MAP_KEYS_SERVICE => {
+            this.serve_map(service, body).await
+        }
+        other => Err(format!("no service {other:?} on this node")),
+    }
+}
+
 /// Serves one message from another node.
 pub async fn serve(this: Arc<Node>, msg: Msg) -> Reply {
     match msg {
@@ -22,16 +38,9 @@ pub async fn serve(this: Arc<Node>, msg: Msg) -> Reply {
                 .await
         }
         Msg::Handoff { partition, objects } => this.handoff.receive(partition, objects).await,
-        Msg::MapFold(req) => Reply::MapFold(
-            this.map_fold_local(&req)
-                .await
-                .map_err(|e| e.to_json().to_string()),
-        ),
-        Msg::MapKeys(req) => Reply::MapFold(
-            this.map_keys_local(&req)
-                .await
-                .map_err(|e| e.to_json().to_string()),
-        ),
+        Msg::Service { service, body } => {
+            Reply::Service(serve_service(&this, &service, &body).await)
+        }
         Msg::Gossip(s, meta) => {
             let (id, size) = this
                 .router
@@ -82,10 +91,6 @@ pub async fn serve(this: Arc<Node>, msg: Msg) -> Reply {
             this.merge_meta(&meta);
             Reply::Ok
         }
-        Msg::ReplFold(q) => match this.aae_fold(&q).await {
-            Ok(r) => Reply::ReplFold(r),
-            Err(e) => Reply::Refused(e.to_string()),
-        },
         Msg::ReplRequeue { queue, keys } => this.repl_requeue(&queue, keys),
         Msg::Admin(cmd) => match this.admin(cmd).await {
             Ok(text) => Reply::Text(text),

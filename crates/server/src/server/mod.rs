@@ -516,14 +516,16 @@ fn cluster_gate(
         None | Some(ClusterPeer::Node(_)) => return Ok(()),
         Some(ClusterPeer::User(u)) => u,
     };
-    let repl = matches!(
-        msg,
+    // What another cluster's replication sends: pushes, requeues, hellos,
+    // metadata and full-sync's fold queries.
+    let repl = match msg {
         Msg::ReplPush { .. }
-            | Msg::ReplFold(_)
-            | Msg::ReplRequeue { .. }
-            | Msg::ReplHello { .. }
-            | Msg::ReplMeta(_)
-    );
+        | Msg::ReplRequeue { .. }
+        | Msg::ReplHello { .. }
+        | Msg::ReplMeta(_) => true,
+        Msg::Service { service, .. } => service == crate::aae::FOLD_SERVICE,
+        _ => false,
+    };
     let verdict = if !repl {
         Err(format!(
             "the certificate of user {user:?} is not a node certificate (OU {}): only replication and admin requests are allowed",
