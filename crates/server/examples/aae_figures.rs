@@ -132,7 +132,7 @@ async fn rebuild_all(node: &Node) -> (u64, f64, u64) {
     let t = Instant::now();
     let (mut keys, mut missing) = (0, 0);
     for (p, _) in node.router().local_vnodes() {
-        let r = node.aae_rebuild_vnode(p, 0).await.expect("rebuild");
+        let r = node.aae().aae_rebuild_vnode(p, 0).await.expect("rebuild");
         keys += r.keys;
         missing += r.missing_in_journal;
     }
@@ -201,7 +201,7 @@ fn main() {
         summary.insert("rebuild_keys_per_sec_no_journal_check", off.round().into());
 
         // Memory.
-        let (bytes, built, _) = node.aae_tree_stats().await;
+        let (bytes, built, _) = node.aae().aae_tree_stats().await;
         println!(
             "tree memory: {bytes} bytes over {built} vnodes = {:.1} bytes per key (replica keys: {}); fixed by tree size and ring, not by keys",
             bytes as f64 / (a.keys * 3) as f64,
@@ -214,7 +214,7 @@ fn main() {
         let mut ms = Vec::new();
         for &f in &firsts {
             let t = Instant::now();
-            let x = node.aae_exchange_n(f, 3).await.expect("exchange");
+            let x = node.aae().aae_exchange_n(f, 3).await.expect("exchange");
             assert_eq!(x.repaired, 0, "in sync");
             ms.push(t.elapsed().as_secs_f64() * 1e3);
         }
@@ -259,7 +259,7 @@ fn main() {
             t.elapsed().as_secs_f64()
         );
         // The trees still hold the lost keys: an exchange sees nothing.
-        let x = node.aae_exchange_n(0, 3).await.expect("exchange");
+        let x = node.aae().aae_exchange_n(0, 3).await.expect("exchange");
         println!("exchange before the rebuild: {x:?} (the trees do not know)");
         let (keys, s, _) = rebuild_all(&node).await;
         println!("rebuild after the loss: {keys} replica keys in {s:.1} s");
@@ -271,7 +271,7 @@ fn main() {
             passes += 1;
             let mut pass = 0;
             for &f in &firsts {
-                let x = node.aae_exchange_n(f, 3).await.expect("exchange");
+                let x = node.aae().aae_exchange_n(f, 3).await.expect("exchange");
                 exchanges += 1;
                 pass += x.repaired as u64;
             }
@@ -295,7 +295,7 @@ fn main() {
         summary.insert("repaired", repaired.into());
         summary.insert("repairs_per_hour", per_hour.round().into());
         summary.insert("repair_exchanges", exchanges.into());
-        let bad = node.aae_verify_trees().await.expect("verify");
+        let bad = node.aae().aae_verify_trees().await.expect("verify");
         assert!(bad.is_empty(), "trees differ after repair on {bad:?}");
         node.close();
     });

@@ -84,10 +84,8 @@ pub struct Node {
     pub(crate) gossip_now: Arc<Notify>,
     /// Handoff, over the router and the bucket props.
     pub(crate) handoff: Arc<HandoffService>,
-    /// The anti-entropy tree rebuild scheduler.
-    pub(crate) aae_rebuilds: crate::aae::rebuild::AaeRebuilds,
-    /// Anti-entropy scheduling: the exchange queue and repair pacing.
-    pub(crate) aae: crate::aae::AaeService,
+    /// Anti-entropy: exchanges, tree rebuilds, fold queries.
+    pub(crate) aae: Arc<crate::aae::Aae>,
     /// Users, grants and sources (cluster-wide, spread with the gossip).
     pub(crate) security: Arc<crate::security::Security>,
     /// TLS of the PB listener, when configured.
@@ -152,7 +150,6 @@ impl Node {
             props.clone(),
             gossip_now.clone(),
         ));
-        let aae = crate::aae::AaeService::new(&config);
         check_sinks_are_elsewhere(&config)?;
         let repl = Arc::new(crate::repl::ReplService::open(
             &config.data_dir,
@@ -204,6 +201,8 @@ impl Node {
         kv.observe(hooks.clone());
         kv.set_precommit(hooks.clone());
         kv.set_held_copies(handoff.clone());
+        let aae = Arc::new(crate::aae::Aae::new(kv.clone()));
+        aae.set_key_queues(repl.clone());
         let node = Node {
             kv,
             repl,
@@ -211,7 +210,6 @@ impl Node {
             fullsync_state: Default::default(),
             gossip_now,
             handoff,
-            aae_rebuilds: Default::default(),
             aae,
             security,
             tls,
@@ -259,6 +257,11 @@ impl Node {
         self.kv.start_background();
     }
 
+    /// Anti-entropy.
+    pub fn aae(&self) -> &Arc<crate::aae::Aae> {
+        &self.aae
+    }
+
     /// The KV layer the request FSMs run on.
     pub fn kv(&self) -> &Arc<Kv> {
         &self.kv
@@ -296,48 +299,6 @@ impl Node {
     pub fn close(&self) {
         self.repl.close();
         self.router.close();
-    }
-
-    /// Checks every local vnode's cached anti-entropy trees against a fresh
-    /// fold (building them first where there are none); the partitions
-    /// whose trees differ. A whole-store read: for tests and operators.
-    pub async fn aae_verify_trees(&self) -> Result<Vec<u32>, VnodeError> {
-        self.aae_build_missing().await.map_err(VnodeError::Remote)?;
-        let local = self.router.local_vnodes();
-        let mut bad = Vec::new();
-        for (p, v) in local {
-            if !v.call(self.timeout(), |st| st.aae_verify()).await? {
-                bad.push(p);
-            }
-        }
-        Ok(bad)
-    }
-
-    /// Anti-entropy trees over the local vnodes: (bytes in memory, vnodes
-    /// with trees built, anti-entropy folds run since each vnode opened:
-    /// completed tree rebuilds and segment key listings).
-    pub async fn aae_tree_stats(&self) -> (u64, u64, u64) {
-        let (mut bytes, mut built, mut builds) = (0u64, 0u64, 0u64);
-        for (_, v) in self.router.local_vnodes() {
-            let Ok(pending) = v.submit(|st| {
-                Ok(st.aae.as_ref().map(|a| {
-                    let trees = a.trees.lock();
-                    (
-                        trees.as_ref().map_or(0, |t| t.memory_bytes() as u64),
-                        u64::from(trees.is_some()),
-                        a.folds.load(std::sync::atomic::Ordering::Relaxed),
-                    )
-                }))
-            }) else {
-                continue;
-            };
-            if let Ok(Some((b, t, f))) = pending.wait(self.timeout()).await {
-                bytes += b;
-                built += t;
-                builds += f;
-            }
-        }
-        (bytes, built, builds)
     }
 
     /// Each local vnode's backend statistics, by partition (a vnode whose

@@ -283,7 +283,7 @@ fn build_trees(h: &ServerHandle) {
         .build()
         .expect("runtime");
     let bad = rt
-        .block_on(h.node().aae_verify_trees())
+        .block_on(h.node().aae().aae_verify_trees())
         .expect("verify builds the trees");
     assert!(bad.is_empty());
 }

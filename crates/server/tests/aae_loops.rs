@@ -106,7 +106,12 @@ fn loops_repair_many_segments_of_one_bucket_in_one_exchange(backend: &str) {
         settle(&node).await;
         // Build the trees before the damage, so every later write is
         // tracked incrementally.
-        assert!(node.aae_verify_trees().await.expect("verify").is_empty());
+        assert!(node
+            .aae()
+            .aae_verify_trees()
+            .await
+            .expect("verify")
+            .is_empty());
         // Damage the list led by partition 0: every key of "big" in it
         // and five of "other".
         let first = 0u32;
@@ -136,9 +141,9 @@ fn loops_repair_many_segments_of_one_bucket_in_one_exchange(backend: &str) {
         for k in &other {
             make_stale(&node, b"other", k.as_bytes()).await;
         }
-        let folds_before = node.aae_tree_stats().await.2;
-        let x = node.aae_exchange_n(first, 3).await.expect("exchange");
-        let folds = node.aae_tree_stats().await.2 - folds_before;
+        let folds_before = node.aae().aae_tree_stats().await.2;
+        let x = node.aae().aae_exchange_n(first, 3).await.expect("exchange");
+        let folds = node.aae().aae_tree_stats().await.2 - folds_before;
         eprintln!(
             "{backend}: {} stale keys of big in {} segments, {} of other: {x:?}, {folds} folds",
             big.len(),
@@ -162,14 +167,14 @@ fn loops_repair_many_segments_of_one_bucket_in_one_exchange(backend: &str) {
         settle(&node).await;
         // The next exchange finds what the bucket-scoped loops skipped
         // (stale keys of "other"), then the replicas agree.
-        let y = node.aae_exchange_n(first, 3).await.expect("exchange");
+        let y = node.aae().aae_exchange_n(first, 3).await.expect("exchange");
         assert_eq!(
             x.repaired + y.repaired,
             big.len() + other.len(),
             "{x:?} then {y:?}"
         );
         settle(&node).await;
-        let z = node.aae_exchange_n(first, 3).await.expect("exchange");
+        let z = node.aae().aae_exchange_n(first, 3).await.expect("exchange");
         assert_eq!(z, Default::default(), "in sync after the repairs");
         for k in &big {
             let heads = replica_clocks(&node, b"big", k.as_bytes()).await;
@@ -178,7 +183,12 @@ fn loops_repair_many_segments_of_one_bucket_in_one_exchange(backend: &str) {
                 "replicas of {k} differ"
             );
         }
-        assert!(node.aae_verify_trees().await.expect("verify").is_empty());
+        assert!(node
+            .aae()
+            .aae_verify_trees()
+            .await
+            .expect("verify")
+            .is_empty());
     });
     node.close();
 }
@@ -224,7 +234,12 @@ fn loops_scope_by_time_when_no_bucket_dominates(backend: &str) {
             }
         }
         settle(&node).await;
-        assert!(node.aae_verify_trees().await.expect("verify").is_empty());
+        assert!(node
+            .aae()
+            .aae_verify_trees()
+            .await
+            .expect("verify")
+            .is_empty());
         let first = 0u32;
         let mut stale: Vec<(&[u8], String)> = Vec::new();
         for b in [&b"x"[..], b"y"] {
@@ -244,9 +259,9 @@ fn loops_scope_by_time_when_no_bucket_dominates(backend: &str) {
         for (b, k) in &stale {
             make_stale(&node, b, k.as_bytes()).await;
         }
-        let folds_before = node.aae_tree_stats().await.2;
-        let x = node.aae_exchange_n(first, 3).await.expect("exchange");
-        let folds = node.aae_tree_stats().await.2 - folds_before;
+        let folds_before = node.aae().aae_tree_stats().await.2;
+        let x = node.aae().aae_exchange_n(first, 3).await.expect("exchange");
+        let folds = node.aae().aae_tree_stats().await.2 - folds_before;
         eprintln!(
             "{backend}: {} stale keys in x and y, {} segments: {x:?}, {folds} folds",
             stale.len(),
@@ -256,7 +271,7 @@ fn loops_scope_by_time_when_no_bucket_dominates(backend: &str) {
         assert_eq!(x.repaired, stale.len(), "all in one exchange: {x:?}");
         assert_eq!(folds, x.listings as u64, "{x:?}");
         settle(&node).await;
-        let y = node.aae_exchange_n(first, 3).await.expect("exchange");
+        let y = node.aae().aae_exchange_n(first, 3).await.expect("exchange");
         assert_eq!(y, Default::default(), "in sync after the repairs");
     });
     node.close();

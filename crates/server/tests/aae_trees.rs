@@ -83,7 +83,7 @@ fn open(dir: &std::path::Path) -> Arc<Node> {
 }
 
 fn verify(rt: &tokio::runtime::Runtime, node: &Node) -> Result<(), TestCaseError> {
-    let bad = rt.block_on(node.aae_verify_trees()).expect("verify");
+    let bad = rt.block_on(node.aae().aae_verify_trees()).expect("verify");
     prop_assert!(
         bad.is_empty(),
         "trees differ from a fresh fold on partitions {bad:?}"
@@ -278,26 +278,30 @@ fn in_sync_exchanges_run_no_fold_and_a_damaged_replica_is_repaired() {
     let firsts: Vec<u32> = (0..8).collect();
     // No trees yet: an exchange is refused, not run by a fold.
     let err = rt
-        .block_on(node.aae_exchange_n(0, 3))
+        .block_on(node.aae().aae_exchange_n(0, 3))
         .expect_err("no trees");
     assert!(err.contains("not built"), "{err}");
     // One rebuild per vnode builds them.
-    assert_eq!(rt.block_on(node.aae_build_missing()), Ok(8));
+    assert_eq!(rt.block_on(node.aae().aae_build_missing()), Ok(8));
     for &f in &firsts {
-        let x = rt.block_on(node.aae_exchange_n(f, 3)).expect("exchange");
+        let x = rt
+            .block_on(node.aae().aae_exchange_n(f, 3))
+            .expect("exchange");
         assert_eq!(x.dirty_segments, 0, "fresh replicas agree (first {f})");
     }
-    let (bytes, built, folds) = rt.block_on(node.aae_tree_stats());
+    let (bytes, built, folds) = rt.block_on(node.aae().aae_tree_stats());
     assert_eq!(built, 8, "every vnode built its trees");
     assert_eq!(folds, 8, "one fold per vnode");
     assert!(bytes > 0);
     // In sync: root compares only, no fold.
     for &f in &firsts {
-        let x = rt.block_on(node.aae_exchange_n(f, 3)).expect("exchange");
+        let x = rt
+            .block_on(node.aae().aae_exchange_n(f, 3))
+            .expect("exchange");
         assert_eq!(x, Default::default());
     }
     assert_eq!(
-        rt.block_on(node.aae_tree_stats()).2,
+        rt.block_on(node.aae().aae_tree_stats()).2,
         folds,
         "no fold when in sync"
     );
@@ -323,13 +327,13 @@ fn in_sync_exchanges_run_no_fold_and_a_damaged_replica_is_repaired() {
         .expect("reconcile");
     let first = targets[0].partition;
     let x = rt
-        .block_on(node.aae_exchange_n(first, 3))
+        .block_on(node.aae().aae_exchange_n(first, 3))
         .expect("exchange");
     assert!(x.dirty_segments >= 1, "{x:?}");
     assert_eq!(x.repaired, 1, "{x:?}");
     settle(&rt, &node); // the read repair is a background write
     let x = rt
-        .block_on(node.aae_exchange_n(first, 3))
+        .block_on(node.aae().aae_exchange_n(first, 3))
         .expect("exchange");
     assert_eq!(x, Default::default(), "repaired replicas are in sync");
     // A difference that heals during the confirmation pause (a write still
@@ -348,7 +352,7 @@ fn in_sync_exchanges_run_no_fold_and_a_damaged_replica_is_repaired() {
     rt.block_on(reconcile(targets[0].clone()))
         .expect("reconcile");
     let (x, ()) = rt.block_on(async {
-        tokio::join!(node.aae_exchange_n(first, 3), async {
+        tokio::join!(node.aae().aae_exchange_n(first, 3), async {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             reconcile(targets[1].clone()).await.expect("reconcile");
             reconcile(targets[2].clone()).await.expect("reconcile");
@@ -356,7 +360,7 @@ fn in_sync_exchanges_run_no_fold_and_a_damaged_replica_is_repaired() {
     });
     assert_eq!(x.expect("exchange"), Default::default(), "healed in flight");
     assert!(rt
-        .block_on(node.aae_verify_trees())
+        .block_on(node.aae().aae_verify_trees())
         .expect("verify")
         .is_empty());
     node.close();

@@ -32,9 +32,9 @@
 //! so it examines [`AAE_RANGE_BOOST`] times more segments. A key of
 //! another bucket in those segments waits for the next exchange.
 
+use super::Aae;
 use crate::kv::{GetOpts, GetOutcome};
 use crate::limits::{AAE_MAX_BRANCHES, AAE_RANGE_BOOST, MAX_DIRTY_SEGMENTS};
-use crate::node::Node;
 use crate::router::Target;
 use crate::vnode::request::{VnodeReply, VnodeReq};
 use std::collections::{BTreeMap, VecDeque};
@@ -154,7 +154,7 @@ fn outcome_time(o: &GetOutcome) -> Option<u64> {
     }
 }
 
-impl Node {
+impl Aae {
     /// One exchange of the tree (`first`, `n`) between its `n` replicas,
     /// with its follow-up loops (module docs). An error (a replica down or
     /// unable to answer, e.g. its trees not built yet) means the exchange

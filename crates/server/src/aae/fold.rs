@@ -12,16 +12,16 @@
 //!   modified range): `merge_tree_range`, `fetch_clocks_range`,
 //!   `find_keys`, `object_stats`, `find_tombs`, and the changing ones
 //!   `reap_tombs` (through the tombstone reap of DELETE,
-//!   [`Node::reap_tombstone`]) and `erase_keys` (through DELETE,
-//!   [`Node::delete`]), each with a count-only mode;
+//!   [`Kv::reap_tombstone`](crate::kv::Kv::reap_tombstone)) and `erase_keys` (through DELETE,
+//!   [`Kv::delete`](crate::kv::Kv::delete)), each with a count-only mode;
 //! * `list_buckets`.
 
+use super::Aae;
 use crate::error::RequestError;
 use crate::limits::{
     AAE_FOLD_CHANGE_BATCH, AAE_FOLD_CHANGE_PARALLEL, AAE_FOLD_MAX_BRANCHES, AAE_FOLD_MAX_RESULTS,
     AAE_FOLD_MAX_SEGMENTS, AAE_FOLD_SCAN_BATCH,
 };
-use crate::node::Node;
 use crate::object::vclock::VClock;
 use crate::router::Target;
 use crate::vnode::aae_fold::{AaeFoldReply, AaeFoldReq, FoldOp, FoundKey, RangePart, RangeWant};
@@ -314,7 +314,7 @@ pub fn delete_hash(clock: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(clock) & 0xFFFF_FFFF
 }
 
-impl Node {
+impl Aae {
     /// Runs an anti-entropy fold query over a coverage plan; see the
     /// module docs. Bad input is [`RequestError::Invalid`] naming it.
     pub async fn aae_fold(self: &Arc<Self>, q: &FoldQuery) -> Result<FoldResult, RequestError> {
@@ -430,7 +430,7 @@ impl Node {
                     .await
             }
             FoldQuery::ReplKeys { filter, queue } => {
-                let sink = self.repl.sink(queue).ok_or_else(|| {
+                let sink = self.key_queue(queue).ok_or_else(|| {
                     RequestError::Invalid(format!(
                         "no replication queue named {queue} on this node"
                     ))
@@ -541,8 +541,8 @@ impl Node {
     /// `reap_tombs` (`want` = tombstones) and `erase_keys` (`want` = live
     /// keys): each covering vnode in rounds of [`AAE_FOLD_CHANGE_BATCH`]
     /// keys after its cursor; each key found is reaped through
-    /// [`Node::reap_tombstone`] (every replica must hold the same
-    /// tombstone) or deleted through [`Node::delete`] with the clock the
+    /// [`Kv::reap_tombstone`](crate::kv::Kv::reap_tombstone) (every replica must hold the same
+    /// tombstone) or deleted through [`Kv::delete`](crate::kv::Kv::delete) with the clock the
     /// fold saw. Count-only: counting rounds, nothing changed. Returns
     /// the keys counted or dispatched.
     async fn change_range(
@@ -550,7 +550,7 @@ impl Node {
         filter: &RangeFilter,
         want: RangeWant,
         count_only: bool,
-        requeue: Option<Arc<crate::repl::Sink>>,
+        requeue: Option<Arc<dyn super::KeyQueue>>,
     ) -> Result<FoldResult, RequestError> {
         if count_only {
             let acc = self.range_rounds(filter, want, true).await?;
@@ -589,7 +589,7 @@ impl Node {
                         let vc = VClock::decode(clock)
                             .map_err(|e| RequestError::Storage(e.to_string()))?;
                         if want == RangeWant::Tombs {
-                            self.reap_and_replicate(b, k, &vc).await.map(|_| ())
+                            self.kv.try_reap(b, k, &vc, true).await.map(|_| ())
                         } else {
                             self.kv
                                 .delete(b, k, Some(vc), &crate::kv::PutOpts::default())

@@ -1,5 +1,5 @@
 //! Riak's anti-entropy fold resource (`riak_kv_wm_aaefold`): the HTTP form
-//! of [`Node::aae_fold`], answered as JSON.
+//! of [`Aae::aae_fold`](crate::aae::Aae::aae_fold), answered as JSON.
 //!
 //! ```text
 //! GET /cachedtrees/nvals/N/root
@@ -30,10 +30,10 @@
 //! {"count": n}}`, `{"dispatched_count": n}`, `{"results": [{"bucket-type"?,
 //! "bucket"}]}`. Bad input is 400 naming it; trees not built yet is 503.
 
+use super::Aae;
 use crate::aae::fold::{Finder, FoldQuery, FoldResult, RangeFilter};
 use crate::api::http::{error_response, json, query_pairs, text};
 use crate::error::RequestError;
-use crate::node::Node;
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -41,8 +41,8 @@ use basalt_backend::TreeSize;
 use base64::Engine;
 use serde_json::{json, Map, Value};
 
-/// The state these handlers extract: the node.
-type Shared = axum::extract::State<std::sync::Arc<crate::node::Node>>;
+/// The state these handlers extract: anti-entropy.
+type Shared = axum::extract::State<std::sync::Arc<Aae>>;
 
 /// The path prefixes this resource serves (each routed as `/{prefix}/...`).
 pub const PREFIXES: &[&str] = &[
@@ -57,13 +57,13 @@ pub const PREFIXES: &[&str] = &[
 ];
 
 /// Serves every aae fold path.
-pub async fn fold(State(node): Shared, req: Request) -> Response {
+pub async fn fold(State(aae): Shared, req: Request) -> Response {
     let params = query_pairs(req.uri().query().unwrap_or(""));
-    let q = match parse(&node, req.uri().path(), &params) {
+    let q = match parse(&aae, req.uri().path(), &params) {
         Ok(q) => q,
         Err(e) => return text(StatusCode::BAD_REQUEST, e),
     };
-    match node.aae_fold(&q).await {
+    match aae.aae_fold(&q).await {
         Ok(res) => json(StatusCode::OK, &encode(&q, res)),
         Err(RequestError::Invalid(m)) if m.starts_with("trees not built") => {
             text(StatusCode::SERVICE_UNAVAILABLE, m)
@@ -215,7 +215,7 @@ fn parse_filter(v: Option<&Value>) -> Result<Filter, String> {
 }
 
 /// The query of a path.
-fn parse(node: &Node, path: &str, params: &[(String, String)]) -> Result<FoldQuery, String> {
+fn parse(aae: &Aae, path: &str, params: &[(String, String)]) -> Result<FoldQuery, String> {
     let parts: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let Some((&kind, rest)) = parts.split_first() else {
         return Err("no fold type".into());
@@ -283,7 +283,7 @@ fn parse(node: &Node, path: &str, params: &[(String, String)]) -> Result<FoldQue
     if bucket.is_empty() {
         return Err("Bucket cannot be zero-length".into());
     }
-    let bucket = node
+    let bucket = aae
         .types()
         .storage_bucket(btype.as_deref(), &bucket)
         .map_err(|e| e.to_string())?;

@@ -28,7 +28,7 @@
 //! **Repair throttle**: the read repairs of all exchanges of the node are
 //! paced ([`Pacer`]) to `aae_repairs_per_sec` (0 = unlimited).
 //!
-//! [`Node::aae_round`] runs every work item now, one after the other (for
+//! [`Aae::aae_round`] runs every work item now, one after the other (for
 //! tests and `basalt admin aae round`).
 
 pub mod exchange;
@@ -48,8 +48,8 @@ pub use fold::{FoldQuery, FoldResult, KeyEntry, RangeFilter};
 pub mod http;
 pub mod pb;
 
+use crate::kv::Kv;
 use crate::limits::AAE_MIN_TICK;
-use crate::node::Node;
 use parking_lot::Mutex;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -198,7 +198,118 @@ impl AaeService {
     }
 }
 
-impl Node {
+/// A queue a `repl_keys` fold fills with the keys it finds (a
+/// replication sink's queue, at full-sync priority).
+pub trait KeyQueue: Send + Sync {
+    /// Queues `keys`; how many were queued.
+    fn requeue(&self, keys: Vec<KeyEntry>) -> u64;
+}
+
+/// Finds the queue a `repl_keys` fold names: replication's sinks, which the
+/// node registers with [`Aae::set_key_queues`] (anti-entropy never names
+/// replication).
+pub trait KeyQueues: Send + Sync {
+    /// The queue named `name` on this node, if there is one.
+    fn key_queue(&self, name: &str) -> Option<Arc<dyn KeyQueue>>;
+}
+
+/// The anti-entropy capability: the exchange scheduler and repair pacing
+/// ([`AaeService`]), the tree rebuild scheduler ([`rebuild::AaeRebuilds`])
+/// and the fold queries, over the KV layer it repairs through (a repair
+/// is a GET). It dereferences to that [`Kv`]: the platform is all it uses.
+pub struct Aae {
+    kv: Arc<Kv>,
+    /// Scheduling: the exchange queue and repair pacing.
+    pub(crate) aae: AaeService,
+    /// The tree rebuild scheduler.
+    pub(crate) aae_rebuilds: rebuild::AaeRebuilds,
+    key_queues: parking_lot::RwLock<Option<Arc<dyn KeyQueues>>>,
+}
+
+impl std::ops::Deref for Aae {
+    type Target = Kv;
+    fn deref(&self) -> &Kv {
+        &self.kv
+    }
+}
+
+impl Aae {
+    /// Checks every local vnode's cached anti-entropy trees against a fresh
+    /// fold (building them first where there are none); the partitions
+    /// whose trees differ. A whole-store read: for tests and operators.
+    pub async fn aae_verify_trees(&self) -> Result<Vec<u32>, crate::vnode::VnodeError> {
+        self.aae_build_missing()
+            .await
+            .map_err(crate::vnode::VnodeError::Remote)?;
+        let local = self.router.local_vnodes();
+        let mut bad = Vec::new();
+        for (p, v) in local {
+            if !v.call(self.timeout(), |st| st.aae_verify()).await? {
+                bad.push(p);
+            }
+        }
+        Ok(bad)
+    }
+
+    /// Anti-entropy trees over the local vnodes: (bytes in memory, vnodes
+    /// with trees built, anti-entropy folds run since each vnode opened:
+    /// completed tree rebuilds and segment key listings).
+    pub async fn aae_tree_stats(&self) -> (u64, u64, u64) {
+        let (mut bytes, mut built, mut builds) = (0u64, 0u64, 0u64);
+        for (_, v) in self.router.local_vnodes() {
+            let Ok(pending) = v.submit(|st| {
+                Ok(st.aae.as_ref().map(|a| {
+                    let trees = a.trees.lock();
+                    (
+                        trees.as_ref().map_or(0, |t| t.memory_bytes() as u64),
+                        u64::from(trees.is_some()),
+                        a.folds.load(std::sync::atomic::Ordering::Relaxed),
+                    )
+                }))
+            }) else {
+                continue;
+            };
+            if let Ok(Some((b, t, f))) = pending.wait(self.timeout()).await {
+                bytes += b;
+                built += t;
+                builds += f;
+            }
+        }
+        (bytes, built, builds)
+    }
+}
+
+impl Aae {
+    /// Anti-entropy over `kv`, with the config's schedule.
+    pub fn new(kv: Arc<Kv>) -> Aae {
+        let aae = AaeService::new(&kv.config);
+        Aae {
+            kv,
+            aae,
+            aae_rebuilds: Default::default(),
+            key_queues: Default::default(),
+        }
+    }
+
+    /// The KV layer it runs on.
+    pub fn kv(&self) -> &Arc<Kv> {
+        &self.kv
+    }
+
+    /// Registers where `repl_keys` folds queue their keys.
+    pub fn set_key_queues(&self, q: Arc<dyn KeyQueues>) {
+        *self.key_queues.write() = Some(q);
+    }
+
+    pub(crate) fn key_queue(&self, name: &str) -> Option<Arc<dyn KeyQueue>> {
+        self.key_queues
+            .read()
+            .as_ref()
+            .and_then(|q| q.key_queue(name))
+    }
+}
+
+impl Aae {
     /// Runs scheduled exchanges (module docs) while the node lives;
     /// nothing if `aae_interval_secs` is 0.
     pub fn start_aae(self: &Arc<Self>) {

@@ -1,6 +1,6 @@
 //! The anti-entropy fold service (`riak_kv_pb_aaefold`): Riak's
 //! `RpbAaeFold*` requests turned into [`FoldQuery`]s, run by
-//! [`Node::aae_fold`], their answers encoded as Riak's replies.
+//! [`Aae::aae_fold`](crate::aae::Aae::aae_fold), their answers encoded as Riak's replies.
 //!
 //! Codes (requests → reply):
 //! * 210 `RpbAaeFoldMergeRootNValReq`, 211 `…MergeBranchNValReq`, 213
@@ -20,10 +20,10 @@
 //! hashes are its own (a key's state hash), not leveled's. Served on the
 //! client port and, for `basalt admin aae fold`, on the cluster port.
 
+use super::Aae;
 use crate::aae::fold::{Finder, FoldQuery, FoldResult, RangeFilter, TREE_SIZES};
 use crate::api::pb::decode;
 use crate::error::RequestError;
-use crate::node::Node;
 use crate::pb::{self, code, frame_msg};
 use basalt_backend::TreeSize;
 use std::sync::Arc;
@@ -35,12 +35,12 @@ pub(crate) fn serves(c: u8) -> bool {
 
 /// Handles one request of this service.
 pub(crate) async fn handle(
-    node: &Arc<Node>,
+    aae: &Arc<Aae>,
     c: u8,
     body: &[u8],
 ) -> Result<Vec<Vec<u8>>, RequestError> {
-    let q = query(node, c, body)?;
-    let res = node.aae_fold(&q).await?;
+    let q = query(aae, c, body)?;
+    let res = aae.aae_fold(&q).await?;
     Ok(vec![reply(&q, res)])
 }
 
@@ -74,11 +74,11 @@ struct RangeFields<'a> {
     last_mod_end: Option<u32>,
 }
 
-fn range_filter(node: &Node, f: RangeFields<'_>) -> Result<RangeFilter, RequestError> {
+fn range_filter(aae: &Aae, f: RangeFields<'_>) -> Result<RangeFilter, RequestError> {
     if f.bucket.is_empty() {
         return Err(RequestError::Invalid("Bucket cannot be zero-length".into()));
     }
-    let bucket = node.types().storage_bucket(f.btype, f.bucket)?;
+    let bucket = aae.types().storage_bucket(f.btype, f.bucket)?;
     let keys = if f.key_range {
         match (f.start_key, f.end_key) {
             (Some(s), Some(e)) => Some((s.clone(), e.clone())),
@@ -135,9 +135,9 @@ fn count_only(method: i32) -> Result<bool, RequestError> {
 }
 
 macro_rules! fields {
-    ($node:expr, $r:expr) => {
+    ($aae:expr, $r:expr) => {
         range_filter(
-            $node,
+            $aae,
             RangeFields {
                 btype: $r.r#type.as_deref(),
                 bucket: &$r.bucket,
@@ -157,9 +157,9 @@ macro_rules! fields {
 
 /// Range requests without a segment filter.
 macro_rules! fields_nosegs {
-    ($node:expr, $r:expr) => {
+    ($aae:expr, $r:expr) => {
         range_filter(
-            $node,
+            $aae,
             RangeFields {
                 btype: $r.r#type.as_deref(),
                 bucket: &$r.bucket,
@@ -178,7 +178,7 @@ macro_rules! fields_nosegs {
 }
 
 /// The query of request `c`.
-fn query(node: &Node, c: u8, body: &[u8]) -> Result<FoldQuery, RequestError> {
+fn query(aae: &Aae, c: u8, body: &[u8]) -> Result<FoldQuery, RequestError> {
     Ok(match c {
         code::AAE_FOLD_MERGE_ROOT_N_VAL_REQ => {
             let r: pb::RpbAaeFoldMergeRootNValReq = decode(body)?;
@@ -207,13 +207,13 @@ fn query(node: &Node, c: u8, body: &[u8]) -> Result<FoldQuery, RequestError> {
             let r: pb::RpbAaeFoldMergeTreesRangeReq = decode(body)?;
             FoldQuery::MergeTreeRange {
                 size: tree_size(r.tree_size)?,
-                filter: fields!(node, r)?,
+                filter: fields!(aae, r)?,
             }
         }
         code::AAE_FOLD_FETCH_CLOCKS_RANGE_REQ => {
             let r: pb::RpbAaeFoldFetchClocksRangeReq = decode(body)?;
             FoldQuery::FetchClocksRange {
-                filter: fields!(node, r)?,
+                filter: fields!(aae, r)?,
             }
         }
         code::AAE_FOLD_FIND_KEYS_REQ => {
@@ -229,34 +229,34 @@ fn query(node: &Node, c: u8, body: &[u8]) -> Result<FoldQuery, RequestError> {
                 }
             };
             FoldQuery::FindKeys {
-                filter: fields_nosegs!(node, r)?,
+                filter: fields_nosegs!(aae, r)?,
                 finder,
             }
         }
         code::AAE_FOLD_OBJECT_STATS_REQ => {
             let r: pb::RpbAaeFoldObjectStatsReq = decode(body)?;
             FoldQuery::ObjectStats {
-                filter: fields_nosegs!(node, r)?,
+                filter: fields_nosegs!(aae, r)?,
             }
         }
         code::AAE_FOLD_FIND_TOMBS_REQ => {
             let r: pb::RpbAaeFoldFindTombsReq = decode(body)?;
             FoldQuery::FindTombs {
-                filter: fields!(node, r)?,
+                filter: fields!(aae, r)?,
             }
         }
         code::AAE_FOLD_REAP_TOMBS_REQ => {
             let r: pb::RpbAaeFoldReapTombsReq = decode(body)?;
             FoldQuery::ReapTombs {
                 count_only: count_only(r.change_method)?,
-                filter: fields!(node, r)?,
+                filter: fields!(aae, r)?,
             }
         }
         code::AAE_FOLD_ERASE_KEYS_REQ => {
             let r: pb::RpbAaeFoldEraseKeysReq = decode(body)?;
             FoldQuery::EraseKeys {
                 count_only: count_only(r.change_method)?,
-                filter: fields!(node, r)?,
+                filter: fields!(aae, r)?,
             }
         }
         code::AAE_FOLD_LIST_BUCKETS_REQ => {
@@ -269,7 +269,7 @@ fn query(node: &Node, c: u8, body: &[u8]) -> Result<FoldQuery, RequestError> {
             let r: pb::RpbAaeFoldReplKeysReq = decode(body)?;
             FoldQuery::ReplKeys {
                 queue: String::from_utf8_lossy(&r.queuename).into_owned(),
-                filter: fields_nosegs!(node, r)?,
+                filter: fields_nosegs!(aae, r)?,
             }
         }
         code::AAE_FOLD_REPAIR_KEYS_REQ => {

@@ -16,8 +16,8 @@
 //! one) local vnode to be rebuilt now; while a rebuild runs or a request
 //! waits, another request is told so and refused.
 
+use super::Aae;
 use crate::limits::{AAE_REBUILD_POLL, AAE_REBUILD_STEP_KEYS};
-use crate::node::Node;
 use crate::vnode::VnodeError;
 use parking_lot::Mutex;
 use std::collections::BTreeSet;
@@ -96,7 +96,7 @@ fn step_keys(keys_per_sec: u64) -> usize {
         .clamp(1, AAE_REBUILD_STEP_KEYS)
 }
 
-impl Node {
+impl Aae {
     /// Runs the rebuild scheduler while the node lives (started with
     /// anti-entropy).
     pub fn start_aae_rebuilds(self: &Arc<Self>) {

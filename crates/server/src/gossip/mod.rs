@@ -102,20 +102,20 @@ impl Node {
                     .map(|()| format!("transfer limit: {n}\n")),
                 Err(_) => Err(format!("transfer-limit: {n:?} is not a number\n")),
             },
-            ["aae-status"] => Ok(self.aae_status().await),
-            ["aae-rebuild"] => self.aae_request_rebuild(None),
+            ["aae-status"] => Ok(self.aae.aae_status().await),
+            ["aae-rebuild"] => self.aae.aae_request_rebuild(None),
             ["aae-rebuild", p] => match p.parse::<u32>() {
-                Ok(p) => self.aae_request_rebuild(Some(p)),
+                Ok(p) => self.aae.aae_request_rebuild(Some(p)),
                 Err(_) => Err(format!("aae-rebuild: {p:?} is not a partition number\n")),
             },
             ["aae-round"] => {
-                let x = self.aae_round().await;
+                let x = self.aae.aae_round().await;
                 Ok(format!(
                     "anti-entropy round: {} dirty segments, {} keys repaired, {} follow-up loops, {} range repairs, {} exchanges skipped\n",
                     x.dirty_segments, x.repaired, x.loops, x.range_repairs, x.skipped
                 ))
             }
-            ["aae-verify"] => self.aae_verify_trees().await.map_err(|e| e.to_string()).map(|bad| {
+            ["aae-verify"] => self.aae.aae_verify_trees().await.map_err(|e| e.to_string()).map(|bad| {
                 if bad.is_empty() {
                     "every local vnode's anti-entropy trees match a fresh fold\n".to_string()
                 } else {

@@ -391,7 +391,7 @@ impl Node {
         q: FoldQuery,
     ) -> Result<(FoldResult, FoldResult), String> {
         let (local, remote) = tokio::join!(
-            self.aae_fold(&q),
+            self.aae.aae_fold(&q),
             self.peer_call(
                 peer,
                 Msg::Service {

@@ -323,6 +323,20 @@ fn load_overlay(path: &Path) -> Result<BTreeMap<String, Option<SinkConfig>>, Sin
     }
 }
 
+/// A sink's queue takes the keys of a `repl_keys` anti-entropy fold.
+impl crate::aae::KeyQueue for Sink {
+    fn requeue(&self, keys: Vec<crate::aae::KeyEntry>) -> u64 {
+        Sink::requeue(self, keys)
+    }
+}
+
+/// The sinks are the queues `repl_keys` folds name.
+impl crate::aae::KeyQueues for ReplService {
+    fn key_queue(&self, name: &str) -> Option<Arc<dyn crate::aae::KeyQueue>> {
+        self.sink(name).map(|s| s as Arc<dyn crate::aae::KeyQueue>)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

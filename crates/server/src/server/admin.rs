@@ -33,7 +33,7 @@ pub(crate) async fn handle(
         )]);
     }
     if crate::aae::pb::serves(c) {
-        return crate::aae::pb::handle(node, c, body).await;
+        return crate::aae::pb::handle(node.aae(), c, body).await;
     }
     if let Some(frames) = crate::api::pb::btypes::handle_admin(node.kv(), c, body)? {
         return Ok(frames);

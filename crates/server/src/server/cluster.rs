@@ -14,7 +14,7 @@ async fn serve_service(this: &Arc<Node>, service: &str, body: &[u8]) -> Result<V
     match service {
         crate::aae::FOLD_SERVICE => {
             let q: crate::aae::FoldQuery = crate::cluster::decode_body(body)?;
-            let r = this.aae_fold(&q).await.map_err(|e| e.to_string())?;
+            let r = this.aae.aae_fold(&q).await.map_err(|e| e.to_string())?;
             crate::cluster::encode_body(&r)
         }
         crate::mapred::local::MAP_FOLD_SERVICE | crate::mapred::local::MAP_KEYS_SERVICE => {

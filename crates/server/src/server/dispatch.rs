@@ -78,7 +78,7 @@ async fn client(
         code::COUNTER_GET_REQ => counter::get(node.kv(), body).await,
         code::DT_FETCH_REQ => crdt::fetch(node.kv(), body).await,
         code::DT_UPDATE_REQ => crdt::update(node.kv(), body).await,
-        c if crate::aae::pb::serves(c) => crate::aae::pb::handle(node, c, body).await,
+        c if crate::aae::pb::serves(c) => crate::aae::pb::handle(node.aae(), c, body).await,
         other => btypes::handle(node.kv(), other, body)?.ok_or_else(|| unknown_code(other)),
     }
 }

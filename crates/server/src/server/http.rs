@@ -8,6 +8,7 @@
 #![allow(clippy::result_large_err)]
 
 use crate::aae::http as aaefold;
+use crate::aae::Aae;
 use crate::api::http::{auth, buckets, index, objects, preflist, replicas, wants_json};
 use crate::datatypes::http as datatypes;
 use crate::kv::Kv;
@@ -43,10 +44,12 @@ pub const RESOURCES: &[(&str, &str)] = &[
 /// The router under construction, recording each route pattern (so the
 /// permission table can be checked against every route).
 /// Each part's routes keep their own state: the KV resources and the data
-/// types the KV layer ([`Kv`]), the rest (folds, MapReduce, stats) the node.
+/// types the KV layer ([`Kv`]), the folds anti-entropy ([`Aae`]), the rest
+/// (MapReduce, stats) the node.
 struct Routes {
     node: Router<Arc<Node>>,
     kv: Router<Arc<Kv>>,
+    aae: Router<Arc<Aae>>,
     patterns: Vec<String>,
 }
 
@@ -54,6 +57,12 @@ impl Routes {
     fn route(mut self, path: &str, m: axum::routing::MethodRouter<Arc<Node>>) -> Routes {
         self.patterns.push(path.to_string());
         self.node = self.node.route(path, m);
+        self
+    }
+
+    fn aae_route(mut self, path: &str, m: axum::routing::MethodRouter<Arc<Aae>>) -> Routes {
+        self.patterns.push(path.to_string());
+        self.aae = self.aae.route(path, m);
         self
     }
 
@@ -70,12 +79,13 @@ fn routes() -> Routes {
     let mut r = Routes {
         node: Router::new(),
         kv: Router::new(),
+        aae: Router::new(),
         patterns: Vec::new(),
     };
     for p in aaefold::PREFIXES {
-        r = r.route(&format!("/{p}/{{*rest}}"), get(aaefold::fold));
+        r = r.aae_route(&format!("/{p}/{{*rest}}"), get(aaefold::fold));
     }
-    r.route("/aaebucketlist", get(aaefold::fold))
+    r.aae_route("/aaebucketlist", get(aaefold::fold))
         .route("/", get(root))
         // Exactly `OK`, no newline: clients compare the body.
         .route(
@@ -153,6 +163,7 @@ pub fn router(node: Arc<Node>) -> Router {
     let security = node.security.clone();
     Router::new()
         .merge(r.kv.with_state(node.kv().clone()))
+        .merge(r.aae.with_state(node.aae().clone()))
         .merge(r.node.with_state(node))
         .route_layer(axum::middleware::from_fn_with_state(
             security.clone(),

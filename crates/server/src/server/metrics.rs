@@ -96,12 +96,12 @@ pub async fn stats(State(node): Shared) -> Response {
         "backend_disk_bytes": disk,
         "backend_vnodes_reporting": answered,
     });
-    let (aae_bytes, aae_built, aae_folds) = node.aae_tree_stats().await;
+    let (aae_bytes, aae_built, aae_folds) = node.aae.aae_tree_stats().await;
     if let Some(obj) = m.as_object_mut() {
         obj.insert("aae_tree_bytes".into(), aae_bytes.into());
         obj.insert("aae_tree_vnodes_built".into(), aae_built.into());
         obj.insert("aae_folds_total".into(), aae_folds.into());
-        let r = &node.aae_rebuilds;
+        let r = &node.aae.aae_rebuilds;
         let ld = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
         obj.insert("aae_rebuilds_total".into(), ld(&r.rebuilds).into());
         obj.insert("aae_rebuild_keys_total".into(), ld(&r.keys).into());

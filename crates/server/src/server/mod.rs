@@ -167,7 +167,7 @@ pub async fn serve_all(
     node.start_background();
     node.start_gossip();
     node.handoff.clone().start(Arc::downgrade(&node));
-    node.start_aae();
+    node.aae.start_aae();
     node.start_repl();
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut http_tasks = Vec::new();
