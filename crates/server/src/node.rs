@@ -96,8 +96,8 @@ pub struct Node {
     /// replication), with replication's own TLS credentials (`[repl]
     /// certfile` & co.) or plain.
     pub(crate) repl_peers: crate::cluster::transport::Peers,
-    /// The JavaScript VM pools (MapReduce phases, commit hooks).
-    pub(crate) js: Arc<crate::mapred::js::JsPools>,
+    /// MapReduce (its JavaScript VM pools shared with the commit hooks).
+    pub(crate) mapred: Arc<crate::mapred::MapRed>,
     /// The buckets' commit hooks (registered with the KV layer).
     pub(crate) hooks: Arc<crate::mapred::hooks::CommitHooks>,
 }
@@ -202,6 +202,7 @@ impl Node {
         kv.set_precommit(hooks.clone());
         kv.set_held_copies(handoff.clone());
         let aae = Arc::new(crate::aae::Aae::new(kv.clone()));
+        let mapred = Arc::new(crate::mapred::MapRed::new(kv.clone(), js));
         aae.set_key_queues(repl.clone());
         let node = Node {
             kv,
@@ -215,7 +216,7 @@ impl Node {
             tls,
             cluster_tls,
             repl_peers,
-            js,
+            mapred,
             hooks,
         };
         let router = &node.router;
@@ -260,6 +261,11 @@ impl Node {
     /// Anti-entropy.
     pub fn aae(&self) -> &Arc<crate::aae::Aae> {
         &self.aae
+    }
+
+    /// MapReduce.
+    pub fn mapred(&self) -> &Arc<crate::mapred::MapRed> {
+        &self.mapred
     }
 
     /// The KV layer the request FSMs run on.

@@ -18,11 +18,11 @@ use axum::response::Response;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-/// The state these handlers extract: the node.
-type Shared = axum::extract::State<std::sync::Arc<crate::node::Node>>;
+/// The state these handlers extract: MapReduce.
+type Shared = axum::extract::State<std::sync::Arc<super::MapRed>>;
 
 /// `POST /mapred`.
-pub async fn mapred(State(node): Shared, req: Request) -> Response {
+pub async fn mapred(State(mapred): Shared, req: Request) -> Response {
     let is_chunked = query(&req)
         .iter()
         .any(|(k, v)| k == "chunked" && v == "true");
@@ -56,7 +56,7 @@ pub async fn mapred(State(node): Shared, req: Request) -> Response {
             ))
         };
         let end = part.clone();
-        let job_node = node.clone();
+        let job_mapred = mapred.clone();
         tokio::spawn(async move {
             let forward = async {
                 while let Some((phase, data)) = rx.recv().await {
@@ -68,7 +68,7 @@ pub async fn mapred(State(node): Shared, req: Request) -> Response {
                     }
                 }
             };
-            let (res, ()) = tokio::join!(job_node.mapred(job, tx), forward);
+            let (res, ()) = tokio::join!(job_mapred.mapred(job, tx), forward);
             if let Err(e) = res {
                 let _ = parts.send(end(&e.to_json()));
             }
@@ -87,7 +87,7 @@ pub async fn mapred(State(node): Shared, req: Request) -> Response {
         per_phase.sort_by_key(|(p, _)| *p);
         per_phase
     };
-    let (res, per_phase) = tokio::join!(node.mapred(job, tx), collect);
+    let (res, per_phase) = tokio::join!(mapred.mapred(job, tx), collect);
     match res {
         Ok(()) => json(StatusCode::OK, &collect_shape(per_phase)),
         Err(e) if e.is_bad_job() => bad(e.to_string()),

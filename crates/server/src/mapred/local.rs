@@ -25,13 +25,13 @@
 use super::job::KeyInput;
 use super::job::{parse_map_spec, BucketName, PhaseFun};
 use super::run::map_batch;
+use super::MapRed;
 use super::{core::Fetched, MapRedError};
 use crate::bucket::keying::split_storage_bucket;
 use crate::cluster::{decode_body, encode_body, Msg, Reply};
 use crate::error::RequestError;
 use crate::kv::{GetOpts, GetOutcome};
 use crate::limits::{CS_FOLD_BATCH, MAPRED_FOLD_PARALLEL, MAPRED_KEYS_BATCH};
-use crate::node::Node;
 use crate::ring::key_hash;
 use crate::router::Target;
 use crate::vnode::request::{VnodeReply, VnodeReq};
@@ -138,7 +138,7 @@ fn remote_error(text: &str) -> MapRedError {
     }
 }
 
-impl Node {
+impl MapRed {
     /// A map spec sent by a coordinator and this node's vnode of `partition`.
     fn local_map(
         &self,

@@ -29,6 +29,30 @@ pub mod pb;
 use crate::error::RequestError;
 use serde_json::{json, Value};
 
+/// The MapReduce capability: jobs over the KV layer, JavaScript phases on
+/// its VM pools, map phases where the data is. It dereferences to the
+/// [`crate::kv::Kv`] it runs on: the platform is all it uses.
+pub struct MapRed {
+    kv: std::sync::Arc<crate::kv::Kv>,
+    /// The JavaScript VM pools (map and reduce phases; commit hooks share
+    /// them).
+    pub(crate) js: std::sync::Arc<js::JsPools>,
+}
+
+impl std::ops::Deref for MapRed {
+    type Target = crate::kv::Kv;
+    fn deref(&self) -> &crate::kv::Kv {
+        &self.kv
+    }
+}
+
+impl MapRed {
+    /// MapReduce over `kv` with the VM pools `js`.
+    pub fn new(kv: std::sync::Arc<crate::kv::Kv>, js: std::sync::Arc<js::JsPools>) -> MapRed {
+        MapRed { kv, js }
+    }
+}
+
 pub use job::{parse, Job, JobError};
 
 impl From<keyfilter::FilterError> for JobError {

@@ -7,18 +7,18 @@
 //! an `RpbErrorResp`: the job error's text, or Riak's JSON error object
 //! (`{"phase", "error", "input", ...}`, `{"error": "timeout"}`).
 
+use super::MapRed;
 use crate::api::pb::{decode, FrameTx};
 use crate::error::RequestError;
 use crate::limits::STREAM_QUEUE_FRAMES;
 use crate::mapred::MapRedError;
-use crate::node::Node;
 use crate::pb::{self, code, frame_msg};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
 /// `RpbMapRedReq`.
 pub(crate) async fn mapred(
-    node: &Arc<Node>,
+    mapred: &Arc<MapRed>,
     body: &[u8],
     out: &FrameTx,
 ) -> Result<Vec<Vec<u8>>, RequestError> {
@@ -48,7 +48,7 @@ pub(crate) async fn mapred(
             }
         }
     };
-    let (res, ()) = tokio::join!(node.mapred(job, tx), forward);
+    let (res, ()) = tokio::join!(mapred.mapred(job, tx), forward);
     match res {
         Ok(()) => Ok(vec![frame_msg(
             code::MAP_RED_RESP,

@@ -14,12 +14,12 @@
 
 use super::core::{follow_links, Fetched, Item, Kept, ReduceState};
 use super::job::{BucketName, Inputs, Job, KeyInput, Phase, PhaseFun, PhaseKind};
+use super::MapRed;
 use super::MapRedError;
 use crate::error::RequestError;
 use crate::kv::{GetOpts, GetOutcome};
 use crate::limits::{MAPRED_FETCH_PARALLEL, MAPRED_JS_MAP_BATCH, MAPRED_RESULTS_PER_FRAME};
 use crate::mapred::js::{JsCall, JsError, PoolKind};
-use crate::node::Node;
 use basalt_backend::IndexQuery;
 use futures_util::stream::{self, StreamExt};
 use serde_json::Value;
@@ -33,7 +33,7 @@ pub type ResultTx = mpsc::Sender<(usize, Vec<Value>)>;
 /// Keys (or objects) handed to the first phase at a time.
 const INPUT_BATCH: usize = 100;
 
-impl Node {
+impl MapRed {
     /// Runs `job`, sending kept results to `out` as they are made; `Ok`
     /// once every phase is done. A closed `out` (client gone) stops it.
     pub async fn mapred(&self, job: Job, out: ResultTx) -> Result<(), MapRedError> {
@@ -212,7 +212,7 @@ enum Fed {
 
 /// One running job.
 struct Run<'a> {
-    node: &'a Node,
+    node: &'a MapRed,
     phases: &'a [Phase],
     reduce: Vec<Option<ReduceState>>,
     kept: Kept,
@@ -223,7 +223,7 @@ struct Run<'a> {
 
 impl<'a> Run<'a> {
     fn new(
-        node: &'a Node,
+        node: &'a MapRed,
         phases: &'a [Phase],
         out: ResultTx,
         deadline: Instant,
@@ -460,7 +460,7 @@ impl<'a> Run<'a> {
 /// built-ins here, JavaScript on the map VM pool, in calls of
 /// [`MAPRED_JS_MAP_BATCH`] inputs, one per map VM at once.
 pub(crate) async fn map_batch(
-    node: &Node,
+    node: &MapRed,
     i: usize,
     f: &PhaseFun,
     inputs: Vec<Fetched>,
@@ -544,7 +544,7 @@ fn parse_js(i: usize, answer: Result<String, JsError>) -> Result<Vec<Value>, Map
 }
 
 /// Reads one input (a GET with the bucket's quorum).
-pub(crate) async fn fetch_one(node: &Node, k: KeyInput) -> Result<Fetched, RequestError> {
+pub(crate) async fn fetch_one(node: &MapRed, k: KeyInput) -> Result<Fetched, RequestError> {
     let sb = node
         .types
         .storage_bucket(k.bucket.btype.as_deref(), &k.bucket.bucket)?;

@@ -18,7 +18,7 @@ async fn serve_service(this: &Arc<Node>, service: &str, body: &[u8]) -> Result<V
             crate::cluster::encode_body(&r)
         }
         crate::mapred::local::MAP_FOLD_SERVICE | crate::mapred::local::MAP_KEYS_SERVICE => {
-            this.serve_map(service, body).await
+            this.mapred.serve_map(service, body).await
         }
         other => Err(format!("no service {other:?} on this node")),
     }

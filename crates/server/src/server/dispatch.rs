@@ -70,7 +70,7 @@ async fn client(
         code::GET_BUCKET_REQ => bucket::get_props(node.kv(), body).await,
         code::SET_BUCKET_REQ => bucket::set_props(node.kv(), body).await,
         code::RESET_BUCKET_REQ => bucket::reset_props(node.kv(), body).await,
-        code::MAP_RED_REQ => mapred::mapred(node, body, out).await,
+        code::MAP_RED_REQ => mapred::mapred(node.mapred(), body, out).await,
         code::INDEX_REQ => index::query(node.kv(), body, out).await,
         code::COVERAGE_REQ => coverage::plan(node.kv(), body).await,
         code::CS_BUCKET_REQ => csbucket::fold(node.kv(), body, out).await,

@@ -13,6 +13,7 @@ use crate::api::http::{auth, buckets, index, objects, preflist, replicas, wants_
 use crate::datatypes::http as datatypes;
 use crate::kv::Kv;
 use crate::mapred::http as mapred;
+use crate::mapred::MapRed;
 use crate::node::Node;
 use crate::server::metrics;
 use axum::body::Body;
@@ -44,12 +45,13 @@ pub const RESOURCES: &[(&str, &str)] = &[
 /// The router under construction, recording each route pattern (so the
 /// permission table can be checked against every route).
 /// Each part's routes keep their own state: the KV resources and the data
-/// types the KV layer ([`Kv`]), the folds anti-entropy ([`Aae`]), the rest
-/// (MapReduce, stats) the node.
+/// types the KV layer ([`Kv`]), the folds anti-entropy ([`Aae`]), MapReduce
+/// [`MapRed`], the rest (root, ping, stats) the node.
 struct Routes {
     node: Router<Arc<Node>>,
     kv: Router<Arc<Kv>>,
     aae: Router<Arc<Aae>>,
+    mapred: Router<Arc<MapRed>>,
     patterns: Vec<String>,
 }
 
@@ -63,6 +65,12 @@ impl Routes {
     fn aae_route(mut self, path: &str, m: axum::routing::MethodRouter<Arc<Aae>>) -> Routes {
         self.patterns.push(path.to_string());
         self.aae = self.aae.route(path, m);
+        self
+    }
+
+    fn mapred_route(mut self, path: &str, m: axum::routing::MethodRouter<Arc<MapRed>>) -> Routes {
+        self.patterns.push(path.to_string());
+        self.mapred = self.mapred.route(path, m);
         self
     }
 
@@ -80,6 +88,7 @@ fn routes() -> Routes {
         node: Router::new(),
         kv: Router::new(),
         aae: Router::new(),
+        mapred: Router::new(),
         patterns: Vec::new(),
     };
     for p in aaefold::PREFIXES {
@@ -93,7 +102,7 @@ fn routes() -> Routes {
             get(|| async { ([(header::CONTENT_TYPE, "text/plain")], "OK").into_response() }),
         )
         .route("/stats", get(metrics::stats))
-        .route("/mapred", axum::routing::post(mapred::mapred))
+        .mapred_route("/mapred", axum::routing::post(mapred::mapred))
         .route("/metrics", get(metrics::metrics))
         .kv_route(
             "/basalt/replicas/buckets/{b}/keys/{k}",
@@ -164,6 +173,7 @@ pub fn router(node: Arc<Node>) -> Router {
     Router::new()
         .merge(r.kv.with_state(node.kv().clone()))
         .merge(r.aae.with_state(node.aae().clone()))
+        .merge(r.mapred.with_state(node.mapred().clone()))
         .merge(r.node.with_state(node))
         .route_layer(axum::middleware::from_fn_with_state(
             security.clone(),
