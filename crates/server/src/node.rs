@@ -75,13 +75,10 @@ pub struct Node {
     /// The KV layer: router, props, types, config, counters. The node
     /// dereferences to it.
     pub(crate) kv: Arc<Kv>,
-    pub(crate) repl: Arc<crate::repl::ReplService>,
-    /// Replication counters of this node (sink side, full-syncs).
-    pub(crate) repl_sink: crate::repl::ReplStats,
-    /// The full-sync manager's counters and memory.
-    pub(crate) fullsync_state: crate::repl::FullSyncState,
-    /// Wakes the gossip loop for a round now.
-    pub(crate) gossip_now: Arc<Notify>,
+    /// Replication to other clusters: sinks, queues, full-sync.
+    pub(crate) repl: Arc<crate::repl::Repl>,
+    /// Membership: gossip, the claimant's changes, cluster views.
+    pub(crate) gossip: Arc<crate::gossip::Gossip>,
     /// Handoff, over the router and the bucket props.
     pub(crate) handoff: Arc<HandoffService>,
     /// Anti-entropy: exchanges, tree rebuilds, fold queries.
@@ -92,10 +89,6 @@ pub struct Node {
     pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
     /// Mutual TLS of the cluster port (`cluster_certfile` & co.).
     pub(crate) cluster_tls: Option<crate::security::tls::ClusterTls>,
-    /// Connections to sink clusters' nodes (real-time and full-sync
-    /// replication), with replication's own TLS credentials (`[repl]
-    /// certfile` & co.) or plain.
-    pub(crate) repl_peers: crate::cluster::transport::Peers,
     /// MapReduce (its JavaScript VM pools shared with the commit hooks).
     pub(crate) mapred: Arc<crate::mapred::MapRed>,
     /// The buckets' commit hooks (registered with the KV layer).
@@ -203,19 +196,29 @@ impl Node {
         kv.set_held_copies(handoff.clone());
         let aae = Arc::new(crate::aae::Aae::new(kv.clone()));
         let mapred = Arc::new(crate::mapred::MapRed::new(kv.clone(), js));
+        let gossip = Arc::new(crate::gossip::Gossip::new(
+            kv.clone(),
+            security.clone(),
+            handoff.clone(),
+            gossip_now,
+        ));
         aae.set_key_queues(repl.clone());
+        let repl = Arc::new(crate::repl::Repl::new(
+            kv.clone(),
+            repl,
+            repl_peers,
+            aae.clone(),
+            gossip.clone(),
+        ));
         let node = Node {
             kv,
             repl,
-            repl_sink: Default::default(),
-            fullsync_state: Default::default(),
-            gossip_now,
+            gossip,
             handoff,
             aae,
             security,
             tls,
             cluster_tls,
-            repl_peers,
             mapred,
             hooks,
         };
@@ -268,6 +271,16 @@ impl Node {
         &self.mapred
     }
 
+    /// Replication.
+    pub fn repl(&self) -> &Arc<crate::repl::Repl> {
+        &self.repl
+    }
+
+    /// Gossip and cluster membership changes.
+    pub fn gossip(&self) -> &Arc<crate::gossip::Gossip> {
+        &self.gossip
+    }
+
     /// The KV layer the request FSMs run on.
     pub fn kv(&self) -> &Arc<Kv> {
         &self.kv
@@ -303,7 +316,7 @@ impl Node {
 
     /// Stops every vnode (queued jobs finish) and closes the backends.
     pub fn close(&self) {
-        self.repl.close();
+        self.repl.repl.close();
         self.router.close();
     }
 

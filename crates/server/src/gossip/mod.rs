@@ -3,11 +3,13 @@
 //! `member-status`, `ring-status`, `transfer-limit`).
 
 use crate::cluster::{AdminCmd, ClusterState, Msg, Reply, CONTROL_TIMEOUT, GOSSIP_INTERVAL};
-use crate::error::RequestError;
-use crate::node::Node;
+use crate::handoff::HandoffService;
+use crate::kv::Kv;
+use crate::security::Security;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::Notify;
 
 /// Code of a cluster admin request (Basalt-only, served on the cluster
 /// port): the body is the command line, e.g. `join 127.0.0.1:8099`, `plan`, `commit`, `leave`,
@@ -36,7 +38,45 @@ pub fn join_address(target: &str) -> String {
 /// Timeout of one gossip exchange (short: a silent peer is soon down).
 const GOSSIP_TIMEOUT: Duration = Duration::from_millis(1000);
 
-impl Node {
+/// Membership's service: gossip rounds, the claimant's changes (join,
+/// leave, plan, commit, clear), the cluster's views (member and ring
+/// status), and the bucket metadata and security state spread with every
+/// gossip. It dereferences to the [`Kv`] it runs on.
+pub struct Gossip {
+    kv: Arc<Kv>,
+    /// Users, grants and sources, spread with the gossip.
+    pub(crate) security: Arc<Security>,
+    /// Handoff (transfer limit, transfers in the ring status).
+    pub(crate) handoff: Arc<HandoffService>,
+    /// Wakes the gossip loop for a round now.
+    pub(crate) gossip_now: Arc<Notify>,
+}
+
+impl std::ops::Deref for Gossip {
+    type Target = Kv;
+    fn deref(&self) -> &Kv {
+        &self.kv
+    }
+}
+
+impl Gossip {
+    /// Gossip over `kv`'s cluster view.
+    pub fn new(
+        kv: Arc<Kv>,
+        security: Arc<Security>,
+        handoff: Arc<HandoffService>,
+        gossip_now: Arc<Notify>,
+    ) -> Gossip {
+        Gossip {
+            kv,
+            security,
+            handoff,
+            gossip_now,
+        }
+    }
+}
+
+impl Gossip {
     /// Applies `change` here if this node is the claimant, else sends
     /// `forward` to the claimant. Returns the admin text of a forwarded
     /// admin command (empty otherwise).
@@ -75,69 +115,6 @@ impl Node {
             Ok(other) => Err(format!("unexpected reply from the claimant: {other:?}")),
             Err(e) => Err(format!("claimant {claimant}: {e}")),
         }
-    }
-
-    /// Serves an [`ADMIN_CLUSTER_REQ`] body.
-    pub async fn admin_request(self: &Arc<Self>, body: &[u8]) -> Result<String, RequestError> {
-        let line = std::str::from_utf8(body)
-            .map_err(|_| RequestError::Invalid("cluster command is not UTF-8".into()))?;
-        let words: Vec<&str> = line.split_whitespace().collect();
-        let r = match words.as_slice() {
-            ["join", addr] => self.join(addr).await,
-            ["leave"] => self.admin(AdminCmd::Leave(self.router.cluster.me().to_string())).await,
-            ["leave", n] => self.admin(AdminCmd::Leave((*n).to_string())).await,
-            ["plan"] => self.admin(AdminCmd::Plan).await,
-            ["commit"] => self.admin(AdminCmd::Commit).await,
-            ["clear"] => self.admin(AdminCmd::Clear).await,
-            ["member-status"] => Ok(self.member_status()),
-            ["ring-status"] => Ok(self.ring_status()),
-            ["transfer-limit"] => Ok(format!(
-                "transfer limit: {}\n",
-                self.handoff.transfer_limit()
-            )),
-            ["transfer-limit", n] => match n.parse::<usize>() {
-                Ok(n) => self
-                    .handoff
-                    .set_transfer_limit(n)
-                    .map(|()| format!("transfer limit: {n}\n")),
-                Err(_) => Err(format!("transfer-limit: {n:?} is not a number\n")),
-            },
-            ["aae-status"] => Ok(self.aae.aae_status().await),
-            ["aae-rebuild"] => self.aae.aae_request_rebuild(None),
-            ["aae-rebuild", p] => match p.parse::<u32>() {
-                Ok(p) => self.aae.aae_request_rebuild(Some(p)),
-                Err(_) => Err(format!("aae-rebuild: {p:?} is not a partition number\n")),
-            },
-            ["aae-round"] => {
-                let x = self.aae.aae_round().await;
-                Ok(format!(
-                    "anti-entropy round: {} dirty segments, {} keys repaired, {} follow-up loops, {} range repairs, {} exchanges skipped\n",
-                    x.dirty_segments, x.repaired, x.loops, x.range_repairs, x.skipped
-                ))
-            }
-            ["aae-verify"] => self.aae.aae_verify_trees().await.map_err(|e| e.to_string()).map(|bad| {
-                if bad.is_empty() {
-                    "every local vnode's anti-entropy trees match a fresh fold\n".to_string()
-                } else {
-                    format!("trees differ from a fresh fold on partitions {bad:?}\n")
-                }
-            }),
-            [w, ..] if w.starts_with("repl-") => self.repl_admin(&words).await,
-            ["security", "grant", _, "on", scope, "to", _] if self.missing_type(scope) => {
-                Err(format!("no bucket type {:?}: create it first (grant on {scope})", type_of(scope)))
-            }
-            ["security", rest @ ..] => {
-                let r = self.security.admin(rest);
-                if r.is_ok() && rest.first().is_some_and(|w| !w.starts_with("print") && *w != "status") {
-                    self.gossip_now.notify_one();
-                }
-                r
-            }
-            _ => Err(format!(
-                "unknown cluster command {line:?}: join ADDR | leave [NODE] | plan | commit | clear | member-status | ring-status | transfer-limit [N] | repl-status | repl-fullsync | repl-sink-add NAME FILTER PEER[,PEER] | repl-sink-remove NAME | repl-sink-suspend NAME | repl-sink-resume NAME | repl-queue-clear NAME | aae-status | aae-round | aae-rebuild [PARTITION] | aae-verify"
-            )),
-        };
-        r.map_err(RequestError::Invalid)
     }
 
     /// Runs an admin command at the claimant.
@@ -435,7 +412,7 @@ impl Node {
 
     /// A grant scope (`TYPE` or `TYPE/BUCKET`, not `any`) whose bucket
     /// type does not exist (`default` always does).
-    fn missing_type(&self, scope: &str) -> bool {
+    pub(crate) fn missing_type(&self, scope: &str) -> bool {
         use crate::security::model::Scope;
         match Scope::parse(scope) {
             Ok(Scope::Type(t) | Scope::Bucket(t, _)) => self.types().get(&t).is_none(),
@@ -445,7 +422,7 @@ impl Node {
 }
 
 /// The bucket type of a grant scope `TYPE` or `TYPE/BUCKET`.
-fn type_of(scope: &str) -> &str {
+pub(crate) fn type_of(scope: &str) -> &str {
     scope.split_once('/').map_or(scope, |(t, _)| t)
 }
 

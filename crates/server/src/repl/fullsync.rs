@@ -30,12 +30,12 @@
 
 use super::compare::{self, Repairs};
 use super::schedule::{self, AutoState, Check, Learnt, Place, Wants};
+use super::Repl;
 use super::{Entry, Payload, Priority};
 use crate::aae::{FoldQuery, FoldResult, RangeFilter};
 use crate::cluster::{decode_body, encode_body, Msg, ReplItem, Reply, CONTROL_TIMEOUT};
 use crate::config::{DeleteMode, FullSyncConfig};
 use crate::limits::AAE_FOLD_MAX_BRANCHES;
-use crate::node::Node;
 use basalt_backend::TreeSize;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
@@ -130,7 +130,7 @@ fn now_secs() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-impl Node {
+impl Repl {
     fn fs_config(&self) -> &FullSyncConfig {
         &self.config.repl.fullsync
     }
@@ -273,7 +273,7 @@ impl Node {
         let peer = self.fullsync_peer()?;
         let meta = crate::cluster::Meta {
             security: String::new(),
-            ..self.meta()
+            ..self.gossip.meta()
         };
         self.peer_call(&peer, Msg::ReplMeta(meta)).await?;
         let c = self.fs_config();

@@ -42,16 +42,68 @@ pub use schedule::Check;
 pub use sink::ReplStats;
 pub use sinks::{ReplService, Sink, SinksError};
 
+use crate::aae::Aae;
 use crate::bucket::props::BucketProps;
 use crate::cluster::Reply;
+use crate::gossip::Gossip;
+use crate::kv::Kv;
 use crate::kv::WriteObserver;
-use crate::node::Node;
 use crate::object::vclock::VClock;
 use crate::vnode::request::{Obj, VnodeReq, WireObject};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-impl Node {
+/// The replication capability: the sinks and their durable queues
+/// ([`ReplService`], which also hears of every coordinated write), the
+/// sink-side counters, full-sync's state and the connections to sink
+/// clusters. It asks anti-entropy for fold queries and gossip for the
+/// bucket metadata it sends; it dereferences to the [`Kv`] it runs on.
+pub struct Repl {
+    kv: Arc<Kv>,
+    /// The sinks and their queues.
+    pub(crate) repl: Arc<ReplService>,
+    /// Replication counters of this node (sink side, full-syncs).
+    pub(crate) repl_sink: ReplStats,
+    /// The full-sync manager's counters and memory.
+    pub(crate) fullsync_state: FullSyncState,
+    /// Connections to sink clusters' nodes (real-time and full-sync), with
+    /// replication's own TLS credentials (`[repl] certfile` & co.) or plain.
+    pub(crate) repl_peers: crate::cluster::transport::Peers,
+    /// Anti-entropy: full-sync compares the clusters with fold queries.
+    pub(crate) aae: Arc<Aae>,
+    /// Gossip: full-sync sends the bucket metadata first.
+    pub(crate) gossip: Arc<Gossip>,
+}
+
+impl std::ops::Deref for Repl {
+    type Target = Kv;
+    fn deref(&self) -> &Kv {
+        &self.kv
+    }
+}
+
+impl Repl {
+    /// Replication over `kv` with the opened sinks `repl`.
+    pub fn new(
+        kv: Arc<Kv>,
+        repl: Arc<ReplService>,
+        repl_peers: crate::cluster::transport::Peers,
+        aae: Arc<Aae>,
+        gossip: Arc<Gossip>,
+    ) -> Repl {
+        Repl {
+            kv,
+            repl,
+            repl_sink: Default::default(),
+            fullsync_state: Default::default(),
+            repl_peers,
+            aae,
+            gossip,
+        }
+    }
+}
+
+impl Repl {
     /// Starts a sender per sink, now and for sinks added later (and the
     /// full-sync timer).
     pub fn start_repl(self: &Arc<Self>) {
@@ -409,10 +461,10 @@ mod tests {
                 held,
                 "the refused reap changed nothing"
             );
-            assert_eq!(node.settle_and_reap(b"b", b"k", &tomb).await, Ok(3));
+            assert_eq!(node.repl.settle_and_reap(b"b", b"k", &tomb).await, Ok(3));
             assert_eq!(replicas(&node).await, vec![None, None, None]);
             // Nothing left to settle: a second call finds no tombstone.
-            assert_eq!(node.settle_and_reap(b"b", b"k", &tomb).await, Ok(0));
+            assert_eq!(node.repl.settle_and_reap(b"b", b"k", &tomb).await, Ok(0));
         });
         drop(node);
         h.shutdown().expect("shutdown");
@@ -432,7 +484,7 @@ mod tests {
                 .await
                 .expect("put")
                 .expect("written");
-            assert_eq!(node.settle_and_reap(b"b", b"k", &tomb).await, Ok(0));
+            assert_eq!(node.repl.settle_and_reap(b"b", b"k", &tomb).await, Ok(0));
             match node.get(b"b", b"k", &GetOpts::default()).await {
                 Ok(GetOutcome::Found(o)) => {
                     let live: Vec<&[u8]> = o

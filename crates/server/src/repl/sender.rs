@@ -19,10 +19,10 @@
 
 use super::queue::{Entry, Payload};
 use super::sinks::Sink;
+use super::Repl;
 use crate::cluster::{Msg, ReplItem, Reply};
 use crate::kv::{GetOpts, GetOutcome};
 use crate::limits::{REPL_BATCH, REPL_BATCH_BYTES, REPL_DISCOVERY_INTERVAL, REPL_FLUSH_INTERVAL};
-use crate::node::Node;
 use crate::object::vclock::VClock;
 use crate::vnode::request::{VnodeReply, VnodeReq, WireObject};
 use std::sync::atomic::Ordering;
@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use super::peers::PeerSet;
 
 /// Runs the sender of `sink` until the node goes or the sink is removed.
-pub(crate) async fn run(node: Weak<Node>, sink: Arc<Sink>) {
+pub(crate) async fn run(node: Weak<Repl>, sink: Arc<Sink>) {
     let mut last_discovery: Option<Instant> = None;
     let mut last_flush = Instant::now();
     loop {
@@ -64,7 +64,7 @@ pub(crate) async fn run(node: Weak<Node>, sink: Arc<Sink>) {
 }
 
 /// One batch; `Some(wait)` when there was nothing to do or it failed.
-async fn deliver_one(node: &Node, sink: &Sink) -> Option<Duration> {
+async fn deliver_one(node: &Repl, sink: &Sink) -> Option<Duration> {
     let peer = match sink.peers.lock().pick(Instant::now()) {
         Ok(p) => p,
         Err(wait) => return Some(wait),
@@ -114,7 +114,7 @@ async fn deliver_one(node: &Node, sink: &Sink) -> Option<Duration> {
 /// The batch as wire items: references read now (a key gone by now is
 /// dropped: its tombstone or reap follows in the queue).
 async fn resolve(
-    node: &Node,
+    node: &Repl,
     sink: &Sink,
     batch: Vec<(u64, super::queue::Priority, Entry)>,
 ) -> Result<Vec<ReplItem>, String> {
@@ -146,7 +146,7 @@ async fn resolve(
 
 /// The current object or tombstone of a key, or `None` when there is none.
 pub(crate) async fn read_current(
-    node: &Node,
+    node: &Repl,
     bucket: &[u8],
     key: &[u8],
 ) -> Result<Option<WireObject>, String> {
@@ -163,7 +163,7 @@ pub(crate) async fn read_current(
 /// be another sibling under the same clock), or `None` if no replica
 /// holds it.
 pub(crate) async fn stored_tombstone(
-    node: &Node,
+    node: &Repl,
     bucket: &[u8],
     key: &[u8],
     clock: &VClock,
@@ -187,7 +187,7 @@ pub(crate) async fn stored_tombstone(
 }
 
 /// Pushes `items` to the sink node `addr`.
-pub(crate) async fn push(node: &Node, addr: &str, items: Vec<ReplItem>) -> Result<(), String> {
+pub(crate) async fn push(node: &Repl, addr: &str, items: Vec<ReplItem>) -> Result<(), String> {
     let msg = Msg::ReplPush {
         source: node.router.cluster.state().cluster_id,
         items,
@@ -202,7 +202,7 @@ pub(crate) async fn push(node: &Node, addr: &str, items: Vec<ReplItem>) -> Resul
 
 /// Asks a node of the sink cluster who it is; on success learns its
 /// members. A sink that is this very cluster is refused for good.
-pub(crate) async fn discover(node: &Node, sink: &Sink) {
+pub(crate) async fn discover(node: &Repl, sink: &Sink) {
     let addrs: Vec<String> = sink
         .peers
         .lock()
@@ -234,7 +234,7 @@ pub(crate) async fn discover(node: &Node, sink: &Sink) {
 
 /// `Msg::ReplHello` to `addr`: (its cluster id, its members' cluster
 /// addresses), or why not (not a Basalt cluster listener, unreachable).
-pub(crate) async fn hello(node: &Node, addr: &str) -> Result<(String, Vec<String>), String> {
+pub(crate) async fn hello(node: &Repl, addr: &str) -> Result<(String, Vec<String>), String> {
     let msg = Msg::ReplHello {
         source: node.router.cluster.state().cluster_id,
     };

@@ -16,15 +16,15 @@
 //! between the clusters included), counted in Riak's buckets: under a
 //! second, a minute, an hour, a day, and older.
 
+use super::Repl;
 use crate::cluster::{ReplItem, Reply};
 use crate::limits::REPL_APPLY_PARALLEL;
-use crate::node::Node;
 use crate::object::vclock::VClock;
 use futures_util::stream::{self, StreamExt};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Node-wide replication counters: the sink side, and full-syncs.
+/// Repl-wide replication counters: the sink side, and full-syncs.
 #[derive(Debug, Default)]
 pub struct ReplStats {
     /// Objects applied.
@@ -65,7 +65,7 @@ impl ReplStats {
     }
 }
 
-impl Node {
+impl Repl {
     /// Applies a push from the cluster `source`; see the module docs.
     pub(crate) async fn apply_repl(&self, source: &str, items: Vec<ReplItem>) -> Reply {
         if source == self.router.cluster.state().cluster_id {

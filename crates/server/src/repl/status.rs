@@ -2,130 +2,14 @@
 //! for `/stats` and `/metrics`, `basalt admin repl status`, and the admin
 //! commands (sinks added, removed, suspended, resumed; queues cleared).
 
+use super::Repl;
 use super::{Check, Sink, SinkConfig};
-use crate::node::Node;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-impl Node {
-    /// Anti-entropy and replication counters: (name, value, help), for
-    /// `/stats` and `/metrics` (`repl_queue` and `reaps_pending` are gauges, the rest counters).
-    pub fn cluster_counters(&self) -> Vec<(&'static str, u64, &'static str)> {
-        let s = self.stats();
-        let ld = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let mut out = vec![
-            (
-                "aae_exchanges_total",
-                ld(&s.aae_exchanges),
-                "Anti-entropy exchanges run by this node.",
-            ),
-            (
-                "aae_repairs_total",
-                ld(&s.aae_repairs),
-                "Keys repaired by anti-entropy.",
-            ),
-            (
-                "aae_fold_requests_total",
-                ld(&s.aae_fold_requests),
-                "Anti-entropy fold queries (aae_fold) coordinated by this node.",
-            ),
-            (
-                "aae_loops_total",
-                ld(&s.aae_loops),
-                "Anti-entropy follow-up loops run by exchanges that hit their caps.",
-            ),
-            (
-                "aae_range_repairs_total",
-                ld(&s.aae_range_repairs),
-                "Keys repaired by scoped (bucket or last-modified range) anti-entropy follow-up loops.",
-            ),
-            (
-                "get_notfound_waits_total",
-                ld(&s.notfound_waits),
-                "GETs whose quorum answered only not-found and that waited for the other replicas.",
-            ),
-            (
-                "get_notfound_rescues_total",
-                ld(&s.notfound_rescues),
-                "Of those, GETs that a later replica answered with the object.",
-            ),
-            (
-                "reaps_total",
-                ld(&s.reaps),
-                "Tombstones this node reaped from every replica (delete_mode, full-sync, aae fold reap-tombs).",
-            ),
-            (
-                "reaps_deferred_total",
-                ld(&s.reaps_deferred),
-                "Reap attempts put off: a copy of the key's partitions held for another owner, a member down, or a primary unreachable.",
-            ),
-            (
-                "reaps_dropped_total",
-                ld(&s.reaps_dropped),
-                "Reaps given up (put off at every attempt, or over the pending limit): their tombstones stay.",
-            ),
-            (
-                "reaps_pending",
-                s.reaps_pending.load(Ordering::Relaxed) as u64,
-                "Reaps waiting for their delete_mode delay or a retry.",
-            ),
-            (
-                "security_refused_total",
-                self.security.refused.load(Ordering::Relaxed),
-                "Requests refused by security (no TLS, not authenticated, bad credentials, permission missing).",
-            ),
-            (
-                "index_results_read_total",
-                ld(&s.index_results_read),
-                "2i results the covering vnodes returned to this node's queries.",
-            ),
-            (
-                "mapred_jobs_total",
-                ld(&s.mapred_jobs),
-                "MapReduce jobs run by this node.",
-            ),
-            (
-                "mapred_errors_total",
-                ld(&s.mapred_errors),
-                "MapReduce jobs that failed (bad job, phase error, timeout, limit).",
-            ),
-            (
-                "mapred_local_map_rounds_total",
-                ld(&s.mapred_local_rounds),
-                "Map rounds run on this node's vnodes for whole-bucket MapReduce jobs (any coordinator).",
-            ),
-            (
-                "mapred_local_map_keys_total",
-                ld(&s.mapred_local_keys),
-                "Listed keys mapped on this node's vnodes for MapReduce map phases (any coordinator).",
-            ),
-            (
-                "precommit_refused_total",
-                ld(&self.hooks.postcommit.precommit_refused),
-                "Writes refused by a pre-commit hook (or failed in one).",
-            ),
-            (
-                "postcommit_errors_total",
-                ld(&self.hooks.postcommit.errors),
-                "Post-commit hook runs that failed (the writes stand).",
-            ),
-            (
-                "postcommit_dropped_total",
-                ld(&self.hooks.postcommit.dropped),
-                "Post-commit hook runs dropped because too many were in flight.",
-            ),
-            (
-                "divergent_merges_total",
-                crate::object::DIVERGENT_MERGES.load(Ordering::Relaxed),
-                "Merges that met one clock over different siblings (kept the union).",
-            ),
-        ];
-        out.extend(self.repl_counters());
-        out
-    }
-
+impl Repl {
     /// Replication counters summed over the sinks, then the sink side.
-    fn repl_counters(&self) -> Vec<(&'static str, u64, &'static str)> {
+    pub fn repl_counters(&self) -> Vec<(&'static str, u64, &'static str)> {
         let sinks = self.repl.sinks();
         let sum = |f: &dyn Fn(&Sink) -> u64| sinks.iter().map(|s| f(s)).sum::<u64>();
         let ld = |a: &AtomicU64| a.load(Ordering::Relaxed);

@@ -8,7 +8,9 @@
 //! 1. Anything else is an unknown code.
 
 use crate::api::pb::unknown_code;
+use crate::cluster::AdminCmd;
 use crate::error::RequestError;
+use crate::gossip::type_of;
 use crate::node::Node;
 use crate::pb::{code, frame};
 use std::sync::Arc;
@@ -39,4 +41,72 @@ pub(crate) async fn handle(
         return Ok(frames);
     }
     crate::api::pb::btypes::handle(node.kv(), c, body)?.ok_or_else(|| unknown_code(c))
+}
+
+/// The admin line of `basalt admin` (cluster membership, transfers,
+/// anti-entropy, replication, security): each command to the part that
+/// runs it.
+impl Node {
+    /// Serves an [`ADMIN_CLUSTER_REQ`](crate::gossip::ADMIN_CLUSTER_REQ) body.
+    pub async fn admin_request(self: &Arc<Self>, body: &[u8]) -> Result<String, RequestError> {
+        let line = std::str::from_utf8(body)
+            .map_err(|_| RequestError::Invalid("cluster command is not UTF-8".into()))?;
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let r = match words.as_slice() {
+            ["join", addr] => self.gossip.join(addr).await,
+            ["leave"] => self.gossip.admin(AdminCmd::Leave(self.router.cluster.me().to_string())).await,
+            ["leave", n] => self.gossip.admin(AdminCmd::Leave((*n).to_string())).await,
+            ["plan"] => self.gossip.admin(AdminCmd::Plan).await,
+            ["commit"] => self.gossip.admin(AdminCmd::Commit).await,
+            ["clear"] => self.gossip.admin(AdminCmd::Clear).await,
+            ["member-status"] => Ok(self.gossip.member_status()),
+            ["ring-status"] => Ok(self.gossip.ring_status()),
+            ["transfer-limit"] => Ok(format!(
+                "transfer limit: {}\n",
+                self.handoff.transfer_limit()
+            )),
+            ["transfer-limit", n] => match n.parse::<usize>() {
+                Ok(n) => self
+                    .handoff
+                    .set_transfer_limit(n)
+                    .map(|()| format!("transfer limit: {n}\n")),
+                Err(_) => Err(format!("transfer-limit: {n:?} is not a number\n")),
+            },
+            ["aae-status"] => Ok(self.aae.aae_status().await),
+            ["aae-rebuild"] => self.aae.aae_request_rebuild(None),
+            ["aae-rebuild", p] => match p.parse::<u32>() {
+                Ok(p) => self.aae.aae_request_rebuild(Some(p)),
+                Err(_) => Err(format!("aae-rebuild: {p:?} is not a partition number\n")),
+            },
+            ["aae-round"] => {
+                let x = self.aae.aae_round().await;
+                Ok(format!(
+                    "anti-entropy round: {} dirty segments, {} keys repaired, {} follow-up loops, {} range repairs, {} exchanges skipped\n",
+                    x.dirty_segments, x.repaired, x.loops, x.range_repairs, x.skipped
+                ))
+            }
+            ["aae-verify"] => self.aae.aae_verify_trees().await.map_err(|e| e.to_string()).map(|bad| {
+                if bad.is_empty() {
+                    "every local vnode's anti-entropy trees match a fresh fold\n".to_string()
+                } else {
+                    format!("trees differ from a fresh fold on partitions {bad:?}\n")
+                }
+            }),
+            [w, ..] if w.starts_with("repl-") => self.repl.repl_admin(&words).await,
+            ["security", "grant", _, "on", scope, "to", _] if self.gossip.missing_type(scope) => {
+                Err(format!("no bucket type {:?}: create it first (grant on {scope})", type_of(scope)))
+            }
+            ["security", rest @ ..] => {
+                let r = self.security.admin(rest);
+                if r.is_ok() && rest.first().is_some_and(|w| !w.starts_with("print") && *w != "status") {
+                    self.gossip.gossip_now.notify_one();
+                }
+                r
+            }
+            _ => Err(format!(
+                "unknown cluster command {line:?}: join ADDR | leave [NODE] | plan | commit | clear | member-status | ring-status | transfer-limit [N] | repl-status | repl-fullsync | repl-sink-add NAME FILTER PEER[,PEER] | repl-sink-remove NAME | repl-sink-suspend NAME | repl-sink-resume NAME | repl-queue-clear NAME | aae-status | aae-round | aae-rebuild [PARTITION] | aae-verify"
+            )),
+        };
+        r.map_err(RequestError::Invalid)
+    }
 }

@@ -56,8 +56,8 @@ pub async fn serve(this: Arc<Node>, msg: Msg) -> Reply {
                 ));
             }
             this.router.cluster.adopt(&s);
-            this.merge_meta(&meta);
-            Reply::Gossip(this.router.cluster.state(), this.meta())
+            this.gossip.merge_meta(&meta);
+            Reply::Gossip(this.router.cluster.state(), this.gossip.meta())
         }
         Msg::Join {
             node,
@@ -80,19 +80,19 @@ pub async fn serve(this: Arc<Node>, msg: Msg) -> Reply {
                 }
                 Ok(())
             };
-            match this.at_claimant(fwd, cmd).await {
+            match this.gossip.at_claimant(fwd, cmd).await {
                 Ok(_) => Reply::State(this.router.cluster.state()),
                 Err(e) => Reply::Refused(e),
             }
         }
-        Msg::ReplPush { source, items } => this.apply_repl(&source, items).await,
-        Msg::ReplHello { .. } => this.repl_hello(),
+        Msg::ReplPush { source, items } => this.repl.apply_repl(&source, items).await,
+        Msg::ReplHello { .. } => this.repl.repl_hello(),
         Msg::ReplMeta(meta) => {
-            this.merge_meta(&meta);
+            this.gossip.merge_meta(&meta);
             Reply::Ok
         }
-        Msg::ReplRequeue { queue, keys } => this.repl_requeue(&queue, keys),
-        Msg::Admin(cmd) => match this.admin(cmd).await {
+        Msg::ReplRequeue { queue, keys } => this.repl.repl_requeue(&queue, keys),
+        Msg::Admin(cmd) => match this.gossip.admin(cmd).await {
             Ok(text) => Reply::Text(text),
             Err(e) => Reply::Refused(e),
         },
@@ -104,6 +104,7 @@ pub async fn serve(this: Arc<Node>, msg: Msg) -> Reply {
         } => {
             let (f, t) = (from.clone(), to.clone());
             let r = this
+                .gossip
                 .at_claimant(
                     Msg::TransferDone {
                         partition,

@@ -13,7 +13,7 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Backend counters summed over every vnode (wait-timer maxima: the
 /// largest), and their disk bytes.
@@ -114,7 +114,7 @@ pub async fn stats(State(node): Shared) -> Response {
             "aae_rebuild_seconds_total".into(),
             (ld(&r.micros) as f64 / 1e6).into(),
         );
-        for (name, v, _) in node.cluster_counters() {
+        for (name, v, _) in cluster_counters(&node) {
             obj.insert(name.to_string(), v.into());
         }
         for op in Op::ALL {
@@ -171,7 +171,7 @@ pub fn render(node: &Node, counters: &BTreeMap<String, u64>, disk: u64) -> Strin
         let n = family(&mut out, name, "counter", help);
         let _ = writeln!(out, "{n} {v}");
     }
-    for (name, v, help) in node.cluster_counters() {
+    for (name, v, help) in cluster_counters(&node) {
         let kind = if name.ends_with("_total") {
             "counter"
         } else {
@@ -239,6 +239,131 @@ pub async fn metrics(State(node): Shared) -> Response {
         render(&node, &counters, disk),
     )
         .into_response()
+}
+
+impl Node {
+    /// The node's counters beyond the per-operation ones (anti-entropy,
+    /// reaps, security, MapReduce, hooks, replication): (name, value, help),
+    /// for `/stats` and `/metrics`.
+    pub fn cluster_counters(&self) -> Vec<(&'static str, u64, &'static str)> {
+        cluster_counters(self)
+    }
+}
+
+/// Anti-entropy and replication counters: (name, value, help), for
+/// `/stats` and `/metrics` (`repl_queue` and `reaps_pending` are gauges, the rest counters).
+fn cluster_counters(node: &Node) -> Vec<(&'static str, u64, &'static str)> {
+    let s = node.stats();
+    let ld = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    let mut out = vec![
+        (
+            "aae_exchanges_total",
+            ld(&s.aae_exchanges),
+            "Anti-entropy exchanges run by this node.",
+        ),
+        (
+            "aae_repairs_total",
+            ld(&s.aae_repairs),
+            "Keys repaired by anti-entropy.",
+        ),
+        (
+            "aae_fold_requests_total",
+            ld(&s.aae_fold_requests),
+            "Anti-entropy fold queries (aae_fold) coordinated by this node.",
+        ),
+        (
+            "aae_loops_total",
+            ld(&s.aae_loops),
+            "Anti-entropy follow-up loops run by exchanges that hit their caps.",
+        ),
+        (
+            "aae_range_repairs_total",
+            ld(&s.aae_range_repairs),
+            "Keys repaired by scoped (bucket or last-modified range) anti-entropy follow-up loops.",
+        ),
+        (
+            "get_notfound_waits_total",
+            ld(&s.notfound_waits),
+            "GETs whose quorum answered only not-found and that waited for the other replicas.",
+        ),
+        (
+            "get_notfound_rescues_total",
+            ld(&s.notfound_rescues),
+            "Of those, GETs that a later replica answered with the object.",
+        ),
+        (
+            "reaps_total",
+            ld(&s.reaps),
+            "Tombstones this node reaped from every replica (delete_mode, full-sync, aae fold reap-tombs).",
+        ),
+        (
+            "reaps_deferred_total",
+            ld(&s.reaps_deferred),
+            "Reap attempts put off: a copy of the key's partitions held for another owner, a member down, or a primary unreachable.",
+        ),
+        (
+            "reaps_dropped_total",
+            ld(&s.reaps_dropped),
+            "Reaps given up (put off at every attempt, or over the pending limit): their tombstones stay.",
+        ),
+        (
+            "reaps_pending",
+            s.reaps_pending.load(Ordering::Relaxed) as u64,
+            "Reaps waiting for their delete_mode delay or a retry.",
+        ),
+        (
+            "security_refused_total",
+            node.security.refused.load(Ordering::Relaxed),
+            "Requests refused by security (no TLS, not authenticated, bad credentials, permission missing).",
+        ),
+        (
+            "index_results_read_total",
+            ld(&s.index_results_read),
+            "2i results the covering vnodes returned to this node's queries.",
+        ),
+        (
+            "mapred_jobs_total",
+            ld(&s.mapred_jobs),
+            "MapReduce jobs run by this node.",
+        ),
+        (
+            "mapred_errors_total",
+            ld(&s.mapred_errors),
+            "MapReduce jobs that failed (bad job, phase error, timeout, limit).",
+        ),
+        (
+            "mapred_local_map_rounds_total",
+            ld(&s.mapred_local_rounds),
+            "Map rounds run on this node's vnodes for whole-bucket MapReduce jobs (any coordinator).",
+        ),
+        (
+            "mapred_local_map_keys_total",
+            ld(&s.mapred_local_keys),
+            "Listed keys mapped on this node's vnodes for MapReduce map phases (any coordinator).",
+        ),
+        (
+            "precommit_refused_total",
+            ld(&node.hooks.postcommit.precommit_refused),
+            "Writes refused by a pre-commit hook (or failed in one).",
+        ),
+        (
+            "postcommit_errors_total",
+            ld(&node.hooks.postcommit.errors),
+            "Post-commit hook runs that failed (the writes stand).",
+        ),
+        (
+            "postcommit_dropped_total",
+            ld(&node.hooks.postcommit.dropped),
+            "Post-commit hook runs dropped because too many were in flight.",
+        ),
+        (
+            "divergent_merges_total",
+            crate::object::DIVERGENT_MERGES.load(Ordering::Relaxed),
+            "Merges that met one clock over different siblings (kept the union).",
+        ),
+    ];
+    out.extend(node.repl.repl_counters());
+    out
 }
 
 #[cfg(test)]

@@ -157,7 +157,7 @@ pub async fn serve_all(
     // Connections to other nodes live on this runtime, whoever dials them.
     let rt = tokio::runtime::Handle::current();
     node.cluster().peers.set_runtime(rt.clone());
-    node.repl_peers.set_runtime(rt);
+    node.repl.repl_peers.set_runtime(rt);
     if node.cluster_tls.is_none() && cluster_local.is_some_and(|a| !a.ip().is_loopback()) {
         tracing::warn!(
             addr = ?cluster_local,
@@ -165,10 +165,10 @@ pub async fn serve_all(
         );
     }
     node.start_background();
-    node.start_gossip();
+    node.gossip.start_gossip();
     node.handoff.clone().start(Arc::downgrade(&node));
     node.aae.start_aae();
-    node.start_repl();
+    node.repl.start_repl();
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut http_tasks = Vec::new();
     for (l, tls, is_https) in [(http, None, false), (https, node.tls.clone(), true)] {
