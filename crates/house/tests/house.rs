@@ -73,7 +73,7 @@ fn server_rules() -> Rules {
             ("handoff", Capability),
             ("gossip", Capability),
         ],
-        uses: vec![("repl", &["aae"]), ("gossip", &["handoff"])],
+        uses: vec![("repl", &["aae", "gossip"]), ("gossip", &["handoff"])],
     }
 }
 

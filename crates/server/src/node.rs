@@ -5,7 +5,7 @@
 //! [`crate::api`].
 
 use crate::bucket::props::PropsError;
-use crate::bucket::props::PropsStore;
+use crate::bucket::store::PropsStore;
 use crate::bucket::types::BucketTypes;
 use crate::cluster::Cluster;
 use crate::config::{Config, ConfigError};

@@ -18,7 +18,7 @@
 //!   default-type bucket keeps its name, and default-type bucket names
 //!   starting with that 4-byte prefix are refused, so the two never collide.
 //! * **Props** of a bucket = its type's props, then the bucket's own
-//!   overrides ([`crate::bucket::props::PropsStore`]).
+//!   overrides ([`crate::bucket::store::PropsStore`]).
 
 use crate::bucket::props::BucketProps;
 use crate::error::RequestError;

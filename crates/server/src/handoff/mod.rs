@@ -19,7 +19,7 @@
 //! round, not from the start. Receiving merges each object like a replica
 //! write (vector clocks decide), so a batch sent twice changes nothing.
 
-use crate::bucket::props::PropsStore;
+use crate::bucket::store::PropsStore;
 use crate::cluster::{Handoff, HandoffKind, Msg, Reply, CONTROL_TIMEOUT};
 use crate::router::Router;
 use crate::vnode::request::{Obj, VnodeReply, VnodeReq, WireObject};

@@ -22,7 +22,8 @@ pub mod list;
 pub mod put;
 pub mod put_core;
 
-use crate::bucket::props::{BucketProps, CommitHook, PropsStore};
+use crate::bucket::props::{BucketProps, CommitHook};
+use crate::bucket::store::PropsStore;
 use crate::bucket::types::BucketTypes;
 use crate::config::Config;
 use crate::error::RequestError;

@@ -4,7 +4,7 @@
 //! re-reduce ([`ReduceState`], Riak's `riak_kv_w_reduce`), links, and the
 //! kept results with their size limit ([`Kept`]). No I/O, no clock.
 
-use super::job::{BucketName, KeyInput};
+use super::input::{BucketName, KeyInput};
 use crate::limits::{MAPRED_MAX_REDUCE_BATCH, MAPRED_REDUCE_BATCH};
 use crate::object::RiakObject;
 use serde_json::{json, Map, Value};

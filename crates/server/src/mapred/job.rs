@@ -12,6 +12,7 @@
 //! "javascript", "source" | "name"}`.
 
 use super::builtins::Builtin;
+pub use super::input::{BucketName, KeyInput};
 use super::keyfilter::KeyFilter;
 use crate::limits::{
     MAPRED_DEFAULT_TIMEOUT, MAPRED_MAX_LISTED_INPUTS, MAPRED_MAX_PHASES, MAPRED_MAX_TIMEOUT,
@@ -38,26 +39,6 @@ pub struct Job {
     pub query: Vec<Phase>,
     /// The job's deadline, from its start.
     pub timeout: Duration,
-}
-
-/// A `(type, bucket)`; `None` = the default type.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BucketName {
-    /// Bucket type.
-    pub btype: Option<Vec<u8>>,
-    /// Bucket.
-    pub bucket: Vec<u8>,
-}
-
-/// One listed input.
-#[derive(Debug, Clone, PartialEq)]
-pub struct KeyInput {
-    /// Its bucket.
-    pub bucket: BucketName,
-    /// Its key.
-    pub key: Vec<u8>,
-    /// Key data handed to the first phase (`None`: not given).
-    pub keydata: Option<Value>,
 }
 
 /// Where the objects come from.

@@ -17,6 +17,7 @@
 pub mod builtins;
 pub mod core;
 pub mod hooks;
+pub mod input;
 pub mod job;
 pub mod js;
 pub mod keyfilter;

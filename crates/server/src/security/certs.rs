@@ -11,6 +11,13 @@
 //! Also here: [`common_name`], the CN of a DER certificate (the user of a
 //! verified client certificate).
 
+/// The organizational unit that marks a node certificate of the cluster
+/// CA (`basalt certs node` sets it): its holder is a cluster member and may
+/// send every cluster message; any other certificate of the cluster CA is
+/// a user's (its common name), limited to admin and replication requests
+/// its grants allow.
+pub const NODE_OU: &str = "basalt-node";
+
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
     KeyPair, KeyUsagePurpose, SanType,
@@ -133,7 +140,7 @@ fn issue(ca: &Issued, mut p: CertificateParams, validity: Validity) -> Result<Is
     })
 }
 
-/// A node certificate: CN `name`, OU [`super::tls::NODE_OU`], SANs `127.0.0.1`, `localhost`, `name`
+/// A node certificate: CN `name`, OU [`NODE_OU`], SANs `127.0.0.1`, `localhost`, `name`
 /// (a DNS name or an IP address) and each of `extra`; usable by the node
 /// as a server (client ports, cluster port) and as a client (joining,
 /// gossip and handoff to other nodes).
@@ -155,7 +162,7 @@ pub fn node_cert(
     p.distinguished_name = dn(name);
     // Marks a node (a cluster member) on the cluster port's mutual TLS.
     p.distinguished_name
-        .push(DnType::OrganizationalUnitName, super::tls::NODE_OU);
+        .push(DnType::OrganizationalUnitName, NODE_OU);
     p.subject_alt_names = sans
         .iter()
         .map(|s| match s.parse::<std::net::IpAddr>() {

@@ -89,12 +89,8 @@ pub fn peer_common_name(conn: &rustls::ServerConnection) -> Option<String> {
     super::certs::common_name(leaf)
 }
 
-/// The organizational unit that marks a node certificate of the cluster
-/// CA (`basalt certs node` sets it): its holder is a cluster member and may
-/// send every cluster message; any other certificate of the cluster CA is
-/// a user's (its common name), limited to admin and replication requests
-/// its grants allow.
-pub const NODE_OU: &str = "basalt-node";
+/// The organizational unit of a node certificate ([`super::certs::NODE_OU`]).
+pub use super::certs::NODE_OU;
 
 /// Who is at the other end of a mutual-TLS cluster connection, from its
 /// verified certificate.
