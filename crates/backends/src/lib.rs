@@ -32,6 +32,7 @@ pub use basalt_engine::{BlockCache, JournalFlush, Punch, ValueCache};
 pub mod rocksdb;
 
 use basalt_backend::{Backend, BackendError, Result, TreeSize};
+pub(crate) use basalt_engine::clock::{now_secs, now_us};
 use std::path::{Path, PathBuf};
 
 /// Settings common to every backend (each ignores what it has no use for).
@@ -458,18 +459,6 @@ pub(crate) fn check_name(what: &str, b: &[u8]) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-/// Microseconds since the Unix epoch.
-pub(crate) fn now_us() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as u64)
-}
-
-/// Seconds since the Unix epoch.
-pub(crate) fn now_secs() -> u64 {
-    now_us() / 1_000_000
 }
 
 /// True if an object expiring at `expires_at` (0 = never) is dead now.

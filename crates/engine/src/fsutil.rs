@@ -18,22 +18,39 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
 /// rename over `path`, fsync the directory. A crash leaves either the old or
 /// the new content, never a mix.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = path.with_extension("tmp");
-    {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)
-            .ctx("create", &tmp)?;
-        f.write_all(bytes).ctx("write", &tmp)?;
-        f.sync_all().ctx("fsync", &tmp)?;
+    write_atomic_with(path, &path.with_extension("tmp"), |w| w.write_all(bytes))
+}
+
+/// Replaces `path` atomically with what `write` writes through a buffered
+/// writer: into `tmp` (created or truncated), fsync, rename over `path`,
+/// fsync of the directory. The one atomic replace of every Basalt file
+/// written whole (engine manifests, the node's metadata files, replication
+/// queue head files); the error names the step and the file.
+pub fn write_atomic_with(
+    path: &Path,
+    tmp: &Path,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<()> {
+    let f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(tmp)
+        .ctx("create", tmp)?;
+    let mut out = std::io::BufWriter::with_capacity(64 << 10, f);
+    write(&mut out).ctx("write", tmp)?;
+    let f = out
+        .into_inner()
+        .map_err(|e| e.into_error())
+        .ctx("write", tmp)?;
+    f.sync_all().ctx("fsync", tmp)?;
+    drop(f);
+    fs::rename(tmp, path).ctx("rename into place", path)?;
+    match path.parent() {
+        Some(dir) if dir.as_os_str().is_empty() => sync_dir(Path::new(".")),
+        Some(dir) => sync_dir(dir),
+        None => Ok(()),
     }
-    fs::rename(&tmp, path).ctx("rename into place", path)?;
-    if let Some(dir) = path.parent() {
-        sync_dir(dir)?;
-    }
-    Ok(())
 }
 
 /// Writes `bytes` to `path` through a temporary file and a rename, without

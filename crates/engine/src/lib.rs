@@ -8,6 +8,7 @@
 
 pub mod background;
 pub mod backup;
+pub mod clock;
 pub mod codec;
 pub mod compaction;
 pub mod config;

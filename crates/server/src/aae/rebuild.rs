@@ -19,6 +19,7 @@
 use super::Aae;
 use crate::limits::{AAE_REBUILD_POLL, AAE_REBUILD_STEP_KEYS};
 use crate::vnode::VnodeError;
+use basalt_engine::clock::now_secs;
 use parking_lot::Mutex;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -64,12 +65,6 @@ pub struct Rebuilt {
     pub missing_in_journal: u64,
     /// Wall time.
     pub elapsed: Duration,
-}
-
-fn now_secs() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 /// When trees of `partition` built at `built_at` are due again.

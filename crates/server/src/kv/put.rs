@@ -20,7 +20,6 @@ use crate::vnode::VnodeError;
 use futures_util::stream::StreamExt;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A write's resolved quorums: the replicas written (`n`, the request's
 /// `n_val` or the bucket's), `w` / `dw` / `pw` counted against `n`,
@@ -72,12 +71,7 @@ impl WriteQuorum {
 }
 
 /// Seconds and microseconds since the epoch.
-pub(crate) fn now() -> (u64, u32) {
-    let d = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    (d.as_secs(), d.subsec_micros())
-}
+pub(crate) use basalt_engine::clock::now_secs_us as now;
 
 impl Kv {
     /// PUT (and DELETE when `content.deleted`): conditional checks, then the

@@ -37,6 +37,7 @@ use crate::cluster::{decode_body, encode_body, Msg, ReplItem, Reply, CONTROL_TIM
 use crate::config::{DeleteMode, FullSyncConfig};
 use crate::limits::AAE_FOLD_MAX_BRANCHES;
 use basalt_backend::TreeSize;
+use basalt_engine::clock::now_secs;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -122,12 +123,6 @@ pub struct FullSyncState {
     pub last: Mutex<Option<String>>,
     /// One check at a time per node.
     pub running: tokio::sync::Mutex<()>,
-}
-
-fn now_secs() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 impl Repl {

@@ -27,6 +27,7 @@ pub mod tls;
 
 use crate::fsutil::atomic_write;
 use crate::limits;
+use basalt_engine::clock::now_us;
 use model::{Denied, Method, ModelError, Proof, Scope, SecurityState};
 use parking_lot::{Mutex, RwLock};
 use std::net::IpAddr;
@@ -94,12 +95,6 @@ pub struct LoadError {
     pub path: String,
     /// Why.
     pub reason: String,
-}
-
-fn now_us() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as u64)
 }
 
 impl Security {
