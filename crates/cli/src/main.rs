@@ -10,6 +10,7 @@
 
 mod aae_fold;
 mod admin;
+mod admin_client;
 mod certs;
 mod dump;
 mod kv;
