@@ -14,6 +14,7 @@ mod admin_client;
 mod certs;
 mod dump;
 mod kv;
+mod kv_common;
 mod kv_features;
 mod start;
 
