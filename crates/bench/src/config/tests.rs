@@ -176,3 +176,12 @@ fn worker_seeds_differ_and_repeat() {
     assert_eq!(s.for_worker(1), s.for_worker(1));
     assert_ne!(s.for_worker(1), s.for_worker(2));
 }
+
+#[test]
+fn config_key_reads_sizes() {
+    let (c, _) = BenchConfig::from_text("{basalt_memory_limit, \"1.5G\"}.").expect("text");
+    assert_eq!(c.memory_limit, Some(1536 << 20));
+    let (c, _) = BenchConfig::from_text("{basalt_memory_limit, 1073741824}.").expect("int");
+    assert_eq!(c.memory_limit, Some(1 << 30));
+    assert!(BenchConfig::from_text("{basalt_memory_limit, \"lots\"}.").is_err());
+}
