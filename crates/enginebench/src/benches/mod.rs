@@ -2,9 +2,10 @@
 //! be compared are measured in the same run, back to back.
 //!
 //! One file per benchmark (`seq_vs_put`, `sync_writers`, `get_vs_head`,
-//! `write_amp`, `quick`), each importing only `shared` ([`Ctx`], progress
-//! lines, a timed phase's result) and `wa` (write amplification of a
-//! phase, for `write_amp` and `quick`); this file runs the four for `all`.
+//! `write_amp`, `quick`); of their siblings they import only `shared`
+//! ([`Ctx`], progress lines, a timed phase's result) and `wa` (write
+//! amplification of a phase, for `write_amp` and `quick`). This file
+//! re-exports them and runs the four for `all`.
 
 mod get_vs_head;
 mod quick;
