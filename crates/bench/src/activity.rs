@@ -36,7 +36,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use crate::output::OutputError;
+use crate::outerr::OutputError;
 
 /// Header of `activity.csv`.
 pub const HEADER: &str = "elapsed, window, psi_cpu_some_ms, psi_memory_some_ms, \

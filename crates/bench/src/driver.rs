@@ -449,4 +449,26 @@ mod tests {
             t.close().expect("close");
         }
     }
+
+    #[test]
+    fn rocksdb_keys_and_budget() {
+        let (c, _) = BenchConfig::from_text(
+            "{basalt_backend, rocksdb}.\n{basalt_memory_limit, \"1.5G\"}.\n\
+             {basalt_rocksdb_compression, lz4}.\n{basalt_rocksdb_write_buffer, \"16M\"}.",
+        )
+        .expect("cfg");
+        let bc = backend_config(&c);
+        assert_eq!(
+            bc.rocksdb.compression,
+            basalt_backends::RocksCompression::Lz4
+        );
+        assert_eq!(bc.rocksdb.write_buffer_bytes, 16 << 20);
+        // (1536 - 64 - 96) MiB for the one store, a third of it for blocks.
+        assert_eq!(bc.memory_budget_bytes, Some(1376 << 20));
+        assert_eq!(
+            bc.rocksdb.block_cache_for(bc.memory_budget_bytes),
+            (1376 << 20) / 3
+        );
+        assert!(BenchConfig::from_text("{basalt_rocksdb_compression, gzip}.").is_err());
+    }
 }

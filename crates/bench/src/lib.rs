@@ -20,6 +20,7 @@ pub mod keygen;
 pub mod memlimit;
 pub mod netcfg;
 pub mod netdriver;
+mod outerr;
 pub mod output;
 pub mod progress;
 pub mod report;

@@ -387,39 +387,6 @@ mod tests {
     }
 
     #[test]
-    fn config_key_reads_sizes() {
-        use crate::config::BenchConfig;
-        let (c, _) = BenchConfig::from_text("{basalt_memory_limit, \"1.5G\"}.").expect("text");
-        assert_eq!(c.memory_limit, Some(1536 << 20));
-        let (c, _) = BenchConfig::from_text("{basalt_memory_limit, 1073741824}.").expect("int");
-        assert_eq!(c.memory_limit, Some(1 << 30));
-        assert!(BenchConfig::from_text("{basalt_memory_limit, \"lots\"}.").is_err());
-    }
-
-    #[test]
-    fn rocksdb_keys_and_budget() {
-        use crate::config::BenchConfig;
-        let (c, _) = BenchConfig::from_text(
-            "{basalt_backend, rocksdb}.\n{basalt_memory_limit, \"1.5G\"}.\n\
-             {basalt_rocksdb_compression, lz4}.\n{basalt_rocksdb_write_buffer, \"16M\"}.",
-        )
-        .expect("cfg");
-        let bc = crate::driver::backend_config(&c);
-        assert_eq!(
-            bc.rocksdb.compression,
-            basalt_backends::RocksCompression::Lz4
-        );
-        assert_eq!(bc.rocksdb.write_buffer_bytes, 16 << 20);
-        // (1536 - 64 - 96) MiB for the one store, a third of it for blocks.
-        assert_eq!(bc.memory_budget_bytes, Some(1376 << 20));
-        assert_eq!(
-            bc.rocksdb.block_cache_for(bc.memory_budget_bytes),
-            (1376 << 20) / 3
-        );
-        assert!(BenchConfig::from_text("{basalt_rocksdb_compression, gzip}.").is_err());
-    }
-
-    #[test]
     fn floor_refuses_small_limits() {
         let cfg = basalt_backends::BackendConfig::default();
         let floor = floor_bytes("leveled", 1, &cfg, 96 << 20);

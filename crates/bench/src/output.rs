@@ -19,26 +19,14 @@
 //! [`RunData::load`] reads these files back (also from basho_bench runs) for
 //! the report, the charts and `compare`.
 
+use crate::activity::{self, ActivityRow};
 use crate::stats::LatencySummary;
+use crate::waits::WaitsData;
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-/// An output error.
-#[derive(Debug, thiserror::Error)]
-pub enum OutputError {
-    /// A file or directory could not be written or read.
-    #[error("{path}: {source}")]
-    Io {
-        /// The path.
-        path: PathBuf,
-        /// The cause.
-        source: std::io::Error,
-    },
-    /// A bad argument or file content.
-    #[error("{0}")]
-    Invalid(String),
-}
+pub use crate::outerr::OutputError;
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> OutputError + '_ {
     move |source| OutputError::Io {
@@ -305,10 +293,10 @@ pub struct RunData {
     /// `sysstats.csv` rows `(elapsed, window, cpu_pct, write_bytes, wchar, user_bytes)`, if present.
     pub sys: Vec<[f64; 6]>,
     /// `waits.csv` (the store's wait counters per interval), if present.
-    pub waits: Option<crate::waits::WaitsData>,
+    pub waits: Option<WaitsData>,
     /// `activity.csv` (PSI and the store's background work per interval),
     /// if present.
-    pub activity: Option<Vec<crate::activity::ActivityRow>>,
+    pub activity: Option<Vec<ActivityRow>>,
 }
 
 fn read_rows(path: &Path) -> Result<Vec<Vec<f64>>, OutputError> {
@@ -389,11 +377,11 @@ impl RunData {
         let waits_path = dir.join("waits.csv");
         let waits = if waits_path.exists() {
             let text = std::fs::read_to_string(&waits_path).map_err(io(&waits_path))?;
-            crate::waits::WaitsData::parse(&text)
+            WaitsData::parse(&text)
         } else {
             None
         };
-        let activity = crate::activity::load(dir)?;
+        let activity = activity::load(dir)?;
         Ok(RunData {
             dir: dir.to_path_buf(),
             summary,

@@ -23,7 +23,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use crate::output::OutputError;
+use crate::outerr::OutputError;
 
 /// One sample: counter name → value, summed over stores (max for `_max_ns`).
 pub type Sample = BTreeMap<String, u64>;

@@ -7,6 +7,7 @@
 //! `reap-tombs` and `erase-keys` only count unless given `--apply` (then
 //! the tombstones are reaped / the keys deleted through DELETE).
 
+use crate::admin_client::{call, AdminNode};
 use prost::Message;
 use riak_pb::code;
 use riak_pb::{
@@ -429,12 +430,9 @@ fn render(c: u8, body: &[u8]) -> anyhow::Result<String> {
 }
 
 /// Runs one fold query on `node`; exit 1 when the node refuses it.
-pub(crate) fn run(
-    node: &crate::admin::AdminNode,
-    cmd: &FoldCommand,
-) -> anyhow::Result<crate::Outcome> {
+pub(crate) fn run(node: &AdminNode, cmd: &FoldCommand) -> anyhow::Result<crate::Outcome> {
     let (c, body) = request(cmd)?;
-    match crate::admin::call(node, c, &body)? {
+    match call(node, c, &body)? {
         Ok((rc, reply)) => {
             print!("{}", render(rc, &reply)?);
             Ok(crate::Outcome::Done)

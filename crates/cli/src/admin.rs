@@ -8,28 +8,17 @@
 //! create, activate, list and status use Basalt's private admin codes
 //! (240–246); update is Riak's `RpbSetBucketTypeReq` (32). Codes are
 //! `riak_pb::code` and `riak_pb::code::basalt`; each command is one call of
-//! `riak_pb`'s blocking client, whose reply is bounded by `MAX_REPLY`. An
-//! address where something else answers — a PB port (Riak's unknown-code
-//! error), an HTTP port, anything that closes or speaks another framing —
-//! is an error naming what answered.
+//! `riak_pb`'s blocking client through [`crate::admin_client`], whose reply
+//! is bounded by its `MAX_REPLY`. An address where something else answers —
+//! a PB port (Riak's unknown-code error), an HTTP port, anything that closes
+//! or speaks another framing — is an error naming what answered.
 
+use crate::admin_client::{call, AdminNode};
 use anyhow::Context;
 use basalt_server::api::pb::btypes::{BasaltBucketTypeListResp, BasaltBucketTypeReq};
 use basalt_server::bucket::types as btypes;
 use prost::Message;
 use riak_pb::code::{self, basalt as bt};
-use riak_pb::sync::Client;
-use std::time::Duration;
-
-/// How long to wait for a node to accept the connection.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long to wait for a node's reply.
-const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
-/// The largest reply accepted (code byte included): far above any admin
-/// answer (a ring status of 1024 partitions is tens of KB); a longer one,
-/// or a stray length from something that is not a PB port, is an error
-/// before anything is allocated.
-const MAX_REPLY: usize = 16 * 1024 * 1024;
 
 /// Arguments of `basalt admin`.
 #[derive(Debug, clap::Args)]
@@ -224,72 +213,6 @@ enum BucketTypeCommand {
     },
 }
 
-/// The node `basalt admin` talks to: its cluster address and, for a
-/// cluster port with mutual TLS, the client TLS settings.
-pub(crate) struct AdminNode {
-    addr: String,
-    tls: Option<std::sync::Arc<rustls::ClientConfig>>,
-}
-
-impl AdminNode {
-    fn from_args(args: &AdminArgs) -> anyhow::Result<AdminNode> {
-        let tls = match (&args.cert, &args.key, &args.cacert) {
-            (Some(cert), Some(key), Some(ca)) => Some(
-                basalt_server::security::tls::client_config(Some((cert, key)), ca)
-                    .context("the --cert, --key and --cacert files")?,
-            ),
-            _ => None,
-        };
-        Ok(AdminNode {
-            addr: args.node.clone(),
-            tls,
-        })
-    }
-
-    /// A connection to the node, over TLS when configured.
-    fn connect(&self) -> anyhow::Result<Client> {
-        let node = &self.addr;
-        let mut client = Client::connect(node, CONNECT_TIMEOUT, REPLY_TIMEOUT)
-            .with_context(|| format!("cannot reach node {node}"))?;
-        if let Some(tls) = &self.tls {
-            let name = basalt_server::security::tls::server_name(node)?;
-            client
-                .tls_handshake(tls.clone(), name)
-                .with_context(|| format!("TLS with node {node}"))?;
-        }
-        client.set_max_reply(MAX_REPLY);
-        Ok(client)
-    }
-}
-
-/// One blocking PB round trip: `Ok(Err(msg))` when the node answered with
-/// an `RpbErrorResp`.
-pub(crate) fn call(
-    target: &AdminNode,
-    c: u8,
-    body: &[u8],
-) -> anyhow::Result<Result<(u8, Vec<u8>), String>> {
-    let node = target.addr.as_str();
-    let mut client = target.connect()?;
-    match client.call_raw(c, body) {
-        Ok(reply) => Ok(Ok(reply)),
-        Err(riak_pb::Error::Riak { errmsg, .. }) if errmsg.starts_with("Unknown message code") => {
-            anyhow::bail!("{node} is a Riak PB port; {USE_CLUSTER_ADDR}")
-        }
-        Err(riak_pb::Error::Riak { errmsg, .. }) => Ok(Err(errmsg)),
-        Err(riak_pb::Error::Frame(e)) if e.is_http_reply() => {
-            anyhow::bail!("{node} answers HTTP, not Basalt's cluster protocol; {USE_CLUSTER_ADDR}")
-        }
-        Err(e @ (riak_pb::Error::Closed | riak_pb::Error::Frame(_))) => Err(e).with_context(|| {
-            format!("{node} is not a Basalt cluster listener (no valid reply); {USE_CLUSTER_ADDR}")
-        }),
-        Err(e) => Err(e).with_context(|| format!("no valid reply from node {node}")),
-    }
-}
-
-/// The hint of every wrong-address error.
-const USE_CLUSTER_ADDR: &str = "use the node's cluster address (cluster_listen, default port 8099)";
-
 fn props(json: Option<&str>) -> anyhow::Result<riak_pb::RpbBucketProps> {
     btypes::props_from_json(json.unwrap_or(r#"{"props":{}}"#))
         .map_err(|e| anyhow::anyhow!("bad bucket type props: {e}"))
@@ -297,7 +220,12 @@ fn props(json: Option<&str>) -> anyhow::Result<riak_pb::RpbBucketProps> {
 
 /// Runs `basalt admin`; exit 1 when the node refuses the request.
 pub fn run(args: AdminArgs) -> anyhow::Result<crate::Outcome> {
-    let target = AdminNode::from_args(&args)?;
+    let target = AdminNode::new(
+        &args.node,
+        args.cert.as_deref(),
+        args.key.as_deref(),
+        args.cacert.as_deref(),
+    )?;
     let node = &target;
     let line = match &args.command {
         AdminCommand::BucketType(_) => None,

@@ -3,6 +3,7 @@
 //! Buckets, keys and metadata are taken as raw bytes from the arguments;
 //! values come from stdin (`put`) and go to stdout (`get`) unchanged.
 
+use crate::kv_common::{check_name, head_json, lossy};
 use crate::kv_features::{self, BackupArgs, FoldArgs, IndexArgs, WriteOptArgs};
 use crate::Outcome;
 use anyhow::{bail, Context, Result};
@@ -248,23 +249,6 @@ fn command(store: &Store, command: KvCommand, value_max: u64) -> Result<Outcome>
     Ok(Outcome::Done)
 }
 
-/// The engine checks names on writes; reads answer "not found" for a name no
-/// write could have used, so the CLI refuses those names itself, with the
-/// engine's wording.
-pub(crate) fn check_name(what: &str, name: &[u8]) -> Result<()> {
-    if name.is_empty() {
-        bail!("invalid input: {what} must not be empty");
-    }
-    if name.len() > limits::KEY_SIZE_BYTES_MAX {
-        bail!(
-            "invalid input: {what} is {} bytes; the limit is {} bytes",
-            name.len(),
-            limits::KEY_SIZE_BYTES_MAX
-        );
-    }
-    Ok(())
-}
-
 fn names(bucket: OsString, key: OsString) -> Result<(Vec<u8>, Vec<u8>)> {
     let (bucket, key) = (bucket.into_vec(), key.into_vec());
     check_name("bucket", &bucket)?;
@@ -349,29 +333,6 @@ fn repair(config: Config) -> Result<Outcome> {
         report.corrupt_records
     );
     Ok(Outcome::Done)
-}
-
-fn lossy(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-pub(crate) fn head_json(bucket: &[u8], key: &[u8], head: &Head) -> Value {
-    json!({
-        "bucket": lossy(bucket),
-        "key": lossy(key),
-        "sqn": head.sqn,
-        "size": head.size,
-        "hash": head.value_hash,
-        "hash_hex": format!("{:016x}", head.value_hash),
-        "last_modified": head.last_modified_us,
-        "expires_at": head.expires_at,
-        "metadata": lossy(&head.metadata),
-        "metadata_hex": hex(&head.metadata),
-    })
 }
 
 fn journal_file_json(f: &JournalFileInfo) -> Value {

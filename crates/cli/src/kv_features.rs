@@ -6,7 +6,7 @@
 //! independently. Output conventions follow `kv keys`: buckets, keys and
 //! terms are written as raw bytes, one result a line.
 
-use crate::kv::{check_name, head_json};
+use crate::kv_common::{check_name, head_json, lossy};
 use anyhow::{bail, Context, Result};
 use basalt_engine::{
     BackupReport, CompactionReport, FoldOptions, GarbageEstimate, IndexChange, IndexQuery,
@@ -44,10 +44,6 @@ fn split_pair(pair: &[u8]) -> Option<(&[u8], &[u8])> {
     let eq = pair.iter().position(|&b| b == b'=')?;
     let (field, term) = (pair.get(..eq)?, pair.get(eq + 1..)?);
     (!field.is_empty()).then_some((field, term))
-}
-
-fn lossy(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 impl WriteOptArgs {

@@ -10,9 +10,11 @@
 
 mod aae_fold;
 mod admin;
+mod admin_client;
 mod certs;
 mod dump;
 mod kv;
+mod kv_common;
 mod kv_features;
 mod start;
 
