@@ -13,7 +13,7 @@ Used for docs/benchmarks/2026-11-28-1251-where-get-maxima-wait.md:
   fio --name=rr --filename=DATA --rw=randread --bs=8k --direct=1 --numjobs=16 \
       --time_based --runtime=60 --ioengine=psync --write_lat_log=lat \
       --log_avg_msec=0 --per_job_logs=0 --output=/dev/null
-  scripts/read-tail.py lat_clat.log [SLOW_MS]
+  scripts/experiments/read-tail.py lat_clat.log [SLOW_MS]
 """
 import bisect
 import sys

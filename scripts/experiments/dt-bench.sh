@@ -12,10 +12,10 @@
 # per run. Figures:
 # docs/benchmarks/2026-11-24-1950-data-type-update-throughput.md.
 #
-# Usage: scripts/dt-bench.sh
-#        BASALT_BIN=/path/to/basalt DT_BENCH_SECS=3 scripts/dt-bench.sh
+# Usage: scripts/experiments/dt-bench.sh
+#        BASALT_BIN=/path/to/basalt DT_BENCH_SECS=3 scripts/experiments/dt-bench.sh
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 secs=${DT_BENCH_SECS:-20}
 workers=${DT_BENCH_WORKERS:-16}
 if [[ -n ${BASALT_BIN:-} ]]; then
