@@ -7,8 +7,8 @@
 # the run you compare with), run alone and then beside a buffered writer at
 # the store's write rate that fdatasyncs every 4 MiB, as the journal's
 # default flush does. A store whose GET mean(max) is close to the second
-# figure has little left to win on this disk; see the 2026-11-30 13:41 entry
-# in docs/benchmarks.md, where this floor was 8.6-10.1 ms beside writes.
+# figure has little left to win on this disk; see
+# docs/benchmarks/2026-11-30-1341-disk-floor-value-reads.md, where this floor was 8.6-10.1 ms beside writes.
 # scripts/disk-probe.sh is its sibling for comparing background I/O patterns
 # (unpaced readers, whole-run percentiles); this one paces the readers to the
 # store's rate and reports per-window maxima, as the bench does.

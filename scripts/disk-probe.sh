@@ -5,8 +5,8 @@
 # syncs (its output), and file deletion (replaced journal and SST files).
 # Each probe runs 16 fio threads of 8 KiB O_DIRECT random reads for a fixed
 # time and prints their IOPS, p99.9, p99.99 and max latency, so that one
-# background pattern can be compared with another side by side. Used for the
-# 2026-11-28 10:00 entry in docs/benchmarks.md.
+# background pattern can be compared with another side by side. Used for
+# docs/benchmarks/2026-11-28-0930-disk-stalls-behind-get-maxima.md.
 #
 #   scripts/disk-probe.sh DIR [PROBE...]
 #

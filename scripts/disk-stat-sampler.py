@@ -9,7 +9,7 @@ requests in flight, discards (count, sectors, wait) and flushes.
 `--bursts` prints the mean read wait of the samples without discards, with
 small ones and with over 50 MiB of them, and the discard bursts (runs of
 samples over 50 MiB: start, length, MiB). Used for the 2026-11-28 14:36 part
-of docs/benchmarks.md (the 12:51 entry). The counters are those of
+of docs/benchmarks/2026-11-28-1251-where-get-maxima-wait.md. The counters are those of
 /sys/block/DEV/stat (Documentation/block/stat.rst); the times are wall-clock
 seconds.
 """

@@ -8,7 +8,9 @@
 # `basalt bench` (riakc_pb driver, 8 workers at max, PUTs of printable
 # values, 100,000 uniform keys) for HOOK_BENCH_SECS (default 20) seconds.
 # Each run's data directory (up to ~5 GB for 50 KB values) is removed
-# before the next run. Figures: docs/benchmarks.md (2026-11-24). Prints one line per run: median throughput over the report intervals
+# before the next run. Figures: docs/benchmarks/2026-11-24-1636-commit-hooks-study-three.md,
+# docs/benchmarks/2026-11-24-1648-commit-hooks-value-as-string.md and
+# docs/benchmarks/2026-11-24-2046-quiet-reruns.md. Prints one line per run: median throughput over the report intervals
 # (ops/s), whole-run median / p99 / p99.9 latency (ms), errors.
 #
 # Usage: scripts/hook-bench.sh [sizes...]   (default: 10000 50000)

@@ -4,8 +4,8 @@
 # the first minute, and prints per group the mean of the interval maxima of
 # the longest value read, the bench's GET max, and value read + SST block
 # read. A GET max far above value read + block read in a group points at
-# time inside the store that no wait timer covers. Used for the 2026-11-28
-# entry in docs/benchmarks.md.
+# time inside the store that no wait timer covers. Used for
+# docs/benchmarks/2026-11-28-0626-garbage-limit-second-pair.md.
 #
 #   scripts/interval-groups.py RESULTS_DIR/NAME [...]
 import csv, statistics as st, sys

@@ -3,7 +3,8 @@
 # report.md), median and lowest 10 s TPS (from summary.csv, with the lowest
 # five as fractions of the median), GET/UPDATE mean(max), write
 # amplification, and the mean PSI "some"/"full" shares from activity.csv
-# when the run has one. Used for the A/B tables in docs/benchmarks.md.
+# when the run has one. Used for the A/B tables in
+# docs/benchmarks/ (index: docs/benchmarks/README.md).
 #
 #   scripts/run-summary.py RESULTS_DIR/NAME [...]
 import sys,os,re

@@ -153,7 +153,7 @@ pub struct BackendConfig {
 /// when none is set: the page cache keeps the rest (the ledger's files, the
 /// journal's newest pages, compaction's streams), as RocksDB's block cache
 /// takes a third of the same budget. Measured against no value cache at
-/// 1.5 GiB: `docs/benchmarks.md` 2026-11-27 "value cache".
+/// 1.5 GiB: `docs/benchmarks/2026-11-27-0617-value-cache-o-direct.md`.
 pub const VALUE_CACHE_BUDGET_PCT: u64 = 45;
 
 impl BackendConfig {

@@ -92,7 +92,7 @@ pub enum Outcome {
 /// values of kilobytes through many threads (the request's buffer, the
 /// record read, the copy handed back); under glibc `malloc` those sizes
 /// cost ~12 % of the CPU of a long 8 KB run (profile in
-/// `docs/benchmarks.md`, 2026-11-27 "allocator").
+/// `docs/benchmarks/2026-11-27-0844-mimalloc-vs-glibc.md`).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -737,7 +737,7 @@ pub const GARBAGE_RESCORE_MIN: usize = 16;
 /// when closed (70–97 % live) for a minute or two while they fell to
 /// 30–40 %; with 16 KB values appended at ~80 MB/s the estimate stayed
 /// under the slowdown's 65 % while the journal reached 71 % garbage and
-/// filled the disk (docs/benchmarks.md, 2026-11-27 14:12).
+/// filled the disk (docs/benchmarks/2026-11-27-1412-bitcask-compare-journal-outgrew-disk.md).
 pub const RESCORE_STALENESS: f64 = 0.5;
 
 /// How stale a file's cached score may be: the SQNs appended since it was
@@ -772,7 +772,7 @@ pub const GARBAGE_UNPACED_OVER_PCT: f64 = 15.0;
 /// appended faster than that pace grows until the write slowdown holds the
 /// writes back (the NHS mix appended ~150 MB/s against ~48 MB/s reclaimed
 /// at 64 MiB/s, and its throughput dipped to 0.20 of the median each time;
-/// docs/benchmarks.md, 2026-11-27).
+/// docs/benchmarks/2026-11-27-1140-compaction-pace-append-rate.md).
 pub const PACE_APPEND_FACTOR: f64 = 2.0;
 
 /// Up to this many points over the limit the configured pace is kept: a
@@ -780,7 +780,8 @@ pub const PACE_APPEND_FACTOR: f64 = 2.0;
 /// reading faster there only rewrites more live data per byte reclaimed
 /// (the 8 KB scenario's WA rose from 1.09 to 1.11 with twice the append
 /// rate from the limit on, and from 1.15 to 1.17–1.18 with the append rate;
-/// docs/benchmarks.md, 2026-11-27).
+/// docs/benchmarks/2026-11-27-1219-append-rate-pace.md and
+/// docs/benchmarks/2026-11-27-1612-8kb-after-estimate-fix.md).
 pub const GARBAGE_FOLLOW_OVER_PCT: f64 = 5.0;
 
 /// The append rate is a moving average over about this long (it follows

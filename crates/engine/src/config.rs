@@ -13,8 +13,8 @@ pub use crate::journal::{Compression, CompressionPoint};
 /// so the L0 batch's size sets the ledger's write amplification: with the
 /// 8 KB scenario's PUT stream (`pareto_int` keys over 2 M), 16 MiB wrote
 /// 120 ledger bytes a PUT where 4 MiB wrote 384 (2i with two terms: 923
-/// against 2,076); `docs/benchmarks.md` 2026-11-28 "ledger write
-/// amplification". A node's vnodes, which each hold a share of the keys,
+/// against 2,076); `docs/benchmarks/2026-11-28-0000-ledger-write-amplification.md`.
+/// A node's vnodes, which each hold a share of the keys,
 /// set their own (`basalt-server`'s `VNODE_MEMTABLE_BYTES`).
 pub const MEMTABLE_BYTES_DEFAULT: usize = 16 * 1024 * 1024;
 
@@ -123,7 +123,8 @@ pub struct Config {
     /// backlog while writers and readers wait (RocksDB's `bytes_per_sync`).
     /// 0 turns it off. Default 1 MiB (8 MiB until 2026-11-28: each flush
     /// then sent 8 MiB to the disk at once, and GETs' reads queued behind
-    /// it; 1 MiB halved the GET p99.9, `docs/benchmarks.md`).
+    /// it; 1 MiB halved the GET p99.9,
+    /// `docs/benchmarks/2026-11-28-0930-disk-stalls-behind-get-maxima.md`).
     pub journal_sync_bytes: u64,
     /// A ledger SST being written (by a memtable flush or a merge) is
     /// fsynced every this many bytes, and once more when finished, so the
@@ -136,7 +137,8 @@ pub struct Config {
     /// many nice steps below the process (0..=19; see
     /// [`crate::background`]), so GETs and PUTs that wake up get a core
     /// before them. Default 19 (since 2026-11-28; GET mean(max) −2 ms in
-    /// the 8 KB scenario, `docs/benchmarks.md`); 0 leaves them alone.
+    /// the 8 KB scenario, `docs/benchmarks/2026-11-28-1251-where-get-maxima-wait.md`);
+    /// 0 leaves them alone.
     pub background_nice: i32,
     /// What the flusher does every `journal_sync_bytes`. Default
     /// [`JournalFlush::Writeback`].
@@ -149,7 +151,8 @@ pub struct Config {
     /// disk's flush can hold every read for as long as its backlog takes:
     /// with only the roll's fsync (every 256 MiB) GETs waited ~300–500 ms
     /// at each roll on the 2026-11-29 VM, ~40 ms with 4 MiB steps
-    /// (`docs/benchmarks.md`). 0: only rolls (and syncs) fsync, as before.
+    /// (`docs/benchmarks/2026-11-29-0718-new-vm-cache-flush-stalls.md`).
+    /// 0: only rolls (and syncs) fsync, as before.
     /// Also bounds what a power loss can take from a no-sync store to about
     /// this much. Default 4 MiB.
     pub journal_fsync_bytes: u64,
@@ -159,7 +162,7 @@ pub struct Config {
     /// blocks. On ext4 an append that allocates waits for the block-map
     /// lock that the write-back of the same file holds: up to ~2 ms in the
     /// 8 KB scenario, with the store's write lock held
-    /// (`docs/benchmarks.md` 2026-11-28 21:44–23:56). The active file and the
+    /// (`docs/benchmarks/2026-11-28-2144-what-a-write-waits-on.md`). The active file and the
     /// spare may so hold up to twice `journal_file_bytes` not yet written
     /// (a node's vnodes, one store per partition, turn it off for that
     /// reason); a file rolled early gives its rest back. Default true.
@@ -172,7 +175,8 @@ pub struct Config {
     /// of a 1.5 GiB memory budget in the 8 KB scenario, which then reclaims
     /// on every page it charges. With it that budget was never reached, and
     /// GET / UPDATE mean(max) fell by 3.0 / 4.4 ms at the same throughput
-    /// (`docs/benchmarks.md` 2026-11-29 00:48). Values of the active file
+    /// (`docs/benchmarks/2026-11-29-0036-journal-release-written-pages.md`, 00:48).
+    /// Values of the active file
     /// are then read from the disk. Default true.
     pub journal_release_written: bool,
     /// How journal values are compressed. Default lz4 (leveled's default):
@@ -300,7 +304,7 @@ pub struct Config {
     /// it). Against 128 MiB/s, two 10-minute pairs at 64 MiB/s had their
     /// lowest interval at 0.86 and 0.83 of the median instead of 0.72 and
     /// 0.65, for a journal 12–30 % larger; WA did not reliably change
-    /// (docs/benchmarks.md, 2026-11-25 08:17). The garbage trigger's runs
+    /// (docs/benchmarks/2026-11-25-0817-compaction-read-pace.md). The garbage trigger's runs
     /// read at least twice the journal's recent append rate more than 5
     /// points over its limit ([`crate::compaction::garbage_pace`]) and
     /// unpaced more than 15 points over it, so compaction keeps up with a
@@ -311,7 +315,7 @@ pub struct Config {
     /// at most this fast (bytes a second), so that the space they free
     /// reaches the device as a trickle of small discards instead of a
     /// burst that reads queue behind (a compaction run's gigabyte went in
-    /// 0.3–0.6 s, docs/benchmarks.md 2026-11-28 12:51, part 5). Unpaced
+    /// 0.3–0.6 s, docs/benchmarks/2026-11-28-1251-where-get-maxima-wait.md, part 5). Unpaced
     /// while the disk is low or more than 4 GiB wait. 0: removed at once
     /// by whoever drops the file last. Default 256 MiB/s, several times a
     /// write-heavy run's compaction reclaim here.

@@ -13,7 +13,8 @@
 //! 3.9 ms against 19–22 ms). RocksDB's `DeleteScheduler` truncates files
 //! in chunks for the same reason. But steps run back to back still reach
 //! the device as one burst (1 GiB within 0.3–0.6 s at the end of every
-//! compaction run, `docs/benchmarks.md` 2026-11-28 12:51, part 5). So a
+//! compaction run, `docs/benchmarks/2026-11-28-1251-where-get-maxima-wait.md`,
+//! part 5). So a
 //! replaced file's owner hands it here instead, and one thread per process
 //! (the device is shared by every store of a node) takes the steps,
 //! pausing after each for the step's bytes at the rate the file was marked

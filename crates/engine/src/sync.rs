@@ -5,7 +5,8 @@
 //! (16 bench workers on 2 vCPUs) each yield puts the waiter at the back of
 //! the run queue, for milliseconds: the memtable's lock cost GETs up to
 //! 9.4 ms that way, and the write queue's lock UPDATEs up to 9.7 ms
-//! (docs/benchmarks.md, 2026-11-29 02:53 and 05:58). `std`'s locks spin
+//! (docs/benchmarks/2026-11-29-0253-lock-behind-get-time.md and
+//! docs/benchmarks/2026-11-29-0558-where-bench-workers-wait.md). `std`'s locks spin
 //! briefly without yielding, then wait on a futex.
 //!
 //! These wrappers ignore poisoning: the data they guard stays consistent

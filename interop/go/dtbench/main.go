@@ -1,6 +1,7 @@
 // dtbench: data-type update throughput through the real Go Riak client
 // (riak-go-client, DtUpdateReq 82) against running Basalt nodes, for the
-// figures in docs/benchmarks.md. Not part of the tests (no assertions).
+// figures in docs/benchmarks/2026-11-24-1950-data-type-update-throughput.md.
+// Not part of the tests (no assertions).
 //
 //	go run ./dtbench -addrs 127.0.0.1:8087[,...] -op counter|set \
 //	    -type counters|sets -workers 16 -keys 100 -duration 20s

@@ -15,7 +15,8 @@
 //! and on a virtual disk a flush can stall every read for as long as that
 //! backlog takes to write — a 256 MiB file's worth at the roll held GETs
 //! ~300–500 ms on the 2026-11-29 VM, 4 MiB steps ~40 ms at most
-//! (`docs/benchmarks.md`). It also creates the next journal file once
+//! (`docs/benchmarks/2026-11-29-0718-new-vm-cache-flush-stalls.md`). It also creates
+//! the next journal file once
 //! the active one is half full ([`Journal::prepare_next_file`]), so that
 //! the roll, which writers wait for, does not, unlinks the closed files
 //! compaction replaced once nothing holds them ([`Journal::reap_retired`]),

@@ -23,7 +23,7 @@
 #           compares the live load's TPS and latency during the repair with
 #           the baseline.
 #
-#   scripts/repl-bench.sh [-s SECS] [-w WORKERS] [-k KEYS] [-v BYTES]
+#   scripts/experiments/repl-bench.sh [-s SECS] [-w WORKERS] [-k KEYS] [-v BYTES]
 #       [-R RATE] [-c CHECKS] [-n DELTAS] [-K KIND] [-x MAX_RESULTS] [-l WORKERS]
 #       [-r RATE] [-b SECS] [-T SECS] [-m LIMIT] [-d DIR] [MODE...]
 #
@@ -49,7 +49,7 @@
 # last day (the deltas are minutes old) compares max_results x range_boost.
 # Without root or a cgroup memory controller the nodes run outside one.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 secs=300; workers=12; keys=1000000; vbytes=200; checks=6; deltas=100000
 kind=range; max_results=32; live_workers=4; rate=max; base_secs=60

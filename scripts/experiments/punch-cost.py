@@ -8,7 +8,7 @@ O_DIRECT meanwhile (as GETs read a journal file being reclaimed). Used for
 the journal's reclaim in place (docs/engine.md): on a file system mounted
 with online discard each punch waits for the device.
 
-usage: scripts/punch-cost.py DIR [N] [--readers R]
+usage: scripts/experiments/punch-cost.py DIR [N] [--readers R]
 """
 import ctypes
 import os

@@ -14,7 +14,7 @@
 # total seconds, keys swept, exchanges and repairs (summed over the nodes),
 # and the cgroup's peak memory. Fresh data directories for every run.
 #
-#   scripts/aae-cost.sh [-s SECS] [-k KEYS] [-m LIMIT] [-r ROUNDS] [-d DIR] [MODE...]
+#   scripts/experiments/aae-cost.sh [-s SECS] [-k KEYS] [-m LIMIT] [-r ROUNDS] [-d DIR] [MODE...]
 #
 #   -s  seconds per run (default 300)     -k  pareto key space (400000)
 #   -m  memory limit of the 3 nodes together, process + page cache (1G)
@@ -25,7 +25,7 @@
 #
 # Needs root and the cgroup v1 memory controller or cgroup v2.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 secs=300; keys=400000; limit=1G; rounds=1; root=""
 while getopts "s:k:m:r:d:h" o; do

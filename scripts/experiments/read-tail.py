@@ -8,12 +8,12 @@ slowest reads how many reads issued after it completed before it did
 ("overtook") and how slow the slowest of those was. Many fast overtakers mean
 the slow read was slow alone (a second copy of it would have answered
 sooner); few or slow ones mean the device, or its queue, was slow for all.
-Used for the 2026-11-28 12:51 entry of docs/benchmarks.md:
+Used for docs/benchmarks/2026-11-28-1251-where-get-maxima-wait.md:
 
   fio --name=rr --filename=DATA --rw=randread --bs=8k --direct=1 --numjobs=16 \
       --time_based --runtime=60 --ioengine=psync --write_lat_log=lat \
       --log_avg_msec=0 --per_job_logs=0 --output=/dev/null
-  scripts/read-tail.py lat_clat.log [SLOW_MS]
+  scripts/experiments/read-tail.py lat_clat.log [SLOW_MS]
 """
 import bisect
 import sys

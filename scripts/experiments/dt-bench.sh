@@ -9,12 +9,13 @@
 # (default 20) seconds; the cluster runs spread the requests over the
 # three nodes. A set add adds a new element, so the sets grow during the
 # run (to about rate × secs / 100 elements each). Prints one dtbench line
-# per run. Figures: docs/benchmarks.md (2026-11-24).
+# per run. Figures:
+# docs/benchmarks/2026-11-24-1950-data-type-update-throughput.md.
 #
-# Usage: scripts/dt-bench.sh
-#        BASALT_BIN=/path/to/basalt DT_BENCH_SECS=3 scripts/dt-bench.sh
+# Usage: scripts/experiments/dt-bench.sh
+#        BASALT_BIN=/path/to/basalt DT_BENCH_SECS=3 scripts/experiments/dt-bench.sh
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 secs=${DT_BENCH_SECS:-20}
 workers=${DT_BENCH_WORKERS:-16}
 if [[ -n ${BASALT_BIN:-} ]]; then
