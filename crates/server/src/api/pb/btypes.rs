@@ -14,8 +14,7 @@ use super::decode;
 use crate::bucket::types::{type_name, TypeStatus};
 use crate::error::RequestError;
 use crate::kv::Kv;
-use crate::pb::{self, frame, frame_msg, RpbBucketProps};
-use prost::Message;
+use crate::pb::{self, frame, frame_msg};
 
 /// Message codes of bucket types, preflists and Basalt's admin requests,
 /// from the shared table (`riak_pb::code`, `riak_pb::code::basalt`).
@@ -30,35 +29,8 @@ pub mod code {
     };
 }
 
-/// Basalt-only admin request naming a type (create 240, activate 242, status 246).
-#[derive(Clone, PartialEq, Message)]
-#[allow(missing_docs)]
-pub struct BasaltBucketTypeReq {
-    #[prost(bytes = "vec", required, tag = "1")]
-    pub r#type: Vec<u8>,
-    #[prost(message, optional, tag = "2")]
-    pub props: Option<RpbBucketProps>,
-}
-
-/// One bucket type in [`BasaltBucketTypeListResp`].
-#[derive(Clone, PartialEq, Message)]
-#[allow(missing_docs)]
-pub struct BasaltBucketTypeInfo {
-    #[prost(bytes = "vec", required, tag = "1")]
-    pub r#type: Vec<u8>,
-    #[prost(bool, required, tag = "2")]
-    pub active: bool,
-    #[prost(message, required, tag = "3")]
-    pub props: RpbBucketProps,
-}
-
-/// Basalt-only admin reply (245): bucket types, `default` first.
-#[derive(Clone, PartialEq, Message)]
-#[allow(missing_docs)]
-pub struct BasaltBucketTypeListResp {
-    #[prost(message, repeated, tag = "1")]
-    pub types: Vec<BasaltBucketTypeInfo>,
-}
+/// Basalt's own admin messages (`riak-pb`'s `proto-basalt/basalt.proto`).
+pub use crate::pb::{BasaltBucketTypeInfo, BasaltBucketTypeListResp, BasaltBucketTypeReq};
 
 fn bad(msg: impl Into<String>) -> RequestError {
     RequestError::Invalid(msg.into())
