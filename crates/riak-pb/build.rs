@@ -45,7 +45,10 @@ fn main() -> Result<(), Box<dyn Error>> {
     for f in BASALT_PROTOS {
         println!("cargo:rerun-if-changed={}", basalt_dir.join(f).display());
     }
-    let fds = protox::compile(PROTOS.iter().chain(BASALT_PROTOS), [&proto_dir, &basalt_dir])?;
+    let fds = protox::compile(
+        PROTOS.iter().chain(BASALT_PROTOS),
+        [&proto_dir, &basalt_dir],
+    )?;
     let mut config = prost_build::Config::new();
     // The server sorts and dedupes index entries and compares links (the
     // derives of the hand-written structs this crate replaced).

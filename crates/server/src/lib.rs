@@ -1,22 +1,18 @@
 //! A Basalt node speaking Riak's Protocol Buffers and HTTP APIs, alone or
-//! in a cluster. The modules, by role (lower ones never import higher ones):
+//! in a cluster. Laid out as ARCHITECTURE.md's "The server" says, and
+//! checked by `crates/house`:
 //!
-//! * [`object`]: Riak objects (siblings, dots), vector clocks, storage encoding;
-//! * [`bucket`]: bucket properties and bucket types;
-//! * [`ring`]: Riak's key hash and preference lists on the ring;
-//! * [`vnode`]: one backend per partition behind a bounded queue: the
-//!   requests it serves, serving them, the merge steps, its incarnation id;
-//! * [`cluster`]: membership (state, claim), inter-node messages and transport;
-//! * [`router`]: a key's vnodes, coverage plans, local or remote calls;
-//! * [`node`]: opens and closes a node; owns the router;
-//! * [`kv`]: the request FSMs (GET, PUT, DELETE, listings, 2i, CS fold)
-//!   with their pure cores;
-//! * [`services`]: background work: handoff, anti-entropy, replication,
-//!   gossip and cluster administration;
-//! * [`js`], [`mapred`], [`hooks`]: the JavaScript VM pools, MapReduce
-//!   (job parser, built-ins, the pure phase core, the runner), commit hooks;
-//! * [`api`]: the PB API (one file per service), HTTP, the cluster port;
-//! * [`error`], [`limits`], [`config`], [`latency`]: cross-cutting pieces.
+//! * the **platform**, lowest first: [`limits`], [`pb`], [`fsutil`],
+//!   [`latency`], [`error`], [`ring`]; [`crdt`], [`security`]; [`object`];
+//!   [`bucket`]; [`config`]; [`vnode`]; [`cluster`]; [`router`]; [`kv`] (the
+//!   request FSMs on the [`kv::Kv`] handle); [`api`] (PB and HTTP for KV);
+//! * the **capabilities** beside it, each owning its handlers, state and
+//!   background work: [`aae`], [`repl`], [`mapred`], [`datatypes`],
+//!   [`gossip`], [`handoff`]; the platform hears of them only through the
+//!   interfaces it defines ([`kv::WriteObserver`], [`kv::PreCommit`],
+//!   [`kv::HeldCopies`], `cluster::Msg::Service`);
+//! * the **assembly**: [`node`] (opens, wires and closes the parts) and
+//!   [`server`] (listeners, dispatch tables, the cluster port, stats).
 
 #![warn(missing_docs)]
 

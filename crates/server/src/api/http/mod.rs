@@ -1,27 +1,19 @@
-//! Riak's HTTP API, served with axum over the same [`Node`] as the PB
-//! listener. One file per concern:
+//! Riak's HTTP resources for KV, bucket props and bucket types, on axum:
 //!
 //! * [`objects`]: `/types/T/buckets/B/keys[/K]` and `/buckets/B/keys[/K]`
 //!   (GET, HEAD, PUT, POST, DELETE; siblings, links, conditional headers);
 //! * [`buckets`]: bucket and bucket-type props, bucket and key listings;
 //! * [`index`]: 2i queries;
-//! * [`mapred`]: `POST /mapred` (MapReduce, plain or chunked);
-//! * [`metrics`]: `/stats` (JSON) and `/metrics` (Prometheus text);
 //! * [`replicas`]: `/basalt/replicas/...`: each replica's state of a key;
 //! * [`preflist`]: `.../keys/K/preflist`: a key's preference list;
-//! * [`datatypes`]: data types as JSON (`/types/T/buckets/B/datatypes/K`)
-//!   and the 1.4 counters (`/buckets/B/counters/K`);
-//! * [`aaefold`]: the anti-entropy fold queries (`/cachedtrees/...`,
-//!   `/rangetrees/...`, `/siblings/...`, ..., `/aaebucketlist`).
-//!
 //! * [`auth`]: security (basic auth on HTTPS, the route permission table).
 //!
-//! [`serve`] runs one listener, plain (`http_listen`) or TLS
-//! (`https_listen`). With security enabled the plain listener refuses
-//! every request but `/ping` (403); HTTPS asks for basic auth.
-//!
-//! Errors are plain text with Riak's status codes (400 bad input, 404, 412,
-//! 413, 415, 503 overload / quorum, 500).
+//! Here: what the resources share (errors, query strings, JSON, chunked
+//! bodies). The capabilities serve their own routes (data types in
+//! `datatypes::http`, `POST /mapred` in `mapred::http`, the fold queries in
+//! `aae::http`); `server::http` assembles every route, the security layers
+//! and the listeners. Errors are plain text with Riak's status codes (400
+//! bad input, 404, 412, 413, 415, 503 overload / quorum, 500).
 
 // Handlers return ready-made error `Response`s on the (rare) failure path.
 #![allow(clippy::result_large_err)]

@@ -1,30 +1,22 @@
-//! Riak's Protocol Buffers API: [`server`] runs the listeners and
-//! connections; [`dispatch`] sends each request to its service, one file
-//! per service as riak_kv's `riak_kv_pb_*` modules, each file's header
-//! listing the codes it serves:
+//! Riak's Protocol Buffers services for KV, bucket props and bucket types,
+//! one file per service as riak_kv's `riak_kv_pb_*` modules, each file's
+//! header listing the codes it serves:
 //!
-//! * base (here): `RpbPingReq` 1, `RpbGetClientIdReq` 3, `RpbSetClientIdReq`
-//!   5, `RpbGetServerInfoReq` 7;
 //! * [`object`]: 9, 11, 13 (get, put, delete);
 //! * [`bucket`]: 15, 17, 19, 21, 29 (listings, bucket props);
-//! * [`mapred`]: 23 (MapReduce, streamed);
 //! * [`index`]: 25 (2i; answers 26, or 42 with `return_body`);
 //! * [`coverage`]: 70 (coverage plans for parallel 2i);
 //! * [`csbucket`]: 40 (CS bucket fold);
-//! * [`counter`]: 50, 52 (1.4 counters);
-//! * [`crdt`]: 80, 82 (data types);
-//! * [`aaefold`]: 210–219, 223, 230, 231 (anti-entropy fold queries; also
-//!   on the cluster port, for `basalt admin aae fold`);
 //! * [`btypes`]: 31, 32, 33 (bucket types, preflists), and on the cluster
 //!   port 240–246 (bucket-type admin);
-//! * [`admin`]: the cluster port's admin line (247 → 248).
 //! * [`auth`]: security on the client port — 253 → 254 (`RpbAuthReq`),
-//!   255 (`RpbStartTls`, answered by the connection, which then upgrades)
-//!   — and the table of every client code's permission.
+//!   255 (`RpbStartTls`) — and the table of every client code's permission.
 //!
-//! A code no service serves gets Riak's "Unknown message code" error and
-//! the connection stays open; Basalt's own codes are unknown on the client
-//! port.
+//! Here: what the services share (decoding, errors, frames). The
+//! capabilities serve their own codes (MapReduce 23 in `mapred::pb`, data
+//! types 50–52 and 80–82 in `datatypes`, anti-entropy folds 210–231 in
+//! `aae::pb`); `server::dispatch` routes each code, and answers a code no
+//! service serves with Riak's "Unknown message code" error.
 
 /// [`crate::kv::GetOpts`] from a PB read request's quorum fields
 /// (`RpbGetReq` and `DtFetchReq` name them alike).
