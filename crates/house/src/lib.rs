@@ -559,7 +559,7 @@ pub struct Rules {
 
 impl Rules {
     /// The part a module belongs to (its longest prefix in the table).
-    pub fn part_of<'a>(&'a self, module: &str) -> Option<(&'static str, Part)> {
+    pub fn part_of(&self, module: &str) -> Option<(&'static str, Part)> {
         self.parts
             .iter()
             .filter(|(p, _)| is_within(module, p))

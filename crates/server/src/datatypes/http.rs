@@ -22,6 +22,9 @@
 //! then its field updates in document order, as `riak_kv_crdt_json` builds
 //! it. (PB's `SetOp` applies adds, then removes, as riak_pb_dt_codec.)
 
+// Handlers return ready-made error `Response`s on the (rare) failure path.
+#![allow(clippy::result_large_err)]
+
 use crate::api::http::{bad, error_response, json, query, read_body, text, Shared};
 use crate::crdt::map::{Field, FieldKind, FieldOp, FieldValue, MapOp};
 use crate::crdt::{Crdt, DataType, Op, SetStep, Value};

@@ -7,6 +7,9 @@
 //! "input", ...}`, `{"error": "timeout"}`); in a chunked answer the error
 //! is the last part.
 
+// Handlers return ready-made error `Response`s on the (rare) failure path.
+#![allow(clippy::result_large_err)]
+
 use crate::api::http::{bad, chunked, json, query, read_body, text};
 use crate::limits::{MAPRED_MAX_JOB_BYTES, STREAM_QUEUE_FRAMES};
 use crate::mapred::core::collect_shape;

@@ -171,7 +171,7 @@ pub fn render(node: &Node, counters: &BTreeMap<String, u64>, disk: u64) -> Strin
         let n = family(&mut out, name, "counter", help);
         let _ = writeln!(out, "{n} {v}");
     }
-    for (name, v, help) in cluster_counters(&node) {
+    for (name, v, help) in cluster_counters(node) {
         let kind = if name.ends_with("_total") {
             "counter"
         } else {
