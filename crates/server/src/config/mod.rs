@@ -1,0 +1,480 @@
+//! Node configuration (TOML), plain data per section (`[repl]` in [`repl`]).
+//! [`DEFAULT_CONFIG`] (`default.toml`) is the documented default
+//! file printed by `basalt start --print-default-config`.
+
+mod repl;
+
+pub use repl::{FullSyncConfig, ReplConfig, SinkConfig};
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// Largest `block_cache_mb` and `value_cache_mb` accepted (64 GiB): a typo
+/// of a few digits would otherwise reserve a cache's tables for a size no
+/// node has.
+pub const CACHE_MB_MAX: u64 = 65_536;
+
+/// The default configuration file, with comments.
+pub const DEFAULT_CONFIG: &str = include_str!("default.toml");
+
+/// Size and queue limits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Largest PB frame.
+    pub max_frame_bytes: usize,
+    /// Largest object.
+    pub max_object_bytes: usize,
+    /// Warn above this object size.
+    pub warn_object_bytes: usize,
+    /// Bounded queue length of each vnode.
+    pub vnode_queue_len: usize,
+    /// Vnode request timeout.
+    pub request_timeout_ms: u64,
+    /// Extra wait of a GET whose quorum answered only "not found".
+    pub notfound_wait_ms: u64,
+    /// Time allowed to send a request's headers over HTTP.
+    pub http_header_timeout_ms: u64,
+    /// HTTP connections served at once.
+    pub http_max_connections: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_frame_bytes: crate::pb::DEFAULT_MAX_FRAME,
+            max_object_bytes: 50 * 1024 * 1024,
+            warn_object_bytes: 5 * 1024 * 1024,
+            vnode_queue_len: 1000,
+            request_timeout_ms: 60_000,
+            notfound_wait_ms: 1000,
+            http_header_timeout_ms: 10_000,
+            http_max_connections: 1024,
+        }
+    }
+}
+
+/// A node's configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Node name.
+    pub node_name: String,
+    /// Data directory.
+    pub data_dir: PathBuf,
+    /// PB listen address.
+    pub pb_listen: String,
+    /// PB address advertised to the cluster; empty = the bound address.
+    pub advertise_pb: String,
+    /// HTTP listen address; empty = no HTTP listener.
+    pub http_listen: String,
+    /// Cluster and admin listen address.
+    pub cluster_listen: String,
+    /// Cluster address advertised to the cluster; empty = the bound address.
+    pub advertise_cluster: String,
+    /// PEM certificate chain of the PB listener's TLS ("" = none).
+    pub tls_certfile: String,
+    /// PEM private key of `tls_certfile`.
+    pub tls_keyfile: String,
+    /// PEM CA certificates that client certificates must chain to ("" =
+    /// client certificates not asked for).
+    pub tls_cacertfile: String,
+    /// HTTPS listen address; empty = none.
+    pub https_listen: String,
+    /// PEM certificate chain of the cluster port's mutual TLS ("" = plain).
+    pub cluster_certfile: String,
+    /// PEM private key of `cluster_certfile`.
+    pub cluster_keyfile: String,
+    /// PEM certificates of the cluster CA.
+    pub cluster_cacertfile: String,
+    /// Ring partitions.
+    pub ring_size: u32,
+    /// Backend name.
+    pub backend: String,
+    /// Sync writes.
+    pub sync: bool,
+    /// MiB of the leveled ledger block cache shared by this node's vnodes
+    /// (0 = none).
+    pub block_cache_mb: u64,
+    /// MiB of the leveled journal value cache shared by this node's vnodes
+    /// (0 = none); with a cache, value reads bypass the page cache.
+    pub value_cache_mb: u64,
+    /// Tombstone reaping after a delete.
+    pub delete_mode: DeleteMode,
+    /// Seconds between anti-entropy rounds (0 = off).
+    pub aae_interval_secs: u64,
+    /// Size of the cached anti-entropy trees (`xxsmall` .. `xlarge`).
+    pub aae_tree_size: String,
+    /// Pause before an exchange confirms its dirty branches (0 = none).
+    pub aae_confirm_ms: u64,
+    /// Seconds between scheduled rebuilds of a vnode's trees.
+    pub aae_rebuild_wait_secs: u64,
+    /// Extra delay per vnode and rebuild, drawn in `0..this` seconds.
+    pub aae_rebuild_delay_secs: u64,
+    /// Keys a rebuild reads per second (0 = unlimited).
+    pub aae_rebuild_keys_per_sec: u64,
+    /// Rebuilds leave out keys whose value is not in the journal.
+    pub aae_rebuild_journal_check: bool,
+    /// Anti-entropy read repairs per second, node-wide (0 = unlimited).
+    pub aae_repairs_per_sec: u64,
+    /// Follow-up loops an exchange may run when it hit its caps (0 = none).
+    pub aae_max_loops: u32,
+    /// Handoffs run at once (0 = paused).
+    pub transfer_limit: usize,
+    /// Replication to another cluster.
+    pub repl: ReplConfig,
+    /// MapReduce, JavaScript VMs and commit hooks.
+    pub mapred: MapRedConfig,
+    /// Limits.
+    pub limits: Limits,
+}
+
+/// The `[mapred]` section: MapReduce, the JavaScript VM pools and commit
+/// hooks; see the default config's comments.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MapRedConfig {
+    /// VMs running JavaScript map phases.
+    pub map_js_vm_count: usize,
+    /// VMs running JavaScript reduce phases.
+    pub reduce_js_vm_count: usize,
+    /// VMs running JavaScript commit hooks.
+    pub hook_js_vm_count: usize,
+    /// Heap limit of each VM, MiB.
+    pub js_max_vm_mem_mb: usize,
+    /// Stack limit of each VM, KiB.
+    pub js_max_stack_kb: usize,
+    /// Calls waiting per pool.
+    pub js_queue_len: usize,
+    /// Directory of `.js` files loaded into every VM ("" = none).
+    pub js_source_dir: String,
+    /// Objects and keys a job may read.
+    pub max_inputs: u64,
+    /// Whole-bucket inputs allowed.
+    pub allow_bucket_inputs: bool,
+    /// Kept results of a job, JSON bytes.
+    pub max_result_bytes: usize,
+    /// Time a commit hook may take, ms.
+    pub hook_timeout_ms: u64,
+    /// Limit of the built-in `basalt_hooks:max_object_size` hook, bytes.
+    pub hook_max_object_bytes: usize,
+}
+
+impl Default for MapRedConfig {
+    fn default() -> Self {
+        MapRedConfig {
+            map_js_vm_count: 8,
+            reduce_js_vm_count: 6,
+            hook_js_vm_count: 2,
+            js_max_vm_mem_mb: 16,
+            js_max_stack_kb: 1024,
+            js_queue_len: 1024,
+            js_source_dir: String::new(),
+            max_inputs: 100_000,
+            allow_bucket_inputs: true,
+            max_result_bytes: 64 << 20,
+            hook_timeout_ms: 5000,
+            hook_max_object_bytes: 5 << 20,
+        }
+    }
+}
+
+impl MapRedConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        let counts = [
+            ("map_js_vm_count", self.map_js_vm_count),
+            ("reduce_js_vm_count", self.reduce_js_vm_count),
+            ("hook_js_vm_count", self.hook_js_vm_count),
+        ];
+        for (name, n) in counts {
+            if !(1..=256).contains(&n) {
+                return Err(ConfigError(format!(
+                    "mapred.{name} must be in 1..=256, got {n}"
+                )));
+            }
+        }
+        if !(1..=4096).contains(&self.js_max_vm_mem_mb) {
+            return Err(ConfigError(
+                "mapred.js_max_vm_mem_mb must be in 1..=4096".into(),
+            ));
+        }
+        if !(64..=65_536).contains(&self.js_max_stack_kb) {
+            return Err(ConfigError(
+                "mapred.js_max_stack_kb must be in 64..=65536".into(),
+            ));
+        }
+        if self.js_queue_len == 0 || self.hook_timeout_ms == 0 || self.max_result_bytes == 0 {
+            return Err(ConfigError(
+                "mapred.js_queue_len, hook_timeout_ms and max_result_bytes must be at least 1"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Riak's `delete_mode`: what happens to a tombstone once all `n` replicas
+/// hold it. In TOML: a number of milliseconds, `"immediate"` or `"keep"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "DeleteModeRepr", into = "DeleteModeRepr")]
+pub enum DeleteMode {
+    /// Never reap.
+    Keep,
+    /// Reap at once.
+    Immediate,
+    /// Reap after this many milliseconds.
+    DelayMs(u64),
+}
+
+impl DeleteMode {
+    /// Riak's default: 3 s.
+    pub const DEFAULT: DeleteMode = DeleteMode::DelayMs(3000);
+
+    /// The delay before reaping; `None` for `keep`.
+    pub fn delay(self) -> Option<std::time::Duration> {
+        match self {
+            DeleteMode::Keep => None,
+            DeleteMode::Immediate => Some(std::time::Duration::ZERO),
+            DeleteMode::DelayMs(ms) => Some(std::time::Duration::from_millis(ms)),
+        }
+    }
+}
+
+impl Default for DeleteMode {
+    fn default() -> Self {
+        DeleteMode::DEFAULT
+    }
+}
+
+/// The TOML form of [`DeleteMode`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+enum DeleteModeRepr {
+    Ms(u64),
+    Word(String),
+}
+
+impl TryFrom<DeleteModeRepr> for DeleteMode {
+    type Error = String;
+    fn try_from(r: DeleteModeRepr) -> Result<Self, String> {
+        match r {
+            DeleteModeRepr::Ms(ms) => Ok(DeleteMode::DelayMs(ms)),
+            DeleteModeRepr::Word(w) => match w.as_str() {
+                "keep" => Ok(DeleteMode::Keep),
+                "immediate" => Ok(DeleteMode::Immediate),
+                other => Err(format!(
+                    "delete_mode must be a number of milliseconds, \"immediate\" or \"keep\", got {other:?}"
+                )),
+            },
+        }
+    }
+}
+
+impl From<DeleteMode> for DeleteModeRepr {
+    fn from(m: DeleteMode) -> Self {
+        match m {
+            DeleteMode::Keep => DeleteModeRepr::Word("keep".into()),
+            DeleteMode::Immediate => DeleteModeRepr::Word("immediate".into()),
+            DeleteMode::DelayMs(ms) => DeleteModeRepr::Ms(ms),
+        }
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            node_name: "basalt@127.0.0.1".into(),
+            data_dir: PathBuf::from("./data"),
+            pb_listen: "127.0.0.1:8087".into(),
+            advertise_pb: String::new(),
+            http_listen: "127.0.0.1:8098".into(),
+            cluster_listen: "127.0.0.1:8099".into(),
+            advertise_cluster: String::new(),
+            tls_certfile: String::new(),
+            tls_keyfile: String::new(),
+            tls_cacertfile: String::new(),
+            cluster_certfile: String::new(),
+            cluster_keyfile: String::new(),
+            cluster_cacertfile: String::new(),
+            https_listen: String::new(),
+            ring_size: 64,
+            backend: "leveled".into(),
+            sync: false,
+            block_cache_mb: 128,
+            value_cache_mb: 0,
+            delete_mode: DeleteMode::DEFAULT,
+            aae_interval_secs: 300,
+            aae_tree_size: "xsmall".into(),
+            aae_confirm_ms: 1000,
+            aae_rebuild_wait_secs: 14 * 24 * 3600,
+            aae_rebuild_delay_secs: 4 * 24 * 3600,
+            aae_rebuild_keys_per_sec: 20_000,
+            aae_rebuild_journal_check: true,
+            aae_repairs_per_sec: 400,
+            aae_max_loops: 4,
+            transfer_limit: 2,
+            repl: ReplConfig::default(),
+            mapred: MapRedConfig::default(),
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// A configuration that cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("config: {0}")]
+pub struct ConfigError(pub String);
+
+impl Config {
+    /// Parses TOML (missing keys take their defaults) and validates it.
+    pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
+        let c: Config = toml::from_str(text).map_err(|e| ConfigError(e.to_string()))?;
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// Checks ranges.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        for (key, mb) in [
+            ("block_cache_mb", self.block_cache_mb),
+            ("value_cache_mb", self.value_cache_mb),
+        ] {
+            if mb > CACHE_MB_MAX {
+                return Err(ConfigError(format!(
+                    "{key} must be at most {CACHE_MB_MAX} (64 GiB), got {mb}"
+                )));
+            }
+        }
+        if crate::ring::Ring::new(self.ring_size).is_none() {
+            return Err(ConfigError(format!(
+                "ring_size must be a power of two in 1..=1024, got {}",
+                self.ring_size
+            )));
+        }
+        if self.limits.vnode_queue_len == 0 {
+            return Err(ConfigError(
+                "limits.vnode_queue_len must be at least 1".into(),
+            ));
+        }
+        if self.limits.max_frame_bytes < 16 {
+            return Err(ConfigError(
+                "limits.max_frame_bytes must be at least 16".into(),
+            ));
+        }
+        if self.cluster_listen.is_empty() {
+            return Err(ConfigError(
+                "cluster_listen must be set (the cluster and admin listener)".into(),
+            ));
+        }
+        if self.node_name.is_empty() {
+            return Err(ConfigError("node_name must not be empty".into()));
+        }
+        if self.tls_certfile.is_empty() != self.tls_keyfile.is_empty() {
+            return Err(ConfigError(
+                "tls_certfile and tls_keyfile go together: set both or neither".into(),
+            ));
+        }
+        if self.tls_certfile.is_empty() && !self.https_listen.is_empty() {
+            return Err(ConfigError(
+                "https_listen needs tls_certfile and tls_keyfile".into(),
+            ));
+        }
+        if self.tls_certfile.is_empty() && !self.tls_cacertfile.is_empty() {
+            return Err(ConfigError(
+                "tls_cacertfile needs tls_certfile and tls_keyfile".into(),
+            ));
+        }
+        let cluster_tls = [
+            &self.cluster_certfile,
+            &self.cluster_keyfile,
+            &self.cluster_cacertfile,
+        ];
+        if cluster_tls.iter().any(|f| f.is_empty()) && cluster_tls.iter().any(|f| !f.is_empty()) {
+            return Err(ConfigError(
+                "cluster_certfile, cluster_keyfile and cluster_cacertfile go together: set all three or none".into(),
+            ));
+        }
+        self.repl.check_tls()?;
+        self.aae_tree_size()?;
+        if self.aae_rebuild_wait_secs == 0 {
+            return Err(ConfigError(
+                "aae_rebuild_wait_secs must be at least 1".into(),
+            ));
+        }
+        if self.transfer_limit > crate::limits::MAX_TRANSFER_LIMIT {
+            return Err(ConfigError(format!(
+                "transfer_limit must be at most {}, got {}",
+                crate::limits::MAX_TRANSFER_LIMIT,
+                self.transfer_limit
+            )));
+        }
+        self.repl.validate()?;
+        self.mapred.validate()?;
+        Ok(())
+    }
+
+    /// The parsed `aae_tree_size`.
+    pub fn aae_tree_size(&self) -> Result<basalt_backend::TreeSize, ConfigError> {
+        basalt_backend::TreeSize::from_name(&self.aae_tree_size).ok_or_else(|| {
+            ConfigError(format!(
+                "aae_tree_size must be one of xxsmall, xsmall, small, medium, large, xlarge; got {:?}",
+                self.aae_tree_size
+            ))
+        })
+    }
+}
+
+impl Config {
+    /// One node for tests and tools, keeping its data in `dir`: PB and
+    /// cluster ports chosen by the OS, no HTTP, 8 partitions, the memory
+    /// backend; everything else the defaults.
+    pub fn ephemeral(dir: &std::path::Path) -> Config {
+        Config {
+            data_dir: dir.to_path_buf(),
+            pb_listen: "127.0.0.1:0".into(),
+            cluster_listen: "127.0.0.1:0".into(),
+            http_listen: String::new(),
+            ring_size: 8,
+            backend: "memory".into(),
+            ..Config::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_file_is_the_default() {
+        let c = Config::from_toml(DEFAULT_CONFIG).ok();
+        assert_eq!(c, Some(Config::default()));
+        assert!(Config::from_toml("ring_size = 6").is_err());
+        assert!(Config::from_toml("block_cache_mb = 65537").is_err());
+        assert!(Config::from_toml("block_cache_mb = 0").is_ok());
+        let e = Config::from_toml("value_cache_mb = 65537").err();
+        assert!(e.is_some_and(|e| e.0.contains("value_cache_mb must be at most 65536")));
+        assert!(Config::from_toml("value_cache_mb = 512").is_ok());
+        assert!(Config::from_toml("bogus = 1").is_err());
+    }
+
+    #[test]
+    fn delete_mode_forms() {
+        let mode = |t: &str| Config::from_toml(t).map(|c| c.delete_mode).ok();
+        assert_eq!(mode("delete_mode = 250"), Some(DeleteMode::DelayMs(250)));
+        assert_eq!(mode("delete_mode = \"keep\""), Some(DeleteMode::Keep));
+        assert_eq!(
+            mode("delete_mode = \"immediate\""),
+            Some(DeleteMode::Immediate)
+        );
+        assert_eq!(mode(""), Some(DeleteMode::DelayMs(3000)));
+        assert_eq!(mode("delete_mode = \"later\""), None);
+        assert_eq!(mode("delete_mode = -1"), None);
+        let c = Config {
+            delete_mode: DeleteMode::Keep,
+            ..Config::default()
+        };
+        let text = toml::to_string(&c).unwrap_or_default();
+        assert_eq!(Config::from_toml(&text).ok(), Some(c));
+    }
+}
