@@ -30,6 +30,8 @@ use crate::slowdown::Slowdown;
 use crate::snapshot::{Pinned, Snapshot, SnapshotOptions, SnapshotRegistry, ValueSource};
 use crate::stats::Stats;
 use crate::tictac::{LiveTree, TicTacTree};
+use crate::types::head_of;
+pub use crate::types::{Head, Object};
 use crate::write_group::{Joined, Member, Slot, WriteQueue};
 use parking_lot::Mutex;
 use std::path::Path;
@@ -48,32 +50,6 @@ pub struct PutOptions {
     pub last_modified_us: Option<u64>,
     /// Secondary-index changes of this write (the caller supplies the diffs).
     pub index: Vec<IndexChange>,
-}
-
-/// Metadata of an object, answered from the ledger alone.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Head {
-    /// Sequence number of the current version.
-    pub sqn: u64,
-    /// Value size in bytes.
-    pub size: u64,
-    /// xxh3-64 of the value.
-    pub value_hash: u64,
-    /// Last-modified time, microseconds since the Unix epoch.
-    pub last_modified_us: u64,
-    /// Expiry, seconds since the Unix epoch; 0 = never.
-    pub expires_at: u64,
-    /// The user metadata given at put.
-    pub metadata: Vec<u8>,
-}
-
-/// An object: its value and its metadata.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Object {
-    /// The value bytes.
-    pub value: Vec<u8>,
-    /// The metadata.
-    pub head: Head,
 }
 
 /// A snapshot of the store's counters and shape.
@@ -801,7 +777,7 @@ impl Store {
     pub fn fold_heads(
         &self,
         bucket: Option<&[u8]>,
-        range: Option<&crate::fold::KeyRange>,
+        range: Option<&crate::types::KeyRange>,
         opts: &crate::fold::FoldOptions,
         f: impl FnMut(&[u8], &[u8], &Head) -> std::ops::ControlFlow<()>,
     ) -> Result<crate::fold::FoldOutcome> {
@@ -813,7 +789,7 @@ impl Store {
     pub fn fold_objects(
         &self,
         bucket: &[u8],
-        range: Option<&crate::fold::KeyRange>,
+        range: Option<&crate::types::KeyRange>,
         f: impl FnMut(&[u8], &[u8], Object) -> std::ops::ControlFlow<()>,
     ) -> Result<crate::fold::FoldOutcome> {
         self.snapshot(SnapshotOptions::bucket(bucket))?
@@ -1167,17 +1143,6 @@ impl Drop for Store {
                 tracing::error!(target: "basalt::store", "B0002 close on drop failed: {e}");
             }
         }
-    }
-}
-
-pub(crate) fn head_of(v: LedgerValue) -> Head {
-    Head {
-        sqn: v.sqn,
-        size: v.size,
-        value_hash: v.value_hash,
-        last_modified_us: v.last_modified_us,
-        expires_at: v.expires_at,
-        metadata: v.metadata,
     }
 }
 

@@ -40,6 +40,7 @@ pub mod compress;
 pub mod dump;
 pub mod file;
 pub mod flusher;
+pub(crate) mod gate;
 pub mod manifest;
 pub mod punch;
 pub mod record;
