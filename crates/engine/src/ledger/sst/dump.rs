@@ -1,9 +1,10 @@
-//! Checking and showing an SST file: the [`VerifyReport`] of
-//! [`SstReader::verify`] and [`dump`], and [`dump`] itself.
+//! Checking and showing an SST file: [`SstReader::verify`] (every data
+//! block read and decoded), [`dump`], and their reports.
 
 use super::*;
-use crate::entry::Status;
-use crate::error::{IoContext, Result};
+use crate::codec::Reader;
+use crate::entry::{LedgerValue, Status};
+use crate::error::{Error, IoContext, Result};
 use std::io::Write;
 use std::path::Path;
 
@@ -136,4 +137,116 @@ pub fn dump(path: &Path, out: &mut dyn Write, show_records: bool) -> Result<Dump
         summary: s.clone(),
         verify,
     })
+}
+
+impl SstReader {
+    /// Reads every data block, checking its checksum and structure, and
+    /// counts the damaged ones. I/O errors (as opposed to damage) are errors.
+    pub fn verify(&self) -> Result<VerifyReport> {
+        self.scan_blocks(|_, _, _| Ok(()))
+    }
+
+    /// Fully decodes block `i` and checks it against the index.
+    fn decode_block(&self, i: usize, block: &Block) -> Result<Vec<(Vec<u8>, LedgerValue)>, String> {
+        let handle = self
+            .blocks
+            .get(i)
+            .ok_or_else(|| format!("block {i} is not in the index"))?;
+        let prev_last = i
+            .checked_sub(1)
+            .and_then(|p| self.blocks.get(p))
+            .map(|b| b.last_key.as_slice());
+        let mut out: Vec<(Vec<u8>, LedgerValue)> = Vec::new();
+        let mut r = Reader::new(block.entries());
+        let mut max_lm = 0;
+        while !r.is_empty() {
+            let at = r.position();
+            let (k, v) = read_entry(&mut r).map_err(|e| format!("entry at +{at}: {e}"))?;
+            let v = decode_value(v).map_err(|e| format!("entry at +{at}: {e}"))?;
+            let after = out
+                .last()
+                .map(|(pk, _)| pk.as_slice())
+                .or(prev_last)
+                .is_none_or(|p| p < k);
+            if !after {
+                return Err(format!(
+                    "entry at +{at}: key {} out of order",
+                    render_key(k)
+                ));
+            }
+            max_lm = max_lm.max(v.last_modified_us);
+            out.push((k.to_vec(), v));
+        }
+        if out.len() as u64 != u64::from(block.count) {
+            return Err(format!(
+                "block holds {} entries, its trailer says {}",
+                out.len(),
+                block.count
+            ));
+        }
+        if out.last().map(|(k, _)| k) != Some(&handle.last_key) {
+            return Err("last key differs from the index".into());
+        }
+        if max_lm != handle.max_last_modified_us {
+            return Err(format!(
+                "max last-modified {max_lm} differs from the index's {}",
+                handle.max_last_modified_us
+            ));
+        }
+        Ok(out)
+    }
+
+    /// Visits every block with its decoded entries or its damage.
+    pub(super) fn scan_blocks(
+        &self,
+        mut visit: impl FnMut(
+            usize,
+            &BlockHandle,
+            std::result::Result<&[(Vec<u8>, LedgerValue)], &BlockDamage>,
+        ) -> Result<()>,
+    ) -> Result<VerifyReport> {
+        let mut report = VerifyReport {
+            blocks: self.blocks.len() as u64,
+            ..VerifyReport::default()
+        };
+        let mut ahead = None;
+        for (i, handle) in self.blocks.iter().enumerate() {
+            let decoded = match self.next_block(&mut ahead, i, None) {
+                Ok(block) => self.decode_block(i, &block),
+                Err(Error::Corrupt { reason, .. }) => Err(reason),
+                Err(e) => return Err(e),
+            };
+            match decoded {
+                Ok(entries) => {
+                    report.entries += entries.len() as u64;
+                    report.tombstones += entries
+                        .iter()
+                        .filter(|(_, v)| v.status == Status::Tombstone)
+                        .count() as u64;
+                    visit(i, handle, Ok(&entries))?;
+                }
+                Err(reason) => {
+                    let damage = BlockDamage {
+                        block: i,
+                        offset: handle.offset,
+                        len: handle.len,
+                        reason,
+                    };
+                    visit(i, handle, Err(&damage))?;
+                    report.damaged_blocks += 1;
+                    report.damage.push(damage);
+                }
+            }
+        }
+        if report.damaged_blocks == 0
+            && (report.entries != self.summary.entries
+                || report.tombstones != self.summary.tombstones)
+        {
+            report.summary_mismatch = Some(format!(
+                "blocks hold {} entries ({} tombstones), meta block says {} ({})",
+                report.entries, report.tombstones, self.summary.entries, self.summary.tombstones
+            ));
+        }
+        Ok(report)
+    }
 }

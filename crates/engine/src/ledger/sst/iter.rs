@@ -1,10 +1,12 @@
-//! Range scans of one SST file: [`SstIter`], reading the blocks ahead its
-//! range can reach in bounded spans.
+//! Range scans of one SST file: [`SstReader::range`] and [`SstIter`],
+//! reading the blocks ahead its range can reach in bounded spans.
 
 use super::*;
 use crate::codec::Reader;
 use crate::entry::LedgerValue;
-use crate::error::{Error, Result};
+use crate::error::{Error, IoContext, Result};
+use crate::limits::SST_ITER_READ_BYTES;
+use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 /// The block an [`SstIter`] is walking.
@@ -201,4 +203,109 @@ impl std::iter::FusedIterator for SstIter {}
 /// most the immediate successor `last ++ [0]` of `last`.
 pub(super) fn nothing_between(last: &[u8], end: &[u8]) -> bool {
     end <= last || (end.len() == last.len() + 1 && end.starts_with(last) && end.last() == Some(&0))
+}
+
+impl SstReader {
+    /// Iterates entries with `start <= key < end` (`end = None`: to the last key).
+    pub fn range(self: &Arc<Self>, start: &[u8], end: Option<&[u8]>) -> SstIter {
+        self.range_with(start, end, RangeOptions::default())
+    }
+
+    /// [`SstReader::range`] with filters: blocks whose maximum last-modified
+    /// time is below `opts.modified_since_us` are not read at all, and keys
+    /// the key filter rejects are skipped before their value is decoded.
+    pub fn range_with(
+        self: &Arc<Self>,
+        start: &[u8],
+        end: Option<&[u8]>,
+        opts: RangeOptions,
+    ) -> SstIter {
+        let empty = end.is_some_and(|e| e <= start) || start > self.summary.max_key.as_slice();
+        let next_block = if empty {
+            self.blocks.len()
+        } else {
+            self.blocks
+                .partition_point(|b| b.last_key.as_slice() < start)
+        };
+        SstIter {
+            reader: Arc::clone(self),
+            start: start.to_vec(),
+            end: end.map(<[u8]>::to_vec),
+            next_block,
+            cur: None,
+            done: false,
+            opts,
+            ahead: None,
+        }
+    }
+
+    /// The blocks an iterator reads in one I/O from block `first`: `first`
+    /// and the contiguous blocks after it, up to [`SST_ITER_READ_BYTES`],
+    /// stopping after the first block whose last key reaches `end`.
+    pub(super) fn span_from(&self, first: usize, end: Option<&[u8]>) -> std::ops::Range<usize> {
+        let mut last = first;
+        let mut bytes = self.blocks.get(first).map_or(0, |b| u64::from(b.len));
+        while let (Some(prev), Some(next)) = (self.blocks.get(last), self.blocks.get(last + 1)) {
+            let contiguous = prev.offset + u64::from(prev.len) == next.offset;
+            let past_end = end.is_some_and(|e| nothing_between(&prev.last_key, e));
+            if !contiguous || past_end || bytes + u64::from(next.len) > SST_ITER_READ_BYTES {
+                break;
+            }
+            bytes += u64::from(next.len);
+            last += 1;
+        }
+        first..last + 1
+    }
+
+    /// Reads blocks `blocks` with one positional read.
+    fn read_span(&self, blocks: std::ops::Range<usize>) -> Result<Span> {
+        let (Some(a), Some(b)) = (
+            self.blocks.get(blocks.start),
+            self.blocks.get(blocks.end - 1),
+        ) else {
+            return Err(Error::corrupt(
+                &self.path,
+                0,
+                format!("data blocks {blocks:?} are not in the index"),
+            ));
+        };
+        let len = b.offset + u64::from(b.len) - a.offset;
+        debug_assert!(blocks.len() == 1 || len <= SST_ITER_READ_BYTES);
+        let mut bytes = vec![0u8; len as usize];
+        self.file
+            .read_exact_at(&mut bytes, a.offset)
+            .ctx("read SST blocks", &self.path)?;
+        Ok(Span {
+            blocks,
+            at: a.offset,
+            bytes,
+        })
+    }
+
+    /// Block `i` for a front-to-back reader (an iterator, a verify scan):
+    /// from `ahead` when it holds it, else read in one I/O with the blocks
+    /// after it that a range ending at `end` can reach
+    /// ([`SstReader::span_from`]), which then replace `ahead`. A failed span
+    /// read falls back to the single block, whose error (I/O or damage) is
+    /// then the one reported.
+    pub(super) fn next_block(
+        &self,
+        ahead: &mut Option<Span>,
+        i: usize,
+        end: Option<&[u8]>,
+    ) -> Result<Block> {
+        if !ahead.as_ref().is_some_and(|a| a.blocks.contains(&i)) {
+            let span = self.span_from(i, end);
+            *ahead = if span.len() > 1 {
+                self.read_span(span).ok()
+            } else {
+                None
+            };
+        }
+        let handle = self.handle(i)?;
+        match ahead.as_ref().and_then(|a| a.raw(handle)) {
+            Some(raw) => self.block_from_raw(i, handle, raw.to_vec()),
+            None => self.load_block(i),
+        }
+    }
 }

@@ -67,9 +67,13 @@
 //! * `writer`: writing a file ([`SstWriter`]);
 //! * `format`: the footer and the index and meta blocks, encoded and
 //!   checked (data blocks: [`super::block`]);
-//! * `reader`: [`SstReader`], opening a file and point lookups, block reads;
-//! * `iter`: range scans ([`SstIter`]);
-//! * `dump`: [`dump`] and [`SstReader::verify`]'s reports.
+//! * `reader`: [`SstReader`], opening a file, point lookups, reading one
+//!   block;
+//! * `iter`: range scans ([`SstReader::range`], [`SstIter`]) and their
+//!   read-ahead;
+//! * `dump`: [`SstReader::verify`], [`dump`] and their reports.
+//!
+//! Imports run one way: `dump` → `iter` → `reader` → `format`.
 
 mod dump;
 mod format;
@@ -86,7 +90,6 @@ pub use format::is_sst_file;
 pub(crate) use format::{decode_value, parse_index, parse_meta, read_entry, Footer};
 use format::{RawEntry, Section};
 pub use iter::SstIter;
-use iter::{nothing_between, Span};
 pub use reader::SstReader;
 pub use writer::SstWriter;
 

@@ -4,12 +4,11 @@
 
 use super::*;
 use crate::codec::Reader;
-use crate::entry::{LedgerValue, Status};
+use crate::entry::LedgerValue;
 use crate::error::{Error, IoContext, Result};
 use crate::key::{self};
 use crate::ledger::block_cache::BlockCache;
 use crate::ledger::bloom::Bloom;
-use crate::limits::SST_ITER_READ_BYTES;
 use crate::stats::Stats;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -204,45 +203,6 @@ impl SstReader {
         )))
     }
 
-    /// Iterates entries with `start <= key < end` (`end = None`: to the last key).
-    pub fn range(self: &Arc<Self>, start: &[u8], end: Option<&[u8]>) -> SstIter {
-        self.range_with(start, end, RangeOptions::default())
-    }
-
-    /// [`SstReader::range`] with filters: blocks whose maximum last-modified
-    /// time is below `opts.modified_since_us` are not read at all, and keys
-    /// the key filter rejects are skipped before their value is decoded.
-    pub fn range_with(
-        self: &Arc<Self>,
-        start: &[u8],
-        end: Option<&[u8]>,
-        opts: RangeOptions,
-    ) -> SstIter {
-        let empty = end.is_some_and(|e| e <= start) || start > self.summary.max_key.as_slice();
-        let next_block = if empty {
-            self.blocks.len()
-        } else {
-            self.blocks
-                .partition_point(|b| b.last_key.as_slice() < start)
-        };
-        SstIter {
-            reader: Arc::clone(self),
-            start: start.to_vec(),
-            end: end.map(<[u8]>::to_vec),
-            next_block,
-            cur: None,
-            done: false,
-            opts,
-            ahead: None,
-        }
-    }
-
-    /// Reads every data block, checking its checksum and structure, and
-    /// counts the damaged ones. I/O errors (as opposed to damage) are errors.
-    pub fn verify(&self) -> Result<VerifyReport> {
-        self.scan_blocks(|_, _, _| Ok(()))
-    }
-
     /// Block `i` for a point lookup: from the cache if there, else read,
     /// checked and cached.
     fn cached_block(&self, i: usize, stats: Option<&Stats>) -> Result<Arc<Block>> {
@@ -290,14 +250,19 @@ impl SstReader {
         self.block_from_raw(i, handle, raw)
     }
 
-    fn handle(&self, i: usize) -> Result<&BlockHandle> {
+    pub(super) fn handle(&self, i: usize) -> Result<&BlockHandle> {
         self.blocks.get(i).ok_or_else(|| {
             Error::corrupt(&self.path, 0, format!("data block {i} is not in the index"))
         })
     }
 
     /// CRC-checks the stored bytes of block `i` (counted as one block read).
-    fn block_from_raw(&self, i: usize, handle: &BlockHandle, raw: Vec<u8>) -> Result<Block> {
+    pub(super) fn block_from_raw(
+        &self,
+        i: usize,
+        handle: &BlockHandle,
+        raw: Vec<u8>,
+    ) -> Result<Block> {
         debug_assert_eq!(raw.len(), handle.len as usize);
         self.blocks_read.fetch_add(1, Ordering::Relaxed);
         Block::from_raw(raw).map_err(|reason| {
@@ -307,179 +272,5 @@ impl SstReader {
                 format!("data block {i}: {reason}"),
             )
         })
-    }
-
-    /// The blocks an iterator reads in one I/O from block `first`: `first`
-    /// and the contiguous blocks after it, up to [`SST_ITER_READ_BYTES`],
-    /// stopping after the first block whose last key reaches `end`.
-    pub(super) fn span_from(&self, first: usize, end: Option<&[u8]>) -> std::ops::Range<usize> {
-        let mut last = first;
-        let mut bytes = self.blocks.get(first).map_or(0, |b| u64::from(b.len));
-        while let (Some(prev), Some(next)) = (self.blocks.get(last), self.blocks.get(last + 1)) {
-            let contiguous = prev.offset + u64::from(prev.len) == next.offset;
-            let past_end = end.is_some_and(|e| nothing_between(&prev.last_key, e));
-            if !contiguous || past_end || bytes + u64::from(next.len) > SST_ITER_READ_BYTES {
-                break;
-            }
-            bytes += u64::from(next.len);
-            last += 1;
-        }
-        first..last + 1
-    }
-
-    /// Reads blocks `blocks` with one positional read.
-    fn read_span(&self, blocks: std::ops::Range<usize>) -> Result<Span> {
-        let (Some(a), Some(b)) = (
-            self.blocks.get(blocks.start),
-            self.blocks.get(blocks.end - 1),
-        ) else {
-            return Err(Error::corrupt(
-                &self.path,
-                0,
-                format!("data blocks {blocks:?} are not in the index"),
-            ));
-        };
-        let len = b.offset + u64::from(b.len) - a.offset;
-        debug_assert!(blocks.len() == 1 || len <= SST_ITER_READ_BYTES);
-        let mut bytes = vec![0u8; len as usize];
-        self.file
-            .read_exact_at(&mut bytes, a.offset)
-            .ctx("read SST blocks", &self.path)?;
-        Ok(Span {
-            blocks,
-            at: a.offset,
-            bytes,
-        })
-    }
-
-    /// Block `i` for a front-to-back reader (an iterator, a verify scan):
-    /// from `ahead` when it holds it, else read in one I/O with the blocks
-    /// after it that a range ending at `end` can reach
-    /// ([`SstReader::span_from`]), which then replace `ahead`. A failed span
-    /// read falls back to the single block, whose error (I/O or damage) is
-    /// then the one reported.
-    pub(super) fn next_block(
-        &self,
-        ahead: &mut Option<Span>,
-        i: usize,
-        end: Option<&[u8]>,
-    ) -> Result<Block> {
-        if !ahead.as_ref().is_some_and(|a| a.blocks.contains(&i)) {
-            let span = self.span_from(i, end);
-            *ahead = if span.len() > 1 {
-                self.read_span(span).ok()
-            } else {
-                None
-            };
-        }
-        let handle = self.handle(i)?;
-        match ahead.as_ref().and_then(|a| a.raw(handle)) {
-            Some(raw) => self.block_from_raw(i, handle, raw.to_vec()),
-            None => self.load_block(i),
-        }
-    }
-
-    /// Fully decodes block `i` and checks it against the index.
-    fn decode_block(&self, i: usize, block: &Block) -> Result<Vec<(Vec<u8>, LedgerValue)>, String> {
-        let handle = self
-            .blocks
-            .get(i)
-            .ok_or_else(|| format!("block {i} is not in the index"))?;
-        let prev_last = i
-            .checked_sub(1)
-            .and_then(|p| self.blocks.get(p))
-            .map(|b| b.last_key.as_slice());
-        let mut out: Vec<(Vec<u8>, LedgerValue)> = Vec::new();
-        let mut r = Reader::new(block.entries());
-        let mut max_lm = 0;
-        while !r.is_empty() {
-            let at = r.position();
-            let (k, v) = read_entry(&mut r).map_err(|e| format!("entry at +{at}: {e}"))?;
-            let v = decode_value(v).map_err(|e| format!("entry at +{at}: {e}"))?;
-            let after = out
-                .last()
-                .map(|(pk, _)| pk.as_slice())
-                .or(prev_last)
-                .is_none_or(|p| p < k);
-            if !after {
-                return Err(format!(
-                    "entry at +{at}: key {} out of order",
-                    render_key(k)
-                ));
-            }
-            max_lm = max_lm.max(v.last_modified_us);
-            out.push((k.to_vec(), v));
-        }
-        if out.len() as u64 != u64::from(block.count) {
-            return Err(format!(
-                "block holds {} entries, its trailer says {}",
-                out.len(),
-                block.count
-            ));
-        }
-        if out.last().map(|(k, _)| k) != Some(&handle.last_key) {
-            return Err("last key differs from the index".into());
-        }
-        if max_lm != handle.max_last_modified_us {
-            return Err(format!(
-                "max last-modified {max_lm} differs from the index's {}",
-                handle.max_last_modified_us
-            ));
-        }
-        Ok(out)
-    }
-
-    /// Visits every block with its decoded entries or its damage.
-    pub(super) fn scan_blocks(
-        &self,
-        mut visit: impl FnMut(
-            usize,
-            &BlockHandle,
-            std::result::Result<&[(Vec<u8>, LedgerValue)], &BlockDamage>,
-        ) -> Result<()>,
-    ) -> Result<VerifyReport> {
-        let mut report = VerifyReport {
-            blocks: self.blocks.len() as u64,
-            ..VerifyReport::default()
-        };
-        let mut ahead = None;
-        for (i, handle) in self.blocks.iter().enumerate() {
-            let decoded = match self.next_block(&mut ahead, i, None) {
-                Ok(block) => self.decode_block(i, &block),
-                Err(Error::Corrupt { reason, .. }) => Err(reason),
-                Err(e) => return Err(e),
-            };
-            match decoded {
-                Ok(entries) => {
-                    report.entries += entries.len() as u64;
-                    report.tombstones += entries
-                        .iter()
-                        .filter(|(_, v)| v.status == Status::Tombstone)
-                        .count() as u64;
-                    visit(i, handle, Ok(&entries))?;
-                }
-                Err(reason) => {
-                    let damage = BlockDamage {
-                        block: i,
-                        offset: handle.offset,
-                        len: handle.len,
-                        reason,
-                    };
-                    visit(i, handle, Err(&damage))?;
-                    report.damaged_blocks += 1;
-                    report.damage.push(damage);
-                }
-            }
-        }
-        if report.damaged_blocks == 0
-            && (report.entries != self.summary.entries
-                || report.tombstones != self.summary.tombstones)
-        {
-            report.summary_mismatch = Some(format!(
-                "blocks hold {} entries ({} tombstones), meta block says {} ({})",
-                report.entries, report.tombstones, self.summary.entries, self.summary.tombstones
-            ));
-        }
-        Ok(report)
     }
 }

@@ -1,5 +1,6 @@
 //! Tests of SST files: writing, reading, scanning, damage and dumps.
 
+use super::iter::nothing_between;
 use super::*;
 use crate::entry::{LedgerValue, Status};
 use crate::error::{Error, Result};
