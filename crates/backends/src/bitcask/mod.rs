@@ -67,6 +67,12 @@
 //!
 //! A snapshot copies the keydir (O(keys)) and holds every data file open by
 //! `Arc<File>`, so merges may delete files under it.
+//!
+//! # Files
+//!
+//! This file holds the keydir, opening and recovery, the write path and
+//! the [`Backend`] implementation; `format` the record and hint formats,
+//! `merge` the merge, `snapshot` the frozen keydir and the folds.
 
 mod format;
 mod merge;

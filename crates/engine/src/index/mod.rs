@@ -88,6 +88,12 @@
 //! (`term_regex`) as any page does; together with `continuation` it is
 //! `InvalidInput`. This is what a cluster coordinator sends every vnode so
 //! that each returns only its next page after the last result it merged.
+//!
+//! # Files
+//!
+//! This file holds the change and field types and the term encoding;
+//! `changes` the write side (journal blob, ledger entries, replay,
+//! retention), `query` the queries, continuations and cursors.
 
 use crate::codec::DecodeError;
 use crate::error::{Error, Result};

@@ -8,6 +8,11 @@
 //! group-commit fsync covering them and completes its members (see
 //! [`crate::write_group`]). Read path: HEAD asks only the ledger; GET asks the ledger for the
 //! SQN, then reads that record from the journal and checks its key.
+//!
+//! This file holds the store's types, its counters and closing; `open`
+//! opens, replays and repairs, `write` is the write path, `read` the read
+//! path (HEAD, GET, snapshots, folds, 2i), `maintenance` the journal's
+//! upkeep (compaction, backup, journal views).
 
 use crate::compaction::{Compactor, Scheduler};
 use crate::config::{Config, SyncStrategy};
