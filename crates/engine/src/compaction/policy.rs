@@ -128,7 +128,7 @@ pub struct CompactionReport {
     pub punched: bool,
 }
 
-/// The garbage trigger's view of the journal (see [`Compactor::garbage`]).
+/// The garbage trigger's view of the journal (see [`Compactor::garbage`](super::Compactor::garbage)).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct GarbageEstimate {
     /// Closed journal files.
@@ -187,7 +187,7 @@ impl GarbageEstimate {
     }
 }
 
-/// One closed journal file's score (see [`Compactor::rescore`]).
+/// One closed journal file's score (see [`Compactor::rescore`](super::Compactor::rescore)).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FileScore {
     /// The file's number.
@@ -240,7 +240,7 @@ pub fn next_delay(rng: &mut u64, runs_per_day: u32, window: (u8, u8)) -> Duratio
 }
 
 /// Idle time between two compaction runs counted in the reclaim rate the
-/// write slowdown paces writes to (see [`Compactor::run`]).
+/// write slowdown paces writes to (see [`Compactor::run`](super::Compactor::run)).
 pub const RECLAIM_GAP_MAX: Duration = Duration::from_secs(60);
 
 /// Most garbage-triggered runs back to back before the thread looks at

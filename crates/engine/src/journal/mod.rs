@@ -37,7 +37,7 @@
 //! This file holds the journal's types and [`Journal::close`]; `open`
 //! opens and recovers a journal, `write` is the append / roll / sync path,
 //! `read` the fetch / replay path, [`compact`] and [`punch`] reclaim
-//! garbage (copying, or punching holes through [`gate`]).
+//! garbage (copying, or punching holes through `gate`).
 
 pub mod checkpoint;
 pub mod compact;
@@ -120,7 +120,7 @@ pub struct JournalOptions {
     /// `Config::value_cache_bytes`).
     pub value_cache: Option<ValueCache>,
     /// Each new active file reserves `file_bytes` of blocks when it is
-    /// created ([`preallocate`]; `Config::journal_preallocate`); a file
+    /// created ([`preallocate`](crate::fsutil::preallocate); `Config::journal_preallocate`); a file
     /// rolled short of them gives the rest back at its roll.
     pub preallocate: bool,
     /// Pages of the active file are dropped from the page cache once

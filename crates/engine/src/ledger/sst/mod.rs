@@ -1,6 +1,6 @@
 //! SST files: immutable sorted runs of ledger entries.
 //!
-//! An SST file holds ledger entries (key → [`LedgerValue`]) sorted by key,
+//! An SST file holds ledger entries (key → [`LedgerValue`](crate::entry::LedgerValue)) sorted by key,
 //! compared as plain bytes. It is written once by [`SstWriter`] and then only
 //! read, through [`SstReader`], which keeps the index, the bloom filter and the
 //! summary in memory and reads data blocks with positional reads (point
@@ -57,7 +57,7 @@
 //! [`SstReader::open`] verifies the footer, index, bloom and meta CRCs. Data
 //! block CRCs are verified on every read from the file (a cached block was
 //! verified when it was read): a damaged block makes the `get` that
-//! reads it return [`Error::Corrupt`] (naming file and block offset), and a
+//! reads it return [`Error::Corrupt`](crate::error::Error::Corrupt) (naming file and block offset), and a
 //! range scan yield one `Err` and stop; other blocks stay readable.
 //! [`SstReader::verify`] and [`dump`] report every damaged block.
 //!
@@ -66,7 +66,7 @@
 //! * `mod.rs`: the format constants and the option and summary types;
 //! * `writer`: writing a file ([`SstWriter`]);
 //! * `format`: the footer and the index and meta blocks, encoded and
-//!   checked (data blocks: [`super::block`]);
+//!   checked (data blocks: `ledger::block`);
 //! * `reader`: [`SstReader`], opening a file, point lookups, reading one
 //!   block;
 //! * `iter`: range scans ([`SstReader::range`], [`SstIter`]) and their
