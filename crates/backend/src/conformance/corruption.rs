@@ -2,7 +2,7 @@
 //! come back as a wrong value; errors are typed; most keys still read
 //! ([`corruption`]).
 
-use super::*;
+use super::{put, tempdir, Factory};
 
 /// Flipped bytes in data files: never a wrong value, errors typed.
 pub fn corruption(f: &dyn Factory) {

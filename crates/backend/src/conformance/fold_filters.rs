@@ -1,7 +1,9 @@
 //! Conformance: head folds with segment, last-modified and `max_objects`
 //! filters against the model ([`fold_filters`]); or `NotSupported`.
 
-use super::*;
+use super::{tempdir, Factory};
+use crate::{segment_of, BackendError, Capability, FoldOptions, TreeSize, WriteOptions};
+use std::ops::ControlFlow;
 
 /// Head folds with filters against a model, or `NotSupported`.
 pub fn fold_filters(f: &dyn Factory) {

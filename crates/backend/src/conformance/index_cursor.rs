@@ -3,7 +3,11 @@
 //! equality, past the end, with a continuation); plus the helpers the
 //! cursor model test shares.
 
-use super::*;
+use super::{put, tempdir, Factory};
+use crate::{
+    Backend, BackendError, Capability, IndexChange, IndexCursor, IndexPage, IndexQuery,
+    IndexResult, WriteOptions,
+};
 use std::collections::BTreeSet;
 
 pub(super) fn with_index(changes: Vec<IndexChange>) -> WriteOptions {

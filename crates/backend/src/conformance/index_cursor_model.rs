@@ -1,7 +1,9 @@
 //! Conformance: paging 2i queries by cursors against a `BTreeMap` model
 //! of the entries, a property test ([`index_cursor_model`]).
 
-use super::*;
+use super::index_cursor::{cursor_backend, page_by_cursor, with_index};
+use super::{long, seed, tempdir, Factory};
+use crate::{IndexChange, IndexCursor, IndexQuery, IndexResult};
 use std::collections::BTreeMap;
 
 /// One generated case of [`index_cursor_model`].

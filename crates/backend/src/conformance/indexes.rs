@@ -2,7 +2,8 @@
 //! order, `return_terms`, regex, paging, removals, `$key` / `$bucket`; or
 //! a typed `NotSupported` without the capability.
 
-use super::*;
+use super::{tempdir, Factory};
+use crate::{BackendError, Capability, IndexChange, IndexPage, IndexQuery, WriteOptions};
 
 /// 2i semantics, or `NotSupported` without the `indexes` capability.
 pub fn indexes(f: &dyn Factory) {

@@ -39,10 +39,7 @@ mod index_cursor_model;
 mod indexes;
 mod model;
 mod snapshots;
-use index_cursor::cursor_backend;
 mod validation;
-use index_cursor::page_by_cursor;
-use index_cursor::with_index;
 
 pub use corruption::corruption;
 pub use fold_filters::fold_filters;

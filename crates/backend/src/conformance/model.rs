@@ -2,7 +2,8 @@
 //! list_buckets (and close + reopen for persistent backends) against a
 //! `BTreeMap` model ([`model`]).
 
-use super::*;
+use super::{check_fold_keys, long, seed, tempdir, Factory, Model};
+use crate::{value_hash, WriteOptions};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,7 +1,9 @@
 //! Conformance: a snapshot does not see later writes and deletes
 //! ([`snapshots`]).
 
-use super::*;
+use super::{keys_of, put, tempdir, Factory};
+use crate::{KeyRange, WriteOptions};
+use std::ops::ControlFlow;
 
 /// A snapshot keeps its view while writes and deletes go on.
 pub fn snapshots(f: &dyn Factory) {

@@ -1,7 +1,9 @@
 //! Conformance: bad input is `InvalidInput` ([`validation`]) and a
 //! missing capability is `NotSupported` ([`capabilities_honest`]).
 
-use super::*;
+use super::{tempdir, Factory};
+use crate::{BackendError, Capability, FoldOptions, KeyRange, WriteOptions};
+use std::ops::ControlFlow;
 
 /// Bad input is `InvalidInput`.
 pub fn validation(f: &dyn Factory) {

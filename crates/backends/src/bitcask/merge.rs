@@ -3,9 +3,9 @@
 //! (a bounded step at a time, under the write lock) to the active file
 //! before deleting them (see [`super`], Merge).
 
-use super::*;
+use super::format::FLAG_PUT;
+use super::{data_path, format, hint_path, io, Bitcask, FileStat, MergeFile, MergeJob, Writer};
 use basalt_backend::{BackendError, Result};
-use format::FLAG_PUT;
 use std::sync::atomic::Ordering;
 
 impl Bitcask {

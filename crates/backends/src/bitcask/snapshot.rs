@@ -2,7 +2,7 @@
 //! data file held open ([`super`], Snapshots), read by the folds and by
 //! [`BackendSnapshot`].
 
-use super::*;
+use super::{head_of, read_record, Bitcask, Files, Loc, NAME};
 use crate::{expired, now_secs};
 use basalt_backend::{
     not_supported, BackendSnapshot, Capability, FoldOptions, FoldOutcome, Head, HeadFn, KeyFn,

@@ -3,11 +3,15 @@
 //! garbage, and runs one compaction (copying, or punching holes in
 //! place) with the journal's mechanics ([`crate::journal::compact`]).
 
-use super::*;
+use super::policy::{
+    reclaims_in_place, score_staleness, AppendRate, CompactionPolicy, CompactionReport, FileScore,
+    GarbageEstimate, RECLAIM_GAP_MAX, RESCORE_STALENESS,
+};
+use super::LivenessFactory;
 use crate::diskspace::DiskGuard;
 use crate::error::Result;
 use crate::journal::file::ClosedFile;
-use crate::journal::Journal;
+use crate::journal::{Journal, Keep, Liveness};
 use crate::slowdown::Slowdown;
 use crate::stats::Stats;
 use parking_lot::Mutex;

@@ -48,8 +48,6 @@ mod scheduler;
 #[cfg(test)]
 mod tests;
 
-use policy::{reclaims_in_place, utc_hour};
-
 pub use compactor::Compactor;
 pub use policy::{
     garbage_limit, garbage_pace, in_window, next_delay, score_staleness, AppendRate,

@@ -2,7 +2,11 @@
 //! the daily window, and with a garbage check interval, runs back to back
 //! while the garbage is over its limit ([`drain_garbage`]).
 
-use super::*;
+use super::compactor::Compactor;
+use super::policy::{
+    garbage_limit, garbage_pace, in_window, next_delay, utc_hour, GarbageEstimate, Schedule,
+    GARBAGE_RESCORE_AFTER_CHECKS, GARBAGE_RESCORE_MIN, GARBAGE_RUNS_PER_CHECK_MAX,
+};
 use crate::diskspace::DiskState;
 use crate::error::{IoContext, Result};
 use crate::stats::Stats;

@@ -3,7 +3,7 @@
 //! ([`prepare`], [`replay_entries`]) and what journal compaction keeps of
 //! them ([`changes_to_retain`]). Formats in [`super`].
 
-use super::*;
+use super::{checked_field_kind, encode_term, invalid, show, IndexChange, IndexOp};
 use crate::codec::{DecodeError, Encode, Reader};
 use crate::config::Config;
 use crate::entry::{LedgerValue, Status};

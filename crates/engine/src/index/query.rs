@@ -2,7 +2,7 @@
 //! pages ([`query`], [`count`]), continuations and cursors
 //! ([`seek_after`]). Formats in [`super`].
 
-use super::*;
+use super::{checked_field_kind, decode_term, encode_term, invalid, show, FieldKind};
 use crate::codec::{crc, DecodeError, Encode, Reader};
 use crate::error::{Error, Result};
 use crate::key::{self, KeyKind};

@@ -72,7 +72,6 @@ pub use record::{Compression, JournalRecord, NewRecord, RecordKind};
 pub use value_cache::ValueCache;
 pub use view::JournalView;
 
-use open::create_active_file;
 pub(crate) use open::create_data_file;
 
 const MANIFEST_ADVICE: &str =
@@ -212,7 +211,7 @@ struct Active {
     /// Held by views of this file while active: at its roll it is linked
     /// to the closed file's gate, so no hole is punched in the file while
     /// such a view (which reads it by its own index) lives ([`punch`]).
-    gate: Arc<punch::PunchGate>,
+    gate: Arc<gate::PunchGate>,
 }
 
 impl Active {
@@ -297,7 +296,7 @@ pub struct Journal {
     rolled_cached: Mutex<Vec<RolledFile>>,
     /// Holes of files reclaimed in place, due once their readers are gone
     /// ([`punch`]); punched by the compaction thread.
-    punch_sink: Arc<punch::PunchSink>,
+    punch_sink: Arc<gate::PunchSink>,
     /// Whether the file system punches holes ([`Journal::punch_supported`]).
     punch_support: std::sync::OnceLock<bool>,
 }

@@ -2,13 +2,16 @@
 //! when the manifest is missing), loading or rebuilding the closed files'
 //! indexes, recovering the active file, and writing the manifest.
 
-use super::*;
+use super::file::{self, ClosedFile};
+use super::gate::{PunchGate, PunchSink};
+use super::manifest::{Manifest, ManifestEntry, MANIFEST_NAME};
+use super::{
+    checkpoint, punch, value_cache, Active, Journal, JournalOptions, SyncState, MANIFEST_ADVICE,
+};
 use crate::error::{Error, IoContext, Result};
 use crate::fsutil::{ensure_dir, no_readahead, preallocate, sync_dir, write_atomic};
 use crate::retired::Retired;
 use crate::stats::Stats;
-use file::ClosedFile;
-use manifest::{Manifest, ManifestEntry, MANIFEST_NAME};
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::BTreeSet;
 use std::fs::{self, File, OpenOptions};
@@ -102,7 +105,7 @@ fn open_closed(
     file_no: u64,
     prev_hi: u64,
     opts: &JournalOptions,
-    sink: &Arc<punch::PunchSink>,
+    sink: &Arc<PunchSink>,
 ) -> Result<ClosedFile> {
     let path = dir.join(file::jnl_name(file_no));
     let f = File::open(&path).ctx("open", &path)?;
@@ -163,7 +166,7 @@ fn open_closed(
     }
     Ok(ClosedFile {
         file_no,
-        gate: punch::PunchGate::new(&file, &path, sink),
+        gate: PunchGate::new(&file, &path, sink),
         path,
         file,
         direct,
@@ -307,7 +310,7 @@ impl Journal {
         };
         let mut closed = Vec::with_capacity(closed_nos.len());
         let mut hi = 0;
-        let punch_sink = punch::PunchSink::new(dir, opts.remove_bytes_per_sec, Arc::clone(&stats));
+        let punch_sink = PunchSink::new(dir, opts.remove_bytes_per_sec, Arc::clone(&stats));
         for &no in closed_nos {
             let cf = open_closed(dir, no, hi, &opts, &punch_sink)?;
             hi = cf.search_hi;
@@ -352,11 +355,11 @@ impl Journal {
     /// between the two is recognised by [`interrupted_creation`]).
     fn create_fresh(dir: &Path, opts: JournalOptions, stats: Arc<Stats>) -> Result<Journal> {
         let (path, f) = create_active_file(dir, 1, &opts)?;
-        let punch_sink = punch::PunchSink::new(dir, opts.remove_bytes_per_sec, Arc::clone(&stats));
+        let punch_sink = PunchSink::new(dir, opts.remove_bytes_per_sec, Arc::clone(&stats));
         let file = Arc::new(f);
         let active = Active {
             file_no: 1,
-            gate: punch::PunchGate::new(&file, &path, &punch_sink),
+            gate: PunchGate::new(&file, &path, &punch_sink),
             path,
             file,
             size: file::JNL_HEADER_LEN,
@@ -405,7 +408,7 @@ impl Journal {
         prev_hi: u64,
         next_file_no: u64,
         stats: &Stats,
-        sink: &Arc<punch::PunchSink>,
+        sink: &Arc<PunchSink>,
     ) -> Result<Active> {
         let path = dir.join(file::jnl_name(file_no));
         let f = OpenOptions::new()
@@ -431,7 +434,7 @@ impl Journal {
                 let file = Arc::new(f);
                 return Ok(Active {
                     file_no,
-                    gate: punch::PunchGate::new(&file, &path, sink),
+                    gate: PunchGate::new(&file, &path, sink),
                     path,
                     file,
                     size,
@@ -480,7 +483,7 @@ impl Journal {
         let file = Arc::new(f);
         Ok(Active {
             file_no,
-            gate: punch::PunchGate::new(&file, &path, sink),
+            gate: PunchGate::new(&file, &path, sink),
             path,
             file,
             size,

@@ -2,10 +2,12 @@
 //! the active file or a closed file), [`Journal::has_record`],
 //! [`Journal::replay`] and the file listing.
 
-use super::*;
+use super::file::ClosedFile;
+use super::record::JournalRecord;
+use super::value_cache::ValueCache;
+use super::{file, Journal, JournalFileInfo};
 use crate::error::{Error, Result};
 use crate::stats::Stats;
-use file::ClosedFile;
 use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;

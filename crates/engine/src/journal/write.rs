@@ -2,11 +2,15 @@
 //! active file, preparing the next one, and the group-commit
 //! [`Journal::sync_to`] (with the poisoning an fsync failure causes).
 
-use super::*;
+use super::compress::CompressionPoint;
+use super::file::{self, ClosedFile};
+use super::gate::PunchGate;
+use super::open::create_active_file;
+use super::record::{Compression, NewRecord};
+use super::{compress, record, Journal, RolledFile, Spare, ROLLED_CACHED_MAX};
 use crate::error::{Error, IoContext, Result};
 use crate::fsutil::{drop_cached, write_unsynced};
 use crate::stats::Stats;
-use file::ClosedFile;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
@@ -260,7 +264,7 @@ impl Journal {
         let mut a = self.active.lock();
         debug_assert_eq!(a.file_no, old_no, "the active file changed during a roll");
         let prev_hi = self.closed.read().last().map_or(0, |c| c.search_hi);
-        let gate = punch::PunchGate::new(&old_file, &a.path, &self.punch_sink);
+        let gate = PunchGate::new(&old_file, &a.path, &self.punch_sink);
         a.gate.replaced_by(Vec::new(), &gate);
         let old = ClosedFile {
             file_no: a.file_no,
@@ -278,7 +282,7 @@ impl Journal {
             obsolete: Default::default(),
         };
         a.file = Arc::new(new_file);
-        a.gate = punch::PunchGate::new(&a.file, &a.path, &self.punch_sink);
+        a.gate = PunchGate::new(&a.file, &a.path, &self.punch_sink);
         a.file_no = new_no;
         a.size = file::JNL_HEADER_LEN;
         a.written_back = file::JNL_HEADER_LEN;

@@ -4,7 +4,7 @@
 //! (see [`crate::compaction`], [`crate::journal::compact`] and
 //! [`crate::backup`]).
 
-use super::*;
+use super::Store;
 use crate::backup::BackupReport;
 use crate::compaction::{
     CompactionPolicy, CompactionReport, Compactor, Keep, Liveness, Schedule, Scheduler,
@@ -12,8 +12,7 @@ use crate::compaction::{
 use crate::config::Config;
 use crate::diskspace::DiskGuard;
 use crate::error::{Error, Result};
-use crate::journal::{Journal, RecordKind};
-use crate::journal::{JournalRecord, JournalView};
+use crate::journal::{Journal, JournalRecord, JournalView, RecordKind};
 use crate::ledger::Ledger;
 use crate::slowdown::Slowdown;
 use crate::stats::Stats;

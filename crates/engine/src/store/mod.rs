@@ -39,8 +39,6 @@ mod open;
 mod read;
 mod write;
 
-use maintenance::start_compaction;
-
 /// Per-put options.
 #[derive(Debug, Clone, Default)]
 pub struct PutOptions {

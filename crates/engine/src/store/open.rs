@@ -3,11 +3,12 @@
 //! not persisted, starting the background threads; and
 //! [`Store::repair`].
 
-use super::*;
+use super::maintenance::start_compaction;
+use super::{RepairReport, Store, WriteState};
 use crate::config::{Config, SyncStrategy};
 use crate::entry::{value_hash, LedgerValue, Status};
 use crate::error::{Error, Result};
-use crate::index::{self};
+use crate::index;
 use crate::journal::flusher::{FlushPlan, Flusher};
 use crate::journal::{Journal, JournalOptions, RecordKind, ValueCache};
 use crate::ledger::sst::SstOptions;

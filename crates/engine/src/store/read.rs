@@ -2,7 +2,7 @@
 //! folds, key and bucket listing, tictac trees and secondary-index
 //! queries.
 
-use super::*;
+use super::{check_name, now_secs, Store, GET_RETRIES_MAX};
 use crate::entry::{value_hash, LedgerValue};
 use crate::error::{Error, Result};
 use crate::index::{self, IndexPage, IndexQuery};
@@ -10,7 +10,7 @@ use crate::key;
 use crate::snapshot::{Pinned, Snapshot, SnapshotOptions, ValueSource};
 use crate::stats::Stats;
 use crate::tictac::{LiveTree, TicTacTree};
-use crate::types::head_of;
+use crate::types::{head_of, Head, Object};
 use std::sync::Arc;
 
 impl Store {

@@ -2,13 +2,12 @@
 //! a lock, then written in groups (see [`crate::write_group`]): journal
 //! append, memtable inserts, group-commit sync.
 
-use super::*;
+use super::{check_name, now_us, PutOptions, Store, WriteItem, GROUP_BUF_KEEP};
 use crate::config::SyncStrategy;
 use crate::entry::{value_hash, LedgerValue, Status};
 use crate::error::{Error, Result};
-use crate::index::{self};
-use crate::journal::record;
-use crate::journal::{NewRecord, RecordKind};
+use crate::index;
+use crate::journal::{record, NewRecord, RecordKind};
 use crate::key;
 use crate::stats::Stats;
 use crate::write_group::{Joined, Member, Slot};

@@ -1,10 +1,13 @@
 //! Checking and showing an SST file: [`SstReader::verify`] (every data
 //! block read and decoded), [`dump`], and their reports.
 
-use super::*;
+use super::format::{decode_value, read_entry};
+use super::reader::SstReader;
+use super::{render_key, BlockHandle, SstSummary, FORMAT_VERSION};
 use crate::codec::Reader;
 use crate::entry::{LedgerValue, Status};
 use crate::error::{Error, IoContext, Result};
+use crate::ledger::block::Block;
 use std::io::Write;
 use std::path::Path;
 

@@ -2,10 +2,14 @@
 //! index and meta blocks, and the entries of a data block (see the format
 //! in [`super`]).
 
-use super::*;
+use super::{
+    BlockHandle, SstSummary, ENTRY_OVERHEAD_BYTES, FOOTER_BYTES, FORMAT_VERSION,
+    INDEX_ENTRY_FIXED_BYTES, MAGIC,
+};
 use crate::codec::{crc, DecodeError, Encode, Reader};
 use crate::entry::LedgerValue;
 use crate::error::{IoContext, Result};
+use crate::ledger::block::BLOCK_TRAILER_BYTES;
 use crate::limits::SST_BLOCK_BYTES_MAX;
 use std::fs::File;
 use std::os::unix::fs::FileExt;

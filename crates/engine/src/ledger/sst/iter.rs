@@ -1,10 +1,13 @@
 //! Range scans of one SST file: [`SstReader::range`] and [`SstIter`],
 //! reading the blocks ahead its range can reach in bounded spans.
 
-use super::*;
+use super::format::{decode_value, read_entry, RawEntry};
+use super::reader::SstReader;
+use super::{BlockHandle, RangeOptions};
 use crate::codec::Reader;
 use crate::entry::LedgerValue;
 use crate::error::{Error, IoContext, Result};
+use crate::ledger::block::Block;
 use crate::limits::SST_ITER_READ_BYTES;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;

@@ -83,12 +83,10 @@ mod reader;
 mod tests;
 mod writer;
 
-use super::block::BLOCK_TRAILER_BYTES;
 pub(crate) use super::block::{split_crc, Block};
 pub use dump::{dump, BlockDamage, DumpReport, VerifyReport};
 pub use format::is_sst_file;
 pub(crate) use format::{decode_value, parse_index, parse_meta, read_entry, Footer};
-use format::{RawEntry, Section};
 pub use iter::SstIter;
 pub use reader::SstReader;
 pub use writer::SstWriter;

@@ -2,11 +2,13 @@
 //! point lookups (through the block cache when it has one) and reads data
 //! blocks for scans and verification.
 
-use super::*;
+use super::format::{decode_value, parse_index, parse_meta, read_entry, Footer, Section};
+use super::{is_object_key, render_key, BlockHandle, SstSummary, FOOTER_BYTES};
 use crate::codec::Reader;
 use crate::entry::LedgerValue;
 use crate::error::{Error, IoContext, Result};
-use crate::key::{self};
+use crate::key;
+use crate::ledger::block::{split_crc, Block};
 use crate::ledger::block_cache::BlockCache;
 use crate::ledger::bloom::Bloom;
 use crate::stats::Stats;

@@ -1,11 +1,16 @@
 //! Writing an SST file: [`SstWriter`] (entries into data blocks, then the
 //! index, bloom, meta block and footer; see the format in [`super`]).
 
-use super::*;
+use super::format::{Footer, Section};
+use super::{
+    is_object_key, render_key, SstOptions, SstSummary, BLOCK_MAX, ENTRY_OVERHEAD_BYTES,
+    FOOTER_BYTES, INDEX_ENTRY_FIXED_BYTES, META_FIXED_BYTES,
+};
 use crate::codec::{crc, Encode, Reader};
 use crate::entry::{LedgerValue, Status};
 use crate::error::{Error, IoContext, Result};
-use crate::key::{self};
+use crate::key;
+use crate::ledger::block::BLOCK_TRAILER_BYTES;
 use crate::ledger::bloom::Bloom;
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
