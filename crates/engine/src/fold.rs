@@ -36,43 +36,14 @@ use crate::error::{Error, Result};
 use crate::key::{self, KeyKind};
 use crate::ledger::sst::RangeOptions;
 use crate::snapshot::{now_secs, read_object, Snapshot};
-use crate::store::{head_of, Head, Object};
 use crate::tictac::{segment_of_ledger_key, TreeSize};
+pub use crate::types::KeyRange;
+use crate::types::{head_of, Head, Object};
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
 /// How often (in entries) a fold checks that its snapshot is still live.
 const LIVENESS_CHECK_EVERY: u64 = 1024;
-
-/// An inclusive range of keys within one bucket (Riak's `{StartKey, EndKey}`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeyRange {
-    /// First key (inclusive).
-    pub start: Vec<u8>,
-    /// Last key (inclusive).
-    pub end: Vec<u8>,
-}
-
-impl KeyRange {
-    /// The keys `start..=end`.
-    pub fn new(start: &[u8], end: &[u8]) -> KeyRange {
-        KeyRange {
-            start: start.to_vec(),
-            end: end.to_vec(),
-        }
-    }
-
-    /// The encoded ledger-key bounds `[start, end)` of this range in `bucket`.
-    pub fn encoded(&self, bucket: &[u8]) -> (Vec<u8>, Option<Vec<u8>>) {
-        let start = key::object(bucket, &self.start);
-        // No encoded object key lies strictly between object(b, end) and
-        // object(b, end) ++ [0] (encoded keys end with a terminator that no
-        // longer key can extend), so this bound includes `end` exactly.
-        let mut end = key::object(bucket, &self.end);
-        end.push(0);
-        (start, Some(end))
-    }
-}
 
 /// Filters of a head fold (see the module docs).
 #[derive(Debug, Clone, Default)]

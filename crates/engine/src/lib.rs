@@ -33,6 +33,7 @@ pub mod snapshot;
 pub mod stats;
 pub(crate) mod sync;
 pub mod tictac;
+pub(crate) mod types;
 pub mod write_group;
 
 pub use backup::BackupReport;

@@ -37,7 +37,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::journal::{Journal, JournalRecord};
 use crate::key;
 use crate::ledger::LedgerView;
-use crate::store::{head_of, Head, Object};
+use crate::types::{head_of, Head, KeyRange, Object};
 use parking_lot::{Condvar, Mutex};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -113,7 +113,7 @@ impl SnapshotOptions {
 
     /// A snapshot limited to the keys `start..=end` of `bucket`.
     pub fn keys(bucket: &[u8], start: &[u8], end: &[u8]) -> SnapshotOptions {
-        let (s, e) = crate::fold::KeyRange::new(start, end).encoded(bucket);
+        let (s, e) = KeyRange::new(start, end).encoded(bucket);
         SnapshotOptions {
             range: Some((s, e)),
             timeout: None,

@@ -38,7 +38,7 @@ fn crates() -> Vec<(String, PathBuf)> {
     out
 }
 
-/// The server's layer table (ARCHITECTURE.md "The server's layers"): the
+/// The server's layer table (ARCHITECTURE.md "The server"): the
 /// platform's layers by rank, lowest first; the capabilities beside them;
 /// the assembly on top.
 fn server_rules() -> Rules {
@@ -101,7 +101,7 @@ fn server_imports_follow_the_layer_table() {
     );
     assert!(
         new.is_empty(),
-        "imports against the server's layer table (ARCHITECTURE.md \"The server's layers\"); make them run down, or through an interface the platform defines:\n  {}",
+        "imports against the server's layer table (ARCHITECTURE.md \"The server\"); make them run down, or through an interface the platform defines:\n  {}",
         new.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n  ")
     );
     assert!(

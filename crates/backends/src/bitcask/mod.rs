@@ -67,8 +67,18 @@
 //!
 //! A snapshot copies the keydir (O(keys)) and holds every data file open by
 //! `Arc<File>`, so merges may delete files under it.
+//!
+//! # Files
+//!
+//! This file holds the keydir, opening and recovery, the write path and
+//! the [`Backend`] implementation; `format` the record and hint formats,
+//! `merge` the merge, `snapshot` the frozen keydir and the folds.
 
 mod format;
+mod merge;
+mod snapshot;
+
+use snapshot::{bucket_keys, fold_key_list};
 
 use crate::{check_name, check_write, claim_dir, expired, now_secs, now_us, BackendConfig};
 use basalt_backend::{
@@ -76,7 +86,7 @@ use basalt_backend::{
     Capability, FoldOptions, FoldOutcome, Head, HeadFn, IndexPage, IndexQuery, KeyFn, KeyRange,
     Object, ObjectFn, Result, WriteOptions,
 };
-use basalt_engine::key::{self, KeyKind};
+use basalt_engine::key;
 use format::{HintEntry, FLAG_PUT, FLAG_TOMBSTONE};
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeSet, HashMap};
@@ -521,198 +531,6 @@ impl Bitcask {
         Ok(())
     }
 
-    fn triggered(&self, st: &FileStat, frag: u32, dead: u64) -> bool {
-        st.dead_bytes >= dead || (st.keys > 0 && st.dead_keys * 100 >= u64::from(frag) * st.keys)
-    }
-
-    fn maybe_merge(&self, w: &mut Writer) -> Result<()> {
-        let active = w.active.id;
-        let closed = || w.stats.iter().filter(move |(id, _)| **id != active);
-        if !closed().any(|(_, s)| {
-            self.triggered(
-                s,
-                self.opts.frag_merge_trigger,
-                self.opts.dead_bytes_merge_trigger,
-            )
-        }) {
-            return Ok(());
-        }
-        let mut pick: Vec<u32> = closed()
-            .filter(|(_, s)| {
-                self.triggered(s, self.opts.frag_threshold, self.opts.dead_bytes_threshold)
-            })
-            .map(|(id, _)| *id)
-            .collect();
-        pick.sort_unstable();
-        self.merge_files(w, &pick)
-    }
-
-    /// Merges every closed file now, whatever the thresholds (tools, tests).
-    pub fn merge_all(&self) -> Result<()> {
-        self.check_open()?;
-        let mut w = self.writer.lock();
-        let active = w.active.id;
-        while w.job.is_some() {
-            self.merge_step(&mut w, usize::MAX)?;
-        }
-        let mut all: Vec<u32> = w.stats.keys().copied().filter(|id| *id != active).collect();
-        all.sort_unstable();
-        self.merge_files(&mut w, &all)?;
-        while w.job.is_some() {
-            self.merge_step(&mut w, usize::MAX)?;
-        }
-        Ok(())
-    }
-
-    /// Starts a merge of `pick` (a no-op if empty or one is under way); the
-    /// writes that follow advance it ([`MERGE_STEP_RECORDS`] each).
-    fn merge_files(&self, w: &mut Writer, pick: &[u32]) -> Result<()> {
-        if pick.is_empty() || w.merging {
-            return Ok(());
-        }
-        w.merging = true;
-        w.job = Some(MergeJob {
-            pick: pick.to_vec(),
-            picked: pick.iter().copied().collect(),
-            next_file: 0,
-            current: None,
-        });
-        Ok(())
-    }
-
-    /// Copies up to `budget` records of the merge under way; finishes it
-    /// (fsync, unlink the merged files) once every file is copied.
-    fn merge_step(&self, w: &mut Writer, mut budget: usize) -> Result<()> {
-        let Some(mut job) = w.job.take() else {
-            return Ok(());
-        };
-        let r = self.merge_advance(w, &mut job, &mut budget);
-        match r {
-            Ok(true) => {
-                w.merging = false;
-                self.merge_finish(w, &job.pick)
-            }
-            Ok(false) => {
-                w.job = Some(job);
-                Ok(())
-            }
-            Err(e) => {
-                // Abandon the merge: copies already made are harmless (the
-                // keydir points at them; the old records are dead).
-                w.merging = false;
-                Err(e)
-            }
-        }
-    }
-
-    /// Returns true once every picked file has been copied.
-    fn merge_advance(
-        &self,
-        w: &mut Writer,
-        job: &mut MergeJob,
-        budget: &mut usize,
-    ) -> Result<bool> {
-        while *budget > 0 {
-            if job.current.is_none() {
-                let Some(&id) = job.pick.get(job.next_file) else {
-                    return Ok(true);
-                };
-                let older_unmerged = w.stats.keys().any(|o| *o < id && !job.picked.contains(o));
-                let p = data_path(&self.dir, id);
-                let bytes = std::fs::read(&p).map_err(io("read", &p))?;
-                let offsets: Vec<(u64, usize)> = format::scan(&bytes)
-                    .0
-                    .iter()
-                    .map(|(o, r)| {
-                        (
-                            *o,
-                            format::RECORD_FIXED + r.key.len() + r.meta.len() + r.value.len(),
-                        )
-                    })
-                    .collect();
-                job.current = Some(MergeFile {
-                    id,
-                    bytes,
-                    offsets,
-                    pos: 0,
-                    older_unmerged,
-                });
-            }
-            let Some(MergeFile {
-                id,
-                bytes,
-                offsets,
-                pos,
-                older_unmerged,
-            }) = job.current.as_mut()
-            else {
-                continue;
-            };
-            while *budget > 0 && *pos < offsets.len() {
-                let Some(&(offset, len)) = offsets.get(*pos) else {
-                    break;
-                };
-                *pos += 1;
-                *budget -= 1;
-                let raw = bytes
-                    .get(offset as usize..offset as usize + len)
-                    .unwrap_or_default();
-                let Ok(r) = format::decode_record(raw) else {
-                    continue;
-                };
-                let current = self.keydir.read().get(r.key).copied();
-                let copy = if r.flags == FLAG_PUT {
-                    current.is_some_and(|l| l.file == *id && l.offset == offset)
-                } else {
-                    current.is_none() && *older_unmerged
-                };
-                if copy {
-                    self.append(w, r.key, raw, r.tstamp_us, r.expires_at, r.flags)?;
-                    if w.active.size >= self.opts.max_file_bytes {
-                        self.roll(w)?;
-                    }
-                }
-            }
-            if *pos >= offsets.len() {
-                job.current = None;
-                job.next_file += 1;
-            }
-        }
-        Ok(job.current.is_none() && job.next_file >= job.pick.len())
-    }
-
-    fn merge_finish(&self, w: &mut Writer, pick: &[u32]) -> Result<()> {
-        let p = data_path(&self.dir, w.active.id);
-        w.active.file.sync_all().map_err(io("fsync", &p))?;
-        for &id in pick {
-            self.files.write().remove(&id);
-            w.stats.remove(&id);
-            let d = data_path(&self.dir, id);
-            std::fs::remove_file(&d).map_err(io("unlink", &d))?;
-            let h = hint_path(&self.dir, id);
-            if let Err(e) = std::fs::remove_file(&h) {
-                if e.kind() != std::io::ErrorKind::NotFound {
-                    return Err(BackendError::io("unlink", &h, e));
-                }
-            }
-        }
-        basalt_engine::fsutil::sync_dir(&self.dir).map_err(crate::from_engine)?;
-        self.merges.fetch_add(1, Ordering::Relaxed);
-        Ok(())
-    }
-
-    fn frozen(&self) -> Result<Frozen<'_>> {
-        self.check_open()?;
-        // Files first: a merge removes a file only after re-pointing its keys.
-        let files = self.files.read().clone();
-        let keydir = self.keydir.read().clone();
-        Ok(Frozen {
-            owner: self,
-            keydir,
-            files,
-        })
-    }
-
     fn lookup(&self, ekey: &[u8]) -> Result<Option<Object>> {
         self.check_open()?;
         // Retry once: a merge may move the record between the two reads.
@@ -738,130 +556,6 @@ impl Bitcask {
             backend: NAME,
             message: "record moved repeatedly during a read".into(),
         })
-    }
-}
-
-/// The live keys of `bucket` (within `range`) in `keydir`: (encoded key,
-/// object key, location), unordered.
-fn bucket_keys(
-    keydir: &HashMap<Vec<u8>, Loc>,
-    bucket: &[u8],
-    range: Option<&KeyRange>,
-) -> Vec<(Vec<u8>, Vec<u8>, Loc)> {
-    let prefix = key::prefix(KeyKind::Object, &[bucket]);
-    let now = now_secs();
-    keydir
-        .iter()
-        .filter(|(k, l)| k.starts_with(&prefix) && !expired(l.expires_at, now))
-        .filter_map(|(k, l)| {
-            let (_, key) = key::decode_object(k).ok()?;
-            range
-                .is_none_or(|r| r.contains(&key))
-                .then(|| (k.clone(), key, *l))
-        })
-        .collect()
-}
-
-/// Passes each key to `f` until it breaks.
-fn fold_key_list(keys: impl Iterator<Item = Vec<u8>>, f: &mut KeyFn<'_>) -> FoldOutcome {
-    let mut out = FoldOutcome {
-        complete: true,
-        ..FoldOutcome::default()
-    };
-    for k in keys {
-        out.passed += 1;
-        if f(&k).is_break() {
-            out.complete = false;
-            break;
-        }
-    }
-    out
-}
-
-/// A copy of the keydir with its files pinned: snapshots and folds.
-struct Frozen<'a> {
-    owner: &'a Bitcask,
-    keydir: HashMap<Vec<u8>, Loc>,
-    files: Files,
-}
-
-impl Frozen<'_> {
-    fn keys_of(&self, bucket: &[u8], range: Option<&KeyRange>) -> Vec<(Vec<u8>, Vec<u8>, Loc)> {
-        bucket_keys(&self.keydir, bucket, range)
-    }
-
-    fn read(&self, ekey: &[u8], loc: &Loc) -> Result<Object> {
-        let (value, meta, h) = read_record(&self.owner.dir, &self.files, ekey, loc)?;
-        Ok(Object {
-            head: head_of(loc, value.len() as u64, meta, h),
-            value,
-        })
-    }
-}
-
-impl BackendSnapshot for Frozen<'_> {
-    fn get(&self, bucket: &[u8], k: &[u8]) -> Result<Option<Object>> {
-        let ek = key::object(bucket, k);
-        match self.keydir.get(&ek) {
-            Some(l) if !expired(l.expires_at, now_secs()) => self.read(&ek, l).map(Some),
-            _ => Ok(None),
-        }
-    }
-    fn head(&self, bucket: &[u8], k: &[u8]) -> Result<Option<Head>> {
-        Ok(BackendSnapshot::get(self, bucket, k)?.map(|o| o.head))
-    }
-    fn fold_keys(
-        &self,
-        bucket: &[u8],
-        range: Option<&KeyRange>,
-        f: &mut KeyFn<'_>,
-    ) -> Result<FoldOutcome> {
-        Ok(fold_key_list(
-            self.keys_of(bucket, range).into_iter().map(|(_, k, _)| k),
-            f,
-        ))
-    }
-    fn fold_heads(
-        &self,
-        _: Option<&[u8]>,
-        _: Option<&KeyRange>,
-        _: &FoldOptions,
-        _: &mut HeadFn<'_>,
-    ) -> Result<FoldOutcome> {
-        Err(not_supported(NAME, Capability::FoldHeads))
-    }
-    fn fold_objects(
-        &self,
-        bucket: &[u8],
-        range: Option<&KeyRange>,
-        f: &mut ObjectFn<'_>,
-    ) -> Result<FoldOutcome> {
-        let mut out = FoldOutcome {
-            complete: true,
-            ..FoldOutcome::default()
-        };
-        for (ek, k, l) in self.keys_of(bucket, range) {
-            let obj = self.read(&ek, &l)?;
-            out.passed += 1;
-            if f(bucket, &k, obj).is_break() {
-                out.complete = false;
-                break;
-            }
-        }
-        Ok(out)
-    }
-    fn list_buckets(&self) -> Result<Vec<Vec<u8>>> {
-        let now = now_secs();
-        let mut set = BTreeSet::new();
-        for (k, l) in &self.keydir {
-            if expired(l.expires_at, now) {
-                continue;
-            }
-            if let Ok((b, _)) = key::decode_object(k) {
-                set.insert(b);
-            }
-        }
-        Ok(set.into_iter().collect())
     }
 }
 

@@ -465,7 +465,7 @@ impl Journal {
                     let queue = &self.punch_sink;
                     Ok(Arc::new(ClosedFile {
                         file_no: o.file_no,
-                        gate: super::punch::PunchGate::new(&file, &o.path, queue),
+                        gate: super::gate::PunchGate::new(&file, &o.path, queue),
                         path: o.path.clone(),
                         file,
                         direct,

@@ -61,8 +61,7 @@ pub const JIX_VERSION: u32 = 1;
 pub const JIX_VERSION_PUNCHED: u32 = 2;
 /// Flag on an index entry's offset: the start of a punched run, not a record.
 pub const PUNCHED: u64 = 1 << 63;
-/// Block size holes are punched in: a run's bytes outside whole blocks stay.
-pub const PUNCH_BLOCK: u64 = 4096;
+pub use super::gate::PUNCH_BLOCK;
 /// Size of the data file header; the first record starts here.
 pub const JNL_HEADER_LEN: u64 = 16;
 
@@ -646,7 +645,7 @@ pub struct ClosedFile {
     pub punched: u64,
     /// Orders the punches of this file's successive indexes
     /// ([`super::punch`]).
-    pub gate: Arc<super::punch::PunchGate>,
+    pub gate: Arc<super::gate::PunchGate>,
     /// Set once journal compaction has replaced this file in the manifest:
     /// when the last `Arc` (a reader, a [`super::JournalView`], a backup)
     /// is dropped, the `.jix` is unlinked and the `.jnl` handed to

@@ -24,7 +24,7 @@ struct ActiveSnap {
     size: u64,
     index: Vec<(u64, u64)>,
     /// Keeps holes out of the file while this view reads it by `index`.
-    _gate: Arc<super::punch::PunchGate>,
+    _gate: Arc<super::gate::PunchGate>,
 }
 
 /// The journal's files at one moment (see the module docs). Cheap to clone

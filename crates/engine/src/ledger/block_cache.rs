@@ -15,7 +15,7 @@
 //!   it; range scans, merges and verification read the file, so a fold or
 //!   a merge does not push the hot blocks out.
 //! * Blocks are cached after their CRC and trailer checked
-//!   ([`super::sst::Block::from_raw`]): a damaged block is never cached,
+//!   ([`super::block::Block::from_raw`]): a damaged block is never cached,
 //!   and a cached block is never re-checked.
 //! * Entries are keyed by (reader id, block number); every
 //!   [`super::sst::SstReader`] takes a process-unique id when it opens, so
@@ -28,7 +28,7 @@
 //!   (a node's vnodes: `Config::block_cache`), so memory is bounded per
 //!   process, not per store.
 
-use super::sst::Block;
+use super::block::Block;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 

@@ -12,6 +12,7 @@
 //! while too many frozen memtables wait, or L0 holds `l0_stall_files`, an
 //! insert waits for the clerk.
 
+pub(crate) mod block;
 pub mod block_cache;
 pub mod bloom;
 pub mod iter;

@@ -1,0 +1,191 @@
+//! Bitcask merge: choosing the closed files whose dead bytes or
+//! fragmentation pass their thresholds, and copying their live records
+//! (a bounded step at a time, under the write lock) to the active file
+//! before deleting them (see [`super`], Merge).
+
+use super::format::FLAG_PUT;
+use super::{data_path, format, hint_path, io, Bitcask, FileStat, MergeFile, MergeJob, Writer};
+use basalt_backend::{BackendError, Result};
+use std::sync::atomic::Ordering;
+
+impl Bitcask {
+    fn triggered(&self, st: &FileStat, frag: u32, dead: u64) -> bool {
+        st.dead_bytes >= dead || (st.keys > 0 && st.dead_keys * 100 >= u64::from(frag) * st.keys)
+    }
+
+    pub(super) fn maybe_merge(&self, w: &mut Writer) -> Result<()> {
+        let active = w.active.id;
+        let closed = || w.stats.iter().filter(move |(id, _)| **id != active);
+        if !closed().any(|(_, s)| {
+            self.triggered(
+                s,
+                self.opts.frag_merge_trigger,
+                self.opts.dead_bytes_merge_trigger,
+            )
+        }) {
+            return Ok(());
+        }
+        let mut pick: Vec<u32> = closed()
+            .filter(|(_, s)| {
+                self.triggered(s, self.opts.frag_threshold, self.opts.dead_bytes_threshold)
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        pick.sort_unstable();
+        self.merge_files(w, &pick)
+    }
+
+    /// Merges every closed file now, whatever the thresholds (tools, tests).
+    pub fn merge_all(&self) -> Result<()> {
+        self.check_open()?;
+        let mut w = self.writer.lock();
+        let active = w.active.id;
+        while w.job.is_some() {
+            self.merge_step(&mut w, usize::MAX)?;
+        }
+        let mut all: Vec<u32> = w.stats.keys().copied().filter(|id| *id != active).collect();
+        all.sort_unstable();
+        self.merge_files(&mut w, &all)?;
+        while w.job.is_some() {
+            self.merge_step(&mut w, usize::MAX)?;
+        }
+        Ok(())
+    }
+
+    /// Starts a merge of `pick` (a no-op if empty or one is under way); the
+    /// writes that follow advance it ([`MERGE_STEP_RECORDS`] each).
+    fn merge_files(&self, w: &mut Writer, pick: &[u32]) -> Result<()> {
+        if pick.is_empty() || w.merging {
+            return Ok(());
+        }
+        w.merging = true;
+        w.job = Some(MergeJob {
+            pick: pick.to_vec(),
+            picked: pick.iter().copied().collect(),
+            next_file: 0,
+            current: None,
+        });
+        Ok(())
+    }
+
+    /// Copies up to `budget` records of the merge under way; finishes it
+    /// (fsync, unlink the merged files) once every file is copied.
+    pub(super) fn merge_step(&self, w: &mut Writer, mut budget: usize) -> Result<()> {
+        let Some(mut job) = w.job.take() else {
+            return Ok(());
+        };
+        let r = self.merge_advance(w, &mut job, &mut budget);
+        match r {
+            Ok(true) => {
+                w.merging = false;
+                self.merge_finish(w, &job.pick)
+            }
+            Ok(false) => {
+                w.job = Some(job);
+                Ok(())
+            }
+            Err(e) => {
+                // Abandon the merge: copies already made are harmless (the
+                // keydir points at them; the old records are dead).
+                w.merging = false;
+                Err(e)
+            }
+        }
+    }
+
+    /// Returns true once every picked file has been copied.
+    fn merge_advance(
+        &self,
+        w: &mut Writer,
+        job: &mut MergeJob,
+        budget: &mut usize,
+    ) -> Result<bool> {
+        while *budget > 0 {
+            if job.current.is_none() {
+                let Some(&id) = job.pick.get(job.next_file) else {
+                    return Ok(true);
+                };
+                let older_unmerged = w.stats.keys().any(|o| *o < id && !job.picked.contains(o));
+                let p = data_path(&self.dir, id);
+                let bytes = std::fs::read(&p).map_err(io("read", &p))?;
+                let offsets: Vec<(u64, usize)> = format::scan(&bytes)
+                    .0
+                    .iter()
+                    .map(|(o, r)| {
+                        (
+                            *o,
+                            format::RECORD_FIXED + r.key.len() + r.meta.len() + r.value.len(),
+                        )
+                    })
+                    .collect();
+                job.current = Some(MergeFile {
+                    id,
+                    bytes,
+                    offsets,
+                    pos: 0,
+                    older_unmerged,
+                });
+            }
+            let Some(MergeFile {
+                id,
+                bytes,
+                offsets,
+                pos,
+                older_unmerged,
+            }) = job.current.as_mut()
+            else {
+                continue;
+            };
+            while *budget > 0 && *pos < offsets.len() {
+                let Some(&(offset, len)) = offsets.get(*pos) else {
+                    break;
+                };
+                *pos += 1;
+                *budget -= 1;
+                let raw = bytes
+                    .get(offset as usize..offset as usize + len)
+                    .unwrap_or_default();
+                let Ok(r) = format::decode_record(raw) else {
+                    continue;
+                };
+                let current = self.keydir.read().get(r.key).copied();
+                let copy = if r.flags == FLAG_PUT {
+                    current.is_some_and(|l| l.file == *id && l.offset == offset)
+                } else {
+                    current.is_none() && *older_unmerged
+                };
+                if copy {
+                    self.append(w, r.key, raw, r.tstamp_us, r.expires_at, r.flags)?;
+                    if w.active.size >= self.opts.max_file_bytes {
+                        self.roll(w)?;
+                    }
+                }
+            }
+            if *pos >= offsets.len() {
+                job.current = None;
+                job.next_file += 1;
+            }
+        }
+        Ok(job.current.is_none() && job.next_file >= job.pick.len())
+    }
+
+    fn merge_finish(&self, w: &mut Writer, pick: &[u32]) -> Result<()> {
+        let p = data_path(&self.dir, w.active.id);
+        w.active.file.sync_all().map_err(io("fsync", &p))?;
+        for &id in pick {
+            self.files.write().remove(&id);
+            w.stats.remove(&id);
+            let d = data_path(&self.dir, id);
+            std::fs::remove_file(&d).map_err(io("unlink", &d))?;
+            let h = hint_path(&self.dir, id);
+            if let Err(e) = std::fs::remove_file(&h) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    return Err(BackendError::io("unlink", &h, e));
+                }
+            }
+        }
+        basalt_engine::fsutil::sync_dir(&self.dir).map_err(crate::from_engine)?;
+        self.merges.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}

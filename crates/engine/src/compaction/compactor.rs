@@ -1,0 +1,439 @@
+//! The [`Compactor`]: scores closed journal files (sampling records and
+//! asking the store's [`Liveness`]), caches the scores, estimates the
+//! garbage, and runs one compaction (copying, or punching holes in
+//! place) with the journal's mechanics ([`crate::journal::compact`]).
+
+use super::policy::{
+    reclaims_in_place, score_staleness, AppendRate, CompactionPolicy, CompactionReport, FileScore,
+    GarbageEstimate, RECLAIM_GAP_MAX, RESCORE_STALENESS,
+};
+use super::LivenessFactory;
+use crate::diskspace::DiskGuard;
+use crate::error::Result;
+use crate::journal::file::ClosedFile;
+use crate::journal::{Journal, Keep, Liveness};
+use crate::slowdown::Slowdown;
+use crate::stats::Stats;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A file's cached live percentage.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct CachedScore {
+    pub(super) score: f64,
+    /// Compaction runs that used it.
+    runs: u32,
+    scored: Instant,
+    /// The journal's last SQN when it was taken.
+    at_sqn: u64,
+}
+
+/// Why files are being scored (see [`Compactor::scores`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Scoring {
+    Run,
+    Estimate {
+        stale_after: Duration,
+        rescore_max: usize,
+    },
+}
+
+/// Runs compaction for one store: scores files, picks the run, calls the
+/// journal's mechanics, keeps the score cache. Runs are serialised.
+pub struct Compactor {
+    pub(super) journal: Arc<Journal>,
+    pub(super) stats: Arc<Stats>,
+    policy: CompactionPolicy,
+    liveness: LivenessFactory,
+    /// file number -> its score.
+    pub(super) cache: Mutex<HashMap<u64, CachedScore>>,
+    /// Told every garbage estimate and every run's reclaim rate.
+    slowdown: Arc<Slowdown>,
+    /// How full the disk is: a low disk makes the garbage trigger eager.
+    pub(super) disk: Arc<DiskGuard>,
+    /// When the last run that rewrote files ended.
+    last_run_end: Mutex<Option<Instant>>,
+    /// The journal's recent append rate, for the garbage trigger's pace.
+    append: Mutex<AppendRate>,
+    /// The latest garbage estimate (see [`Compactor::last_estimate`]).
+    last_estimate: Mutex<Option<GarbageEstimate>>,
+    /// Held through a run, scoring included: a run's files are listed
+    /// before the journal's own compaction lock is taken, so a run that
+    /// swapped files meanwhile would leave the next one's list stale.
+    run_lock: Mutex<()>,
+}
+
+impl std::fmt::Debug for Compactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Compactor")
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Compactor {
+    /// A compactor over `journal` deciding liveness with `liveness()`.
+    pub fn new(
+        journal: Arc<Journal>,
+        stats: Arc<Stats>,
+        policy: CompactionPolicy,
+        liveness: LivenessFactory,
+    ) -> Self {
+        Compactor {
+            journal,
+            stats,
+            policy,
+            liveness,
+            cache: Mutex::new(HashMap::new()),
+            slowdown: Arc::new(Slowdown::new(100.0)),
+            disk: Arc::new(DiskGuard::off()),
+            last_run_end: Mutex::new(None),
+            append: Mutex::new(AppendRate::default()),
+            last_estimate: Mutex::new(None),
+            run_lock: Mutex::new(()),
+        }
+    }
+
+    /// The compactor, feeding `slowdown` (default: one that is off).
+    pub fn with_slowdown(mut self, slowdown: Arc<Slowdown>) -> Self {
+        self.slowdown = slowdown;
+        self
+    }
+
+    /// The compactor, watching the disk through `disk` (default: a guard
+    /// that is off).
+    pub fn with_disk_guard(mut self, disk: Arc<DiskGuard>) -> Self {
+        self.disk = disk;
+        self
+    }
+
+    /// The disk guard this compactor watches (the store's).
+    pub fn disk(&self) -> &DiskGuard {
+        &self.disk
+    }
+
+    /// The time a run that took `took` stands for when reclaim rates are
+    /// measured: since the previous run ended, so the estimates and scoring
+    /// between runs count (back to back, runs reclaimed ~120 MB/s of their
+    /// own time but ~50 MB/s of the clock's), with at most
+    /// [`RECLAIM_GAP_MAX`] of idle time counted.
+    pub(super) fn sustained_span(&self, took: Duration) -> Duration {
+        let now = Instant::now();
+        let prev = self.last_run_end.lock().replace(now);
+        prev.map_or(took, |end| {
+            now.saturating_duration_since(end)
+                .clamp(took, took + RECLAIM_GAP_MAX)
+        })
+    }
+
+    /// The journal's recent append rate in bytes a second (see
+    /// [`AppendRate`]), sampled now.
+    pub fn append_rate(&self) -> u64 {
+        let written = self
+            .stats
+            .journal_bytes_written
+            .load(std::sync::atomic::Ordering::Relaxed);
+        self.append.lock().observe(Instant::now(), written)
+    }
+
+    /// The write slowdown this compactor feeds.
+    pub fn slowdown(&self) -> &Slowdown {
+        &self.slowdown
+    }
+
+    /// The live percentage of `file`'s sampled bytes (100 when nothing could
+    /// be sampled: nothing to gain).
+    pub fn score(&self, file: &ClosedFile, live: &dyn Liveness) -> Result<f64> {
+        let sample = self.journal.sample(file, self.policy.sample_records)?;
+        let mut total = 0u64;
+        let mut kept = 0u64;
+        for (rec, len) in &sample {
+            total += len;
+            // Frame, fixed body part and key of a rewritten record.
+            let small = (crate::journal::record::RECORD_HEADER_LEN
+                + crate::journal::record::BODY_FIXED_LEN
+                + rec.key.len()) as u64;
+            kept += match live.keep(rec)? {
+                Keep::Record => *len,
+                Keep::KeyDelta(ix) => (small + ix.len() as u64).min(*len),
+                Keep::Tombstone => small.min(*len),
+                Keep::Drop => 0,
+            };
+        }
+        if total == 0 {
+            return Ok(100.0);
+        }
+        Ok(100.0 * kept as f64 / total as f64)
+    }
+
+    /// One compaction run: score, choose, compact. An error abandons the run
+    /// (see [`crate::journal::compact`]); it is counted and logged.
+    pub fn run(&self) -> Result<CompactionReport> {
+        let _serial = self.run_lock.lock();
+        let t0 = Instant::now();
+        let res = self.run_inner(t0);
+        match &res {
+            Ok(r) if r.compacted => {
+                let span = self.sustained_span(r.duration);
+                self.slowdown
+                    .observe_run(r.bytes_in.saturating_sub(r.bytes_out), span);
+                Stats::incr(&self.stats.compaction_runs);
+                Stats::add(&self.stats.compaction_run_ms, r.duration.as_millis() as u64);
+                if !r.punched {
+                    Stats::add(&self.stats.compaction_files_in, r.files_in.len() as u64);
+                    Stats::add(&self.stats.compaction_files_out, r.files_out.len() as u64);
+                }
+                Stats::add(
+                    &self.stats.compaction_bytes_reclaimed,
+                    r.bytes_in.saturating_sub(r.bytes_out),
+                );
+                Stats::add(&self.stats.compaction_records_dropped, r.records_dropped);
+                Stats::add(&self.stats.compaction_records_kept, r.records_kept);
+                Stats::add(&self.stats.compaction_key_deltas, r.key_deltas);
+                let how = if r.punched {
+                    "reclaimed in place"
+                } else {
+                    "compacted"
+                };
+                tracing::info!(target: "basalt::compaction", "C0001 {how} journal files {:?} into {:?}: {} -> {} bytes, {} kept, {} dropped, {} key deltas in {:?}", r.files_in, r.files_out, r.bytes_in, r.bytes_out, r.records_kept, r.records_dropped, r.key_deltas, r.duration);
+            }
+            Ok(_) => Stats::incr(&self.stats.compaction_runs_idle),
+            Err(e) => {
+                Stats::incr(&self.stats.compaction_failures);
+                tracing::error!(target: "basalt::compaction", "C0002 journal compaction run abandoned: {e}");
+            }
+        }
+        res
+    }
+
+    /// The live percentage of each closed file (oldest first), from the
+    /// cache where fresh enough. A run ages every cached score by one run
+    /// and rescores those `score_cache_runs` old; an estimate ages nothing
+    /// and rescores up to `rescore_max` scores, the stalest by
+    /// [`score_staleness`] first, of those at least [`RESCORE_STALENESS`]
+    /// stale or older than `stale_after` (a score only overstates what is
+    /// live: later writes replace its file's keys). Files never scored are
+    /// always scored.
+    fn scores(
+        &self,
+        files: &[Arc<ClosedFile>],
+        live: &dyn Liveness,
+        mode: Scoring,
+    ) -> Result<Vec<f64>> {
+        let mut scores = Vec::with_capacity(files.len());
+        let now_sqn = self.journal.last_sqn();
+        let mut cache = self.cache.lock();
+        cache.retain(|no, _| files.iter().any(|f| f.file_no == *no));
+        let renew: std::collections::HashSet<u64> = match mode {
+            Scoring::Run => std::collections::HashSet::new(),
+            Scoring::Estimate {
+                stale_after,
+                rescore_max,
+            } => {
+                let mut stale: Vec<(f64, Instant, u64)> = files
+                    .iter()
+                    .filter_map(|f| {
+                        let c = cache.get(&f.file_no)?;
+                        let hi = f.index.last().map_or(0, |e| e.0);
+                        let st = score_staleness(now_sqn, c.at_sqn, hi, f.index.len() as u64);
+                        let old = stale_after.is_zero() || c.scored.elapsed() > stale_after;
+                        (old || st >= RESCORE_STALENESS).then_some((st, c.scored, f.file_no))
+                    })
+                    .collect();
+                // The stalest first; among equals, the longest unrenewed.
+                stale.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+                stale
+                    .into_iter()
+                    .take(rescore_max)
+                    .map(|(_, _, no)| no)
+                    .collect()
+            }
+        };
+        for f in files {
+            let fresh = cache.get(&f.file_no).copied().filter(|c| match mode {
+                Scoring::Run => c.runs < self.policy.score_cache_runs,
+                Scoring::Estimate { .. } => !renew.contains(&f.file_no),
+            });
+            let s = match fresh {
+                Some(c) => c.score,
+                None => {
+                    let score = self.score(f, live)?;
+                    Stats::incr(&self.stats.compaction_files_scored);
+                    let c = CachedScore {
+                        score,
+                        runs: 0,
+                        scored: Instant::now(),
+                        at_sqn: now_sqn,
+                    };
+                    cache.insert(f.file_no, c);
+                    score
+                }
+            };
+            if mode == Scoring::Run {
+                if let Some(c) = cache.get_mut(&f.file_no) {
+                    c.runs += 1;
+                }
+            }
+            scores.push(s);
+        }
+        Ok(scores)
+    }
+
+    /// How much of the closed journal files is garbage, estimated from
+    /// their scores: files not scored yet are scored now, and stale scores
+    /// are renewed, at most `max(rescore_min, files / renewals)` of them,
+    /// the stalest by [`score_staleness`] first, among those at least
+    /// [`RESCORE_STALENESS`] stale or older than `stale_after` (the young
+    /// files, whose scores fall fastest, come first; with an estimate every
+    /// `stale_after / renewals` and no score stale by appends, none is much
+    /// older than `2 × stale_after`; a cached score only overstates what is
+    /// live: later writes replace its file's keys).
+    pub fn garbage(
+        &self,
+        stale_after: Duration,
+        renewals: usize,
+        rescore_min: usize,
+    ) -> Result<GarbageEstimate> {
+        let t0 = Instant::now();
+        let live = (self.liveness)();
+        let files = self.journal.closed_files();
+        let mode = Scoring::Estimate {
+            stale_after,
+            rescore_max: rescore_min.max(files.len().div_ceil(renewals.max(1))),
+        };
+        let scores = self.scores(&files, &*live, mode)?;
+        let mut est = GarbageEstimate::default();
+        for (f, s) in files.iter().zip(&scores) {
+            est.add_file(f.disk_bytes(), *s);
+        }
+        debug_assert_eq!(est.files, files.len());
+        Stats::incr(&self.stats.compaction_estimates);
+        Stats::add(
+            &self.stats.compaction_estimate_ms,
+            t0.elapsed().as_millis() as u64,
+        );
+        self.note_estimate(est);
+        Ok(est)
+    }
+
+    /// Makes `est` the latest estimate (the write slowdown's too).
+    pub(super) fn note_estimate(&self, est: GarbageEstimate) {
+        self.slowdown.observe_garbage(est.pct());
+        *self.last_estimate.lock() = Some(est);
+    }
+
+    /// The garbage trigger's latest estimate (`None` before the first):
+    /// what the trigger and the write slowdown act on. It can lag what is
+    /// really garbage (see [`Compactor::garbage`]); [`Compactor::rescore`]
+    /// measures now.
+    pub fn last_estimate(&self) -> Option<GarbageEstimate> {
+        *self.last_estimate.lock()
+    }
+
+    /// Scores every closed journal file now, renewing every cached score
+    /// (the next estimate starts from them): one [`FileScore`] per file,
+    /// oldest first. Reads `compaction_sample_records` records of each
+    /// file, so it costs about `files × sample_records` small reads.
+    pub fn rescore(&self) -> Result<Vec<FileScore>> {
+        let live = (self.liveness)();
+        let files = self.journal.closed_files();
+        let mode = Scoring::Estimate {
+            stale_after: Duration::ZERO,
+            rescore_max: files.len(),
+        };
+        let scores = self.scores(&files, &*live, mode)?;
+        Ok(files
+            .iter()
+            .zip(scores)
+            .map(|(f, live_pct)| FileScore {
+                file_no: f.file_no,
+                bytes: f.disk_bytes(),
+                live_pct,
+            })
+            .collect())
+    }
+
+    /// True if runs reclaim in place ([`crate::Punch`]): the policy asks
+    /// for it, the file system punches holes, and, in `Auto`, punching has
+    /// not proved slow there.
+    fn punch_allowed(&self) -> bool {
+        // `Off` is tested first although `reclaims_in_place` handles it too:
+        // so that `Off` never probes the file system with a scratch punch.
+        self.policy.punch != crate::Punch::Off
+            && reclaims_in_place(
+                self.policy.punch,
+                self.journal.punch_supported(),
+                self.journal.punch_slow(),
+            )
+    }
+
+    fn run_inner(&self, t0: Instant) -> Result<CompactionReport> {
+        let live = (self.liveness)();
+        let files = self.journal.closed_files();
+        let punch = self.punch_allowed();
+        let disk: Vec<u64> = files.iter().map(|f| f.disk_bytes()).collect();
+        let merge = punch.then(|| self.policy.sparse_run(&disk)).flatten();
+        let scores = self.scores(&files, &*live, Scoring::Run)?;
+        let (start, len, score, in_place) = match (merge, self.policy.best_run(&scores)) {
+            (Some((start, len)), _) => (start, len, 0.0, false),
+            (None, Some((start, len, score))) => (start, len, score, punch),
+            (None, None) => {
+                return Ok(CompactionReport {
+                    duration: t0.elapsed(),
+                    ..CompactionReport::default()
+                })
+            }
+        };
+        let run = files.get(start..start + len).unwrap_or(&[]);
+        let r = match in_place {
+            false => self.journal.compact_run(run, &*live)?,
+            true => {
+                let mut r = self.journal.punch_run(run, &*live)?;
+                if r.files_in.is_empty() && r.punch_skipped > 0 {
+                    // Files it cannot punch (a backup's links, damage):
+                    // copied as without `punch`.
+                    r = self.journal.compact_run(run, &*live)?;
+                    return Ok(Self::report(r, score, false, t0));
+                }
+                // Same numbers, new indexes: their scores are stale (and
+                // a file the pass left alone was chosen on a stale one).
+                let mut cache = self.cache.lock();
+                for f in run {
+                    cache.remove(&f.file_no);
+                }
+                drop(cache);
+                r
+            }
+        };
+        // The old indexes' holes go to the remover once nothing else
+        // holds them.
+        drop(files);
+        self.journal.reap_retired();
+        Ok(Self::report(r, score, in_place, t0))
+    }
+
+    /// The report of a run the journal did.
+    fn report(
+        r: crate::journal::CompactedRun,
+        score: f64,
+        punched: bool,
+        t0: Instant,
+    ) -> CompactionReport {
+        CompactionReport {
+            compacted: !r.files_in.is_empty(),
+            punched,
+            run_score: score,
+            files_in: r.files_in,
+            files_out: r.files_out,
+            bytes_in: r.bytes_in,
+            bytes_out: r.bytes_out,
+            records_kept: r.records_kept,
+            records_dropped: r.records_dropped,
+            key_deltas: r.key_deltas,
+            tombstoned: r.tombstoned,
+            duration: t0.elapsed(),
+        }
+    }
+}

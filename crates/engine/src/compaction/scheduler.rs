@@ -1,0 +1,175 @@
+//! The background compaction thread ([`Scheduler`]): scheduled runs over
+//! the daily window, and with a garbage check interval, runs back to back
+//! while the garbage is over its limit ([`drain_garbage`]).
+
+use super::compactor::Compactor;
+use super::policy::{
+    garbage_limit, garbage_pace, in_window, next_delay, utc_hour, GarbageEstimate, Schedule,
+    GARBAGE_RESCORE_AFTER_CHECKS, GARBAGE_RESCORE_MIN, GARBAGE_RUNS_PER_CHECK_MAX,
+};
+use crate::diskspace::DiskState;
+use crate::error::{IoContext, Result};
+use crate::stats::Stats;
+use parking_lot::{Condvar, Mutex};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The background thread running scheduled compactions.
+#[derive(Debug)]
+pub struct Scheduler {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Runs compactions back to back while the garbage estimate is over the
+/// schedule's limit (at most [`GARBAGE_RUNS_PER_CHECK_MAX`]), stopping at
+/// once when `stopped()` says so, when a run finds nothing worth doing, or
+/// on an error (counted and logged by `run`). Returns the runs done.
+///
+/// A full estimate (sampled reads of every stale file's records) is made
+/// at most once per check interval; between two, each run's own figures
+/// update it ([`GarbageEstimate::after_run`]). With the disk busy an
+/// estimate took about half as long as a 1 GB run (4.4 s against 8.8 s).
+pub fn drain_garbage(
+    compactor: &Compactor,
+    schedule: &Schedule,
+    stopped: &dyn Fn() -> bool,
+) -> usize {
+    let mut runs = 0;
+    let mut latest: Option<(Instant, GarbageEstimate)> = None;
+    while runs < GARBAGE_RUNS_PER_CHECK_MAX && !stopped() {
+        // Sampled at every check, also below the limit, so the rate is
+        // recent when the estimate first goes over.
+        let appending = compactor.append_rate();
+        let est = match latest.filter(|(at, _)| at.elapsed() < schedule.check_interval) {
+            Some((_, e)) => Ok(e),
+            None => compactor
+                .garbage(
+                    schedule.check_interval * GARBAGE_RESCORE_AFTER_CHECKS,
+                    GARBAGE_RESCORE_AFTER_CHECKS as usize,
+                    GARBAGE_RESCORE_MIN,
+                )
+                .inspect(|e| latest = Some((Instant::now(), *e))),
+        };
+        // A filling disk lowers the limit, a low one lifts the pace too
+        // (`crate::diskspace`).
+        let disk_low = compactor.disk.state() != DiskState::Ample;
+        let limit = garbage_limit(schedule.max_garbage_pct, compactor.disk.fullness());
+        match est {
+            Ok(e) if e.over(limit, schedule.min_files) => {
+                let over = e.pct() - limit;
+                let pace = match disk_low {
+                    true => 0,
+                    false => garbage_pace(compactor.journal.opts.compaction_pace, appending, over),
+                };
+                compactor.journal.set_compaction_pace(Some(pace));
+                tracing::debug!(target: "basalt::compaction", "journal garbage {:.1}% of {} bytes in {} files, appending {} B/s: compacting at {} B/s (0: unpaced)", e.pct(), e.closed_bytes, e.files, appending, pace);
+            }
+            Ok(_) => break,
+            Err(e) => {
+                tracing::error!(target: "basalt::compaction", "C0004 journal garbage estimate failed: {e}");
+                break;
+            }
+        }
+        Stats::incr(&compactor.stats.compaction_garbage_runs);
+        runs += 1;
+        match compactor.run() {
+            Ok(r) if r.compacted => {
+                if let Some((at, e)) = latest {
+                    let reclaimed = r.bytes_in.saturating_sub(r.bytes_out);
+                    let e = e.after_run(r.files_in.len(), r.files_out.len(), reclaimed);
+                    compactor.note_estimate(e);
+                    latest = Some((at, e));
+                }
+            }
+            _ => break,
+        }
+    }
+    compactor.journal.set_compaction_pace(None);
+    runs
+}
+
+impl Scheduler {
+    /// Starts the compaction thread: scheduled runs (if `runs_per_day` > 0)
+    /// and the garbage trigger (if on). None if neither is configured.
+    pub fn start(
+        compactor: Arc<Compactor>,
+        schedule: Schedule,
+        dir: &std::path::Path,
+    ) -> Result<Option<Scheduler>> {
+        if schedule.runs_per_day == 0 && !schedule.trigger_on() {
+            return Ok(None);
+        }
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let stop2 = Arc::clone(&stop);
+        let mut rng = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+            ^ u64::from(std::process::id());
+        let handle = std::thread::Builder::new()
+            .name("basalt-journal-compaction".into())
+            .spawn(move || {
+                crate::background::lower_this_thread(schedule.nice, "journal compaction");
+                let next = |rng: &mut u64| {
+                    (schedule.runs_per_day > 0).then(|| {
+                        Instant::now() + next_delay(rng, schedule.runs_per_day, schedule.window)
+                    })
+                };
+                let mut next_run = next(&mut rng);
+                let stopped = || *stop2.0.lock();
+                loop {
+                    let mut wait = next_run.map_or(Duration::from_secs(3600), |t| {
+                        t.saturating_duration_since(Instant::now())
+                    });
+                    if schedule.trigger_on() {
+                        wait = wait.min(schedule.check_interval);
+                    }
+                    {
+                        let (m, cv) = &*stop2;
+                        let mut stopped = m.lock();
+                        if !*stopped {
+                            cv.wait_for(&mut stopped, wait);
+                        }
+                        if *stopped {
+                            return;
+                        }
+                    }
+                    if next_run.is_some_and(|t| Instant::now() >= t) {
+                        if in_window(utc_hour(), schedule.window) {
+                            // Errors are counted and logged by `run`.
+                            let _ = compactor.run();
+                        }
+                        next_run = next(&mut rng);
+                    }
+                    if schedule.trigger_on() {
+                        drain_garbage(&compactor, &schedule, &stopped);
+                    }
+                }
+            })
+            .ctx("spawn journal compaction thread", dir)?;
+        Ok(Some(Scheduler {
+            stop,
+            handle: Some(handle),
+        }))
+    }
+
+    /// Stops the thread, waiting for a run in progress to finish.
+    pub fn stop(&mut self) {
+        {
+            let (m, cv) = &*self.stop;
+            *m.lock() = true;
+            cv.notify_all();
+        }
+        if let Some(h) = self.handle.take() {
+            if h.join().is_err() {
+                tracing::error!(target: "basalt::compaction", "C0003 journal compaction thread panicked");
+            }
+        }
+    }
+}
+
+impl Drop for Scheduler {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

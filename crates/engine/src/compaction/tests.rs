@@ -1,0 +1,493 @@
+//! Tests of journal compaction: the policy, the garbage trigger and pace,
+//! scheduling, and runs against a real journal.
+
+use super::policy::reclaims_in_place;
+use super::policy::window_hours;
+use super::*;
+use crate::config::Config;
+use crate::diskspace::DiskGuard;
+use crate::error::Result;
+use crate::journal::Journal;
+use crate::stats::Stats;
+use parking_lot::Mutex;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn policy() -> CompactionPolicy {
+    CompactionPolicy {
+        sample_records: 200,
+        max_run_length: 4,
+        singlefile_pct: 25.0,
+        maxrun_pct: 75.0,
+        score_cache_runs: 12,
+        punch: crate::Punch::Off,
+        merge_below_pct: 10.0,
+        file_bytes: 1000,
+    }
+}
+
+#[test]
+fn auto_stops_punching_once_slow_on_punches_anyway_off_never() {
+    use crate::Punch::{Auto, Off, On};
+    let cases = [
+        // (policy, supported, slow) -> in place
+        ((Off, true, false), false),
+        ((Auto, true, false), true),
+        ((Auto, true, true), false),
+        ((Auto, false, false), false),
+        ((On, true, true), true),
+        ((On, false, false), false),
+    ];
+    for ((p, supported, slow), want) in cases {
+        assert_eq!(
+            reclaims_in_place(p, supported, slow),
+            want,
+            "{p:?} {supported} {slow}"
+        );
+    }
+}
+
+#[test]
+fn sparse_runs_are_adjacent_small_files_that_fit_in_one() {
+    let p = policy();
+    // Under 100 bytes each, at most 1000 together.
+    assert_eq!(p.sparse_run(&[]), None);
+    assert_eq!(p.sparse_run(&[50, 900, 50]), None);
+    assert_eq!(p.sparse_run(&[50, 900, 50, 60, 99]), Some((2, 3)));
+    assert_eq!(p.sparse_run(&[10, 20, 900, 1, 2, 3]), Some((3, 3)));
+    let many = vec![90u64; 20];
+    // Eleven would pass 1000.
+    assert_eq!(p.sparse_run(&many), Some((0, 11)));
+}
+
+#[test]
+fn target_interpolates_between_thresholds() {
+    let p = policy();
+    assert_eq!(p.target(1), 25.0);
+    assert!((p.target(2) - 41.666).abs() < 0.01);
+    assert_eq!(p.target(4), 75.0);
+}
+
+#[test]
+fn best_run_needs_a_positive_score() {
+    let p = policy();
+    assert_eq!(p.best_run(&[]), None);
+    assert_eq!(p.best_run(&[100.0, 90.0, 80.0]), None);
+    // One mostly-dead file.
+    assert_eq!(
+        p.best_run(&[100.0, 10.0, 100.0]).map(|r| (r.0, r.1)),
+        Some((1, 1))
+    );
+    // Four half-live files beat any shorter run: 75 - 50 = 25.
+    let r = p.best_run(&[50.0, 50.0, 50.0, 50.0]).unwrap();
+    assert_eq!((r.0, r.1), (0, 4));
+    assert!((r.2 - 25.0).abs() < 1e-9);
+}
+
+#[test]
+fn append_rate_follows_rises_at_once_and_falls_over_its_window() {
+    let t0 = Instant::now();
+    let at = |s: u64| t0 + Duration::from_secs(s);
+    let mut r = AppendRate::default();
+    assert_eq!(r.observe(at(0), 0), 0, "one sample: no rate yet");
+    // 100 MB/s for 10 s: the rate jumps to it.
+    assert_eq!(r.observe(at(10), 1_000_000_000), 100_000_000);
+    // A sample closer than a second apart keeps the rate.
+    assert_eq!(
+        r.observe(at(10) + Duration::from_millis(100), 1_000_000_000),
+        100_000_000
+    );
+    // Writes stop: a third of the way down per 10 s (30 s window)...
+    let after_10 = r.observe(at(20), 1_000_000_000);
+    assert!((66_000_000..=67_000_000).contains(&after_10), "{after_10}");
+    // ...and to nothing once a whole window has passed idle.
+    assert_eq!(r.observe(at(60), 1_000_000_000), 0);
+    // A counter that went backwards (a new store) counts as idle.
+    assert_eq!(r.observe(at(70), 5), 0);
+}
+
+#[test]
+fn garbage_pace_follows_the_append_rate_when_falling_behind() {
+    let mib = 1 << 20;
+    // Near the limit: the configured pace, however fast the appends.
+    assert_eq!(garbage_pace(64 * mib, 150 * mib, 0.5), 64 * mib);
+    assert_eq!(garbage_pace(64 * mib, 150 * mib, 5.0), 64 * mib);
+    // Falling behind: twice the append rate, never below the pace.
+    assert_eq!(garbage_pace(64 * mib, 150 * mib, 5.5), 300 * mib);
+    assert_eq!(garbage_pace(64 * mib, 10 * mib, 10.0), 64 * mib);
+    assert_eq!(garbage_pace(64 * mib, 150 * mib, 15.0), 300 * mib);
+    // A backlog, or no pace configured: unpaced.
+    assert_eq!(garbage_pace(64 * mib, 150 * mib, 15.5), 0, "backlog");
+    assert_eq!(garbage_pace(0, 150 * mib, 10.0), 0, "configured unpaced");
+}
+
+#[test]
+fn window_and_delay() {
+    assert!(in_window(0, (0, 23)) && in_window(23, (0, 23)));
+    assert!(in_window(23, (22, 2)) && in_window(1, (22, 2)) && !in_window(12, (22, 2)));
+    assert!(!in_window(5, (1, 4)));
+    let mut rng = 42;
+    for _ in 0..100 {
+        let d = next_delay(&mut rng, 24, (0, 23));
+        assert!(
+            d >= Duration::from_secs(1800) && d < Duration::from_secs(5400),
+            "{d:?}"
+        );
+    }
+    assert_eq!(window_hours((22, 2)), 5);
+}
+
+#[test]
+fn garbage_estimate_thresholds() {
+    let e = GarbageEstimate {
+        files: 4,
+        closed_bytes: 1000,
+        garbage_bytes: 600,
+    };
+    assert!((e.pct() - 60.0).abs() < 1e-9);
+    assert!(e.over(50.0, 4));
+    assert!(!e.over(60.0, 4), "at the limit is not over");
+    assert!(!e.over(50.0, 5), "too few files for a full run");
+    assert_eq!(GarbageEstimate::default().pct(), 0.0);
+    // A run of 2 files into 1 that reclaimed 500 bytes: all garbage.
+    let after = e.after_run(2, 1, 500);
+    assert_eq!(
+        (after.files, after.closed_bytes, after.garbage_bytes),
+        (3, 500, 100)
+    );
+    assert!((after.pct() - 20.0).abs() < 1e-9);
+    // Never below zero, garbage never above the bytes.
+    let gone = e.after_run(9, 0, 5000);
+    assert_eq!(
+        (gone.files, gone.closed_bytes, gone.garbage_bytes),
+        (0, 0, 0)
+    );
+    // Made of scores: each file's bytes weighted by its dead share.
+    let scored = GarbageEstimate::from_scores(&[
+        FileScore {
+            file_no: 1,
+            bytes: 800,
+            live_pct: 25.0,
+        },
+        FileScore {
+            file_no: 2,
+            bytes: 200,
+            live_pct: 100.0,
+        },
+    ]);
+    assert_eq!(
+        (scored.files, scored.closed_bytes, scored.garbage_bytes),
+        (2, 1000, 600)
+    );
+}
+
+#[test]
+fn trigger_is_off_at_100_pct_or_zero_interval() {
+    let c = Config::new("/nonexistent");
+    assert!(Schedule::from_config(&c).trigger_on());
+    let mut s = Schedule::from_config(&c);
+    s.max_garbage_pct = 100.0;
+    assert!(!s.trigger_on());
+    assert!(!Schedule::from_config(&Config::test_min("/nonexistent")).trigger_on());
+}
+
+/// Appends puts of keys `key1..=key{n}` with `value_bytes` each.
+fn fill(journal: &Journal, n: u64, value_bytes: usize) {
+    fill_range(journal, 1..=n, value_bytes);
+}
+
+/// Appends puts of keys `key{sqn}` for every SQN of `sqns`.
+fn fill_range(journal: &Journal, sqns: std::ops::RangeInclusive<u64>, value_bytes: usize) {
+    use crate::journal::record::{NewRecord, RecordKind};
+    let value = vec![7u8; value_bytes];
+    for sqn in sqns {
+        let key = format!("key{sqn}").into_bytes();
+        let rec = NewRecord {
+            sqn,
+            kind: RecordKind::Put,
+            key: &key,
+            last_modified_us: 0,
+            expires_at: 0,
+            metadata: b"",
+            value: &value,
+            index: &[],
+        };
+        journal.append(&rec).expect("append");
+    }
+}
+
+/// Liveness that keeps every record until `dead` is set.
+struct Switch(Arc<std::sync::atomic::AtomicBool>);
+
+impl Liveness for Switch {
+    fn keep(&self, _rec: &crate::journal::record::JournalRecord) -> Result<Keep> {
+        Ok(if self.0.load(std::sync::atomic::Ordering::Relaxed) {
+            Keep::Drop
+        } else {
+            Keep::Record
+        })
+    }
+}
+
+/// A paced run in progress finishes unpaced once the journal is
+/// hurried (what `Store::close` does before it waits for the run): at
+/// 64 KiB/s its 2 MB would take ~30 s; hurried after 200 ms, it ends
+/// within seconds, with every record kept.
+#[test]
+fn a_hurried_run_drops_its_pace() {
+    let d = tempfile::tempdir().expect("test setup");
+    let opts = crate::journal::JournalOptions {
+        stream_bytes: 4096,
+        compaction_pace: 64 * 1024,
+        ..crate::journal::JournalOptions::for_tests(256 * 1024)
+    };
+    let stats = Arc::new(Stats::default());
+    let journal = Arc::new(Journal::open(d.path(), opts, stats).expect("open"));
+    fill(&journal, 2000, 1000);
+    let (run, _) = journal.roll_and_list().expect("roll");
+    let bytes: u64 = run.iter().map(|c| c.size).sum();
+    assert!(run.len() >= 4 && bytes > 1_900_000, "{} files", run.len());
+    let j2 = Arc::clone(&journal);
+    let t = std::time::Instant::now();
+    let worker = std::thread::spawn(move || {
+        let keep = Switch(Arc::new(std::sync::atomic::AtomicBool::new(false)));
+        j2.compact_run(&run, &keep)
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!worker.is_finished(), "paced, the run takes ~30 s");
+    journal.hurry_compaction();
+    let report = worker.join().expect("join").expect("compact");
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "hurried, it ended after {:?}",
+        t.elapsed()
+    );
+    assert_eq!(report.records_kept, 2000);
+    assert_eq!(report.records_dropped, 0);
+}
+
+/// A journal in `dir` opened with `opts`, holding `n` puts of
+/// `value_bytes` each, and a compactor over it deciding with `live`.
+fn compactor_over(
+    dir: &std::path::Path,
+    opts: crate::journal::JournalOptions,
+    (n, value_bytes): (u64, usize),
+    live: LivenessFactory,
+) -> (Arc<Journal>, Compactor) {
+    let stats = Arc::new(Stats::default());
+    let journal = Arc::new(Journal::open(dir, opts, Arc::clone(&stats)).expect("open"));
+    fill(&journal, n, value_bytes);
+    let c = Compactor::new(Arc::clone(&journal), stats, policy(), live);
+    (journal, c)
+}
+
+/// A liveness factory of [`Switch`]es on `dead`.
+fn switch(dead: &Arc<std::sync::atomic::AtomicBool>) -> LivenessFactory {
+    let dead = Arc::clone(dead);
+    Box::new(move || Box::new(Switch(Arc::clone(&dead))))
+}
+
+#[test]
+fn reclaim_rates_count_the_time_between_runs() {
+    let d = tempfile::tempdir().expect("test setup");
+    let opts = crate::journal::JournalOptions::for_tests(1024);
+    let dead = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (_, c) = compactor_over(d.path(), opts, (0, 0), switch(&dead));
+    let ms = Duration::from_millis;
+    // The first run stands for itself.
+    assert_eq!(c.sustained_span(ms(5)), ms(5));
+    // The next counts the time since the first ended, at least its own.
+    std::thread::sleep(ms(40));
+    let span = c.sustained_span(ms(5));
+    assert!(
+        span >= ms(40) && span < ms(40) + RECLAIM_GAP_MAX,
+        "{span:?}"
+    );
+    assert_eq!(
+        c.sustained_span(ms(500)),
+        ms(500),
+        "never less than the run"
+    );
+}
+
+/// Estimates renew the stalest scores, at least a sixth of the files
+/// each: six estimates after every record died, every score says so,
+/// however many files there are (a fixed budget of 16 per estimate
+/// left the scores of a 100-file journal stale and the trigger idle).
+#[test]
+fn estimates_renew_every_stale_score_within_six_checks() {
+    let d = tempfile::tempdir().expect("test setup");
+    let opts = crate::journal::JournalOptions::for_tests(1024);
+    let dead = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (_, c) = compactor_over(d.path(), opts, (2000, 100), switch(&dead));
+    let first = c.garbage(Duration::ZERO, 6, 1).expect("estimate");
+    assert!(first.files > 100, "{first:?}");
+    assert_eq!(first.garbage_bytes, 0);
+    dead.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut pcts = Vec::new();
+    for _ in 0..6 {
+        std::thread::sleep(Duration::from_millis(2));
+        pcts.push(c.garbage(Duration::ZERO, 6, 1).expect("estimate").pct());
+    }
+    assert!(
+        pcts[0] > 10.0 && pcts[0] < 40.0,
+        "one renewal round: {pcts:?}"
+    );
+    assert!(pcts.windows(2).all(|w| w[0] <= w[1]), "{pcts:?}");
+    assert!(
+        pcts[5] > 99.0,
+        "after six estimates every score is renewed: {pcts:?}"
+    );
+}
+
+/// Liveness that drops every record and notes the journal's compaction
+/// pace each time it is asked (while scoring and while compacting).
+struct PaceProbe {
+    journal: Arc<Journal>,
+    seen: Arc<Mutex<Vec<u64>>>,
+}
+
+impl Liveness for PaceProbe {
+    fn keep(&self, _rec: &crate::journal::record::JournalRecord) -> Result<Keep> {
+        self.seen.lock().push(self.journal.compaction_pace());
+        Ok(Keep::Drop)
+    }
+}
+
+/// The paces `drain_garbage` ran at over a journal whose every record
+/// is dead (an estimate of 100 % garbage), its limit `max_garbage_pct`,
+/// after appends of ~2 MB/s, and the pace left behind; with a disk
+/// guard that finds the disk low if `disk_low`.
+fn drain_paces(max_garbage_pct: f64, configured: u64, disk_low: bool) -> (Vec<u64>, u64) {
+    let d = tempfile::tempdir().expect("test setup");
+    let opts = crate::journal::JournalOptions {
+        compaction_pace: configured,
+        ..crate::journal::JournalOptions::for_tests(64 * 1024)
+    };
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let slot: Arc<Mutex<Option<Arc<Journal>>>> = Arc::new(Mutex::new(None));
+    let (s2, slot2) = (Arc::clone(&seen), Arc::clone(&slot));
+    let live: LivenessFactory = Box::new(move || {
+        let journal = slot2.lock().clone().expect("journal set");
+        Box::new(PaceProbe {
+            journal,
+            seen: Arc::clone(&s2),
+        })
+    });
+    let (journal, mut c) = compactor_over(d.path(), opts, (200, 1000), live);
+    if disk_low {
+        // A low mark above any real free share, no minimum.
+        c = c.with_disk_guard(Arc::new(DiskGuard::new(d.path(), 100.0, 0.0)));
+    }
+    *slot.lock() = Some(Arc::clone(&journal));
+    c.append_rate();
+    std::thread::sleep(Duration::from_millis(1100));
+    fill_range(&journal, 201..=2400, 1000);
+    let schedule = Schedule {
+        runs_per_day: 0,
+        window: (0, 23),
+        max_garbage_pct,
+        check_interval: Duration::from_secs(10),
+        min_files: 4,
+        nice: 0,
+    };
+    let runs = drain_garbage(&c, &schedule, &|| false);
+    assert!(runs > 0, "100 % garbage is over {max_garbage_pct}");
+    let seen = seen.lock().clone();
+    (seen, journal.compaction_pace())
+}
+
+/// `drain_garbage` sets the pace of its runs from the estimate and the
+/// append rate (`garbage_pace`'s tiers) and restores the configured
+/// pace when done. The appends (~2 MB/s) are far above the configured
+/// 256 KiB/s, so each tier shows.
+#[test]
+fn drain_garbage_paces_its_runs_by_how_far_over_it_is() {
+    let configured = 256 * 1024;
+    // 3 points over: the configured pace, however fast the appends.
+    let (near, after) = drain_paces(97.0, configured, false);
+    assert!(near.iter().all(|&p| p == configured), "{near:?}");
+    assert_eq!(after, configured);
+    // The same with the disk low: unpaced.
+    let (low, after) = drain_paces(97.0, configured, true);
+    assert!(low.contains(&0), "{low:?}");
+    assert_eq!(after, configured);
+    // 10 points over: twice the append rate.
+    let (behind, after) = drain_paces(90.0, configured, false);
+    assert!(behind.iter().any(|&p| p > 4 * configured), "{behind:?}");
+    assert!(behind.iter().all(|&p| p >= configured), "{behind:?}");
+    assert_eq!(after, configured);
+    // 50 points over: unpaced.
+    let (backlog, after) = drain_paces(50.0, configured, false);
+    assert!(backlog.contains(&0), "{backlog:?}");
+    assert_eq!(after, configured);
+}
+
+#[test]
+fn a_filling_disk_lowers_the_garbage_limit_to_half() {
+    assert_eq!(garbage_limit(60.0, 0.0), 60.0);
+    assert_eq!(garbage_limit(60.0, 0.5), 45.0);
+    assert_eq!(garbage_limit(60.0, 1.0), 30.0);
+    assert_eq!(
+        garbage_limit(100.0, 1.0),
+        100.0,
+        "a trigger that is off stays off"
+    );
+}
+
+#[test]
+fn staleness_is_appends_since_the_score_over_the_files_age_then() {
+    // Scored as it closed (its newest record at the journal's end).
+    assert_eq!(score_staleness(1100, 1000, 1000, 100), 1.0);
+    // Scored when 900 records old: the same appends matter a tenth.
+    assert_eq!(score_staleness(1100, 1000, 100, 100), 0.1);
+    assert_eq!(score_staleness(1000, 1000, 500, 10), 0.0);
+    // Never divides by zero, never negative.
+    assert_eq!(score_staleness(5, 10, 20, 0), 0.0);
+    assert!(score_staleness(10, 0, 0, 0).is_finite());
+}
+
+/// An estimate renews the scores of the files that were young when
+/// scored before the old files' (whose records die slowly), even when
+/// no score is old by the clock: after as many records again as the
+/// journal had, every record dead, the youngest files' scores fall to
+/// 0 % live while the oldest keep their 100 %.
+#[test]
+fn estimates_renew_the_young_files_scores_first() {
+    let d = tempfile::tempdir().expect("test setup");
+    let opts = crate::journal::JournalOptions::for_tests(1024);
+    let dead = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (journal, c) = compactor_over(d.path(), opts, (2000, 100), switch(&dead));
+    let hour = Duration::from_secs(3600);
+    let first = c.garbage(hour, 6, 1).expect("estimate");
+    assert_eq!(first.garbage_bytes, 0);
+    dead.store(true, std::sync::atomic::Ordering::Relaxed);
+    fill_range(&journal, 2001..=2200, 100);
+    c.garbage(hour, 6, 1).expect("estimate");
+    let cache = c.cache.lock();
+    let score_of = |hi_below: u64, hi_above: u64| -> Vec<f64> {
+        journal
+            .closed_files()
+            .iter()
+            .filter(|f| {
+                f.index
+                    .last()
+                    .is_some_and(|e| e.0 > hi_above && e.0 < hi_below)
+            })
+            .filter_map(|f| cache.get(&f.file_no).map(|s| s.score))
+            .collect()
+    };
+    let young = score_of(2001, 1900);
+    let old = score_of(1000, 0);
+    assert!(
+        young.len() > 5 && old.len() > 50,
+        "{} {}",
+        young.len(),
+        old.len()
+    );
+    assert!(
+        young.iter().all(|s| *s == 0.0),
+        "young files renewed: {young:?}"
+    );
+    assert!(old.iter().all(|s| *s == 100.0), "old files kept: {old:?}");
+}
