@@ -16,9 +16,42 @@
 //! compressed data as a [`DecodeError`] (the journal turns it into
 //! `Error::Corrupt`), never a panic.
 
-use super::record::Compression;
 use crate::codec::DecodeError;
 use std::borrow::Cow;
+
+/// How the value bytes are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Compression {
+    /// Stored as given.
+    None,
+    /// lz4 block format with the uncompressed size prepended (tag 1). Fast
+    /// enough (GB/s) that incompressible values cost little; leveled's default.
+    #[default]
+    Lz4,
+    /// One zstd frame (tag 2); the level is `Config::zstd_level`.
+    Zstd,
+}
+
+impl Compression {
+    /// The on-disk tag.
+    pub fn to_byte(self) -> u8 {
+        match self {
+            Compression::None => 0,
+            Compression::Lz4 => 1,
+            Compression::Zstd => 2,
+        }
+    }
+
+    /// Parses the on-disk tag.
+    pub fn from_byte(b: u8) -> Option<Compression> {
+        match b {
+            0 => Some(Compression::None),
+            1 => Some(Compression::Lz4),
+            2 => Some(Compression::Zstd),
+            _ => None,
+        }
+    }
+}
 
 /// When the journal compresses values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

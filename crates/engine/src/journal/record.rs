@@ -74,39 +74,8 @@ impl RecordKind {
     }
 }
 
-/// How the value bytes are stored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Compression {
-    /// Stored as given.
-    None,
-    /// lz4 block format with the uncompressed size prepended (tag 1). Fast
-    /// enough (GB/s) that incompressible values cost little; leveled's default.
-    #[default]
-    Lz4,
-    /// One zstd frame (tag 2); the level is `Config::zstd_level`.
-    Zstd,
-}
-
-impl Compression {
-    /// The on-disk tag.
-    pub fn to_byte(self) -> u8 {
-        match self {
-            Compression::None => 0,
-            Compression::Lz4 => 1,
-            Compression::Zstd => 2,
-        }
-    }
-
-    /// Parses the on-disk tag.
-    pub fn from_byte(b: u8) -> Option<Compression> {
-        match b {
-            0 => Some(Compression::None),
-            1 => Some(Compression::Lz4),
-            2 => Some(Compression::Zstd),
-            _ => None,
-        }
-    }
-}
+/// How the value bytes are stored (the tag lives with the codecs).
+pub use super::compress::Compression;
 
 /// A record to append, borrowing its parts.
 #[derive(Debug, Clone, Copy)]
