@@ -22,6 +22,7 @@ pub mod sst;
 pub mod version;
 pub mod view;
 
+use crate::clock::now_secs;
 use crate::entry::LedgerValue;
 use crate::error::{Error, IoContext, Result};
 use crate::fsutil;
@@ -159,12 +160,6 @@ pub struct LevelStats {
     pub entries: u64,
     /// Files that could not be opened.
     pub broken: usize,
-}
-
-fn now_secs() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 impl Ledger {

@@ -14,6 +14,7 @@
 //! path (HEAD, GET, snapshots, folds, 2i), `maintenance` the journal's
 //! upkeep (compaction, backup, journal views).
 
+use crate::clock::{now_secs, now_us};
 use crate::compaction::{Compactor, Scheduler};
 use crate::config::{Config, SyncStrategy};
 use crate::error::{Error, Result};
@@ -32,7 +33,6 @@ use parking_lot::Mutex;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 mod maintenance;
 mod open;
@@ -168,16 +168,6 @@ impl std::fmt::Debug for Store {
             .field("dir", &self.config.dir)
             .finish()
     }
-}
-
-fn now_us() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as u64)
-}
-
-fn now_secs() -> u64 {
-    now_us() / 1_000_000
 }
 
 fn check_name(what: &str, b: &[u8]) -> Result<()> {
