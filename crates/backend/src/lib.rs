@@ -213,7 +213,8 @@ impl BackendError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Head {
     /// A per-backend version number that grows with every write of the store
-    /// (the engine's SQN); 0 if the backend keeps none.
+    /// (the engine's sequence number, SQN, of the current version); 0 if the
+    /// backend keeps none.
     pub version: u64,
     /// Value size in bytes.
     pub size: u64,
@@ -457,26 +458,38 @@ impl KeyRange {
     }
 }
 
-/// Width of a tictac tree (the engine's `TreeSize`): `width × 256` segments.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// The size of a tictac tree: its width (number of level-1 branches), each
+/// branch covering 256 segments. The engine's trees and every backend's
+/// folds use this one type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum TreeSize {
-    /// 16 × 256 segments.
+    /// Width 16: 4,096 segments.
     XXSmall,
-    /// 64 × 256.
+    /// Width 64: 16,384 segments.
     XSmall,
-    /// 256 × 256.
+    /// Width 256: 65,536 segments.
     Small,
-    /// 1024 × 256.
+    /// Width 1024: 262,144 segments.
     Medium,
-    /// 4096 × 256.
+    /// Width 4096: 1,048,576 segments (what Riak's cached AAE trees use).
     Large,
-    /// 16384 × 256.
+    /// Width 16384: 4,194,304 segments.
     XLarge,
 }
 
 impl TreeSize {
-    /// Level-1 width.
+    /// Every size, smallest first.
+    pub const ALL: [TreeSize; 6] = [
+        TreeSize::XXSmall,
+        TreeSize::XSmall,
+        TreeSize::Small,
+        TreeSize::Medium,
+        TreeSize::Large,
+        TreeSize::XLarge,
+    ];
+
+    /// Number of branches (level-1 entries).
     pub fn width(self) -> u32 {
         match self {
             TreeSize::XXSmall => 16,
@@ -488,22 +501,46 @@ impl TreeSize {
         }
     }
 
-    /// Number of segments (`width × 256`).
+    /// Number of segments (level-2 entries): `width × 256`, a power of two.
     pub fn segments(self) -> u32 {
         self.width() * 256
     }
 
-    /// Parses a name (`xxsmall` .. `xlarge`).
+    /// The byte used for this size in the engine's tree export format.
+    pub fn to_byte(self) -> u8 {
+        match self {
+            TreeSize::XXSmall => 0,
+            TreeSize::XSmall => 1,
+            TreeSize::Small => 2,
+            TreeSize::Medium => 3,
+            TreeSize::Large => 4,
+            TreeSize::XLarge => 5,
+        }
+    }
+
+    /// Parses the export byte.
+    pub fn from_byte(b: u8) -> Option<TreeSize> {
+        TreeSize::ALL.get(usize::from(b)).copied()
+    }
+
+    /// Parses a name (`xxsmall`, `xsmall`, `small`, `medium`, `large`,
+    /// `xlarge`; ASCII case ignored).
     pub fn from_name(name: &str) -> Option<TreeSize> {
-        Some(match name {
-            "xxsmall" => TreeSize::XXSmall,
-            "xsmall" => TreeSize::XSmall,
-            "small" => TreeSize::Small,
-            "medium" => TreeSize::Medium,
-            "large" => TreeSize::Large,
-            "xlarge" => TreeSize::XLarge,
-            _ => return None,
-        })
+        TreeSize::ALL
+            .into_iter()
+            .find(|s| s.name().eq_ignore_ascii_case(name))
+    }
+
+    /// The size's name, lower case.
+    pub fn name(self) -> &'static str {
+        match self {
+            TreeSize::XXSmall => "xxsmall",
+            TreeSize::XSmall => "xsmall",
+            TreeSize::Small => "small",
+            TreeSize::Medium => "medium",
+            TreeSize::Large => "large",
+            TreeSize::XLarge => "xlarge",
+        }
     }
 }
 
