@@ -1,7 +1,7 @@
 //! Tictac trees over any backend.
 //!
 //! Backends with `native_aae` keep a tree on every write
-//! ([`Backend::tictac_tree`]); for the others [`build_tree`] folds one: head
+//! ([`basalt_backend::Admin::tictac_tree`]); for the others [`build_tree`] folds one: head
 //! folds where the backend has `fold_heads`, object folds otherwise (as
 //! Riak's AAE does for eleveldb and bitcask). Every backend's
 //! `Head::value_hash` is xxh3-64 of the value and segments are

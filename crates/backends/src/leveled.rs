@@ -8,9 +8,9 @@
 
 use crate::{from_engine, BackendConfig};
 use basalt_backend::{
-    not_supported, Backend, BackendSnapshot, BackendStats, Capabilities, Capability, FoldOptions,
-    FoldOutcome, Head, HeadFn, IndexPage, IndexQuery, KeyFn, KeyRange, Object, ObjectFn, Result,
-    WriteOptions,
+    not_supported, Admin, BackendSnapshot, BackendStats, Capabilities, Capability, FoldOptions,
+    FoldOutcome, Head, HeadFn, IndexPage, IndexQuery, KeyFn, KeyRange, Object, ObjectFn, Reads,
+    Result, WriteOptions, Writes,
 };
 use basalt_engine as engine;
 use std::path::Path;
@@ -140,7 +140,9 @@ impl Leveled {
 
 struct LevSnapshot(engine::Snapshot);
 
-impl BackendSnapshot for LevSnapshot {
+impl BackendSnapshot for LevSnapshot {}
+
+impl Reads for LevSnapshot {
     fn get(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Object>> {
         self.0.get(bucket, key).map_err(from_engine)
     }
@@ -177,47 +179,15 @@ impl BackendSnapshot for LevSnapshot {
     }
 }
 
-impl Backend for Leveled {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            indexes: true,
-            fold_heads: true,
-            ordered_keys: true,
-            native_aae: self.native_aae,
-        }
-    }
-
-    fn put(
-        &self,
-        bucket: &[u8],
-        key: &[u8],
-        value: &[u8],
-        metadata: &[u8],
-        opts: &WriteOptions,
-    ) -> Result<()> {
-        self.store
-            .put_with(bucket, key, value, metadata, &put_opts(opts))
-            .map(|_| ())
-            .map_err(from_engine)
-    }
-
+// Every read is direct: get and head are the hot path, and the folds take
+// a snapshot of only the bucket they read.
+impl Reads for Leveled {
     fn get(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Object>> {
         self.store.get(bucket, key).map_err(from_engine)
     }
 
     fn head(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Head>> {
         self.store.head(bucket, key).map_err(from_engine)
-    }
-
-    fn delete(&self, bucket: &[u8], key: &[u8], opts: &WriteOptions) -> Result<()> {
-        self.store
-            .delete_with(bucket, key, &put_opts(opts))
-            .map(|_| ())
-            .map_err(from_engine)
     }
 
     fn fold_keys(
@@ -257,10 +227,48 @@ impl Backend for Leveled {
     fn list_buckets(&self) -> Result<Vec<Vec<u8>>> {
         self.store.list_buckets().map_err(from_engine)
     }
+}
+
+impl Writes for Leveled {
+    fn put(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        value: &[u8],
+        metadata: &[u8],
+        opts: &WriteOptions,
+    ) -> Result<()> {
+        self.store
+            .put_with(bucket, key, value, metadata, &put_opts(opts))
+            .map(|_| ())
+            .map_err(from_engine)
+    }
+
+    fn delete(&self, bucket: &[u8], key: &[u8], opts: &WriteOptions) -> Result<()> {
+        self.store
+            .delete_with(bucket, key, &put_opts(opts))
+            .map(|_| ())
+            .map_err(from_engine)
+    }
 
     fn index_query(&self, q: &IndexQuery) -> Result<IndexPage> {
         q.check_resume()?;
         self.store.index_query(q).map_err(from_engine)
+    }
+}
+
+impl Admin for Leveled {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            indexes: true,
+            fold_heads: true,
+            ordered_keys: true,
+            native_aae: self.native_aae,
+        }
     }
 
     fn snapshot(&self) -> Result<Box<dyn BackendSnapshot + '_>> {
