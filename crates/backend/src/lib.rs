@@ -1,6 +1,9 @@
-//! The storage-backend boundary of Basalt: one [`Backend`] trait that every
-//! backend (leveled, bitcask, RocksDB, memory) implements, its own types and
-//! errors, and the shared [`conformance`] suite (feature `conformance`).
+//! The storage-backend boundary of Basalt: the [`Backend`] trait that every
+//! backend (leveled, bitcask, RocksDB, memory) implements, made of three
+//! small ones ([`Reads`], which a [`BackendSnapshot`] is too, [`Writes`]
+//! and [`Admin`]), the storage types (also the leveled engine's: it
+//! re-exports them), errors, and the shared [`conformance`] suite (feature
+//! `conformance`).
 //!
 //! Like TiKV's `engine_traits`, this crate depends on no engine: a vnode (or
 //! the CLI, or the load tool) talks to storage only through these types, and
@@ -9,16 +12,16 @@
 //! # Capabilities
 //!
 //! Backends differ in what they can do cheaply, as Riak's backends do.
-//! [`Backend::capabilities`] says which of the optional features a backend
+//! [`Admin::capabilities`] says which of the optional features a backend
 //! offers; a call that needs a missing one returns
 //! [`BackendError::NotSupported`] naming the backend and the [`Capability`]:
 //!
 //! | capability | methods that need it |
 //! |---|---|
-//! | [`Capability::Indexes`] | [`Backend::index_query`], index changes in [`WriteOptions::index`] |
-//! | [`Capability::FoldHeads`] | [`Backend::fold_heads`] (heads without reading values, with [`FoldOptions`] filters) |
+//! | [`Capability::Indexes`] | [`Writes::index_query`], index changes in [`WriteOptions::index`] |
+//! | [`Capability::FoldHeads`] | [`Reads::fold_heads`] (heads without reading values, with [`FoldOptions`] filters) |
 //! | [`Capability::OrderedKeys`] | none: it says folds and listings come in key order |
-//! | [`Capability::NativeAae`] | [`Backend::tictac_tree`] (a tictac tree kept up to date on writes) |
+//! | [`Capability::NativeAae`] | [`Admin::tictac_tree`] (a tictac tree kept up to date on writes) |
 //!
 //! # Tictac trees
 //!
@@ -48,7 +51,7 @@ pub enum Capability {
     FoldHeads,
     /// Keys come out of folds and listings in byte order.
     OrderedKeys,
-    /// A tictac tree maintained on every write ([`Backend::tictac_tree`]).
+    /// A tictac tree maintained on every write ([`Admin::tictac_tree`]).
     NativeAae,
 }
 
@@ -213,7 +216,8 @@ impl BackendError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Head {
     /// A per-backend version number that grows with every write of the store
-    /// (the engine's SQN); 0 if the backend keeps none.
+    /// (the engine's sequence number, SQN, of the current version); 0 if the
+    /// backend keeps none.
     pub version: u64,
     /// Value size in bytes.
     pub size: u64,
@@ -457,26 +461,38 @@ impl KeyRange {
     }
 }
 
-/// Width of a tictac tree (the engine's `TreeSize`): `width × 256` segments.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// The size of a tictac tree: its width (number of level-1 branches), each
+/// branch covering 256 segments. The engine's trees and every backend's
+/// folds use this one type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum TreeSize {
-    /// 16 × 256 segments.
+    /// Width 16: 4,096 segments.
     XXSmall,
-    /// 64 × 256.
+    /// Width 64: 16,384 segments.
     XSmall,
-    /// 256 × 256.
+    /// Width 256: 65,536 segments.
     Small,
-    /// 1024 × 256.
+    /// Width 1024: 262,144 segments.
     Medium,
-    /// 4096 × 256.
+    /// Width 4096: 1,048,576 segments (what Riak's cached AAE trees use).
     Large,
-    /// 16384 × 256.
+    /// Width 16384: 4,194,304 segments.
     XLarge,
 }
 
 impl TreeSize {
-    /// Level-1 width.
+    /// Every size, smallest first.
+    pub const ALL: [TreeSize; 6] = [
+        TreeSize::XXSmall,
+        TreeSize::XSmall,
+        TreeSize::Small,
+        TreeSize::Medium,
+        TreeSize::Large,
+        TreeSize::XLarge,
+    ];
+
+    /// Number of branches (level-1 entries).
     pub fn width(self) -> u32 {
         match self {
             TreeSize::XXSmall => 16,
@@ -488,22 +504,46 @@ impl TreeSize {
         }
     }
 
-    /// Number of segments (`width × 256`).
+    /// Number of segments (level-2 entries): `width × 256`, a power of two.
     pub fn segments(self) -> u32 {
         self.width() * 256
     }
 
-    /// Parses a name (`xxsmall` .. `xlarge`).
+    /// The byte used for this size in the engine's tree export format.
+    pub fn to_byte(self) -> u8 {
+        match self {
+            TreeSize::XXSmall => 0,
+            TreeSize::XSmall => 1,
+            TreeSize::Small => 2,
+            TreeSize::Medium => 3,
+            TreeSize::Large => 4,
+            TreeSize::XLarge => 5,
+        }
+    }
+
+    /// Parses the export byte.
+    pub fn from_byte(b: u8) -> Option<TreeSize> {
+        TreeSize::ALL.get(usize::from(b)).copied()
+    }
+
+    /// Parses a name (`xxsmall`, `xsmall`, `small`, `medium`, `large`,
+    /// `xlarge`; ASCII case ignored).
     pub fn from_name(name: &str) -> Option<TreeSize> {
-        Some(match name {
-            "xxsmall" => TreeSize::XXSmall,
-            "xsmall" => TreeSize::XSmall,
-            "small" => TreeSize::Small,
-            "medium" => TreeSize::Medium,
-            "large" => TreeSize::Large,
-            "xlarge" => TreeSize::XLarge,
-            _ => return None,
-        })
+        TreeSize::ALL
+            .into_iter()
+            .find(|s| s.name().eq_ignore_ascii_case(name))
+    }
+
+    /// The size's name, lower case.
+    pub fn name(self) -> &'static str {
+        match self {
+            TreeSize::XXSmall => "xxsmall",
+            TreeSize::XSmall => "xsmall",
+            TreeSize::Small => "small",
+            TreeSize::Medium => "medium",
+            TreeSize::Large => "large",
+            TreeSize::XLarge => "xlarge",
+        }
     }
 }
 
@@ -560,11 +600,11 @@ pub struct FoldOutcome {
     pub missing_in_journal: u64,
 }
 
-/// Callback of [`Backend::fold_keys`].
+/// Callback of [`Reads::fold_keys`].
 pub type KeyFn<'a> = dyn FnMut(&[u8]) -> ControlFlow<()> + 'a;
-/// Callback of [`Backend::fold_heads`]: (bucket, key, head).
+/// Callback of [`Reads::fold_heads`]: (bucket, key, head).
 pub type HeadFn<'a> = dyn FnMut(&[u8], &[u8], &Head) -> ControlFlow<()> + 'a;
-/// Callback of [`Backend::fold_objects`]: (bucket, key, object).
+/// Callback of [`Reads::fold_objects`]: (bucket, key, object).
 pub type ObjectFn<'a> = dyn FnMut(&[u8], &[u8], Object) -> ControlFlow<()> + 'a;
 
 /// Counters and sizes of a backend.
@@ -578,12 +618,17 @@ pub struct BackendStats {
     pub disk_bytes: u64,
 }
 
-/// A read-only, point-in-time view of a backend. Writes made after it was
-/// taken are invisible to it. Dropping it releases what it pins.
-pub trait BackendSnapshot: Send + Sync {
-    /// The value and metadata of (`bucket`, `key`).
+/// The six reads, the same on a live backend and on a snapshot of it.
+///
+/// A [`BackendSnapshot`] is `Reads` and nothing more; a [`Backend`] is
+/// `Reads` plus [`Writes`] and [`Admin`]. A live backend without a faster
+/// direct path answers a read from a fresh snapshot: [`snapshot_reads!`]
+/// writes those methods (`Admin::snapshot(self)?.get(..)` and so on).
+pub trait Reads: Send + Sync {
+    /// The value and metadata of (`bucket`, `key`), or `None`.
     fn get(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Object>>;
-    /// The metadata of (`bucket`, `key`).
+    /// The metadata of (`bucket`, `key`), or `None` (may read the value on
+    /// backends that store them together).
     fn head(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Head>>;
     /// Every live key of `bucket` (within `range`), in order if `ordered_keys`.
     fn fold_keys(
@@ -592,8 +637,8 @@ pub trait BackendSnapshot: Send + Sync {
         range: Option<&KeyRange>,
         f: &mut KeyFn<'_>,
     ) -> Result<FoldOutcome>;
-    /// Heads of `bucket` (every bucket with `None`) passing `opts`
-    /// ([`Capability::FoldHeads`]).
+    /// Heads of `bucket` (every bucket with `None`) passing the filters of
+    /// `opts` ([`Capability::FoldHeads`]).
     fn fold_heads(
         &self,
         bucket: Option<&[u8]>,
@@ -612,15 +657,14 @@ pub trait BackendSnapshot: Send + Sync {
     fn list_buckets(&self) -> Result<Vec<Vec<u8>>>;
 }
 
-/// A storage backend: what a vnode needs. `Send + Sync`; share it by `Arc`.
-///
-/// Keys are (bucket, key) pairs of 1 byte to 64 KiB each. Expired objects
-/// (`expires_at` in the past) read as absent.
-pub trait Backend: Send + Sync {
-    /// The backend's name (`leveled`, `bitcask`, `rocksdb`, `rocksdb-blob`, `memory`).
-    fn name(&self) -> &'static str;
-    /// What it can do.
-    fn capabilities(&self) -> Capabilities;
+/// A read-only, point-in-time view of a backend: its [`Reads`]. Writes made
+/// after it was taken are invisible to it. Dropping it releases what it
+/// pins. A marker: implement [`Reads`], then `impl BackendSnapshot for T {}`.
+pub trait BackendSnapshot: Reads {}
+
+/// The writes of a live backend, and the secondary index they maintain
+/// (snapshots have no index view, so [`Writes::index_query`] lives here).
+pub trait Writes: Send + Sync {
     /// Stores an object, with its index changes.
     fn put(
         &self,
@@ -630,39 +674,19 @@ pub trait Backend: Send + Sync {
         metadata: &[u8],
         opts: &WriteOptions,
     ) -> Result<()>;
-    /// The object, or `None`.
-    fn get(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Object>>;
-    /// The object's metadata, or `None` (may read the value on backends
-    /// that store them together).
-    fn head(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Head>>;
     /// Deletes an object, with its index changes.
     fn delete(&self, bucket: &[u8], key: &[u8], opts: &WriteOptions) -> Result<()>;
-    /// Every live key of `bucket` (within `range`).
-    fn fold_keys(
-        &self,
-        bucket: &[u8],
-        range: Option<&KeyRange>,
-        f: &mut KeyFn<'_>,
-    ) -> Result<FoldOutcome>;
-    /// Heads passing the filters of `opts` ([`Capability::FoldHeads`]).
-    fn fold_heads(
-        &self,
-        bucket: Option<&[u8]>,
-        range: Option<&KeyRange>,
-        opts: &FoldOptions,
-        f: &mut HeadFn<'_>,
-    ) -> Result<FoldOutcome>;
-    /// Objects of `bucket` (within `range`).
-    fn fold_objects(
-        &self,
-        bucket: &[u8],
-        range: Option<&KeyRange>,
-        f: &mut ObjectFn<'_>,
-    ) -> Result<FoldOutcome>;
-    /// Every bucket holding a live object, sorted.
-    fn list_buckets(&self) -> Result<Vec<Vec<u8>>>;
     /// One page of a secondary-index query ([`Capability::Indexes`]).
     fn index_query(&self, q: &IndexQuery) -> Result<IndexPage>;
+}
+
+/// What a backend is and how it is run: its name and capabilities,
+/// snapshots, the native tictac tree, statistics, sync and close.
+pub trait Admin: Send + Sync {
+    /// The backend's name (`leveled`, `bitcask`, `rocksdb`, `rocksdb-blob`, `memory`).
+    fn name(&self) -> &'static str;
+    /// What it can do.
+    fn capabilities(&self) -> Capabilities;
     /// A point-in-time view. It may borrow the backend.
     fn snapshot(&self) -> Result<Box<dyn BackendSnapshot + '_>>;
     /// The maintained tictac tree in the engine's export format
@@ -681,6 +705,92 @@ pub trait Backend: Send + Sync {
     fn sync(&self) -> Result<()>;
     /// Persists what is in memory and closes; later calls fail with `Closed`.
     fn close(&self) -> Result<()>;
+}
+
+/// A storage backend: what a vnode needs, [`Reads`] + [`Writes`] +
+/// [`Admin`]; every type with the three is a `Backend`. `Send + Sync`;
+/// share it by `Arc`. Callers of `dyn Backend` call the three traits'
+/// methods directly (a trait object's supertrait methods need no import).
+///
+/// Keys are (bucket, key) pairs of 1 byte to 64 KiB each. Expired objects
+/// (`expires_at` in the past) read as absent.
+pub trait Backend: Reads + Writes + Admin {}
+
+impl<T: Reads + Writes + Admin + ?Sized> Backend for T {}
+
+/// Writes, inside an `impl Reads for T` block of a live backend `T:
+/// Admin`, the named reads as reads of a fresh snapshot
+/// (`Admin::snapshot(self)?.get(bucket, key)` and so on): the default for
+/// a read without a faster direct path. Any of `get`, `head`, `fold_keys`,
+/// `fold_heads`, `fold_objects`, `list_buckets`.
+///
+/// ```ignore
+/// impl Reads for MyBackend {
+///     fn get(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Object>> { /* direct */ }
+///     basalt_backend::snapshot_reads!(head, fold_keys, fold_heads, fold_objects, list_buckets);
+/// }
+/// ```
+#[macro_export]
+macro_rules! snapshot_reads {
+    ($($read:ident),+ $(,)?) => {
+        $($crate::snapshot_reads!(@one $read);)+
+    };
+    (@one get) => {
+        fn get(
+            &self,
+            bucket: &[u8],
+            key: &[u8],
+        ) -> $crate::Result<::std::option::Option<$crate::Object>> {
+            $crate::Reads::get(&*$crate::Admin::snapshot(self)?, bucket, key)
+        }
+    };
+    (@one head) => {
+        fn head(
+            &self,
+            bucket: &[u8],
+            key: &[u8],
+        ) -> $crate::Result<::std::option::Option<$crate::Head>> {
+            $crate::Reads::head(&*$crate::Admin::snapshot(self)?, bucket, key)
+        }
+    };
+    (@one fold_keys) => {
+        fn fold_keys(
+            &self,
+            bucket: &[u8],
+            range: ::std::option::Option<&$crate::KeyRange>,
+            f: &mut $crate::KeyFn<'_>,
+        ) -> $crate::Result<$crate::FoldOutcome> {
+            $crate::Reads::fold_keys(&*$crate::Admin::snapshot(self)?, bucket, range, f)
+        }
+    };
+    (@one fold_heads) => {
+        fn fold_heads(
+            &self,
+            bucket: ::std::option::Option<&[u8]>,
+            range: ::std::option::Option<&$crate::KeyRange>,
+            opts: &$crate::FoldOptions,
+            f: &mut $crate::HeadFn<'_>,
+        ) -> $crate::Result<$crate::FoldOutcome> {
+            $crate::Reads::fold_heads(&*$crate::Admin::snapshot(self)?, bucket, range, opts, f)
+        }
+    };
+    (@one fold_objects) => {
+        fn fold_objects(
+            &self,
+            bucket: &[u8],
+            range: ::std::option::Option<&$crate::KeyRange>,
+            f: &mut $crate::ObjectFn<'_>,
+        ) -> $crate::Result<$crate::FoldOutcome> {
+            $crate::Reads::fold_objects(&*$crate::Admin::snapshot(self)?, bucket, range, f)
+        }
+    };
+    (@one list_buckets) => {
+        fn list_buckets(
+            &self,
+        ) -> $crate::Result<::std::vec::Vec<::std::vec::Vec<u8>>> {
+            $crate::Reads::list_buckets(&*$crate::Admin::snapshot(self)?)
+        }
+    };
 }
 
 /// The `NotSupported` error of `backend` for `capability`.

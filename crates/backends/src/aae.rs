@@ -1,7 +1,7 @@
 //! Tictac trees over any backend.
 //!
 //! Backends with `native_aae` keep a tree on every write
-//! ([`Backend::tictac_tree`]); for the others [`build_tree`] folds one: head
+//! ([`basalt_backend::Admin::tictac_tree`]); for the others [`build_tree`] folds one: head
 //! folds where the backend has `fold_heads`, object folds otherwise (as
 //! Riak's AAE does for eleveldb and bitcask). Every backend's
 //! `Head::value_hash` is xxh3-64 of the value and segments are
@@ -12,20 +12,9 @@ use basalt_backend::{Backend, Result, TreeSize};
 use basalt_engine::tictac::TicTacTree;
 use std::ops::ControlFlow;
 
-fn engine_size(t: TreeSize) -> basalt_engine::TreeSize {
-    match t {
-        TreeSize::XXSmall => basalt_engine::TreeSize::XXSmall,
-        TreeSize::XSmall => basalt_engine::TreeSize::XSmall,
-        TreeSize::Small => basalt_engine::TreeSize::Small,
-        TreeSize::Medium => basalt_engine::TreeSize::Medium,
-        TreeSize::Large => basalt_engine::TreeSize::Large,
-        TreeSize::XLarge => basalt_engine::TreeSize::XLarge,
-    }
-}
-
 /// A tictac tree of every live object of `backend`, built by a fold.
 pub fn build_tree(backend: &dyn Backend, size: TreeSize) -> Result<TicTacTree> {
-    let mut tree = TicTacTree::new(engine_size(size));
+    let mut tree = TicTacTree::new(size);
     let snap = backend.snapshot()?;
     if backend.capabilities().fold_heads {
         snap.fold_heads(None, None, &Default::default(), &mut |b, k, h| {

@@ -8,9 +8,9 @@
 
 use crate::{from_engine, BackendConfig};
 use basalt_backend::{
-    not_supported, Backend, BackendSnapshot, BackendStats, Capabilities, Capability, FoldOptions,
-    FoldOutcome, Head, HeadFn, IndexChange, IndexOp, IndexPage, IndexQuery, IndexResult, KeyFn,
-    KeyRange, Object, ObjectFn, Result, TreeSize, WriteOptions,
+    not_supported, Admin, BackendSnapshot, BackendStats, Capabilities, Capability, FoldOptions,
+    FoldOutcome, Head, HeadFn, IndexPage, IndexQuery, KeyFn, KeyRange, Object, ObjectFn, Reads,
+    Result, WriteOptions, Writes,
 };
 use basalt_engine as engine;
 use std::path::Path;
@@ -25,76 +25,12 @@ pub struct Leveled {
     native_aae: bool,
 }
 
-fn tree_size(t: TreeSize) -> engine::TreeSize {
-    match t {
-        TreeSize::XXSmall => engine::TreeSize::XXSmall,
-        TreeSize::XSmall => engine::TreeSize::XSmall,
-        TreeSize::Small => engine::TreeSize::Small,
-        TreeSize::Medium => engine::TreeSize::Medium,
-        TreeSize::Large => engine::TreeSize::Large,
-        TreeSize::XLarge => engine::TreeSize::XLarge,
-    }
-}
-
-fn head(h: engine::Head) -> Head {
-    Head {
-        version: h.sqn,
-        size: h.size,
-        value_hash: h.value_hash,
-        last_modified_us: h.last_modified_us,
-        expires_at: h.expires_at,
-        metadata: h.metadata,
-    }
-}
-
-fn object(o: engine::Object) -> Object {
-    Object {
-        value: o.value,
-        head: head(o.head),
-    }
-}
-
-fn range(r: Option<&KeyRange>) -> Option<engine::KeyRange> {
-    r.map(|r| engine::KeyRange::new(&r.start, &r.end))
-}
-
-fn fold_opts(o: &FoldOptions) -> engine::FoldOptions {
-    engine::FoldOptions {
-        journal_check: o.journal_check,
-        segments: o
-            .segments
-            .as_ref()
-            .map(|(s, ids)| (tree_size(*s), ids.clone())),
-        modified_range: o.modified_range,
-        max_objects: o.max_objects,
-    }
-}
-
-fn outcome(o: engine::FoldOutcome) -> FoldOutcome {
-    FoldOutcome {
-        passed: o.passed,
-        complete: o.complete,
-        missing_in_journal: o.missing_in_journal,
-    }
-}
-
 fn put_opts(o: &WriteOptions) -> engine::PutOptions {
     engine::PutOptions {
         sync: o.sync.then_some(engine::SyncStrategy::Sync),
         expires_at: o.expires_at,
         last_modified_us: o.last_modified_us,
-        index: o
-            .index
-            .iter()
-            .map(|c: &IndexChange| engine::IndexChange {
-                op: match c.op {
-                    IndexOp::Add => engine::IndexOp::Add,
-                    IndexOp::Remove => engine::IndexOp::Remove,
-                },
-                field: c.field.clone(),
-                term: c.term.clone(),
-            })
-            .collect(),
+        index: o.index.clone(),
     }
 }
 
@@ -109,7 +45,7 @@ impl Leveled {
         if config.sync {
             c.sync = engine::SyncStrategy::Sync;
         }
-        c.tictac = config.tictac.map(tree_size);
+        c.tictac = config.tictac;
         if let Some(n) = config.compaction_runs_per_day {
             c.compaction_runs_per_day = n;
         }
@@ -204,12 +140,14 @@ impl Leveled {
 
 struct LevSnapshot(engine::Snapshot);
 
-impl BackendSnapshot for LevSnapshot {
+impl BackendSnapshot for LevSnapshot {}
+
+impl Reads for LevSnapshot {
     fn get(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Object>> {
-        Ok(self.0.get(bucket, key).map_err(from_engine)?.map(object))
+        self.0.get(bucket, key).map_err(from_engine)
     }
     fn head(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Head>> {
-        Ok(self.0.head(bucket, key).map_err(from_engine)?.map(head))
+        self.0.head(bucket, key).map_err(from_engine)
     }
     fn fold_keys(
         &self,
@@ -217,10 +155,7 @@ impl BackendSnapshot for LevSnapshot {
         r: Option<&KeyRange>,
         f: &mut KeyFn<'_>,
     ) -> Result<FoldOutcome> {
-        self.0
-            .fold_keys(bucket, range(r).as_ref(), f)
-            .map(outcome)
-            .map_err(from_engine)
+        self.0.fold_keys(bucket, r, f).map_err(from_engine)
     }
     fn fold_heads(
         &self,
@@ -229,12 +164,7 @@ impl BackendSnapshot for LevSnapshot {
         opts: &FoldOptions,
         f: &mut HeadFn<'_>,
     ) -> Result<FoldOutcome> {
-        self.0
-            .fold_heads(bucket, range(r).as_ref(), &fold_opts(opts), |b, k, h| {
-                f(b, k, &head(h.clone()))
-            })
-            .map(outcome)
-            .map_err(from_engine)
+        self.0.fold_heads(bucket, r, opts, f).map_err(from_engine)
     }
     fn fold_objects(
         &self,
@@ -242,61 +172,22 @@ impl BackendSnapshot for LevSnapshot {
         r: Option<&KeyRange>,
         f: &mut ObjectFn<'_>,
     ) -> Result<FoldOutcome> {
-        self.0
-            .fold_objects(bucket, range(r).as_ref(), |b, k, o| f(b, k, object(o)))
-            .map(outcome)
-            .map_err(from_engine)
+        self.0.fold_objects(bucket, r, f).map_err(from_engine)
     }
     fn list_buckets(&self) -> Result<Vec<Vec<u8>>> {
         self.0.list_buckets().map_err(from_engine)
     }
 }
 
-impl Backend for Leveled {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            indexes: true,
-            fold_heads: true,
-            ordered_keys: true,
-            native_aae: self.native_aae,
-        }
-    }
-
-    fn put(
-        &self,
-        bucket: &[u8],
-        key: &[u8],
-        value: &[u8],
-        metadata: &[u8],
-        opts: &WriteOptions,
-    ) -> Result<()> {
-        self.store
-            .put_with(bucket, key, value, metadata, &put_opts(opts))
-            .map(|_| ())
-            .map_err(from_engine)
-    }
-
+// Every read is direct: get and head are the hot path, and the folds take
+// a snapshot of only the bucket they read.
+impl Reads for Leveled {
     fn get(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Object>> {
-        Ok(self
-            .store
-            .get(bucket, key)
-            .map_err(from_engine)?
-            .map(object))
+        self.store.get(bucket, key).map_err(from_engine)
     }
 
     fn head(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Head>> {
-        Ok(self.store.head(bucket, key).map_err(from_engine)?.map(head))
-    }
-
-    fn delete(&self, bucket: &[u8], key: &[u8], opts: &WriteOptions) -> Result<()> {
-        self.store
-            .delete_with(bucket, key, &put_opts(opts))
-            .map(|_| ())
-            .map_err(from_engine)
+        self.store.head(bucket, key).map_err(from_engine)
     }
 
     fn fold_keys(
@@ -320,10 +211,7 @@ impl Backend for Leveled {
         f: &mut HeadFn<'_>,
     ) -> Result<FoldOutcome> {
         self.store
-            .fold_heads(bucket, range(r).as_ref(), &fold_opts(opts), |b, k, h| {
-                f(b, k, &head(h.clone()))
-            })
-            .map(outcome)
+            .fold_heads(bucket, r, opts, f)
             .map_err(from_engine)
     }
 
@@ -333,44 +221,54 @@ impl Backend for Leveled {
         r: Option<&KeyRange>,
         f: &mut ObjectFn<'_>,
     ) -> Result<FoldOutcome> {
-        self.store
-            .fold_objects(bucket, range(r).as_ref(), |b, k, o| f(b, k, object(o)))
-            .map(outcome)
-            .map_err(from_engine)
+        self.store.fold_objects(bucket, r, f).map_err(from_engine)
     }
 
     fn list_buckets(&self) -> Result<Vec<Vec<u8>>> {
         self.store.list_buckets().map_err(from_engine)
     }
+}
+
+impl Writes for Leveled {
+    fn put(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        value: &[u8],
+        metadata: &[u8],
+        opts: &WriteOptions,
+    ) -> Result<()> {
+        self.store
+            .put_with(bucket, key, value, metadata, &put_opts(opts))
+            .map(|_| ())
+            .map_err(from_engine)
+    }
+
+    fn delete(&self, bucket: &[u8], key: &[u8], opts: &WriteOptions) -> Result<()> {
+        self.store
+            .delete_with(bucket, key, &put_opts(opts))
+            .map(|_| ())
+            .map_err(from_engine)
+    }
 
     fn index_query(&self, q: &IndexQuery) -> Result<IndexPage> {
         q.check_resume()?;
-        let eq = engine::IndexQuery {
-            bucket: q.bucket.clone(),
-            field: q.field.clone(),
-            start: q.start.clone(),
-            end: q.end.clone(),
-            return_terms: q.return_terms,
-            term_regex: q.term_regex.clone(),
-            max_results: q.max_results,
-            continuation: q.continuation.clone(),
-            start_after: q
-                .start_after
-                .as_ref()
-                .map(|c| engine::IndexCursor::new(c.term.clone(), c.key.clone())),
-        };
-        let page = self.store.index_query(&eq).map_err(from_engine)?;
-        Ok(IndexPage {
-            results: page
-                .results
-                .into_iter()
-                .map(|r| IndexResult {
-                    term: r.term,
-                    key: r.key,
-                })
-                .collect(),
-            continuation: page.continuation,
-        })
+        self.store.index_query(q).map_err(from_engine)
+    }
+}
+
+impl Admin for Leveled {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            indexes: true,
+            fold_heads: true,
+            ordered_keys: true,
+            native_aae: self.native_aae,
+        }
     }
 
     fn snapshot(&self) -> Result<Box<dyn BackendSnapshot + '_>> {

@@ -9,9 +9,9 @@
 
 use crate::ordered::{self, Kv, Op, ScanFn, View};
 use basalt_backend::{
-    not_supported, Backend, BackendError, BackendSnapshot, BackendStats, Capabilities, Capability,
+    not_supported, Admin, BackendError, BackendSnapshot, BackendStats, Capabilities, Capability,
     FoldOptions, FoldOutcome, Head, HeadFn, IndexPage, IndexQuery, KeyFn, KeyRange, Object,
-    ObjectFn, Result, WriteOptions,
+    ObjectFn, Reads, Result, WriteOptions, Writes,
 };
 use parking_lot::RwLock;
 use std::collections::BTreeMap;
@@ -92,7 +92,9 @@ impl Kv for Frozen {
 /// A snapshot: the shared map of its moment.
 struct MemSnapshot(Frozen);
 
-impl BackendSnapshot for MemSnapshot {
+impl BackendSnapshot for MemSnapshot {}
+
+impl Reads for MemSnapshot {
     fn get(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Object>> {
         View(&self.0).get(bucket, key)
     }
@@ -129,20 +131,21 @@ impl BackendSnapshot for MemSnapshot {
     }
 }
 
-impl Backend for Memory {
-    fn name(&self) -> &'static str {
-        NAME
+// get and head read the current map without boxing a snapshot; the folds
+// and the listing go through one.
+impl Reads for Memory {
+    fn get(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Object>> {
+        View(&self.current()?).get(bucket, key)
     }
 
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            indexes: true,
-            fold_heads: true,
-            ordered_keys: true,
-            native_aae: false,
-        }
+    fn head(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Head>> {
+        View(&self.current()?).head(bucket, key)
     }
 
+    basalt_backend::snapshot_reads!(fold_keys, fold_heads, fold_objects, list_buckets);
+}
+
+impl Writes for Memory {
     fn put(
         &self,
         bucket: &[u8],
@@ -155,53 +158,28 @@ impl Backend for Memory {
         self.apply(ordered::put_ops(bucket, key, value, metadata, opts, v)?)
     }
 
-    fn get(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Object>> {
-        View(&self.current()?).get(bucket, key)
-    }
-
-    fn head(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Head>> {
-        View(&self.current()?).head(bucket, key)
-    }
-
     fn delete(&self, bucket: &[u8], key: &[u8], opts: &WriteOptions) -> Result<()> {
         self.version.fetch_add(1, Ordering::AcqRel);
         self.apply(ordered::delete_ops(bucket, key, opts)?)
     }
 
-    fn fold_keys(
-        &self,
-        bucket: &[u8],
-        range: Option<&KeyRange>,
-        f: &mut KeyFn<'_>,
-    ) -> Result<FoldOutcome> {
-        View(&self.current()?).fold_keys(bucket, range, f)
-    }
-
-    fn fold_heads(
-        &self,
-        bucket: Option<&[u8]>,
-        range: Option<&KeyRange>,
-        opts: &FoldOptions,
-        f: &mut HeadFn<'_>,
-    ) -> Result<FoldOutcome> {
-        View(&self.current()?).fold_heads(bucket, range, opts, f)
-    }
-
-    fn fold_objects(
-        &self,
-        bucket: &[u8],
-        range: Option<&KeyRange>,
-        f: &mut ObjectFn<'_>,
-    ) -> Result<FoldOutcome> {
-        View(&self.current()?).fold_objects(bucket, range, f)
-    }
-
-    fn list_buckets(&self) -> Result<Vec<Vec<u8>>> {
-        View(&self.current()?).list_buckets()
-    }
-
     fn index_query(&self, q: &IndexQuery) -> Result<IndexPage> {
         View(&self.current()?).index_query(q)
+    }
+}
+
+impl Admin for Memory {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            indexes: true,
+            fold_heads: true,
+            ordered_keys: true,
+            native_aae: false,
+        }
     }
 
     fn snapshot(&self) -> Result<Box<dyn BackendSnapshot + '_>> {

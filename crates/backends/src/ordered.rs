@@ -23,7 +23,7 @@ use crate::{expired, now_secs, now_us};
 use basalt_backend::{
     segment_of, value_hash, BackendError, BackendSnapshot, FoldOptions, FoldOutcome, Head, HeadFn,
     IndexChange, IndexOp, IndexPage, IndexQuery, IndexResult, KeyFn, KeyRange, Object, ObjectFn,
-    Result, WriteOptions,
+    Reads, Result, WriteOptions,
 };
 use basalt_engine::index::{decode_term, encode_term, field_kind, seek_after, FieldKind};
 use basalt_engine::key::{self, KeyKind};
@@ -419,7 +419,9 @@ impl View<'_> {
     }
 }
 
-impl BackendSnapshot for View<'_> {
+impl BackendSnapshot for View<'_> {}
+
+impl Reads for View<'_> {
     fn get(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Object>> {
         View::get(self, bucket, key)
     }

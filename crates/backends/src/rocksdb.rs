@@ -26,9 +26,9 @@
 use crate::ordered::{self, Kv, Op, ScanFn, View};
 use crate::{claim_dir, BackendConfig};
 use basalt_backend::{
-    not_supported, Backend, BackendError, BackendSnapshot, BackendStats, Capabilities, Capability,
+    not_supported, Admin, BackendError, BackendSnapshot, BackendStats, Capabilities, Capability,
     FoldOptions, FoldOutcome, Head, HeadFn, IndexPage, IndexQuery, KeyFn, KeyRange, Object,
-    ObjectFn, Result,
+    ObjectFn, Reads, Result, Writes,
 };
 use rocksdb::{BlockBasedOptions, Cache, DBCompressionType, Options, ReadOptions, WriteBatch, DB};
 use std::path::{Path, PathBuf};
@@ -254,7 +254,9 @@ impl Kv for RocksSnap<'_> {
     }
 }
 
-impl BackendSnapshot for RocksSnap<'_> {
+impl BackendSnapshot for RocksSnap<'_> {}
+
+impl Reads for RocksSnap<'_> {
     fn get(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Object>> {
         View(self).get(bucket, key)
     }
@@ -291,20 +293,31 @@ impl BackendSnapshot for RocksSnap<'_> {
     }
 }
 
-impl Backend for Rocks {
-    fn name(&self) -> &'static str {
-        self.kind.name()
+// get and head read the live DB (no snapshot); fold_heads is NotSupported
+// whatever the state; the other reads go through a snapshot.
+impl Reads for Rocks {
+    fn get(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Object>> {
+        View(&self.live()?).get(bucket, key)
     }
 
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            indexes: true,
-            fold_heads: false,
-            ordered_keys: true,
-            native_aae: false,
-        }
+    fn head(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Head>> {
+        View(&self.live()?).head(bucket, key)
     }
 
+    fn fold_heads(
+        &self,
+        _bucket: Option<&[u8]>,
+        _range: Option<&KeyRange>,
+        _opts: &FoldOptions,
+        _f: &mut HeadFn<'_>,
+    ) -> Result<FoldOutcome> {
+        Err(not_supported(self.kind.name(), Capability::FoldHeads))
+    }
+
+    basalt_backend::snapshot_reads!(fold_keys, fold_objects, list_buckets);
+}
+
+impl Writes for Rocks {
     fn put(
         &self,
         bucket: &[u8],
@@ -320,48 +333,8 @@ impl Backend for Rocks {
         )
     }
 
-    fn get(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Object>> {
-        View(&self.live()?).get(bucket, key)
-    }
-
-    fn head(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Head>> {
-        View(&self.live()?).head(bucket, key)
-    }
-
     fn delete(&self, bucket: &[u8], key: &[u8], opts: &basalt_backend::WriteOptions) -> Result<()> {
         self.apply(ordered::delete_ops(bucket, key, opts)?, opts.sync)
-    }
-
-    fn fold_keys(
-        &self,
-        bucket: &[u8],
-        range: Option<&KeyRange>,
-        f: &mut KeyFn<'_>,
-    ) -> Result<FoldOutcome> {
-        self.snapshot()?.fold_keys(bucket, range, f)
-    }
-
-    fn fold_heads(
-        &self,
-        _bucket: Option<&[u8]>,
-        _range: Option<&KeyRange>,
-        _opts: &FoldOptions,
-        _f: &mut HeadFn<'_>,
-    ) -> Result<FoldOutcome> {
-        Err(not_supported(self.kind.name(), Capability::FoldHeads))
-    }
-
-    fn fold_objects(
-        &self,
-        bucket: &[u8],
-        range: Option<&KeyRange>,
-        f: &mut ObjectFn<'_>,
-    ) -> Result<FoldOutcome> {
-        self.snapshot()?.fold_objects(bucket, range, f)
-    }
-
-    fn list_buckets(&self) -> Result<Vec<Vec<u8>>> {
-        self.snapshot()?.list_buckets()
     }
 
     fn index_query(&self, q: &IndexQuery) -> Result<IndexPage> {
@@ -371,6 +344,21 @@ impl Backend for Rocks {
             snap: self.db.snapshot(),
         };
         View(&snap).index_query(q)
+    }
+}
+
+impl Admin for Rocks {
+    fn name(&self) -> &'static str {
+        self.kind.name()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            indexes: true,
+            fold_heads: false,
+            ordered_keys: true,
+            native_aae: false,
+        }
     }
 
     fn snapshot(&self) -> Result<Box<dyn BackendSnapshot + '_>> {

@@ -2,7 +2,7 @@
 //! fragmentation thresholds), merged files are deleted, tombstones keep
 //! deleted keys deleted, and reopen (from hint files) reads everything back.
 
-use basalt_backend::Backend;
+use basalt_backend::{Admin, Reads, Writes};
 use basalt_backends::bitcask::{Bitcask, BitcaskOptions};
 use basalt_backends::BackendConfig;
 

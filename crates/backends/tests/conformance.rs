@@ -234,9 +234,8 @@ fn segment_of_matches_the_engine() {
                 k.as_bytes(),
                 basalt_backend::TreeSize::Medium
             ),
-            basalt_engine::tictac::segment_of(
-                b.as_bytes(),
-                k.as_bytes(),
+            basalt_engine::tictac::segment_of_ledger_key(
+                &basalt_engine::key::object(b.as_bytes(), k.as_bytes()),
                 basalt_engine::TreeSize::Medium
             )
         );

@@ -9,7 +9,7 @@ use crate::Outcome;
 use anyhow::{bail, Context, Result};
 use basalt_engine::index::IndexChange;
 use basalt_engine::journal::JournalFileInfo;
-use basalt_engine::{limits, Config, Error, Head, PutOptions, Store, StoreStats, SyncStrategy};
+use basalt_engine::{limits, Config, Error, PutOptions, Store, StoreStats, SyncStrategy};
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
 use std::ffi::OsString;
@@ -446,15 +446,7 @@ fn backend_command(
         KvCommand::Head { bucket, key } => {
             let (bucket, key) = names(bucket, key)?;
             match b.head(&bucket, &key)? {
-                Some(h) => {
-                    let head = Head {
-                        sqn: h.version,
-                        size: h.size,
-                        value_hash: h.value_hash,
-                        last_modified_us: h.last_modified_us,
-                        expires_at: h.expires_at,
-                        metadata: h.metadata,
-                    };
+                Some(head) => {
                     writeln!(stdout, "{}", head_json(&bucket, &key, &head))
                         .context("write to stdout")?;
                 }
@@ -506,7 +498,7 @@ fn backend_command(
         KvCommand::Import => import(
             &mut |bk, k, v, index| {
                 let opts = basalt_backend::WriteOptions {
-                    index: index.into_iter().map(backend_index_change).collect(),
+                    index,
                     ..basalt_backend::WriteOptions::default()
                 };
                 Ok(b.put(bk, k, v, b"", &opts)?)
@@ -540,19 +532,8 @@ fn backend_command(
 fn backend_write_options(o: PutOptions) -> basalt_backend::WriteOptions {
     basalt_backend::WriteOptions {
         sync: o.sync == Some(basalt_engine::SyncStrategy::Sync),
-        index: o.index.into_iter().map(backend_index_change).collect(),
+        index: o.index,
         expires_at: o.expires_at,
         last_modified_us: o.last_modified_us,
-    }
-}
-
-fn backend_index_change(c: IndexChange) -> basalt_backend::IndexChange {
-    basalt_backend::IndexChange {
-        op: match c.op {
-            basalt_engine::index::IndexOp::Add => basalt_backend::IndexOp::Add,
-            basalt_engine::index::IndexOp::Remove => basalt_backend::IndexOp::Remove,
-        },
-        field: c.field,
-        term: c.term,
     }
 }

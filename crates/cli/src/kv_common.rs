@@ -41,7 +41,7 @@ pub(crate) fn head_json(bucket: &[u8], key: &[u8], head: &Head) -> Value {
     json!({
         "bucket": lossy(bucket),
         "key": lossy(key),
-        "sqn": head.sqn,
+        "sqn": head.version,
         "size": head.size,
         "hash": head.value_hash,
         "hash_hex": format!("{:016x}", head.value_hash),

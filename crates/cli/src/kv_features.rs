@@ -499,18 +499,6 @@ pub fn backup(store: &Store, args: BackupArgs, out: &mut dyn Write) -> Result<()
 
 // ------------------------------------------- the same through the Backend trait
 
-/// The engine head shape for a backend head (for `head_json`).
-fn engine_head(h: &basalt_backend::Head) -> basalt_engine::Head {
-    basalt_engine::Head {
-        sqn: h.version,
-        size: h.size,
-        value_hash: h.value_hash,
-        last_modified_us: h.last_modified_us,
-        expires_at: h.expires_at,
-        metadata: h.metadata.clone(),
-    }
-}
-
 /// `kv index` on any backend with the `indexes` capability (others answer
 /// with their typed "not supported" error). `--count` pages through every
 /// result, as the trait has no count-only query.
@@ -589,7 +577,7 @@ pub fn fold_backend(
                 None,
                 &basalt_backend::FoldOptions::default(),
                 &mut |bk, k, h| {
-                    let mut line = head_json(bk, k, &engine_head(h)).to_string().into_bytes();
+                    let mut line = head_json(bk, k, h).to_string().into_bytes();
                     line.push(b'\n');
                     lines.push((k.to_vec(), line));
                     ControlFlow::Continue(())

@@ -37,38 +37,17 @@ use crate::key::{self, KeyKind};
 use crate::ledger::sst::RangeOptions;
 use crate::snapshot::{now_secs, read_object, Snapshot};
 use crate::tictac::{segment_of_ledger_key, TreeSize};
-pub use crate::types::KeyRange;
 use crate::types::{head_of, Head, Object};
+pub use crate::types::{KeyRange, KeyRangeExt};
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
 /// How often (in entries) a fold checks that its snapshot is still live.
 const LIVENESS_CHECK_EVERY: u64 = 1024;
 
-/// Filters of a head fold (see the module docs).
-#[derive(Debug, Clone, Default)]
-pub struct FoldOptions {
-    /// Pass only keys whose value's journal record is present.
-    pub journal_check: bool,
-    /// Pass only keys in these tictac segments of a tree of this size.
-    pub segments: Option<(TreeSize, Vec<u32>)>,
-    /// Pass only keys last modified within `low_us..=high_us` (microseconds
-    /// since the Unix epoch).
-    pub modified_range: Option<(u64, u64)>,
-    /// Stop after passing this many keys.
-    pub max_objects: Option<u64>,
-}
-
-/// How a fold ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct FoldOutcome {
-    /// Keys passed to the callback.
-    pub passed: u64,
-    /// False if the callback stopped the fold or `max_objects` was reached.
-    pub complete: bool,
-    /// Keys skipped by the journal check because their record is missing.
-    pub missing_in_journal: u64,
-}
+/// Filters of a head fold (see the module docs) and how a fold ended: the
+/// backend crate's types.
+pub use basalt_backend::{FoldOptions, FoldOutcome};
 
 /// Which part of the key space a fold covers.
 fn bounds(bucket: Option<&[u8]>, range: Option<&KeyRange>) -> Result<(Vec<u8>, Option<Vec<u8>>)> {

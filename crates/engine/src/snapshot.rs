@@ -37,7 +37,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::journal::{Journal, JournalRecord};
 use crate::key;
 use crate::ledger::LedgerView;
-use crate::types::{head_of, Head, KeyRange, Object};
+use crate::types::{head_of, Head, KeyRange, KeyRangeExt, Object};
 use parking_lot::{Condvar, Mutex};
 use std::collections::BTreeMap;
 use std::path::PathBuf;

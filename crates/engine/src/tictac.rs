@@ -62,87 +62,9 @@ pub const EXPORT_VERSION: u32 = 1;
 
 const EXPORT_HEADER_BYTES: usize = 8 + 4 + 1 + 3;
 
-/// The size of a tree: its width (number of branches).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum TreeSize {
-    /// Width 16: 4,096 segments.
-    XXSmall,
-    /// Width 64: 16,384 segments.
-    XSmall,
-    /// Width 256: 65,536 segments.
-    Small,
-    /// Width 1024: 262,144 segments.
-    Medium,
-    /// Width 4096: 1,048,576 segments (what Riak's cached AAE trees use).
-    Large,
-    /// Width 16384: 4,194,304 segments.
-    XLarge,
-}
-
-impl TreeSize {
-    /// Every size, smallest first.
-    pub const ALL: [TreeSize; 6] = [
-        TreeSize::XXSmall,
-        TreeSize::XSmall,
-        TreeSize::Small,
-        TreeSize::Medium,
-        TreeSize::Large,
-        TreeSize::XLarge,
-    ];
-
-    /// Number of branches (level-1 entries).
-    pub fn width(self) -> usize {
-        match self {
-            TreeSize::XXSmall => 16,
-            TreeSize::XSmall => 64,
-            TreeSize::Small => 256,
-            TreeSize::Medium => 1024,
-            TreeSize::Large => 4096,
-            TreeSize::XLarge => 16384,
-        }
-    }
-
-    /// Number of segments (level-2 entries): `width × 256`, a power of two.
-    pub fn segments(self) -> usize {
-        self.width() * BRANCH_SEGMENTS
-    }
-
-    /// The byte used for this size in the export format.
-    pub fn to_byte(self) -> u8 {
-        match self {
-            TreeSize::XXSmall => 0,
-            TreeSize::XSmall => 1,
-            TreeSize::Small => 2,
-            TreeSize::Medium => 3,
-            TreeSize::Large => 4,
-            TreeSize::XLarge => 5,
-        }
-    }
-
-    /// Parses the export byte.
-    pub fn from_byte(b: u8) -> Option<TreeSize> {
-        TreeSize::ALL.get(usize::from(b)).copied()
-    }
-
-    /// Parses a name (`xxsmall`, `xsmall`, `small`, `medium`, `large`, `xlarge`).
-    pub fn from_name(name: &str) -> Option<TreeSize> {
-        TreeSize::ALL
-            .into_iter()
-            .find(|s| s.name().eq_ignore_ascii_case(name))
-    }
-
-    /// The size's name, lower case.
-    pub fn name(self) -> &'static str {
-        match self {
-            TreeSize::XXSmall => "xxsmall",
-            TreeSize::XSmall => "xsmall",
-            TreeSize::Small => "small",
-            TreeSize::Medium => "medium",
-            TreeSize::Large => "large",
-            TreeSize::XLarge => "xlarge",
-        }
-    }
-}
+/// The size of a tree (its width): the backend crate's type, shared by
+/// every backend's folds ([`basalt_backend::TreeSize`]).
+pub use basalt_backend::TreeSize;
 
 /// (segment32, alt_hash) of an encoded object key; see the module docs.
 fn key_hashes(object_key: &[u8]) -> (u32, u32) {
@@ -157,13 +79,13 @@ fn key_hashes(object_key: &[u8]) -> (u32, u32) {
 /// tree of `size`.
 pub fn segment_of_ledger_key(object_key: &[u8], size: TreeSize) -> u32 {
     let (seg32, _) = key_hashes(object_key);
-    seg32 & (size.segments() as u32 - 1)
+    seg32 & (size.segments() - 1)
 }
 
-/// The segment of (`bucket`, `key`) in a tree of `size`.
-pub fn segment_of(bucket: &[u8], key: &[u8], size: TreeSize) -> u32 {
-    segment_of_ledger_key(&key::object(bucket, key), size)
-}
+/// The segment of (`bucket`, `key`) in a tree of `size`: the backend
+/// crate's function, which hashes the same encoded object key as
+/// [`segment_of_ledger_key`] (the tests check they agree).
+pub use basalt_backend::segment_of;
 
 /// Folds a 64-bit object hash to 32 bits.
 fn fold_hash(object_hash: u64) -> u32 {
@@ -192,8 +114,8 @@ impl TicTacTree {
     pub fn new(size: TreeSize) -> TicTacTree {
         TicTacTree {
             size,
-            level1: vec![0; size.width()],
-            level2: vec![0; size.segments()],
+            level1: vec![0; size.width() as usize],
+            level2: vec![0; size.segments() as usize],
         }
     }
 
@@ -218,7 +140,7 @@ impl TicTacTree {
     /// it if absent, removes it if present.
     pub fn toggle_ledger_key(&mut self, object_key: &[u8], object_hash: u64) {
         let (seg32, alt) = key_hashes(object_key);
-        let seg = seg32 & (self.size.segments() as u32 - 1);
+        let seg = seg32 & (self.size.segments() - 1);
         self.xor(seg, alt ^ fold_hash(object_hash));
     }
 
@@ -244,7 +166,7 @@ impl TicTacTree {
             return;
         }
         let (seg32, alt) = key_hashes(object_key);
-        let seg = seg32 & (self.size.segments() as u32 - 1);
+        let seg = seg32 & (self.size.segments() - 1);
         let mut c = 0;
         if let Some(h) = old {
             c ^= alt ^ fold_hash(h);
@@ -384,18 +306,18 @@ impl TicTacTree {
         if reserved != [0; 3] {
             return Err(bad(format!("reserved bytes {reserved:?} are not zero")));
         }
-        if r.remaining() != size.segments() * 4 {
+        if r.remaining() != size.segments() as usize * 4 {
             return Err(bad(format!(
                 "{} segment bytes for a {} tree (expected {})",
                 r.remaining(),
                 size.name(),
-                size.segments() * 4
+                size.segments() as usize * 4
             )));
         }
         let mut tree = TicTacTree::new(size);
         for s in 0..size.segments() {
             let h = r.u32().map_err(|e| bad(e.0))?;
-            tree.xor(s as u32, h);
+            tree.xor(s, h);
         }
         Ok(tree)
     }
@@ -479,7 +401,7 @@ mod tests {
 
     #[test]
     fn sizes_match_the_reference() {
-        let segs: Vec<usize> = TreeSize::ALL.iter().map(|s| s.segments()).collect();
+        let segs: Vec<u32> = TreeSize::ALL.iter().map(|s| s.segments()).collect();
         assert_eq!(segs, [4096, 16384, 65536, 262_144, 1_048_576, 4_194_304]);
         for s in TreeSize::ALL {
             assert_eq!(TreeSize::from_byte(s.to_byte()), Some(s));
@@ -496,7 +418,11 @@ mod tests {
             let big = segment_of(b"b", k.as_bytes(), TreeSize::XLarge);
             for s in TreeSize::ALL {
                 let seg = segment_of(b"b", k.as_bytes(), s);
-                assert_eq!(seg, big & (s.segments() as u32 - 1));
+                assert_eq!(seg, big & (s.segments() - 1));
+                assert_eq!(
+                    seg,
+                    segment_of_ledger_key(&key::object(b"b", k.as_bytes()), s)
+                );
             }
         }
     }

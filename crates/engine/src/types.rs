@@ -1,8 +1,10 @@
 //! The small value types the read paths share: [`Head`] and [`Object`]
 //! (what HEAD and GET answer) and [`KeyRange`] (a key range within one
-//! bucket).
+//! bucket). They are defined once, in `basalt-backend` (the storage
+//! vocabulary every backend speaks); the engine re-exports them and adds
+//! what only it needs: `head_of` and [`KeyRangeExt::encoded`].
 //!
-//! They live here, below [`crate::store`], [`crate::snapshot`] and
+//! They are imported here, below [`crate::store`], [`crate::snapshot`] and
 //! [`crate::fold`], so those modules import them one way; each is
 //! re-exported from its old path (`store::Head`, `store::Object`,
 //! `fold::KeyRange`) and from the crate root.
@@ -10,35 +12,13 @@
 use crate::entry::LedgerValue;
 use crate::key;
 
-/// Metadata of an object, answered from the ledger alone.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Head {
-    /// Sequence number of the current version.
-    pub sqn: u64,
-    /// Value size in bytes.
-    pub size: u64,
-    /// xxh3-64 of the value.
-    pub value_hash: u64,
-    /// Last-modified time, microseconds since the Unix epoch.
-    pub last_modified_us: u64,
-    /// Expiry, seconds since the Unix epoch; 0 = never.
-    pub expires_at: u64,
-    /// The user metadata given at put.
-    pub metadata: Vec<u8>,
-}
-
-/// An object: its value and its metadata.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Object {
-    /// The value bytes.
-    pub value: Vec<u8>,
-    /// The metadata.
-    pub head: Head,
-}
+/// Metadata of an object (answered from the ledger alone; `version` is the
+/// SQN of the current version) and an object: the backend crate's types.
+pub use basalt_backend::{Head, Object};
 
 pub(crate) fn head_of(v: LedgerValue) -> Head {
     Head {
-        sqn: v.sqn,
+        version: v.sqn,
         size: v.size,
         value_hash: v.value_hash,
         last_modified_us: v.last_modified_us,
@@ -47,26 +27,18 @@ pub(crate) fn head_of(v: LedgerValue) -> Head {
     }
 }
 
-/// An inclusive range of keys within one bucket (Riak's `{StartKey, EndKey}`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeyRange {
-    /// First key (inclusive).
-    pub start: Vec<u8>,
-    /// Last key (inclusive).
-    pub end: Vec<u8>,
+/// An inclusive range of keys within one bucket (Riak's `{StartKey,
+/// EndKey}`): the backend crate's type.
+pub use basalt_backend::KeyRange;
+
+/// The engine's view of a [`KeyRange`]: its encoded ledger-key bounds.
+pub trait KeyRangeExt {
+    /// The encoded ledger-key bounds `[start, end)` of this range in `bucket`.
+    fn encoded(&self, bucket: &[u8]) -> (Vec<u8>, Option<Vec<u8>>);
 }
 
-impl KeyRange {
-    /// The keys `start..=end`.
-    pub fn new(start: &[u8], end: &[u8]) -> KeyRange {
-        KeyRange {
-            start: start.to_vec(),
-            end: end.to_vec(),
-        }
-    }
-
-    /// The encoded ledger-key bounds `[start, end)` of this range in `bucket`.
-    pub fn encoded(&self, bucket: &[u8]) -> (Vec<u8>, Option<Vec<u8>>) {
+impl KeyRangeExt for KeyRange {
+    fn encoded(&self, bucket: &[u8]) -> (Vec<u8>, Option<Vec<u8>>) {
         let start = key::object(bucket, &self.start);
         // No encoded object key lies strictly between object(b, end) and
         // object(b, end) ++ [0] (encoded keys end with a terminator that no

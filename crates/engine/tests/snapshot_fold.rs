@@ -105,7 +105,7 @@ fn snapshot_is_isolated_from_later_writes_and_merges() {
             "key {i}"
         );
         let head = snap.head(b"b", &key(i)).unwrap();
-        assert!(head.is_none_or(|h| h.sqn <= snap.sqn() && h.metadata == b"m1"));
+        assert!(head.is_none_or(|h| h.version <= snap.sqn() && h.metadata == b"m1"));
     }
     assert_eq!(snap.get(b"new", b"k").unwrap(), None);
     let want: Vec<Vec<u8>> = model.keys().map(|(_, k)| k.clone()).collect();

@@ -71,8 +71,9 @@
 //! # Files
 //!
 //! This file holds the keydir, opening and recovery, the write path and
-//! the [`Backend`] implementation; `format` the record and hint formats,
-//! `merge` the merge, `snapshot` the frozen keydir and the folds.
+//! the [`basalt_backend::Backend`] implementation (`Reads`, `Writes`,
+//! `Admin`); `format` the record and hint formats, `merge` the merge,
+//! `snapshot` the frozen keydir and the folds.
 
 mod format;
 mod merge;
@@ -82,9 +83,9 @@ use snapshot::{bucket_keys, fold_key_list};
 
 use crate::{check_name, check_write, claim_dir, expired, now_secs, now_us, BackendConfig};
 use basalt_backend::{
-    not_supported, value_hash, Backend, BackendError, BackendSnapshot, BackendStats, Capabilities,
+    not_supported, value_hash, Admin, BackendError, BackendSnapshot, BackendStats, Capabilities,
     Capability, FoldOptions, FoldOutcome, Head, HeadFn, IndexPage, IndexQuery, KeyFn, KeyRange,
-    Object, ObjectFn, Result, WriteOptions,
+    Object, Reads, Result, WriteOptions, Writes,
 };
 use basalt_engine::key;
 use format::{HintEntry, FLAG_PUT, FLAG_TOMBSTONE};
@@ -559,51 +560,16 @@ impl Bitcask {
     }
 }
 
-impl Backend for Bitcask {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        Capabilities::default()
-    }
-
-    fn put(
-        &self,
-        bucket: &[u8],
-        k: &[u8],
-        value: &[u8],
-        metadata: &[u8],
-        opts: &WriteOptions,
-    ) -> Result<()> {
-        if !opts.index.is_empty() {
-            return Err(not_supported(NAME, Capability::Indexes));
-        }
-        check_write(bucket, k, value, metadata)?;
-        let ek = key::object(bucket, k);
-        let ts = opts.last_modified_us.unwrap_or_else(now_us);
-        let rec = format::encode_record(ts, opts.expires_at, FLAG_PUT, &ek, metadata, value);
-        self.write(&ek, &rec, ts, opts.expires_at, FLAG_PUT, opts.sync)
-    }
-
+// get, head and fold_keys read the keydir directly (fold_keys copies only
+// the bucket's keys, a snapshot the whole keydir); fold_heads is
+// NotSupported whatever the state; the rest go through a snapshot.
+impl Reads for Bitcask {
     fn get(&self, bucket: &[u8], k: &[u8]) -> Result<Option<Object>> {
         self.lookup(&key::object(bucket, k))
     }
 
     fn head(&self, bucket: &[u8], k: &[u8]) -> Result<Option<Head>> {
         Ok(self.lookup(&key::object(bucket, k))?.map(|o| o.head))
-    }
-
-    fn delete(&self, bucket: &[u8], k: &[u8], opts: &WriteOptions) -> Result<()> {
-        if !opts.index.is_empty() {
-            return Err(not_supported(NAME, Capability::Indexes));
-        }
-        check_name("bucket", bucket)?;
-        check_name("key", k)?;
-        let ek = key::object(bucket, k);
-        let ts = now_us();
-        let rec = format::encode_record(ts, 0, FLAG_TOMBSTONE, &ek, b"", b"");
-        self.write(&ek, &rec, ts, 0, FLAG_TOMBSTONE, opts.sync)
     }
 
     fn fold_keys(
@@ -628,21 +594,52 @@ impl Backend for Bitcask {
         Err(not_supported(NAME, Capability::FoldHeads))
     }
 
-    fn fold_objects(
+    basalt_backend::snapshot_reads!(fold_objects, list_buckets);
+}
+
+impl Writes for Bitcask {
+    fn put(
         &self,
         bucket: &[u8],
-        range: Option<&KeyRange>,
-        f: &mut ObjectFn<'_>,
-    ) -> Result<FoldOutcome> {
-        self.frozen()?.fold_objects(bucket, range, f)
+        k: &[u8],
+        value: &[u8],
+        metadata: &[u8],
+        opts: &WriteOptions,
+    ) -> Result<()> {
+        if !opts.index.is_empty() {
+            return Err(not_supported(NAME, Capability::Indexes));
+        }
+        check_write(bucket, k, value, metadata)?;
+        let ek = key::object(bucket, k);
+        let ts = opts.last_modified_us.unwrap_or_else(now_us);
+        let rec = format::encode_record(ts, opts.expires_at, FLAG_PUT, &ek, metadata, value);
+        self.write(&ek, &rec, ts, opts.expires_at, FLAG_PUT, opts.sync)
     }
 
-    fn list_buckets(&self) -> Result<Vec<Vec<u8>>> {
-        self.frozen()?.list_buckets()
+    fn delete(&self, bucket: &[u8], k: &[u8], opts: &WriteOptions) -> Result<()> {
+        if !opts.index.is_empty() {
+            return Err(not_supported(NAME, Capability::Indexes));
+        }
+        check_name("bucket", bucket)?;
+        check_name("key", k)?;
+        let ek = key::object(bucket, k);
+        let ts = now_us();
+        let rec = format::encode_record(ts, 0, FLAG_TOMBSTONE, &ek, b"", b"");
+        self.write(&ek, &rec, ts, 0, FLAG_TOMBSTONE, opts.sync)
     }
 
     fn index_query(&self, _: &IndexQuery) -> Result<IndexPage> {
         Err(not_supported(NAME, Capability::Indexes))
+    }
+}
+
+impl Admin for Bitcask {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default()
     }
 
     fn snapshot(&self) -> Result<Box<dyn BackendSnapshot + '_>> {

@@ -6,7 +6,7 @@ use super::{head_of, read_record, Bitcask, Files, Loc, NAME};
 use crate::{expired, now_secs};
 use basalt_backend::{
     not_supported, BackendSnapshot, Capability, FoldOptions, FoldOutcome, Head, HeadFn, KeyFn,
-    KeyRange, Object, ObjectFn, Result,
+    KeyRange, Object, ObjectFn, Reads, Result,
 };
 use basalt_engine::key::{self, KeyKind};
 use std::collections::{BTreeSet, HashMap};
@@ -82,7 +82,9 @@ impl Frozen<'_> {
     }
 }
 
-impl BackendSnapshot for Frozen<'_> {
+impl BackendSnapshot for Frozen<'_> {}
+
+impl Reads for Frozen<'_> {
     fn get(&self, bucket: &[u8], k: &[u8]) -> Result<Option<Object>> {
         let ek = key::object(bucket, k);
         match self.keydir.get(&ek) {
@@ -91,7 +93,7 @@ impl BackendSnapshot for Frozen<'_> {
         }
     }
     fn head(&self, bucket: &[u8], k: &[u8]) -> Result<Option<Head>> {
-        Ok(BackendSnapshot::get(self, bucket, k)?.map(|o| o.head))
+        Ok(Reads::get(self, bucket, k)?.map(|o| o.head))
     }
     fn fold_keys(
         &self,

@@ -3,7 +3,9 @@
 //! ([`prepare`], [`replay_entries`]) and what journal compaction keeps of
 //! them ([`changes_to_retain`]). Formats in [`super`].
 
-use super::{checked_field_kind, encode_term, invalid, show, IndexChange, IndexOp};
+use super::{
+    checked_field_kind, encode_term, invalid, op_from_byte, op_to_byte, show, IndexChange, IndexOp,
+};
 use crate::codec::{DecodeError, Encode, Reader};
 use crate::config::Config;
 use crate::entry::{LedgerValue, Status};
@@ -31,7 +33,7 @@ pub fn encode_changes(changes: &[IndexChange]) -> Vec<u8> {
     debug_assert!(u32::try_from(changes.len()).is_ok());
     out.put_u32(changes.len() as u32);
     for c in changes {
-        out.put_u8(c.op.to_byte());
+        out.put_u8(op_to_byte(c.op));
         out.put_bytes32(&c.field);
         out.put_bytes32(&c.term);
     }
@@ -58,8 +60,8 @@ pub fn decode_changes(blob: &[u8]) -> Result<Vec<IndexChange>, DecodeError> {
     let mut out = Vec::with_capacity(count);
     for _ in 0..count {
         let op_b = r.u8()?;
-        let op = IndexOp::from_byte(op_b)
-            .ok_or_else(|| DecodeError(format!("unknown index op {op_b}")))?;
+        let op =
+            op_from_byte(op_b).ok_or_else(|| DecodeError(format!("unknown index op {op_b}")))?;
         let field = r.bytes32()?.to_vec();
         let term = r.bytes32()?.to_vec();
         out.push(IndexChange { op, field, term });

@@ -116,60 +116,24 @@ pub use query::{
     KEY_FIELD,
 };
 
-/// Adds or removes an index entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum IndexOp {
-    /// Adds (field, term) → object key.
-    Add,
-    /// Removes (field, term) → object key.
-    Remove,
-}
+/// An index change and its op: the backend crate's types (the engine adds
+/// their journal encoding, `op_to_byte` / `op_from_byte`).
+pub use basalt_backend::{IndexChange, IndexOp};
 
-impl IndexOp {
-    fn to_byte(self) -> u8 {
-        match self {
-            IndexOp::Add => 1,
-            IndexOp::Remove => 2,
-        }
-    }
-
-    fn from_byte(b: u8) -> Option<IndexOp> {
-        match b {
-            1 => Some(IndexOp::Add),
-            2 => Some(IndexOp::Remove),
-            _ => None,
-        }
+/// The journal byte of an [`IndexOp`] (1 add, 2 remove).
+fn op_to_byte(op: IndexOp) -> u8 {
+    match op {
+        IndexOp::Add => 1,
+        IndexOp::Remove => 2,
     }
 }
 
-/// One secondary-index change carried by a put or delete.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct IndexChange {
-    /// Add or remove.
-    pub op: IndexOp,
-    /// Field name, ending in `_bin` or `_int`.
-    pub field: Vec<u8>,
-    /// The term as given: bytes for `_bin`, decimal integer text for `_int`.
-    pub term: Vec<u8>,
-}
-
-impl IndexChange {
-    /// An `Add` change.
-    pub fn add(field: impl Into<Vec<u8>>, term: impl Into<Vec<u8>>) -> Self {
-        IndexChange {
-            op: IndexOp::Add,
-            field: field.into(),
-            term: term.into(),
-        }
-    }
-
-    /// A `Remove` change.
-    pub fn remove(field: impl Into<Vec<u8>>, term: impl Into<Vec<u8>>) -> Self {
-        IndexChange {
-            op: IndexOp::Remove,
-            field: field.into(),
-            term: term.into(),
-        }
+/// The [`IndexOp`] of a journal byte.
+fn op_from_byte(b: u8) -> Option<IndexOp> {
+    match b {
+        1 => Some(IndexOp::Add),
+        2 => Some(IndexOp::Remove),
+        _ => None,
     }
 }
 

@@ -11,53 +11,9 @@ use crate::limits;
 use base64::Engine as _;
 use std::path::Path;
 
-/// A secondary-index query (Riak's `RpbIndexReq`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct IndexQuery {
-    /// The bucket.
-    pub bucket: Vec<u8>,
-    /// `..._bin`, `..._int`, `$bucket` or `$key`.
-    pub field: Vec<u8>,
-    /// First term (inclusive); the term for an equality query.
-    pub start: Vec<u8>,
-    /// Last term (inclusive); `None` = equality on `start`.
-    pub end: Option<Vec<u8>>,
-    /// Return each result's term (range queries and `$key` only, as Riak).
-    pub return_terms: bool,
-    /// Keep only terms matching this regular expression (`_bin`, `$key`, `$bucket`).
-    pub term_regex: Option<String>,
-    /// Page size; a full page carries a continuation.
-    pub max_results: Option<u32>,
-    /// Resume after the page that returned this continuation.
-    pub continuation: Option<String>,
-    /// Return only results strictly after this (term, key) in the query's
-    /// order: a backend-independent alternative to `continuation` (setting
-    /// both is `InvalidInput`). See the module docs, "Cursors".
-    pub start_after: Option<IndexCursor>,
-}
-
-/// A position in a query's result order, given as the caller sees results:
-/// `term` is the user form (decimal text for `_int`, bytes for `_bin`;
-/// ignored for `$key` and `$bucket`, which order by key alone), `key` the
-/// object key. An empty `term` in an equality query stands for the query's
-/// own term (equality results carry no terms).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-pub struct IndexCursor {
-    /// The term (user form).
-    pub term: Vec<u8>,
-    /// The object key.
-    pub key: Vec<u8>,
-}
-
-impl IndexCursor {
-    /// The cursor after (`term`, `key`).
-    pub fn new(term: impl Into<Vec<u8>>, key: impl Into<Vec<u8>>) -> Self {
-        IndexCursor {
-            term: term.into(),
-            key: key.into(),
-        }
-    }
-}
+/// A secondary-index query (Riak's `RpbIndexReq`), a position in its
+/// result order, one result and one page: the backend crate's types.
+pub use basalt_backend::{IndexCursor, IndexPage, IndexQuery, IndexResult};
 
 /// The smallest ledger key strictly after the cursor (`term`, `key`) in a
 /// query of `field` (`_bin`, `_int`, `$bucket` or `$key`) on `bucket`;
@@ -109,47 +65,6 @@ pub fn seek_after(
     // greater than `after` is `after` followed by 0x00.
     after.push(0);
     Ok(after)
-}
-
-impl IndexQuery {
-    /// Equality query: entries of `field` whose term is `term`.
-    pub fn eq(bucket: &[u8], field: &[u8], term: &[u8]) -> Self {
-        IndexQuery {
-            bucket: bucket.to_vec(),
-            field: field.to_vec(),
-            start: term.to_vec(),
-            ..IndexQuery::default()
-        }
-    }
-
-    /// Range query: entries of `field` with `start <= term <= end`.
-    pub fn range(bucket: &[u8], field: &[u8], start: &[u8], end: &[u8]) -> Self {
-        IndexQuery {
-            bucket: bucket.to_vec(),
-            field: field.to_vec(),
-            start: start.to_vec(),
-            end: Some(end.to_vec()),
-            ..IndexQuery::default()
-        }
-    }
-}
-
-/// One query result.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct IndexResult {
-    /// The term (user form), when `return_terms` applies.
-    pub term: Option<Vec<u8>>,
-    /// The object key.
-    pub key: Vec<u8>,
-}
-
-/// One page of query results.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct IndexPage {
-    /// Results in (term, key) order.
-    pub results: Vec<IndexResult>,
-    /// Set when the page holds `max_results` results: pass it back for the next page.
-    pub continuation: Option<String>,
 }
 
 /// Name of the pseudo-index of every key in a bucket.

@@ -40,6 +40,11 @@ mod read;
 mod write;
 
 /// Per-put options.
+///
+/// Not `basalt_backend::WriteOptions`, on purpose: `sync` here overrides
+/// the store's [`SyncStrategy`] per write (`None` = the store's own, which
+/// may be `Sync`), whereas the trait's `sync: bool` can only ask for more
+/// durability; the leveled backend maps one onto the other.
 #[derive(Debug, Clone, Default)]
 pub struct PutOptions {
     /// Override the store's sync strategy for this put.

@@ -279,14 +279,7 @@ fn check_modified(m: Option<(u64, u64)>) -> Result<(), String> {
 
 /// The name of a tree size (`xxsmall` .. `xlarge`).
 pub fn tree_size_name(s: TreeSize) -> &'static str {
-    match s {
-        TreeSize::XXSmall => "xxsmall",
-        TreeSize::XSmall => "xsmall",
-        TreeSize::Small => "small",
-        TreeSize::Medium => "medium",
-        TreeSize::Large => "large",
-        TreeSize::XLarge => "xlarge",
-    }
+    s.name()
 }
 
 /// A tree from sparse (segment, hash) pairs: the root (XOR of each
