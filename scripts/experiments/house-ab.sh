@@ -16,7 +16,7 @@ cd "$(dirname "$0")/../.."
 mkdir -p "$out"
 root="$(mktemp -d /tmp/basalt-house-ab-XXXXXX)"
 pids=()
-stop() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; pids=(); }
+stop() { local q; for q in "${pids[@]}"; do kill "$q" 2>/dev/null || true; done; wait 2>/dev/null || true; pids=(); }
 trap 'stop; rm -rf "$root"' EXIT
 
 wait_pb() { # addr of a cluster port
@@ -25,7 +25,8 @@ wait_pb() { # addr of a cluster port
 }
 
 single() { # binary name
-  local b="$1" n="$2" d="$root/single-$n"
+  local b="$1" n="$2"
+  local d="$root/single-$n"
   rm -rf "$d"
   "$b" start --node-name "s@127.0.0.1" --data-dir "$d" --pb-listen 127.0.0.1:8087 \
     --cluster-listen 127.0.0.1:8099 --http-listen "" 2>"$d.log" &
