@@ -8,6 +8,8 @@
 #      8 KB pareto, 5 GET : 1 UPDATE, 2 min) against 3 nodes joined on
 #      127.0.0.1, ring 64, as scripts/cluster-bench.sh runs it.
 # Usage: scripts/experiments/house-ab.sh OLD_BASALT NEW_BASALT OUTDIR [PAIRS]
+# KINDS="pb cl" (default) picks the studies; FIRST=new runs each pair new
+# then old (to see the order's effect).
 # Prints one line per run (scripts/run-summary.py) and the NEW/OLD ratio of
 # each pair's Avg TPS.
 set -euo pipefail
@@ -54,13 +56,20 @@ cluster() { # binary name
   stop
 }
 
-for p in $(seq "$pairs"); do
-  single "$old" "pb-old-$p"; single "$new" "pb-new-$p"
+kinds="${KINDS:-pb cl}"
+pair() { # function kind p
+  if [ "${FIRST:-old}" = new ]; then
+    "$1" "$new" "$2-new-$3"; "$1" "$old" "$2-old-$3"
+  else
+    "$1" "$old" "$2-old-$3"; "$1" "$new" "$2-new-$3"
+  fi
+}
+for kind in $kinds; do
+  for p in $(seq "$pairs"); do
+    case "$kind" in pb) pair single pb "$p" ;; cl) pair cluster cl "$p" ;; esac
+  done
 done
-for p in $(seq "$pairs"); do
-  cluster "$old" "cl-old-$p"; cluster "$new" "cl-new-$p"
-done
-for kind in pb cl; do
+for kind in $kinds; do
   for p in $(seq "$pairs"); do
     python3 scripts/run-summary.py "$out/$kind-old-$p" "$out/$kind-new-$p"
     python3 - "$out/$kind-old-$p/report.md" "$out/$kind-new-$p/report.md" <<'EOF'
