@@ -4,7 +4,8 @@
 //! `riak admin bucket-type`;
 //! `basalt admin --node ADDR cluster ...|member-status|ring-status` sends a
 //! cluster command line (admin code 247) and prints the node's answer;
-//! `aae fold` is in [`crate::aae_fold`].
+//! `aae fold` is in [`crate::aae_fold`]; `services` and `wait-for-service`
+//! in [`crate::wait`].
 //! create, activate, list and status use Basalt's private admin codes
 //! (240–246); update is Riak's `RpbSetBucketTypeReq` (32). Codes are
 //! `riak_pb::code` and `riak_pb::code::basalt`; each command is one call of
@@ -50,6 +51,23 @@ enum AdminCommand {
     /// plan, commit, clear.
     #[command(subcommand)]
     Cluster(ClusterCommand),
+    /// The node's name and the services it runs (`riak admin services`).
+    Services,
+    /// Wait until the node serves SERVICE (`riak admin wait-for-service`):
+    /// prints "SERVICE is not up: REASON" each second until it does, then
+    /// "SERVICE is up". A node listens only once its vnodes are open.
+    WaitForService {
+        /// riak_kv, riak_pipe (MapReduce) or riak_api.
+        #[arg(default_value = "riak_kv")]
+        service: String,
+        /// The node's name (`riak@127.0.0.1`): when given, the node at
+        /// --node must have it.
+        node_name: Option<String>,
+        /// Give up after this many seconds (exit 1); Riak, and the
+        /// default, wait forever.
+        #[arg(long)]
+        timeout: Option<u64>,
+    },
     /// Members, their status, ring share and whether they are up.
     MemberStatus,
     /// Pending ownership transfers and the handoffs running on the node.
@@ -229,6 +247,19 @@ pub fn run(args: AdminArgs) -> anyhow::Result<crate::Outcome> {
     let node = &target;
     let line = match &args.command {
         AdminCommand::BucketType(_) => None,
+        AdminCommand::Services => return crate::wait::services(node),
+        AdminCommand::WaitForService {
+            service,
+            node_name,
+            timeout,
+        } => {
+            return crate::wait::wait_for_service(
+                node,
+                service,
+                node_name.as_deref(),
+                timeout.map(std::time::Duration::from_secs),
+            )
+        }
         AdminCommand::MemberStatus => Some("member-status".to_string()),
         AdminCommand::RingStatus => Some("ring-status".to_string()),
         AdminCommand::Security { args } => {

@@ -17,6 +17,7 @@ mod kv;
 mod kv_common;
 mod kv_features;
 mod start;
+mod wait;
 
 use clap::{Parser, Subcommand};
 use std::io::IsTerminal;

@@ -37,6 +37,10 @@ pub const FOLD_BATCH_BYTES: usize = 4 << 20;
 /// anti-entropy repairs it; the acknowledged copies are kept.
 pub const SHUTDOWN_DRAIN: Duration = Duration::from_secs(5);
 
+/// Each listener's accept queue (connections the kernel completed that the
+/// node has not accepted yet); more wait in the client's SYN retries.
+pub const LISTEN_BACKLOG: u32 = 1024;
+
 /// How often a node looks for vnodes to hand off.
 pub const HANDOFF_INTERVAL: Duration = Duration::from_millis(1000);
 

@@ -43,6 +43,13 @@ pub(crate) async fn handle(
     crate::api::pb::btypes::handle(node.kv(), c, body)?.ok_or_else(|| unknown_code(c))
 }
 
+/// The services a node runs, by Riak's names (`riak admin services`):
+/// `riak_kv` (KV, 2i, listings, data types), `riak_pipe` (MapReduce),
+/// `riak_api` (the PB and HTTP listeners). A node answers on its cluster
+/// port only once it can serve (see [`super::listen`]), so every one of
+/// them is up whenever the node answers.
+pub const SERVICES: [&str; 3] = ["riak_api", "riak_kv", "riak_pipe"];
+
 /// The admin line of `basalt admin` (cluster membership, transfers,
 /// anti-entropy, replication, security): each command to the part that
 /// runs it.
@@ -59,6 +66,11 @@ impl Node {
             ["plan"] => self.gossip.admin(AdminCmd::Plan).await,
             ["commit"] => self.gossip.admin(AdminCmd::Commit).await,
             ["clear"] => self.gossip.admin(AdminCmd::Clear).await,
+            ["services"] => Ok(format!(
+                "node: {}\nservices: {}\n",
+                self.config().node_name,
+                SERVICES.join(" ")
+            )),
             ["member-status"] => Ok(self.gossip.member_status()),
             ["ring-status"] => Ok(self.gossip.ring_status()),
             ["transfer-limit"] => Ok(format!(
@@ -104,7 +116,7 @@ impl Node {
                 r
             }
             _ => Err(format!(
-                "unknown cluster command {line:?}: join ADDR | leave [NODE] | plan | commit | clear | member-status | ring-status | transfer-limit [N] | repl-status | repl-fullsync | repl-sink-add NAME FILTER PEER[,PEER] | repl-sink-remove NAME | repl-sink-suspend NAME | repl-sink-resume NAME | repl-queue-clear NAME | aae-status | aae-round | aae-rebuild [PARTITION] | aae-verify"
+                "unknown cluster command {line:?}: services | join ADDR | leave [NODE] | plan | commit | clear | member-status | ring-status | transfer-limit [N] | repl-status | repl-fullsync | repl-sink-add NAME FILTER PEER[,PEER] | repl-sink-remove NAME | repl-sink-suspend NAME | repl-sink-resume NAME | repl-queue-clear NAME | aae-status | aae-round | aae-rebuild [PARTITION] | aae-verify"
             )),
         };
         r.map_err(RequestError::Invalid)

@@ -16,6 +16,7 @@ pub mod admin;
 pub mod cluster;
 pub mod dispatch;
 pub mod http;
+pub(crate) mod listen;
 pub mod metrics;
 
 use crate::api::pb::{error_frame, Port};
@@ -58,32 +59,16 @@ pub enum ServerError {
     Runtime(std::io::Error),
 }
 
-async fn bind(addr: &str) -> Result<TcpListener, ServerError> {
-    TcpListener::bind(addr)
-        .await
-        .map_err(|source| ServerError::Listen {
-            addr: addr.to_string(),
-            source,
-        })
-}
-
-/// Opens the node, binds `config.pb_listen`, `config.cluster_listen` (and
-/// `config.http_listen` unless empty) and serves until `shutdown`
-/// resolves; then finishes in-flight requests and closes the vnodes.
+/// Opens the node and serves until `shutdown` resolves; then finishes
+/// in-flight requests and closes the vnodes. The ports
+/// (`config.pb_listen`, `config.cluster_listen`, and `config.http_listen` /
+/// `https_listen` unless empty) are bound first, so a port in use fails
+/// at once, and listen only once the node is open ([`listen`]).
 pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), ServerError> {
-    let listener = bind(&config.pb_listen).await?;
-    let http = match config.http_listen.as_str() {
-        "" => None,
-        a => Some(bind(a).await?),
-    };
-    let https = match config.https_listen.as_str() {
-        "" => None,
-        a => Some(bind(a).await?),
-    };
-    let cluster = bind(&config.cluster_listen).await?;
+    let ports = listen::Ports::bind(&config).await?;
     let node = Arc::new(tokio::task::block_in_place(|| Node::open(config))?);
-    let http = HttpListeners { http, https };
-    serve_all(listener, http, Some(cluster), node, shutdown).await
+    let l = ports.listen()?;
+    serve_all(l.pb, l.http, Some(l.cluster), node, shutdown).await
 }
 
 /// Serves PB on `listener` until `shutdown` resolves, then closes `node`
@@ -252,49 +237,20 @@ impl ServerHandle {
             .enable_all()
             .build()
             .map_err(ServerError::Runtime)?;
-        let addr = config.pb_listen.clone();
-        let listener =
-            rt.block_on(TcpListener::bind(&addr))
-                .map_err(|source| ServerError::Listen {
-                    addr: addr.clone(),
-                    source,
-                })?;
-        let local = listener
-            .local_addr()
-            .map_err(|source| ServerError::Listen { addr, source })?;
-        let http = match config.http_listen.as_str() {
-            "" => None,
-            a => Some(rt.block_on(bind(a))?),
-        };
-        let http_addr = match &http {
-            Some(l) => Some(l.local_addr().map_err(|source| ServerError::Listen {
-                addr: config.http_listen.clone(),
-                source,
-            })?),
-            None => None,
-        };
-        let https = match config.https_listen.as_str() {
-            "" => None,
-            a => Some(rt.block_on(bind(a))?),
-        };
-        let https_addr = match &https {
-            Some(l) => Some(l.local_addr().map_err(|source| ServerError::Listen {
-                addr: config.https_listen.clone(),
-                source,
-            })?),
-            None => None,
-        };
-        let cluster = rt.block_on(bind(&config.cluster_listen))?;
-        let cluster_addr = cluster.local_addr().map_err(|source| ServerError::Listen {
-            addr: config.cluster_listen.clone(),
-            source,
-        })?;
+        let ports = rt.block_on(listen::Ports::bind(&config))?;
+        let local = ports.pb.local_addr();
+        let http_addr = ports.http.as_ref().map(|r| r.local_addr());
+        let https_addr = ports.https.as_ref().map(|r| r.local_addr());
+        let cluster_addr = ports.cluster.local_addr();
         let node = Arc::new(Node::open(config)?);
+        let l = {
+            let _rt = rt.enter();
+            ports.listen()?
+        };
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let n2 = node.clone();
         let thread = std::thread::spawn(move || {
-            let http = HttpListeners { http, https };
-            rt.block_on(serve_all(listener, http, Some(cluster), n2, async {
+            rt.block_on(serve_all(l.pb, l.http, Some(l.cluster), n2, async {
                 let _ = rx.await;
             }))
         });
