@@ -136,6 +136,10 @@ pub struct NodeStats {
     /// Listed keys (and keys from 2i inputs or earlier phases) this node
     /// mapped on its own vnodes for map phases (any coordinator).
     pub mapred_local_keys: AtomicU64,
+    /// Client (PB) connections open now (Riak's `pbc_active`; a gauge).
+    pub pbc_active: AtomicUsize,
+    /// Client (PB) connections accepted since the node started.
+    pub pbc_connects: AtomicU64,
 }
 
 /// The handle the request FSMs run on: where requests go ([`Router`]),

@@ -34,6 +34,22 @@ pub(crate) async fn dispatch(
     }
 }
 
+/// Requests dropped as soon as their client goes away
+/// ([`super::serve_frames`] watches the socket while they run): the
+/// streamed listings and queries and MapReduce, which only read. Writes
+/// run to their end whatever the client does, as Riak's put and delete
+/// FSMs do.
+pub(crate) fn cancellable(c: u8) -> bool {
+    matches!(
+        c,
+        code::LIST_KEYS_REQ
+            | code::LIST_BUCKETS_REQ
+            | code::INDEX_REQ
+            | code::CS_BUCKET_REQ
+            | code::MAP_RED_REQ
+    )
+}
+
 /// A request on the client port: Riak's codes only.
 async fn client(
     node: &Arc<Node>,

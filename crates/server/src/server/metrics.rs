@@ -251,7 +251,7 @@ impl Node {
 }
 
 /// Anti-entropy and replication counters: (name, value, help), for
-/// `/stats` and `/metrics` (`repl_queue` and `reaps_pending` are gauges, the rest counters).
+/// `/stats` and `/metrics` (`repl_queue`, `reaps_pending` and `pbc_active` are gauges, the rest counters).
 fn cluster_counters(node: &Node) -> Vec<(&'static str, u64, &'static str)> {
     let s = node.stats();
     let ld = |a: &AtomicU64| a.load(Ordering::Relaxed);
@@ -305,6 +305,16 @@ fn cluster_counters(node: &Node) -> Vec<(&'static str, u64, &'static str)> {
             "reaps_dropped_total",
             ld(&s.reaps_dropped),
             "Reaps given up (put off at every attempt, or over the pending limit): their tombstones stay.",
+        ),
+        (
+            "pbc_active",
+            s.pbc_active.load(Ordering::Relaxed) as u64,
+            "Client (PB) connections open now; one ends once its request in flight has stopped.",
+        ),
+        (
+            "pbc_connects_total",
+            ld(&s.pbc_connects),
+            "Client (PB) connections accepted since the node started.",
         ),
         (
             "reaps_pending",

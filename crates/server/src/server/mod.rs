@@ -29,8 +29,9 @@ use crate::security::tls::ClusterPeer;
 use dispatch::dispatch;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
@@ -327,6 +328,25 @@ enum End {
     Cluster(Vec<u8>),
 }
 
+/// A client connection counted in `pbc_active` (and `pbc_connects`) for
+/// as long as it lives.
+struct ClientConn(Arc<Node>);
+
+impl ClientConn {
+    fn count(node: &Arc<Node>) -> ClientConn {
+        let s = node.stats();
+        s.pbc_connects.fetch_add(1, Ordering::Relaxed);
+        s.pbc_active.fetch_add(1, Ordering::Relaxed);
+        ClientConn(node.clone())
+    }
+}
+
+impl Drop for ClientConn {
+    fn drop(&mut self) {
+        self.0.stats().pbc_active.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 async fn connection(
     mut sock: TcpStream,
     peer: SocketAddr,
@@ -334,6 +354,7 @@ async fn connection(
     node: Arc<Node>,
     mut stop: watch::Receiver<bool>,
 ) {
+    let _counted = (port == Port::Client).then(|| ClientConn::count(&node));
     let max = node.config().limits.max_frame_bytes;
     let mut conn = Conn {
         peer,
@@ -555,11 +576,19 @@ where
 {
     let max = node.config().limits.max_frame_bytes;
     let peer = conn.peer;
+    // Bytes of the next request that arrived while a request ran (read by
+    // the watch for a client gone away, below).
+    let mut early: Vec<u8> = Vec::new();
     loop {
-        let next = tokio::select! {
-            f = pb::read_frame(&mut *sock, max) => f,
-            _ = stop.changed() => return End::Closed,
+        let (next, rest) = {
+            let mut r = (&early[..]).chain(&mut *sock);
+            let next = tokio::select! {
+                f = pb::read_frame(&mut r, max) => f,
+                _ = stop.changed() => return End::Closed,
+            };
+            (next, r.into_inner().0.to_vec())
         };
+        early = rest;
         let (c, body) = match next {
             Ok(Some(f)) => f,
             Ok(None) => return End::Closed,
@@ -577,6 +606,10 @@ where
             Err(FrameError::Io(_)) => return End::Closed,
         };
         if c == crate::cluster::transport::CLUSTER_REQ && conn.port == Port::Cluster {
+            if !early.is_empty() {
+                tracing::warn!(%peer, "bytes sent ahead of the cluster handshake; closed");
+                return End::Closed;
+            }
             return End::Cluster(body);
         }
         if conn.port == Port::Cluster {
@@ -594,6 +627,10 @@ where
                     return End::Closed;
                 }
                 if upgrade {
+                    if !early.is_empty() {
+                        tracing::warn!(%peer, "bytes sent ahead of the TLS handshake; closed");
+                        return End::Closed;
+                    }
                     return End::StartTls;
                 }
                 continue;
@@ -617,18 +654,43 @@ where
             }
             drop(tx);
         };
-        let sock_w = &mut *sock;
+        let (mut sock_r, mut sock_w) = tokio::io::split(&mut *sock);
         let write = async move {
             let mut rx = rx;
             while let Some(f) = rx.recv().await {
-                if send(sock_w, &f).await.is_err() {
+                if send(&mut sock_w, &f).await.is_err() {
                     // Dropping `rx` makes the handler's next send fail.
                     return false;
                 }
             }
             true
         };
-        let ((), ok) = tokio::join!(work, write);
+        // A stream or a MapReduce job whose client has gone away (EOF or a
+        // reset while it runs) is dropped there and then, as Riak's
+        // connection process stops on `tcp_closed`, instead of running to
+        // its end or its timeout. Bytes the client sends meanwhile (its
+        // next request, early) are kept for the next read.
+        let watch = async {
+            if port != Port::Client || !dispatch::cancellable(c) || !early.is_empty() {
+                return std::future::pending::<()>().await;
+            }
+            let mut buf = [0u8; 4096];
+            match sock_r.read(&mut buf).await {
+                Ok(0) | Err(_) => {}
+                Ok(n) => {
+                    early.extend_from_slice(&buf[..n]);
+                    std::future::pending::<()>().await
+                }
+            }
+        };
+        let ok = tokio::select! {
+            biased;
+            ((), ok) = async { tokio::join!(work, write) } => ok,
+            () = watch => {
+                tracing::debug!(%peer, code = c, "client went away; request dropped");
+                false
+            }
+        };
         if !ok || *stop.borrow() {
             return End::Closed;
         }

@@ -227,6 +227,38 @@ struct Job {
     call: JsCall,
     deadline: Instant,
     reply: oneshot::Sender<Result<String, JsError>>,
+    slot: Arc<Mutex<Slot>>,
+}
+
+/// Where a call is, shared by its caller and the VM thread: a caller whose
+/// future is dropped (its client went away, its job failed elsewhere)
+/// stops the script at once through the VM's deadline, instead of leaving
+/// the VM busy until the call's own deadline.
+enum Slot {
+    /// Queued.
+    Waiting,
+    /// On a VM: that VM's deadline.
+    Running(Arc<AtomicU64>),
+    /// Answered.
+    Done,
+    /// The caller went away: a VM that takes the call skips it.
+    Abandoned,
+}
+
+/// Abandons the call when the caller's future is dropped before its answer.
+struct AbandonOnDrop(Arc<Mutex<Slot>>);
+
+impl Drop for AbandonOnDrop {
+    fn drop(&mut self) {
+        let mut slot = self.0.lock();
+        match &*slot {
+            Slot::Done => return,
+            // The handler stops the script at its next check.
+            Slot::Running(deadline) => deadline.store(0, Ordering::Relaxed),
+            Slot::Waiting | Slot::Abandoned => {}
+        }
+        *slot = Slot::Abandoned;
+    }
 }
 
 /// A pool of VMs on their own threads (see the module docs).
@@ -269,10 +301,13 @@ impl JsPool {
     pub async fn call(&self, call: JsCall, deadline: Instant) -> Result<String, JsError> {
         let (reply, answer) = oneshot::channel();
         let left = deadline.saturating_duration_since(Instant::now());
+        let slot = Arc::new(Mutex::new(Slot::Waiting));
+        let _abandon = AbandonOnDrop(slot.clone());
         let job = Job {
             call,
             deadline,
             reply,
+            slot,
         };
         match tokio::time::timeout(left, self.tx.send(job)).await {
             Err(_) => return Err(JsError::Timeout),
@@ -320,7 +355,19 @@ fn worker(rx: &Mutex<mpsc::Receiver<Job>>, s: &JsSettings) {
                 }
             },
         };
+        {
+            let mut slot = job.slot.lock();
+            if matches!(*slot, Slot::Abandoned) {
+                vm = Some(v);
+                continue;
+            }
+            v.arm(job.deadline);
+            *slot = Slot::Running(v.deadline.clone());
+        }
         let res = v.run(&job.call, job.deadline, s);
+        // Under the lock: a caller that leaves from now on finds `Done`
+        // and no longer touches this VM's deadline (the next call's).
+        *job.slot.lock() = Slot::Done;
         // A VM that hit a limit may hold half-built state: rebuild it.
         let broken = match &res {
             Err(JsError::Timeout | JsError::Memory { .. } | JsError::Unavailable(_)) => true,
@@ -380,10 +427,15 @@ impl Vm {
         Ok(vm)
     }
 
-    fn run(&self, call: &JsCall, deadline: Instant, s: &JsSettings) -> Result<String, JsError> {
+    /// Sets the deadline of the next [`Vm::run`] (the interrupt handler's).
+    fn arm(&self, deadline: Instant) {
         let at = deadline.saturating_duration_since(self.base).as_millis();
         self.deadline
             .store(at.try_into().unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+
+    /// Runs `call` until the deadline [`Vm::arm`] set (or a stop).
+    fn run(&self, call: &JsCall, deadline: Instant, s: &JsSettings) -> Result<String, JsError> {
         let res = self.ctx.with(|ctx| {
             let entry: Object = ctx.globals().get("__basalt").map_err(|e| script(&ctx, e))?;
             let (method, fun, a, b) = match call {
