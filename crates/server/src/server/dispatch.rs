@@ -6,7 +6,8 @@
 //! error and the connection stays open.
 
 use crate::api::pb::{
-    btypes, bucket, coverage, csbucket, decode, index, object, unknown_code, FrameTx, Port,
+    btypes, bucket, coverage, csbucket, decode, index, membership, object, unknown_code, FrameTx,
+    Port,
 };
 use crate::datatypes::{counter_pb as counter, pb as crdt};
 use crate::error::RequestError;
@@ -89,6 +90,7 @@ async fn client(
         code::MAP_RED_REQ => mapred::mapred(node.mapred(), body, out).await,
         code::INDEX_REQ => index::query(node.kv(), body, out).await,
         code::COVERAGE_REQ => coverage::plan(node.kv(), body).await,
+        code::MEMBERSHIP_REQ => membership::members(node.kv(), body),
         code::CS_BUCKET_REQ => csbucket::fold(node.kv(), body, out).await,
         code::COUNTER_UPDATE_REQ => counter::update(node.kv(), body).await,
         code::COUNTER_GET_REQ => counter::get(node.kv(), body).await,

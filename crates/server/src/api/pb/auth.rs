@@ -25,7 +25,8 @@ pub fn rule(c: u8) -> Option<Rule> {
         | code::SET_CLIENT_ID_REQ
         | code::GET_SERVER_INFO_REQ
         | code::AUTH_REQ
-        | code::START_TLS => Open,
+        | code::START_TLS
+        | code::MEMBERSHIP_REQ => Open,
         code::GET_REQ | code::COUNTER_GET_REQ | code::DT_FETCH_REQ => Bucket("riak_kv.get"),
         code::COUNTER_UPDATE_REQ | code::DT_UPDATE_REQ => Bucket("riak_kv.put"),
         code::PUT_REQ => Bucket("riak_kv.put"),

@@ -42,7 +42,8 @@ pub(crate) async fn plan(kv: &Arc<Kv>, body: &[u8]) -> Result<Vec<Vec<u8>>, Requ
 
 /// `host:port` (or `[v6]:port`) → (host, port); an address without a port
 /// gives port 0, as Riak's answer for a node whose PB endpoint is unknown.
-fn split_addr(a: &str) -> (String, u32) {
+/// `host:port` (or `[v6]:port`) → (host, port); port 0 when there is none.
+pub(crate) fn split_addr(a: &str) -> (String, u32) {
     match a.rsplit_once(':') {
         Some((h, p)) => match p.parse::<u32>() {
             Ok(port) => (

@@ -41,6 +41,7 @@ pub mod bucket;
 pub mod coverage;
 pub mod csbucket;
 pub mod index;
+pub mod membership;
 pub mod object;
 
 use crate::error::RequestError;
