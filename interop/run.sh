@@ -36,7 +36,8 @@
 # (git-ignored) is made or refreshed when requirements.txt is newer than
 # it (pip's downloads cached in target/pip-cache, or PIP_CACHE_DIR; needs
 # PyPI the first time). Its own node is started with HTTP on (PB port + 2)
-# and the bucket types `py_typed`, `py_mult` (allow_mult) and the data
+# and the bucket types `py_typed`, `py_mult` (allow_mult), `no_siblings`
+# (allow_mult false) and the data
 # types `counters`, `sets`, `maps`, `hlls`, then every interop/python/test_*.py runs
 # under `python -m unittest discover` with BASALT_PB_ADDR and
 # BASALT_HTTP_ADDR (host:port) set; then SIGTERM, exit 0 expected.
@@ -55,7 +56,8 @@
 # program in cluster mode with the same BASALT_CLUSTER_ADDRS (one client
 # per node: read-your-write across nodes, counters and sets updated through
 # every node, a coverage plan read entry by entry from the entries' own
-# nodes), then SIGTERM to the three nodes, each of which
+# nodes, alternative coverage plans as the client's own ITestCoveragePlan /
+# ITestFullBucketRead ask for them), then SIGTERM to the three nodes, each of which
 # must exit 0 within 20 s. The extra args are not passed to this `go test`.
 # It prints how long the stage took: ~12 s with a debug build (the Java
 # checks take ~5 s of it; ~4 s once without them) when the nodes
@@ -357,6 +359,8 @@ python_stage() {
   }
   pytype py_typed '{"props":{"allow_mult":false}}' || py_status=1
   pytype py_mult '{"props":{"allow_mult":true}}' || py_status=1
+  # As the client's own test_btypes.py names it (test_bucket_types.py).
+  pytype no_siblings '{"props":{"allow_mult":false}}' || py_status=1
   for dt in counter set map hll; do
     pytype "${dt}s" "{\"props\":{\"datatype\":\"$dt\"}}" || py_status=1
   done

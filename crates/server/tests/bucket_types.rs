@@ -524,6 +524,54 @@ fn type_n_val_update_is_allowed_like_riak() {
     assert_eq!(type_props(&mut c).n_val, Some(3));
 }
 
+/// The Python client's `test_btype_set_props` over PB: a type's props as
+/// `RpbGetBucketTypeReq` answers them, changed, then sent back unchanged
+/// by `RpbSetBucketTypeReq` (the whole message, `chash_keyfun` and
+/// `linkfun` included) restore the type. A type created but not active
+/// refuses an update as Riak's claimant does (`not_active`).
+#[test]
+fn type_props_sent_back_unchanged_restore_the_type() {
+    let (h, _d) = start();
+    let mut c = Client::connect(&h);
+    let mut a = Client::admin(&h);
+    a.create("no_siblings", r#"{"props":{"allow_mult":false}}"#);
+    a.activate("no_siblings");
+    let get = |c: &mut Client| {
+        let body = c.call(
+            bt::GET_BUCKET_TYPE_REQ,
+            &RpbGetBucketTypeReq {
+                r#type: b"no_siblings".to_vec(),
+            },
+            code::GET_BUCKET_RESP,
+        );
+        pb::RpbGetBucketResp::decode(body.as_slice())
+            .expect("type props")
+            .props
+    };
+    let set = |c: &mut Client, t: &str, props: pb::RpbBucketProps| {
+        c.try_call(
+            bt::SET_BUCKET_TYPE_REQ,
+            &RpbSetBucketTypeReq {
+                r#type: t.as_bytes().to_vec(),
+                props,
+            },
+        )
+    };
+    let old = get(&mut c);
+    assert_eq!(old.allow_mult, Some(false));
+    let one = pb::RpbBucketProps {
+        allow_mult: Some(true),
+        ..Default::default()
+    };
+    assert!(set(&mut c, "no_siblings", one.clone()).is_ok());
+    assert_eq!(get(&mut c).allow_mult, Some(true));
+    assert!(set(&mut c, "no_siblings", old.clone()).is_ok());
+    assert_eq!(get(&mut c), old);
+    a.create("idle", r#"{"props":{}}"#);
+    let e = set(&mut c, "idle", one).expect_err("not active");
+    assert!(e.contains("not_active"), "{e}");
+}
+
 #[test]
 fn types_survive_a_restart() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -502,6 +502,125 @@ fn bucket_and_type_props() {
     assert_eq!(get(&h, "/types/nope/buckets/x/props").status, 400);
 }
 
+/// `PUT /types/T/props` as the Python client's `set_bucket_type_props`
+/// sends it (riak 2.7.0's `test_btype_set_props`): one prop, then every
+/// prop a GET returned (`name`, `active`, `chash_keyfun`, …) sent back
+/// unchanged; 204 with no body each time (the client wants exactly 204).
+/// What Riak refuses is refused: another `active`, a `claimant`, a
+/// data-type type's `datatype` changed, a type not yet active.
+#[test]
+fn type_props_round_trip_as_a_client_sends_them() {
+    let (h, _d) = start();
+    let json_ct = [("Content-Type", "application/json")];
+    let types = h.node().types();
+    let nomult = RpbBucketProps {
+        allow_mult: Some(false),
+        ..Default::default()
+    };
+    types.create(b"ns", &nomult).expect("create");
+    types.activate(b"ns").expect("activate");
+    let old = json_body(&get(&h, "/types/ns/props"))["props"].clone();
+    assert_eq!(
+        (&old["allow_mult"], &old["active"], &old["name"]),
+        (&false.into(), &true.into(), &"ns".into())
+    );
+    let r = req(
+        &h,
+        "PUT",
+        "/types/ns/props",
+        &json_ct,
+        br#"{"props":{"allow_mult":true}}"#,
+    );
+    assert_eq!((r.status, r.body.len()), (204, 0), "{}", r.text());
+    assert_eq!(
+        json_body(&get(&h, "/types/ns/props"))["props"]["allow_mult"],
+        true
+    );
+    // Every prop GET gave, back unchanged: the type is as it was.
+    let back = serde_json::json!({ "props": old }).to_string();
+    let r = req(&h, "PUT", "/types/ns/props", &json_ct, back.as_bytes());
+    assert_eq!((r.status, r.body.len()), (204, 0), "{}", r.text());
+    assert_eq!(json_body(&get(&h, "/types/ns/props"))["props"], old);
+    // A typed bucket's props sent back unchanged too.
+    let bp = json_body(&get(&h, "/types/ns/buckets/b/props"))["props"].clone();
+    let back = serde_json::json!({ "props": bp }).to_string();
+    let r = req(
+        &h,
+        "PUT",
+        "/types/ns/buckets/b/props",
+        &json_ct,
+        back.as_bytes(),
+    );
+    assert_eq!(r.status, 204, "{}", r.text());
+
+    // Refused, as Riak refuses them, and nothing changes.
+    for (body, want) in [
+        (
+            r#"{"props":{"active":false,"allow_mult":true}}"#,
+            "Cannot modify active property",
+        ),
+        (
+            r#"{"props":{"claimant":"riak@127.0.0.1"}}"#,
+            "Cannot update claimant property",
+        ),
+        (r#"{"props":{"colour":"red"}}"#, "colour"),
+        (r#"{"allow_mult":true}"#, "props"),
+    ] {
+        let r = req(&h, "PUT", "/types/ns/props", &json_ct, body.as_bytes());
+        assert_eq!(r.status, 400, "{body}");
+        assert!(r.text().contains(want), "{body}: {}", r.text());
+    }
+    assert_eq!(json_body(&get(&h, "/types/ns/props"))["props"], old);
+    let r = req(
+        &h,
+        "PUT",
+        "/types/ns/props",
+        &[("Content-Type", "text/plain")],
+        br#"{"props":{}}"#,
+    );
+    assert_eq!(r.status, 415);
+    // A data-type type keeps its datatype (the client's
+    // test_btype_set_props_immutable); the same datatype is no change.
+    let maps = RpbBucketProps {
+        datatype: Some(b"map".to_vec()),
+        ..Default::default()
+    };
+    types.create(b"mp", &maps).expect("create");
+    types.activate(b"mp").expect("activate");
+    let r = req(
+        &h,
+        "PUT",
+        "/types/mp/props",
+        &json_ct,
+        br#"{"props":{"datatype":"counter"}}"#,
+    );
+    assert_eq!(r.status, 400);
+    assert!(r.text().contains("datatype"), "{}", r.text());
+    let mp = json_body(&get(&h, "/types/mp/props"))["props"].clone();
+    let back = serde_json::json!({ "props": mp }).to_string();
+    let r = req(&h, "PUT", "/types/mp/props", &json_ct, back.as_bytes());
+    assert_eq!(r.status, 204, "{}", r.text());
+    // Created, not active: Riak's not_active; unknown: 404.
+    types.create(b"idle", &nomult).expect("create");
+    let r = req(
+        &h,
+        "PUT",
+        "/types/idle/props",
+        &json_ct,
+        br#"{"props":{"n_val":2}}"#,
+    );
+    assert_eq!(r.status, 400);
+    assert!(r.text().contains("not_active"), "{}", r.text());
+    let r = req(
+        &h,
+        "PUT",
+        "/types/nope/props",
+        &json_ct,
+        br#"{"props":{"n_val":2}}"#,
+    );
+    assert_eq!(r.status, 404);
+}
+
 #[test]
 fn key_and_bucket_listing() {
     let (h, _d) = start();

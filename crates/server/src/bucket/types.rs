@@ -241,7 +241,9 @@ impl BucketTypes {
         Ok(())
     }
 
-    /// Updates an existing type's props (`n_val` included, as in Riak).
+    /// Updates an active type's props (`n_val` included, as in Riak). As
+    /// `riak_core_claimant` (`not_active`), a type not yet activated is
+    /// refused: its props change by creating it again.
     pub fn update(&self, name: &[u8], p: &RpbBucketProps) -> Result<(), RequestError> {
         let name = type_name(name)?;
         let mut map = self.types.lock();
@@ -254,6 +256,11 @@ impl BucketTypes {
             },
             _ => return Err(bad(format!("No bucket-type named '{name}'"))),
         };
+        if cur.status != TypeStatus::Active {
+            return Err(bad(format!(
+                "Bucket-type '{name}' is not active (not_active): create it again to change its props"
+            )));
+        }
         // n_val may change, as in Riak (riak_kv_bucket:validate/4 refuses it
         // only for strongly consistent types, which Basalt does not have).
         let mut props = cur.props.clone();
@@ -466,7 +473,11 @@ mod tests {
         assert!(reg.create(b"t", &p).is_ok());
         let e = reg.resolve(Some(b"t")).err().map(|e| e.to_string());
         assert_eq!(e.as_deref(), Some("Bucket-type 't' is not active"));
+        // Not active yet: no update (Riak's not_active), a new create instead.
+        let e = reg.update(b"t", &p).err().map(|e| e.to_string());
+        assert!(e.is_some_and(|e| e.contains("not_active")));
         assert!(reg.activate(b"t").is_ok());
+        assert!(reg.update(b"t", &p).is_ok());
         assert_eq!(reg.resolve(Some(b"t")).ok(), Some(Some(b"t".to_vec())));
         assert!(reg.create(b"t", &p).is_err());
         let again = BucketTypes::open(Some(path)).unwrap_or_else(|e| panic!("{e}"));

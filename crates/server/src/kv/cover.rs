@@ -20,13 +20,31 @@
 //!            node_len:u16be node  count:u16be first:u32be{count}
 //! ```
 //!
-//! Limits and differences from Riak: `min_partitions` splits the plan into
-//! at most one entry per partition (Riak goes on to sub-partitions of a
-//! hash range); a context made for another ring size is refused ("ask for
-//! a new plan"); the vnode is the partition's current owner (after a
-//! transfer the context still works); if it is down the query answers
-//! `primary_partition_unavailable` and `replace_cover` gives an entry on
-//! another replica.
+//! `min_partitions` (any value, 0 included) asks, as in Riak, for the
+//! parallel plan (`riak_core_coverage_plan:create_subpartition_plan`): one
+//! entry per first primary, so ring-size entries. Without it the plan is
+//! the traditional one (one entry per covering vnode).
+//!
+//! `replace_cover` (`riak_client:replace_cover`, Riak TS 1.x and KV 2.x's
+//! coverage API): the entry's first primaries from other primaries of
+//! their preference lists, on nodes that are up and are neither the
+//! replaced entry's node nor one of the `unavailable_cover` entries'
+//! nodes. A one-first entry (a parallel plan's) is replaced by one entry
+//! (`replace_subpartition_chunk`), a traditional one by one entry per
+//! vnode chosen (`replace_traditional_chunk`); when some first primary has
+//! no such primary left the answer is Riak's `primary_partition_unavailable`.
+//! Riak excludes whole nodes, not vnodes, so on a one-node cluster every
+//! replacement is `primary_partition_unavailable`, in Riak as here (the
+//! Java client's coverage-plan tests say they "need cluster to run").
+//!
+//! Limits and differences from Riak: `min_partitions` above the ring size
+//! still gives ring-size entries (Riak goes on to sub-partitions of a
+//! partition's hash range); a context made for another ring size is
+//! refused ("ask for a new plan"); the vnode is the partition's current
+//! owner (after a transfer the context still works); if it is down the
+//! query answers `primary_partition_unavailable`. Riak rotates each
+//! preference list by the request id before taking a replacement; Basalt
+//! takes the first eligible one in ring order.
 
 use super::Kv;
 use crate::bucket::keying::split_storage_bucket;
@@ -157,8 +175,8 @@ fn holders(firsts: &[u32], n: u32, size: u32) -> Vec<u32> {
 
 impl Kv {
     /// A coverage plan for `bucket` (a storage bucket) as client entries:
-    /// one per covering vnode, or per first primary when `min_partitions`
-    /// asks for more entries (at most one per partition).
+    /// one per covering vnode, or one per first primary when
+    /// `min_partitions` is given (Riak's parallel plan, whatever its value).
     pub fn coverage_entries(
         &self,
         bucket: &[u8],
@@ -169,7 +187,7 @@ impl Kv {
             .router
             .coverage_plan(n_val)
             .ok_or_else(|| RequestError::Invalid("insufficient_vnodes_available".into()))?;
-        let split = min_partitions.is_some_and(|m| m as usize > plan.len());
+        let split = min_partitions.is_some();
         let mut out = Vec::new();
         for (t, firsts) in plan {
             let groups: Vec<Vec<u32>> = if split {
@@ -185,10 +203,11 @@ impl Kv {
     }
 
     /// A replacement for the entry `failed` (its vnode unreachable for the
-    /// client): the same first primaries from another replica, avoiding
-    /// the nodes of `failed` and `unavailable`. Several entries when no one
-    /// replica holds them all; `primary_partition_unavailable` when some
-    /// first primary has no replica on an up node left.
+    /// client): the same first primaries from other primaries, on up nodes
+    /// other than those of `failed` and `unavailable` (module docs). One
+    /// entry when one vnode holds them all, else one per vnode chosen;
+    /// `primary_partition_unavailable` when some first primary has no
+    /// primary on such a node.
     pub fn replace_cover(
         &self,
         failed: &[u8],
@@ -215,14 +234,21 @@ impl Kv {
         if let Some(t) = pick(&ctx.firsts) {
             return Ok(vec![self.entry_for(&t, ctx.n_val, ctx.firsts.clone())]);
         }
-        ctx.firsts
-            .iter()
-            .map(|f| {
-                pick(&[*f])
-                    .map(|t| self.entry_for(&t, ctx.n_val, vec![*f]))
-                    .ok_or_else(|| RequestError::Invalid("primary_partition_unavailable".into()))
-            })
-            .collect()
+        // Each first primary on its own, then one entry per vnode chosen
+        // (as Riak consolidates the filters of a replaced traditional chunk).
+        let mut chosen: Vec<(Target, Vec<u32>)> = Vec::new();
+        for f in &ctx.firsts {
+            let t = pick(&[*f])
+                .ok_or_else(|| RequestError::Invalid("primary_partition_unavailable".into()))?;
+            match chosen.iter_mut().find(|(c, _)| c.partition == t.partition) {
+                Some((_, firsts)) => firsts.push(*f),
+                None => chosen.push((t, vec![*f])),
+            }
+        }
+        Ok(chosen
+            .into_iter()
+            .map(|(t, firsts)| self.entry_for(&t, ctx.n_val, firsts))
+            .collect())
     }
 
     fn entry_for(&self, t: &Target, n_val: u32, firsts: Vec<u32>) -> CoverEntry {

@@ -65,8 +65,12 @@ pub fn props_json(p: &BucketProps) -> serde_json::Map<String, Value> {
     m
 }
 
-/// Reads a `{"props":{...}}` body (JSON only; `name` / `bucket_type`, which
-/// GET returns, are ignored) into PB props.
+/// Reads a `{"props":{...}}` body (JSON only) into PB props. What a GET
+/// returns may be sent back unchanged: `name` / `bucket_type` are ignored,
+/// and so is `"active": true`; as Riak (`riak_core_bucket_props`
+/// validating an update), another `active` is refused ("Cannot modify
+/// active property") and so is any `claimant` ("Cannot update claimant
+/// property"), which Riak's GET of a type returns and Basalt's does not.
 async fn read_props(req: Request) -> Result<crate::pb::RpbBucketProps, Response> {
     let is_json = req
         .headers()
@@ -85,6 +89,13 @@ async fn read_props(req: Request) -> Result<crate::pb::RpbBucketProps, Response>
     if let Some(p) = v.get_mut("props").and_then(Value::as_object_mut) {
         p.remove("name");
         p.remove("bucket_type");
+        match p.remove("active") {
+            None | Some(Value::Bool(true)) => {}
+            Some(_) => return Err(bad("active: Cannot modify active property")),
+        }
+        if p.contains_key("claimant") {
+            return Err(bad("claimant: Cannot update claimant property"));
+        }
     }
     props_from_json(&v.to_string()).map_err(bad)
 }

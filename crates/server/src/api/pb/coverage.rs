@@ -2,10 +2,13 @@
 //! extraction): clients ask for a plan, then send one 2i query per entry
 //! (its `cover_context`), each to the entry's node.
 //!
-//! Codes: `RpbCoverageReq` 70 → `RpbCoverageResp` 71. With
-//! `replace_cover` (an entry whose node failed the client) and
+//! Codes: `RpbCoverageReq` 70 → `RpbCoverageResp` 71. `min_partitions`
+//! (any value) asks for the parallel plan, one entry per first primary.
+//! With `replace_cover` (an entry whose node failed the client) and
 //! `unavailable_cover` (others that failed), the answer replaces that one
-//! entry. Plans and contexts: [`crate::kv::cover`].
+//! entry from other nodes, or is Riak's `primary_partition_unavailable`
+//! (always so on a one-node cluster, as in Riak). Plans, replacements and
+//! contexts: [`crate::kv::cover`].
 
 use super::decode;
 use crate::error::RequestError;

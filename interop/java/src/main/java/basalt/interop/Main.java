@@ -11,7 +11,8 @@
 // max_results paging and continuation, _bin equality); list keys; data
 // types: counter, set (add, remove with context), map (counter, register,
 // set, flag, nested map), hll; a coverage plan and a full bucket read of
-// each of its entries with return_body (Riak 2.x parallel extraction).
+// each of its entries with return_body (Riak 2.x parallel extraction); the
+// one-node part of the client's own coverage tests (Coverage.singleNode).
 //
 // Cluster mode (BASALT_CLUSTER_ADDRS=h:p,h:p,h:p instead; interop/run.sh's
 // cluster stage, with the types `cluster_mult`, `counters` and `sets`
@@ -19,7 +20,8 @@
 // through the others, sibling-free concurrent counter increments and set
 // adds through every node converging, and a coverage plan whose entries
 // name member nodes (more than one), each entry read from its own node
-// (FullBucketRead) giving every key exactly once.
+// (FullBucketRead) giving every key exactly once; alternative coverage
+// plans as the client's own tests ask for them (Coverage.cluster).
 package basalt.interop;
 
 import com.basho.riak.client.api.RiakClient;
@@ -163,6 +165,11 @@ public final class Main {
     }
 
     static void clusterChecks(List<RiakClient> clients) {
+        Map<String, RiakClient> byHost = new HashMap<>();
+        String[] addrs = System.getenv("BASALT_CLUSTER_ADDRS").split(",");
+        for (int i = 0; i < addrs.length; i++) {
+            byHost.put(addrs[i], clients.get(i));
+        }
         check("cluster: written through one node, read through each", () -> {
             Location l = new Location(new Namespace("cluster_mult", "x" + RUN), "k");
             RiakObject o = new RiakObject().setContentType("text/plain").setValue(BinaryValue.create("v1"));
@@ -209,11 +216,6 @@ public final class Main {
                 clients.get(i % clients.size())
                         .execute(new StoreValue.Builder(o).withLocation(new Location(ns, "k" + i)).build());
             }
-            Map<String, RiakClient> byHost = new HashMap<>();
-            String[] addrs = System.getenv("BASALT_CLUSTER_ADDRS").split(",");
-            for (int i = 0; i < addrs.length; i++) {
-                byHost.put(addrs[i], clients.get(i));
-            }
             // The plan's vnodes lie on more than one node, each named by its
             // PB address (which of the three depends on the claim).
             CoveragePlan.Response plan = clients.get(0).execute(CoveragePlan.Builder.create(ns).build());
@@ -227,6 +229,7 @@ public final class Main {
                 expect(("v" + i).equals(seen.get("k" + i)), "k" + i + " = " + seen.get("k" + i));
             }
         });
+        Coverage.cluster(clients, byHost, RUN);
     }
 
     static void checks() {
@@ -361,5 +364,6 @@ public final class Main {
             long est = client.execute(new FetchHll.Builder(l).build()).getCardinality();
             expect(est >= 48 && est <= 52, "estimate " + est);
         });
+        Coverage.singleNode(client, RUN);
     }
 }

@@ -1,0 +1,246 @@
+//! Alternative coverage plans (`RpbCoverageReq.replace_cover` +
+//! `unavailable_cover`) on a cluster of three in-process nodes (memory
+//! backend, ring 16, n_val 3), as the Java client's own coverage tests
+//! (`ITestCoveragePlan`, `ITestFullBucketRead`, which "need cluster to
+//! run") ask for them: a replacement entry names another node, and a 2i
+//! `$bucket` query on it, sent to that node, returns exactly the keys of
+//! the entry it replaces; replacing again with every failed entry listed
+//! moves on to the remaining replicas' nodes and then answers
+//! `primary_partition_unavailable`. A traditional entry (no
+//! `min_partitions`) is replaced by entries whose keys together are the
+//! replaced entry's keys, each once.
+
+mod common;
+
+use basalt_server::pb::{self, code};
+use basalt_server::{Config, ServerHandle};
+use common::{runtime, Client};
+use prost::Message;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+const KEYS: usize = 120;
+const BUCKET: &[u8] = b"alt";
+
+fn start(name: &str) -> (ServerHandle, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = Config {
+        node_name: format!("{name}@127.0.0.1"),
+        data_dir: dir.path().to_path_buf(),
+        pb_listen: "127.0.0.1:0".into(),
+        cluster_listen: "127.0.0.1:0".into(),
+        http_listen: String::new(),
+        ring_size: 16,
+        backend: "memory".into(),
+        aae_interval_secs: 0,
+        ..Config::default()
+    };
+    (ServerHandle::spawn(c).expect("spawn"), dir)
+}
+
+fn admin(rt: &tokio::runtime::Runtime, h: &ServerHandle, line: &str) -> String {
+    rt.block_on(h.node().admin_request(line.as_bytes()))
+        .unwrap_or_else(|e| panic!("{line}: {e}"))
+}
+
+/// Waits (≤ 60 s) until every node reports no pending transfer and sees
+/// three members.
+fn settle(rt: &tokio::runtime::Runtime, nodes: &[&ServerHandle]) {
+    let t = Instant::now();
+    loop {
+        let done = nodes.iter().all(|h| {
+            admin(rt, h, "ring-status").contains("pending ownership transfers: 0")
+                && admin(rt, h, "member-status").matches("valid").count() >= 3
+        });
+        if done {
+            return;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "cluster did not settle"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The three nodes' clients by PB address (`ip:port`, as entries name it).
+struct Nodes(BTreeMap<String, Client>);
+
+impl Nodes {
+    fn of(e: &pb::RpbCoverageEntry) -> String {
+        format!("{}:{}", String::from_utf8_lossy(&e.ip), e.port)
+    }
+
+    fn client(&mut self, e: &pb::RpbCoverageEntry) -> &mut Client {
+        let at = Nodes::of(e);
+        self.0
+            .get_mut(&at)
+            .unwrap_or_else(|| panic!("entry names {at}, not a member's PB address"))
+    }
+
+    /// `RpbCoverageReq` through any node: the entries or the error text.
+    fn plan(
+        &mut self,
+        min_partitions: Option<u32>,
+        replace: Option<&pb::RpbCoverageEntry>,
+        unavailable: &[&pb::RpbCoverageEntry],
+    ) -> Result<Vec<pb::RpbCoverageEntry>, String> {
+        let req = pb::RpbCoverageReq {
+            bucket: BUCKET.to_vec(),
+            min_partitions,
+            replace_cover: replace.map(|e| e.cover_context.clone()),
+            unavailable_cover: unavailable
+                .iter()
+                .map(|e| e.cover_context.clone())
+                .collect(),
+            ..Default::default()
+        };
+        let c = self.0.values_mut().next().expect("a node");
+        let (rc, body) = c.try_call(code::COVERAGE_REQ, &req)?;
+        assert_eq!(rc, code::COVERAGE_RESP);
+        Ok(pb::RpbCoverageResp::decode(body.as_slice())
+            .expect("coverage resp")
+            .entries)
+    }
+
+    /// The keys of one entry: a `$bucket` 2i query with its context, sent
+    /// to the entry's own node.
+    fn keys(&mut self, e: &pb::RpbCoverageEntry) -> Vec<Vec<u8>> {
+        let q = pb::RpbIndexReq {
+            bucket: BUCKET.to_vec(),
+            index: b"$bucket".to_vec(),
+            qtype: pb::INDEX_EQ,
+            key: Some(BUCKET.to_vec()),
+            cover_context: Some(e.cover_context.clone()),
+            ..Default::default()
+        };
+        let b = self.client(e).call(code::INDEX_REQ, &q, code::INDEX_RESP);
+        let mut keys = pb::RpbIndexResp::decode(b.as_slice())
+            .expect("index resp")
+            .keys;
+        keys.sort();
+        keys
+    }
+}
+
+#[test]
+fn alternative_entries_cover_the_same_keys_on_other_nodes() {
+    let rt = runtime();
+    let (n1, _d1) = start("n1");
+    let (n2, _d2) = start("n2");
+    let (n3, _d3) = start("n3");
+    let target = n1.cluster_addr().to_string();
+    admin(&rt, &n2, &format!("join {target}"));
+    admin(&rt, &n3, &format!("join {target}"));
+    admin(&rt, &n1, "commit");
+    settle(&rt, &[&n1, &n2, &n3]);
+
+    let mut w = Client::connect(&n1);
+    for i in 0..KEYS {
+        let req = pb::RpbPutReq {
+            bucket: BUCKET.to_vec(),
+            key: Some(format!("k{i:03}").into_bytes()),
+            // Every replica holds every key before the coverage queries.
+            w: Some(3),
+            dw: Some(3),
+            content: pb::RpbContent {
+                value: format!("v{i}").into_bytes(),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        w.call(code::PUT_REQ, &req, code::PUT_RESP);
+    }
+    let mut nodes = Nodes(
+        [&n1, &n2, &n3]
+            .iter()
+            .map(|h| (h.addr().to_string(), Client::connect(h)))
+            .collect(),
+    );
+
+    // The parallel plan (min_partitions, as the Java tests ask: 5): one
+    // entry per partition's keyspace; together every key once.
+    let plan = nodes.plan(Some(5), None, &[]).expect("plan");
+    assert_eq!(plan.len(), 16, "one entry per first primary");
+    let hosts: BTreeSet<String> = plan.iter().map(Nodes::of).collect();
+    assert!(hosts.len() > 1, "entries on several nodes: {hosts:?}");
+    let mut all = Vec::new();
+    let mut by_entry = Vec::new();
+    for e in &plan {
+        let keys = nodes.keys(e);
+        all.extend(keys.iter().cloned());
+        by_entry.push(keys);
+    }
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), KEYS, "every key once");
+    assert_eq!(by_entry.iter().map(Vec::len).sum::<usize>(), KEYS);
+
+    // ITestCoveragePlan.obtainAlternativeCoveragePlan and
+    // ITestFullBucketRead.queryDataByUsingAnAlternateCoveragePlan, for
+    // every entry: one replacement, on another node, another context,
+    // exactly the replaced entry's keys.
+    let mut three_nodes_deep = 0;
+    for (e, want) in plan.iter().zip(&by_entry) {
+        let alt = nodes.plan(Some(5), Some(e), &[e]).expect("an alternative");
+        assert_eq!(alt.len(), 1, "one entry replaces one keyspace: {alt:?}");
+        assert_ne!(Nodes::of(&alt[0]), Nodes::of(e), "another node");
+        assert_ne!(alt[0].cover_context, e.cover_context);
+        assert_eq!(&nodes.keys(&alt[0]), want, "the same keys from {alt:?}");
+
+        // alternativeCoveragePlanShouldFailIfNoPrimaryPartitionAvailable:
+        // each failed entry listed, the next replacement is on a node not
+        // yet tried, until none of the keyspace's primaries is left.
+        let mut failed = e.clone();
+        let mut unavailable = vec![e.clone()];
+        let mut tried = BTreeSet::from([Nodes::of(e)]);
+        loop {
+            let listed: Vec<&pb::RpbCoverageEntry> = unavailable.iter().collect();
+            match nodes.plan(Some(5), Some(&failed), &listed) {
+                Ok(next) => {
+                    assert_eq!(next.len(), 1, "{next:?}");
+                    assert!(tried.insert(Nodes::of(&next[0])), "a node not yet tried");
+                    assert_eq!(&nodes.keys(&next[0]), want);
+                    failed = next[0].clone();
+                    unavailable.push(failed.clone());
+                }
+                Err(msg) => {
+                    assert_eq!(msg, "primary_partition_unavailable");
+                    break;
+                }
+            }
+            assert!(tried.len() <= 3, "{tried:?}");
+        }
+        if tried.len() == 3 {
+            three_nodes_deep += 1;
+        }
+    }
+    // Most preference lists of 3 span the 3 nodes (the claim spaces them);
+    // those keyspaces had two alternatives before the error.
+    assert!(three_nodes_deep >= 8, "{three_nodes_deep} of 16");
+
+    // A traditional plan's entry (several first primaries): replaced by
+    // entries whose keys together are exactly its keys.
+    let plan = nodes.plan(None, None, &[]).expect("plan");
+    assert!(plan.len() < 16, "{}", plan.len());
+    for e in &plan {
+        let want = nodes.keys(e);
+        let alt = nodes.plan(None, Some(e), &[e]).expect("alternatives");
+        let mut got = Vec::new();
+        for a in &alt {
+            assert_ne!(Nodes::of(a), Nodes::of(e), "another node");
+            got.extend(nodes.keys(a));
+        }
+        let n = got.len();
+        got.sort();
+        got.dedup();
+        assert_eq!(n, got.len(), "no key twice");
+        assert_eq!(got, want);
+    }
+
+    // A damaged context is an error, not a plan.
+    let mut bad = plan[0].clone();
+    bad.cover_context[6] ^= 1;
+    let e = nodes.plan(Some(5), Some(&bad), &[]).expect_err("damaged");
+    assert!(e.contains("cover_context"), "{e}");
+}
