@@ -27,11 +27,13 @@ use std::process::ExitCode;
 const EXIT_CODES: &str = "\
 Exit codes:
   0  success
-  1  not found (kv get / kv head); `admin`: the node refused the request
+  1  not found (kv get / kv head); `admin`: the node refused the request,
+     or `wait-for-service --timeout` gave up
   2  error: bad arguments or input, the store could not be opened or used
      (locked, missing or damaged manifest, wrong store kind, I/O error),
      or a file `dump` cannot read or recognise
-  3  `dump` read the file but found damage (the damaged parts are printed)";
+  3  `dump` read the file but found damage (the damaged parts are printed)
+141  the reader of the output closed it early (as SIGPIPE)";
 
 /// Basalt's command-line tool.
 #[derive(Debug, Parser)]
@@ -98,6 +100,7 @@ pub enum Outcome {
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    quiet_on_closed_stdout();
     let cli = Cli::parse();
     init_logging();
     let result = match cli.command {
@@ -119,6 +122,26 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// A reader that closed the pipe early (`basalt admin ring-status | grep
+/// -q x`) ends the process quietly with status 141, as SIGPIPE does for
+/// other tools, instead of a panic message: Rust ignores SIGPIPE, so
+/// `println!` panics on a closed stdout.
+fn quiet_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let p = info.payload();
+        let msg = p
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| p.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if msg.starts_with("failed printing to stdout") && msg.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default(info);
+    }));
 }
 
 /// Logs go to stderr; the default level is `warn`, `RUST_LOG` overrides it.

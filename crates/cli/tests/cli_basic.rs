@@ -460,3 +460,23 @@ fn help_documents_the_exit_codes() {
     let out = basalt(&["kv", "--help"], b"");
     assert!(stdout(&out).contains("1  not found"), "{}", stdout(&out));
 }
+
+/// A reader that closes the pipe early gets the process ended quietly
+/// with status 141 (as SIGPIPE), not a panic message.
+#[test]
+fn a_closed_stdout_ends_the_process_quietly() {
+    let mut child = std::process::Command::new(common::bin())
+        .args(["start", "--print-default-config"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Close the read end before the child writes.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    // 141 when the write met the closed pipe (0 if the whole text fit in
+    // the pipe before it closed: not possible once it is closed first).
+    assert_eq!(out.status.code(), Some(141), "{err}");
+}
