@@ -75,6 +75,10 @@
 # client's single-node suites, the Node client's KV suite and the Python
 # client's KV, data-type and MapReduce suites run again against that node
 # over STARTTLS (Python also over HTTPS) as a user with every KV grant.
+#
+# Last of all it prints "== interop summary": each client run above with
+# its own counts (passed, failed, skipped; see `tallied`), so CI's log
+# shows every client's suite at a glance.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -241,6 +245,54 @@ stop_nodes() {
   return "$rc"
 }
 
+# tallied LABEL KIND CMD...: runs CMD, its output shown as it comes (stderr
+# folded into stdout) and kept, then records LABEL's counts for the summary
+# printed at the end: KIND `go` (go test -v: top-level --- PASS / FAIL /
+# SKIP lines), `node` (node --test's TAP totals), `unittest` (python -m
+# unittest -v: "Ran N tests", failures=, errors=, skipped=) or `count`
+# (a program's own "N passed, M failed" line: Java, Erlang). Returns CMD's
+# status; a run whose counts cannot be read is recorded as such.
+tally=$tmp/tally
+tallied() {
+  local label=$1 kind=$2 out rc=0 pass="" fail="" skip=0 ran errs
+  shift 2
+  out=$(mktemp "$tmp/out.XXXXXX")
+  "$@" 2>&1 | tee "$out" || rc=$?
+  case $kind in
+    go)
+      pass=$(grep -c '^--- PASS' "$out" || true)
+      fail=$(grep -c '^--- FAIL' "$out" || true)
+      skip=$(grep -c '^--- SKIP' "$out" || true)
+      ;;
+    node)
+      pass=$(sed -n 's/^# pass \([0-9]*\)$/\1/p' "$out" | tail -1)
+      fail=$(sed -n 's/^# fail \([0-9]*\)$/\1/p' "$out" | tail -1)
+      skip=$(sed -n 's/^# skipped \([0-9]*\)$/\1/p' "$out" | tail -1)
+      ;;
+    unittest)
+      ran=$(sed -n 's/^Ran \([0-9]*\) tests\{0,1\} in .*/\1/p' "$out" | tail -1)
+      fail=$(sed -n 's/.*failures=\([0-9]*\).*/\1/p' "$out" | tail -1)
+      errs=$(sed -n 's/.*errors=\([0-9]*\).*/\1/p' "$out" | tail -1)
+      skip=$(sed -n 's/^\(OK\|FAILED\) (.*skipped=\([0-9]*\).*/\2/p' "$out" | tail -1)
+      fail=$((${fail:-0} + ${errs:-0}))
+      skip=${skip:-0}
+      [[ -n $ran ]] && pass=$((ran - fail - skip))
+      ;;
+    count)
+      pass=$(sed -n 's/^\([0-9]*\) passed, [0-9]* failed$/\1/p' "$out" | tail -1)
+      fail=$(sed -n 's/^[0-9]* passed, \([0-9]*\) failed$/\1/p' "$out" | tail -1)
+      ;;
+  esac
+  if [[ -z $pass || -z $fail ]]; then
+    printf '%-58s no counts (exit %s)\n' "$label" "$rc" >>"$tally"
+  else
+    printf '%-58s %4s passed %3s failed %3s skipped%s\n' "$label" "$pass" "$fail" "${skip:-0}" \
+      "$([[ $rc -ne 0 ]] && echo "  (exit $rc)")" >>"$tally"
+  fi
+  rm -f "$out"
+  return "$rc"
+}
+
 if ! start_node "$tmp/data" "$tmp/node.log"; then
   echo "interop/run.sh: could not start basalt" >&2
   exit 1
@@ -269,7 +321,8 @@ done
 status=0
 (
   cd "$root/interop/go"
-  env -u BASALT_CLUSTER_ADDRS BASALT_PB_ADDR="127.0.0.1:$port" go test -count=1 "$@" ./...
+  tallied "Go (riak-go-client), one node" go \
+    env -u BASALT_CLUSTER_ADDRS BASALT_PB_ADDR="127.0.0.1:$port" go test -count=1 -v "$@" ./...
 ) || status=$?
 if [[ $status -ne 0 ]]; then
   echo "interop: go test failed ($status); node log tail:" >&2
@@ -285,7 +338,7 @@ if [[ $run_node != 0 ]]; then
       npm ci --no-audit --no-fund
     fi
     echo "== interop: node --test (basho-riak-client)"
-    BASALT_PB_ADDR="127.0.0.1:$port" node --test
+    tallied "Node.js (basho-riak-client), one node" node env BASALT_PB_ADDR="127.0.0.1:$port" node --test
   ) || node_test_status=$?
   if [[ $node_test_status -ne 0 ]]; then
     echo "interop: node tests failed ($node_test_status); node log tail:" >&2
@@ -317,7 +370,8 @@ if [[ $run_java != 0 ]]; then
         -Dmdep.outputFile="$out/classpath.txt"
       echo "== interop: java basalt.interop.Main (riak-client 2.1.1)"
       # riak-client 2.1.1's netty 4.1.5 reflects into java.nio (JDK 17).
-      BASALT_PB_ADDR="127.0.0.1:$port" java --add-opens java.base/java.nio=ALL-UNNAMED \
+      tallied "Java (riak-client 2.1.1), one node" count env BASALT_PB_ADDR="127.0.0.1:$port" \
+        java --add-opens java.base/java.nio=ALL-UNNAMED \
         --add-opens java.base/sun.nio.ch=ALL-UNNAMED --add-opens java.base/java.lang=ALL-UNNAMED \
         -cp "$out/classes:$(cat "$out/classpath.txt")" basalt.interop.Main
     ) || java_status=$?
@@ -368,7 +422,8 @@ python_stage() {
     echo "== interop: python -m unittest (riak 2.7.0) against 127.0.0.1:$pport (HTTP $phport)"
     (
       cd "$root/interop/python"
-      BASALT_PB_ADDR="127.0.0.1:$pport" BASALT_HTTP_ADDR="127.0.0.1:$phport" \
+      tallied "Python (riak 2.7.0), one node, PB and HTTP" unittest \
+        env BASALT_PB_ADDR="127.0.0.1:$pport" BASALT_HTTP_ADDR="127.0.0.1:$phport" \
         "$venv/bin/python" -m unittest discover -s . -p 'test_*.py' -v
     ) || py_status=$?
   fi
@@ -456,8 +511,8 @@ cluster_stage() {
   local go_status=0
   (
     cd "$root/interop/go"
-    env -u BASALT_PB_ADDR BASALT_CLUSTER_ADDRS="$(IFS=,; echo "${addrs[*]}")" \
-      go test -count=1 -run '^TestCluster' ./...
+    tallied "Go, 3-node cluster" go env -u BASALT_PB_ADDR BASALT_CLUSTER_ADDRS="$(IFS=,; echo "${addrs[*]}")" \
+      go test -count=1 -v -run '^TestCluster' ./...
   ) || go_status=$?
   if [[ $go_status -ne 0 ]]; then
     echo "interop: cluster go test failed ($go_status); node log tails:" >&2
@@ -471,7 +526,8 @@ cluster_stage() {
   local java_cluster_status=0 jout="${CARGO_TARGET_DIR:-$root/target}/interop-java"
   if [[ $run_java != 0 && -f $jout/classpath.txt ]]; then
     echo "== interop: java basalt.interop.Main, cluster mode (riak-client 2.1.1)"
-    BASALT_CLUSTER_ADDRS="$(IFS=,; echo "${addrs[*]}")" java --add-opens java.base/java.nio=ALL-UNNAMED \
+    tallied "Java, 3-node cluster" count env BASALT_CLUSTER_ADDRS="$(IFS=,; echo "${addrs[*]}")" \
+      java --add-opens java.base/java.nio=ALL-UNNAMED \
       --add-opens java.base/sun.nio.ch=ALL-UNNAMED --add-opens java.base/java.lang=ALL-UNNAMED \
       -cp "$jout/classes:$(cat "$jout/classpath.txt")" basalt.interop.Main || java_cluster_status=$?
     if [[ $java_cluster_status -ne 0 ]]; then
@@ -573,36 +629,40 @@ security_stage() {
   export BASALT_SECURE_HTTPS_ADDR="127.0.0.1:$hsport"
   if [[ $sec_status -eq 0 ]]; then
     echo "== interop: security (Go client)"
-    (cd "$root/interop/go" && go test -count=1 ./security/) || sec_status=1
+    (cd "$root/interop/go" && tallied "Go, security (TLS, passwords, grants)" go go test -count=1 -v ./security/) || sec_status=1
     if [[ $sec_status -eq 0 ]]; then
       echo "== interop: the Go client's single-node suites (KV, 2i, data types, MapReduce, bucket types) over STARTTLS with a password"
       (
         cd "$root/interop/go"
-        env -u BASALT_CLUSTER_ADDRS BASALT_PB_ADDR="127.0.0.1:$sport" BASALT_USER=kvsuite \
-          BASALT_PASSWORD=kvsuite-pw BASALT_CACERT="$certs/ca.pem" go test -count=1 .
+        tallied "Go, one node over STARTTLS + password" go \
+          env -u BASALT_CLUSTER_ADDRS BASALT_PB_ADDR="127.0.0.1:$sport" BASALT_USER=kvsuite \
+          BASALT_PASSWORD=kvsuite-pw BASALT_CACERT="$certs/ca.pem" go test -count=1 -v .
       ) || sec_status=1
     fi
   fi
   if [[ $sec_status -eq 0 && $run_node != 0 ]]; then
     echo "== interop: security (Node client)"
-    (cd "$root/interop/node" && node --test security.test.js) || sec_status=1
+    (cd "$root/interop/node" && tallied "Node.js, security" node node --test security.test.js) || sec_status=1
     if [[ $sec_status -eq 0 ]]; then
       echo "== interop: the Node client's KV suite over STARTTLS with a password"
       (
         cd "$root/interop/node"
-        BASALT_PB_ADDR="127.0.0.1:$sport" BASALT_USER=kvsuite BASALT_PASSWORD=kvsuite-pw \
+        tallied "Node.js, one node over STARTTLS + password" node \
+          env BASALT_PB_ADDR="127.0.0.1:$sport" BASALT_USER=kvsuite BASALT_PASSWORD=kvsuite-pw \
           BASALT_CACERT="$certs/ca.pem" node --test interop.test.js
       ) || sec_status=1
     fi
   fi
   if [[ $sec_status -eq 0 && $run_python != 0 ]]; then
     echo "== interop: security (Python client)"
-    (cd "$root/interop/python" && "$root/interop/python/.venv/bin/python" -m unittest test_security -v) || sec_status=1
+    (cd "$root/interop/python" && tallied "Python, security (PB and HTTPS)" unittest \
+      "$root/interop/python/.venv/bin/python" -m unittest test_security -v) || sec_status=1
     if [[ $sec_status -eq 0 ]]; then
       echo "== interop: the Python client's KV, data-type and MapReduce suites over STARTTLS and HTTPS with a password"
       (
         cd "$root/interop/python"
-        BASALT_PB_ADDR="127.0.0.1:$sport" BASALT_HTTP_ADDR="127.0.0.1:$hsport" BASALT_USER=kvsuite \
+        tallied "Python, one node over STARTTLS / HTTPS + password" unittest \
+          env BASALT_PB_ADDR="127.0.0.1:$sport" BASALT_HTTP_ADDR="127.0.0.1:$hsport" BASALT_USER=kvsuite \
           BASALT_PASSWORD=kvsuite-pw BASALT_CACERT="$certs/ca.pem" \
           "$root/interop/python/.venv/bin/python" -m unittest test_kv test_dt_datatypes test_mapred -v
       ) || sec_status=1
@@ -612,7 +672,7 @@ security_stage() {
   if [[ $sec_status -eq 0 && $run_java != 0 ]]; then
     if [[ -f $jout/classpath.txt ]]; then
       echo "== interop: security (Java client, riak-client 2.1.1)"
-      java --add-opens java.base/java.nio=ALL-UNNAMED \
+      tallied "Java, security" count java --add-opens java.base/java.nio=ALL-UNNAMED \
         --add-opens java.base/sun.nio.ch=ALL-UNNAMED --add-opens java.base/java.lang=ALL-UNNAMED \
         -cp "$jout/classes:$(cat "$jout/classpath.txt")" basalt.interop.Security || sec_status=1
     else
@@ -661,4 +721,12 @@ else
   echo "== interop: BASALT_INTEROP_SECURITY=0, skipping the security stage"
 fi
 
+# The counts of every client run above, for CI's log.
+echo "== interop summary: the real clients' runs against Basalt"
+if [[ -s $tally ]]; then
+  cat "$tally"
+else
+  echo "(no client run)"
+fi
+[[ $status -eq 0 ]] && echo "== interop: all passed" || echo "== interop: FAILED (status $status)"
 exit "$status"
