@@ -1,15 +1,20 @@
-//! The Riak PB operations the drivers send — get, put, delete, 2i query —
-//! as the trait [`RiakKv`] on `riak_pb`'s blocking client ([`PbClient`]:
+//! The Riak PB operations the drivers send — get, put, delete, 2i query,
+//! list keys — as the trait [`RiakKv`] on `riak_pb`'s blocking client ([`PbClient`]:
 //! framing, connect and I/O timeouts, a reply bound of
 //! `riak_pb::DEFAULT_MAX_FRAME`). An `RpbErrorResp` reply is
 //! `PbError::Riak`; after any other error the connection is unusable
-//! (`PbError::is_fatal`): drop it.
+//! (`PbError::is_fatal`): drop it. A list-keys reply is a stream of
+//! `RpbListKeysResp` frames ending with `done`; its timeout bounds the
+//! whole stream (each read waits only for what is left of it), and it
+//! leaves the socket's timeouts changed.
 
 use riak_pb::{
-    code, RpbDelReq, RpbGetReq, RpbGetResp, RpbIndexReq, RpbIndexResp, RpbPutReq, RpbPutResp,
+    code, RpbDelReq, RpbGetReq, RpbGetResp, RpbIndexReq, RpbIndexResp, RpbListKeysReq,
+    RpbListKeysResp, RpbPutReq, RpbPutResp,
 };
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::time::{Duration, Instant};
 
 pub use riak_pb::sync::Client as PbClient;
 pub use riak_pb::Error as PbError;
@@ -32,6 +37,10 @@ pub trait RiakKv {
     fn delete(&mut self, req: &RpbDelReq) -> Result<(), PbError>;
     /// `RpbIndexReq` (not streamed): the reply.
     fn index(&mut self, req: &RpbIndexReq) -> Result<RpbIndexResp, PbError>;
+    /// `RpbListKeysReq`: reads the streamed `RpbListKeysResp` frames to the
+    /// one with `done`, all within `timeout` (else a `TimedOut` I/O error);
+    /// returns the number of keys listed.
+    fn list_keys(&mut self, req: &RpbListKeysReq, timeout: Duration) -> Result<u64, PbError>;
 }
 
 impl RiakKv for PbClient {
@@ -51,5 +60,35 @@ impl RiakKv for PbClient {
 
     fn index(&mut self, req: &RpbIndexReq) -> Result<RpbIndexResp, PbError> {
         self.request(code::INDEX_REQ, req, code::INDEX_RESP)
+    }
+
+    fn list_keys(&mut self, req: &RpbListKeysReq, timeout: Duration) -> Result<u64, PbError> {
+        let deadline = Instant::now() + timeout;
+        self.set_timeout(timeout)?;
+        self.send_msg(code::LIST_KEYS_REQ, req)?;
+        let mut keys = 0u64;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the key listing did not end within its timeout",
+                )
+                .into());
+            }
+            self.set_timeout(left)?;
+            let (got, body) = self.recv()?;
+            if got != code::LIST_KEYS_RESP {
+                return Err(PbError::UnexpectedCode {
+                    want: code::LIST_KEYS_RESP,
+                    got,
+                });
+            }
+            let r: RpbListKeysResp = riak_pb::decode(&body)?;
+            keys += r.keys.len() as u64;
+            if r.done == Some(true) {
+                return Ok(keys);
+            }
+        }
     }
 }

@@ -65,7 +65,8 @@ pub struct RunOutcome {
     /// The report.
     pub report: PathBuf,
     /// Why the run stopped before its end, if a store failed (e.g. a full
-    /// disk); the reports cover the time measured until then.
+    /// disk) or a driver could not go on; the reports cover the time
+    /// measured until then.
     pub stopped: Option<String>,
     /// `put_unique_checkrepl` against `put_unique`, when both ran (also in
     /// the report).
@@ -702,9 +703,7 @@ fn report_header(
         ));
     }
     if let Some((why, at)) = stopped {
-        header.push(format!(
-            "**stopped early** at {at:.1} s: the store failed: {why}"
-        ));
+        header.push(format!("**stopped early** at {at:.1} s: {why}"));
     }
     header.extend(warnings.iter().map(|w| format!("warning: {w}")));
     header

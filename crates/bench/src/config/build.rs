@@ -3,7 +3,7 @@
 //! collects the warnings (unknown keys, settings without effect).
 
 use super::error::ConfigError;
-use super::ops::{valid_backends, DriverKind, OpKind, OpSpec, VALID_DRIVERS};
+use super::ops::{valid_backends, DriverKind, OpKind, OpSpec, UPSTREAM_DRIVERS, VALID_DRIVERS};
 use super::raw::RawConfig;
 use super::typed::{BenchConfig, Mode, RateMode, RngSeed};
 use crate::keygen::KeyGenSpec;
@@ -139,7 +139,7 @@ impl RawConfig {
         let l1_files = self.opt_count("basalt_l1_files")?;
         let rocksdb = self.rocks_tuning()?;
         let net = match driver {
-            DriverKind::RiakcPb => Some(NetOptions::RiakcPb(self.pb_options()?)),
+            DriverKind::RiakcPb => Some(NetOptions::RiakcPb(self.pb_options(&mut warnings)?)),
             DriverKind::Nhs => Some(NetOptions::Nhs(self.nhs_options(&operations)?)),
             DriverKind::HttpRaw => Some(NetOptions::HttpRaw(self.http_options()?)),
             DriverKind::Embedded | DriverKind::Null => None,
@@ -269,11 +269,20 @@ impl RawConfig {
                     "riakc_pb" => DriverKind::RiakcPb,
                     "nhs" => DriverKind::Nhs,
                     "http_raw" => DriverKind::HttpRaw,
-                    _ => {
+                    other => {
+                        let why = UPSTREAM_DRIVERS
+                            .iter()
+                            .find(|(n, _)| *n == other)
+                            .map_or_else(
+                                || format!("unknown driver {t}"),
+                                |(_, why)| {
+                                    format!("{t} is basho_bench's, not basalt bench's: {why}")
+                                },
+                            );
                         return Err(self.invalid(
                             "driver",
-                            format!("unknown driver {t}; valid: {}", VALID_DRIVERS.join(", ")),
-                        ))
+                            format!("{why}; valid: {}", VALID_DRIVERS.join(", ")),
+                        ));
                     }
                 }
             }

@@ -18,12 +18,15 @@
 //!   ([`DriverKind`]), and the reading of `operations`.
 //! - `typed`: the checked configuration, [`BenchConfig`], and its value
 //!   types ([`Mode`], [`RateMode`], [`RngSeed`]).
+//! - `connect`: `pb_connect_options`, the `riakc_pb` driver's
+//!   `riakc_pb_socket` options.
 //! - `net`: the network drivers' options ([`crate::netcfg`]) read from a
 //!   [`RawConfig`].
 //! - `build`: [`RawConfig::build`], every key's default and check.
 //! - `tests`: the unit tests.
 
 mod build;
+mod connect;
 mod error;
 mod net;
 mod ops;
@@ -34,6 +37,9 @@ mod typed;
 mod tests;
 
 pub use error::ConfigError;
-pub use ops::{normalize_label, valid_backends, DriverKind, OpKind, OpSpec, VALID_DRIVERS};
+pub use ops::{
+    normalize_label, unsupported_op, valid_backends, DriverKind, OpKind, OpSpec, UPSTREAM_DRIVERS,
+    VALID_DRIVERS,
+};
 pub use raw::RawConfig;
 pub use typed::{BenchConfig, Mode, RateMode, RngSeed};
