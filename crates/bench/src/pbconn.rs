@@ -559,6 +559,16 @@ mod tests {
         RiakcConn::new(conn, opts, 1, stop, restarts.clone())
     }
 
+    /// `SO_KEEPALIVE` and `SO_LINGER` of the open connection.
+    fn socket_options(c: &mut RiakcConn) -> (bool, Option<Duration>) {
+        let client = c.conn.client.as_mut().expect("connected");
+        let sock = socket2::SockRef::from(&*client.stream());
+        (
+            sock.keepalive().expect("SO_KEEPALIVE"),
+            sock.linger().expect("SO_LINGER"),
+        )
+    }
+
     fn ping(c: &mut RiakcConn) -> Result<(), Fail> {
         c.call(Duration::from_secs(5), |c| c.ping())
     }
@@ -568,6 +578,8 @@ mod tests {
         let (t, node) = pinging_node(2, 1);
         let restarts = Arc::default();
         let mut c = riakc(&t, PbConnect::default(), &restarts);
+        // riakc's defaults: no SO_KEEPALIVE, no SO_LINGER.
+        assert_eq!(socket_options(&mut c), (false, None));
         ping(&mut c).expect("first ping");
         // The node closed the connection: disconnected, retried later.
         assert!(matches!(ping(&mut c), Err(Fail::Disconnected)));
@@ -596,12 +608,15 @@ mod tests {
             ..PbConnect::default()
         };
         let mut c = riakc(&t, opts, &restarts);
+        assert_eq!(socket_options(&mut c), (true, Some(Duration::ZERO)));
         ping(&mut c).expect("first ping");
         assert!(matches!(ping(&mut c), Err(Fail::Disconnected)));
         match ping(&mut c) {
             Err(Fail::Error(e)) => assert!(e.reason == "crash" && e.fatal.is_none(), "{e:?}"),
             other => panic!("{other:?}"),
         }
+        // The new connection has the options too.
+        assert_eq!(socket_options(&mut c), (true, Some(Duration::ZERO)));
         ping(&mut c).expect("the restarted worker's connection");
         node.join().expect("node");
         // The node is gone: the next restart cannot connect, the run stops.

@@ -92,3 +92,69 @@ impl RiakKv for PbClient {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use riak_pb::frame_msg;
+    use std::io::Write;
+    use std::net::TcpListener;
+
+    /// A node that answers one list-keys request with `frames` frames of
+    /// two keys each, `gap` apart, the last one `done`.
+    fn trickling_node(frames: usize, gap: Duration) -> (SocketAddr, std::thread::JoinHandle<()>) {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = l.local_addr().expect("addr");
+        let h = std::thread::spawn(move || {
+            let Ok((mut s, _)) = l.accept() else { return };
+            let req = riak_pb::sync::read_frame(&mut s, 1 << 20).expect("request");
+            assert_eq!(req.map(|r| r.0), Some(code::LIST_KEYS_REQ));
+            for i in 0..frames {
+                std::thread::sleep(gap);
+                let resp = RpbListKeysResp {
+                    keys: vec![format!("a{i}").into_bytes(), format!("b{i}").into_bytes()],
+                    done: (i + 1 == frames).then_some(true),
+                };
+                if s.write_all(&frame_msg(code::LIST_KEYS_RESP, &resp))
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        });
+        (addr, h)
+    }
+
+    fn list(addr: SocketAddr, timeout: Duration) -> Result<u64, PbError> {
+        let mut c = PbClient::connect(addr, timeout, timeout).expect("connect");
+        let req = RpbListKeysReq {
+            bucket: b"b".to_vec(),
+            ..Default::default()
+        };
+        c.list_keys(&req, timeout)
+    }
+
+    #[test]
+    fn list_keys_reads_the_stream_to_done() {
+        let (addr, node) = trickling_node(3, Duration::from_millis(10));
+        assert_eq!(list(addr, Duration::from_secs(10)).expect("listing"), 6);
+        node.join().expect("node");
+    }
+
+    #[test]
+    fn list_keys_timeout_bounds_the_whole_listing() {
+        // Each frame comes well within the timeout, the whole does not.
+        let (addr, node) = trickling_node(4, Duration::from_millis(150));
+        let e = list(addr, Duration::from_millis(400)).expect_err("too slow");
+        let kind = e.io_error().map(io::Error::kind);
+        assert!(
+            matches!(
+                kind,
+                Some(io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock)
+            ),
+            "{e}"
+        );
+        assert!(e.is_fatal());
+        node.join().expect("node");
+    }
+}
