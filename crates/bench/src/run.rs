@@ -266,11 +266,13 @@ pub fn run(
         DriverKind::Embedded => open_targets(&cfg, &data_dir).map_err(RunError::Driver)?,
         _ => Vec::new(),
     };
-    let pool = ValuePool::new(
+    let pool = ValuePool::for_run(
         &cfg.value_generator,
+        cfg.value_blob_file.as_deref(),
         cfg.value_source_size,
         cfg.rng_seed.for_worker(0),
-    );
+    )
+    .map_err(|e| RunError::Driver(format!("value_generator_blob_file: {e}")))?;
     let cfg = Arc::new(cfg);
     let shared = Shared {
         stats: Arc::new(Stats::new(cfg.operations.len())),

@@ -10,6 +10,8 @@
 //! The files, each importing only those listed before it (and modules
 //! outside `config`; [`crate::netcfg`] imports nothing of `config`):
 //!
+//! - `upstream`: basho_bench's drivers and keys that are not run here,
+//!   with why ([`UPSTREAM_DRIVERS`], [`UPSTREAM_KEYS`]).
 //! - `error`: [`ConfigError`].
 //! - `raw`: [`RawConfig`], the merged `{Key, Value}` pairs of the files
 //!   with where each came from, the keys known and ignored, and typed
@@ -32,14 +34,15 @@ mod net;
 mod ops;
 mod raw;
 mod typed;
+mod upstream;
 
 #[cfg(test)]
 mod tests;
 
 pub use error::ConfigError;
 pub use ops::{
-    normalize_label, unsupported_op, valid_backends, DriverKind, OpKind, OpSpec, UPSTREAM_DRIVERS,
-    VALID_DRIVERS,
+    normalize_label, unsupported_op, valid_backends, DriverKind, OpKind, OpSpec, VALID_DRIVERS,
 };
 pub use raw::RawConfig;
 pub use typed::{BenchConfig, Mode, RateMode, RngSeed};
+pub use upstream::{upstream_key, UPSTREAM_DRIVERS, UPSTREAM_KEYS};

@@ -180,6 +180,15 @@ impl RawConfig {
         let replies = self.replies("riakc_pb_replies", quorum::QUORUM)?;
         let general = self.millis("pb_timeout_general", Duration::from_millis(62_000))?;
         let connect = self.pb_connect(warnings)?;
+        if let Some(Term::Tuple(v)) = self.get("riakc_pb_bucket") {
+            if v.len() == 2 {
+                return Err(self.invalid(
+                    "riakc_pb_bucket",
+                    "a {Type, Bucket} bucket (a bucket type) is not supported by basalt \
+                     bench's riakc_pb driver; give a bucket name",
+                ));
+            }
+        }
         let max_results = match self.get("basalt_2i_max_results") {
             None => None,
             Some(t) => Some(
@@ -410,6 +419,14 @@ impl RawConfig {
 
     /// The `http_raw` options.
     pub(crate) fn http_options(&self) -> Result<HttpOptions, ConfigError> {
+        // Headers such as Authorization change what every request means:
+        // refused rather than dropped.
+        if self.get("http_raw_append_headers").is_some() {
+            return Err(self.invalid(
+                "http_raw_append_headers",
+                "extra HTTP headers are not sent by basalt bench's http_raw driver",
+            ));
+        }
         let path = self
             .text("http_raw_path")?
             .unwrap_or_else(|| "/buckets/test/keys".into());
@@ -569,6 +586,10 @@ mod tests {
             ("{riakc_pb_port, 70000}.", "riakc_pb_port"),
             ("{riakc_pb_replies, many}.", "riakc_pb_replies"),
             ("{pb_timeout_general, 0}.", "pb_timeout_general"),
+            (
+                "{riakc_pb_bucket, {<<\"maps\">>, <<\"b\">>}}.",
+                "riakc_pb_bucket: a {Type, Bucket} bucket (a bucket type) is not supported",
+            ),
         ] {
             let e = BenchConfig::from_text(&format!(
                 "{{driver, riakc_pb}}.\n{{operations, [{{get,1}}]}}.\n{text}"
