@@ -166,7 +166,7 @@ pub fn check_reachable(net: &NetOptions) -> Result<(), String> {
                 .map_err(|e| format!("cannot start an HTTP client: {e}"))?;
             for t in &o.targets {
                 // A plain TCP connect first, for the same message as PB.
-                connect_checked(t, "Riak HTTP", &PbConnect::default(), None)?;
+                connect_checked(t, "Riak HTTP", &PbConnect::default(), None, CONNECT_TIMEOUT)?;
                 let url = format!("http://{t}/ping");
                 match client.get(&url).send() {
                     Ok(r) if r.status().is_success() => {}
@@ -188,7 +188,7 @@ pub fn check_reachable(net: &NetOptions) -> Result<(), String> {
             let active = net.targets().iter().map(|t| (t, "Riak PB", sec));
             let passive = net.repl_targets().iter().map(|t| (t, PASSIVE, None));
             for (t, what, sec) in active.chain(passive) {
-                let (_, mut c) = connect_checked(t, what, &connect, sec)?;
+                let (_, mut c) = connect_checked(t, what, &connect, sec, CONNECT_TIMEOUT)?;
                 c.ping()
                     .map_err(|e| format!("{what} at {t} did not answer a ping: {e}"))?;
             }

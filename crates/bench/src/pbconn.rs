@@ -90,13 +90,14 @@ fn io_phrase(e: &io::Error, timeout: Duration) -> String {
 }
 
 /// Connects to `t` within `connect.connect_timeout` with `connect`'s socket
-/// options (and STARTTLS / AuthReq with `sec`); the error is the message of
-/// a run that cannot start.
+/// options (and STARTTLS / AuthReq with `sec`, each read waiting at most
+/// `io_timeout`); the error is the message of a run that cannot start.
 pub fn connect_checked(
     t: &Target,
     proto: &str,
     connect: &PbConnect,
     sec: Option<&Arc<PbSecurity>>,
+    io_timeout: Duration,
 ) -> Result<(SocketAddr, PbClient), String> {
     let addr = resolve(&t.host, t.port).map_err(|e| {
         format!(
@@ -105,7 +106,7 @@ pub fn connect_checked(
         )
     })?;
     let timeout = connect.connect_timeout;
-    let mut c = open_socket(addr, connect, CONNECT_TIMEOUT)
+    let mut c = open_socket(addr, connect, io_timeout)
         .map_err(|e| format!("cannot reach {proto} at {t}: {}", io_phrase(&e, timeout)))?;
     if let Some(sec) = sec {
         secure(&mut c, &t.host, sec).map_err(|e| format!("{proto} at {t}: {e}"))?;
@@ -198,10 +199,9 @@ impl Conn {
             .get(id % targets.len().max(1))
             .cloned()
             .ok_or("no address configured")?;
-        let (addr, client) = connect_checked(&target, what, connect, security.as_ref())?;
-        client
-            .set_timeout(timeout)
-            .map_err(|e| format!("{what} at {target}: {e}"))?;
+        // The handshake (TLS, a password check) may take as long as a
+        // request.
+        let (addr, client) = connect_checked(&target, what, connect, security.as_ref(), timeout)?;
         Ok(Conn {
             addr,
             target,
