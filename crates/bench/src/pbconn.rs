@@ -476,8 +476,13 @@ impl RiakcConn {
     /// After [`Fail::Disconnected`], before the driver runs the op again:
     /// waits until the next reconnect attempt is due (riakc answers
     /// `disconnected` until then, and the driver would spin); false when
-    /// the run ends first.
+    /// the run ends first. With `queue_if_disconnected` it returns at once:
+    /// the request then waits in [`RiakcConn::call`], its timeout running
+    /// from now, as in riakc's queue.
     pub fn wait_for_reconnect(&self) -> bool {
+        if self.opts.queue_if_disconnected {
+            return !self.stop.load(Ordering::Relaxed);
+        }
         loop {
             if self.stop.load(Ordering::Relaxed) {
                 return false;

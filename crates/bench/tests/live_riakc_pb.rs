@@ -7,6 +7,9 @@
 //!   comes back on the same port mid-run costs no error: the ops cut by
 //!   the disconnect are run again once the worker has reconnected, and the
 //!   new node receives the writes;
+//! - with `queue_if_disconnected`, an op waits for the reconnect at most
+//!   its timeout: longer than the outage, no error; shorter, `timeout`
+//!   errors only;
 //! - without it (`[{auto_reconnect, false}]`), the next op after the
 //!   disconnect fails `crash` and the worker's reconnect, with no node
 //!   there, stops the run (exit 1, reports written, the reason given).
@@ -150,7 +153,10 @@ fn run_across_a_restart(
 fn auto_reconnect_rides_through_a_node_restart() {
     let (out, second, _dir) = run_across_a_restart(
         "restart",
-        "{pb_connect_options, [{auto_reconnect, true}]}.\n",
+        // Long enough for riakc's back-off (attempts 0.1, 0.3, 0.7, 1.5,
+        // 3.1 s after the disconnect) to meet the new node on a loaded
+        // machine.
+        "{pb_connect_options, [{auto_reconnect, true}]}.\n{basalt_duration_secs, 7}.\n",
         Duration::from_millis(1200),
         Some(Duration::from_millis(700)),
     );
@@ -162,6 +168,55 @@ fn auto_reconnect_rides_through_a_node_restart() {
     assert_eq!(out.errors, 0, "errors:\n{}", errors_csv(&out));
     assert!(out.stopped.is_none(), "{out:?}");
     // The workers reconnected: the new node (empty at its start) got puts.
+    let second = second.expect("second node");
+    assert!(
+        list_keys(&second, b"test") > 0,
+        "no write reached the new node"
+    );
+    second.shutdown().expect("shutdown");
+}
+
+#[test]
+fn queue_if_disconnected_waits_at_most_the_ops_timeout() {
+    // Timeouts longer than the outage: the queued requests wait it out.
+    let (out, second, _dir) = run_across_a_restart(
+        "queue_long",
+        "{pb_connect_options, [queue_if_disconnected]}.\n{pb_timeout_general, 20000}.\n\
+         {basalt_duration_secs, 7}.\n",
+        Duration::from_millis(1000),
+        Some(Duration::from_millis(700)),
+    );
+    assert_eq!(
+        (out.exit_code, out.errors),
+        (0, 0),
+        "errors:\n{}",
+        errors_csv(&out)
+    );
+    let second = second.expect("second node");
+    assert!(
+        list_keys(&second, b"test") > 0,
+        "no write reached the new node"
+    );
+    second.shutdown().expect("shutdown");
+    // Timeouts shorter than the outage: the ops waiting for the reconnect
+    // fail `timeout`, nothing else, and the run goes on once it is back.
+    let (out, second, _dir) = run_across_a_restart(
+        "queue_short",
+        // riakc's back-off puts the attempts 0.1, 0.3, 0.7, 1.5 and 3.1 s
+        // after the disconnect: a longer run sees the one after the node
+        // is back (a later entry of the config wins).
+        "{pb_connect_options, [queue_if_disconnected]}.\n{pb_timeout_general, 250}.\n\
+         {basalt_duration_secs, 7}.\n",
+        Duration::from_millis(1000),
+        Some(Duration::from_millis(1200)),
+    );
+    assert_eq!(out.exit_code, 0, "{out:?}");
+    let errors = errors_csv(&out);
+    assert!(out.errors > 0, "no timeouts");
+    assert!(
+        errors.lines().skip(1).all(|l| l.contains(",timeout}")),
+        "{errors}"
+    );
     let second = second.expect("second node");
     assert!(
         list_keys(&second, b"test") > 0,
