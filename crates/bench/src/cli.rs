@@ -103,7 +103,7 @@ pub fn run(args: &[String]) -> anyhow::Result<i32> {
             }
             let out = run::run_files(&files, &opts)?;
             if let Some(why) = &out.stopped {
-                eprintln!("stopped early: the store failed: {why}");
+                eprintln!("stopped early: {why}");
             }
             if let Some(d) = &out.replication {
                 for l in d.lines() {

@@ -7,8 +7,11 @@
 //!   of `basalt-backends` (through the `Backend` trait); a new kind of
 //!   target implements `KvTarget` and is returned from
 //!   [`open_targets`].
-//! - `null` ([`NullDriver`]) does nothing (or fails, for `an_error`), to
-//!   measure the harness itself.
+//! - `null` ([`NullDriver`]) does nothing (or fails, for `an_error` and
+//!   `another_error`), to measure the harness itself; it also takes
+//!   basho_bench's null-driver op names `absolutely_nothing`,
+//!   `do_something`, `do_something_else` (a key, and a value for the last,
+//!   are drawn for every op).
 //!
 //! `put` writes `basalt_index_terms` secondary-index terms per object in the
 //! field `bench_bin`, derived from the key (so a re-put of a key writes the
@@ -32,8 +35,9 @@ pub struct DriverError {
     /// A short reason (an error kind rather than a full message, so that
     /// `errors.csv` groups like errors).
     pub reason: String,
-    /// The store's full message when the store cannot go on (an I/O error
-    /// such as a full disk, or a store closed after one): the run stops
+    /// Why the run cannot go on, in full, when it cannot: a store's I/O
+    /// error such as a full disk (`the store failed: ...`), or a `riakc_pb`
+    /// worker that cannot reconnect without `auto_reconnect`. The run stops
     /// with it and writes its reports for the time measured.
     pub fatal: Option<String>,
 }
@@ -142,7 +146,7 @@ fn backend_reason(e: &basalt_backend::BackendError) -> DriverError {
     };
     DriverError {
         reason: kind,
-        fatal: fatal.then(|| e.to_string()),
+        fatal: fatal.then(|| format!("the store failed: {e}")),
     }
 }
 
@@ -397,14 +401,18 @@ impl EmbeddedDriver {
     }
 }
 
-/// basho_bench's null driver: every op succeeds at once, except `an_error`.
+/// basho_bench's null driver: every op succeeds at once, except `an_error`
+/// and `another_error`.
 #[derive(Debug, Default)]
 pub struct NullDriver;
 
 impl Driver for NullDriver {
     fn run(&mut self, op: OpKind, _key: &[u8], _value: &[u8]) -> Result<Outcome, DriverError> {
         match op {
+            // basho_bench's null driver: `{error, went_wrong}` and
+            // `{error, {bad, things, happened}}`.
             OpKind::AnError => Err(DriverError::new("an_error")),
+            OpKind::AnotherError => Err(DriverError::new("another_error")),
             _ => Ok(Outcome::Done),
         }
     }

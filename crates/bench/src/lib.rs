@@ -4,7 +4,7 @@
 //! with basho_bench's meaning and defaults, generates keys and values as
 //! basho_bench does ([`keygen`], [`valgen`]), drives an embedded Basalt store
 //! or nothing ([`driver`]), or a live node over Riak's PB or HTTP API
-//! ([`netdriver`], [`netcfg`], [`riakpb`]) from worker threads ([`worker`]), measures with
+//! ([`netdriver`], [`netcfg`], [`pbconn`], [`riakpb`], [`httpdriver`]) from worker threads ([`worker`]), measures with
 //! HdrHistograms ([`stats`], [`sysstats`]) and writes basho_bench's CSVs
 //! ([`output`]) plus a report ([`report`]) and charts ([`chart`]).
 //! [`compare`] puts several runs side by side. [`cli::run`] is the command
@@ -16,12 +16,14 @@ pub mod cli;
 pub mod compare;
 pub mod config;
 pub mod driver;
+pub mod httpdriver;
 pub mod keygen;
 pub mod memlimit;
 pub mod netcfg;
 pub mod netdriver;
 mod outerr;
 pub mod output;
+pub mod pbconn;
 pub mod progress;
 pub mod report;
 pub mod riakpb;

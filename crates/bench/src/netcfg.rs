@@ -3,7 +3,7 @@
 //!
 //! | driver | keys (default) |
 //! |---|---|
-//! | `riakc_pb` | `riakc_pb_ips` (`[{127,0,0,1}]`), `riakc_pb_port` (8087), `riakc_pb_bucket` (`<<"test">>`), `riakc_pb_replies` (`quorum`) and `riakc_pb_r` / `_w` / `_dw` / `_rw` / `_pr` / `_pw` (default: `riakc_pb_replies`), `riakc_pb_content_type` (`"application/octet-stream"`), `pb_timeout_general` (62000 ms), `pb_timeout_read` / `pb_timeout_write` (default: general), `basalt_2i_max_results` (none); Basalt's own `basalt_pb_cacertfile` (STARTTLS trusting this CA PEM file) with `basalt_pb_user` / `basalt_pb_password` (AuthReq) |
+//! | `riakc_pb` | `riakc_pb_ips` (`[{127,0,0,1}]`), `riakc_pb_port` (8087), `riakc_pb_bucket` (`<<"test">>`), `riakc_pb_replies` (`quorum`) and `riakc_pb_r` / `_w` / `_dw` / `_rw` / `_pr` / `_pw` (default: `riakc_pb_replies`), `riakc_pb_content_type` (`"application/octet-stream"`), `pb_timeout_general` (62000 ms), `pb_timeout_read` / `pb_timeout_write` / `pb_timeout_listkeys` / `pb_timeout_mapreduce` (default: general), `pb_connect_options` (`[{auto_reconnect, true}]`, below), `basalt_2i_max_results` (none); Basalt's own `basalt_pb_cacertfile` (STARTTLS trusting this CA PEM file) with `basalt_pb_user` / `basalt_pb_password` (AuthReq) |
 //! | `nhs` | `pb_ips` (`["127.0.0.1"]`), `pb_port` (8087), `record_bucket` (`"domainRecord"`), `document_bucket` (`"domainDocument"`), `postcode_indexcount` (3), `alwaysget` (`{1, 1, key_order}`), `unique` (`{8000, key_order}`), `node_name` (`basalt`), `pb_timeout_general` (30000 ms); with `put_unique_checkrepl`: `replpb_ips` (required, port `pb_port`), `basalt_checkrepl_timeout` (10000 ms) |
 //! | `http_raw` | `http_raw_ips` (`["127.0.0.1"]`), `http_raw_port` (8098), `http_raw_path` (`"/buckets/test/keys"`), `http_timeout_general` (30000 ms) |
 //!
@@ -15,6 +15,27 @@
 //!
 //! Limits: at most [`MAX_TARGETS`] addresses, timeouts from 1 ms to 1 hour,
 //! `unique` sizes up to [`MAX_UNIQUE_SIZE`] bytes.
+//!
+//! `pb_connect_options` is the `riakc_pb_socket:start_link/3` option list
+//! of every `riakc_pb` worker's connection ([`PbConnect`]). As riakc reads
+//! it: a later entry wins; `auto_reconnect`, `queue_if_disconnected` and
+//! `keepalive` take `true` / `false`, and bare, `auto_reconnect` and
+//! `queue_if_disconnected` mean `true` but `keepalive` means **`false`**
+//! (riakc's quirk, kept, with a warning); `queue_if_disconnected` turns
+//! `auto_reconnect` on; `{connect_timeout, Ms}` (1 ms to
+//! [`MAX_CONNECT_TIMEOUT`]; riakc's default `infinity` is that limit here,
+//! see [`DEFAULT_CONNECT_TIMEOUT`] for the default); `{linger, {Bool,
+//! Secs}}` (`SO_LINGER`); `{silence_terminate_crash, Bool}` (only changes
+//! the exit reason riakc logs: accepted, no effect); `{credentials, User,
+//! Password}` and `{cacertfile, Path}` are `basalt_pb_user` /
+//! `basalt_pb_password` and `basalt_pb_cacertfile` (both spellings may be
+//! given if they agree; riakc's `cacertfile` without `credentials` is
+//! refused, since riakc then connects without TLS and ignores it).
+//! `certfile`, `keyfile`, `ssl_opts` and unknown options are config
+//! errors. The driver's default `[{auto_reconnect, true}]` applies only
+//! when the key is absent: a list without `auto_reconnect` gets riakc's
+//! `false`, which the config warns about. What the options do after a
+//! disconnect: `pbconn`.
 //!
 //! Differences from upstream, on purpose: `http_raw_path` defaults to
 //! Basalt's `/buckets/test/keys` (upstream's `/riak/test` is Riak's old URL
@@ -69,6 +90,43 @@ pub enum KeyOrder {
     SkewOrder,
 }
 
+/// Default connect timeout of PB connections when `pb_connect_options`
+/// gives none (riakc's default is `infinity`, the OS's timeout; here a node
+/// that does not answer is reported within seconds).
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// Longest `connect_timeout`, and what `{connect_timeout, infinity}` means.
+pub const MAX_CONNECT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// `pb_connect_options`: riakc_pb_socket's connection options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PbConnect {
+    /// `auto_reconnect`: after a disconnect, reconnect with riakc's back-off
+    /// instead of stopping the socket (and so crashing the worker).
+    pub auto_reconnect: bool,
+    /// `queue_if_disconnected`: a request made while disconnected waits for
+    /// the reconnect (at most its timeout) instead of failing at once.
+    pub queue_if_disconnected: bool,
+    /// `keepalive`: `SO_KEEPALIVE` on the socket.
+    pub keepalive: bool,
+    /// `connect_timeout`.
+    pub connect_timeout: Duration,
+    /// `linger`: `SO_LINGER` with this timeout when set.
+    pub linger: Option<Duration>,
+}
+
+impl Default for PbConnect {
+    /// The driver's default, `[{auto_reconnect, true}]`.
+    fn default() -> PbConnect {
+        PbConnect {
+            auto_reconnect: true,
+            queue_if_disconnected: false,
+            keepalive: false,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            linger: None,
+        }
+    }
+}
+
 /// `riakc_pb` driver options.
 #[derive(Debug, Clone)]
 pub struct PbOptions {
@@ -91,10 +149,18 @@ pub struct PbOptions {
     pub rw: u32,
     /// `riakc_pb_content_type`.
     pub content_type: String,
-    /// Socket timeout of reads (`pb_timeout_read`).
+    /// Timeout of the 2i queries (`pb_timeout_general`).
+    pub timeout_general: Duration,
+    /// Timeout of gets (`pb_timeout_read`).
     pub timeout_read: Duration,
-    /// Socket timeout of writes and queries (`pb_timeout_write`).
+    /// Timeout of puts and deletes (`pb_timeout_write`).
     pub timeout_write: Duration,
+    /// Timeout of a whole `listkeys` (`pb_timeout_listkeys`).
+    pub timeout_listkeys: Duration,
+    /// `pb_timeout_mapreduce` (read and checked; no MapReduce op runs yet).
+    pub timeout_mapreduce: Duration,
+    /// `pb_connect_options`.
+    pub connect: PbConnect,
     /// `max_results` of the 2i queries (`basalt_2i_max_results`).
     pub max_results: Option<u32>,
     /// STARTTLS and authentication (`basalt_pb_cacertfile`,
@@ -209,6 +275,9 @@ pub const KNOWN_KEYS: &[&str] = &[
     "pb_timeout_general",
     "pb_timeout_read",
     "pb_timeout_write",
+    "pb_timeout_listkeys",
+    "pb_timeout_mapreduce",
+    "pb_connect_options",
     "basalt_2i_max_results",
     "basalt_pb_cacertfile",
     "basalt_pb_user",

@@ -4,23 +4,36 @@
 //! semantics (options: [`crate::netcfg`]).
 //!
 //! **Start.** [`check_reachable`] connects to every configured address
-//! (2 s timeout) and pings it (PB ping, HTTP `GET /ping`), so a run
-//! against an address where nothing listens stops before any load with
-//! e.g. `cannot reach Riak PB at 127.0.0.1:8087: connection refused`.
+//! (within `connect_timeout` of `pb_connect_options`, else 2 s) and pings
+//! it (PB ping, HTTP `GET /ping`; 2 s), so a run against an address where
+//! nothing listens stops before any load with e.g. `cannot reach Riak PB
+//! at 127.0.0.1:8087: connection refused` (upstream's riakc_pb driver with
+//! `auto_reconnect` would start and keep trying).
 //!
-//! **Connections.** Worker *N* of a PB driver keeps one connection to
-//! address `N mod len`. After an I/O or protocol error the connection is
-//! dropped and the next operation reconnects (the failed op counts as an
-//! error). The HTTP driver keeps a keep-alive client per worker and walks
+//! **Connections** (`crate::pbconn`). Worker *N* of a PB driver keeps one
+//! connection to address `N mod len`. `nhs`: after an I/O or protocol
+//! error the connection is dropped and the next operation reconnects (the
+//! failed op counts as an error). `riakc_pb`: `pb_connect_options` as
+//! riakc_pb_socket and basho_bench's driver give them meaning — by default
+//! (`auto_reconnect`) an op cut by a disconnect is run again once riakc's
+//! back-off (100 ms doubling to 30 s) has reconnected, and counts once;
+//! without it the next op fails `crash` and the worker reconnects, or the
+//! run stops (details in `pbconn`). `SO_KEEPALIVE` with `{keepalive,
+//! true}`. The HTTP driver keeps a keep-alive client per worker and walks
 //! the address list request by request, starting at `N mod len`.
 //!
 //! **Security** (`riakc_pb` only, Basalt's `basalt_pb_cacertfile`,
-//! `basalt_pb_user`, `basalt_pb_password`): every connection (the start
-//! check and each reconnect) sends `RpbStartTls`, verifies the node's
-//! certificate against that CA for the target's host, then `RpbAuthReq`
-//! when a user is set.
+//! `basalt_pb_user`, `basalt_pb_password`, or riakc's `{cacertfile, Path}`
+//! and `{credentials, User, Password}` in `pb_connect_options`): every
+//! connection (the start check and each reconnect) sends `RpbStartTls`,
+//! verifies the node's certificate against that CA for the target's host
+//! (riakc checks the chain only), then `RpbAuthReq` when a user is set.
 //!
-//! **`riakc_pb` operations** (bucket `riakc_pb_bucket`):
+//! **`riakc_pb` operations** (bucket `riakc_pb_bucket`; timeouts
+//! `pb_timeout_read` for gets, `pb_timeout_write` for puts and deletes,
+//! `pb_timeout_listkeys` for `listkeys`, `pb_timeout_general` for 2i
+//! queries, as upstream; all but `update_with2i`, `query_postcode` and
+//! `query_dob` are run again after a disconnect, as upstream):
 //! - `get` (r): not found is a success; `get_existing`: not found is an
 //!   error `not_found`.
 //! - `put` (w, dw): a new object, no vclock, `riakc_pb_content_type`.
@@ -39,6 +52,12 @@
 //!   `postcode_bin`; `query_dob`: range `<date>` .. `<date + 0-3 days>|`
 //!   on `dateofbirth_bin`; both with return_terms (and
 //!   `basalt_2i_max_results` when set).
+//! - `listkeys`: `RpbListKeysReq` on the bucket (with `timeout` =
+//!   `pb_timeout_listkeys`, as riakc sends it), done when the streamed
+//!   reply ends; the whole listing must end within `pb_timeout_listkeys`
+//!   (riakc restarts its timer at each reply frame and relies on the
+//!   node's own bound for the whole), else `timeout` and the connection is
+//!   dropped (a disconnect, as riakc).
 //!
 //! **`nhs` operations** (buckets `record_bucket`, `document_bucket`).
 //! Each worker owns key ids: key *C* is `%012d(C) %012d(KeyId)` (with
@@ -83,31 +102,26 @@
 //!   is an error as for `put_unique`; after a successful PUT the counter
 //!   advances whatever the polling gives.
 //!
-//! **`http_raw` operations** on `<http_raw_path>/<percent-encoded key>`:
-//! `get` (200/300 and 404 succeed; `get_existing`: 404 is `not_found`),
-//! `put` (PUT, `Content-Type: application/octet-stream`,
-//! `X-Riak-ClientId`), `update` / `update_existing` (GET, then PUT with
-//! the `X-Riak-Vclock` it returned), `delete` (204 and 404 succeed).
+//! **`http_raw` operations**: `crate::httpdriver`.
 //!
 //! Randomness (index terms, NHS choices, blobs) comes from a generator
 //! seeded by `rng_seed` and the worker id, so runs repeat.
 
 use crate::config::{BenchConfig, OpKind};
 use crate::driver::{Driver, DriverError, Outcome};
-use crate::netcfg::{HttpOptions, KeyOrder, NetOptions, NhsOptions, PbOptions, PbSecurity, Target};
-use crate::riakpb::{resolve, PbClient, PbError, RiakKv};
+use crate::httpdriver::HttpDriver;
+use crate::netcfg::{KeyOrder, NetOptions, NhsOptions, PbConnect, PbOptions};
+use crate::pbconn::{connect_checked, Conn, Fail, Restarts, RiakcConn};
+use crate::riakpb::RiakKv;
 use base64::Engine;
 use rand::rngs::StdRng;
 use rand::{Rng, RngCore, SeedableRng};
 use riak_pb as pb;
-use std::io;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Timeout of connects and of the start-up ping.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+pub use crate::pbconn::CONNECT_TIMEOUT;
 
 /// `put_unique_checkrepl`: pause after a poll that failed (connection
 /// refused, timeout, Riak error) before the next one. A "not found" answer
@@ -141,49 +155,6 @@ pub const DOB_FIELD: &[u8] = b"dateofbirth_bin";
 /// The 2i field of last-modified terms.
 pub const LASTMOD_FIELD: &[u8] = b"lastmodified_bin";
 
-fn io_phrase(e: &io::Error) -> String {
-    match e.kind() {
-        io::ErrorKind::ConnectionRefused => "connection refused".into(),
-        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => {
-            format!("no answer within {} s", CONNECT_TIMEOUT.as_secs())
-        }
-        _ => e.to_string(),
-    }
-}
-
-/// Connects to `t` within [`CONNECT_TIMEOUT`]; the error is the message
-/// of a run that cannot start.
-fn connect_checked(
-    t: &Target,
-    proto: &str,
-    sec: Option<&Arc<PbSecurity>>,
-) -> Result<(SocketAddr, PbClient), String> {
-    let addr = resolve(&t.host, t.port).map_err(|e| {
-        format!(
-            "cannot reach {proto} at {t}: cannot resolve {}: {e}",
-            t.host
-        )
-    })?;
-    let mut c = PbClient::connect(addr, CONNECT_TIMEOUT, CONNECT_TIMEOUT)
-        .map_err(|e| format!("cannot reach {proto} at {t}: {}", io_phrase(&e)))?;
-    if let Some(sec) = sec {
-        secure(&mut c, &t.host, sec).map_err(|e| format!("{proto} at {t}: {e}"))?;
-    }
-    Ok((addr, c))
-}
-
-/// STARTTLS (the node's certificate must name `host`), then AuthReq when
-/// a user is configured.
-fn secure(c: &mut PbClient, host: &str, sec: &PbSecurity) -> Result<(), PbError> {
-    let name = rustls::pki_types::ServerName::try_from(host.to_string())
-        .map_err(|e| PbError::from(io::Error::other(format!("server name {host:?}: {e}"))))?;
-    c.starttls(sec.tls.clone(), name)?;
-    if let Some((user, password)) = &sec.user {
-        c.auth(user, password)?;
-    }
-    Ok(())
-}
-
 /// Connects to and pings every address of `net` (see the module doc).
 pub fn check_reachable(net: &NetOptions) -> Result<(), String> {
     match net {
@@ -195,7 +166,7 @@ pub fn check_reachable(net: &NetOptions) -> Result<(), String> {
                 .map_err(|e| format!("cannot start an HTTP client: {e}"))?;
             for t in &o.targets {
                 // A plain TCP connect first, for the same message as PB.
-                connect_checked(t, "Riak HTTP", None)?;
+                connect_checked(t, "Riak HTTP", &PbConnect::default(), None, CONNECT_TIMEOUT)?;
                 let url = format!("http://{t}/ping");
                 match client.get(&url).send() {
                     Ok(r) if r.status().is_success() => {}
@@ -210,14 +181,14 @@ pub fn check_reachable(net: &NetOptions) -> Result<(), String> {
             }
         }
         NetOptions::RiakcPb(_) | NetOptions::Nhs(_) => {
-            let sec = match net {
-                NetOptions::RiakcPb(o) => o.security.as_ref(),
-                _ => None,
+            let (sec, connect) = match net {
+                NetOptions::RiakcPb(o) => (o.security.as_ref(), o.connect),
+                _ => (None, PbConnect::default()),
             };
             let active = net.targets().iter().map(|t| (t, "Riak PB", sec));
             let passive = net.repl_targets().iter().map(|t| (t, PASSIVE, None));
             for (t, what, sec) in active.chain(passive) {
-                let (_, mut c) = connect_checked(t, what, sec)?;
+                let (_, mut c) = connect_checked(t, what, &connect, sec, CONNECT_TIMEOUT)?;
                 c.ping()
                     .map_err(|e| format!("{what} at {t} did not answer a ping: {e}"))?;
             }
@@ -231,6 +202,8 @@ pub struct NetShared {
     net: NetOptions,
     blob: Arc<Vec<u8>>,
     stop: Arc<AtomicBool>,
+    /// Worker restarts (`riakc_pb` without `auto_reconnect`).
+    restarts: Arc<Restarts>,
 }
 
 impl NetShared {
@@ -256,6 +229,7 @@ impl NetShared {
             net,
             blob: Arc::new(blob),
             stop,
+            restarts: Arc::default(),
         }
     }
 
@@ -263,12 +237,27 @@ impl NetShared {
     pub fn driver(&self, cfg: &BenchConfig, id: usize) -> Result<Box<dyn Driver>, String> {
         let seed = cfg.rng_seed.for_worker(id) ^ 0x6e68_7321;
         Ok(match &self.net {
-            NetOptions::RiakcPb(o) => Box::new(RiakcPbDriver {
-                conn: Conn::open(&o.targets, id, o.timeout_write, "Riak PB")?
-                    .secured(o.security.clone())?,
-                o: o.clone(),
-                rng: StdRng::seed_from_u64(seed),
-            }),
+            NetOptions::RiakcPb(o) => {
+                let conn = Conn::open(
+                    &o.targets,
+                    id,
+                    o.timeout_general,
+                    "Riak PB",
+                    &o.connect,
+                    o.security.clone(),
+                )?;
+                Box::new(RiakcPbDriver {
+                    conn: RiakcConn::new(
+                        conn,
+                        o.connect,
+                        id,
+                        self.stop.clone(),
+                        self.restarts.clone(),
+                    ),
+                    o: o.clone(),
+                    rng: StdRng::seed_from_u64(seed),
+                })
+            }
             NetOptions::Nhs(o) => Box::new(NhsDriver::new(
                 o,
                 id,
@@ -278,105 +267,6 @@ impl NetShared {
             )?),
             NetOptions::HttpRaw(o) => Box::new(HttpDriver::new(o, id)?),
         })
-    }
-}
-
-/// One worker's PB connection (reconnects after a fatal error).
-struct Conn {
-    addr: SocketAddr,
-    /// The target's host (the TLS server name).
-    host: String,
-    timeout: Duration,
-    client: Option<PbClient>,
-    /// STARTTLS and AuthReq on every (re)connect.
-    security: Option<Arc<PbSecurity>>,
-}
-
-fn io_reason(e: &io::Error) -> String {
-    match e.kind() {
-        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => "timeout".into(),
-        io::ErrorKind::ConnectionRefused => "econnrefused".into(),
-        io::ErrorKind::ConnectionReset
-        | io::ErrorKind::ConnectionAborted
-        | io::ErrorKind::BrokenPipe
-        | io::ErrorKind::UnexpectedEof => "disconnected".into(),
-        k => format!("{k:?}").to_lowercase(),
-    }
-}
-
-fn pb_reason(e: &PbError) -> DriverError {
-    DriverError::new(match e {
-        PbError::Riak { errmsg, .. } => {
-            let m: String = errmsg.chars().take(80).collect();
-            format!("riak_error: {m}")
-        }
-        PbError::Closed => "disconnected".into(),
-        e => e
-            .io_error()
-            .map_or_else(|| "protocol_error".into(), io_reason),
-    })
-}
-
-impl Conn {
-    /// Connects worker `id` to its entry of `targets` (`what` names them
-    /// in errors).
-    fn open(targets: &[Target], id: usize, timeout: Duration, what: &str) -> Result<Conn, String> {
-        let target = targets
-            .get(id % targets.len().max(1))
-            .cloned()
-            .ok_or("no address configured")?;
-        let (addr, client) = connect_checked(&target, what, None)?;
-        client
-            .set_timeout(timeout)
-            .map_err(|e| format!("{what} at {target}: {e}"))?;
-        Ok(Conn {
-            addr,
-            host: target.host.clone(),
-            timeout,
-            client: Some(client),
-            security: None,
-        })
-    }
-
-    /// The connection secured with `security` (STARTTLS, AuthReq), now
-    /// and on every reconnect.
-    fn secured(mut self, security: Option<Arc<PbSecurity>>) -> Result<Conn, String> {
-        if let (Some(sec), Some(c)) = (&security, self.client.as_mut()) {
-            secure(c, &self.host, sec).map_err(|e| format!("Riak PB at {}: {e}", self.addr))?;
-        }
-        self.security = security;
-        Ok(self)
-    }
-
-    /// Runs `f` on the connection, connecting first if needed; a fatal
-    /// error drops the connection.
-    fn call<T>(
-        &mut self,
-        f: impl FnOnce(&mut PbClient) -> Result<T, PbError>,
-    ) -> Result<T, DriverError> {
-        let mut client = match self.client.take() {
-            Some(c) => c,
-            None => {
-                let mut c = PbClient::connect(self.addr, CONNECT_TIMEOUT, self.timeout)
-                    .map_err(|e| DriverError::new(io_reason(&e)))?;
-                if let Some(sec) = &self.security {
-                    secure(&mut c, &self.host, sec).map_err(|e| pb_reason(&e))?;
-                }
-                c
-            }
-        };
-        match f(&mut client) {
-            Ok(v) => {
-                self.client = Some(client);
-                Ok(v)
-            }
-            Err(e) => {
-                if !e.is_fatal() {
-                    self.client = Some(client);
-                }
-                Err(pb_reason(&e))
-            }
-        }
     }
 }
 
@@ -506,26 +396,31 @@ fn get_req(bucket: &[u8], key: &[u8], r: Option<u32>) -> pb::RpbGetReq {
 
 /// `basho_bench_driver_riakc_pb` of one worker.
 pub struct RiakcPbDriver {
-    conn: Conn,
+    conn: RiakcConn,
     o: PbOptions,
     rng: StdRng,
 }
 
+fn fail(reason: &str) -> Fail {
+    Fail::Error(DriverError::new(reason))
+}
+
 impl RiakcPbDriver {
-    fn get(&mut self, key: &[u8]) -> Result<Option<pb::RpbGetResp>, DriverError> {
+    fn get(&mut self, key: &[u8]) -> Result<Option<pb::RpbGetResp>, Fail> {
         let req = get_req(&self.o.bucket, key, Some(self.o.r));
-        self.conn.call(|c| c.get(&req))
+        self.conn.call(self.o.timeout_read, |c| c.get(&req))
     }
 
-    fn put(&mut self, mut req: pb::RpbPutReq, quorum: bool) -> Result<Outcome, DriverError> {
+    fn put(&mut self, mut req: pb::RpbPutReq, quorum: bool) -> Result<Outcome, Fail> {
         if quorum {
             req.w = Some(self.o.w);
             req.dw = Some(self.o.dw);
         }
-        self.conn.call(|c| c.put(&req)).map(|_| Outcome::Done)
+        let t = self.o.timeout_write;
+        self.conn.call(t, |c| c.put(&req)).map(|_| Outcome::Done)
     }
 
-    fn query(&mut self, field: &[u8], min: Vec<u8>, max: Vec<u8>) -> Result<Outcome, DriverError> {
+    fn query(&mut self, field: &[u8], min: Vec<u8>, max: Vec<u8>) -> Result<Outcome, Fail> {
         let req = pb::RpbIndexReq {
             bucket: self.o.bucket.clone(),
             index: field.to_vec(),
@@ -536,18 +431,18 @@ impl RiakcPbDriver {
             max_results: self.o.max_results,
             ..Default::default()
         };
-        self.conn.call(|c| c.index(&req)).map(|_| Outcome::Done)
+        let t = self.o.timeout_general;
+        self.conn.call(t, |c| c.index(&req)).map(|_| Outcome::Done)
     }
-}
 
-impl Driver for RiakcPbDriver {
-    fn run(&mut self, op: OpKind, key: &[u8], value: &[u8]) -> Result<Outcome, DriverError> {
+    /// One try of `op` (the driver runs it again after a disconnect).
+    fn run_once(&mut self, op: OpKind, key: &[u8], value: &[u8]) -> Result<Outcome, Fail> {
         let ct = self.o.content_type.clone();
         match op {
             OpKind::Get => self.get(key).map(|_| Outcome::Done),
             OpKind::GetExisting => match self.get(key)? {
                 Some(_) => Ok(Outcome::Done),
-                None => Err(DriverError::new("not_found")),
+                None => Err(fail("not_found")),
             },
             OpKind::Put => {
                 let req = put_req(&self.o.bucket, key, None, value, Some(&ct), None);
@@ -556,7 +451,7 @@ impl Driver for RiakcPbDriver {
             OpKind::Update | OpKind::UpdateExisting => {
                 let fetched = self.get(key)?;
                 if fetched.is_none() && op == OpKind::UpdateExisting {
-                    return Err(DriverError::new("not_found"));
+                    return Err(fail("not_found"));
                 }
                 let req = put_req(&self.o.bucket, key, fetched, value, Some(&ct), None);
                 self.put(req, true)
@@ -564,7 +459,7 @@ impl Driver for RiakcPbDriver {
             OpKind::UpdateWith2i => {
                 // Upstream passes no r / w here.
                 let req = get_req(&self.o.bucket, key, None);
-                let fetched = self.conn.call(|c| c.get(&req))?;
+                let fetched = self.conn.call(self.o.timeout_read, |c| c.get(&req))?;
                 let ix = generate_indexes(&mut self.rng, 3, true);
                 let req = put_req(&self.o.bucket, key, fetched, value, None, Some(ix));
                 self.put(req, false)
@@ -576,7 +471,20 @@ impl Driver for RiakcPbDriver {
                     rw: Some(self.o.rw),
                     ..Default::default()
                 };
-                self.conn.call(|c| c.delete(&req)).map(|_| Outcome::Done)
+                let t = self.o.timeout_write;
+                self.conn.call(t, |c| c.delete(&req)).map(|_| Outcome::Done)
+            }
+            OpKind::ListKeys => {
+                let req = pb::RpbListKeysReq {
+                    bucket: self.o.bucket.clone(),
+                    // The node's own bound, as riakc sends it.
+                    timeout: Some(self.o.timeout_listkeys.as_millis().min(u32::MAX as u128) as u32),
+                    ..Default::default()
+                };
+                let t = self.o.timeout_listkeys;
+                self.conn
+                    .call_stream(t, |c| c.list_keys(&req, t))
+                    .map(|_| Outcome::Done)
             }
             OpKind::QueryPostcode => {
                 let d = district(&mut self.rng);
@@ -596,7 +504,36 @@ impl Driver for RiakcPbDriver {
                     format!("{end}|").into_bytes(),
                 )
             }
-            _ => Err(DriverError::new("unsupported_op")),
+            _ => Err(fail("unsupported_op")),
+        }
+    }
+}
+
+impl Driver for RiakcPbDriver {
+    fn run(&mut self, op: OpKind, key: &[u8], value: &[u8]) -> Result<Outcome, DriverError> {
+        // Upstream's driver runs these again on `{error, disconnected}`.
+        let retried = matches!(
+            op,
+            OpKind::Get
+                | OpKind::GetExisting
+                | OpKind::Put
+                | OpKind::Update
+                | OpKind::UpdateExisting
+                | OpKind::Delete
+                | OpKind::ListKeys
+        );
+        loop {
+            match self.run_once(op, key, value) {
+                Ok(o) => return Ok(o),
+                Err(Fail::Error(e)) => return Err(e),
+                Err(Fail::Stopped) => return Ok(Outcome::Silent),
+                Err(Fail::Disconnected) if retried => {
+                    if !self.conn.wait_for_reconnect() {
+                        return Ok(Outcome::Silent);
+                    }
+                }
+                Err(Fail::Disconnected) => return Err(DriverError::new("disconnected")),
+            }
         }
     }
 }
@@ -654,10 +591,24 @@ impl NhsDriver {
             None
         } else {
             let timeout = o.timeout.min(o.checkrepl_timeout);
-            Some(Conn::open(&o.repl_targets, id, timeout, PASSIVE)?)
+            Some(Conn::open(
+                &o.repl_targets,
+                id,
+                timeout,
+                PASSIVE,
+                &PbConnect::default(),
+                None,
+            )?)
         };
         Ok(NhsDriver {
-            conn: Conn::open(&o.targets, id, o.timeout, "Riak PB")?,
+            conn: Conn::open(
+                &o.targets,
+                id,
+                o.timeout,
+                "Riak PB",
+                &PbConnect::default(),
+                None,
+            )?,
             repl,
             stop,
             o: o.clone(),
@@ -795,131 +746,6 @@ impl Driver for NhsDriver {
                     Some(_) => Ok(Outcome::Done),
                     None if n >= ukc || n <= lkc => Ok(Outcome::Done),
                     None => Err(DriverError::new("not_found")),
-                }
-            }
-            _ => Err(DriverError::new("unsupported_op")),
-        }
-    }
-}
-
-/// `basho_bench_driver_http_raw` of one worker.
-pub struct HttpDriver {
-    client: reqwest::blocking::Client,
-    bases: Vec<String>,
-    next: usize,
-    client_id: String,
-}
-
-fn http_reason(e: &reqwest::Error) -> DriverError {
-    DriverError::new(if e.is_timeout() {
-        "timeout"
-    } else if e.is_connect() {
-        "econnrefused"
-    } else {
-        "http_error"
-    })
-}
-
-fn status_error(s: reqwest::StatusCode) -> DriverError {
-    DriverError::new(format!("http_{}", s.as_u16()))
-}
-
-impl HttpDriver {
-    fn new(o: &HttpOptions, id: usize) -> Result<HttpDriver, String> {
-        let client = reqwest::blocking::Client::builder()
-            .timeout(o.timeout)
-            .connect_timeout(CONNECT_TIMEOUT)
-            .build()
-            .map_err(|e| format!("cannot start an HTTP client: {e}"))?;
-        let bases: Vec<String> = o
-            .targets
-            .iter()
-            .map(|t| format!("http://{t}{}", o.path))
-            .collect();
-        Ok(HttpDriver {
-            next: id % bases.len().max(1),
-            bases,
-            client,
-            client_id: base64::engine::general_purpose::STANDARD.encode((id as u32).to_be_bytes()),
-        })
-    }
-
-    fn url(&mut self, key: &[u8]) -> Result<String, DriverError> {
-        let base = self
-            .bases
-            .get(self.next)
-            .ok_or_else(|| DriverError::new("no_address"))?;
-        self.next = (self.next + 1) % self.bases.len();
-        let k = percent_encoding::percent_encode(key, percent_encoding::NON_ALPHANUMERIC);
-        Ok(format!("{base}/{k}"))
-    }
-
-    /// GET: `Some(vclock header)` when found, `None` on 404.
-    fn get(&self, url: &str) -> Result<Option<Option<String>>, DriverError> {
-        let r = self.client.get(url).send().map_err(|e| http_reason(&e))?;
-        let status = r.status();
-        let vclock = r
-            .headers()
-            .get("x-riak-vclock")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
-        // Read the body so that the connection can be reused.
-        r.bytes().map_err(|e| http_reason(&e))?;
-        match status.as_u16() {
-            200 | 300 => Ok(Some(vclock)),
-            404 => Ok(None),
-            _ => Err(status_error(status)),
-        }
-    }
-
-    fn put(&self, url: &str, value: &[u8], vclock: Option<String>) -> Result<Outcome, DriverError> {
-        let mut req = self
-            .client
-            .put(url)
-            .header("Content-Type", "application/octet-stream")
-            .header("X-Riak-ClientId", &self.client_id)
-            .body(value.to_vec());
-        if let Some(v) = vclock {
-            req = req.header("X-Riak-Vclock", v);
-        }
-        let r = req.send().map_err(|e| http_reason(&e))?;
-        let status = r.status();
-        r.bytes().map_err(|e| http_reason(&e))?;
-        if status.is_success() {
-            Ok(Outcome::Done)
-        } else {
-            Err(status_error(status))
-        }
-    }
-}
-
-impl Driver for HttpDriver {
-    fn run(&mut self, op: OpKind, key: &[u8], value: &[u8]) -> Result<Outcome, DriverError> {
-        let url = self.url(key)?;
-        match op {
-            OpKind::Get => self.get(&url).map(|_| Outcome::Done),
-            OpKind::GetExisting => match self.get(&url)? {
-                Some(_) => Ok(Outcome::Done),
-                None => Err(DriverError::new("not_found")),
-            },
-            OpKind::Put => self.put(&url, value, None),
-            OpKind::Update | OpKind::UpdateExisting => match self.get(&url)? {
-                Some(vclock) => self.put(&url, value, vclock),
-                None if op == OpKind::Update => self.put(&url, value, None),
-                None => Err(DriverError::new("not_found")),
-            },
-            OpKind::Delete => {
-                let r = self
-                    .client
-                    .delete(&url)
-                    .send()
-                    .map_err(|e| http_reason(&e))?;
-                let status = r.status();
-                r.bytes().map_err(|e| http_reason(&e))?;
-                if status.is_success() || status.as_u16() == 404 {
-                    Ok(Outcome::Done)
-                } else {
-                    Err(status_error(status))
                 }
             }
             _ => Err(DriverError::new("unsupported_op")),

@@ -65,7 +65,8 @@ pub struct RunOutcome {
     /// The report.
     pub report: PathBuf,
     /// Why the run stopped before its end, if a store failed (e.g. a full
-    /// disk); the reports cover the time measured until then.
+    /// disk) or a driver could not go on; the reports cover the time
+    /// measured until then.
     pub stopped: Option<String>,
     /// `put_unique_checkrepl` against `put_unique`, when both ran (also in
     /// the report).
@@ -265,11 +266,13 @@ pub fn run(
         DriverKind::Embedded => open_targets(&cfg, &data_dir).map_err(RunError::Driver)?,
         _ => Vec::new(),
     };
-    let pool = ValuePool::new(
+    let pool = ValuePool::for_run(
         &cfg.value_generator,
+        cfg.value_blob_file.as_deref(),
         cfg.value_source_size,
         cfg.rng_seed.for_worker(0),
-    );
+    )
+    .map_err(|e| RunError::Driver(format!("value_generator_blob_file: {e}")))?;
     let cfg = Arc::new(cfg);
     let shared = Shared {
         stats: Arc::new(Stats::new(cfg.operations.len())),
@@ -702,9 +705,7 @@ fn report_header(
         ));
     }
     if let Some((why, at)) = stopped {
-        header.push(format!(
-            "**stopped early** at {at:.1} s: the store failed: {why}"
-        ));
+        header.push(format!("**stopped early** at {at:.1} s: {why}"));
     }
     header.extend(warnings.iter().map(|w| format!("warning: {w}")));
     header

@@ -155,6 +155,18 @@ impl ValGenSpec {
         })
     }
 
+    /// True when values are slices of a source (basho_bench's
+    /// `data_block`): `fixed_bin`, `exponential_bin`, `uniform_bin`; these
+    /// are cut from `value_generator_blob_file` when one is given.
+    pub fn slices_source(&self) -> bool {
+        matches!(
+            self,
+            ValGenSpec::FixedBin(_)
+                | ValGenSpec::ExponentialBin { .. }
+                | ValGenSpec::UniformBin { .. }
+        )
+    }
+
     /// The mean value size in bytes (for the data-size estimate).
     pub fn mean_size(&self) -> f64 {
         match self {
@@ -229,6 +241,28 @@ impl ValuePool {
         }
         ValuePool {
             bytes: Arc::new(bytes),
+        }
+    }
+
+    /// The pool of `spec` for a run: the bytes of `blob_file` when given
+    /// and `spec` slices a source, else [`ValuePool::new`].
+    pub fn for_run(
+        spec: &ValGenSpec,
+        blob_file: Option<&std::path::Path>,
+        source_size: usize,
+        seed: u64,
+    ) -> std::io::Result<ValuePool> {
+        match blob_file {
+            Some(p) if spec.slices_source() => {
+                let bytes = std::fs::read(p)?;
+                if bytes.is_empty() {
+                    return Err(std::io::Error::other(format!("{} is empty", p.display())));
+                }
+                Ok(ValuePool {
+                    bytes: Arc::new(bytes),
+                })
+            }
+            _ => Ok(ValuePool::new(spec, source_size, seed)),
         }
     }
 

@@ -43,8 +43,8 @@ pub struct WorkerCtx {
     /// Set to 1 by the first error under `shutdown_on_error`, or by a
     /// fatal store error.
     pub exit_code: Arc<AtomicI32>,
-    /// The first fatal store error (a full disk, a store that closed
-    /// itself): it stops every worker.
+    /// The first fatal error (a full disk, a store that closed itself, a
+    /// PB worker that cannot reconnect): it stops every worker.
     pub fatal: Arc<parking_lot::Mutex<Option<String>>>,
     /// The run's value pool.
     pub pool: ValuePool,

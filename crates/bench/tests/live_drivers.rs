@@ -621,6 +621,20 @@ fn riakc_pb_driver_over_tls_with_a_password() {
     let out = run(dir.path(), "pb_tls", &config("b3nch")).expect("tls run");
     assert_clean(&out, "tls + password");
     assert_eq!(out.ok, 50);
+    // The same with riakc's spelling, in pb_connect_options.
+    let riakc = config("b3nch")
+        .lines()
+        .filter(|l| !l.starts_with("{basalt_pb_"))
+        .collect::<Vec<_>>()
+        .join("\n")
+        + &format!(
+            "\n{{pb_connect_options, [{{auto_reconnect, true}}, \
+             {{credentials, \"bench\", \"b3nch\"}}, {{cacertfile, \"{}\"}}]}}.\n",
+            p("ca.pem").display()
+        );
+    let out = run(dir.path(), "pb_tls_riakc", &riakc).expect("riakc spelling");
+    assert_clean(&out, "tls + password, riakc's spelling");
+    assert_eq!(out.ok, 50);
     let err = run(dir.path(), "pb_tls_bad", &config("wrong")).expect_err("wrong password");
     assert!(
         format!("{err:#}").contains("Authentication failed"),

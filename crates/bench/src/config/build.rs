@@ -6,12 +6,16 @@ use super::error::ConfigError;
 use super::ops::{valid_backends, DriverKind, OpKind, OpSpec, VALID_DRIVERS};
 use super::raw::RawConfig;
 use super::typed::{BenchConfig, Mode, RateMode, RngSeed};
+use super::upstream::UPSTREAM_DRIVERS;
 use crate::keygen::KeyGenSpec;
 use crate::netcfg::NetOptions;
 use crate::term::Term;
 use crate::valgen::ValGenSpec;
 use std::path::PathBuf;
 use std::time::Duration;
+
+/// Largest `value_generator_blob_file` (it is read into memory whole).
+pub const MAX_BLOB_FILE: u64 = 1 << 30;
 
 impl RawConfig {
     /// Builds the typed configuration; returns it with the warnings.
@@ -22,6 +26,17 @@ impl RawConfig {
             warnings.push(format!(
                 "unknown config keys (ignored): {}",
                 unknown.join(", ")
+            ));
+        }
+        let upstream = self.upstream_keys();
+        if !upstream.is_empty() {
+            let named: Vec<String> = upstream
+                .iter()
+                .map(|(k, why)| format!("{k} ({why})"))
+                .collect();
+            warnings.push(format!(
+                "basho_bench keys not used by basalt bench (ignored): {}",
+                named.join(", ")
             ));
         }
         let mode = match self.get("mode") {
@@ -66,7 +81,13 @@ impl RawConfig {
             None => ValGenSpec::FixedBin(100),
             Some(t) => ValGenSpec::from_term(t)?,
         };
-        let value_source_size = self.int("value_generator_source_size", 96 * 1048576, 1)? as usize;
+        let mut value_source_size =
+            self.int("value_generator_source_size", 96 * 1048576, 1)? as usize;
+        let value_blob_file = self.blob_file(&value_generator, &mut warnings)?;
+        if let Some((_, len)) = &value_blob_file {
+            value_source_size = *len;
+        }
+        let value_blob_file = value_blob_file.map(|(p, _)| p);
         let rng_seed = self.rng_seed()?;
         let shutdown_on_error = self.bool("shutdown_on_error", false)?;
         let backend = self
@@ -139,7 +160,7 @@ impl RawConfig {
         let l1_files = self.opt_count("basalt_l1_files")?;
         let rocksdb = self.rocks_tuning()?;
         let net = match driver {
-            DriverKind::RiakcPb => Some(NetOptions::RiakcPb(self.pb_options()?)),
+            DriverKind::RiakcPb => Some(NetOptions::RiakcPb(self.pb_options(&mut warnings)?)),
             DriverKind::Nhs => Some(NetOptions::Nhs(self.nhs_options(&operations)?)),
             DriverKind::HttpRaw => Some(NetOptions::HttpRaw(self.http_options()?)),
             DriverKind::Embedded | DriverKind::Null => None,
@@ -169,6 +190,7 @@ impl RawConfig {
                 key_generator,
                 value_generator,
                 value_source_size,
+                value_blob_file,
                 rng_seed,
                 shutdown_on_error,
                 backend,
@@ -269,15 +291,54 @@ impl RawConfig {
                     "riakc_pb" => DriverKind::RiakcPb,
                     "nhs" => DriverKind::Nhs,
                     "http_raw" => DriverKind::HttpRaw,
-                    _ => {
+                    other => {
+                        let why = UPSTREAM_DRIVERS
+                            .iter()
+                            .find(|(n, _)| *n == other)
+                            .map_or_else(
+                                || format!("unknown driver {t}"),
+                                |(_, why)| {
+                                    format!("{t} is basho_bench's, not basalt bench's: {why}")
+                                },
+                            );
                         return Err(self.invalid(
                             "driver",
-                            format!("unknown driver {t}; valid: {}", VALID_DRIVERS.join(", ")),
-                        ))
+                            format!("{why}; valid: {}", VALID_DRIVERS.join(", ")),
+                        ));
                     }
                 }
             }
         })
+    }
+
+    /// `value_generator_blob_file`: a readable, non-empty file of at most
+    /// [`MAX_BLOB_FILE`] bytes, with its size; a warning when
+    /// `value_generator` takes no slices of a source.
+    fn blob_file(
+        &self,
+        spec: &ValGenSpec,
+        warnings: &mut Vec<String>,
+    ) -> Result<Option<(PathBuf, usize)>, ConfigError> {
+        const KEY: &str = "value_generator_blob_file";
+        let Some(path) = self.text(KEY)? else {
+            return Ok(None);
+        };
+        let len = std::fs::metadata(&path)
+            .map_err(|e| self.invalid(KEY, format!("{path}: {e}")))?
+            .len();
+        if len == 0 || len > MAX_BLOB_FILE {
+            return Err(self.invalid(
+                KEY,
+                format!("{path}: {len} bytes; expected 1 to {MAX_BLOB_FILE} bytes"),
+            ));
+        }
+        if !spec.slices_source() {
+            warnings.push(format!(
+                "{KEY} has no effect with this value_generator: only fixed_bin, \
+                 exponential_bin and uniform_bin values are cut from it, as upstream"
+            ));
+        }
+        Ok(Some((PathBuf::from(path), len as usize)))
     }
 
     /// `rng_seed`: `{A, B, C}` or `now`.

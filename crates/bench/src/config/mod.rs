@@ -10,6 +10,8 @@
 //! The files, each importing only those listed before it (and modules
 //! outside `config`; [`crate::netcfg`] imports nothing of `config`):
 //!
+//! - `upstream`: basho_bench's drivers and keys that are not run here,
+//!   with why ([`UPSTREAM_DRIVERS`], [`UPSTREAM_KEYS`]).
 //! - `error`: [`ConfigError`].
 //! - `raw`: [`RawConfig`], the merged `{Key, Value}` pairs of the files
 //!   with where each came from, the keys known and ignored, and typed
@@ -18,22 +20,29 @@
 //!   ([`DriverKind`]), and the reading of `operations`.
 //! - `typed`: the checked configuration, [`BenchConfig`], and its value
 //!   types ([`Mode`], [`RateMode`], [`RngSeed`]).
+//! - `connect`: `pb_connect_options`, the `riakc_pb` driver's
+//!   `riakc_pb_socket` options.
 //! - `net`: the network drivers' options ([`crate::netcfg`]) read from a
 //!   [`RawConfig`].
 //! - `build`: [`RawConfig::build`], every key's default and check.
 //! - `tests`: the unit tests.
 
 mod build;
+mod connect;
 mod error;
 mod net;
 mod ops;
 mod raw;
 mod typed;
+mod upstream;
 
 #[cfg(test)]
 mod tests;
 
 pub use error::ConfigError;
-pub use ops::{normalize_label, valid_backends, DriverKind, OpKind, OpSpec, VALID_DRIVERS};
+pub use ops::{
+    normalize_label, unsupported_op, valid_backends, DriverKind, OpKind, OpSpec, VALID_DRIVERS,
+};
 pub use raw::RawConfig;
 pub use typed::{BenchConfig, Mode, RateMode, RngSeed};
+pub use upstream::{upstream_key, UPSTREAM_DRIVERS, UPSTREAM_KEYS};

@@ -1,8 +1,10 @@
 //! Reads the network drivers' options ([`crate::netcfg`], where the keys
 //! and their defaults are listed) from a [`RawConfig`]: address lists as
 //! basho_bench's `normalize_ips`, quorums, timeouts, buckets, the NHS
-//! workload's tuples, and the `riakc_pb` driver's TLS and user.
+//! workload's tuples, and the `riakc_pb` driver's TLS and user (from
+//! `basalt_pb_*` or `pb_connect_options`, read in `connect`).
 
+use super::connect::ConnectSpec;
 use super::error::ConfigError;
 use super::ops::{OpKind, OpSpec};
 use super::raw::RawConfig;
@@ -173,10 +175,20 @@ impl RawConfig {
         }
     }
 
-    /// The `riakc_pb` options.
-    pub(crate) fn pb_options(&self) -> Result<PbOptions, ConfigError> {
+    /// The `riakc_pb` options; notes on them go to `warnings`.
+    pub(crate) fn pb_options(&self, warnings: &mut Vec<String>) -> Result<PbOptions, ConfigError> {
         let replies = self.replies("riakc_pb_replies", quorum::QUORUM)?;
         let general = self.millis("pb_timeout_general", Duration::from_millis(62_000))?;
+        let connect = self.pb_connect(warnings)?;
+        if let Some(Term::Tuple(v)) = self.get("riakc_pb_bucket") {
+            if v.len() == 2 {
+                return Err(self.invalid(
+                    "riakc_pb_bucket",
+                    "a {Type, Bucket} bucket (a bucket type) is not supported by basalt \
+                     bench's riakc_pb driver; give a bucket name",
+                ));
+            }
+        }
         let max_results = match self.get("basalt_2i_max_results") {
             None => None,
             Some(t) => Some(
@@ -200,19 +212,71 @@ impl RawConfig {
             content_type: self
                 .text("riakc_pb_content_type")?
                 .unwrap_or_else(|| "application/octet-stream".into()),
+            timeout_general: general,
             timeout_read: self.millis("pb_timeout_read", general)?,
             timeout_write: self.millis("pb_timeout_write", general)?,
+            timeout_listkeys: self.millis("pb_timeout_listkeys", general)?,
+            timeout_mapreduce: self.millis("pb_timeout_mapreduce", general)?,
             max_results,
-            security: self.pb_security()?,
+            security: self.pb_security(&connect)?,
+            connect: connect.connect,
         })
     }
 
-    /// `basalt_pb_cacertfile`, `basalt_pb_user`, `basalt_pb_password`.
-    fn pb_security(&self) -> Result<Option<Arc<PbSecurity>>, ConfigError> {
+    /// The security settings: `basalt_pb_cacertfile`, `basalt_pb_user`,
+    /// `basalt_pb_password`, or the same spelled as riakc's `cacertfile`
+    /// and `credentials` in `pb_connect_options` (both spellings must
+    /// agree).
+    fn pb_security(&self, riakc: &ConnectSpec) -> Result<Option<Arc<PbSecurity>>, ConfigError> {
         use rustls::pki_types::pem::PemObject;
-        let user = self.text("basalt_pb_user")?;
-        let password = self.text("basalt_pb_password")?;
-        let Some(ca) = self.text("basalt_pb_cacertfile")? else {
+        const OPTS: &str = "pb_connect_options";
+        let mut user = self.text("basalt_pb_user")?;
+        let mut password = self.text("basalt_pb_password")?;
+        let mut ca = self.text("basalt_pb_cacertfile")?;
+        let mut key = "basalt_pb_cacertfile";
+        if let Some((u, p)) = &riakc.credentials {
+            let given = user.is_some() || password.is_some();
+            if given && (user.as_ref() != Some(u) || password.as_ref() != Some(p)) {
+                return Err(self.invalid(
+                    OPTS,
+                    "{credentials, User, Password} and basalt_pb_user / basalt_pb_password \
+                     differ: give one of them",
+                ));
+            }
+            user = Some(u.clone());
+            password = Some(p.clone());
+        }
+        if let Some(path) = &riakc.cacertfile {
+            if ca.as_ref().is_some_and(|c| c != path) {
+                return Err(self.invalid(
+                    OPTS,
+                    format!(
+                        "{{cacertfile, {path:?}}} and basalt_pb_cacertfile {:?} differ: give \
+                         one of them",
+                        ca.unwrap_or_default()
+                    ),
+                ));
+            }
+            if user.is_none() {
+                return Err(self.invalid(
+                    OPTS,
+                    "{cacertfile, Path} without {credentials, User, Password}: riakc uses TLS \
+                     only with credentials, so it would connect without TLS and not read the \
+                     file; add the credentials, or use basalt_pb_cacertfile for TLS without a \
+                     user",
+                ));
+            }
+            ca = Some(path.clone());
+            key = OPTS;
+        }
+        let Some(ca) = ca else {
+            if riakc.credentials.is_some() {
+                return Err(self.invalid(
+                    OPTS,
+                    "{credentials, User, Password} needs TLS, which verifies the node's \
+                     certificate: add {cacertfile, Path} (or basalt_pb_cacertfile)",
+                ));
+            }
             if user.is_some() || password.is_some() {
                 return Err(self.invalid(
                     "basalt_pb_user",
@@ -221,7 +285,6 @@ impl RawConfig {
             }
             return Ok(None);
         };
-        let key = "basalt_pb_cacertfile";
         let mut roots = rustls::RootCertStore::empty();
         let certs = rustls::pki_types::CertificateDer::pem_file_iter(&ca)
             .map_err(|e| self.invalid(key, format!("reading {ca}: {e}")))?;
@@ -356,6 +419,14 @@ impl RawConfig {
 
     /// The `http_raw` options.
     pub(crate) fn http_options(&self) -> Result<HttpOptions, ConfigError> {
+        // Headers such as Authorization change what every request means:
+        // refused rather than dropped.
+        if self.get("http_raw_append_headers").is_some() {
+            return Err(self.invalid(
+                "http_raw_append_headers",
+                "extra HTTP headers are not sent by basalt bench's http_raw driver",
+            ));
+        }
         let path = self
             .text("http_raw_path")?
             .unwrap_or_else(|| "/buckets/test/keys".into());
@@ -515,6 +586,10 @@ mod tests {
             ("{riakc_pb_port, 70000}.", "riakc_pb_port"),
             ("{riakc_pb_replies, many}.", "riakc_pb_replies"),
             ("{pb_timeout_general, 0}.", "pb_timeout_general"),
+            (
+                "{riakc_pb_bucket, {<<\"maps\">>, <<\"b\">>}}.",
+                "riakc_pb_bucket: a {Type, Bucket} bucket (a bucket type) is not supported",
+            ),
         ] {
             let e = BenchConfig::from_text(&format!(
                 "{{driver, riakc_pb}}.\n{{operations, [{{get,1}}]}}.\n{text}"

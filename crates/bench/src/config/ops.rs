@@ -11,6 +11,50 @@ use crate::term::Term;
 /// `basho_bench_driver_` prefix).
 pub const VALID_DRIVERS: &[&str] = &["basalt_embedded", "null", "riakc_pb", "nhs", "http_raw"];
 
+/// Why an operation of basho_bench's `driver` is not run by basalt bench,
+/// if `name` is one (tuple operations written as `{counter,value}`).
+pub fn unsupported_op(driver: DriverKind, name: &str) -> Option<&'static str> {
+    const DATA_TYPES: &str = "Riak data types (DtFetchReq / DtUpdateReq) are not \
+        implemented by basalt bench's riakc_pb driver (the node serves them); they also \
+        need a {Type, Bucket} riakc_pb_bucket, which is not supported";
+    match (driver, name) {
+        (DriverKind::RiakcPb, "search" | "search_interval") => Some(
+            "Riak Search (Yokozuna / Solr) queries: Basalt serves no search \
+             (riakc_pb_search_queries and query_step_interval are for them)",
+        ),
+        (
+            DriverKind::RiakcPb,
+            "mr_bucket_erlang" | "mr_bucket_js" | "mr_keylist_erlang" | "mr_keylist_js",
+        ) => Some(
+            "MapReduce ops are not implemented by basalt bench's riakc_pb driver (the \
+             node serves RpbMapRedReq; pb_timeout_mapreduce is read and checked for them)",
+        ),
+        (DriverKind::RiakcPb, "counter_incr" | "counter_val") => Some(
+            "Riak 1.4 counters (RpbCounterUpdateReq / RpbCounterGetReq) are not \
+             implemented by basalt bench's riakc_pb driver (the node serves them)",
+        ),
+        (
+            DriverKind::RiakcPb,
+            "{counter,value}"
+            | "{counter,increment}"
+            | "{team,write}"
+            | "{team,read}"
+            | "{team,player,removal}"
+            | "{team,player,addition}"
+            | "{game,completed}",
+        ) => Some(DATA_TYPES),
+        (
+            DriverKind::Null,
+            "print_key"
+            | "print_value"
+            | "print_key_and_value"
+            | "{print_value,_}"
+            | "{print_key_and_value,_,_}",
+        ) => Some("they print every key or value on the console; not implemented"),
+        _ => None,
+    }
+}
+
 /// Backends the embedded driver can open (every backend of `basalt-backends`).
 pub fn valid_backends() -> Vec<&'static str> {
     basalt_backends::backend_names()
@@ -60,6 +104,17 @@ pub enum OpKind {
     /// NHS: `put_unique` on the active cluster, then poll a GET of the key
     /// on the passive cluster (`replpb_ips`) until it is there.
     PutUniqueCheckRepl,
+    /// `riakc_pb`: list the keys of `riakc_pb_bucket` (streamed
+    /// `RpbListKeysReq`), done when the stream ends.
+    ListKeys,
+    /// `null` only: nothing (upstream draws no key either).
+    AbsolutelyNothing,
+    /// `null` only: nothing (a key is drawn).
+    DoSomething,
+    /// `null` only: nothing (a key and a value are drawn).
+    DoSomethingElse,
+    /// `null` only: always fails, with another reason than `an_error`.
+    AnotherError,
 }
 
 impl OpKind {
@@ -87,6 +142,11 @@ impl OpKind {
         ("put_unique", OpKind::PutUnique),
         ("get_unique", OpKind::GetUnique),
         ("put_unique_checkrepl", OpKind::PutUniqueCheckRepl),
+        ("listkeys", OpKind::ListKeys),
+        ("absolutely_nothing", OpKind::AbsolutelyNothing),
+        ("do_something", OpKind::DoSomething),
+        ("do_something_else", OpKind::DoSomethingElse),
+        ("another_error", OpKind::AnotherError),
     ];
 
     /// The config name.
@@ -107,6 +167,7 @@ impl OpKind {
                 | OpKind::UpdateWith2i
                 | OpKind::AlwaysGetUpdateWith2i
                 | OpKind::AlwaysGetUpdateWithout2i
+                | OpKind::DoSomethingElse
         )
     }
 }
@@ -139,6 +200,10 @@ impl DriverKind {
                 "head",
                 "index_query",
                 "an_error",
+                "absolutely_nothing",
+                "do_something",
+                "do_something_else",
+                "another_error",
             ],
             DriverKind::RiakcPb => &[
                 "get",
@@ -150,6 +215,7 @@ impl DriverKind {
                 "delete",
                 "query_postcode",
                 "query_dob",
+                "listkeys",
             ],
             DriverKind::Nhs => &[
                 "get_pb",
@@ -226,6 +292,16 @@ impl RawConfig {
             let (label, name, weight) = match item {
                 Term::Tuple(v) => match v.as_slice() {
                     [Term::Atom(o), w] => (o.clone(), o.as_str(), w),
+                    // An operation that is a tuple, as the riakc_pb driver's
+                    // data-type ops `{counter, value}`: none runs here.
+                    [op @ Term::Tuple(_), _] | [_, op @ Term::Tuple(_), _] => {
+                        let name = op.to_string();
+                        let why = unsupported_op(driver, &name).map_or_else(
+                            || format!("unknown operation {name}; valid: {}", valid.join(", ")),
+                            |why| format!("operation {name} is not supported: {why}"),
+                        );
+                        return Err(self.invalid("operations", why));
+                    }
                     [l, Term::Atom(o), w] => {
                         let label = match l {
                             Term::Tuple(parts) => parts
@@ -258,7 +334,12 @@ impl RawConfig {
                 .ok_or_else(|| {
                     self.invalid(
                         "operations",
-                        format!("unknown operation {name}; valid: {}", valid.join(", ")),
+                        match unsupported_op(driver, name) {
+                            Some(why) => format!("operation {name} is not supported: {why}"),
+                            None => {
+                                format!("unknown operation {name}; valid: {}", valid.join(", "))
+                            }
+                        },
                     )
                 })?;
             let weight = weight

@@ -6,6 +6,7 @@
 //! defaults to is decided in `build`.
 
 use super::error::ConfigError;
+use super::upstream::upstream_key;
 use crate::netcfg;
 use crate::term::{parse_terms, SyntaxError, Term};
 use std::collections::BTreeMap;
@@ -27,6 +28,12 @@ const IGNORED: &[&str] = &[
     "sequential_int_state_dir",
     "test_dir",
     "app_run_mode",
+    // Read upstream only by riakc_pb ops that are refused here with why
+    // (search, MapReduce).
+    "riakc_pb_search_queries",
+    "query_step_interval",
+    "riakc_pb_preloaded_keys",
+    "riakc_pb_keylist_length",
 ];
 
 /// Keys this tool reads.
@@ -42,6 +49,7 @@ const KNOWN: &[&str] = &[
     "rng_seed",
     "shutdown_on_error",
     "value_generator_source_size",
+    "value_generator_blob_file",
     "basalt_duration_secs",
     "basalt_rate_mode",
     "basalt_backend",
@@ -157,8 +165,17 @@ impl RawConfig {
                 !KNOWN.contains(&k.as_str())
                     && !IGNORED.contains(&k.as_str())
                     && !netcfg::KNOWN_KEYS.contains(&k.as_str())
+                    && upstream_key(k).is_none()
             })
             .cloned()
+            .collect()
+    }
+
+    /// basho_bench keys given that basalt bench does not read, with why.
+    pub fn upstream_keys(&self) -> Vec<(String, &'static str)> {
+        self.order
+            .iter()
+            .filter_map(|k| upstream_key(k).map(|why| (k.clone(), why)))
             .collect()
     }
 

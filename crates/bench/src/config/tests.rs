@@ -185,3 +185,82 @@ fn config_key_reads_sizes() {
     assert_eq!(c.memory_limit, Some(1 << 30));
     assert!(BenchConfig::from_text("{basalt_memory_limit, \"lots\"}.").is_err());
 }
+
+#[test]
+fn value_blob_file_is_the_source_of_sliced_values() {
+    use crate::valgen::{ValGen, ValuePool};
+    use rand::SeedableRng;
+    let dir = tempfile::tempdir().expect("tmp");
+    let blob = dir.path().join("book.txt");
+    let text = "It was a fine day in London, and Phileas Fogg went out. ".repeat(100);
+    std::fs::write(&blob, &text).expect("write");
+    // basho_bench's riakc_pb_text.config, with the file's path.
+    let (c, w) = BenchConfig::from_text(&format!(
+        "{{driver, basho_bench_driver_riakc_pb}}.\n{{key_generator, {{int_to_str, {{uniform_int, 1000}}}}}}.\n\
+         {{value_generator, {{fixed_bin, 1000}}}}.\n{{riakc_pb_content_type, \"text/plain\"}}.\n\
+         {{value_generator_blob_file, \"{}\"}}.\n{{riakc_pb_ips, [{{127,0,0,1}}]}}.\n\
+         {{operations, [{{put, 1}},{{get, 1}},{{update, 1}}]}}.\n\
+         {{pb_connect_options, [{{auto_reconnect, true}}]}}.\n{{pb_timeout_general, 30000}}.\n\
+         {{pb_timeout_read, 5000}}.\n{{pb_timeout_write, 5000}}.\n{{pb_timeout_listkeys, 50000}}.",
+        blob.display()
+    ))
+    .expect("riakc_pb_text");
+    assert!(w.is_empty(), "{w:?}");
+    assert_eq!(c.value_blob_file.as_deref(), Some(blob.as_path()));
+    assert_eq!(c.value_source_size, text.len());
+    let pool =
+        ValuePool::for_run(&c.value_generator, c.value_blob_file.as_deref(), 0, 1).expect("pool");
+    assert_eq!(pool.len(), text.len());
+    let mut g = ValGen::new(&c.value_generator, pool);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+    let v = g.next_value(&mut rng).to_vec();
+    assert_eq!(v.len(), 1000);
+    assert!(text.contains(std::str::from_utf8(&v).expect("text")));
+    // Values not cut from a source: the file is unused, with a warning.
+    let (_, w) = BenchConfig::from_text(&format!(
+        "{{value_generator, {{fixed_char, 10}}}}.\n{{value_generator_blob_file, \"{}\"}}.",
+        blob.display()
+    ))
+    .expect("fixed_char");
+    assert!(w.len() == 1 && w[0].contains("has no effect"), "{w:?}");
+    for (path, want) in [("/nonexistent/book.txt", "No such file"), ("", "")] {
+        let e = BenchConfig::from_text(&format!("\n{{value_generator_blob_file, \"{path}\"}}."))
+            .expect_err(path)
+            .to_string();
+        assert!(
+            e.starts_with("value_generator_blob_file: ")
+                && e.contains(want)
+                && e.contains("<text>:2"),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn upstream_keys_warn_with_why_and_http_headers_are_refused() {
+    let (_, w) = BenchConfig::from_text(
+        "{driver, null}.\n{cassandra_hosts, [\"h\"]}.\n{frobnicate, 1}.\n{pb_replies, 1}.\n\
+         {riakc_pb_search_queries, []}.",
+    )
+    .expect("warnings only");
+    assert_eq!(w.len(), 2, "{w:?}");
+    assert_eq!(w[0], "unknown config keys (ignored): frobnicate");
+    assert!(
+        w[1].starts_with("basho_bench keys not used by basalt bench (ignored): ")
+            && w[1].contains("cassandra_hosts (the cassandra drivers', which are not implemented)")
+            && w[1].contains("pb_replies (the 2i driver's"),
+        "{w:?}"
+    );
+    // With http_raw they would change every request: refused.
+    let e = BenchConfig::from_text(
+        "{driver, http_raw}.\n{operations, [{get, 1}]}.\n\
+         {http_raw_append_headers, [{\"Authorization\", \"Basic x\"}]}.",
+    )
+    .expect_err("headers")
+    .to_string();
+    assert!(
+        e.starts_with("http_raw_append_headers: extra HTTP headers are not sent")
+            && e.ends_with("(<text>:3)"),
+        "{e}"
+    );
+}

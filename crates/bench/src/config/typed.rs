@@ -87,8 +87,13 @@ pub struct BenchConfig {
     pub key_generator: KeyGenSpec,
     /// `value_generator` (default `{fixed_bin, 100}`).
     pub value_generator: ValGenSpec,
-    /// `value_generator_source_size` (default 96 MiB).
+    /// `value_generator_source_size` (default 96 MiB), or the size of
+    /// `value_blob_file` when one is given (as upstream's source size).
     pub value_source_size: usize,
+    /// `value_generator_blob_file`: the file whose bytes `fixed_bin`,
+    /// `exponential_bin` and `uniform_bin` values are sliced from, instead
+    /// of random bytes (basho_bench's `init_source`).
+    pub value_blob_file: Option<PathBuf>,
     /// `rng_seed` (default `{42, 23, 12}`).
     pub rng_seed: RngSeed,
     /// `shutdown_on_error` (default false).
