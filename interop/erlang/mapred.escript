@@ -28,7 +28,13 @@
 
 main(_) ->
     {Host, Port} = addr(os:getenv("BASALT_PB_ADDR")),
-    {ok, S} = gen_tcp:connect(Host, Port, [binary, {packet, 4}, {active, false}], 5000),
+    S = case gen_tcp:connect(Host, Port, [binary, {packet, 4}, {active, false}], 5000) of
+            {ok, Sock} -> Sock;
+            {error, Why} ->
+                io:format(standard_error, "cannot connect to ~s: ~p~n",
+                          [os:getenv("BASALT_PB_ADDR"), Why]),
+                halt(2)
+        end,
     seed(S),
     Results = [check(S, Name, Fun) || {Name, Fun} <- checks()],
     Passed = length([ok || ok <- Results]),

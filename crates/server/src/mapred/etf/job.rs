@@ -33,7 +33,7 @@
 //! `{inputs, {Message, Term}}` or `{query, ...}`, `Phase {xform_map,N}:
 //! ...` for a map function Riak would not load.
 
-use super::scan::{self, ScanError};
+use super::scan;
 use super::value::{arg_to_json, erl_string, show, to_json, Mode};
 use crate::limits::{
     MAPRED_DEFAULT_TIMEOUT, MAPRED_MAX_LISTED_INPUTS, MAPRED_MAX_PHASES, MAPRED_MAX_TIMEOUT,
@@ -113,9 +113,8 @@ fn bucket(t: &Term) -> Option<BucketName> {
 /// Reads a job's bytes (the body of an `application/x-erlang-binary`
 /// `RpbMapRedReq`).
 pub fn parse(bytes: &[u8]) -> Result<Job, JobError> {
-    let req = scan::decode(bytes, &scan::JOB).map_err(|e| match e {
-        ScanError::Malformed(_) | ScanError::Limit(_) => JobError(e.to_string()),
-    })?;
+    // Malformed: `badarg ...`; past a limit: the limit's name.
+    let req = scan::decode(bytes, &scan::JOB).map_err(|e| JobError(e.to_string()))?;
     let props: &[Term] = match &req {
         Term::List(l) => &l.elements,
         Term::ByteList(_) => &[],
@@ -227,7 +226,9 @@ fn tuple_inputs(t: &Term, items: &[Term]) -> Result<Inputs, JobError> {
             filters: Vec::new(),
         }),
         [b, filters @ (Term::List(_) | Term::ByteList(_))] if bucket(b).is_some() => {
-            let bucket = bucket(b).unwrap_or_else(|| untyped(b""));
+            let Some(bucket) = bucket(b) else {
+                return inputs_error(INPUTS_FORMATS, t);
+            };
             let json = to_json(filters, Mode::Text);
             let filters = keyfilter::parse(&json)
                 .map_err(|e| JobError(format!("inputs: key_filters: {}", e.0)))?;
