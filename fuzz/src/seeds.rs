@@ -97,7 +97,10 @@ fn main() {
     put("object", "v1", &join2(&v1, &o.encode_value()));
 
     // Cluster messages: a real frame body (id + postcard).
-    let msg = basalt_server::cluster::Msg::ReplKeys(vec![1, 2, 3]);
+    let msg = basalt_server::cluster::Msg::Service {
+        service: "repl_keys".into(),
+        body: vec![1, 2, 3],
+    };
     let f = basalt_server::cluster::transport::encode(252, 7, &msg).expect("encode");
     put("cluster_msg", "repl_keys", &f[5..]);
     let reply = basalt_server::cluster::Reply::Text("ok".into());
