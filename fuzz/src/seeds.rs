@@ -10,8 +10,8 @@ use basalt_engine::journal::record::RECORD_HEADER_LEN;
 use basalt_engine::ledger::sst::FOOTER_BYTES;
 use basalt_engine::{Config, Store, TicTacTree, TreeSize};
 use basalt_fuzz::join2;
-use basalt_server::object::{Content, RiakObject};
 use basalt_server::object::vclock::VClock;
+use basalt_server::object::{Content, RiakObject};
 use riak_pb::code;
 use std::path::{Path, PathBuf};
 
@@ -190,12 +190,25 @@ fn main() {
                 l(vec![
                     t(vec![b("b"), b("k")]),
                     t(vec![t(vec![b("b"), b("k2")]), t(vec![a("kd"), i(1)])]),
-                    t(vec![t(vec![t(vec![b("ty"), b("b")]), b("k3")]), a("undefined")]),
+                    t(vec![
+                        t(vec![t(vec![b("ty"), b("b")]), b("k3")]),
+                        a("undefined"),
+                    ]),
                 ]),
                 vec![
-                    t(vec![a("map"), modfun("map_object_value"), b("filter_notfound"), a("false")]),
+                    t(vec![
+                        a("map"),
+                        modfun("map_object_value"),
+                        b("filter_notfound"),
+                        a("false"),
+                    ]),
                     t(vec![a("link"), a("_"), b("tag"), a("false")]),
-                    t(vec![a("map"), t(vec![a("jsanon"), b("function(v) { return [1]; }")]), a("none"), a("false")]),
+                    t(vec![
+                        a("map"),
+                        t(vec![a("jsanon"), b("function(v) { return [1]; }")]),
+                        a("none"),
+                        a("false"),
+                    ]),
                     t(vec![
                         a("reduce"),
                         modfun("reduce_sum"),
@@ -205,11 +218,21 @@ fn main() {
                 ],
             ),
         );
-        let sort = || vec![t(vec![a("reduce"), t(vec![a("jsfun"), b("Riak.reduceSort")]), a("none"), a("true")])];
+        let sort = || {
+            vec![t(vec![
+                a("reduce"),
+                t(vec![a("jsfun"), b("Riak.reduceSort")]),
+                a("none"),
+                a("true"),
+            ])]
+        };
         put(
             "mapred_etf",
             "key_filters",
-            &job(t(vec![b("bk"), l(vec![l(vec![b("starts_with"), b("a")])])]), sort()),
+            &job(
+                t(vec![b("bk"), l(vec![l(vec![b("starts_with"), b("a")])])]),
+                sort(),
+            ),
         );
         put(
             "mapred_etf",
