@@ -3,9 +3,10 @@
 #   librocksdb-dev  RocksDB 7.8 (.so + headers) for the rocksdb backends
 #   libclang-dev    bindgen (librocksdb-sys) needs libclang
 #   pkg-config
+#   erlang-base     escript, for the Erlang interop stage (interop/erlang)
 # Skips apt entirely when everything is already installed.
 set -euo pipefail
-pkgs=(librocksdb-dev libclang-dev pkg-config)
+pkgs=(librocksdb-dev libclang-dev pkg-config erlang-base)
 missing=()
 for p in "${pkgs[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

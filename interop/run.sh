@@ -29,6 +29,21 @@
 # basalt.interop.Main; it prints PASS/FAIL per check and "N passed, M
 # failed". The data-type bucket types `counters`, `sets`, `maps`, `hlls`,
 # `gsets` are created for it (and for the clients' own suites).
+# Then the Erlang stage against the same node (BASALT_INTEROP_ERLANG=0 skips
+# it): interop/erlang/mapred.escript (our own escript, run with `escript`
+# from Debian's erlang-base; riakc is not installable without hex) opens a
+# gen_tcp socket to the node, seeds objects with RpbPutReq, and sends
+# MapReduce jobs built with term_to_binary/1 exactly as riakc builds them
+# (content_type application/x-erlang-binary): built-in map and reduce
+# phases over listed keys, a bucket, key filters and 2i inputs, JavaScript
+# phases, a link phase, a term_to_binary value read back byte for byte;
+# qfun / strfun / a malformed term refused with Riak's texts and the
+# socket still answering a ping. It decodes every RpbMapRedResp with
+# binary_to_term/1, prints PASS/FAIL per check and "erlang: N passed, M
+# failed". No `escript` → a message and a failed stage.
+# BASALT_INTEROP_GO=0 skips the single-node stage's Go tests, e.g. to run
+# only the Erlang stage (the cluster and security stages run Go too: skip
+# them with their own variables).
 # Then the Python stage (BASALT_INTEROP_PYTHON=0 skips it): the real Python
 # client (riak 2.7.0, pinned with its dependencies in
 # interop/python/requirements.txt) needs Python 3.6 (BASALT_PYTHON36, else
@@ -83,9 +98,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
-if ! command -v go >/dev/null 2>&1; then
+run_go=${BASALT_INTEROP_GO:-1}
+if [[ $run_go != 0 ]] && ! command -v go >/dev/null 2>&1; then
   echo "interop/run.sh: 'go' not found. The interop tests need Go >= 1.22" >&2
-  echo "  (https://go.dev/dl/); CI machines have it." >&2
+  echo "  (https://go.dev/dl/); CI machines have it. BASALT_INTEROP_GO=0 skips the Go tests." >&2
   exit 2
 fi
 
@@ -279,8 +295,8 @@ tallied() {
       [[ -n $ran ]] && pass=$((ran - fail - skip))
       ;;
     count)
-      pass=$(sed -n 's/^\([0-9]*\) passed, [0-9]* failed$/\1/p' "$out" | tail -1)
-      fail=$(sed -n 's/^[0-9]* passed, \([0-9]*\) failed$/\1/p' "$out" | tail -1)
+      pass=$(sed -n 's/^\([A-Za-z]*: \)\{0,1\}\([0-9][0-9]*\) passed, [0-9][0-9]* failed$/\2/p' "$out" | tail -1)
+      fail=$(sed -n 's/^\([A-Za-z]*: \)\{0,1\}[0-9][0-9]* passed, \([0-9][0-9]*\) failed$/\2/p' "$out" | tail -1)
       ;;
   esac
   if [[ -z $pass || -z $fail ]]; then
@@ -319,14 +335,18 @@ for dt in counter set map hll gset; do
 done
 
 status=0
-(
-  cd "$root/interop/go"
-  tallied "Go (riak-go-client), one node" go \
-    env -u BASALT_CLUSTER_ADDRS BASALT_PB_ADDR="127.0.0.1:$port" go test -count=1 -v "$@" ./...
-) || status=$?
-if [[ $status -ne 0 ]]; then
-  echo "interop: go test failed ($status); node log tail:" >&2
-  tail -40 "$tmp/node.log" >&2
+if [[ $run_go != 0 ]]; then
+  (
+    cd "$root/interop/go"
+    tallied "Go (riak-go-client), one node" go \
+      env -u BASALT_CLUSTER_ADDRS BASALT_PB_ADDR="127.0.0.1:$port" go test -count=1 -v "$@" ./...
+  ) || status=$?
+  if [[ $status -ne 0 ]]; then
+    echo "interop: go test failed ($status); node log tail:" >&2
+    tail -40 "$tmp/node.log" >&2
+  fi
+else
+  echo "== interop: BASALT_INTEROP_GO=0, skipping the Go client tests"
 fi
 
 if [[ $run_node != 0 ]]; then
@@ -383,6 +403,28 @@ if [[ $run_java != 0 ]]; then
   fi
 else
   echo "== interop: BASALT_INTEROP_JAVA=0, skipping the Java client stage"
+fi
+
+# The Erlang stage (BASALT_INTEROP_ERLANG=0 skips it): see the header.
+run_erlang=${BASALT_INTEROP_ERLANG:-1}
+if [[ $run_erlang != 0 ]]; then
+  erlang_status=0
+  if ! command -v escript >/dev/null 2>&1; then
+    echo "interop: 'escript' is needed for the Erlang stage (Debian: apt-get install erlang-base);" >&2
+    echo "  set BASALT_INTEROP_ERLANG=0 to skip it" >&2
+    erlang_status=2
+  else
+    echo "== interop: escript interop/erlang/mapred.escript (MapReduce as riakc sends it)"
+    tallied "Erlang (escript, riakc-shaped MapReduce), one node" count \
+      env BASALT_PB_ADDR="127.0.0.1:$port" escript "$root/interop/erlang/mapred.escript" || erlang_status=$?
+  fi
+  if [[ $erlang_status -ne 0 ]]; then
+    echo "interop: Erlang stage failed ($erlang_status); node log tail:" >&2
+    tail -40 "$tmp/node.log" >&2
+    status=$erlang_status
+  fi
+else
+  echo "== interop: BASALT_INTEROP_ERLANG=0, skipping the Erlang stage"
 fi
 
 # Graceful stop: SIGTERM, then the node must exit 0 within 20 s.

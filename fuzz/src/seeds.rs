@@ -2,15 +2,16 @@
 //! PB frames from the generated messages, a stored object and vclock from
 //! the server's encoders, a cluster `Msg`, a vnode status file, and the
 //! files of a tiny engine store (journal records and manifest, SST pieces,
-//! ledger manifest), plus tictac exports and continuations.
+//! ledger manifest), plus tictac exports and continuations, and MapReduce
+//! jobs as Erlang terms.
 //! Run: `cargo +nightly run --manifest-path fuzz/Cargo.toml --bin seeds`.
 
 use basalt_engine::journal::record::RECORD_HEADER_LEN;
 use basalt_engine::ledger::sst::FOOTER_BYTES;
 use basalt_engine::{Config, Store, TicTacTree, TreeSize};
 use basalt_fuzz::join2;
-use basalt_server::object::{Content, RiakObject};
 use basalt_server::object::vclock::VClock;
+use basalt_server::object::{Content, RiakObject};
 use riak_pb::code;
 use std::path::{Path, PathBuf};
 
@@ -96,7 +97,10 @@ fn main() {
     put("object", "v1", &join2(&v1, &o.encode_value()));
 
     // Cluster messages: a real frame body (id + postcard).
-    let msg = basalt_server::cluster::Msg::ReplKeys(vec![1, 2, 3]);
+    let msg = basalt_server::cluster::Msg::Service {
+        service: "repl_keys".into(),
+        body: vec![1, 2, 3],
+    };
     let f = basalt_server::cluster::transport::encode(252, 7, &msg).expect("encode");
     put("cluster_msg", "repl_keys", &f[5..]);
     let reply = basalt_server::cluster::Reply::Text("ok".into());
@@ -157,6 +161,85 @@ fn main() {
         "index",
         b"f=age_int&s=1&e=10&max_results=5&return_terms=true&continuation=abc%3D",
     );
+
+    // MapReduce jobs as riakc sends them: term_to_binary([{inputs, I},
+    // {query, Q}, {timeout, T}]), every input and phase shape.
+    {
+        use eetf::{Atom, Binary, FixInteger, List, Term, Tuple};
+        let a = |n: &str| Term::from(Atom::from(n));
+        let b = |s: &str| Term::from(Binary::from(s.as_bytes()));
+        let t = |v: Vec<Term>| Term::from(Tuple::from(v));
+        let l = |v: Vec<Term>| Term::from(List::from(v));
+        let i = |n: i32| Term::from(FixInteger::from(n));
+        let modfun = |f: &str| t(vec![a("modfun"), a("riak_kv_mapreduce"), a(f)]);
+        let job = |inputs: Term, query: Vec<Term>| {
+            let mut v = Vec::new();
+            l(vec![
+                t(vec![a("inputs"), inputs]),
+                t(vec![a("query"), l(query)]),
+                t(vec![a("timeout"), i(60000)]),
+            ])
+            .encode(&mut v)
+            .expect("encode job");
+            v
+        };
+        put(
+            "mapred_etf",
+            "keys",
+            &job(
+                l(vec![
+                    t(vec![b("b"), b("k")]),
+                    t(vec![t(vec![b("b"), b("k2")]), t(vec![a("kd"), i(1)])]),
+                    t(vec![
+                        t(vec![t(vec![b("ty"), b("b")]), b("k3")]),
+                        a("undefined"),
+                    ]),
+                ]),
+                vec![
+                    t(vec![
+                        a("map"),
+                        modfun("map_object_value"),
+                        b("filter_notfound"),
+                        a("false"),
+                    ]),
+                    t(vec![a("link"), a("_"), b("tag"), a("false")]),
+                    t(vec![
+                        a("map"),
+                        t(vec![a("jsanon"), b("function(v) { return [1]; }")]),
+                        a("none"),
+                        a("false"),
+                    ]),
+                    t(vec![
+                        a("reduce"),
+                        modfun("reduce_sum"),
+                        l(vec![t(vec![a("reduce_phase_batch_size"), i(10)])]),
+                        a("true"),
+                    ]),
+                ],
+            ),
+        );
+        let sort = || {
+            vec![t(vec![
+                a("reduce"),
+                t(vec![a("jsfun"), b("Riak.reduceSort")]),
+                a("none"),
+                a("true"),
+            ])]
+        };
+        put(
+            "mapred_etf",
+            "key_filters",
+            &job(
+                t(vec![b("bk"), l(vec![l(vec![b("starts_with"), b("a")])])]),
+                sort(),
+            ),
+        );
+        put(
+            "mapred_etf",
+            "index",
+            &job(t(vec![a("index"), b("bk"), b("n_int"), i(1), i(9)]), sort()),
+        );
+    }
 
     // A tiny store: journal records, manifests, SST pieces.
     let dir = std::env::temp_dir().join(format!("basalt-fuzz-seeds-{}", std::process::id()));

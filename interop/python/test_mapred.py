@@ -2,7 +2,8 @@
 Basalt node, over PB and over HTTP: MapReduce (JavaScript and Erlang
 built-ins, bucket / key-filter / listed-key / 2i / typed-bucket inputs,
 streamed and not), the client's 2i helpers (`bucket.get_index`,
-`client.index(...).run()`), and a pre-commit hook set through the client.
+`client.index(...).run()`), an Erlang source phase refused as Riak
+refuses it, and a pre-commit hook set through the client.
 
 Run by interop/run.sh with BASALT_PB_ADDR and BASALT_HTTP_ADDR
 (host:port) pointing at the node, and the bucket type `py_typed` created.
@@ -120,6 +121,23 @@ class MapReduceBase(object):
         with self.assertRaises(RiakError) as cm:
             mr.run()
         self.assertIn("py says no", str(cm.exception))
+
+    def test_erlang_source_map_is_refused_as_riak_refuses_it(self):
+        # The client's own test_erlang_source_map_reduce: Riak with
+        # allow_strfun off (its default; Basalt never compiles Erlang)
+        # answers worker_startup_failed, which the client reports as
+        # "May have tried erlang strfun when not allowed".
+        src = """fun(Object, _KD, _A) ->
+            Value = riak_object:get_value(Object),
+            [Value]
+        end."""
+        mr = self.client.add(self.bucket_name, "k01").map(
+            src, {"language": "erlang"})
+        with self.assertRaises(RiakError) as cm:
+            mr.run()
+        self.assertTrue(cm.exception.value.startswith("May have tried"),
+                        cm.exception.value)
+        self.assertIn("worker_startup_failed", cm.exception.value)
 
     def test_precommit_hook(self):
         b = self.client.bucket("py_hook_" + self.protocol)

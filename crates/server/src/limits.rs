@@ -232,6 +232,15 @@ pub const CRDT_MAX_DEFERRED: usize = 1024;
 /// Largest MapReduce job accepted over HTTP (`POST /mapred` body); over PB
 /// the frame limit (`limits.max_frame_bytes`) applies.
 pub const MAPRED_MAX_JOB_BYTES: usize = 4 << 20;
+/// Largest MapReduce job sent as Erlang terms (`application/x-erlang-binary`
+/// over PB), and the largest a compressed one may inflate to.
+pub const MAPRED_ETF_MAX_JOB_BYTES: usize = 4 << 20;
+/// Nesting (tuples, lists, maps, funs' free variables) of an Erlang-term
+/// job: checked before the term is decoded (the decoder recurses).
+pub const MAPRED_ETF_MAX_DEPTH: usize = 64;
+/// Terms in an Erlang-term job (each element of each list or tuple counts):
+/// bounds the decoded job's memory (a 1-byte term decodes to ~50 bytes).
+pub const MAPRED_ETF_MAX_TERMS: usize = 1_000_000;
 /// Phases a job may have.
 pub const MAPRED_MAX_PHASES: usize = 32;
 /// `[bucket, key]` inputs a job may list (bucket, 2i and key-filter inputs
@@ -306,6 +315,8 @@ const _: () = {
     assert!(MAPRED_FOLD_PARALLEL > 0 && MAPRED_KEYS_BATCH > 0);
     assert!(MAPRED_REDUCE_BATCH > 0 && MAPRED_REDUCE_BATCH <= MAPRED_MAX_REDUCE_BATCH);
     assert!(MAPRED_RESULTS_PER_FRAME > 0 && MAPRED_MAX_KEY_FILTERS > 0);
+    assert!(MAPRED_ETF_MAX_JOB_BYTES > 0 && MAPRED_ETF_MAX_DEPTH >= 8);
+    assert!(MAPRED_ETF_MAX_TERMS >= MAPRED_MAX_LISTED_INPUTS * 5);
     assert!(MAPRED_DEFAULT_TIMEOUT.as_millis() <= MAPRED_MAX_TIMEOUT.as_millis());
     assert!(JS_FUNCTION_CACHE > 0 && MAX_COMMIT_HOOKS > 0 && POSTCOMMIT_IN_FLIGHT > 0);
 };

@@ -80,6 +80,13 @@ impl Builtin {
 
     /// A map built-in over one input.
     pub fn map(self, input: &Fetched, arg: &Value) -> Result<Vec<Value>, String> {
+        self.map_for(input, arg, false)
+    }
+
+    /// A map built-in over one input; with `exact` (a job sent as Erlang
+    /// terms) `map_object_value` gives a value that is not UTF-8 as its
+    /// bytes (`core::binary_marker`), not as lossy text.
+    pub fn map_for(self, input: &Fetched, arg: &Value, exact: bool) -> Result<Vec<Value>, String> {
         let value = || input.value_text();
         match self {
             Builtin::MapIdentity => Ok(match &input.object {
@@ -89,6 +96,7 @@ impl Builtin {
             Builtin::MapKey => Ok(vec![input.bkey_json()]),
             Builtin::MapObjectValue => match &input.object {
                 None => not_found_action(input, arg),
+                Some(_) if exact => Ok(vec![input.value_exact()]),
                 Some(_) => Ok(vec![Value::String(value())]),
             },
             Builtin::MapObjectValueList => match &input.object {

@@ -92,6 +92,32 @@ pub fn key_of(v: &Value) -> Result<KeyInput, String> {
     })
 }
 
+/// The key of the one-key object that carries an Erlang term JSON cannot
+/// hold through a job sent as Erlang terms: `{TERM_MARKER: base64 of
+/// term_to_binary(T)}` (made and read by [`super::etf`]; its NUL keeps it
+/// apart from any key a JSON job or a JavaScript function would use).
+pub const TERM_MARKER: &str = "\u{0}erlang_term";
+
+/// The marker of an Erlang binary (`term_to_binary(<<Bytes>>)`): an
+/// object value that is not UTF-8, keeping its bytes for an Erlang-term
+/// client.
+pub fn binary_marker(bytes: &[u8]) -> Value {
+    let mut etf = Vec::with_capacity(bytes.len() + 6);
+    etf.push(131);
+    etf.push(109);
+    etf.extend_from_slice(&u32::try_from(bytes.len()).unwrap_or(u32::MAX).to_be_bytes());
+    etf.extend_from_slice(bytes);
+    let mut o = Map::new();
+    o.insert(
+        TERM_MARKER.to_string(),
+        Value::String(base64::Engine::encode(
+            &base64::engine::general_purpose::STANDARD,
+            etf,
+        )),
+    );
+    Value::Object(o)
+}
+
 /// An input of a map or link phase after its read.
 #[derive(Debug, Clone)]
 pub struct Fetched {
@@ -136,6 +162,20 @@ impl Fetched {
             .and_then(|o| o.contents.iter().find(|c| !c.deleted))
             .map(|c| String::from_utf8_lossy(&c.value).into_owned())
             .unwrap_or_default()
+    }
+
+    /// The value of the first live sibling for an Erlang-term job: a
+    /// string when it is UTF-8, else its bytes as a [`binary_marker`].
+    pub fn value_exact(&self) -> Value {
+        let bytes = self
+            .object
+            .as_ref()
+            .and_then(|o| o.contents.iter().find(|c| !c.deleted))
+            .map_or(&[][..], |c| &c.value[..]);
+        match std::str::from_utf8(bytes) {
+            Ok(s) => Value::String(s.to_string()),
+            Err(_) => binary_marker(bytes),
+        }
     }
 
     /// Links of the live siblings: `(bucket, key, tag)`.

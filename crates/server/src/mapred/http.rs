@@ -2,10 +2,11 @@
 //! [`MAPRED_MAX_JOB_BYTES`]), answered as one JSON document (one kept
 //! phase: its list; several: a list of lists) or, with `?chunked=true`,
 //! as `multipart/mixed` parts `{"phase": N, "data": [...]}` sent as the
-//! job makes them. A bad job is a 400 (plain text naming the field); a
-//! failed job a 500 with Riak's JSON error object (`{"phase", "error",
-//! "input", ...}`, `{"error": "timeout"}`); in a chunked answer the error
-//! is the last part.
+//! job makes them. A bad job is a 400 (plain text naming the field); an
+//! Erlang source phase a 500 `{"error":"worker_startup_failed"}` (Riak's,
+//! see `job::STRFUN_REFUSED`); a failed job a 500 with Riak's JSON error
+//! object (`{"phase", "error", "input", ...}`, `{"error": "timeout"}`); in
+//! a chunked answer the error is the last part.
 
 // Handlers return ready-made error `Response`s on the (rare) failure path.
 #![allow(clippy::result_large_err)]
@@ -46,6 +47,13 @@ pub async fn mapred(State(mapred): Shared, req: Request) -> Response {
     };
     let job = match crate::mapred::parse(&body) {
         Ok(j) => j,
+        // Riak's 500 when a strfun's worker fails to start.
+        Err(e) if e.0 == crate::mapred::job::STRFUN_REFUSED => {
+            return json(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &json!({"error": "worker_startup_failed"}),
+            )
+        }
         Err(e) => return bad(e.0),
     };
     let (tx, mut rx) = mpsc::channel::<(usize, Vec<Value>)>(STREAM_QUEUE_FRAMES);

@@ -21,6 +21,15 @@ use crate::mapred::js::JsFun;
 use serde_json::{Map, Value};
 use std::time::Duration;
 
+/// Riak's answer to an Erlang source function (`{"language": "erlang",
+/// "source": ...}` or `"bucket"` / `"key"`; `{strfun, ...}` in an
+/// Erlang-term job): Riak accepts the job, then its worker fails to start
+/// because `allow_strfun` is off, and the PB client reads this (HTTP:
+/// `{"error":"worker_startup_failed"}`). Basalt never compiles Erlang.
+/// Clients look for `worker_startup_failed` (the Python client then says
+/// "May have tried erlang strfun when not allowed").
+pub const STRFUN_REFUSED: &str = "Error sending inputs: {error,worker_startup_failed}";
+
 /// A bad job: the message names the field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
@@ -71,6 +80,10 @@ pub enum Inputs {
 pub enum PhaseFun {
     /// A built-in of `riak_kv_mapreduce`.
     Erlang(Builtin),
+    /// A built-in of `riak_kv_mapreduce` in a job sent as Erlang terms: as
+    /// `Erlang`, but an object value that is not UTF-8 keeps its bytes
+    /// (`core::binary_marker`) instead of becoming lossy text.
+    ErlangTerms(Builtin),
     /// JavaScript.
     Js(JsFun),
 }
@@ -124,7 +137,7 @@ pub fn parse(text: &[u8]) -> Result<Job, JobError> {
     };
     Ok(Job {
         inputs: parse_inputs(inputs).map_err(|e| JobError(format!("inputs: {}", e.0)))?,
-        query: parse_query(query).map_err(|e| JobError(format!("query{}", e.0)))?,
+        query: parse_query(query).map_err(|e| within(e, "query", ""))?,
         timeout,
     })
 }
@@ -272,6 +285,15 @@ fn object_inputs(o: &Map<String, Value>) -> Result<Inputs, JobError> {
     Ok(Inputs::Bucket { bucket, filters })
 }
 
+/// `e` prefixed with where it happened (`{at}{sep}{e}`), except Riak's
+/// [`STRFUN_REFUSED`], which stays as Riak words it.
+fn within(e: JobError, at: &str, sep: &str) -> JobError {
+    if e.0 == STRFUN_REFUSED {
+        return e;
+    }
+    JobError(format!("{at}{sep}{}", e.0))
+}
+
 fn parse_query(v: &Value) -> Result<Vec<Phase>, JobError> {
     let Value::Array(phases) = v else {
         return bad(format!(": the value of \"query\" is not a list: {v}"));
@@ -286,7 +308,7 @@ fn parse_query(v: &Value) -> Result<Vec<Phase>, JobError> {
     phases
         .iter()
         .enumerate()
-        .map(|(i, p)| parse_phase(p, i == last).map_err(|e| JobError(format!("[{i}].{}", e.0))))
+        .map(|(i, p)| parse_phase(p, i == last).map_err(|e| within(e, &format!("[{i}]"), ".")))
         .collect()
 }
 
@@ -310,10 +332,8 @@ fn parse_phase(v: &Value, is_last: bool) -> Result<Phase, JobError> {
     };
     let arg = spec.get("arg").cloned().unwrap_or(Value::Null);
     let kind = match ty.as_str() {
-        "map" => PhaseKind::Map(phase_fun(spec).map_err(|e| JobError(format!("map.{}", e.0)))?),
-        "reduce" => {
-            PhaseKind::Reduce(phase_fun(spec).map_err(|e| JobError(format!("reduce.{}", e.0)))?)
-        }
+        "map" => PhaseKind::Map(phase_fun(spec).map_err(|e| within(e, "map", "."))?),
+        "reduce" => PhaseKind::Reduce(phase_fun(spec).map_err(|e| within(e, "reduce", "."))?),
         "link" => {
             let field = |name: &str| match spec.get(name) {
                 None => Ok(None),
@@ -337,6 +357,9 @@ pub fn map_spec_json(fun: &PhaseFun, arg: &Value) -> Value {
     let mut spec = match fun {
         PhaseFun::Erlang(b) => serde_json::json!({
             "language": "erlang", "module": "riak_kv_mapreduce", "function": b.name()}),
+        PhaseFun::ErlangTerms(b) => serde_json::json!({
+            "language": "erlang", "module": "riak_kv_mapreduce", "function": b.name(),
+            "terms": true}),
         PhaseFun::Js(JsFun::Source(s)) => {
             serde_json::json!({"language": "javascript", "source": s})
         }
@@ -353,18 +376,22 @@ pub fn parse_map_spec(v: &Value) -> Result<(PhaseFun, Value), JobError> {
     let Value::Object(spec) = v else {
         return bad(format!("a map spec is an object, got {v}"));
     };
-    Ok((
-        phase_fun(spec)?,
-        spec.get("arg").cloned().unwrap_or(Value::Null),
-    ))
+    let fun = match phase_fun(spec)? {
+        PhaseFun::Erlang(b) if spec.get("terms") == Some(&Value::Bool(true)) => {
+            PhaseFun::ErlangTerms(b)
+        }
+        f => f,
+    };
+    Ok((fun, spec.get("arg").cloned().unwrap_or(Value::Null)))
 }
 
 fn phase_fun(spec: &Map<String, Value>) -> Result<PhaseFun, JobError> {
     let lang = spec.get("language").and_then(Value::as_str);
     match lang {
         Some("erlang") => {
-            if spec.contains_key("source") {
-                return bad("source: Erlang source functions are not supported; name a built-in with \"module\" and \"function\"");
+            if spec.contains_key("source") || spec.contains_key("bucket") {
+                // Riak: `{strfun, ...}`, refused when its worker starts.
+                return bad(STRFUN_REFUSED);
             }
             let module = spec.get("module").and_then(Value::as_str);
             let function = spec.get("function").and_then(Value::as_str);
@@ -532,5 +559,24 @@ mod tests {
         assert!(e.contains("index input needs"), "{e}");
         let e = err(r#"{"inputs":{"bucket":"b","query":"x"},"query":[]}"#);
         assert!(e.contains("search inputs are not supported"), "{e}");
+    }
+
+    #[test]
+    fn erlang_source_phases_fail_as_riaks_do() {
+        // Riak's words, unprefixed: clients match on them.
+        let src = r#"{"inputs":[["b","k"]],"query":[{"map":{"language":"erlang","source":"fun(O, _, _) -> [O] end."}}]}"#;
+        assert_eq!(err(src), STRFUN_REFUSED);
+        let stored = r#"{"inputs":"b","query":[{"map":{"language":"javascript","name":"Riak.mapValues"}},{"reduce":{"language":"erlang","bucket":"fns","key":"f"}}]}"#;
+        assert_eq!(err(stored), STRFUN_REFUSED);
+    }
+
+    #[test]
+    fn erlang_term_builtins_travel_in_map_specs() {
+        let f = PhaseFun::ErlangTerms(Builtin::MapObjectValue);
+        let spec = map_spec_json(&f, &Value::Null);
+        assert_eq!(
+            parse_map_spec(&spec).unwrap_or_else(|e| panic!("{e}")),
+            (f, Value::Null)
+        );
     }
 }

@@ -5,7 +5,8 @@
 //! job over the node (inputs from listed keys, 2i or bounded coverage
 //! folds; objects read with the KV GET; JavaScript on the VM pools of
 //! [`crate::mapred::js`]). The PB and HTTP services are [`pb`] and
-//! [`http`].
+//! [`http`]; a job sent as Erlang terms (riakc) is read and answered by
+//! [`etf`].
 //!
 //! Where phases run: a whole-bucket job's first map phase runs on the node
 //! of each covering vnode ([`local`]: only map outputs cross the cluster,
@@ -16,6 +17,7 @@
 
 pub mod builtins;
 pub mod core;
+pub mod etf;
 pub mod hooks;
 pub mod input;
 pub mod job;

@@ -432,12 +432,14 @@ impl<'a> Run<'a> {
         arg: &Value,
     ) -> Result<Vec<Value>, MapRedError> {
         match f {
-            PhaseFun::Erlang(b) => b.reduce(values, arg).map_err(|e| MapRedError::Phase {
-                phase: i,
-                error: e,
-                input: None,
-                stack: None,
-            }),
+            PhaseFun::Erlang(b) | PhaseFun::ErlangTerms(b) => {
+                b.reduce(values, arg).map_err(|e| MapRedError::Phase {
+                    phase: i,
+                    error: e,
+                    input: None,
+                    stack: None,
+                })
+            }
             PhaseFun::Js(fun) => {
                 let call = JsCall::Reduce {
                     fun: fun.clone(),
@@ -468,10 +470,11 @@ pub(crate) async fn map_batch(
     deadline: Instant,
 ) -> Result<Vec<Value>, MapRedError> {
     match f {
-        PhaseFun::Erlang(b) => {
+        PhaseFun::Erlang(b) | PhaseFun::ErlangTerms(b) => {
+            let exact = matches!(f, PhaseFun::ErlangTerms(_));
             let mut out = Vec::new();
             for x in &inputs {
-                out.extend(b.map(x, arg).map_err(|e| MapRedError::Phase {
+                out.extend(b.map_for(x, arg, exact).map_err(|e| MapRedError::Phase {
                     phase: i,
                     error: e,
                     input: Some(x.bkey_json()),

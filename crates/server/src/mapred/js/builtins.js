@@ -57,11 +57,14 @@ var Riak = (function () {
       if (vs.length === 0) { return []; }
       return [vs.reduce(function (a, b) { return a > b ? a : b; })];
     },
-    // `arg`: the source of a comparator, as Array.prototype.sort takes.
+    // `arg`: the source of a comparator, as Array.prototype.sort takes;
+    // as in Riak, an arg that is not one (riakc's `none` arrives as
+    // "none") sorts by the default order.
     reduceSort: function (values, arg) {
       if (typeof arg === "string" && arg.length > 0) {
-        var cmp = (0, eval)("(" + arg + ")");
-        return values.sort(cmp);
+        var cmp;
+        try { cmp = (0, eval)("(" + arg + ")"); } catch (e) { cmp = undefined; }
+        if (typeof cmp === "function") { return values.sort(cmp); }
       }
       return values.sort();
     },
