@@ -15,7 +15,7 @@ mod common;
 
 use basalt_server::kv::CsFold;
 use basalt_server::pb::{self, code};
-use basalt_server::{Config, ServerHandle};
+use basalt_server::ServerHandle;
 use common::{runtime, Client};
 use prost::Message;
 use serde_json::{json, Value};
@@ -26,45 +26,20 @@ const KEYS: u32 = 90;
 
 fn start(name: &str) -> (ServerHandle, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut c = Config {
-        node_name: format!("{name}@127.0.0.1"),
-        data_dir: dir.path().to_path_buf(),
-        pb_listen: "127.0.0.1:0".into(),
-        cluster_listen: "127.0.0.1:0".into(),
-        http_listen: String::new(),
-        ring_size: 16,
-        backend: "memory".into(),
-        aae_interval_secs: 0,
-        ..Config::default()
-    };
+    let mut c = common::cluster_node_config(name, dir.path());
     c.mapred.map_js_vm_count = 2;
     c.mapred.reduce_js_vm_count = 1;
     (ServerHandle::spawn(c).expect("spawn"), dir)
 }
 
 fn admin(rt: &tokio::runtime::Runtime, h: &ServerHandle, line: &str) -> String {
-    rt.block_on(h.node().admin_request(line.as_bytes()))
-        .unwrap_or_else(|e| panic!("{line}: {e}"))
+    common::admin_line(rt, h, line)
 }
 
 /// Waits (≤ 60 s) until every node reports no pending transfer and sees
 /// three members.
 fn settle(rt: &tokio::runtime::Runtime, nodes: &[&ServerHandle]) {
-    let t = Instant::now();
-    loop {
-        let done = nodes.iter().all(|h| {
-            admin(rt, h, "ring-status").contains("pending ownership transfers: 0")
-                && admin(rt, h, "member-status").matches("valid").count() >= 3
-        });
-        if done {
-            return;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(60),
-            "cluster did not settle"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    common::settle_cluster(rt, nodes, 3);
 }
 
 fn job_over_pb(h: &ServerHandle, job: &Value) -> Result<BTreeMap<u32, Vec<Value>>, String> {

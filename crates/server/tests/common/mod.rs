@@ -247,3 +247,43 @@ pub fn http_allow_mult(to: impl HttpAddr, bucket: &str) {
     );
     assert_eq!(r.status, 204, "allow_mult on {bucket}: {}", r.text());
 }
+
+/// The config of in-process cluster node `name` (`name@127.0.0.1`): ring
+/// 16, the in-memory backend, anti-entropy off, loopback listeners on any
+/// port, no HTTP, data under `dir`.
+pub fn cluster_node_config(name: &str, dir: &std::path::Path) -> basalt_server::Config {
+    basalt_server::Config {
+        node_name: format!("{name}@127.0.0.1"),
+        ring_size: 16,
+        ..test_config(dir, false)
+    }
+}
+
+/// One admin line on node `h` (as `basalt admin` sends it); panics on an
+/// error answer.
+pub fn admin_line(rt: &tokio::runtime::Runtime, h: &ServerHandle, line: &str) -> String {
+    rt.block_on(h.node().admin_request(line.as_bytes()))
+        .unwrap_or_else(|e| panic!("{line}: {e}"))
+}
+
+/// Waits (≤ 60 s) until every node of `nodes` reports no pending transfer
+/// and sees `members` valid members.
+pub fn settle_cluster(rt: &tokio::runtime::Runtime, nodes: &[&ServerHandle], members: usize) {
+    let t = std::time::Instant::now();
+    loop {
+        let done = nodes.iter().all(|h| {
+            let ring = rt.block_on(h.node().admin_request(b"ring-status"));
+            let status = rt.block_on(h.node().admin_request(b"member-status"));
+            ring.is_ok_and(|s| s.contains("pending ownership transfers: 0"))
+                && status.is_ok_and(|s| s.matches("valid").count() >= members)
+        });
+        if done {
+            return;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the cluster did not settle in 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
