@@ -164,6 +164,8 @@ pub enum AdminCmd {
     Leave(String),
     /// Show the staged changes and the transfers they start.
     Plan,
+    /// [`AdminCmd::Plan`] as JSON (`basalt admin --json cluster plan`).
+    PlanJson,
     /// Apply the staged changes.
     Commit,
     /// Drop the staged changes.

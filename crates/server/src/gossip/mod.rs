@@ -153,6 +153,7 @@ impl Gossip {
                 "Cleared staged cluster changes\n".to_string()
             }
             AdminCmd::Plan => plan_text(&self.router.cluster.state()),
+            AdminCmd::PlanJson => plan_json(&self.router.cluster.state()).to_string(),
             AdminCmd::Commit => {
                 let plan = self
                     .router
@@ -308,31 +309,46 @@ impl Gossip {
         });
     }
 
+    /// The members as `member-status` shows them, and the state's
+    /// cluster id, version and claimant.
+    pub fn member_rows(&self) -> (Vec<MemberRow>, ClusterState) {
+        let s = self.router.cluster.state();
+        let rows = s
+            .members
+            .iter()
+            .map(|(name, m)| MemberRow {
+                node: name.clone(),
+                status: m.status.name(),
+                partitions: s.owned_by(name).len(),
+                ring_pct: s.owned_by(name).len() as f64 * 100.0 / f64::from(s.ring_size),
+                pending: s.next.values().filter(|n| *n == name).count() as i64
+                    - s.next.keys().filter(|p| s.owner(**p) == name).count() as i64,
+                up: self.router.cluster.is_up(name),
+                address: m.addr.clone(),
+            })
+            .collect();
+        (rows, s)
+    }
+
     /// `member-status`: one line per member.
     pub fn member_status(&self) -> String {
-        let s = self.router.cluster.state();
+        let (rows, s) = self.member_rows();
         let mut out = String::new();
         let _ = writeln!(
             out,
             "{:<8} {:>6} {:>8} {:<5} {:<24} Node",
             "Status", "Ring", "Pending", "Up", "Address"
         );
-        for (name, m) in &s.members {
-            let owned = s.owned_by(name).len() as f64 * 100.0 / f64::from(s.ring_size);
-            let pending = s.next.values().filter(|n| *n == name).count() as i64
-                - s.next.keys().filter(|p| s.owner(**p) == name).count() as i64;
+        for r in &rows {
             let _ = writeln!(
                 out,
-                "{:<8} {:>5.1}% {:>8} {:<5} {:<24} {name}",
-                m.status.name(),
-                owned,
-                pending,
-                if self.router.cluster.is_up(name) {
-                    "up"
-                } else {
-                    "down"
-                },
-                m.addr,
+                "{:<8} {:>5.1}% {:>8} {:<5} {:<24} {}",
+                r.status,
+                r.ring_pct,
+                r.pending,
+                if r.up { "up" } else { "down" },
+                r.address,
+                r.node,
             );
         }
         let _ = writeln!(
@@ -345,21 +361,21 @@ impl Gossip {
         out
     }
 
-    /// `ring-status`: pending transfers and this node's handoffs in progress.
-    pub fn ring_status(&self) -> String {
+    /// `member-status` as JSON: the same rows and footer.
+    pub fn member_status_json(&self) -> serde_json::Value {
+        let (rows, s) = self.member_rows();
+        serde_json::json!({
+            "members": rows,
+            "cluster_id": s.cluster_id,
+            "version": s.version,
+            "claimant": s.claimant(),
+        })
+    }
+
+    /// What `ring-status` shows: the state's pending transfers, this
+    /// node's vnodes held for other owners and its handoffs.
+    pub fn ring_view(&self) -> RingView {
         let s = self.router.cluster.state();
-        let mut out = String::new();
-        let _ = writeln!(
-            out,
-            "claimant: {}  ring version: {}  ring size: {}",
-            s.claimant().unwrap_or("-"),
-            s.version,
-            s.ring_size
-        );
-        let _ = writeln!(out, "pending ownership transfers: {}", s.next.len());
-        for (p, to) in &s.next {
-            let _ = writeln!(out, "  partition {p:>4}: {} -> {to}", s.owner(*p));
-        }
         let me = self.router.cluster.me();
         let owned: std::collections::BTreeSet<u32> = s.owned_by(me).into_iter().collect();
         let fallbacks: Vec<u32> = self
@@ -369,6 +385,153 @@ impl Gossip {
             .map(|(p, _)| p)
             .filter(|p| !owned.contains(p) && s.next.get(p).is_none_or(|to| to != me))
             .collect();
+        let handoffs = self
+            .router
+            .cluster
+            .handoffs()
+            .into_iter()
+            .map(|(p, h)| HandoffRow {
+                partition: p,
+                kind: match h.kind {
+                    crate::cluster::HandoffKind::Ownership => "ownership",
+                    crate::cluster::HandoffKind::Hinted => "hinted",
+                }
+                .to_string(),
+                source: me.to_string(),
+                target: h.target,
+                sent: h.sent,
+                done: h.done,
+            })
+            .collect();
+        RingView {
+            node: me.to_string(),
+            claimant: s.claimant().map(str::to_string),
+            ring_version: s.version,
+            ring_size: s.ring_size,
+            pending: s
+                .next
+                .iter()
+                .map(|(p, to)| PendingTransfer {
+                    partition: *p,
+                    from: s.owner(*p).to_string(),
+                    to: to.clone(),
+                })
+                .collect(),
+            fallbacks,
+            handoffs,
+            transfer_limit: self.handoff.transfer_limit(),
+            unreachable: s
+                .members
+                .keys()
+                .filter(|n| !self.router.cluster.is_up(n))
+                .cloned()
+                .collect(),
+        }
+    }
+
+    /// `ring-status`: pending transfers and this node's handoffs in progress.
+    pub fn ring_status(&self) -> String {
+        self.ring_view().text()
+    }
+    /// A grant scope (`TYPE` or `TYPE/BUCKET`, not `any`) whose bucket
+    /// type does not exist (`default` always does).
+    pub(crate) fn missing_type(&self, scope: &str) -> bool {
+        use crate::security::model::Scope;
+        match Scope::parse(scope) {
+            Ok(Scope::Type(t) | Scope::Bucket(t, _)) => self.types().get(&t).is_none(),
+            Ok(Scope::Any) | Err(_) => false,
+        }
+    }
+}
+
+/// One member as `member-status` shows it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct MemberRow {
+    /// Its node name.
+    pub node: String,
+    /// `joining`, `valid` or `leaving`.
+    pub status: &'static str,
+    /// Partitions it owns.
+    pub partitions: usize,
+    /// Its share of the ring, in percent.
+    pub ring_pct: f64,
+    /// Partitions it will gain (positive) or give away (negative) with
+    /// the pending transfers.
+    pub pending: i64,
+    /// Whether this node believes it up.
+    pub up: bool,
+    /// Its PB address.
+    pub address: String,
+}
+
+/// A pending ownership transfer: `partition` moves `from` → `to`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PendingTransfer {
+    /// The partition.
+    pub partition: u32,
+    /// Its owner now.
+    pub from: String,
+    /// Its next owner.
+    pub to: String,
+}
+
+/// A handoff running on a node.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct HandoffRow {
+    /// The partition handed off.
+    pub partition: u32,
+    /// `ownership` or `hinted`.
+    pub kind: String,
+    /// The node sending (the one running it).
+    pub source: String,
+    /// The node receiving.
+    pub target: String,
+    /// Objects sent in this pass.
+    pub sent: u64,
+    /// The pass finished; waiting for the ring to move.
+    pub done: bool,
+}
+
+/// What `ring-status` shows ([`Gossip::ring_view`]); also the part of
+/// `transfers` each node reports about itself.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct RingView {
+    /// The node reporting.
+    pub node: String,
+    /// The claimant, if any member is valid.
+    pub claimant: Option<String>,
+    /// The cluster state's version.
+    pub ring_version: u64,
+    /// Partitions in the ring.
+    pub ring_size: u32,
+    /// Pending ownership transfers.
+    pub pending: Vec<PendingTransfer>,
+    /// Vnodes held on this node for other owners (hinted handoff pending).
+    pub fallbacks: Vec<u32>,
+    /// Handoffs running on this node.
+    pub handoffs: Vec<HandoffRow>,
+    /// This node's transfer limit.
+    pub transfer_limit: usize,
+    /// Members this node believes down.
+    pub unreachable: Vec<String>,
+}
+
+impl RingView {
+    /// The `ring-status` text.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "claimant: {}  ring version: {}  ring size: {}",
+            self.claimant.as_deref().unwrap_or("-"),
+            self.ring_version,
+            self.ring_size
+        );
+        let _ = writeln!(out, "pending ownership transfers: {}", self.pending.len());
+        for t in &self.pending {
+            let _ = writeln!(out, "  partition {:>4}: {} -> {}", t.partition, t.from, t.to);
+        }
+        let fallbacks = &self.fallbacks;
         let _ = writeln!(
             out,
             "vnodes held here for other owners (hinted handoff pending): {}{}",
@@ -379,19 +542,23 @@ impl Gossip {
                 format!(" {fallbacks:?}")
             }
         );
-        let h = self.router.cluster.handoffs();
         let _ = writeln!(
             out,
             "handoffs running on {}: {} (transfer limit {})",
-            self.router.cluster.me(),
-            h.len(),
-            self.handoff.transfer_limit()
+            self.node,
+            self.handoffs.len(),
+            self.transfer_limit
         );
-        for (p, h) in &h {
+        for h in &self.handoffs {
             let _ = writeln!(
                 out,
-                "  partition {p:>4}: {:?} to {}, {} objects sent{}",
-                h.kind,
+                "  partition {:>4}: {} to {}, {} objects sent{}",
+                h.partition,
+                if h.kind == "ownership" {
+                    "Ownership"
+                } else {
+                    "Hinted"
+                },
                 h.target,
                 h.sent,
                 if h.done {
@@ -402,22 +569,10 @@ impl Gossip {
             );
         }
         let _ = writeln!(out, "unreachable members:");
-        for n in s.members.keys() {
-            if !self.router.cluster.is_up(n) {
-                let _ = writeln!(out, "  {n}");
-            }
+        for n in &self.unreachable {
+            let _ = writeln!(out, "  {n}");
         }
         out
-    }
-
-    /// A grant scope (`TYPE` or `TYPE/BUCKET`, not `any`) whose bucket
-    /// type does not exist (`default` always does).
-    pub(crate) fn missing_type(&self, scope: &str) -> bool {
-        use crate::security::model::Scope;
-        match Scope::parse(scope) {
-            Ok(Scope::Type(t) | Scope::Bucket(t, _)) => self.types().get(&t).is_none(),
-            Ok(Scope::Any) | Err(_) => false,
-        }
     }
 }
 
@@ -450,6 +605,37 @@ pub fn plan_text(s: &ClusterState) -> String {
         let _ = writeln!(out, "  {n:>4} partitions {from} -> {to}");
     }
     out
+}
+
+/// `cluster plan` as JSON: the staged changes and the transfers a
+/// commit would start, per (from, to) pair as the text counts them.
+pub fn plan_json(s: &ClusterState) -> serde_json::Value {
+    let staged: Vec<serde_json::Value> = s
+        .staged
+        .iter()
+        .map(|c| match c {
+            crate::cluster::Staged::Join(n) => serde_json::json!({"change": "join", "node": n}),
+            crate::cluster::Staged::Leave(n) => serde_json::json!({"change": "leave", "node": n}),
+        })
+        .collect();
+    let plan = if s.staged.is_empty() {
+        Vec::new()
+    } else {
+        s.plan()
+    };
+    let mut per: std::collections::BTreeMap<(String, String), usize> = Default::default();
+    for (_, from, to) in &plan {
+        *per.entry((from.clone(), to.clone())).or_default() += 1;
+    }
+    let moves: Vec<serde_json::Value> = per
+        .into_iter()
+        .map(|((from, to), n)| serde_json::json!({"from": from, "to": to, "partitions": n}))
+        .collect();
+    serde_json::json!({
+        "staged": staged,
+        "transfers": plan.len(),
+        "moves": moves,
+    })
 }
 
 #[cfg(test)]
