@@ -529,7 +529,11 @@ impl RingView {
         );
         let _ = writeln!(out, "pending ownership transfers: {}", self.pending.len());
         for t in &self.pending {
-            let _ = writeln!(out, "  partition {:>4}: {} -> {}", t.partition, t.from, t.to);
+            let _ = writeln!(
+                out,
+                "  partition {:>4}: {} -> {}",
+                t.partition, t.from, t.to
+            );
         }
         let fallbacks = &self.fallbacks;
         let _ = writeln!(

@@ -100,7 +100,8 @@ impl Repl {
     /// `basalt admin --json repl status`: the facts of [`Self::repl_status`]
     /// as JSON (every counter under its `/stats` name).
     pub fn repl_status_json(&self) -> serde_json::Value {
-        let sinks: Vec<serde_json::Value> = self.repl.sinks().iter().map(|s| sink_json(s)).collect();
+        let sinks: Vec<serde_json::Value> =
+            self.repl.sinks().iter().map(|s| sink_json(s)).collect();
         let counters: serde_json::Map<String, serde_json::Value> = self
             .repl_counters()
             .into_iter()

@@ -78,7 +78,9 @@ impl Node {
             ["ring-status"] => to(serde_json::to_value(self.gossip.ring_view())),
             ["transfer-limit", rest @ ..] if rest.len() <= 1 => {
                 self.admin_text(words).await?;
-                Ok(json!({"node": self.config().node_name, "transfer_limit": self.handoff.transfer_limit()}))
+                Ok(
+                    json!({"node": self.config().node_name, "transfer_limit": self.handoff.transfer_limit()}),
+                )
             }
             ["plan"] => {
                 let text = self.gossip.admin(AdminCmd::PlanJson).await?;
@@ -105,7 +107,11 @@ impl Node {
                 }))
             }
             ["aae-verify"] => {
-                let bad = self.aae.aae_verify_trees().await.map_err(|e| e.to_string())?;
+                let bad = self
+                    .aae
+                    .aae_verify_trees()
+                    .await
+                    .map_err(|e| e.to_string())?;
                 Ok(json!({"match": bad.is_empty(), "differ": bad}))
             }
             ["repl-status"] => Ok(self.repl.repl_status_json()),

@@ -15,7 +15,8 @@ use std::path::Path;
 /// statistic in name order; an object's members are `name.member`, a
 /// list is its JSON.
 pub fn status_text(node_name: &str, stats: &serde_json::Value) -> String {
-    let mut out = format!("1-minute stats for '{node_name}'\n-------------------------------------------\n");
+    let mut out =
+        format!("1-minute stats for '{node_name}'\n-------------------------------------------\n");
     let mut lines = Vec::new();
     flatten("", stats, &mut lines);
     for (k, v) in lines {
@@ -221,12 +222,15 @@ pub const DISK_USAGE_MAX_FILES: u64 = 1_000_000;
 pub struct DiskUsage {
     /// The directory.
     pub data_dir: String,
-    /// Bytes of every file under it.
+    /// Bytes of every file under it (their lengths).
     pub total_bytes: u64,
+    /// Bytes the file system allocated to them (as `du`; less than
+    /// their lengths for sparse files, more for preallocated ones).
+    pub allocated_bytes: u64,
     /// Files under it.
     pub files: u64,
-    /// Bytes and files per entry of the directory itself, by name.
-    pub entries: BTreeMap<String, (u64, u64)>,
+    /// Per entry of the directory itself, by name.
+    pub entries: BTreeMap<String, Sum>,
     /// Entries that could not be read, with the error.
     pub errors: Vec<String>,
     /// The walk stopped at [`DISK_USAGE_MAX_FILES`].
@@ -255,18 +259,31 @@ pub fn disk_usage(dir: &Path) -> DiskUsage {
                 continue;
             }
         };
-        let (mut bytes, mut files) = (0u64, 0u64);
-        walk(&entry.path(), &mut bytes, &mut files, &mut du);
-        du.total_bytes = du.total_bytes.saturating_add(bytes);
-        du.files += files;
+        let mut sum = Sum::default();
+        walk(&entry.path(), &mut sum, &mut du);
+        du.total_bytes = du.total_bytes.saturating_add(sum.bytes);
+        du.allocated_bytes = du.allocated_bytes.saturating_add(sum.allocated_bytes);
+        du.files += sum.files;
         du.entries
-            .insert(entry.file_name().to_string_lossy().into_owned(), (bytes, files));
+            .insert(entry.file_name().to_string_lossy().into_owned(), sum);
     }
     du
 }
 
-fn walk(path: &Path, bytes: &mut u64, files: &mut u64, du: &mut DiskUsage) {
-    if du.files + *files >= DISK_USAGE_MAX_FILES {
+/// What one entry of the data directory holds.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Sum {
+    /// Bytes of its files (their lengths).
+    pub bytes: u64,
+    /// Bytes allocated to them.
+    pub allocated_bytes: u64,
+    /// Its files.
+    pub files: u64,
+}
+
+fn walk(path: &Path, sum: &mut Sum, du: &mut DiskUsage) {
+    use std::os::unix::fs::MetadataExt;
+    if du.files + sum.files >= DISK_USAGE_MAX_FILES {
         du.truncated = true;
         return;
     }
@@ -282,7 +299,7 @@ fn walk(path: &Path, bytes: &mut u64, files: &mut u64, du: &mut DiskUsage) {
             Ok(rd) => {
                 for e in rd {
                     match e {
-                        Ok(e) => walk(&e.path(), bytes, files, du),
+                        Ok(e) => walk(&e.path(), sum, du),
                         Err(e) => du.errors.push(format!("{}: {e}", path.display())),
                     }
                 }
@@ -290,8 +307,11 @@ fn walk(path: &Path, bytes: &mut u64, files: &mut u64, du: &mut DiskUsage) {
             Err(e) => du.errors.push(format!("{}: {e}", path.display())),
         }
     } else {
-        *bytes = bytes.saturating_add(meta.len());
-        *files += 1;
+        sum.bytes = sum.bytes.saturating_add(meta.len());
+        sum.allocated_bytes = sum
+            .allocated_bytes
+            .saturating_add(meta.blocks().saturating_mul(512));
+        sum.files += 1;
     }
 }
 
@@ -299,9 +319,10 @@ impl DiskUsage {
     /// The `disk-usage` text.
     pub fn text(&self) -> String {
         let mut out = format!(
-            "data dir: {}\ntotal: {} bytes in {} files{}\n",
+            "data dir: {}\ntotal: {} bytes ({} allocated) in {} files{}\n",
             self.data_dir,
             self.total_bytes,
+            self.allocated_bytes,
             self.files,
             if self.truncated {
                 " (stopped at the file limit)"
@@ -309,8 +330,12 @@ impl DiskUsage {
                 ""
             }
         );
-        for (name, (bytes, files)) in &self.entries {
-            let _ = writeln!(out, "  {name}: {bytes} bytes in {files} files");
+        for (name, e) in &self.entries {
+            let _ = writeln!(
+                out,
+                "  {name}: {} bytes ({} allocated) in {} files",
+                e.bytes, e.allocated_bytes, e.files
+            );
         }
         for e in &self.errors {
             let _ = writeln!(out, "unreadable: {e}");
@@ -365,8 +390,9 @@ mod tests {
         let du = disk_usage(d.path());
         assert_eq!(du.total_bytes, 13);
         assert_eq!(du.files, 2);
-        assert_eq!(du.entries["vnodes"], (10, 1));
-        assert!(du.text().contains("vnodes: 10 bytes in 1 files"));
+        assert_eq!(du.entries["vnodes"].bytes, 10);
+        assert_eq!(du.entries["vnodes"].files, 1);
+        assert!(du.text().contains("vnodes: 10 bytes ("), "{}", du.text());
         let missing = disk_usage(&d.path().join("nope"));
         assert_eq!(missing.errors.len(), 1);
     }

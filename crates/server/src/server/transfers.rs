@@ -282,7 +282,10 @@ impl ClusterTransfers {
     pub fn ringready(&self) -> (bool, String) {
         if !self.silent.is_empty() {
             let down: Vec<&str> = self.silent.iter().map(|s| s.node.as_str()).collect();
-            return (false, format!("FALSE {down:?} down.  All nodes need to be up to check.\n"));
+            return (
+                false,
+                format!("FALSE {down:?} down.  All nodes need to be up to check.\n"),
+            );
         }
         let differ: Vec<String> = self
             .reports
@@ -332,7 +335,12 @@ impl Node {
         let me = self.router.cluster.me().to_string();
         let state = self.router.cluster.state();
         let mine = self.gossip.ring_view();
-        let others: Vec<String> = state.members.keys().filter(|n| **n != me).cloned().collect();
+        let others: Vec<String> = state
+            .members
+            .keys()
+            .filter(|n| **n != me)
+            .cloned()
+            .collect();
         let msg = Msg::Service {
             service: RING_VIEW_SERVICE.to_string(),
             body: Vec::new(),
@@ -438,12 +446,25 @@ mod tests {
             ring_version: 7,
             members: vec!["a".into(), "b".into(), "c".into()],
             pending: vec![
-                PendingTransfer { partition: 3, from: "a".into(), to: "b".into() },
-                PendingTransfer { partition: 5, from: "a".into(), to: "b".into() },
+                PendingTransfer {
+                    partition: 3,
+                    from: "a".into(),
+                    to: "b".into(),
+                },
+                PendingTransfer {
+                    partition: 5,
+                    from: "a".into(),
+                    to: "b".into(),
+                },
             ],
             reports: vec![view("a", 7, vec![], vec![h]), view("b", 7, vec![6], vec![])],
-            silent: vec![Silent { node: "c".into(), reason: "refused".into() }],
-            owners: ["a", "a", "b", "a", "b", "a", "c", "b"].map(String::from).to_vec(),
+            silent: vec![Silent {
+                node: "c".into(),
+                reason: "refused".into(),
+            }],
+            owners: ["a", "a", "b", "a", "b", "a", "c", "b"]
+                .map(String::from)
+                .to_vec(),
         }
     }
 
@@ -451,13 +472,39 @@ mod tests {
     fn transfers_count_what_waits_and_what_runs() {
         let t = sample();
         let w = t.waiting();
-        assert_eq!(w["a"], Waiting { ownership: 2, hinted: 0 });
-        assert_eq!(w["b"], Waiting { ownership: 0, hinted: 1 });
+        assert_eq!(
+            w["a"],
+            Waiting {
+                ownership: 2,
+                hinted: 0
+            }
+        );
+        assert_eq!(
+            w["b"],
+            Waiting {
+                ownership: 0,
+                hinted: 1
+            }
+        );
         let text = t.text();
-        assert!(text.contains("a waiting to hand off 2 partitions (2 ownership, 0 hinted)"), "{text}");
-        assert!(text.contains("b waiting to hand off 1 partitions (0 ownership, 1 hinted)"), "{text}");
-        assert!(text.contains("partition: 3\nsource node: a\ntarget node: b\nobjects transferred: 40\n"), "{text}");
-        assert!(text.contains("Node c could not be contacted: refused"), "{text}");
+        assert!(
+            text.contains("a waiting to hand off 2 partitions (2 ownership, 0 hinted)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("b waiting to hand off 1 partitions (0 ownership, 1 hinted)"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "partition: 3\nsource node: a\ntarget node: b\nobjects transferred: 40\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("Node c could not be contacted: refused"),
+            "{text}"
+        );
         let j = t.json();
         assert_eq!(j["waiting"].as_array().map(Vec::len), Some(2));
         assert_eq!(j["active"][0]["sent"], 40);
@@ -468,12 +515,32 @@ mod tests {
     fn summary_counts_both_ends() {
         let s = sample().summary();
         // a sends 3 (running) and 5; b receives both; b holds 6 for c (silent: no row).
-        assert_eq!(s["a"], SummaryRow { ownership_active: 1, ownership_known: 2, hinted_active: 0, hinted_known: 0 });
-        assert_eq!(s["b"], SummaryRow { ownership_active: 1, ownership_known: 2, hinted_active: 0, hinted_known: 1 });
+        assert_eq!(
+            s["a"],
+            SummaryRow {
+                ownership_active: 1,
+                ownership_known: 2,
+                hinted_active: 0,
+                hinted_known: 0
+            }
+        );
+        assert_eq!(
+            s["b"],
+            SummaryRow {
+                ownership_active: 1,
+                ownership_known: 2,
+                hinted_active: 0,
+                hinted_known: 1
+            }
+        );
         assert!(!s.contains_key("c"));
         let text = sample().summary_text();
         assert!(text.contains("1 (2)"), "{text}");
-        assert!(sample().details_text().contains("O    a:3"), "{}", sample().details_text());
+        assert!(
+            sample().details_text().contains("O    a:3"),
+            "{}",
+            sample().details_text()
+        );
     }
 
     #[test]
@@ -482,7 +549,13 @@ mod tests {
         assert!(!t.ringready().0, "c is silent");
         t.silent.clear();
         t.members.pop();
-        assert_eq!(t.ringready(), (true, "TRUE All nodes agree on the ring [\"a\", \"b\"]\n".into()));
+        assert_eq!(
+            t.ringready(),
+            (
+                true,
+                "TRUE All nodes agree on the ring [\"a\", \"b\"]\n".into()
+            )
+        );
         t.reports[1].ring_version = 6;
         let (ok, text) = t.ringready();
         assert!(!ok && text.contains("b has version 6"), "{text}");
