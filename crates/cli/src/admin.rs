@@ -47,7 +47,7 @@ enum AdminCommand {
     #[command(subcommand)]
     BucketType(crate::admin_btypes::BucketTypeCommand),
     /// Cluster membership, staged as `riak admin cluster`: join, leave,
-    /// plan, commit, clear.
+    /// replace, force-replace, force-remove, plan, commit, clear.
     #[command(subcommand)]
     Cluster(ClusterCommand),
     /// The node's statistics, one `name : value` line each (`riak admin
@@ -72,6 +72,15 @@ enum AdminCommand {
     },
     /// Members, their status, ring share and whether they are up.
     MemberStatus,
+    /// Mark an unreachable member down (`riak admin down`): it keeps its
+    /// partitions but stops being the claimant, so cluster changes
+    /// (force-remove, replace, joins) can go on without it; it is valid
+    /// again as soon as it answers. Refused while the node asked still
+    /// reaches it.
+    Down {
+        /// The member's node name.
+        node: String,
+    },
     /// Pending ownership transfers and the handoffs running on the node.
     RingStatus,
     /// Handoffs across the cluster (`riak admin transfers`): what each
@@ -233,6 +242,33 @@ enum ClusterCommand {
         /// Node name.
         node: Option<String>,
     },
+    /// Stage the replacement of OLD by NEW (Riak's `cluster replace`):
+    /// NEW, a node that joined (`cluster join`, not committed yet), takes
+    /// every partition of OLD by handoff; then OLD leaves.
+    Replace {
+        /// The member replaced (node name).
+        old: String,
+        /// The joining node that takes its partitions.
+        new: String,
+    },
+    /// Stage a forced replacement (Riak's `cluster force-replace`): at
+    /// commit NEW owns OLD's partitions at once, without handoff, and OLD
+    /// is removed. OLD's copies are lost (read repair and anti-entropy
+    /// restore them from the other replicas): for a node that is gone.
+    ForceReplace {
+        /// The member replaced (node name).
+        old: String,
+        /// The joining node that takes its partitions.
+        new: String,
+    },
+    /// Stage a forced removal (Riak's `cluster force-remove`): at commit
+    /// NODE is removed and its partitions go to the other members without
+    /// handoff (its copies are lost, as with force-replace). Stop the
+    /// node first and do not restart it on its data directory.
+    ForceRemove {
+        /// The member removed (node name).
+        node: String,
+    },
     /// Show the staged changes and the partition transfers they start.
     Plan,
     /// Apply the staged changes.
@@ -264,6 +300,7 @@ fn line_of(command: &AdminCommand) -> anyhow::Result<Option<String>> {
             }
         )),
         AdminCommand::MemberStatus => Some("member-status".to_string()),
+        AdminCommand::Down { node } => Some(format!("down {node}")),
         AdminCommand::RingStatus => Some("ring-status".to_string()),
         AdminCommand::Security { args } => {
             if args
@@ -318,6 +355,9 @@ fn line_of(command: &AdminCommand) -> anyhow::Result<Option<String>> {
             ClusterCommand::Join { addr } => format!("join {addr}"),
             ClusterCommand::Leave { node: Some(n) } => format!("leave {n}"),
             ClusterCommand::Leave { node: None } => "leave".to_string(),
+            ClusterCommand::Replace { old, new } => format!("replace {old} {new}"),
+            ClusterCommand::ForceReplace { old, new } => format!("force-replace {old} {new}"),
+            ClusterCommand::ForceRemove { node } => format!("force-remove {node}"),
             ClusterCommand::Plan => "plan".to_string(),
             ClusterCommand::Commit => "commit".to_string(),
             ClusterCommand::Clear => "clear".to_string(),

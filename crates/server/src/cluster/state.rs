@@ -20,6 +20,10 @@ pub enum MemberStatus {
     Valid,
     /// Handing its partitions away; removed when it owns none.
     Leaving,
+    /// Marked down by an operator (`basalt admin down`): it keeps its
+    /// partitions but is never the claimant, so the cluster can change
+    /// without it; valid again as soon as it answers the claimant.
+    Down,
 }
 
 impl MemberStatus {
@@ -29,6 +33,7 @@ impl MemberStatus {
             MemberStatus::Joining => "joining",
             MemberStatus::Valid => "valid",
             MemberStatus::Leaving => "leaving",
+            MemberStatus::Down => "down",
         }
     }
 }
@@ -49,13 +54,47 @@ pub struct Member {
     pub status: MemberStatus,
 }
 
-/// A change staged by `cluster join` / `cluster leave`, applied by commit.
+/// A change staged by `cluster join|leave|replace|force-replace|
+/// force-remove`, applied by commit.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Staged {
     /// The node joins.
     Join(String),
     /// The node leaves.
     Leave(String),
+    /// `cluster replace OLD NEW`: NEW (joining) takes every partition of
+    /// OLD by ownership handoff, then OLD leaves.
+    Replace(String, String),
+    /// `cluster force-replace OLD NEW`: NEW (joining) owns OLD's
+    /// partitions at once, without handoff; OLD is removed. OLD's copies
+    /// are lost: the other replicas (read repair, anti-entropy) restore
+    /// them.
+    ForceReplace(String, String),
+    /// `cluster force-remove NODE`: NODE is removed at once; its partitions
+    /// go to the other members without handoff (its copies are lost, as
+    /// with force-replace).
+    ForceRemove(String),
+}
+
+impl Staged {
+    /// The member this change takes out of the ring (leave, replace,
+    /// force-replace, force-remove), if any.
+    pub fn outgoing(&self) -> Option<&str> {
+        match self {
+            Staged::Join(_) => None,
+            Staged::Leave(n) | Staged::Replace(n, _) | Staged::ForceReplace(n, _) => Some(n),
+            Staged::ForceRemove(n) => Some(n),
+        }
+    }
+
+    /// The member that goes at commit without handing its partitions off
+    /// (force-replace, force-remove).
+    pub fn forced(&self) -> Option<&str> {
+        match self {
+            Staged::ForceReplace(n, _) | Staged::ForceRemove(n) => Some(n),
+            _ => None,
+        }
+    }
 }
 
 /// The gossiped state of a cluster.
@@ -188,17 +227,8 @@ impl ClusterState {
         if self.staged.contains(&Staged::Leave(node.to_string())) {
             return Ok(()); // already staged
         }
-        let valid = self
-            .members
-            .values()
-            .filter(|m| m.status == MemberStatus::Valid)
-            .count();
-        let leaving = self
-            .staged
-            .iter()
-            .filter(|s| matches!(s, Staged::Leave(_)))
-            .count();
-        if valid <= leaving + 1 {
+        self.check_not_outgoing(node)?;
+        if self.staying_valid() <= 1 {
             return Err(ClusterError(
                 "the last valid member cannot leave the cluster".into(),
             ));
@@ -206,6 +236,171 @@ impl ClusterState {
         self.staged.push(Staged::Leave(node.to_string()));
         self.version += 1;
         Ok(())
+    }
+
+    /// Valid members no staged change takes out of the ring.
+    fn staying_valid(&self) -> usize {
+        self.members
+            .iter()
+            .filter(|(n, m)| {
+                m.status == MemberStatus::Valid
+                    && !self.staged.iter().any(|s| s.outgoing() == Some(n.as_str()))
+            })
+            .count()
+    }
+
+    /// Refuses `node` if a staged change already takes it out of the ring.
+    fn check_not_outgoing(&self, node: &str) -> Result<(), ClusterError> {
+        match self.staged.iter().find(|s| s.outgoing() == Some(node)) {
+            Some(s) => Err(ClusterError(format!(
+                "{node} already has a staged change ({s:?}); `cluster clear` drops the staged changes"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Checks that `new` is a joining member with a staged join that no
+    /// other replace already uses (the replacement of `cluster replace` /
+    /// `force-replace`).
+    fn check_replacement(&self, old: &str, new: &str) -> Result<(), ClusterError> {
+        if old == new {
+            return Err(ClusterError(format!("{old} cannot replace itself")));
+        }
+        match self.members.get(new) {
+            Some(m) if m.status == MemberStatus::Joining => {}
+            Some(m) => {
+                return Err(ClusterError(format!(
+                    "{new} is {}, the replacement must be a joining node (`cluster join` it first)",
+                    m.status.name()
+                )))
+            }
+            None => {
+                return Err(ClusterError(format!(
+                    "{new} is not a member: `cluster join` it first, then replace"
+                )))
+            }
+        }
+        let taken = self
+            .staged
+            .iter()
+            .any(|s| matches!(s, Staged::Replace(_, n) | Staged::ForceReplace(_, n) if n == new));
+        if taken {
+            return Err(ClusterError(format!("{new} already replaces another node")));
+        }
+        Ok(())
+    }
+
+    /// Stages `cluster replace OLD NEW`: NEW, a joining node, takes all of
+    /// OLD's partitions by handoff; OLD leaves.
+    pub fn stage_replace(&mut self, old: &str, new: &str) -> Result<(), ClusterError> {
+        match self.members.get(old) {
+            None => return Err(ClusterError(format!("{old} is not a member"))),
+            Some(m) if m.status != MemberStatus::Valid => {
+                return Err(ClusterError(format!(
+                    "{old} is {}, only a valid member can be replaced (force-replace a down one)",
+                    m.status.name()
+                )))
+            }
+            Some(_) => {}
+        }
+        self.check_not_outgoing(old)?;
+        self.check_replacement(old, new)?;
+        self.staged
+            .push(Staged::Replace(old.to_string(), new.to_string()));
+        self.version += 1;
+        Ok(())
+    }
+
+    /// Stages `cluster force-replace OLD NEW`: NEW, a joining node, owns
+    /// OLD's partitions at commit without handoff; OLD is removed.
+    /// `acting` (the claimant) cannot be replaced by force.
+    pub fn stage_force_replace(
+        &mut self,
+        old: &str,
+        new: &str,
+        acting: &str,
+    ) -> Result<(), ClusterError> {
+        self.check_forced(old, acting)?;
+        self.check_replacement(old, new)?;
+        self.staged
+            .push(Staged::ForceReplace(old.to_string(), new.to_string()));
+        self.version += 1;
+        Ok(())
+    }
+
+    /// Stages `cluster force-remove NODE`: NODE is removed at commit and
+    /// its partitions go to the others without handoff. `acting` (the
+    /// claimant) cannot be removed by force.
+    pub fn stage_force_remove(&mut self, node: &str, acting: &str) -> Result<(), ClusterError> {
+        self.check_forced(node, acting)?;
+        let stays = self.staying_valid()
+            - usize::from(
+                self.members
+                    .get(node)
+                    .is_some_and(|m| m.status == MemberStatus::Valid),
+            );
+        if stays == 0 {
+            return Err(ClusterError(
+                "the last valid member cannot be removed".into(),
+            ));
+        }
+        self.staged.push(Staged::ForceRemove(node.to_string()));
+        self.version += 1;
+        Ok(())
+    }
+
+    /// The checks of a forced change of `node`.
+    fn check_forced(&self, node: &str, acting: &str) -> Result<(), ClusterError> {
+        match self.members.get(node) {
+            None => return Err(ClusterError(format!("{node} is not a member"))),
+            Some(m) if m.status == MemberStatus::Joining => {
+                return Err(ClusterError(format!(
+                    "{node} is joining: `cluster clear` drops its join"
+                )))
+            }
+            Some(_) => {}
+        }
+        if node == acting {
+            return Err(ClusterError(format!(
+                "{node} is the claimant and cannot remove or replace itself by force; if it is down, mark it so (`basalt admin down {node}`) on another member first"
+            )));
+        }
+        self.check_not_outgoing(node)
+    }
+
+    /// Marks `node` down (`basalt admin down`): it is no longer the
+    /// claimant; it keeps its partitions. Refused for the member acting
+    /// and for a member that is not valid.
+    pub fn mark_down(&mut self, node: &str, acting: &str) -> Result<(), ClusterError> {
+        if node == acting {
+            return Err(ClusterError(format!("{node} cannot mark itself down")));
+        }
+        match self.members.get_mut(node) {
+            None => Err(ClusterError(format!("{node} is not a member"))),
+            Some(m) if m.status == MemberStatus::Down => Ok(()),
+            Some(m) if m.status != MemberStatus::Valid => Err(ClusterError(format!(
+                "{node} is {}, only a valid member can be marked down",
+                m.status.name()
+            ))),
+            Some(m) => {
+                m.status = MemberStatus::Down;
+                self.version += 1;
+                Ok(())
+            }
+        }
+    }
+
+    /// A member marked down answered again: valid once more. False if it
+    /// was not down.
+    pub fn mark_up(&mut self, node: &str) -> bool {
+        match self.members.get_mut(node) {
+            Some(m) if m.status == MemberStatus::Down => {
+                m.status = MemberStatus::Valid;
+                self.version += 1;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Drops the staged changes (joining members that were staged go too).
@@ -224,38 +419,53 @@ impl ClusterState {
         self.version += 1;
     }
 
-    /// The members that will hold partitions once the staged changes apply.
+    /// The members that will hold partitions once the staged changes
+    /// apply (a member marked down still holds its own).
     fn planned_members(&self) -> Vec<String> {
-        let leaving: Vec<&String> = self
-            .staged
-            .iter()
-            .filter_map(|s| match s {
-                Staged::Leave(n) => Some(n),
-                Staged::Join(_) => None,
-            })
-            .collect();
         self.members
             .iter()
             .filter(|(n, m)| {
                 m.status != MemberStatus::Leaving
-                    && !leaving.contains(n)
-                    && (m.status == MemberStatus::Valid
+                    && !self.staged.iter().any(|s| s.outgoing() == Some(n.as_str()))
+                    && (matches!(m.status, MemberStatus::Valid | MemberStatus::Down)
                         || self.staged.contains(&Staged::Join((*n).clone())))
             })
             .map(|(n, _)| n.clone())
             .collect()
     }
 
-    /// The transfers a commit would start: (partition, from, to).
+    /// The moves a commit would make: (partition, from, to). A move from
+    /// a member removed by force, or of a partition it owns, is made at
+    /// once (see [`Self::commit`]); the others are ownership transfers.
     pub fn plan(&self) -> Vec<(u32, String, String)> {
-        let target = claim(&self.effective_owners(), &self.planned_members());
+        let current = self.effective_owners();
+        // A replacement starts from its node's partitions, so the claim
+        // keeps them there and moves nothing else for it.
+        let mut base = current.clone();
+        for s in &self.staged {
+            if let Staged::Replace(old, new) | Staged::ForceReplace(old, new) = s {
+                for o in base.iter_mut().filter(|o| *o == old) {
+                    *o = new.clone();
+                }
+            }
+        }
+        let target = claim(&base, &self.planned_members());
         (0..self.ring_size)
             .filter_map(|p| {
-                let cur = &self.effective_owners()[p as usize];
+                let cur = &current[p as usize];
                 let new = &target[p as usize];
                 (cur != new).then(|| (p, cur.clone(), new.clone()))
             })
             .collect()
+    }
+
+    /// Whether a planned move of `p` from `from` is made at commit without
+    /// handoff: `from`, or `p`'s owner now, is removed by force.
+    pub fn is_forced_move(&self, p: u32, from: &str) -> bool {
+        self.staged
+            .iter()
+            .filter_map(Staged::forced)
+            .any(|n| n == from || n == self.owner(p))
     }
 
     /// Owners once the pending transfers complete.
@@ -269,27 +479,56 @@ impl ClusterState {
         o
     }
 
-    /// Applies the staged changes: joiners become valid, leavers leaving,
-    /// and every partition whose owner changes gets a pending transfer.
+    /// Applies the staged changes: joiners become valid, leavers (and
+    /// replaced nodes) leaving, and every partition whose owner changes
+    /// gets a pending transfer — except the partitions of a member removed
+    /// by force (force-remove, force-replace), which change owner at once,
+    /// and that member, which is removed.
     pub fn commit(&mut self) -> Result<Vec<(u32, String, String)>, ClusterError> {
         if self.staged.is_empty() {
             return Err(ClusterError("no staged changes to commit".into()));
         }
         let plan = self.plan();
-        for s in std::mem::take(&mut self.staged) {
-            let (n, status) = match s {
-                Staged::Join(n) => (n, MemberStatus::Valid),
-                Staged::Leave(n) => (n, MemberStatus::Leaving),
-            };
-            if let Some(m) = self.members.get_mut(&n) {
-                m.status = status;
-            }
-        }
-        for (p, _, to) in &plan {
-            if self.owner(*p) == to {
+        let forced: Vec<String> = self
+            .staged
+            .iter()
+            .filter_map(Staged::forced)
+            .map(str::to_string)
+            .collect();
+        for (p, from, to) in &plan {
+            if self.is_forced_move(*p, from) {
+                if let Some(slot) = self.owners.get_mut(*p as usize) {
+                    *slot = to.clone();
+                }
+                self.next.remove(p);
+            } else if self.owner(*p) == to {
                 self.next.remove(p);
             } else {
                 self.next.insert(*p, to.clone());
+            }
+        }
+        // A forced member's partition the plan kept where it was going:
+        // its next owner owns it now.
+        for p in 0..self.ring_size {
+            if forced.iter().any(|n| n == self.owner(p)) {
+                if let Some(to) = self.next.remove(&p) {
+                    if let Some(slot) = self.owners.get_mut(p as usize) {
+                        *slot = to;
+                    }
+                }
+            }
+        }
+        for s in std::mem::take(&mut self.staged) {
+            let (n, status) = match s {
+                Staged::Join(n) => (n, MemberStatus::Valid),
+                Staged::Leave(n) | Staged::Replace(n, _) => (n, MemberStatus::Leaving),
+                Staged::ForceReplace(n, _) | Staged::ForceRemove(n) => {
+                    self.members.remove(&n);
+                    continue;
+                }
+            };
+            if let Some(m) = self.members.get_mut(&n) {
+                m.status = status;
             }
         }
         self.version += 1;
@@ -645,5 +884,133 @@ mod tests {
         assert!(!s.members.contains_key("c"));
         assert!(s.stage_leave("b").is_ok());
         assert!(s.stage_leave("a").is_err(), "last valid member stays");
+    }
+
+    /// A committed three-node cluster `a`, `b`, `c` on 16 partitions,
+    /// every transfer done, and `d` joining.
+    fn three_and_a_joiner() -> ClusterState {
+        let mut s = ClusterState::new("a", "127.0.0.1:1", "", 16, "c1".into());
+        for n in ["b", "c"] {
+            s.add_joining(n, &format!("{n}:1"), "", 16).unwrap();
+        }
+        for (p, from, to) in s.commit().unwrap() {
+            assert!(s.transfer_done(p, &from, &to));
+        }
+        s.add_joining("d", "d:1", "", 16).unwrap();
+        s
+    }
+
+    #[test]
+    fn replace_hands_exactly_the_old_nodes_partitions_to_the_new() {
+        let mut s = three_and_a_joiner();
+        let c_owned = s.owned_by("c");
+        assert!(s.stage_replace("c", "x").is_err(), "not a member");
+        assert!(s.stage_replace("c", "b").is_err(), "not joining");
+        s.stage_replace("c", "d").unwrap();
+        assert!(s.stage_replace("b", "d").is_err(), "d already replaces c");
+        assert!(s.stage_leave("c").is_err(), "c already goes");
+        let plan = s.plan();
+        assert_eq!(
+            plan,
+            c_owned
+                .iter()
+                .map(|p| (*p, "c".to_string(), "d".to_string()))
+                .collect::<Vec<_>>(),
+            "only c's partitions move, all to d"
+        );
+        assert!(plan.iter().all(|(p, f, _)| !s.is_forced_move(*p, f)));
+        s.commit().unwrap();
+        assert_eq!(s.members["c"].status, MemberStatus::Leaving);
+        assert_eq!(s.members["d"].status, MemberStatus::Valid);
+        assert_eq!(s.owned_by("c"), c_owned, "owners move only on transfer");
+        for (p, from, to) in plan {
+            assert!(s.transfer_done(p, &from, &to));
+        }
+        assert!(!s.members.contains_key("c"), "the idle leaver goes");
+        assert_eq!(s.owned_by("d"), c_owned);
+        assert!(s.check().is_ok());
+    }
+
+    #[test]
+    fn force_replace_and_force_remove_reassign_at_commit() {
+        let mut s = three_and_a_joiner();
+        let c_owned = s.owned_by("c");
+        assert!(
+            s.stage_force_replace("a", "d", "a").is_err(),
+            "not the claimant"
+        );
+        assert!(
+            s.stage_force_replace("d", "c", "a").is_err(),
+            "d is joining"
+        );
+        s.stage_force_replace("c", "d", "a").unwrap();
+        let plan = s.plan();
+        assert!(plan.iter().all(|(p, f, _)| s.is_forced_move(*p, f)));
+        s.commit().unwrap();
+        assert!(!s.members.contains_key("c"), "removed at once");
+        assert_eq!(s.owned_by("d"), c_owned, "owned at once, no transfer");
+        assert!(s.next.is_empty());
+        assert!(s.check().is_ok());
+
+        // force-remove d: its partitions go to a and b at once.
+        assert!(s.stage_force_remove("a", "a").is_err(), "not the claimant");
+        s.stage_force_remove("d", "a").unwrap();
+        let plan = s.plan();
+        assert!(plan.iter().any(|(_, f, _)| f == "d"));
+        s.commit().unwrap();
+        assert!(!s.members.contains_key("d"));
+        assert_eq!(s.owned_by("a").len() + s.owned_by("b").len(), 16);
+        assert!(s.check().is_ok());
+        assert!(s.next.values().all(|n| n == "a" || n == "b"));
+        // The last valid member stays.
+        s.stage_force_remove("b", "a").unwrap();
+        s.commit().unwrap();
+        assert!(s.stage_force_remove("a", "b").is_err());
+    }
+
+    #[test]
+    fn a_pending_transfer_of_a_removed_node_is_settled_at_commit() {
+        let mut s = three_and_a_joiner();
+        s.commit().unwrap(); // d joins: transfers to d pending
+        let to_d: Vec<u32> = s
+            .next
+            .iter()
+            .filter(|(_, n)| *n == "d")
+            .map(|(p, _)| *p)
+            .collect();
+        assert!(!to_d.is_empty());
+        s.stage_force_remove("d", "a").unwrap();
+        s.commit().unwrap();
+        assert!(s.check().is_ok());
+        for p in to_d {
+            assert_ne!(s.owner(p), "d");
+            assert_ne!(s.next.get(&p).map(String::as_str), Some("d"));
+        }
+        assert!(s.next.values().all(|n| s.members.contains_key(n)));
+    }
+
+    #[test]
+    fn down_moves_the_claimant_and_up_brings_it_back() {
+        let mut s = three_and_a_joiner();
+        assert_eq!(s.claimant(), Some("a"));
+        assert!(s.mark_down("b", "b").is_err(), "not itself");
+        assert!(s.mark_down("d", "b").is_err(), "d is joining");
+        let v = s.version;
+        s.mark_down("a", "b").unwrap();
+        assert!(s.version > v);
+        assert_eq!(s.members["a"].status.name(), "down");
+        assert_eq!(s.claimant(), Some("b"));
+        assert!(s.stage_leave("a").is_err(), "a down member cannot leave");
+        // A down member keeps its partitions in a plan.
+        let a_owned = s.owned_by("a");
+        assert!(s
+            .plan()
+            .iter()
+            .all(|(_, f, _)| f != "a" || !a_owned.is_empty()));
+        s.stage_force_remove("a", "b").unwrap();
+        s.clear_staged();
+        assert!(s.mark_up("a"));
+        assert!(!s.mark_up("a"), "already valid");
+        assert_eq!(s.claimant(), Some("a"));
     }
 }

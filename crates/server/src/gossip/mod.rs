@@ -2,7 +2,9 @@
 //! admin operations (`join`, `leave`, `plan`, `commit`, `clear`,
 //! `member-status`, `ring-status`, `transfer-limit`).
 
-use crate::cluster::{AdminCmd, ClusterState, Msg, Reply, CONTROL_TIMEOUT, GOSSIP_INTERVAL};
+use crate::cluster::{
+    AdminCmd, ClusterState, Msg, Reply, Staged, CONTROL_TIMEOUT, GOSSIP_INTERVAL,
+};
 use crate::handoff::HandoffService;
 use crate::kv::Kv;
 use crate::security::Security;
@@ -117,14 +119,32 @@ impl Gossip {
         }
     }
 
-    /// Runs an admin command at the claimant.
+    /// Runs an admin command at the claimant. `down NODE` of the claimant
+    /// itself runs here (the claimant cannot answer), once this node sees
+    /// it unreachable.
     pub async fn admin(&self, cmd: AdminCmd) -> Result<String, String> {
         let claimant = self
             .router
             .cluster
             .with_state(|s| s.claimant().map(str::to_string))
             .ok_or("the cluster has no valid member to act as claimant")?;
-        if claimant != self.router.cluster.me() {
+        let me = self.router.cluster.me().to_string();
+        if let AdminCmd::Down(n) = &cmd {
+            if n != &me && self.router.cluster.is_up(n) {
+                return Err(format!(
+                    "{n} is up (it answers {me}); only an unreachable member can be marked down"
+                ));
+            }
+            if *n == claimant {
+                self.router
+                    .cluster
+                    .update(|s| s.mark_down(n, &me))
+                    .map_err(|e| e.to_string())?;
+                self.push_gossip().await;
+                return Ok(format!("Success: {n:?} marked as down\n"));
+            }
+        }
+        if claimant != me {
             return match self
                 .router
                 .cluster
@@ -151,6 +171,34 @@ impl Gossip {
             AdminCmd::Clear => {
                 self.router.cluster.update(ClusterState::clear_staged);
                 "Cleared staged cluster changes\n".to_string()
+            }
+            AdminCmd::Replace(old, new) => {
+                self.router
+                    .cluster
+                    .update(|s| s.stage_replace(&old, &new))
+                    .map_err(|e| e.to_string())?;
+                format!("Success: staged replacement of {old} with {new}\n")
+            }
+            AdminCmd::ForceReplace(old, new) => {
+                self.router
+                    .cluster
+                    .update(|s| s.stage_force_replace(&old, &new, &me))
+                    .map_err(|e| e.to_string())?;
+                format!("Success: staged forced replacement of {old} with {new}\n")
+            }
+            AdminCmd::ForceRemove(n) => {
+                self.router
+                    .cluster
+                    .update(|s| s.stage_force_remove(&n, &me))
+                    .map_err(|e| e.to_string())?;
+                format!("Success: staged remove request for {n}\n")
+            }
+            AdminCmd::Down(n) => {
+                self.router
+                    .cluster
+                    .update(|s| s.mark_down(&n, &me))
+                    .map_err(|e| e.to_string())?;
+                format!("Success: {n:?} marked as down\n")
             }
             AdminCmd::Plan => plan_text(&self.router.cluster.state()),
             AdminCmd::PlanJson => plan_json(&self.router.cluster.state()).to_string(),
@@ -244,6 +292,30 @@ impl Gossip {
                 Ok(Reply::Refused(why)) => tracing::warn!(peer = %p, %why, "gossip refused"),
                 Ok(_) => {}
                 Err(e) => tracing::debug!(peer = %p, error = %e, "gossip"),
+            }
+        }
+        self.mark_answering_up();
+    }
+
+    /// At the claimant: a member marked down that answered is valid again
+    /// (spread by the next round).
+    fn mark_answering_up(&self) {
+        let me = self.router.cluster.me();
+        let back: Vec<String> = self.router.cluster.with_state(|s| {
+            if s.claimant() != Some(me) {
+                return Vec::new();
+            }
+            s.members
+                .iter()
+                .filter(|(n, m)| {
+                    m.status == crate::cluster::MemberStatus::Down && self.router.cluster.is_up(n)
+                })
+                .map(|(n, _)| n.clone())
+                .collect()
+        });
+        for n in back {
+            if self.router.cluster.update(|s| s.mark_up(&n)) {
+                tracing::info!(node = %n, "a member marked down answers again: valid");
             }
         }
     }
@@ -595,50 +667,88 @@ pub fn plan_text(s: &ClusterState) -> String {
     out.push_str("Staged changes:\n");
     for c in &s.staged {
         let _ = match c {
-            crate::cluster::Staged::Join(n) => writeln!(out, "  join   {n}"),
-            crate::cluster::Staged::Leave(n) => writeln!(out, "  leave  {n}"),
+            Staged::Join(n) => writeln!(out, "  join   {n}"),
+            Staged::Leave(n) => writeln!(out, "  leave  {n}"),
+            Staged::Replace(old, new) => writeln!(out, "  replace {old} with {new}"),
+            Staged::ForceReplace(old, new) => {
+                writeln!(out, "  force-replace {old} with {new}")
+            }
+            Staged::ForceRemove(n) => writeln!(out, "  force-remove {n}"),
         };
     }
-    let plan = s.plan();
-    let _ = writeln!(out, "Transfers after commit: {}", plan.len());
-    let mut per: std::collections::BTreeMap<(String, String), usize> = Default::default();
-    for (_, from, to) in &plan {
-        *per.entry((from.clone(), to.clone())).or_default() += 1;
-    }
-    for ((from, to), n) in per {
+    let (transfers, forced) = plan_moves(s);
+    let _ = writeln!(
+        out,
+        "Transfers after commit: {}",
+        transfers.values().sum::<usize>()
+    );
+    for ((from, to), n) in transfers {
         let _ = writeln!(out, "  {n:>4} partitions {from} -> {to}");
     }
+    if !forced.is_empty() {
+        let _ = writeln!(
+            out,
+            "Reassigned at commit without handoff: {} (the copies on the removed nodes are lost; read repair and anti-entropy restore them from the other replicas)",
+            forced.values().sum::<usize>()
+        );
+        for ((from, to), n) in forced {
+            let _ = writeln!(out, "  {n:>4} partitions {from} -> {to}");
+        }
+    }
     out
+}
+
+/// Partitions a commit moves, counted per (from, to): ownership
+/// transfers, and moves made at once (force-remove, force-replace).
+type Moves = std::collections::BTreeMap<(String, String), usize>;
+
+/// The plan's moves, split as [`Moves`]: (transfers, forced).
+fn plan_moves(s: &ClusterState) -> (Moves, Moves) {
+    let (mut transfers, mut forced) = (Moves::new(), Moves::new());
+    for (p, from, to) in s.plan() {
+        let which = if s.is_forced_move(p, &from) {
+            &mut forced
+        } else {
+            &mut transfers
+        };
+        *which.entry((from, to)).or_default() += 1;
+    }
+    (transfers, forced)
 }
 
 /// `cluster plan` as JSON: the staged changes and the transfers a
 /// commit would start, per (from, to) pair as the text counts them.
 pub fn plan_json(s: &ClusterState) -> serde_json::Value {
+    use serde_json::json;
     let staged: Vec<serde_json::Value> = s
         .staged
         .iter()
         .map(|c| match c {
-            crate::cluster::Staged::Join(n) => serde_json::json!({"change": "join", "node": n}),
-            crate::cluster::Staged::Leave(n) => serde_json::json!({"change": "leave", "node": n}),
+            Staged::Join(n) => json!({"change": "join", "node": n}),
+            Staged::Leave(n) => json!({"change": "leave", "node": n}),
+            Staged::Replace(old, new) => json!({"change": "replace", "node": old, "with": new}),
+            Staged::ForceReplace(old, new) => {
+                json!({"change": "force-replace", "node": old, "with": new})
+            }
+            Staged::ForceRemove(n) => json!({"change": "force-remove", "node": n}),
         })
         .collect();
-    let plan = if s.staged.is_empty() {
-        Vec::new()
+    let (transfers, forced) = if s.staged.is_empty() {
+        Default::default()
     } else {
-        s.plan()
+        plan_moves(s)
     };
-    let mut per: std::collections::BTreeMap<(String, String), usize> = Default::default();
-    for (_, from, to) in &plan {
-        *per.entry((from.clone(), to.clone())).or_default() += 1;
-    }
-    let moves: Vec<serde_json::Value> = per
-        .into_iter()
-        .map(|((from, to), n)| serde_json::json!({"from": from, "to": to, "partitions": n}))
-        .collect();
-    serde_json::json!({
+    let rows = |m: &Moves| -> Vec<serde_json::Value> {
+        m.iter()
+            .map(|((from, to), n)| json!({"from": from, "to": to, "partitions": n}))
+            .collect()
+    };
+    json!({
         "staged": staged,
-        "transfers": plan.len(),
-        "moves": moves,
+        "transfers": transfers.values().sum::<usize>(),
+        "moves": rows(&transfers),
+        "reassigned": forced.values().sum::<usize>(),
+        "reassigned_moves": rows(&forced),
     })
 }
 

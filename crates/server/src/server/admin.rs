@@ -153,6 +153,18 @@ impl Node {
             ["plan"] => self.gossip.admin(AdminCmd::Plan).await,
             ["commit"] => self.gossip.admin(AdminCmd::Commit).await,
             ["clear"] => self.gossip.admin(AdminCmd::Clear).await,
+            ["replace", old, new] => {
+                self.gossip
+                    .admin(AdminCmd::Replace((*old).to_string(), (*new).to_string()))
+                    .await
+            }
+            ["force-replace", old, new] => {
+                self.gossip
+                    .admin(AdminCmd::ForceReplace((*old).to_string(), (*new).to_string()))
+                    .await
+            }
+            ["force-remove", n] => self.gossip.admin(AdminCmd::ForceRemove((*n).to_string())).await,
+            ["down", n] => self.gossip.admin(AdminCmd::Down((*n).to_string())).await,
             ["services"] => Ok(format!(
                 "node: {}\nservices: {}\n",
                 self.config().node_name,
@@ -215,7 +227,7 @@ impl Node {
                 r
             }
             _ => Err(format!(
-                "unknown cluster command {:?}: services | join ADDR | leave [NODE] | plan | commit | clear | member-status | ring-status | status | vnode-status | transfers | handoff summary|details|config | ringready | config | disk-usage | transfer-limit [N] | repl-status | repl-fullsync | repl-sink-add NAME FILTER PEER[,PEER] | repl-sink-remove NAME | repl-sink-suspend NAME | repl-sink-resume NAME | repl-queue-clear NAME | aae-status | aae-round | aae-rebuild [PARTITION] | aae-verify (a leading --json answers in JSON)",
+                "unknown cluster command {:?}: services | join ADDR | leave [NODE] | replace OLD NEW | force-replace OLD NEW | force-remove NODE | down NODE | plan | commit | clear | member-status | ring-status | status | vnode-status | transfers | handoff summary|details|config | ringready | config | disk-usage | transfer-limit [N] | repl-status | repl-fullsync | repl-sink-add NAME FILTER PEER[,PEER] | repl-sink-remove NAME | repl-sink-suspend NAME | repl-sink-resume NAME | repl-queue-clear NAME | aae-status | aae-round | aae-rebuild [PARTITION] | aae-verify (a leading --json answers in JSON)",
                 words.join(" ")
             )),
         }
