@@ -64,11 +64,11 @@ enum Command {
     /// Run a node: Riak's PB API over vnodes (`--print-default-config` for
     /// the config file). Stops gracefully on SIGTERM / SIGINT.
     Start(start::StartArgs),
-    /// Administer a running node over its cluster port, as `riak admin`:
-    /// `basalt admin [--node ADDR] [--json] status|member-status|
-    /// ring-status|transfers|vnode-status|cluster ...|bucket-type ...|
-    /// security ...|aae ...|repl ...|diag DIR ...` (exit 1 when the node
-    /// refuses, 2 on bad arguments or JSON).
+    /// Administer a running node over its cluster port, as `riak admin`
+    /// (`basalt admin [--node ADDR] [--json] COMMAND`: status,
+    /// member-status, transfers, vnode-status, cluster, bucket-type,
+    /// security, aae, repl, diag DIR, ...; exit 1 when the node refuses,
+    /// 2 on bad arguments or JSON).
     Admin(admin::AdminArgs),
     /// Is the node up? `pong` and exit 0 when it answers a ping on its PB
     /// port (--pb, default 127.0.0.1:8087) and/or cluster port (--node),
