@@ -10,6 +10,8 @@
 //! ownership transfers, and a killed member makes `ringready` FALSE and is
 //! named by `transfers`.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use common::procs::{form_cluster, start_nodes, test_dir, Client, NodeProc};

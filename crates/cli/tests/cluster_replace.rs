@@ -9,6 +9,8 @@
 //! stay readable through every step; after the forced changes read repair
 //! restores the lost replicas.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use common::procs::{form_cluster, settle, start_nodes, test_dir, Client};
