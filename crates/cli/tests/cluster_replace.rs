@@ -138,6 +138,8 @@ fn replace_force_replace_down_and_force_remove() {
         !up && out.contains("is up"),
         "a live member is not marked down: {out}"
     );
+    let (me, out) = admin(&n2, &["down", &name(1)]);
+    assert!(!me && out.contains("cannot mark itself down"), "{out}");
     wait_for("n2 to see n1 unreachable", Duration::from_secs(30), || {
         admin(&n2, &["down", &name(0)]).0
     });

@@ -130,7 +130,10 @@ impl Gossip {
             .ok_or("the cluster has no valid member to act as claimant")?;
         let me = self.router.cluster.me().to_string();
         if let AdminCmd::Down(n) = &cmd {
-            if n != &me && self.router.cluster.is_up(n) {
+            if *n == me {
+                return Err(format!("{n} cannot mark itself down: ask another member"));
+            }
+            if self.router.cluster.is_up(n) {
                 return Err(format!(
                     "{n} is up (it answers {me}); only an unreachable member can be marked down"
                 ));
