@@ -333,12 +333,11 @@ impl ClusterState {
     /// claimant) cannot be removed by force.
     pub fn stage_force_remove(&mut self, node: &str, acting: &str) -> Result<(), ClusterError> {
         self.check_forced(node, acting)?;
-        let stays = self.staying_valid()
-            - usize::from(
-                self.members
-                    .get(node)
-                    .is_some_and(|m| m.status == MemberStatus::Valid),
-            );
+        let stays = self.staying_valid().saturating_sub(usize::from(
+            self.members
+                .get(node)
+                .is_some_and(|m| m.status == MemberStatus::Valid),
+        ));
         if stays == 0 {
             return Err(ClusterError(
                 "the last valid member cannot be removed".into(),

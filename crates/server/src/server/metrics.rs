@@ -213,8 +213,9 @@ pub fn render(node: &Node, counters: &BTreeMap<String, u64>, disk: u64) -> Strin
         "gauge",
         "Jobs waiting in each vnode's queue.",
     );
-    for (p, q) in node.vnode_queue_lengths().iter().enumerate() {
-        let _ = writeln!(out, "{n}{{partition=\"{p}\"}} {q}");
+    // Labelled by partition: a node of a cluster holds only some of them.
+    for (p, v) in node.router.local_vnodes() {
+        let _ = writeln!(out, "{n}{{partition=\"{p}\"}} {}", v.queue_len());
     }
     let n = family(
         &mut out,
