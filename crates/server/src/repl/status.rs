@@ -123,6 +123,27 @@ impl Repl {
         })
     }
 
+    /// `--json repl-fullsync [CHECK]`: the check's findings as JSON;
+    /// `None` for the other `repl-*` lines.
+    pub async fn repl_fullsync_json(
+        self: &Arc<Self>,
+        words: &[&str],
+    ) -> Option<Result<serde_json::Value, String>> {
+        let check = match words {
+            ["repl-fullsync"] => Check::Auto,
+            ["repl-fullsync", kind] => match Check::parse(kind) {
+                Some(c) => c,
+                None => {
+                    return Some(Err(format!(
+                        "full-sync check {kind:?}: all, day, hour, range or auto"
+                    )))
+                }
+            },
+            _ => return None,
+        };
+        Some(self.fullsync(check).await.map(|r| r.json()))
+    }
+
     /// Runs a `repl-*` admin line (already split on spaces).
     pub async fn repl_admin(self: &Arc<Self>, words: &[&str]) -> Result<String, String> {
         match words {

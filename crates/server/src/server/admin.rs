@@ -115,6 +115,15 @@ impl Node {
                 Ok(json!({"match": bad.is_empty(), "differ": bad}))
             }
             ["repl-status"] => Ok(self.repl.repl_status_json()),
+            [w, ..] if w.starts_with("repl-fullsync") => {
+                match self.repl.repl_fullsync_json(words).await {
+                    Some(r) => r,
+                    None => self
+                        .admin_text(words)
+                        .await
+                        .map(|t| json!({"message": t.trim_end()})),
+                }
+            }
             ["security", rest @ ..] => match self.security.admin_json(rest) {
                 Some(v) => Ok(v),
                 None => {
