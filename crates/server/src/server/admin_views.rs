@@ -69,8 +69,9 @@ pub struct VnodeRow {
 
 impl Node {
     /// `vnode-status`: every local vnode, in partition order. A vnode
-    /// whose queue is full or that does not answer in time is listed
-    /// with the reason instead of its counters.
+    /// whose queue is full or that does not answer within
+    /// [`CONTROL_TIMEOUT`](crate::cluster::CONTROL_TIMEOUT) is listed with
+    /// the reason instead of its counters.
     pub async fn vnode_rows(&self) -> Vec<VnodeRow> {
         let me = self.router.cluster.me().to_string();
         let state = self.router.cluster.state();
@@ -92,7 +93,7 @@ impl Node {
             let queue = v.queue_len();
             let stats = match v.submit(|st| Ok(st.backend.stats()?)) {
                 Ok(pending) => pending
-                    .wait(self.router.timeout())
+                    .wait(self.router.timeout().min(crate::cluster::CONTROL_TIMEOUT))
                     .await
                     .map_err(|e| e.to_string()),
                 Err(e) => Err(e.to_string()),
