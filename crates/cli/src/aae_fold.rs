@@ -5,7 +5,8 @@
 //! the same codes on its PB port); the node runs it over the cluster.
 //!
 //! `reap-tombs` and `erase-keys` only count unless given `--apply` (then
-//! the tombstones are reaped / the keys deleted through DELETE).
+//! the tombstones are reaped / the keys deleted through DELETE). With
+//! `--json` the answer is one JSON document with the text's facts.
 
 use crate::admin_client::{call, AdminNode};
 use prost::Message;
@@ -429,10 +430,84 @@ fn render(c: u8, body: &[u8]) -> anyhow::Result<String> {
     Ok(out)
 }
 
+/// The JSON of a reply: the facts of [`render`]'s text.
+fn render_json(c: u8, body: &[u8]) -> anyhow::Result<serde_json::Value> {
+    use serde_json::json;
+    let bucket = |t: &Option<Vec<u8>>, b: &[u8]| match t {
+        Some(t) => json!({"type": lossy(t), "bucket": lossy(b)}),
+        None => json!({"bucket": lossy(b)}),
+    };
+    Ok(match c {
+        code::AAE_FOLD_TREE_RESP => {
+            let t = RpbAaeFoldTreeResp::decode(body)?;
+            let l1 = t.level_one.unwrap_or_default();
+            let branches: Vec<String> = l1.chunks_exact(8).map(hex).collect();
+            let mut segments = serde_json::Map::new();
+            for l2 in &t.level_two {
+                let Some((id, segs)) = l2.split_at_checked(4) else {
+                    continue;
+                };
+                let id = u32::from_be_bytes(id.try_into()?);
+                for (i, h) in segs.chunks_exact(8).enumerate() {
+                    if h.iter().any(|b| *b != 0) {
+                        segments.insert((id as usize * 256 + i).to_string(), hex(h).into());
+                    }
+                }
+            }
+            json!({
+                "size": SIZES.get(t.size as usize).copied().unwrap_or("?"),
+                "branches": branches,
+                "segments": segments,
+            })
+        }
+        code::AAE_FOLD_KEY_VALUE_RESP => {
+            let r = RpbAaeFoldKeyValueResp::decode(body)?;
+            let keys: Vec<serde_json::Value> = r
+                .keys_value
+                .iter()
+                .map(|kv| {
+                    let mut v = bucket(&kv.r#type, &kv.bucket);
+                    v["key"] = lossy(&kv.key).into();
+                    v["value"] = hex(&kv.value).into();
+                    v
+                })
+                .collect();
+            json!({ "keys": keys })
+        }
+        code::AAE_FOLD_KEY_COUNT_RESP => {
+            let r = RpbAaeFoldKeyCountResp::decode(body)?;
+            let counts: Vec<serde_json::Value> = r
+                .keys_count
+                .iter()
+                .map(|kc| json!({"tag": lossy(&kc.tag), "order": kc.order, "count": kc.count}))
+                .collect();
+            json!({ "counts": counts })
+        }
+        code::AAE_FOLD_LIST_BUCKETS_RESP => {
+            let r = RpbAaeFoldListBucketsResp::decode(body)?;
+            let buckets: Vec<serde_json::Value> = r
+                .bucket_list
+                .iter()
+                .map(|b| bucket(&b.r#type, &b.bucket))
+                .collect();
+            json!({ "buckets": buckets })
+        }
+        other => anyhow::bail!("unexpected reply code {other}"),
+    })
+}
+
 /// Runs one fold query on `node`; exit 1 when the node refuses it.
-pub(crate) fn run(node: &AdminNode, cmd: &FoldCommand) -> anyhow::Result<crate::Outcome> {
+pub(crate) fn run(
+    node: &AdminNode,
+    cmd: &FoldCommand,
+    json: bool,
+) -> anyhow::Result<crate::Outcome> {
     let (c, body) = request(cmd)?;
     match call(node, c, &body)? {
+        Ok((rc, reply)) if json => {
+            println!("{}", render_json(rc, &reply)?);
+            Ok(crate::Outcome::Done)
+        }
         Ok((rc, reply)) => {
             print!("{}", render(rc, &reply)?);
             Ok(crate::Outcome::Done)

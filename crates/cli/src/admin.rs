@@ -1,25 +1,19 @@
-//! `basalt admin --node ADDR bucket-type ...`: manages the bucket types of a
-//! running node over its cluster port (`cluster_listen`, default
-//! 127.0.0.1:8099; the client PB port does not serve admin codes), like
-//! `riak admin bucket-type`;
-//! `basalt admin --node ADDR cluster ...|member-status|ring-status` sends a
-//! cluster command line (admin code 247) and prints the node's answer;
-//! `aae fold` is in [`crate::aae_fold`]; `services` and `wait-for-service`
-//! in [`crate::wait`].
-//! create, activate, list and status use Basalt's private admin codes
-//! (240–246); update is Riak's `RpbSetBucketTypeReq` (32). Codes are
-//! `riak_pb::code` and `riak_pb::code::basalt`; each command is one call of
-//! `riak_pb`'s blocking client through [`crate::admin_client`], whose reply
-//! is bounded by its `MAX_REPLY`. An address where something else answers —
-//! a PB port (Riak's unknown-code error), an HTTP port, anything that closes
-//! or speaks another framing — is an error naming what answered.
+//! `basalt admin`: administers a running node over its cluster port
+//! (`cluster_listen`, default 127.0.0.1:8099; the client PB port does not
+//! serve admin codes), as `riak admin` does a Riak node. Most commands
+//! send one admin line (code 247: `member-status`, `cluster plan`,
+//! `status`, `transfers`, ...) and print the node's answer; with the
+//! global `--json` flag the line starts with the word `--json` and the
+//! node answers with one JSON document holding the same facts. Bucket
+//! types are [`crate::admin_btypes`], `aae fold` [`crate::aae_fold`],
+//! `services` and `wait-for-service` [`crate::wait`], `diag`
+//! [`crate::diag`]. Each command is one call of `riak_pb`'s blocking
+//! client through [`crate::admin_client`], whose reply is bounded by its
+//! `MAX_REPLY`. An address where something else answers — a PB port
+//! (Riak's unknown-code error), an HTTP port, anything that closes or
+//! speaks another framing — is an error naming what answered.
 
-use crate::admin_client::{call, AdminNode};
-use anyhow::Context;
-use basalt_server::api::pb::btypes::{BasaltBucketTypeListResp, BasaltBucketTypeReq};
-use basalt_server::bucket::types as btypes;
-use prost::Message;
-use riak_pb::code::{self, basalt as bt};
+use crate::admin_client::{line, AdminNode};
 
 /// Arguments of `basalt admin`.
 #[derive(Debug, clap::Args)]
@@ -38,6 +32,11 @@ pub struct AdminArgs {
     /// The cluster CA's certificate (PEM): the node is verified against it.
     #[arg(long, requires_all = ["cert", "key"])]
     cacert: Option<std::path::PathBuf>,
+    /// Print what the command shows as one JSON document (the same facts
+    /// as the text; a command that only reports a change prints
+    /// `{"message": TEXT}`). Errors stay one line on stderr.
+    #[arg(long = "json", global = true)]
+    as_json: bool,
     #[command(subcommand)]
     command: AdminCommand,
 }
@@ -46,11 +45,14 @@ pub struct AdminArgs {
 enum AdminCommand {
     /// Bucket types: create, activate, list, status, update.
     #[command(subcommand)]
-    BucketType(BucketTypeCommand),
+    BucketType(crate::admin_btypes::BucketTypeCommand),
     /// Cluster membership, staged as `riak admin cluster`: join, leave,
-    /// plan, commit, clear.
+    /// replace, force-replace, force-remove, plan, commit, clear.
     #[command(subcommand)]
     Cluster(ClusterCommand),
+    /// The node's statistics, one `name : value` line each (`riak admin
+    /// status`; the same object as HTTP `/stats`).
+    Status,
     /// The node's name and the services it runs (`riak admin services`).
     Services,
     /// Wait until the node serves SERVICE (`riak admin wait-for-service`):
@@ -70,8 +72,38 @@ enum AdminCommand {
     },
     /// Members, their status, ring share and whether they are up.
     MemberStatus,
+    /// Mark an unreachable member down (`riak admin down`): it keeps its
+    /// partitions but stops being the claimant, so cluster changes
+    /// (force-remove, replace, joins) can go on without it; it is valid
+    /// again as soon as it answers. Refused while the node asked still
+    /// reaches it.
+    Down {
+        /// The member's node name.
+        node: String,
+    },
     /// Pending ownership transfers and the handoffs running on the node.
     RingStatus,
+    /// Handoffs across the cluster (`riak admin transfers`): what each
+    /// member waits to hand off (ownership transfers, vnodes held for
+    /// another owner) and what runs now; members that do not answer are
+    /// named.
+    Transfers,
+    /// Handoff views (`riak admin handoff`): summary, details, config.
+    #[command(subcommand)]
+    Handoff(HandoffCommand),
+    /// Whether every member is up and holds the same cluster state
+    /// (`riak admin ringready`): TRUE, or FALSE with why (exit 1).
+    Ringready,
+    /// Each vnode on the node: its role (primary, fallback, handing off,
+    /// receiving), queue length and backend counters (`riak admin
+    /// vnode-status`).
+    VnodeStatus,
+    /// The node's running configuration as TOML (what `--config` reads),
+    /// settings named like a password, secret, token or cookie redacted.
+    Config,
+    /// What the node's data directory holds on disk, per entry (measured
+    /// by the node, so it works against a remote node).
+    DiskUsage,
     /// Show or set how many handoffs the node runs at once (Riak's
     /// transfer-limit; 0 pauses handoffs until raised; not kept across a
     /// restart, where `transfer_limit` in the config applies).
@@ -96,6 +128,23 @@ enum AdminCommand {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
         args: Vec<String>,
     },
+    /// Write a support bundle into DIR (as `riak-debug`): the node's
+    /// config (no secrets), stats, member, ring, transfer, vnode,
+    /// anti-entropy, replication and security status, services, bucket
+    /// types, the disk usage of its data directory and the tails of
+    /// --log files, with a MANIFEST of what was collected and what failed.
+    Diag(crate::diag::DiagArgs),
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum HandoffCommand {
+    /// Per member: handoffs running to or from it and, in parentheses,
+    /// all known ones, by kind (ownership, hinted).
+    Summary,
+    /// One row per handoff running in the cluster.
+    Details,
+    /// The node's handoff settings (transfer limit, port, batch size).
+    Config,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -193,6 +242,33 @@ enum ClusterCommand {
         /// Node name.
         node: Option<String>,
     },
+    /// Stage the replacement of OLD by NEW (Riak's `cluster replace`):
+    /// NEW, a node that joined (`cluster join`, not committed yet), takes
+    /// every partition of OLD by handoff; then OLD leaves.
+    Replace {
+        /// The member replaced (node name).
+        old: String,
+        /// The joining node that takes its partitions.
+        new: String,
+    },
+    /// Stage a forced replacement (Riak's `cluster force-replace`): at
+    /// commit NEW owns OLD's partitions at once, without handoff, and OLD
+    /// is removed. OLD's copies are lost (read repair and anti-entropy
+    /// restore them from the other replicas): for a node that is gone.
+    ForceReplace {
+        /// The member replaced (node name).
+        old: String,
+        /// The joining node that takes its partitions.
+        new: String,
+    },
+    /// Stage a forced removal (Riak's `cluster force-remove`): at commit
+    /// NODE is removed and its partitions go to the other members without
+    /// handoff (its copies are lost, as with force-replace). Stop the
+    /// node first and do not restart it on its data directory.
+    ForceRemove {
+        /// The member removed (node name).
+        node: String,
+    },
     /// Show the staged changes and the partition transfers they start.
     Plan,
     /// Apply the staged changes.
@@ -201,66 +277,30 @@ enum ClusterCommand {
     Clear,
 }
 
-#[derive(Debug, clap::Subcommand)]
-enum BucketTypeCommand {
-    /// Create a type: `create NAME '{"props":{"n_val":3,"allow_mult":true}}'`.
-    Create {
-        /// Type name.
-        name: String,
-        /// `{"props":{...}}` (default `{"props":{}}`).
-        json: Option<String>,
-    },
-    /// Activate a created type.
-    Activate {
-        /// Type name.
-        name: String,
-    },
-    /// List the types and whether they are active.
-    List,
-    /// Status and props of one type.
-    Status {
-        /// Type name.
-        name: String,
-    },
-    /// Update the props of a type: `update NAME '{"props":{...}}'`.
-    Update {
-        /// Type name.
-        name: String,
-        /// `{"props":{...}}`.
-        json: String,
-    },
-}
-
-fn props(json: Option<&str>) -> anyhow::Result<riak_pb::RpbBucketProps> {
-    btypes::props_from_json(json.unwrap_or(r#"{"props":{}}"#))
-        .map_err(|e| anyhow::anyhow!("bad bucket type props: {e}"))
-}
-
-/// Runs `basalt admin`; exit 1 when the node refuses the request.
-pub fn run(args: AdminArgs) -> anyhow::Result<crate::Outcome> {
-    let target = AdminNode::new(
-        &args.node,
-        args.cert.as_deref(),
-        args.key.as_deref(),
-        args.cacert.as_deref(),
-    )?;
-    let node = &target;
-    let line = match &args.command {
-        AdminCommand::BucketType(_) => None,
-        AdminCommand::Services => return crate::wait::services(node),
-        AdminCommand::WaitForService {
-            service,
-            node_name,
-            timeout,
-        } => {
-            return crate::wait::wait_for_service(
-                node,
-                service,
-                node_name.as_deref(),
-                timeout.map(std::time::Duration::from_secs),
-            )
-        }
+/// The admin line of a command that sends one (`None` for the others).
+fn line_of(command: &AdminCommand) -> anyhow::Result<Option<String>> {
+    Ok(match command {
+        AdminCommand::BucketType(_)
+        | AdminCommand::Services
+        | AdminCommand::WaitForService { .. }
+        | AdminCommand::Diag(_)
+        | AdminCommand::Aae(AaeCommand::Fold(_)) => None,
+        AdminCommand::Status => Some("status".to_string()),
+        AdminCommand::VnodeStatus => Some("vnode-status".to_string()),
+        AdminCommand::Transfers => Some("transfers".to_string()),
+        AdminCommand::Ringready => Some("ringready".to_string()),
+        AdminCommand::Config => Some("config".to_string()),
+        AdminCommand::DiskUsage => Some("disk-usage".to_string()),
+        AdminCommand::Handoff(h) => Some(format!(
+            "handoff {}",
+            match h {
+                HandoffCommand::Summary => "summary",
+                HandoffCommand::Details => "details",
+                HandoffCommand::Config => "config",
+            }
+        )),
         AdminCommand::MemberStatus => Some("member-status".to_string()),
+        AdminCommand::Down { node } => Some(format!("down {node}")),
         AdminCommand::RingStatus => Some("ring-status".to_string()),
         AdminCommand::Security { args } => {
             if args
@@ -269,6 +309,11 @@ pub fn run(args: AdminArgs) -> anyhow::Result<crate::Outcome> {
             {
                 anyhow::bail!("security arguments cannot be empty or contain spaces");
             }
+            let args: Vec<&str> = args
+                .iter()
+                .map(String::as_str)
+                .filter(|a| *a != "--json")
+                .collect();
             Some(format!("security {}", args.join(" ")))
         }
         AdminCommand::TransferLimit { limit } => Some(match limit {
@@ -306,98 +351,69 @@ pub fn run(args: AdminArgs) -> anyhow::Result<crate::Outcome> {
         AdminCommand::Aae(AaeCommand::Rebuild { partition: Some(p) }) => {
             Some(format!("aae-rebuild {p}"))
         }
-        AdminCommand::Aae(AaeCommand::Fold(cmd)) => return crate::aae_fold::run(node, cmd),
         AdminCommand::Cluster(c) => Some(match c {
             ClusterCommand::Join { addr } => format!("join {addr}"),
             ClusterCommand::Leave { node: Some(n) } => format!("leave {n}"),
             ClusterCommand::Leave { node: None } => "leave".to_string(),
+            ClusterCommand::Replace { old, new } => format!("replace {old} {new}"),
+            ClusterCommand::ForceReplace { old, new } => format!("force-replace {old} {new}"),
+            ClusterCommand::ForceRemove { node } => format!("force-remove {node}"),
             ClusterCommand::Plan => "plan".to_string(),
             ClusterCommand::Commit => "commit".to_string(),
             ClusterCommand::Clear => "clear".to_string(),
         }),
-    };
-    if let Some(line) = line {
-        return match call(node, bt::ADMIN_CLUSTER_REQ, line.as_bytes())? {
-            Ok((_, body)) => {
-                print!("{}", String::from_utf8_lossy(&body));
-                Ok(crate::Outcome::Done)
-            }
+    })
+}
+
+/// Runs `basalt admin`; exit 1 when the node refuses the request.
+pub fn run(args: AdminArgs) -> anyhow::Result<crate::Outcome> {
+    let target = AdminNode::new(
+        &args.node,
+        args.cert.as_deref(),
+        args.key.as_deref(),
+        args.cacert.as_deref(),
+    )?;
+    let node = &target;
+    let json = args.as_json
+        || matches!(&args.command, AdminCommand::Security { args } if args.iter().any(|a| a == "--json"));
+    if let Some(l) = line_of(&args.command)? {
+        let text = match line(node, &l, json)? {
+            Ok(text) => text,
             Err(msg) => {
                 eprintln!("{msg}");
-                Ok(crate::Outcome::Code(1))
+                return Ok(crate::Outcome::Code(1));
             }
         };
+        if json {
+            println!("{text}");
+        } else {
+            print!("{text}");
+        }
+        // ringready answers FALSE as data; Riak's exits non-zero then.
+        let not_ready = matches!(args.command, AdminCommand::Ringready)
+            && (text.starts_with("FALSE") || text.contains("\"ready\":false"));
+        return Ok(if not_ready {
+            crate::Outcome::Code(1)
+        } else {
+            crate::Outcome::Done
+        });
     }
-    let AdminCommand::BucketType(cmd) = args.command else {
-        return Ok(crate::Outcome::Done);
-    };
-    let req = |name: &str, props: Option<riak_pb::RpbBucketProps>| {
-        BasaltBucketTypeReq {
-            r#type: name.as_bytes().to_vec(),
-            props,
-        }
-        .encode_to_vec()
-    };
-    let (reply, ok_text) = match &cmd {
-        BucketTypeCommand::Create { name, json } => {
-            let p = props(json.as_deref())?;
-            (
-                call(node, bt::ADMIN_TYPE_CREATE_REQ, &req(name, Some(p)))?,
-                format!("{name} has been created and may be activated"),
-            )
-        }
-        BucketTypeCommand::Activate { name } => (
-            call(node, bt::ADMIN_TYPE_ACTIVATE_REQ, &req(name, None))?,
-            format!("{name} has been activated"),
+    match args.command {
+        AdminCommand::BucketType(cmd) => crate::admin_btypes::run(node, cmd, json),
+        AdminCommand::Services => crate::wait::services(node, json),
+        AdminCommand::WaitForService {
+            service,
+            node_name,
+            timeout,
+        } => crate::wait::wait_for_service(
+            node,
+            &service,
+            node_name.as_deref(),
+            timeout.map(std::time::Duration::from_secs),
+            json,
         ),
-        BucketTypeCommand::Update { name, json } => {
-            let p = props(Some(json))?;
-            let body = riak_pb::RpbSetBucketTypeReq {
-                r#type: name.as_bytes().to_vec(),
-                props: p,
-            }
-            .encode_to_vec();
-            (
-                call(node, code::SET_BUCKET_TYPE_REQ, &body)?,
-                format!("{name} updated"),
-            )
-        }
-        BucketTypeCommand::List => (call(node, bt::ADMIN_TYPE_LIST_REQ, &[])?, String::new()),
-        BucketTypeCommand::Status { name } => (
-            call(node, bt::ADMIN_TYPE_STATUS_REQ, &req(name, None))?,
-            String::new(),
-        ),
-    };
-    let body = match reply {
-        Ok((_, body)) => body,
-        Err(msg) => {
-            eprintln!("{msg}");
-            return Ok(crate::Outcome::Code(1));
-        }
-    };
-    match cmd {
-        BucketTypeCommand::List | BucketTypeCommand::Status { .. } => {
-            let list = BasaltBucketTypeListResp::decode(body.as_slice())
-                .context("decoding the bucket type list")?;
-            let status = matches!(cmd, BucketTypeCommand::Status { .. });
-            for t in list.types {
-                let name = String::from_utf8_lossy(&t.r#type);
-                if status {
-                    if t.active {
-                        println!("{name} is active\n");
-                    } else {
-                        println!("{name} has been created and may be activated\n");
-                    }
-                    for line in btypes::props_lines(&t.props) {
-                        println!("{line}");
-                    }
-                } else {
-                    let state = if t.active { "active" } else { "not active" };
-                    println!("{name} ({state})");
-                }
-            }
-        }
-        _ => println!("{ok_text}"),
+        AdminCommand::Aae(AaeCommand::Fold(cmd)) => crate::aae_fold::run(node, &cmd, json),
+        AdminCommand::Diag(d) => crate::diag::run(node, &d, json),
+        _ => Ok(crate::Outcome::Done),
     }
-    Ok(crate::Outcome::Done)
 }

@@ -5,8 +5,11 @@
 //! not a Basalt cluster listener (a PB port, an HTTP port, anything that
 //! closes or speaks another framing). Replies are bounded by `MAX_REPLY`.
 //!
-//! Shared by [`crate::admin`] (which dispatches) and [`crate::aae_fold`];
-//! it imports neither, so imports run one way.
+//! [`line`] sends one admin line (code 247), as text or `--json`.
+//!
+//! Shared by [`crate::admin`] (which dispatches), [`crate::aae_fold`],
+//! [`crate::admin_btypes`], [`crate::wait`], [`crate::diag`] and
+//! [`crate::ping`]; it imports none of them, so imports run one way.
 
 use anyhow::Context;
 use riak_pb::sync::Client;
@@ -28,6 +31,8 @@ const MAX_REPLY: usize = 16 * 1024 * 1024;
 pub(crate) struct AdminNode {
     addr: String,
     tls: Option<std::sync::Arc<rustls::ClientConfig>>,
+    connect_timeout: Duration,
+    reply_timeout: Duration,
 }
 
 impl AdminNode {
@@ -49,13 +54,27 @@ impl AdminNode {
         Ok(AdminNode {
             addr: addr.to_string(),
             tls,
+            connect_timeout: CONNECT_TIMEOUT,
+            reply_timeout: REPLY_TIMEOUT,
         })
+    }
+
+    /// The same node, waiting at most `t` to connect and for a reply.
+    pub(crate) fn with_timeout(mut self, t: Duration) -> AdminNode {
+        self.connect_timeout = t;
+        self.reply_timeout = t;
+        self
+    }
+
+    /// The cluster address.
+    pub(crate) fn addr(&self) -> &str {
+        &self.addr
     }
 
     /// A connection to the node, over TLS when configured.
     fn connect(&self) -> anyhow::Result<Client> {
         let node = &self.addr;
-        let mut client = Client::connect(node, CONNECT_TIMEOUT, REPLY_TIMEOUT)
+        let mut client = Client::connect(node, self.connect_timeout, self.reply_timeout)
             .with_context(|| format!("cannot reach node {node}"))?;
         if let Some(tls) = &self.tls {
             let name = basalt_server::security::tls::server_name(node)?;
@@ -91,6 +110,27 @@ pub(crate) fn call(
         }),
         Err(e) => Err(e).with_context(|| format!("no valid reply from node {node}")),
     }
+}
+
+/// Sends one admin line (code 247) and returns the node's answer as text:
+/// `Ok(Err(msg))` when the node refused it. With `json` the line goes with
+/// a leading `--json` word and the answer is one JSON document.
+pub(crate) fn line(
+    target: &AdminNode,
+    line: &str,
+    json: bool,
+) -> anyhow::Result<Result<String, String>> {
+    let body = if json {
+        format!("--json {line}")
+    } else {
+        line.to_string()
+    };
+    Ok(call(
+        target,
+        riak_pb::code::basalt::ADMIN_CLUSTER_REQ,
+        body.as_bytes(),
+    )?
+    .map(|(_, body)| String::from_utf8_lossy(&body).into_owned()))
 }
 
 /// The hint of every wrong-address error.

@@ -10,12 +10,15 @@
 
 mod aae_fold;
 mod admin;
+mod admin_btypes;
 mod admin_client;
 mod certs;
+mod diag;
 mod dump;
 mod kv;
 mod kv_common;
 mod kv_features;
+mod ping;
 mod start;
 mod wait;
 
@@ -28,7 +31,8 @@ const EXIT_CODES: &str = "\
 Exit codes:
   0  success
   1  not found (kv get / kv head); `admin`: the node refused the request,
-     or `wait-for-service --timeout` gave up
+     `wait-for-service --timeout` gave up, `ringready` is FALSE or
+     `diag` could not collect everything; `ping`: no answer
   2  error: bad arguments or input, the store could not be opened or used
      (locked, missing or damaged manifest, wrong store kind, I/O error),
      or a file `dump` cannot read or recognise
@@ -60,10 +64,16 @@ enum Command {
     /// Run a node: Riak's PB API over vnodes (`--print-default-config` for
     /// the config file). Stops gracefully on SIGTERM / SIGINT.
     Start(start::StartArgs),
-    /// Administer a running node over its PB port: `basalt admin --node
-    /// ADDR bucket-type create|activate|list|status|update ...` (exit 1 when
-    /// the node refuses, 2 on bad arguments or JSON).
+    /// Administer a running node over its cluster port, as `riak admin`
+    /// (`basalt admin [--node ADDR] [--json] COMMAND`: status,
+    /// member-status, transfers, vnode-status, cluster, bucket-type,
+    /// security, aae, repl, diag DIR, ...; exit 1 when the node refuses,
+    /// 2 on bad arguments or JSON).
     Admin(admin::AdminArgs),
+    /// Is the node up? `pong` and exit 0 when it answers a ping on its PB
+    /// port (--pb, default 127.0.0.1:8087) and/or cluster port (--node),
+    /// as `riak ping`; else why not, and exit 1.
+    Ping(ping::PingArgs),
     /// Certificates for a test or small cluster: `basalt certs ca --out
     /// DIR`, `basalt certs node --ca DIR --name N`, `basalt certs client
     /// --ca DIR --user U` (PEM files; existing files are not overwritten).
@@ -110,6 +120,7 @@ fn main() -> ExitCode {
             .map(|code| Outcome::Code(u8::try_from(code).unwrap_or(2))),
         Command::Start(args) => start::run(args),
         Command::Admin(args) => admin::run(args),
+        Command::Ping(args) => ping::run(&args),
         Command::Certs(args) => certs::run(args),
     };
     match result {

@@ -5,6 +5,7 @@
 //! `services` and lists it. Until then the command prints
 //! `SERVICE is not up: REASON` once per [`POLL`] and tries again; then
 //! `SERVICE is up`. Riak waits forever; `--timeout` gives up (exit 1).
+//! With `--json` each of those lines is a JSON object instead.
 
 use crate::admin_client::{call, AdminNode};
 use riak_pb::code::basalt as bt;
@@ -50,9 +51,16 @@ pub(crate) fn ask(node: &AdminNode) -> Result<Services, String> {
     }
 }
 
-/// `basalt admin services`.
-pub(crate) fn services(node: &AdminNode) -> anyhow::Result<crate::Outcome> {
+/// `basalt admin services` (`--json`: `{"node": N, "services": [..]}`).
+pub(crate) fn services(node: &AdminNode, json: bool) -> anyhow::Result<crate::Outcome> {
     match ask(node) {
+        Ok(s) if json => {
+            println!(
+                "{}",
+                serde_json::json!({"node": s.node, "services": s.services})
+            );
+            Ok(crate::Outcome::Done)
+        }
         Ok(s) => {
             println!("{}: {}", s.node, s.services.join(" "));
             Ok(crate::Outcome::Done)
@@ -64,12 +72,26 @@ pub(crate) fn services(node: &AdminNode) -> anyhow::Result<crate::Outcome> {
     }
 }
 
+/// One progress line of `wait-for-service`: text, or with `json`
+/// `{"service": S, "up": B, "reason": R}`.
+fn report(service: &str, reason: Option<&str>, json: bool) {
+    match (json, reason) {
+        (true, _) => println!(
+            "{}",
+            serde_json::json!({"service": service, "up": reason.is_none(), "reason": reason})
+        ),
+        (false, None) => println!("{service} is up"),
+        (false, Some(r)) => println!("{service} is not up: {r}"),
+    }
+}
+
 /// `basalt admin wait-for-service`.
 pub(crate) fn wait_for_service(
     node: &AdminNode,
     service: &str,
     node_name: Option<&str>,
     timeout: Option<Duration>,
+    json: bool,
 ) -> anyhow::Result<crate::Outcome> {
     let known = basalt_server::server::admin::SERVICES;
     if !known.contains(&service) {
@@ -91,13 +113,13 @@ pub(crate) fn wait_for_service(
                 return Ok(crate::Outcome::Code(2));
             }
             Ok(s) if s.services.iter().any(|x| x == service) => {
-                println!("{service} is up");
+                report(service, None, json);
                 return Ok(crate::Outcome::Done);
             }
             Ok(s) => format!("[{}]", s.services.join(",")),
             Err(e) => e,
         };
-        println!("{service} is not up: {reason}");
+        report(service, Some(&reason), json);
         if timeout.is_some_and(|t| start.elapsed() + POLL > t) {
             eprintln!(
                 "gave up waiting for {service} after {:.0?}",

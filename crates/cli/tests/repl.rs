@@ -213,6 +213,13 @@ fn two_clusters_replicating_both_ways_converge_after_node_kills() {
     for k in a_del.iter().chain(&b_del) {
         assert!(!ca.contains_key(k.as_bytes()), "deleted key {k} is back");
     }
+    // In sync: `--json repl fullsync` says so as data.
+    let (ok, out) = admin(&a[0].cluster, &["--json", "repl", "fullsync", "all"]);
+    assert!(ok, "{out}");
+    let j: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(j["check"], "all", "{j}");
+    assert_eq!(j["in_sync"], true, "{j}");
+    assert_eq!(j["queued"], 0, "{j}");
     eprintln!(
         "{} live and {} deleted keys written on A, {} and {} on B; {} keys on each cluster, identical; {rounds} rounds, {aae_repaired} keys repaired by anti-entropy",
         a_live.len(),

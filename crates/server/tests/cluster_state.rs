@@ -634,6 +634,10 @@ fn run_ops(
                                     .get(n)
                                     .is_none_or(|m| m.status == MemberStatus::Leaving));
                             }
+                            // Not generated here (unit tests in `state.rs`).
+                            Staged::Replace(..)
+                            | Staged::ForceReplace(..)
+                            | Staged::ForceRemove(_) => {}
                         }
                     }
                     // Once the transfers complete, the valid members hold

@@ -402,6 +402,11 @@ impl Aae {
     /// `basalt admin aae status`: the cached trees, the exchange queue and
     /// the exchange counters.
     pub async fn aae_status(&self) -> String {
+        self.aae_status_view().await.text()
+    }
+
+    /// What `basalt admin aae status` shows, as data (its `--json` form).
+    pub async fn aae_status_view(&self) -> AaeStatus {
         let (bytes, built, folds) = self.aae_tree_stats().await;
         let s = self.stats();
         let (pass_len, remaining, passes) = {
@@ -409,23 +414,25 @@ impl Aae {
             (q.pass_len(), q.remaining(), q.passes())
         };
         let interval = Duration::from_secs(self.config.aae_interval_secs);
-        format!(
-            "tree size: {} ({} segments)\nvnodes with trees built: {built} of {}\ntree memory: {bytes} bytes\nfolds (builds + segment listings): {folds}\nexchanges: {}\nrepairs: {}\nfollow-up loops: {}\nrange repairs: {}\nn_vals exchanged: {:?}\nexchange queue: {remaining} of {pass_len} left in pass {passes}, one every {} ms\nrepairs per second: {}\n{}",
-            self.config.aae_tree_size,
-            self.config.aae_tree_size().map_or(0, |t| t.segments()),
-            self.router.local_vnodes().len(),
-            s.aae_exchanges.load(Ordering::Relaxed),
-            s.aae_repairs.load(Ordering::Relaxed),
-            s.aae_loops.load(Ordering::Relaxed),
-            s.aae_range_repairs.load(Ordering::Relaxed),
-            self.aae_n_vals(),
-            tick(interval, pass_len).as_millis(),
-            match self.config.aae_repairs_per_sec {
-                0 => "unlimited".to_string(),
-                r => r.to_string(),
-            },
-            self.aae_rebuild_status().await,
-        )
+        AaeStatus {
+            tree_size: self.config.aae_tree_size.clone(),
+            segments: self.config.aae_tree_size().map_or(0, |t| t.segments()),
+            vnodes_built: built,
+            vnodes: self.router.local_vnodes().len(),
+            tree_bytes: bytes,
+            folds,
+            exchanges: s.aae_exchanges.load(Ordering::Relaxed),
+            repairs: s.aae_repairs.load(Ordering::Relaxed),
+            loops: s.aae_loops.load(Ordering::Relaxed),
+            range_repairs: s.aae_range_repairs.load(Ordering::Relaxed),
+            n_vals: self.aae_n_vals(),
+            queue_remaining: remaining,
+            queue_pass_len: pass_len,
+            queue_passes: passes,
+            tick_ms: tick(interval, pass_len).as_millis(),
+            repairs_per_sec: self.config.aae_repairs_per_sec,
+            rebuild: self.aae_rebuild_view().await,
+        }
     }
 
     /// The n_vals in use: the default type's, each bucket type's and each
@@ -456,6 +463,75 @@ impl Aae {
             total.add(&self.aae_exchange_n(first, n).await?);
         }
         Ok(total)
+    }
+}
+
+/// The anti-entropy state of a node, as `basalt admin aae status` shows
+/// it ([`Aae::aae_status_view`]).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct AaeStatus {
+    /// `aae_tree_size`.
+    pub tree_size: String,
+    /// Segments of a tree of that size.
+    pub segments: u32,
+    /// Local vnodes whose cached trees are built.
+    pub vnodes_built: u64,
+    /// Local vnodes.
+    pub vnodes: usize,
+    /// Memory of the cached trees.
+    pub tree_bytes: u64,
+    /// Folds run (tree builds and segment listings).
+    pub folds: u64,
+    /// Exchanges run by this node.
+    pub exchanges: u64,
+    /// Keys repaired.
+    pub repairs: u64,
+    /// Follow-up loops.
+    pub loops: u64,
+    /// Keys repaired by scoped follow-up loops.
+    pub range_repairs: u64,
+    /// The n_vals exchanged.
+    pub n_vals: Vec<u32>,
+    /// Exchanges left in the current pass.
+    pub queue_remaining: usize,
+    /// Exchanges in a pass.
+    pub queue_pass_len: usize,
+    /// Passes started.
+    pub queue_passes: u64,
+    /// One exchange every this many milliseconds.
+    pub tick_ms: u128,
+    /// `aae_repairs_per_sec` (0: unlimited).
+    pub repairs_per_sec: u64,
+    /// Tree rebuilds.
+    pub rebuild: rebuild::RebuildStatus,
+}
+
+impl AaeStatus {
+    /// The text of `basalt admin aae status`.
+    pub fn text(&self) -> String {
+        format!(
+            "tree size: {} ({} segments)\nvnodes with trees built: {} of {}\ntree memory: {} bytes\nfolds (builds + segment listings): {}\nexchanges: {}\nrepairs: {}\nfollow-up loops: {}\nrange repairs: {}\nn_vals exchanged: {:?}\nexchange queue: {} of {} left in pass {}, one every {} ms\nrepairs per second: {}\n{}",
+            self.tree_size,
+            self.segments,
+            self.vnodes_built,
+            self.vnodes,
+            self.tree_bytes,
+            self.folds,
+            self.exchanges,
+            self.repairs,
+            self.loops,
+            self.range_repairs,
+            self.n_vals,
+            self.queue_remaining,
+            self.queue_pass_len,
+            self.queue_passes,
+            self.tick_ms,
+            match self.repairs_per_sec {
+                0 => "unlimited".to_string(),
+                r => r.to_string(),
+            },
+            self.rebuild.text(),
+        )
     }
 }
 

@@ -315,37 +315,95 @@ impl Aae {
         ))
     }
 
-    /// The rebuild lines of `basalt admin aae status`.
-    pub(crate) async fn aae_rebuild_status(&self) -> String {
+    /// The rebuild part of `basalt admin aae status`.
+    pub(crate) async fn aae_rebuild_view(&self) -> RebuildStatus {
         let r = &self.aae_rebuilds;
-        let running = match *r.running.lock() {
-            Some((p, keys, t)) => format!(
-                "running: partition {p}, {keys} keys swept in {:.1} s",
-                t.elapsed().as_secs_f64()
-            ),
-            None => "idle".into(),
-        };
+        let running = (*r.running.lock()).map(|(p, keys, t)| RunningRebuild {
+            partition: p,
+            keys,
+            secs: t.elapsed().as_secs_f64(),
+        });
         let states = self.aae_tree_states(false).await;
         let missing = states.iter().filter(|(_, t)| t.is_none()).count();
         let (wait, delay) = (
             self.config.aae_rebuild_wait_secs,
             self.config.aae_rebuild_delay_secs,
         );
-        let next = states
+        let next_in_secs = states
             .iter()
             .filter_map(|(p, t)| t.map(|t| due_at(*p, t, wait, delay)))
             .min()
-            .map_or("-".into(), |d| {
-                format!("in {} s", d.saturating_sub(now_secs()))
-            });
+            .map(|d| d.saturating_sub(now_secs()));
+        RebuildStatus {
+            running,
+            requested: r.requested.lock().len(),
+            without_trees: missing,
+            next_in_secs,
+            done: r.rebuilds.load(Ordering::Relaxed),
+            keys: r.keys.load(Ordering::Relaxed),
+            missing_in_journal: r.missing_in_journal.load(Ordering::Relaxed),
+            secs: r.micros.load(Ordering::Relaxed) as f64 / 1e6,
+            failed: r.failures.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A tree rebuild running now.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct RunningRebuild {
+    /// Its partition.
+    pub partition: u32,
+    /// Keys swept so far.
+    pub keys: u64,
+    /// Seconds since it started.
+    pub secs: f64,
+}
+
+/// The tree rebuilds of a node (part of [`super::AaeStatus`]).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RebuildStatus {
+    /// The rebuild running now, if any.
+    pub running: Option<RunningRebuild>,
+    /// Rebuilds requested (`basalt admin aae rebuild`) and waiting.
+    pub requested: usize,
+    /// Local vnodes without trees.
+    pub without_trees: usize,
+    /// Seconds until the next scheduled rebuild, if any is scheduled.
+    pub next_in_secs: Option<u64>,
+    /// Rebuilds done.
+    pub done: u64,
+    /// Keys swept by them.
+    pub keys: u64,
+    /// Keys left out by the journal check.
+    pub missing_in_journal: u64,
+    /// Seconds they took.
+    pub secs: f64,
+    /// Rebuilds failed.
+    pub failed: u64,
+}
+
+impl RebuildStatus {
+    /// The rebuild lines of `basalt admin aae status`.
+    pub fn text(&self) -> String {
+        let running = match self.running {
+            Some(r) => format!(
+                "running: partition {}, {} keys swept in {:.1} s",
+                r.partition, r.keys, r.secs
+            ),
+            None => "idle".into(),
+        };
+        let next = self
+            .next_in_secs
+            .map_or("-".into(), |d| format!("in {d} s"));
         format!(
-            "rebuild: {running}\nrebuilds waiting: {} requested, {missing} vnodes without trees; next scheduled {next}\nrebuilds done: {} ({} keys swept, {} left out by the journal check, {:.1} s)\nrebuilds failed: {}\n",
-            r.requested.lock().len(),
-            r.rebuilds.load(Ordering::Relaxed),
-            r.keys.load(Ordering::Relaxed),
-            r.missing_in_journal.load(Ordering::Relaxed),
-            r.micros.load(Ordering::Relaxed) as f64 / 1e6,
-            r.failures.load(Ordering::Relaxed),
+            "rebuild: {running}\nrebuilds waiting: {} requested, {} vnodes without trees; next scheduled {next}\nrebuilds done: {} ({} keys swept, {} left out by the journal check, {:.1} s)\nrebuilds failed: {}\n",
+            self.requested,
+            self.without_trees,
+            self.done,
+            self.keys,
+            self.missing_in_journal,
+            self.secs,
+            self.failed,
         )
     }
 }

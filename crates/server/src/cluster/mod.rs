@@ -164,6 +164,16 @@ pub enum AdminCmd {
     Leave(String),
     /// Show the staged changes and the transfers they start.
     Plan,
+    /// [`AdminCmd::Plan`] as JSON (`basalt admin --json cluster plan`).
+    PlanJson,
+    /// Stage `cluster replace OLD NEW`.
+    Replace(String, String),
+    /// Stage `cluster force-replace OLD NEW`.
+    ForceReplace(String, String),
+    /// Stage `cluster force-remove NODE`.
+    ForceRemove(String),
+    /// Mark a member down (`basalt admin down NODE`).
+    Down(String),
     /// Apply the staged changes.
     Commit,
     /// Drop the staged changes.

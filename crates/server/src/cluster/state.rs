@@ -20,6 +20,10 @@ pub enum MemberStatus {
     Valid,
     /// Handing its partitions away; removed when it owns none.
     Leaving,
+    /// Marked down by an operator (`basalt admin down`): it keeps its
+    /// partitions but is never the claimant, so the cluster can change
+    /// without it; valid again as soon as it answers the claimant.
+    Down,
 }
 
 impl MemberStatus {
@@ -29,6 +33,7 @@ impl MemberStatus {
             MemberStatus::Joining => "joining",
             MemberStatus::Valid => "valid",
             MemberStatus::Leaving => "leaving",
+            MemberStatus::Down => "down",
         }
     }
 }
@@ -49,13 +54,47 @@ pub struct Member {
     pub status: MemberStatus,
 }
 
-/// A change staged by `cluster join` / `cluster leave`, applied by commit.
+/// A change staged by `cluster join|leave|replace|force-replace|
+/// force-remove`, applied by commit.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Staged {
     /// The node joins.
     Join(String),
     /// The node leaves.
     Leave(String),
+    /// `cluster replace OLD NEW`: NEW (joining) takes every partition of
+    /// OLD by ownership handoff, then OLD leaves.
+    Replace(String, String),
+    /// `cluster force-replace OLD NEW`: NEW (joining) owns OLD's
+    /// partitions at once, without handoff; OLD is removed. OLD's copies
+    /// are lost: the other replicas (read repair, anti-entropy) restore
+    /// them.
+    ForceReplace(String, String),
+    /// `cluster force-remove NODE`: NODE is removed at once; its partitions
+    /// go to the other members without handoff (its copies are lost, as
+    /// with force-replace).
+    ForceRemove(String),
+}
+
+impl Staged {
+    /// The member this change takes out of the ring (leave, replace,
+    /// force-replace, force-remove), if any.
+    pub fn outgoing(&self) -> Option<&str> {
+        match self {
+            Staged::Join(_) => None,
+            Staged::Leave(n) | Staged::Replace(n, _) | Staged::ForceReplace(n, _) => Some(n),
+            Staged::ForceRemove(n) => Some(n),
+        }
+    }
+
+    /// The member that goes at commit without handing its partitions off
+    /// (force-replace, force-remove).
+    pub fn forced(&self) -> Option<&str> {
+        match self {
+            Staged::ForceReplace(n, _) | Staged::ForceRemove(n) => Some(n),
+            _ => None,
+        }
+    }
 }
 
 /// The gossiped state of a cluster.
@@ -188,17 +227,8 @@ impl ClusterState {
         if self.staged.contains(&Staged::Leave(node.to_string())) {
             return Ok(()); // already staged
         }
-        let valid = self
-            .members
-            .values()
-            .filter(|m| m.status == MemberStatus::Valid)
-            .count();
-        let leaving = self
-            .staged
-            .iter()
-            .filter(|s| matches!(s, Staged::Leave(_)))
-            .count();
-        if valid <= leaving + 1 {
+        self.check_not_outgoing(node)?;
+        if self.staying_valid() <= 1 {
             return Err(ClusterError(
                 "the last valid member cannot leave the cluster".into(),
             ));
@@ -206,6 +236,170 @@ impl ClusterState {
         self.staged.push(Staged::Leave(node.to_string()));
         self.version += 1;
         Ok(())
+    }
+
+    /// Valid members no staged change takes out of the ring.
+    fn staying_valid(&self) -> usize {
+        self.members
+            .iter()
+            .filter(|(n, m)| {
+                m.status == MemberStatus::Valid
+                    && !self.staged.iter().any(|s| s.outgoing() == Some(n.as_str()))
+            })
+            .count()
+    }
+
+    /// Refuses `node` if a staged change already takes it out of the ring.
+    fn check_not_outgoing(&self, node: &str) -> Result<(), ClusterError> {
+        match self.staged.iter().find(|s| s.outgoing() == Some(node)) {
+            Some(s) => Err(ClusterError(format!(
+                "{node} already has a staged change ({s:?}); `cluster clear` drops the staged changes"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Checks that `new` is a joining member with a staged join that no
+    /// other replace already uses (the replacement of `cluster replace` /
+    /// `force-replace`).
+    fn check_replacement(&self, old: &str, new: &str) -> Result<(), ClusterError> {
+        if old == new {
+            return Err(ClusterError(format!("{old} cannot replace itself")));
+        }
+        match self.members.get(new) {
+            Some(m) if m.status == MemberStatus::Joining => {}
+            Some(m) => {
+                return Err(ClusterError(format!(
+                    "{new} is {}, the replacement must be a joining node (`cluster join` it first)",
+                    m.status.name()
+                )))
+            }
+            None => {
+                return Err(ClusterError(format!(
+                    "{new} is not a member: `cluster join` it first, then replace"
+                )))
+            }
+        }
+        let taken = self
+            .staged
+            .iter()
+            .any(|s| matches!(s, Staged::Replace(_, n) | Staged::ForceReplace(_, n) if n == new));
+        if taken {
+            return Err(ClusterError(format!("{new} already replaces another node")));
+        }
+        Ok(())
+    }
+
+    /// Stages `cluster replace OLD NEW`: NEW, a joining node, takes all of
+    /// OLD's partitions by handoff; OLD leaves.
+    pub fn stage_replace(&mut self, old: &str, new: &str) -> Result<(), ClusterError> {
+        match self.members.get(old) {
+            None => return Err(ClusterError(format!("{old} is not a member"))),
+            Some(m) if m.status != MemberStatus::Valid => {
+                return Err(ClusterError(format!(
+                    "{old} is {}, only a valid member can be replaced (force-replace a down one)",
+                    m.status.name()
+                )))
+            }
+            Some(_) => {}
+        }
+        self.check_not_outgoing(old)?;
+        self.check_replacement(old, new)?;
+        self.staged
+            .push(Staged::Replace(old.to_string(), new.to_string()));
+        self.version += 1;
+        Ok(())
+    }
+
+    /// Stages `cluster force-replace OLD NEW`: NEW, a joining node, owns
+    /// OLD's partitions at commit without handoff; OLD is removed.
+    /// `acting` (the claimant) cannot be replaced by force.
+    pub fn stage_force_replace(
+        &mut self,
+        old: &str,
+        new: &str,
+        acting: &str,
+    ) -> Result<(), ClusterError> {
+        self.check_forced(old, acting)?;
+        self.check_replacement(old, new)?;
+        self.staged
+            .push(Staged::ForceReplace(old.to_string(), new.to_string()));
+        self.version += 1;
+        Ok(())
+    }
+
+    /// Stages `cluster force-remove NODE`: NODE is removed at commit and
+    /// its partitions go to the others without handoff. `acting` (the
+    /// claimant) cannot be removed by force.
+    pub fn stage_force_remove(&mut self, node: &str, acting: &str) -> Result<(), ClusterError> {
+        self.check_forced(node, acting)?;
+        let stays = self.staying_valid().saturating_sub(usize::from(
+            self.members
+                .get(node)
+                .is_some_and(|m| m.status == MemberStatus::Valid),
+        ));
+        if stays == 0 {
+            return Err(ClusterError(
+                "the last valid member cannot be removed".into(),
+            ));
+        }
+        self.staged.push(Staged::ForceRemove(node.to_string()));
+        self.version += 1;
+        Ok(())
+    }
+
+    /// The checks of a forced change of `node`.
+    fn check_forced(&self, node: &str, acting: &str) -> Result<(), ClusterError> {
+        match self.members.get(node) {
+            None => return Err(ClusterError(format!("{node} is not a member"))),
+            Some(m) if m.status == MemberStatus::Joining => {
+                return Err(ClusterError(format!(
+                    "{node} is joining: `cluster clear` drops its join"
+                )))
+            }
+            Some(_) => {}
+        }
+        if node == acting {
+            return Err(ClusterError(format!(
+                "{node} is the claimant and cannot remove or replace itself by force; if it is down, mark it so (`basalt admin down {node}`) on another member first"
+            )));
+        }
+        self.check_not_outgoing(node)
+    }
+
+    /// Marks `node` down (`basalt admin down`): it is no longer the
+    /// claimant; it keeps its partitions. Refused for the member acting
+    /// and for a member that is not valid.
+    pub fn mark_down(&mut self, node: &str, acting: &str) -> Result<(), ClusterError> {
+        if node == acting {
+            return Err(ClusterError(format!("{node} cannot mark itself down")));
+        }
+        match self.members.get_mut(node) {
+            None => Err(ClusterError(format!("{node} is not a member"))),
+            Some(m) if m.status == MemberStatus::Down => Ok(()),
+            Some(m) if m.status != MemberStatus::Valid => Err(ClusterError(format!(
+                "{node} is {}, only a valid member can be marked down",
+                m.status.name()
+            ))),
+            Some(m) => {
+                m.status = MemberStatus::Down;
+                self.version += 1;
+                Ok(())
+            }
+        }
+    }
+
+    /// A member marked down answered again: valid once more. False if it
+    /// was not down.
+    pub fn mark_up(&mut self, node: &str) -> bool {
+        match self.members.get_mut(node) {
+            Some(m) if m.status == MemberStatus::Down => {
+                m.status = MemberStatus::Valid;
+                self.version += 1;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Drops the staged changes (joining members that were staged go too).
@@ -224,38 +418,53 @@ impl ClusterState {
         self.version += 1;
     }
 
-    /// The members that will hold partitions once the staged changes apply.
+    /// The members that will hold partitions once the staged changes
+    /// apply (a member marked down still holds its own).
     fn planned_members(&self) -> Vec<String> {
-        let leaving: Vec<&String> = self
-            .staged
-            .iter()
-            .filter_map(|s| match s {
-                Staged::Leave(n) => Some(n),
-                Staged::Join(_) => None,
-            })
-            .collect();
         self.members
             .iter()
             .filter(|(n, m)| {
                 m.status != MemberStatus::Leaving
-                    && !leaving.contains(n)
-                    && (m.status == MemberStatus::Valid
+                    && !self.staged.iter().any(|s| s.outgoing() == Some(n.as_str()))
+                    && (matches!(m.status, MemberStatus::Valid | MemberStatus::Down)
                         || self.staged.contains(&Staged::Join((*n).clone())))
             })
             .map(|(n, _)| n.clone())
             .collect()
     }
 
-    /// The transfers a commit would start: (partition, from, to).
+    /// The moves a commit would make: (partition, from, to). A move from
+    /// a member removed by force, or of a partition it owns, is made at
+    /// once (see [`Self::commit`]); the others are ownership transfers.
     pub fn plan(&self) -> Vec<(u32, String, String)> {
-        let target = claim(&self.effective_owners(), &self.planned_members());
+        let current = self.effective_owners();
+        // A replacement starts from its node's partitions, so the claim
+        // keeps them there and moves nothing else for it.
+        let mut base = current.clone();
+        for s in &self.staged {
+            if let Staged::Replace(old, new) | Staged::ForceReplace(old, new) = s {
+                for o in base.iter_mut().filter(|o| *o == old) {
+                    *o = new.clone();
+                }
+            }
+        }
+        let target = claim(&base, &self.planned_members());
         (0..self.ring_size)
             .filter_map(|p| {
-                let cur = &self.effective_owners()[p as usize];
+                let cur = &current[p as usize];
                 let new = &target[p as usize];
                 (cur != new).then(|| (p, cur.clone(), new.clone()))
             })
             .collect()
+    }
+
+    /// Whether a planned move of `p` from `from` is made at commit without
+    /// handoff: `from`, or `p`'s owner now, is removed by force.
+    pub fn is_forced_move(&self, p: u32, from: &str) -> bool {
+        self.staged
+            .iter()
+            .filter_map(Staged::forced)
+            .any(|n| n == from || n == self.owner(p))
     }
 
     /// Owners once the pending transfers complete.
@@ -269,27 +478,56 @@ impl ClusterState {
         o
     }
 
-    /// Applies the staged changes: joiners become valid, leavers leaving,
-    /// and every partition whose owner changes gets a pending transfer.
+    /// Applies the staged changes: joiners become valid, leavers (and
+    /// replaced nodes) leaving, and every partition whose owner changes
+    /// gets a pending transfer — except the partitions of a member removed
+    /// by force (force-remove, force-replace), which change owner at once,
+    /// and that member, which is removed.
     pub fn commit(&mut self) -> Result<Vec<(u32, String, String)>, ClusterError> {
         if self.staged.is_empty() {
             return Err(ClusterError("no staged changes to commit".into()));
         }
         let plan = self.plan();
-        for s in std::mem::take(&mut self.staged) {
-            let (n, status) = match s {
-                Staged::Join(n) => (n, MemberStatus::Valid),
-                Staged::Leave(n) => (n, MemberStatus::Leaving),
-            };
-            if let Some(m) = self.members.get_mut(&n) {
-                m.status = status;
-            }
-        }
-        for (p, _, to) in &plan {
-            if self.owner(*p) == to {
+        let forced: Vec<String> = self
+            .staged
+            .iter()
+            .filter_map(Staged::forced)
+            .map(str::to_string)
+            .collect();
+        for (p, from, to) in &plan {
+            if self.is_forced_move(*p, from) {
+                if let Some(slot) = self.owners.get_mut(*p as usize) {
+                    *slot = to.clone();
+                }
+                self.next.remove(p);
+            } else if self.owner(*p) == to {
                 self.next.remove(p);
             } else {
                 self.next.insert(*p, to.clone());
+            }
+        }
+        // A forced member's partition the plan kept where it was going:
+        // its next owner owns it now.
+        for p in 0..self.ring_size {
+            if forced.iter().any(|n| n == self.owner(p)) {
+                if let Some(to) = self.next.remove(&p) {
+                    if let Some(slot) = self.owners.get_mut(p as usize) {
+                        *slot = to;
+                    }
+                }
+            }
+        }
+        for s in std::mem::take(&mut self.staged) {
+            let (n, status) = match s {
+                Staged::Join(n) => (n, MemberStatus::Valid),
+                Staged::Leave(n) | Staged::Replace(n, _) => (n, MemberStatus::Leaving),
+                Staged::ForceReplace(n, _) | Staged::ForceRemove(n) => {
+                    self.members.remove(&n);
+                    continue;
+                }
+            };
+            if let Some(m) = self.members.get_mut(&n) {
+                m.status = status;
             }
         }
         self.version += 1;
@@ -553,97 +791,5 @@ fn claim_walk(current: &[String], members: &[String]) -> Vec<String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn names(n: usize) -> Vec<String> {
-        (0..n).map(|i| format!("n{i}")).collect()
-    }
-
-    /// Windows of `n` consecutive partitions with a node twice.
-    fn violations(owners: &[String], n: usize) -> usize {
-        let size = owners.len();
-        (0..size)
-            .filter(|p| {
-                let mut seen: Vec<&String> = (0..n).map(|d| &owners[(p + d) % size]).collect();
-                seen.sort();
-                seen.dedup();
-                seen.len() != n
-            })
-            .count()
-    }
-
-    #[test]
-    fn claim_balances_and_spaces() {
-        for k in 1..=6usize {
-            for size in [8usize, 16, 64, 128] {
-                let cur = vec!["n0".to_string(); size];
-                let owners = claim(&cur, &names(k));
-                assert_eq!(owners.len(), size);
-                for m in names(k) {
-                    let c = owners.iter().filter(|o| **o == m).count();
-                    assert!(
-                        c == size / k || c == size / k + 1,
-                        "k={k} size={size} {m} {c}"
-                    );
-                }
-                if k >= 3 {
-                    // A perfect spread needs size % k == 0; else only the
-                    // ring's wrap may break it.
-                    let v = violations(&owners, 3);
-                    let allowed = if size % k == 0 { 0 } else { 2 };
-                    assert!(
-                        v <= allowed,
-                        "k={k} size={size} {v} bad windows: {owners:?}"
-                    );
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn claim_moves_little_on_join() {
-        let three = claim(&vec!["n0".to_string(); 64], &names(3));
-        let four = claim(&three, &names(4));
-        let moved = three.iter().zip(&four).filter(|(a, b)| a != b).count();
-        assert!(moved <= 24, "moved {moved} of 64 (16 is the least)");
-        assert!(violations(&four, 3) == 0, "{four:?}");
-    }
-
-    #[test]
-    fn join_plan_commit_transfer() {
-        let mut s = ClusterState::new("a", "127.0.0.1:1", "", 16, "c1".into());
-        assert!(s.add_joining("b", "127.0.0.1:2", "", 32).is_err());
-        s.add_joining("b", "127.0.0.1:2", "", 16).ok();
-        s.add_joining("c", "127.0.0.1:3", "", 16).ok();
-        assert_eq!(s.claimant(), Some("a"));
-        let plan = s.plan();
-        assert!(!plan.is_empty());
-        let v = s.version;
-        let done = s.commit().unwrap_or_default();
-        assert_eq!(done, plan);
-        assert!(s.version > v);
-        assert_eq!(s.owned_by("a").len(), 16, "owners move only on transfer");
-        for (p, from, to) in &plan {
-            assert!(s.transfer_done(*p, from, to));
-        }
-        assert!(s.next.is_empty());
-        for n in ["a", "b", "c"] {
-            let c = s.owned_by(n).len();
-            assert!(c == 5 || c == 6, "{n} owns {c}");
-        }
-        s.check().ok();
-        assert!(s.check().is_ok());
-        // leave: c's partitions move away, then c is removed
-        s.stage_leave("c").ok();
-        let plan = s.commit().unwrap_or_default();
-        let others = plan.iter().filter(|(_, from, _)| from != "c").count();
-        assert!(others <= 4, "{others} moves not from the leaver: {plan:?}");
-        for (p, from, to) in &plan {
-            assert!(s.transfer_done(*p, from, to));
-        }
-        assert!(!s.members.contains_key("c"));
-        assert!(s.stage_leave("b").is_ok());
-        assert!(s.stage_leave("a").is_err(), "last valid member stays");
-    }
-}
+#[path = "state_tests.rs"]
+mod tests;

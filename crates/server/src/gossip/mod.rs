@@ -2,7 +2,9 @@
 //! admin operations (`join`, `leave`, `plan`, `commit`, `clear`,
 //! `member-status`, `ring-status`, `transfer-limit`).
 
-use crate::cluster::{AdminCmd, ClusterState, Msg, Reply, CONTROL_TIMEOUT, GOSSIP_INTERVAL};
+use crate::cluster::{
+    AdminCmd, ClusterState, Msg, Reply, Staged, CONTROL_TIMEOUT, GOSSIP_INTERVAL,
+};
 use crate::handoff::HandoffService;
 use crate::kv::Kv;
 use crate::security::Security;
@@ -117,14 +119,35 @@ impl Gossip {
         }
     }
 
-    /// Runs an admin command at the claimant.
+    /// Runs an admin command at the claimant. `down NODE` of the claimant
+    /// itself runs here (the claimant cannot answer), once this node sees
+    /// it unreachable.
     pub async fn admin(&self, cmd: AdminCmd) -> Result<String, String> {
         let claimant = self
             .router
             .cluster
             .with_state(|s| s.claimant().map(str::to_string))
             .ok_or("the cluster has no valid member to act as claimant")?;
-        if claimant != self.router.cluster.me() {
+        let me = self.router.cluster.me().to_string();
+        if let AdminCmd::Down(n) = &cmd {
+            if *n == me {
+                return Err(format!("{n} cannot mark itself down: ask another member"));
+            }
+            if self.router.cluster.is_up(n) {
+                return Err(format!(
+                    "{n} is up (it answers {me}); only an unreachable member can be marked down"
+                ));
+            }
+            if *n == claimant {
+                self.router
+                    .cluster
+                    .update(|s| s.mark_down(n, &me))
+                    .map_err(|e| e.to_string())?;
+                self.push_gossip().await;
+                return Ok(format!("Success: {n:?} marked as down\n"));
+            }
+        }
+        if claimant != me {
             return match self
                 .router
                 .cluster
@@ -152,7 +175,36 @@ impl Gossip {
                 self.router.cluster.update(ClusterState::clear_staged);
                 "Cleared staged cluster changes\n".to_string()
             }
+            AdminCmd::Replace(old, new) => {
+                self.router
+                    .cluster
+                    .update(|s| s.stage_replace(&old, &new))
+                    .map_err(|e| e.to_string())?;
+                format!("Success: staged replacement of {old} with {new}\n")
+            }
+            AdminCmd::ForceReplace(old, new) => {
+                self.router
+                    .cluster
+                    .update(|s| s.stage_force_replace(&old, &new, &me))
+                    .map_err(|e| e.to_string())?;
+                format!("Success: staged forced replacement of {old} with {new}\n")
+            }
+            AdminCmd::ForceRemove(n) => {
+                self.router
+                    .cluster
+                    .update(|s| s.stage_force_remove(&n, &me))
+                    .map_err(|e| e.to_string())?;
+                format!("Success: staged remove request for {n}\n")
+            }
+            AdminCmd::Down(n) => {
+                self.router
+                    .cluster
+                    .update(|s| s.mark_down(&n, &me))
+                    .map_err(|e| e.to_string())?;
+                format!("Success: {n:?} marked as down\n")
+            }
             AdminCmd::Plan => plan_text(&self.router.cluster.state()),
+            AdminCmd::PlanJson => plan_json(&self.router.cluster.state()).to_string(),
             AdminCmd::Commit => {
                 let plan = self
                     .router
@@ -245,6 +297,30 @@ impl Gossip {
                 Err(e) => tracing::debug!(peer = %p, error = %e, "gossip"),
             }
         }
+        self.mark_answering_up();
+    }
+
+    /// At the claimant: a member marked down that answered is valid again
+    /// (spread by the next round).
+    fn mark_answering_up(&self) {
+        let me = self.router.cluster.me();
+        let back: Vec<String> = self.router.cluster.with_state(|s| {
+            if s.claimant() != Some(me) {
+                return Vec::new();
+            }
+            s.members
+                .iter()
+                .filter(|(n, m)| {
+                    m.status == crate::cluster::MemberStatus::Down && self.router.cluster.is_up(n)
+                })
+                .map(|(n, _)| n.clone())
+                .collect()
+        });
+        for n in back {
+            if self.router.cluster.update(|s| s.mark_up(&n)) {
+                tracing::info!(node = %n, "a member marked down answers again: valid");
+            }
+        }
     }
 
     /// This node's bucket metadata.
@@ -308,31 +384,46 @@ impl Gossip {
         });
     }
 
+    /// The members as `member-status` shows them, and the state's
+    /// cluster id, version and claimant.
+    pub fn member_rows(&self) -> (Vec<MemberRow>, ClusterState) {
+        let s = self.router.cluster.state();
+        let rows = s
+            .members
+            .iter()
+            .map(|(name, m)| MemberRow {
+                node: name.clone(),
+                status: m.status.name(),
+                partitions: s.owned_by(name).len(),
+                ring_pct: s.owned_by(name).len() as f64 * 100.0 / f64::from(s.ring_size),
+                pending: s.next.values().filter(|n| *n == name).count() as i64
+                    - s.next.keys().filter(|p| s.owner(**p) == name).count() as i64,
+                up: self.router.cluster.is_up(name),
+                address: m.addr.clone(),
+            })
+            .collect();
+        (rows, s)
+    }
+
     /// `member-status`: one line per member.
     pub fn member_status(&self) -> String {
-        let s = self.router.cluster.state();
+        let (rows, s) = self.member_rows();
         let mut out = String::new();
         let _ = writeln!(
             out,
             "{:<8} {:>6} {:>8} {:<5} {:<24} Node",
             "Status", "Ring", "Pending", "Up", "Address"
         );
-        for (name, m) in &s.members {
-            let owned = s.owned_by(name).len() as f64 * 100.0 / f64::from(s.ring_size);
-            let pending = s.next.values().filter(|n| *n == name).count() as i64
-                - s.next.keys().filter(|p| s.owner(**p) == name).count() as i64;
+        for r in &rows {
             let _ = writeln!(
                 out,
-                "{:<8} {:>5.1}% {:>8} {:<5} {:<24} {name}",
-                m.status.name(),
-                owned,
-                pending,
-                if self.router.cluster.is_up(name) {
-                    "up"
-                } else {
-                    "down"
-                },
-                m.addr,
+                "{:<8} {:>5.1}% {:>8} {:<5} {:<24} {}",
+                r.status,
+                r.ring_pct,
+                r.pending,
+                if r.up { "up" } else { "down" },
+                r.address,
+                r.node,
             );
         }
         let _ = writeln!(
@@ -345,21 +436,21 @@ impl Gossip {
         out
     }
 
-    /// `ring-status`: pending transfers and this node's handoffs in progress.
-    pub fn ring_status(&self) -> String {
+    /// `member-status` as JSON: the same rows and footer.
+    pub fn member_status_json(&self) -> serde_json::Value {
+        let (rows, s) = self.member_rows();
+        serde_json::json!({
+            "members": rows,
+            "cluster_id": s.cluster_id,
+            "version": s.version,
+            "claimant": s.claimant(),
+        })
+    }
+
+    /// What `ring-status` shows: the state's pending transfers, this
+    /// node's vnodes held for other owners and its handoffs.
+    pub fn ring_view(&self) -> RingView {
         let s = self.router.cluster.state();
-        let mut out = String::new();
-        let _ = writeln!(
-            out,
-            "claimant: {}  ring version: {}  ring size: {}",
-            s.claimant().unwrap_or("-"),
-            s.version,
-            s.ring_size
-        );
-        let _ = writeln!(out, "pending ownership transfers: {}", s.next.len());
-        for (p, to) in &s.next {
-            let _ = writeln!(out, "  partition {p:>4}: {} -> {to}", s.owner(*p));
-        }
         let me = self.router.cluster.me();
         let owned: std::collections::BTreeSet<u32> = s.owned_by(me).into_iter().collect();
         let fallbacks: Vec<u32> = self
@@ -369,6 +460,157 @@ impl Gossip {
             .map(|(p, _)| p)
             .filter(|p| !owned.contains(p) && s.next.get(p).is_none_or(|to| to != me))
             .collect();
+        let handoffs = self
+            .router
+            .cluster
+            .handoffs()
+            .into_iter()
+            .map(|(p, h)| HandoffRow {
+                partition: p,
+                kind: match h.kind {
+                    crate::cluster::HandoffKind::Ownership => "ownership",
+                    crate::cluster::HandoffKind::Hinted => "hinted",
+                }
+                .to_string(),
+                source: me.to_string(),
+                target: h.target,
+                sent: h.sent,
+                done: h.done,
+            })
+            .collect();
+        RingView {
+            node: me.to_string(),
+            claimant: s.claimant().map(str::to_string),
+            ring_version: s.version,
+            ring_size: s.ring_size,
+            pending: s
+                .next
+                .iter()
+                .map(|(p, to)| PendingTransfer {
+                    partition: *p,
+                    from: s.owner(*p).to_string(),
+                    to: to.clone(),
+                })
+                .collect(),
+            fallbacks,
+            handoffs,
+            transfer_limit: self.handoff.transfer_limit(),
+            unreachable: s
+                .members
+                .keys()
+                .filter(|n| !self.router.cluster.is_up(n))
+                .cloned()
+                .collect(),
+        }
+    }
+
+    /// `ring-status`: pending transfers and this node's handoffs in progress.
+    pub fn ring_status(&self) -> String {
+        self.ring_view().text()
+    }
+    /// A grant scope (`TYPE` or `TYPE/BUCKET`, not `any`) whose bucket
+    /// type does not exist (`default` always does).
+    pub(crate) fn missing_type(&self, scope: &str) -> bool {
+        use crate::security::model::Scope;
+        match Scope::parse(scope) {
+            Ok(Scope::Type(t) | Scope::Bucket(t, _)) => self.types().get(&t).is_none(),
+            Ok(Scope::Any) | Err(_) => false,
+        }
+    }
+}
+
+/// One member as `member-status` shows it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct MemberRow {
+    /// Its node name.
+    pub node: String,
+    /// `joining`, `valid` or `leaving`.
+    pub status: &'static str,
+    /// Partitions it owns.
+    pub partitions: usize,
+    /// Its share of the ring, in percent.
+    pub ring_pct: f64,
+    /// Partitions it will gain (positive) or give away (negative) with
+    /// the pending transfers.
+    pub pending: i64,
+    /// Whether this node believes it up.
+    pub up: bool,
+    /// Its PB address.
+    pub address: String,
+}
+
+/// A pending ownership transfer: `partition` moves `from` → `to`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PendingTransfer {
+    /// The partition.
+    pub partition: u32,
+    /// Its owner now.
+    pub from: String,
+    /// Its next owner.
+    pub to: String,
+}
+
+/// A handoff running on a node.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct HandoffRow {
+    /// The partition handed off.
+    pub partition: u32,
+    /// `ownership` or `hinted`.
+    pub kind: String,
+    /// The node sending (the one running it).
+    pub source: String,
+    /// The node receiving.
+    pub target: String,
+    /// Objects sent in this pass.
+    pub sent: u64,
+    /// The pass finished; waiting for the ring to move.
+    pub done: bool,
+}
+
+/// What `ring-status` shows ([`Gossip::ring_view`]); also the part of
+/// `transfers` each node reports about itself.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct RingView {
+    /// The node reporting.
+    pub node: String,
+    /// The claimant, if any member is valid.
+    pub claimant: Option<String>,
+    /// The cluster state's version.
+    pub ring_version: u64,
+    /// Partitions in the ring.
+    pub ring_size: u32,
+    /// Pending ownership transfers.
+    pub pending: Vec<PendingTransfer>,
+    /// Vnodes held on this node for other owners (hinted handoff pending).
+    pub fallbacks: Vec<u32>,
+    /// Handoffs running on this node.
+    pub handoffs: Vec<HandoffRow>,
+    /// This node's transfer limit.
+    pub transfer_limit: usize,
+    /// Members this node believes down.
+    pub unreachable: Vec<String>,
+}
+
+impl RingView {
+    /// The `ring-status` text.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "claimant: {}  ring version: {}  ring size: {}",
+            self.claimant.as_deref().unwrap_or("-"),
+            self.ring_version,
+            self.ring_size
+        );
+        let _ = writeln!(out, "pending ownership transfers: {}", self.pending.len());
+        for t in &self.pending {
+            let _ = writeln!(
+                out,
+                "  partition {:>4}: {} -> {}",
+                t.partition, t.from, t.to
+            );
+        }
+        let fallbacks = &self.fallbacks;
         let _ = writeln!(
             out,
             "vnodes held here for other owners (hinted handoff pending): {}{}",
@@ -379,19 +621,23 @@ impl Gossip {
                 format!(" {fallbacks:?}")
             }
         );
-        let h = self.router.cluster.handoffs();
         let _ = writeln!(
             out,
             "handoffs running on {}: {} (transfer limit {})",
-            self.router.cluster.me(),
-            h.len(),
-            self.handoff.transfer_limit()
+            self.node,
+            self.handoffs.len(),
+            self.transfer_limit
         );
-        for (p, h) in &h {
+        for h in &self.handoffs {
             let _ = writeln!(
                 out,
-                "  partition {p:>4}: {:?} to {}, {} objects sent{}",
-                h.kind,
+                "  partition {:>4}: {} to {}, {} objects sent{}",
+                h.partition,
+                if h.kind == "ownership" {
+                    "Ownership"
+                } else {
+                    "Hinted"
+                },
                 h.target,
                 h.sent,
                 if h.done {
@@ -402,22 +648,10 @@ impl Gossip {
             );
         }
         let _ = writeln!(out, "unreachable members:");
-        for n in s.members.keys() {
-            if !self.router.cluster.is_up(n) {
-                let _ = writeln!(out, "  {n}");
-            }
+        for n in &self.unreachable {
+            let _ = writeln!(out, "  {n}");
         }
         out
-    }
-
-    /// A grant scope (`TYPE` or `TYPE/BUCKET`, not `any`) whose bucket
-    /// type does not exist (`default` always does).
-    pub(crate) fn missing_type(&self, scope: &str) -> bool {
-        use crate::security::model::Scope;
-        match Scope::parse(scope) {
-            Ok(Scope::Type(t) | Scope::Bucket(t, _)) => self.types().get(&t).is_none(),
-            Ok(Scope::Any) | Err(_) => false,
-        }
     }
 }
 
@@ -436,20 +670,89 @@ pub fn plan_text(s: &ClusterState) -> String {
     out.push_str("Staged changes:\n");
     for c in &s.staged {
         let _ = match c {
-            crate::cluster::Staged::Join(n) => writeln!(out, "  join   {n}"),
-            crate::cluster::Staged::Leave(n) => writeln!(out, "  leave  {n}"),
+            Staged::Join(n) => writeln!(out, "  join   {n}"),
+            Staged::Leave(n) => writeln!(out, "  leave  {n}"),
+            Staged::Replace(old, new) => writeln!(out, "  replace {old} with {new}"),
+            Staged::ForceReplace(old, new) => {
+                writeln!(out, "  force-replace {old} with {new}")
+            }
+            Staged::ForceRemove(n) => writeln!(out, "  force-remove {n}"),
         };
     }
-    let plan = s.plan();
-    let _ = writeln!(out, "Transfers after commit: {}", plan.len());
-    let mut per: std::collections::BTreeMap<(String, String), usize> = Default::default();
-    for (_, from, to) in &plan {
-        *per.entry((from.clone(), to.clone())).or_default() += 1;
-    }
-    for ((from, to), n) in per {
+    let (transfers, forced) = plan_moves(s);
+    let _ = writeln!(
+        out,
+        "Transfers after commit: {}",
+        transfers.values().sum::<usize>()
+    );
+    for ((from, to), n) in transfers {
         let _ = writeln!(out, "  {n:>4} partitions {from} -> {to}");
     }
+    if !forced.is_empty() {
+        let _ = writeln!(
+            out,
+            "Reassigned at commit without handoff: {} (the copies on the removed nodes are lost; read repair and anti-entropy restore them from the other replicas)",
+            forced.values().sum::<usize>()
+        );
+        for ((from, to), n) in forced {
+            let _ = writeln!(out, "  {n:>4} partitions {from} -> {to}");
+        }
+    }
     out
+}
+
+/// Partitions a commit moves, counted per (from, to): ownership
+/// transfers, and moves made at once (force-remove, force-replace).
+type Moves = std::collections::BTreeMap<(String, String), usize>;
+
+/// The plan's moves, split as [`Moves`]: (transfers, forced).
+fn plan_moves(s: &ClusterState) -> (Moves, Moves) {
+    let (mut transfers, mut forced) = (Moves::new(), Moves::new());
+    for (p, from, to) in s.plan() {
+        let which = if s.is_forced_move(p, &from) {
+            &mut forced
+        } else {
+            &mut transfers
+        };
+        *which.entry((from, to)).or_default() += 1;
+    }
+    (transfers, forced)
+}
+
+/// `cluster plan` as JSON: the staged changes and the transfers a
+/// commit would start, per (from, to) pair as the text counts them.
+pub fn plan_json(s: &ClusterState) -> serde_json::Value {
+    use serde_json::json;
+    let staged: Vec<serde_json::Value> = s
+        .staged
+        .iter()
+        .map(|c| match c {
+            Staged::Join(n) => json!({"change": "join", "node": n}),
+            Staged::Leave(n) => json!({"change": "leave", "node": n}),
+            Staged::Replace(old, new) => json!({"change": "replace", "node": old, "with": new}),
+            Staged::ForceReplace(old, new) => {
+                json!({"change": "force-replace", "node": old, "with": new})
+            }
+            Staged::ForceRemove(n) => json!({"change": "force-remove", "node": n}),
+        })
+        .collect();
+    let (transfers, forced) = if s.staged.is_empty() {
+        Default::default()
+    } else {
+        plan_moves(s)
+    };
+    let rows = |m: &Moves| -> Vec<serde_json::Value> {
+        m.iter()
+            .map(|((from, to), n)| json!({"from": from, "to": to, "partitions": n}))
+            .collect()
+    };
+    json!({
+        "staged": staged,
+        "transfers": transfers.values().sum::<usize>(),
+        "moves": rows(&transfers),
+        "reassigned": forced.values().sum::<usize>(),
+        "reassigned_moves": rows(&forced),
+    })
 }
 
 #[cfg(test)]

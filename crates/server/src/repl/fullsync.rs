@@ -92,6 +92,21 @@ impl FullSync {
             self.reaped
         )
     }
+
+    /// The facts of [`Self::summary`] as JSON (`--json repl fullsync`).
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "check": self.check.map(Check::name),
+            "in_sync": self.in_sync,
+            "seconds": self.duration.as_secs_f64(),
+            "segments": self.segments,
+            "source_ahead": self.source_ahead,
+            "sink_ahead": self.sink_ahead,
+            "queued": self.queued,
+            "requeued_to_peer": self.requeued_to_peer,
+            "reaped": self.reaped,
+        })
+    }
 }
 
 /// Counters and memory of the full-sync manager.

@@ -97,6 +97,53 @@ impl Repl {
         out
     }
 
+    /// `basalt admin --json repl status`: the facts of [`Self::repl_status`]
+    /// as JSON (every counter under its `/stats` name).
+    pub fn repl_status_json(&self) -> serde_json::Value {
+        let sinks: Vec<serde_json::Value> =
+            self.repl.sinks().iter().map(|s| sink_json(s)).collect();
+        let counters: serde_json::Map<String, serde_json::Value> = self
+            .repl_counters()
+            .into_iter()
+            .map(|(name, v, _)| (name.to_string(), v.into()))
+            .collect();
+        let count = self.repl_sink.lag_count();
+        let mean = self
+            .repl_sink
+            .lag_ms_sum
+            .load(Ordering::Relaxed)
+            .checked_div(count);
+        serde_json::json!({
+            "sinks": sinks,
+            "last_fullsync": self.fullsync_state.last.lock().clone().map(|l| l.trim_end().to_string()),
+            "unclean_queue": self.repl.unclean.load(Ordering::Relaxed),
+            "counters": counters,
+            "replication_time_mean_ms": mean,
+            "replication_time_count": count,
+        })
+    }
+
+    /// `--json repl-fullsync [CHECK]`: the check's findings as JSON;
+    /// `None` for the other `repl-*` lines.
+    pub async fn repl_fullsync_json(
+        self: &Arc<Self>,
+        words: &[&str],
+    ) -> Option<Result<serde_json::Value, String>> {
+        let check = match words {
+            ["repl-fullsync"] => Check::Auto,
+            ["repl-fullsync", kind] => match Check::parse(kind) {
+                Some(c) => c,
+                None => {
+                    return Some(Err(format!(
+                        "full-sync check {kind:?}: all, day, hour, range or auto"
+                    )))
+                }
+            },
+            _ => return None,
+        };
+        Some(self.fullsync(check).await.map(|r| r.json()))
+    }
+
     /// Runs a `repl-*` admin line (already split on spaces).
     pub async fn repl_admin(self: &Arc<Self>, words: &[&str]) -> Result<String, String> {
         match words {
@@ -174,4 +221,43 @@ fn sink_status(s: &Sink) -> String {
         out.push_str(&format!("  peer {} ({kind}): {health}\n", p.addr));
     }
     out
+}
+
+/// One sink as JSON: the facts of [`sink_status`].
+fn sink_json(s: &Sink) -> serde_json::Value {
+    let spec = s.spec.read().clone();
+    let refused = s.refused.lock().clone();
+    let state = match (&refused, spec.suspended) {
+        (Some(_), _) => "refused",
+        (None, true) => "suspended",
+        (None, false) => "active",
+    };
+    let [p1, p2, p3] = s.queue.waiting();
+    let q = s.queue.stats();
+    let peers: Vec<serde_json::Value> = s
+        .peers
+        .lock()
+        .peers()
+        .iter()
+        .map(|p| {
+            serde_json::json!({
+                "addr": p.addr,
+                "kind": if p.seed { "configured" } else { "discovered" },
+                "ok": p.last_error.is_none(),
+                "backoff_ms": p.backoff.as_millis() as u64,
+                "last_error": p.last_error,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "name": spec.name,
+        "state": state,
+        "refused": refused,
+        "filter": spec.filter,
+        "queue": {"real_time": p3, "full_sync": p2, "requeue": p1},
+        "in_flight": s.queue.in_flight(),
+        "sent": s.stats.sent.load(Ordering::Relaxed),
+        "discarded": q.discarded,
+        "peers": peers,
+    })
 }

@@ -363,6 +363,72 @@ impl Security {
     }
 }
 
+impl Security {
+    /// The `--json` form of the security commands that print data
+    /// (`status`, `print-*`): the facts of their text, no password hash;
+    /// `None` for the others (they change the state and print a message).
+    pub fn admin_json(&self, words: &[&str]) -> Option<serde_json::Value> {
+        use serde_json::json;
+        let v = match words {
+            ["status"] => self.with(|s| {
+                json!({
+                    "enabled": s.enabled,
+                    "users": s.users.len(),
+                    "groups": s.groups.len(),
+                    "sources": s.sources.len(),
+                    "refused_requests": self.refused.load(Ordering::Relaxed),
+                    "logins_refused_in_cool_down": self.lockouts.load(Ordering::Relaxed),
+                })
+            }),
+            ["print-users"] => self.with(|s| {
+                let users: Vec<serde_json::Value> = s
+                    .users
+                    .iter()
+                    .map(|(name, u)| {
+                        json!({"name": name, "groups": u.groups, "password": u.password.is_some()})
+                    })
+                    .collect();
+                json!({ "users": users })
+            }),
+            ["print-groups"] => self.with(|s| {
+                let groups: Vec<serde_json::Value> = s
+                    .groups
+                    .iter()
+                    .map(|g| {
+                        let members: Vec<&String> = s
+                            .users
+                            .iter()
+                            .filter(|(_, u)| u.groups.contains(g))
+                            .map(|(n, _)| n)
+                            .collect();
+                        json!({"name": g, "members": members})
+                    })
+                    .collect();
+                json!({ "groups": groups })
+            }),
+            ["print-grants"] => self.with(|s| {
+                let mut grants = Vec::new();
+                for (role, by_scope) in &s.grants {
+                    for (scope, perms) in by_scope {
+                        grants.push(json!({"role": role, "scope": scope.to_string(), "permissions": perms}));
+                    }
+                }
+                json!({ "grants": grants })
+            }),
+            ["print-sources"] => self.with(|s| {
+                let sources: Vec<serde_json::Value> = s
+                    .sources
+                    .iter()
+                    .map(|x| json!({"user": x.user, "cidr": x.cidr.to_string(), "method": x.method.name()}))
+                    .collect();
+                json!({ "sources": sources })
+            }),
+            _ => return None,
+        };
+        Some(v)
+    }
+}
+
 fn list(s: &str) -> Vec<String> {
     s.split(',')
         .filter(|p| !p.is_empty())

@@ -187,7 +187,8 @@ impl Method {
         }
     }
 
-    fn name(self) -> &'static str {
+    /// `trust`, `password` or `certificate` (as [`Method::parse`] reads it).
+    pub fn name(self) -> &'static str {
         match self {
             Method::Trust => "trust",
             Method::Password => "password",

@@ -20,6 +20,9 @@ async fn serve_service(this: &Arc<Node>, service: &str, body: &[u8]) -> Result<V
         crate::mapred::local::MAP_FOLD_SERVICE | crate::mapred::local::MAP_KEYS_SERVICE => {
             this.mapred.serve_map(service, body).await
         }
+        super::transfers::RING_VIEW_SERVICE => {
+            crate::cluster::encode_body(&this.gossip.ring_view())
+        }
         other => Err(format!("no service {other:?} on this node")),
     }
 }

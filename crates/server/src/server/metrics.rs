@@ -71,11 +71,18 @@ fn queue_stats(q: &[usize]) -> (usize, usize, f64, usize, usize) {
 
 /// `GET /stats`.
 pub async fn stats(State(node): Shared) -> Response {
+    let m = stats_json(&node).await;
+    ([(header::CONTENT_TYPE, "application/json")], m.to_string()).into_response()
+}
+
+/// The node's statistics as `GET /stats` serves them (Riak's names where
+/// Riak has one); `basalt admin status` prints the same object.
+pub async fn stats_json(node: &Node) -> serde_json::Value {
     let s = node.stats();
     let queues = node.vnode_queue_lengths();
     let (qmin, qmedian, qmean, qmax, qtotal) = queue_stats(&queues);
     let c = node.config();
-    let (counters, disk, answered) = backend_totals(&node).await;
+    let (counters, disk, answered) = backend_totals(node).await;
     let mut m = serde_json::json!({
         "nodename": c.node_name,
         "riak_kv_version": crate::SERVER_VERSION,
@@ -114,7 +121,7 @@ pub async fn stats(State(node): Shared) -> Response {
             "aae_rebuild_seconds_total".into(),
             (ld(&r.micros) as f64 / 1e6).into(),
         );
-        for (name, v, _) in cluster_counters(&node) {
+        for (name, v, _) in cluster_counters(node) {
             obj.insert(name.to_string(), v.into());
         }
         for op in Op::ALL {
@@ -132,7 +139,7 @@ pub async fn stats(State(node): Shared) -> Response {
             obj.insert(format!("node_{n}_fsm_time_100"), l.max.into());
         }
     }
-    ([(header::CONTENT_TYPE, "application/json")], m.to_string()).into_response()
+    m
 }
 
 /// A Prometheus label value, escaped.
@@ -206,8 +213,9 @@ pub fn render(node: &Node, counters: &BTreeMap<String, u64>, disk: u64) -> Strin
         "gauge",
         "Jobs waiting in each vnode's queue.",
     );
-    for (p, q) in node.vnode_queue_lengths().iter().enumerate() {
-        let _ = writeln!(out, "{n}{{partition=\"{p}\"}} {q}");
+    // Labelled by partition: a node of a cluster holds only some of them.
+    for (p, v) in node.router.local_vnodes() {
+        let _ = writeln!(out, "{n}{{partition=\"{p}\"}} {}", v.queue_len());
     }
     let n = family(
         &mut out,

@@ -13,11 +13,13 @@
 //! port, with security on, admin requests come only from loopback.
 
 pub mod admin;
+pub mod admin_views;
 pub mod cluster;
 pub mod dispatch;
 pub mod http;
 pub(crate) mod listen;
 pub mod metrics;
+pub mod transfers;
 
 use crate::api::pb::{error_frame, Port};
 use crate::config::Config;
