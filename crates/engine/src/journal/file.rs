@@ -105,7 +105,7 @@ pub fn check_jnl_header(buf: &[u8]) -> Result<(), DecodeError> {
     let version = r.u32()?;
     if version != JNL_VERSION {
         return Err(DecodeError(format!(
-            "unsupported journal file version {version}"
+            "unsupported journal file version {version} (this build reads {JNL_VERSION})"
         )));
     }
     Ok(())
@@ -122,6 +122,14 @@ pub fn read_jnl_header(file: &File, path: &Path, size: u64) -> Result<()> {
     }
     let mut h = [0u8; JNL_HEADER_LEN as usize];
     file.read_exact_at(&mut h, 0).ctx("read header", path)?;
+    if let Some(found) = crate::codec::unread_version(&h, JNL_MAGIC, &[JNL_VERSION]) {
+        return Err(Error::unsupported_version(
+            "journal data file",
+            path,
+            found,
+            &[JNL_VERSION],
+        ));
+    }
     check_jnl_header(&h).map_err(|e| Error::corrupt(path, 0, e.0))
 }
 
@@ -176,7 +184,9 @@ pub fn decode_index(buf: &[u8], jnl_size: u64) -> Result<Vec<(u64, u64)>, Decode
     }
     let version = r.u32()?;
     if version != JIX_VERSION && version != JIX_VERSION_PUNCHED {
-        return Err(DecodeError(format!("unsupported index version {version}")));
+        return Err(DecodeError(format!(
+            "unsupported index version {version} (this build reads {JIX_VERSION} and {JIX_VERSION_PUNCHED})"
+        )));
     }
     let count = r.u64()?;
     if count.checked_mul(16) != Some(r.remaining() as u64) {

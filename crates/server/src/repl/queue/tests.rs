@@ -277,6 +277,28 @@ fn a_crash_rereads_unfinished_files_from_their_start() {
 }
 
 #[test]
+fn a_file_of_a_newer_format_stops_the_open_and_is_kept() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (q, _) = open(dir.path(), limits(3, 100, 200));
+    push_ids(&q, Priority::RealTime, 1..=12);
+    q.close().expect("close");
+    drop(q);
+    let files = queue_files(dir.path());
+    let mut bytes = fs::read(&files[0]).expect("read");
+    bytes[8..12].copy_from_slice(&2u32.to_le_bytes());
+    fs::write(&files[0], &bytes).expect("write");
+    let e = DurableQueue::open(dir.path(), limits(3, 100, 200))
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    let name = files[0].display().to_string();
+    assert!(e.contains(&name) && e.contains("format version 2"), "{e}");
+    assert!(e.contains("this build reads version 1"), "{e}");
+    assert_eq!(fs::read(&files[0]).expect("read"), bytes, "kept as it was");
+    assert_eq!(queue_files(dir.path()), files, "no file deleted");
+}
+
+#[test]
 fn damaged_records_are_skipped_after_a_clean_close() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (q, _) = open(dir.path(), limits(3, 100, 200));
