@@ -55,6 +55,7 @@ rm -rf "$assets"
 mkdir -p "$assets"
 "$bin" generate completions "$assets/completions"
 "$bin" generate man "$assets/man"
+gzip -9n "$assets"/man/*.1   # Debian installs man pages compressed
 "$bin" generate config "$assets/basalt.toml"
 
 args=(-p basalt-cli --no-build --profile "$profile")

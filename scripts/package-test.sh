@@ -29,13 +29,46 @@
 # basalt package or /var/lib/basalt exists already, and purges what it
 # installed on exit (BASALT_PACKAGE_KEEP=1 keeps it for a look).
 #
-# usage: scripts/package-test.sh [--profile dev|release]   (default dev: the
-#        debug build, ~1 min here once built; release: ~15 min to build)
+# usage: scripts/package-test.sh [--profile dev|release] [--debs OLD NEW | --build-only DIR]
+#   --profile     the build packaged (default dev: the debug build, ~90 s
+#                 here once built; release: ~15 min to build)
+#   --build-only  only build the two packages into DIR/old and DIR/new
+#                 (no root needed), printing their paths
+#   --debs        test these two packages (OLD's version lower than NEW's)
+#                 instead of building them: a CI user builds, root tests
+#                 (.ci/run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 profile=dev
-[ "${1:-}" = "--profile" ] && profile="${2:?--profile dev|release}"
+old_deb=""
+new_deb=""
+build_only=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --profile) profile="${2:?--profile dev|release}"; shift 2 ;;
+    --debs) old_deb="${2:?--debs OLD NEW}"; new_deb="${3:?--debs OLD NEW}"; shift 3 ;;
+    --build-only) build_only="${2:?--build-only DIR}"; shift 2 ;;
+    *) echo "usage: $0 [--profile dev|release] [--debs OLD NEW | --build-only DIR]" >&2; exit 2 ;;
+  esac
+done
+
+# The two packages of one binary: Cargo's version and X.Y.(Z+1)~test.
+build_pair() { # DIR
+  local version major minor patch newer
+  version="$(cargo metadata --no-deps --format-version 1 --locked |
+    grep -o '"name":"basalt-cli","version":"[^"]*"' | sed 's/.*"version":"\([^"]*\)"/\1/')"
+  IFS=. read -r major minor patch <<<"${version%%[-+]*}"
+  newer="$major.$minor.$((patch + 1))~test"
+  echo "package-test: building $version and $newer ($profile build)" >&2
+  bash scripts/package-deb.sh --profile "$profile" --out "$1/old" >&2
+  bash scripts/package-deb.sh --profile "$profile" --deb-version "$newer" --out "$1/new" >&2
+  ls "$1"/old/*.deb "$1"/new/*.deb
+}
+if [ -n "$build_only" ]; then
+  build_pair "$build_only"
+  exit 0
+fi
 
 say() { echo "package-test: $*" >&2; }
 fail() { say "FAIL: $*"; exit 1; }
@@ -71,15 +104,16 @@ cleanup() {
 trap cleanup EXIT
 
 # --- the two packages -----------------------------------------------------
-version="$(cargo metadata --no-deps --format-version 1 --locked |
-  grep -o '"name":"basalt-cli","version":"[^"]*"' | sed 's/.*"version":"\([^"]*\)"/\1/')"
-IFS=. read -r major minor patch <<<"${version%%[-+]*}"
-newer="$major.$minor.$((patch + 1))~test"
-say "building $version and $newer ($profile build)"
-bash scripts/package-deb.sh --profile "$profile" --out "$work/old" >&2
-bash scripts/package-deb.sh --profile "$profile" --deb-version "$newer" --out "$work/new" >&2
-old_deb="$(ls "$work"/old/*.deb)"
-new_deb="$(ls "$work"/new/*.deb)"
+if [ -z "$old_deb" ]; then
+  build_pair "$work" >/dev/null
+  old_deb="$(ls "$work"/old/*.deb)"
+  new_deb="$(ls "$work"/new/*.deb)"
+fi
+version="$(dpkg-deb -f "$old_deb" Version)"
+version="${version%-*}"
+newer="$(dpkg-deb -f "$new_deb" Version)"
+dpkg --compare-versions "$newer" gt "$(dpkg-deb -f "$old_deb" Version)" ||
+  fail "$new_deb ($newer) is not newer than $old_deb"
 deb_bytes="$(stat -c %s "$old_deb")"
 installed_kib="$(dpkg-deb -f "$old_deb" Installed-Size)"
 
@@ -92,7 +126,7 @@ pb_call() {
   local code="$1" body="${2:-}" len reply
   len=$(( ${#body} / 2 + 1 ))
   exec 3<>"/dev/tcp/${PB%:*}/${PB#*:}" || return 1
-  printf "$(printf '%08x%02x%s' "$len" "$code" "$body" | sed 's/../\\x&/g')" >&3
+  printf "$(printf '%08x%s%s' "$len" "$code" "$body" | sed 's/../\\x&/g')" >&3
   reply="$(timeout 10 head -c 4 <&3 | od -An -v -tx1 | tr -d ' \n')"
   [ ${#reply} = 8 ] || { exec 3>&-; return 1; }
   len=$((16#$reply))
@@ -143,13 +177,14 @@ now_ms() { date +%s%3N; }
 say "dpkg -i $(basename "$old_deb")"
 t0="$(now_ms)"
 dpkg -i "$old_deb" >"$work/dpkg1.log" 2>&1 || { cat "$work/dpkg1.log" >&2; fail "dpkg -i"; }
+dpkg_ms=$(( $(now_ms) - t0 ))
 if [ $systemd = 0 ]; then start_node "$work/node1.log"; fi
 until pb_ping; do
   [ $(( $(now_ms) - t0 )) -lt 60000 ] || fail "no PB ping answered within 60 s of dpkg -i"
   sleep 0.05
 done
 serving_ms=$(( $(now_ms) - t0 ))
-say "install to first answered ping: ${serving_ms} ms"
+say "install to first answered ping: ${serving_ms} ms (dpkg -i ${dpkg_ms} ms, then the node)"
 
 getent passwd basalt >/dev/null || fail "no user basalt"
 [ "$(stat -c %U:%G /var/lib/basalt)" = basalt:basalt ] || fail "/var/lib/basalt not owned by basalt"
@@ -232,6 +267,6 @@ dpkg --purge basalt >"$work/purge.log" 2>&1 || { cat "$work/purge.log" >&2; fail
 [ ! -e "$CONF" ] || fail "$CONF left after purge"
 say "purged: user, group, data and config gone"
 
-echo "package-test: PASS ($profile build; systemd as PID 1: $([ $systemd = 1 ] && echo yes || echo no))"
+echo "package-test: PASS ($(basename "$old_deb") → $(basename "$new_deb"); systemd as PID 1: $([ $systemd = 1 ] && echo yes || echo no))"
 echo "package-test: .deb $(basename "$old_deb"): $deb_bytes bytes; installed size ${installed_kib} KiB"
-echo "package-test: install to first answered ping: ${serving_ms} ms"
+echo "package-test: install to first answered ping: ${serving_ms} ms (dpkg -i ${dpkg_ms} ms, node start to ping $((serving_ms - dpkg_ms)) ms)"
