@@ -2,8 +2,8 @@
 # Tags a release: scripts/release.sh VERSION [--dry-run]
 # Checks, and refuses to tag unless all hold:
 #   - CHANGELOG.md has a dated section "## [VERSION] - YYYY-MM-DD";
-#   - every crate of the workspace has version VERSION (`cargo metadata`,
-#     so Cargo.toml and Cargo.lock agree);
+#   - every crate of the workspace has version VERSION (`cargo metadata`),
+#     and Cargo.lock says so too;
 #   - the work tree is clean (the tag names exactly what was checked);
 #   - the tag vVERSION does not exist yet.
 # Then creates the annotated tag vVERSION at HEAD (its message: the
@@ -34,6 +34,9 @@ meta="$(cargo metadata --no-deps --format-version 1 --locked)" ||
 wrong="$(printf '%s' "$meta" | grep -o '"name":"[^"]*","version":"[^"]*"' |
   grep -v "\"version\":\"$version\"" || true)"
 [ -z "$wrong" ] || fail "crates not at version $version: $wrong"
+# Cargo.lock names them too (every workspace crate is basalt-*).
+stale="$(grep -A1 '^name = "basalt' Cargo.lock | grep '^version' | grep -v "\"$version\"" | sort -u | tr '\n' ' ' || true)"
+[ -z "$stale" ] || fail "Cargo.lock has workspace crates at another version ($stale): run cargo check and commit"
 
 # 3. A clean tree.
 [ -z "$(git status --porcelain --untracked-files=no)" ] ||
@@ -49,6 +52,6 @@ if [ "$dry_run" = 1 ]; then
   echo "release: checks pass; would tag $tag at $commit"
   exit 0
 fi
-git tag -a "$tag" -m "Basalt $version" -m "$notes"
+git tag -a --cleanup=whitespace "$tag" -m "Basalt $version" -m "$notes"
 echo "release: tagged $tag at $commit"
 echo "release: push it with: git push origin $tag"

@@ -24,6 +24,16 @@ pub fn unread_version(bytes: &[u8], magic: &[u8; 8], reads: &[u32]) -> Option<u3
     (!reads.contains(&version)).then_some(version)
 }
 
+/// [`unread_version`] of a file that ends in the CRC32C of everything
+/// before it (the manifests): only when that checksum holds, so a damaged
+/// version field is damage (reported and repaired as such), not a newer
+/// file.
+pub fn unread_version_intact(bytes: &[u8], magic: &[u8; 8], reads: &[u32]) -> Option<u32> {
+    let found = unread_version(bytes, magic, reads)?;
+    let (body, tail) = bytes.split_last_chunk::<4>()?;
+    (crc(body) == u32::from_le_bytes(*tail)).then_some(found)
+}
+
 /// `reads` as text for a message: "1", "1 and 2", "1, 2 and 3".
 pub fn versions_text(reads: &[u32]) -> String {
     let all: Vec<String> = reads.iter().map(u32::to_string).collect();

@@ -75,7 +75,7 @@ pub enum Error {
     /// A file names a format version this build does not read: it was
     /// written by a newer Basalt. Refused before any check or repair, and
     /// left untouched.
-    #[error("{path}: {what} format version {found}; this build reads version {reads}. It was written by a newer Basalt: run that version (the file is left untouched)")]
+    #[error("{path}: {what} format version {found}; this build reads version {reads}. It was written by a newer Basalt: run that version (the file is left untouched){}", if *intact { "" } else { "; if no newer Basalt wrote it, its header is damaged" })]
     UnsupportedVersion {
         /// What the file is ("journal manifest", "ledger manifest", ...).
         what: &'static str,
@@ -85,6 +85,8 @@ pub enum Error {
         found: u32,
         /// The versions this build reads, as text ("1", "1 and 2").
         reads: String,
+        /// A checksum covers the version: it is no damage.
+        intact: bool,
     },
 
     /// The snapshot outlived its timeout (or its store was closed) and has
@@ -162,11 +164,13 @@ impl Error {
                 path,
                 found,
                 reads,
+                intact,
             } => Error::UnsupportedVersion {
                 what,
                 path: path.clone(),
                 found: *found,
                 reads: reads.clone(),
+                intact: *intact,
             },
             Error::SnapshotExpired { id, reason } => Error::SnapshotExpired { id: *id, reason },
             Error::Closed(m) => Error::Closed(m.clone()),
@@ -174,18 +178,20 @@ impl Error {
     }
 
     /// Builds the error of a file whose header names `found`, a version not
-    /// among `reads`.
+    /// among `reads`; `intact` when a checksum covers the version.
     pub fn unsupported_version(
         what: &'static str,
         path: impl Into<PathBuf>,
         found: u32,
         reads: &[u32],
+        intact: bool,
     ) -> Self {
         Error::UnsupportedVersion {
             what,
             path: path.into(),
             found,
             reads: crate::codec::versions_text(reads),
+            intact,
         }
     }
 

@@ -2,7 +2,8 @@
 //! ledger manifest, or a journal data file, names a format version this
 //! build does not read fails to open (and to repair) with a message naming
 //! the file, the version found and the versions this build reads, and the
-//! file is left as it was.
+//! file is left as it was. A manifest whose checksum does not cover the
+//! version it names is damage, reported as before.
 //!
 //! Method: write a store, close it, rewrite the version field (bytes 8..12,
 //! after the 8-byte magic) of one file as a newer build would, fix its
@@ -71,9 +72,11 @@ fn newer_ledger_manifest_is_refused() {
     let bytes = set_version(&path, 2, true);
     refused(d.path(), &path, "ledger manifest");
     assert_eq!(std::fs::read(&path).expect("read"), bytes, "left untouched");
-    // Undamaged but for its version, with the old checksum: still "newer".
-    set_version(&path, 2, false);
-    refused(d.path(), &path, "ledger manifest");
+    // The version changed under the old checksum: damage, not a newer file
+    // (a repair rebuilds the ledger from the journal).
+    set_version(&path, 3, false);
+    let e = Store::open(Config::test_min(d.path())).expect_err("damage");
+    assert!(matches!(e, Error::Manifest { .. }), "{e}");
 }
 
 #[test]
@@ -83,4 +86,7 @@ fn newer_journal_data_file_is_refused() {
     let path = d.path().join("journal/00000001.jnl");
     set_version(&path, 2, false);
     refused(d.path(), &path, "journal data file");
+    // No checksum covers a data file's header: the message says so.
+    let e = Store::open(Config::test_min(d.path())).expect_err("refused");
+    assert!(e.to_string().contains("its header is damaged"), "{e}");
 }

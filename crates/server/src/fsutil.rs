@@ -74,21 +74,16 @@ mod tests {
 
     #[test]
     fn state_files_round_trip_read_the_old_shape_and_refuse_a_newer_format() {
-        let mut m = BTreeMap::new();
-        m.insert("format".to_string(), BTreeMap::from([("a", 1)]));
+        type State = BTreeMap<String, BTreeMap<String, u32>>;
+        let mut m = State::new();
+        m.insert("format".to_string(), BTreeMap::from([("a".to_string(), 1)]));
         m.insert("state".to_string(), BTreeMap::new());
         let bytes = encode_state(&m).unwrap_or_default();
-        assert_eq!(
-            decode_state::<BTreeMap<String, BTreeMap<String, u32>>>(&bytes).ok(),
-            Some(m.clone())
-        );
+        assert_eq!(decode_state::<State>(&bytes).ok(), Some(m.clone()));
         // Written before formats were recorded: the whole file is the state,
         // even a map whose keys are "format" and "state".
         let old = serde_json::to_vec(&m).unwrap_or_default();
-        assert_eq!(
-            decode_state::<BTreeMap<String, BTreeMap<String, u32>>>(&old).ok(),
-            Some(m)
-        );
+        assert_eq!(decode_state::<State>(&old).ok(), Some(m));
         let newer = br#"{"format": 2, "state": {}}"#;
         let e = decode_state::<BTreeMap<String, u32>>(newer)
             .err()

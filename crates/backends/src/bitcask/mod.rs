@@ -711,7 +711,7 @@ fn refuse_newer(f: &File, p: &Path) -> Result<()> {
         return Err(BackendError::Other {
             backend: NAME,
             message: format!(
-                "{}: bitcask data file format version {found}; this build reads version {}. It was written by a newer Basalt: run that version (the file is left untouched)",
+                "{}: bitcask data file format version {found}; this build reads version {}. It was written by a newer Basalt: run that version (the file is left untouched); if no newer Basalt wrote it, its header is damaged",
                 p.display(),
                 format::VERSION
             ),

@@ -128,6 +128,7 @@ pub fn read_jnl_header(file: &File, path: &Path, size: u64) -> Result<()> {
             path,
             found,
             &[JNL_VERSION],
+            false,
         ));
     }
     check_jnl_header(&h).map_err(|e| Error::corrupt(path, 0, e.0))

@@ -28,9 +28,10 @@ fn manifest_error(path: &Path, reason: impl Into<String>) -> Error {
     }
 }
 
-/// The version of a journal manifest of a format this build does not read.
+/// The version of an intact journal manifest of a format this build does
+/// not read.
 fn unread_manifest(bytes: &[u8]) -> Option<u32> {
-    crate::codec::unread_version(bytes, MANIFEST_MAGIC, &[MANIFEST_VERSION])
+    crate::codec::unread_version_intact(bytes, MANIFEST_MAGIC, &[MANIFEST_VERSION])
 }
 
 /// Reads the manifest, refusing absurd sizes before allocating.
@@ -239,6 +240,7 @@ impl Journal {
                         &manifest_path,
                         found,
                         &[MANIFEST_VERSION],
+                        true,
                     ));
                 }
                 Ok(m) => Some(m),

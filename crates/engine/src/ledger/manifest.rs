@@ -169,12 +169,13 @@ impl Manifest {
             });
         }
         let bytes = std::fs::read(path).ctx("read", path)?;
-        if let Some(found) = crate::codec::unread_version(&bytes, MAGIC, &[VERSION]) {
+        if let Some(found) = crate::codec::unread_version_intact(&bytes, MAGIC, &[VERSION]) {
             return Err(Error::unsupported_version(
                 "ledger manifest",
                 path,
                 found,
                 &[VERSION],
+                true,
             ));
         }
         Manifest::decode(&bytes).map_err(|e| Error::Manifest {

@@ -655,6 +655,64 @@ mod tests {
         });
     }
 
+    /// The hello goes first; a listener refusing its version makes the
+    /// call fail with that listener's text, and a listener of this
+    /// version answers it with its own.
+    #[test]
+    fn a_refused_hello_fails_the_call_with_the_peers_text() {
+        assert_eq!(answer_hello(&1u32.to_be_bytes()), Ok(hello_frame()));
+        let refusal = answer_hello(&7u32.to_be_bytes()).err().unwrap_or_default();
+        assert!(
+            refusal.starts_with(
+                "cluster protocol version 7 is not one this node speaks (it speaks version 1)"
+            ),
+            "{refusal}"
+        );
+        assert!(answer_hello(&[1, 2]).is_err());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind");
+            let addr = listener.local_addr().expect("addr").to_string();
+            tokio::spawn(async move {
+                let Ok((mut sock, _)) = listener.accept().await else {
+                    return;
+                };
+                let first = read_frame(&mut sock, 1 << 20).await;
+                if !matches!(first, Ok(Some((CLUSTER_HELLO, _)))) {
+                    return;
+                }
+                // A refusal as a listener of another release words it.
+                let why = answer_hello(&99u32.to_be_bytes()).err().unwrap_or_default();
+                let err = crate::pb::RpbErrorResp {
+                    errmsg: why.into_bytes(),
+                    errcode: 0,
+                };
+                let f = crate::pb::frame_msg(crate::pb::code::ERROR_RESP, &err);
+                let _ = sock.write_all(&f).await;
+            });
+            let peers = Peers::new(1 << 20);
+            let msg = Msg::Vnode {
+                partition: 0,
+                primary: true,
+                forwarded: false,
+                req: VnodeReq::ListBuckets,
+            };
+            let e = peers.call(&addr, &msg, Duration::from_secs(5)).await;
+            let text = e
+                .as_ref()
+                .err()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            assert!(matches!(e, Err(PeerError::Incompatible { .. })), "{text}");
+            assert!(text.contains("cluster protocol version 99"), "{text}");
+        });
+    }
+
     #[test]
     fn messages_roundtrip_through_frames() {
         let state = ClusterState::new("a", "127.0.0.1:1", "", 8, "c".into());

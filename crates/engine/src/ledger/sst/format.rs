@@ -58,12 +58,6 @@ impl Footer {
             return Err("footer: bad magic, not a Basalt SST file".into());
         }
         let version = r.u32().map_err(e)?;
-        // Before the checksum: a newer footer may be laid out otherwise.
-        if version != FORMAT_VERSION {
-            return Err(format!(
-                "unsupported SST format version {version} (this build reads {FORMAT_VERSION})"
-            ));
-        }
         let mut sections = [Section { offset: 0, len: 0 }; 3];
         for s in &mut sections {
             s.offset = r.u64().map_err(e)?;
@@ -75,6 +69,11 @@ impl Footer {
         if stored != computed {
             return Err(format!(
                 "footer: crc mismatch (stored {stored:08x}, computed {computed:08x})"
+            ));
+        }
+        if version != FORMAT_VERSION {
+            return Err(format!(
+                "unsupported SST format version {version} (this build reads {FORMAT_VERSION})"
             ));
         }
         let [index, bloom, meta] = sections;

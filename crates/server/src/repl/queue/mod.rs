@@ -282,7 +282,7 @@ pub enum QueueError {
     Closed,
     /// A queue file of a format version this build does not read: the
     /// queue does not open (its entries are not skipped as damage).
-    #[error("replication queue file {}: format version {found}; this build reads version {FORMAT_VERSION}. It was written by a newer Basalt: run that version (the file is left untouched)", path.display())]
+    #[error("replication queue file {}: format version {found}; this build reads version {FORMAT_VERSION}. It was written by a newer Basalt: run that version (the file is left untouched); if no newer Basalt wrote it, its header is damaged: move it away (its entries are lost; a full-sync repairs them)", path.display())]
     Version {
         /// The file.
         path: PathBuf,

@@ -624,6 +624,13 @@ proptest! {
                 fs::write(path, bytes).expect("write");
             }
         }
+        // A flip in a queue file's version field reads as a newer format:
+        // the open refuses (naming the file), and that is all it may do.
+        let versions_hit = flips.iter().any(|(file, at, _)| {
+            let path = &files[file % files.len()];
+            let len = fs::metadata(path).map_or(0, |m| m.len() as usize);
+            path.extension().is_some_and(|x| x == "rq") && len > 0 && (8..12).contains(&(at % len))
+        });
         if let Some((file, at)) = cut {
             let path = &files[file % files.len()];
             let len = fs::metadata(path).expect("metadata").len();
@@ -631,7 +638,10 @@ proptest! {
             let file = File::options().write(true).open(path).expect("open");
             file.set_len(to).expect("truncate");
         }
-        let (q, _) = open(dir.path(), limits(2, 100, 150));
+        let q = match DurableQueue::open(dir.path(), limits(2, 100, 150)) {
+            Err(QueueError::Version { .. }) if versions_hit => return Ok(()),
+            other => other.expect("open").0,
+        };
         let delivered = ids(&drain(&q));
         prop_assert!(delivered.windows(2).all(|w| w[0] < w[1]), "{:?}", delivered);
         prop_assert!(delivered.iter().all(|id| (1..=n).contains(id)));
