@@ -195,6 +195,22 @@ impl Error {
         }
     }
 
+    /// [`Error::UnsupportedVersion`] if `header` (of the file at `path`)
+    /// has the magic `magic` and a version not among `reads`; no checksum
+    /// covers such a header (see [`crate::codec::unread_version`]).
+    pub fn refuse_unread_header(
+        header: &[u8],
+        magic: &[u8; 8],
+        reads: &[u32],
+        what: &'static str,
+        path: &std::path::Path,
+    ) -> Result<()> {
+        match crate::codec::unread_version(header, magic, reads) {
+            Some(found) => Err(Error::unsupported_version(what, path, found, reads, false)),
+            None => Ok(()),
+        }
+    }
+
     /// True if this error reports damaged on-disk data.
     pub fn is_corruption(&self) -> bool {
         matches!(self, Error::Corrupt { .. })
