@@ -68,7 +68,11 @@ fn watch_git() {
         paths.extend(git(&["rev-parse", "--git-path", &branch]));
     }
     if let Some(top) = git(&["rev-parse", "--show-toplevel"]) {
-        paths.extend(tree_entries(Path::new(&top)));
+        // What the binary is built from (not docs, nor git-ignored trees
+        // such as fuzz/target or interop's node_modules: large to scan).
+        for p in ["crates", "Cargo.toml", "Cargo.lock"] {
+            paths.push(Path::new(&top).join(p).display().to_string());
+        }
     }
     let dir = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default();
     for p in paths {
@@ -78,35 +82,4 @@ fn watch_git() {
             println!("cargo:rerun-if-changed={}", p.display());
         }
     }
-}
-
-/// The top-level entries of the work tree at `top` that git does not
-/// ignore (not `.git`, not `target/`), as paths.
-fn tree_entries(top: &Path) -> Vec<String> {
-    let Ok(dir) = std::fs::read_dir(top) else {
-        return Vec::new();
-    };
-    let names: Vec<String> = dir
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| !n.starts_with('.'))
-        .collect();
-    let mut args = vec!["-C", top.to_str().unwrap_or("."), "check-ignore", "--"];
-    args.extend(names.iter().map(String::as_str));
-    // Exit 1 (nothing ignored) is not a failure here.
-    let ignored: Vec<String> = Command::new("git")
-        .args(&args)
-        .output()
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .map(String::from)
-                .collect()
-        })
-        .unwrap_or_default();
-    names
-        .into_iter()
-        .filter(|n| !ignored.contains(n))
-        .map(|n| top.join(n).display().to_string())
-        .collect()
 }
