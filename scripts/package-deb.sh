@@ -34,6 +34,11 @@ case "$profile" in
   *) echo "package-deb: --profile must be release or dev" >&2; exit 2 ;;
 esac
 
+# cargo-deb finds the shared libraries the binary needs ($auto) with
+# dpkg-shlibdeps; without it the package would silently lack them.
+command -v dpkg-shlibdeps >/dev/null ||
+  { echo "package-deb: dpkg-shlibdeps not found: install dpkg-dev" >&2; exit 2; }
+
 # The version cargo-deb is known to work with here (asset paths under
 # target/release/ follow --profile; systemd-units maintainer scripts).
 CARGO_DEB_VERSION="${CARGO_DEB_VERSION:-3.8.0}"

@@ -199,6 +199,8 @@ if command -v systemd-analyze >/dev/null; then
   systemd-analyze verify "$unit" 2>"$work/verify.log" || { cat "$work/verify.log" >&2; fail "systemd-analyze verify"; }
   [ ! -s "$work/verify.log" ] || { cat "$work/verify.log" >&2; fail "systemd-analyze verify warned"; }
   say "systemd-analyze verify $unit: clean"
+else
+  say "systemd-analyze not installed (package systemd): the unit is not verified"
 fi
 for f in /usr/share/man/man1/basalt.1.gz /usr/share/man/man1/basalt-start.1.gz \
   /usr/share/bash-completion/completions/basalt /usr/share/zsh/vendor-completions/_basalt \
