@@ -74,7 +74,13 @@ say() { echo "package-test: $*" >&2; }
 fail() { say "FAIL: $*"; exit 1; }
 [ "$(id -u)" = 0 ] || fail "needs root (dpkg -i, a system user)"
 command -v dpkg >/dev/null || fail "needs dpkg (Debian or Ubuntu)"
-if dpkg-query -W -f='${Status}' basalt 2>/dev/null | grep -q "installed"; then
+# Whether dpkg knows an installed (or half-installed, or removed but not
+# purged) basalt package.
+pkg_present() {
+  local s
+  s="$(dpkg-query -W -f='${Status}' basalt 2>/dev/null)" && [ -n "$s" ] && [[ "$s" != *not-installed* ]]
+}
+if pkg_present; then
   fail "a basalt package is installed already: this test installs and purges its own"
 fi
 [ ! -e /var/lib/basalt ] || fail "/var/lib/basalt exists already: not touching it"
@@ -93,8 +99,7 @@ cleanup() {
     kill -TERM "$node_pid" 2>/dev/null || true
     wait "$node_pid" 2>/dev/null || true
   fi
-  if [ "${BASALT_PACKAGE_KEEP:-0}" != 1 ] &&
-    dpkg-query -W -f='${Status}' basalt 2>/dev/null | grep -q "installed"; then
+  if [ "${BASALT_PACKAGE_KEEP:-0}" != 1 ] && pkg_present; then
     dpkg --purge basalt >/dev/null 2>&1 || true
   fi
   [ $rc = 0 ] || { say "node log:"; cat "$work"/node*.log 2>/dev/null | tail -40 >&2 || true; }
