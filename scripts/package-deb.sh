@@ -7,7 +7,8 @@
 #      pages from its clap definitions, and /etc/basalt/basalt.toml (the
 #      default config with data_dir = /var/lib/basalt: one source of truth);
 #   3. runs `cargo deb --no-build` on them.
-# Prints the path of the .deb last. cargo-deb is installed from crates.io
+# Prints the path of the .deb last (a release build also leaves
+# basalt-dbgsym_<version>_<arch>.ddeb, its line tables, beside it). cargo-deb is installed from crates.io
 # (`cargo install cargo-deb --locked`) when missing.
 #
 # usage: scripts/package-deb.sh [--profile release|dev] [--deb-version V] [--out DIR]
@@ -64,6 +65,12 @@ gzip -9n "$assets"/man/*.1   # Debian installs man pages compressed
 "$bin" generate config "$assets/basalt.toml"
 
 args=(-p basalt-cli --no-build --profile "$profile")
+# The release profile keeps line tables (backtraces name file and line):
+# they go to a separate basalt-dbgsym .ddeb (/usr/lib/debug/.build-id/),
+# the package's binary is stripped. A dev build is stripped whole.
+if [ "$profile" = release ]; then
+  args+=(--dbgsym --compress-debug-symbols=zlib)
+fi
 [ -n "$deb_version" ] && args+=(--deb-version "$deb_version")
 [ -n "$out" ] && mkdir -p "$out" && args+=(--output "$out")
 cargo deb "${args[@]}"
