@@ -4,9 +4,11 @@
 #   libclang-dev    bindgen (librocksdb-sys) needs libclang
 #   pkg-config
 #   erlang-base     escript, for the Erlang interop stage (interop/erlang)
+#   dpkg-dev        dpkg-shlibdeps (and binutils' strip), which cargo-deb uses
+#                   to build the Debian package (scripts/package-deb.sh)
 # Skips apt entirely when everything is already installed.
 set -euo pipefail
-pkgs=(librocksdb-dev libclang-dev pkg-config erlang-base)
+pkgs=(librocksdb-dev libclang-dev pkg-config erlang-base dpkg-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -6,7 +6,9 @@
 //! runs basho_bench config files and `basalt bench compare DIR...` compares
 //! runs (both delegated to the `basalt-bench` library). Every error is one line on
 //! stderr (`basalt: error: ...`); see [`EXIT_CODES`] for what the process
-//! returns.
+//! returns. `basalt --version` names the version and the commit built
+//! (`build.rs`). Logs go to stderr, as text or JSON lines (`log_format` in
+//! a node's config).
 
 mod aae_fold;
 mod admin;
@@ -15,6 +17,7 @@ mod admin_client;
 mod certs;
 mod diag;
 mod dump;
+mod generate;
 mod kv;
 mod kv_common;
 mod kv_features;
@@ -22,6 +25,7 @@ mod ping;
 mod start;
 mod wait;
 
+use basalt_server::config::LogFormat;
 use clap::{Parser, Subcommand};
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -39,9 +43,19 @@ Exit codes:
   3  `dump` read the file but found damage (the damaged parts are printed)
 141  the reader of the output closed it early (as SIGPIPE)";
 
+/// The version `--version` prints: the package version and the commit
+/// built (short hash, "-dirty" when the tree had changes; "unknown"
+/// without git, as from a source tarball).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("BASALT_COMMIT"),
+    ")"
+);
+
 /// Basalt's command-line tool.
 #[derive(Debug, Parser)]
-#[command(name = "basalt", version, about, after_help = EXIT_CODES)]
+#[command(name = "basalt", version = VERSION, about, after_help = EXIT_CODES)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -78,6 +92,10 @@ enum Command {
     /// DIR`, `basalt certs node --ca DIR --name N`, `basalt certs client
     /// --ca DIR --user U` (PEM files; existing files are not overwritten).
     Certs(certs::CertsArgs),
+    /// Files a package ships, from this binary: shell completions, man
+    /// pages, the packaged config (`scripts/package-deb.sh`).
+    #[command(hide = true)]
+    Generate(generate::GenerateArgs),
 }
 
 /// Arguments of `basalt bench`, passed as they are to `basalt_bench::cli::run`.
@@ -112,7 +130,10 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> ExitCode {
     quiet_on_closed_stdout();
     let cli = Cli::parse();
-    init_logging();
+    // A node sets up logging once its config is read (`log_format`).
+    if !matches!(cli.command, Command::Start(_)) {
+        init_logging(LogFormat::Text);
+    }
     let result = match cli.command {
         Command::Kv(args) => kv::run(args),
         Command::Dump(args) => dump::run(&args),
@@ -122,6 +143,7 @@ fn main() -> ExitCode {
         Command::Admin(args) => admin::run(args),
         Command::Ping(args) => ping::run(&args),
         Command::Certs(args) => certs::run(args),
+        Command::Generate(args) => generate::run(args),
     };
     match result {
         Ok(Outcome::Done) => ExitCode::SUCCESS,
@@ -155,15 +177,18 @@ fn quiet_on_closed_stdout() {
     }));
 }
 
-/// Logs go to stderr; the default level is `warn`, `RUST_LOG` overrides it.
-fn init_logging() {
+/// Logs go to stderr, as readable lines or one JSON object per line; the
+/// default level is `warn`, `RUST_LOG` overrides it.
+pub(crate) fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => builder.json().with_ansi(false).init(),
+    }
 }
 
 /// The error and its causes on one line, leaving out a cause whose text the

@@ -1,5 +1,6 @@
 //! `basalt start`: runs a node (the PB, HTTP and cluster listeners of `basalt-server`) until
-//! SIGTERM or SIGINT, then shuts down gracefully.
+//! SIGTERM or SIGINT, then shuts down gracefully. Logging starts once the
+//! config is read, in its `log_format`.
 
 use anyhow::Context;
 use basalt_server::config::{Config, DEFAULT_CONFIG};
@@ -88,6 +89,7 @@ pub fn run(args: StartArgs) -> anyhow::Result<crate::Outcome> {
         config.ring_size = r;
     }
     config.validate()?;
+    crate::init_logging(config.log_format);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

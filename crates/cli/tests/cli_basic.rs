@@ -4,7 +4,8 @@
 //! oversize key and value, locked directory, missing manifest, wrong store
 //! kind, damaged SST pointing at repair), and `dump` reads a journal file,
 //! the ledger MANIFEST and an SST file written by the engine in-process,
-//! reporting damage with exit 3.
+//! reporting damage with exit 3. `--version` names the version and the
+//! commit; `generate` writes completions, man pages and the packaged config.
 
 #![allow(clippy::unwrap_used)]
 
@@ -479,4 +480,53 @@ fn a_closed_stdout_ends_the_process_quietly() {
     // 141 when the write met the closed pipe (0 if the whole text fit in
     // the pipe before it closed: not possible once it is closed first).
     assert_eq!(out.status.code(), Some(141), "{err}");
+}
+
+#[test]
+fn version_names_the_commit_and_generate_writes_the_package_files() {
+    let out = basalt(&["--version"], b"");
+    assert_eq!(code(&out), 0);
+    let line = stdout(&out);
+    let rest = line
+        .trim_end()
+        .strip_prefix(concat!("basalt ", env!("CARGO_PKG_VERSION"), " (commit "))
+        .and_then(|r| r.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("{line:?}"));
+    let hash = rest.strip_suffix("-dirty").unwrap_or(rest);
+    assert!(
+        hash == "unknown" || (hash.len() >= 7 && hash.bytes().all(|b| b.is_ascii_hexdigit())),
+        "{line:?}"
+    );
+
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path();
+    for args in [
+        vec!["generate", "completions"],
+        vec!["generate", "man"],
+        vec!["generate", "config"],
+    ] {
+        let target = p.join(args[1]);
+        let mut args: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
+        args.push(target.as_os_str());
+        let out = basalt(&args, b"");
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+    }
+    for f in [
+        "completions/basalt.bash",
+        "completions/_basalt",
+        "completions/basalt.fish",
+    ] {
+        assert!(p.join(f).is_file(), "{f}");
+    }
+    for f in ["man/basalt.1", "man/basalt-start.1", "man/basalt-kv-put.1"] {
+        assert!(p.join(f).is_file(), "{f}");
+    }
+    let config = std::fs::read_to_string(p.join("config")).unwrap();
+    assert!(
+        config.contains("\ndata_dir = \"/var/lib/basalt\"\n"),
+        "{config}"
+    );
+    assert!(config.contains("\nlog_format = \"text\"\n"), "{config}");
+    // Hidden from the help.
+    assert!(!stdout(&basalt(&["--help"], b"")).contains("generate"));
 }

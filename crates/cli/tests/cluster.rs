@@ -394,7 +394,8 @@ fn anti_entropy_repairs_a_replica_that_lost_its_data() {
 fn owners(dir: &std::path::Path) -> Vec<String> {
     let text = std::fs::read_to_string(dir.join("cluster.json")).expect("cluster.json");
     let v: serde_json::Value = serde_json::from_str(&text).expect("cluster.json parses");
-    v["owners"]
+    // The state inside the file's format envelope (docs/formats.md).
+    v["state"]["owners"]
         .as_array()
         .expect("owners")
         .iter()

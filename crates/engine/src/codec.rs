@@ -9,6 +9,41 @@
 #[error("{0}")]
 pub struct DecodeError(pub String);
 
+/// The format version in a file's header (`magic`, then a little-endian
+/// `u32` version) when the magic is `magic` and the version is not one of
+/// `reads`: a file written by a build that knows more formats (a newer
+/// Basalt). `None` when the magic differs or is cut short (another check
+/// reports that) or the version is one this build reads. Callers check this
+/// before checksums and structure, so a newer file is refused as such,
+/// never "repaired" as damage.
+pub fn unread_version(bytes: &[u8], magic: &[u8; 8], reads: &[u32]) -> Option<u32> {
+    if bytes.get(..8)? != magic {
+        return None;
+    }
+    let version = u32::from_le_bytes(*bytes.get(8..12)?.first_chunk::<4>()?);
+    (!reads.contains(&version)).then_some(version)
+}
+
+/// [`unread_version`] of a file that ends in the CRC32C of everything
+/// before it (the manifests): only when that checksum holds, so a damaged
+/// version field is damage (reported and repaired as such), not a newer
+/// file.
+pub fn unread_version_intact(bytes: &[u8], magic: &[u8; 8], reads: &[u32]) -> Option<u32> {
+    let found = unread_version(bytes, magic, reads)?;
+    let (body, tail) = bytes.split_last_chunk::<4>()?;
+    (crc(body) == u32::from_le_bytes(*tail)).then_some(found)
+}
+
+/// `reads` as text for a message: "1", "1 and 2", "1, 2 and 3".
+pub fn versions_text(reads: &[u32]) -> String {
+    let all: Vec<String> = reads.iter().map(u32::to_string).collect();
+    match all.split_last() {
+        None => String::new(),
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
 /// Appends little-endian integers and length-prefixed byte strings.
 pub trait Encode {
     /// Appends one byte.

@@ -72,6 +72,23 @@ pub enum Error {
         expected: String,
     },
 
+    /// A file names a format version this build does not read: it was
+    /// written by a newer Basalt. Refused before any check or repair, and
+    /// left untouched.
+    #[error("{path}: {what} format version {found}; this build reads version {reads}. It was written by a newer Basalt: run that version (the file is left untouched){}", if *intact { "" } else { "; if no newer Basalt wrote it, its header is damaged" })]
+    UnsupportedVersion {
+        /// What the file is ("journal manifest", "ledger manifest", ...).
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The version its header names.
+        found: u32,
+        /// The versions this build reads, as text ("1", "1 and 2").
+        reads: String,
+        /// A checksum covers the version: it is no damage.
+        intact: bool,
+    },
+
     /// The snapshot outlived its timeout (or its store was closed) and has
     /// released what it pinned; take a new snapshot.
     #[error("snapshot {id} has expired ({reason}); take a new snapshot")]
@@ -142,8 +159,55 @@ impl Error {
                 found: found.clone(),
                 expected: expected.clone(),
             },
+            Error::UnsupportedVersion {
+                what,
+                path,
+                found,
+                reads,
+                intact,
+            } => Error::UnsupportedVersion {
+                what,
+                path: path.clone(),
+                found: *found,
+                reads: reads.clone(),
+                intact: *intact,
+            },
             Error::SnapshotExpired { id, reason } => Error::SnapshotExpired { id: *id, reason },
             Error::Closed(m) => Error::Closed(m.clone()),
+        }
+    }
+
+    /// Builds the error of a file whose header names `found`, a version not
+    /// among `reads`; `intact` when a checksum covers the version.
+    pub fn unsupported_version(
+        what: &'static str,
+        path: impl Into<PathBuf>,
+        found: u32,
+        reads: &[u32],
+        intact: bool,
+    ) -> Self {
+        Error::UnsupportedVersion {
+            what,
+            path: path.into(),
+            found,
+            reads: crate::codec::versions_text(reads),
+            intact,
+        }
+    }
+
+    /// [`Error::UnsupportedVersion`] if `header` (of the file at `path`)
+    /// has the magic `magic` and a version not among `reads`; no checksum
+    /// covers such a header (see [`crate::codec::unread_version`]).
+    pub fn refuse_unread_header(
+        header: &[u8],
+        magic: &[u8; 8],
+        reads: &[u32],
+        what: &'static str,
+        path: &std::path::Path,
+    ) -> Result<()> {
+        match crate::codec::unread_version(header, magic, reads) {
+            Some(found) => Err(Error::unsupported_version(what, path, found, reads, false)),
+            None => Ok(()),
         }
     }
 

@@ -297,7 +297,9 @@ impl TicTacTree {
         }
         let version = r.u32().map_err(|e| bad(e.0))?;
         if version != EXPORT_VERSION {
-            return Err(bad(format!("unknown version {version}")));
+            return Err(bad(format!(
+                "unknown version {version} (this build reads {EXPORT_VERSION})"
+            )));
         }
         let size_byte = r.u8().map_err(|e| bad(e.0))?;
         let size =

@@ -52,6 +52,11 @@ pub mod basalt {
     pub const ADMIN_CLUSTER_REQ: u8 = 247;
     /// Reply to 247: the command's text output.
     pub const ADMIN_CLUSTER_RESP: u8 = 248;
+    /// The cluster hello: the first frame of a connection a node dials to
+    /// another's cluster port, `version:u32` (big-endian) of the cluster
+    /// protocol it speaks; answered with the same code and the listener's
+    /// version, or an `RpbErrorResp` naming both versions (then closed).
+    pub const CLUSTER_HELLO: u8 = 251;
     /// A node-to-node request (`id:u64` + postcard message); a connection
     /// to the cluster port whose first frame is a 252 becomes a cluster
     /// connection.
@@ -71,6 +76,7 @@ pub mod basalt {
         (ADMIN_TYPE_STATUS_REQ, "BasaltBucketTypeStatusReq"),
         (ADMIN_CLUSTER_REQ, "BasaltClusterAdminReq"),
         (ADMIN_CLUSTER_RESP, "BasaltClusterAdminResp"),
+        (CLUSTER_HELLO, "BasaltClusterHello"),
         (CLUSTER_REQ, "BasaltClusterReq"),
         (CLUSTER_RESP, "BasaltClusterResp"),
     ];

@@ -1,8 +1,11 @@
 //! File-system helpers of the node's small metadata files (node name,
 //! bucket props and types, cluster state, security): the engine's atomic
 //! replace ([`basalt_engine::fsutil::write_atomic_with`]), with the node's
-//! temporary name (`<file>.tmp`).
+//! temporary name (`<file>.tmp`); and the versioned envelope of the node's
+//! JSON state files ([`encode_state`], [`decode_state`]).
 
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use std::path::{Path, PathBuf};
 
 /// Writes `path` atomically: a temporary file next to it (`<file>.tmp`),
@@ -15,4 +18,79 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
             basalt_engine::Error::Io { source, .. } => source,
             other => std::io::Error::other(other.to_string()),
         })
+}
+
+/// Format version of the node's JSON state files (`cluster.json`,
+/// `security.json`, `bucket_types.json`, `bucket_props.json`,
+/// `repl/sinks.json`), written into each as `{"format": 1, "state": ...}`.
+pub const STATE_FORMAT: u64 = 1;
+
+/// A state file as written: its format version and its state.
+#[derive(Serialize)]
+struct Envelope<'a, T> {
+    format: u64,
+    state: &'a T,
+}
+
+/// `state` as the JSON of a state file, in the [`STATE_FORMAT`] envelope.
+pub fn encode_state<T: Serialize>(state: &T) -> serde_json::Result<Vec<u8>> {
+    serde_json::to_vec_pretty(&Envelope {
+        format: STATE_FORMAT,
+        state,
+    })
+}
+
+/// The state of a state file (`bytes`). A file in the envelope must name a
+/// format this build reads, else it is refused with a message naming the
+/// format found and the format read (the caller names the file); a file without the
+/// envelope (written before formats were recorded) is format 1, its whole
+/// JSON the state. The envelope is an object of exactly `format` (a number)
+/// and `state`, which no state of format 1 is (none is an object of two
+/// such keys with a number for `format`).
+pub fn decode_state<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
+    let mut v: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    let enveloped = v.as_object().is_some_and(|o| {
+        o.len() == 2 && o.get("format").is_some_and(|f| f.is_number()) && o.contains_key("state")
+    });
+    if enveloped {
+        let format = v.get("format").cloned().unwrap_or_default();
+        if format.as_u64() != Some(STATE_FORMAT) {
+            return Err(format!(
+                "format version {format}; this build reads format {STATE_FORMAT}. It was written by a newer Basalt: run that version (the file is left untouched)"
+            ));
+        }
+        v = v
+            .get_mut("state")
+            .map(serde_json::Value::take)
+            .unwrap_or_default();
+    }
+    serde_json::from_value(v).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn state_files_round_trip_read_the_old_shape_and_refuse_a_newer_format() {
+        type State = BTreeMap<String, BTreeMap<String, u32>>;
+        let mut m = State::new();
+        m.insert("format".to_string(), BTreeMap::from([("a".to_string(), 1)]));
+        m.insert("state".to_string(), BTreeMap::new());
+        let bytes = encode_state(&m).unwrap_or_default();
+        assert_eq!(decode_state::<State>(&bytes).ok(), Some(m.clone()));
+        // Written before formats were recorded: the whole file is the state,
+        // even a map whose keys are "format" and "state".
+        let old = serde_json::to_vec(&m).unwrap_or_default();
+        assert_eq!(decode_state::<State>(&old).ok(), Some(m));
+        let newer = br#"{"format": 2, "state": {}}"#;
+        let e = decode_state::<BTreeMap<String, u32>>(newer)
+            .err()
+            .unwrap_or_default();
+        assert!(
+            e.starts_with("format version 2; this build reads format 1"),
+            "{e}"
+        );
+    }
 }

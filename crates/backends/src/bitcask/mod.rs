@@ -331,6 +331,7 @@ impl Bitcask {
             let p = data_path(dir, id);
             let f = File::open(&p).map_err(io("open", &p))?;
             let size = f.metadata().map_err(io("stat", &p))?.len();
+            refuse_newer(&f, &p)?;
             let hints = std::fs::read(hint_path(dir, id))
                 .ok()
                 .and_then(|b| format::decode_hint(&b));
@@ -693,4 +694,28 @@ impl Drop for Bitcask {
             tracing::error!(target: "basalt::bitcask", "C0002 close on drop failed: {e}");
         }
     }
+}
+
+/// Fails when the data file `f` (at `p`) names a format version this build
+/// does not read: its records are not scanned as if they were damage.
+fn refuse_newer(f: &File, p: &Path) -> Result<()> {
+    let mut header = [0u8; 12];
+    if f.read_exact_at(&mut header, 0).is_err() {
+        return Ok(()); // shorter than a header: the scan reports it
+    }
+    let (magic, version) = header.split_at(8);
+    let found = version
+        .first_chunk::<4>()
+        .map_or(format::VERSION, |v| u32::from_le_bytes(*v));
+    if magic == format::DATA_MAGIC && found != format::VERSION {
+        return Err(BackendError::Other {
+            backend: NAME,
+            message: format!(
+                "{}: bitcask data file format version {found}; this build reads version {}. It was written by a newer Basalt: run that version (the file is left untouched); if no newer Basalt wrote it, its header is damaged",
+                p.display(),
+                format::VERSION
+            ),
+        });
+    }
+    Ok(())
 }

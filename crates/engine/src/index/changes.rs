@@ -48,7 +48,9 @@ pub fn decode_changes(blob: &[u8]) -> Result<Vec<IndexChange>, DecodeError> {
     let mut r = Reader::new(blob);
     let version = r.u8()?;
     if version != BLOB_VERSION {
-        return Err(DecodeError(format!("unknown index blob version {version}")));
+        return Err(DecodeError(format!(
+            "unknown index blob version {version} (this build reads {BLOB_VERSION})"
+        )));
     }
     let count = r.u32()? as usize;
     if count > r.remaining() / CHANGE_MIN_BYTES {

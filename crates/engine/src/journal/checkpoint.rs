@@ -54,7 +54,7 @@ pub fn decode(buf: &[u8], jnl_size: u64) -> Result<Vec<(u64, u64)>, DecodeError>
     let version = r.u32()?;
     if version != VERSION {
         return Err(DecodeError(format!(
-            "unsupported checkpoint version {version}"
+            "unsupported checkpoint version {version} (this build reads {VERSION})"
         )));
     }
     let size = r.u64()?;

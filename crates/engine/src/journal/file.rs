@@ -105,7 +105,7 @@ pub fn check_jnl_header(buf: &[u8]) -> Result<(), DecodeError> {
     let version = r.u32()?;
     if version != JNL_VERSION {
         return Err(DecodeError(format!(
-            "unsupported journal file version {version}"
+            "unsupported journal file version {version} (this build reads {JNL_VERSION})"
         )));
     }
     Ok(())
@@ -122,6 +122,7 @@ pub fn read_jnl_header(file: &File, path: &Path, size: u64) -> Result<()> {
     }
     let mut h = [0u8; JNL_HEADER_LEN as usize];
     file.read_exact_at(&mut h, 0).ctx("read header", path)?;
+    Error::refuse_unread_header(&h, JNL_MAGIC, &[JNL_VERSION], "journal data file", path)?;
     check_jnl_header(&h).map_err(|e| Error::corrupt(path, 0, e.0))
 }
 

@@ -91,7 +91,9 @@ impl Manifest {
         }
         let version = r.u32()?;
         if version != MANIFEST_VERSION {
-            return Err(DecodeError(format!("unsupported version {version}")));
+            return Err(DecodeError(format!(
+                "unsupported version {version} (this build reads {MANIFEST_VERSION})"
+            )));
         }
         let next_file_no = r.u64()?;
         let count = r.u32()? as usize;

@@ -4,7 +4,7 @@
 
 use super::file::{self, ClosedFile};
 use super::gate::{PunchGate, PunchSink};
-use super::manifest::{Manifest, ManifestEntry, MANIFEST_NAME};
+use super::manifest::{Manifest, ManifestEntry, MANIFEST_MAGIC, MANIFEST_NAME, MANIFEST_VERSION};
 use super::{
     checkpoint, punch, value_cache, Active, Journal, JournalOptions, SyncState, MANIFEST_ADVICE,
 };
@@ -26,6 +26,12 @@ fn manifest_error(path: &Path, reason: impl Into<String>) -> Error {
         reason: reason.into(),
         advice: MANIFEST_ADVICE,
     }
+}
+
+/// The version of an intact journal manifest of a format this build does
+/// not read.
+fn unread_manifest(bytes: &[u8]) -> Option<u32> {
+    crate::codec::unread_version_intact(bytes, MANIFEST_MAGIC, &[MANIFEST_VERSION])
 }
 
 /// Reads the manifest, refusing absurd sizes before allocating.
@@ -226,6 +232,17 @@ impl Journal {
         let on_disk = list_jnl_files(dir)?;
         let manifest = match read_manifest_bytes(&manifest_path) {
             Ok(bytes) => match Manifest::decode(&bytes) {
+                // A newer format is never rebuilt over, even by a repair.
+                Err(_) if unread_manifest(&bytes).is_some() => {
+                    let found = unread_manifest(&bytes).unwrap_or_default();
+                    return Err(Error::unsupported_version(
+                        "journal manifest",
+                        &manifest_path,
+                        found,
+                        &[MANIFEST_VERSION],
+                        true,
+                    ));
+                }
                 Ok(m) => Some(m),
                 Err(e) if opts.repair_manifest => {
                     tracing::warn!(path = %manifest_path.display(), error = %e, "journal manifest is damaged; rebuilding it from the journal files");

@@ -99,7 +99,7 @@ impl Manifest {
         let version = r.u32()?;
         if version != VERSION {
             return Err(DecodeError(format!(
-                "unsupported manifest version {version}"
+                "unsupported manifest version {version} (this build reads {VERSION})"
             )));
         }
         let persisted_sqn = r.u64()?;
@@ -169,6 +169,15 @@ impl Manifest {
             });
         }
         let bytes = std::fs::read(path).ctx("read", path)?;
+        if let Some(found) = crate::codec::unread_version_intact(&bytes, MAGIC, &[VERSION]) {
+            return Err(Error::unsupported_version(
+                "ledger manifest",
+                path,
+                found,
+                &[VERSION],
+                true,
+            ));
+        }
         Manifest::decode(&bytes).map_err(|e| Error::Manifest {
             what: "ledger",
             path: path.to_path_buf(),

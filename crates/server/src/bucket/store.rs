@@ -35,9 +35,9 @@ impl PropsStore {
         if let Some(p) = &path {
             match std::fs::read(p) {
                 Ok(bytes) => {
-                    buckets = serde_json::from_slice(&bytes).map_err(|e| PropsError::Io {
+                    buckets = crate::fsutil::decode_state(&bytes).map_err(|e| PropsError::Io {
                         path: p.clone(),
-                        reason: e.to_string(),
+                        reason: e,
                     })?
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -121,7 +121,7 @@ impl PropsStore {
         let Some(path) = &self.path else {
             return Ok(());
         };
-        let json = serde_json::to_vec_pretty(map).map_err(|e| PropsError::Io {
+        let json = crate::fsutil::encode_state(map).map_err(|e| PropsError::Io {
             path: path.clone(),
             reason: e.to_string(),
         })?;

@@ -92,7 +92,7 @@ impl BucketTypes {
         if let Some(p) = &path {
             match std::fs::read(p) {
                 Ok(bytes) => {
-                    types = serde_json::from_slice(&bytes)
+                    types = crate::fsutil::decode_state(&bytes)
                         .map_err(|e| std::io::Error::other(format!("{}: {e}", p.display())))?
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -299,7 +299,7 @@ impl BucketTypes {
         let Some(path) = &self.path else {
             return Ok(());
         };
-        let json = serde_json::to_vec_pretty(map)
+        let json = crate::fsutil::encode_state(map)
             .map_err(|e| RequestError::Storage(format!("{}: {e}", path.display())))?;
         atomic_write(path, &json)
             .map_err(|e| RequestError::Storage(format!("{}: {e}", path.display())))

@@ -300,10 +300,10 @@ impl Cluster {
         let path = dir.map(|d| d.join("cluster.json"));
         let loaded = match &path {
             Some(p) if p.exists() => {
-                let text = std::fs::read_to_string(p)
+                let bytes = std::fs::read(p)
                     .map_err(|e| ClusterError(format!("reading {}: {e}", p.display())))?;
-                let s: ClusterState = serde_json::from_str(&text)
-                    .map_err(|e| ClusterError(format!("parsing {}: {e}", p.display())))?;
+                let s: ClusterState = crate::fsutil::decode_state(&bytes)
+                    .map_err(|e| ClusterError(format!("{}: {e}", p.display())))?;
                 if s.ring_size != ring_size {
                     return Err(ClusterError(format!(
                         "{} records ring_size {} but the config says {ring_size}; a node keeps its ring size",
@@ -381,7 +381,7 @@ impl Cluster {
 
     fn persist(&self) {
         let Some(p) = &self.path else { return };
-        let json = match serde_json::to_vec_pretty(&*self.state.read()) {
+        let json = match crate::fsutil::encode_state(&*self.state.read()) {
             Ok(j) => j,
             Err(e) => {
                 tracing::error!(error = %e, "encoding the cluster state");

@@ -22,6 +22,17 @@
 //! every 500 ms on the same connection, so a slow request alone does not
 //! make its connection look dead.
 //!
+//! **Versions**: the first frame of every connection a node dials is the
+//! hello ([`CLUSTER_HELLO`], `version:u32` big-endian, this build's
+//! [`PROTOCOL_VERSION`]), sent ahead of its requests. The listener answers
+//! it with its own version when it speaks the one sent
+//! ([`PROTOCOL_READS`]), else with an error reply naming the version found
+//! and the versions it speaks, and closes: the dialler's calls then fail
+//! with [`PeerError::Incompatible`] carrying that text. A connection whose
+//! first frame is a request (no hello: a test, a tool) speaks version 1.
+//! `Msg` and `Reply` are postcard, numbered by position: a change to them
+//! that an older node cannot decode bumps [`PROTOCOL_VERSION`].
+//!
 //! With [`Peers::set_tls`] every connection is mutual TLS (rustls): this
 //! node's certificate as the client certificate, the peer's verified
 //! against the cluster CA and the address dialled (its IP or host name must
@@ -39,10 +50,17 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
+/// Frame code of the hello a dialling node sends first.
+pub const CLUSTER_HELLO: u8 = 251;
 /// Frame code of a cluster request.
 pub const CLUSTER_REQ: u8 = 252;
 /// Frame code of a cluster reply.
 pub const CLUSTER_RESP: u8 = 253;
+/// The cluster protocol (the [`Msg`] and [`Reply`] encodings) this build
+/// speaks and sends in its hello.
+pub const PROTOCOL_VERSION: u32 = 1;
+/// The protocol versions this build's cluster listener accepts.
+pub const PROTOCOL_READS: &[u32] = &[PROTOCOL_VERSION];
 pub use crate::limits::CONNECT_TIMEOUT;
 pub use crate::limits::MAX_INFLIGHT;
 pub use crate::limits::STALE_AFTER;
@@ -84,9 +102,46 @@ pub enum PeerError {
         /// The alert.
         reason: String,
     },
+    /// The peer speaks another cluster protocol version (another Basalt
+    /// release): its refusal, naming both versions.
+    #[error("{addr} refused this node: {reason}")]
+    Incompatible {
+        /// Address.
+        addr: String,
+        /// The peer's text.
+        reason: String,
+    },
     /// A reply or request that does not decode.
     #[error("bad cluster message: {0}")]
     Codec(String),
+}
+
+/// The hello frame this build sends first on a connection it dials.
+pub fn hello_frame() -> Vec<u8> {
+    frame(CLUSTER_HELLO, &PROTOCOL_VERSION.to_be_bytes())
+}
+
+/// The listener's answer to a hello whose body is `body`: the hello frame
+/// back when it speaks that version, else the refusal's text (naming the
+/// version found and the versions spoken), for an error reply.
+pub fn answer_hello(body: &[u8]) -> Result<Vec<u8>, String> {
+    let found = <[u8; 4]>::try_from(body).map(u32::from_be_bytes);
+    match found {
+        Ok(v) if PROTOCOL_READS.contains(&v) => Ok(hello_frame()),
+        Ok(v) => Err(format!(
+            "cluster protocol version {v} is not one this node speaks (it speaks version {}): nodes of different Basalt releases cannot talk over the cluster port",
+            versions_text(PROTOCOL_READS)
+        )),
+        Err(_) => Err(format!(
+            "cluster hello of {} bytes, not a 4-byte protocol version",
+            body.len()
+        )),
+    }
+}
+
+fn versions_text(v: &[u32]) -> String {
+    let all: Vec<String> = v.iter().map(u32::to_string).collect();
+    all.join(", ")
 }
 
 /// Why a connection's reader stopped, when it says more than "lost".
@@ -96,6 +151,8 @@ enum Ended {
     NotCluster(String),
     /// A TLS alert from the peer.
     TlsRefused(String),
+    /// The peer refused the hello: its text.
+    Incompatible(String),
 }
 
 /// Encodes `id` + postcard of `m` as a frame of `code`.
@@ -140,6 +197,18 @@ fn what_answered(code: u8) -> String {
     }
 }
 
+/// The text of an error reply refusing this node's hello, if `code` and
+/// `body` are one.
+fn hello_refused(code: u8, body: &[u8]) -> Option<String> {
+    use prost::Message;
+    if code != crate::pb::code::ERROR_RESP {
+        return None;
+    }
+    let e = crate::pb::RpbErrorResp::decode(body).ok()?;
+    let text = String::from_utf8_lossy(&e.errmsg).into_owned();
+    text.starts_with("cluster protocol version").then_some(text)
+}
+
 impl Conn {
     /// Requests have been sent for `stale_after` and nothing came back.
     fn stale(&self, stale_after: Duration) -> bool {
@@ -156,6 +225,10 @@ impl Conn {
                 what,
             },
             Some(Ended::TlsRefused(reason)) => PeerError::TlsRefused {
+                addr: addr.to_string(),
+                reason,
+            },
+            Some(Ended::Incompatible(reason)) => PeerError::Incompatible {
                 addr: addr.to_string(),
                 reason,
             },
@@ -329,6 +402,8 @@ where
 {
     let mut rd = tokio::io::BufReader::with_capacity(crate::limits::CLUSTER_READ_BUFFER_BYTES, rd);
     let (tx, mut rx) = mpsc::channel::<Vec<u8>>(MAX_INFLIGHT);
+    // The hello goes first: the channel is new, so it has room.
+    let _ = tx.try_send(hello_frame());
     let waiters: Waiters = Arc::new(Mutex::new(HashMap::new()));
     let alive = Arc::new(AtomicBool::new(true));
     let silent_since = Arc::new(Mutex::new(None));
@@ -360,6 +435,12 @@ where
                 Ok(None) | Err(_) => break None,
             };
             *h2.lock() = None;
+            if code == CLUSTER_HELLO {
+                continue;
+            }
+            if let Some(reason) = hello_refused(code, &body) {
+                break Some(Ended::Incompatible(reason));
+            }
             if code != CLUSTER_RESP {
                 break Some(Ended::NotCluster(what_answered(code)));
             }
@@ -571,6 +652,64 @@ mod tests {
                 2,
                 "the silent connection was closed and dialled again"
             );
+        });
+    }
+
+    /// The hello goes first; a listener refusing its version makes the
+    /// call fail with that listener's text, and a listener of this
+    /// version answers it with its own.
+    #[test]
+    fn a_refused_hello_fails_the_call_with_the_peers_text() {
+        assert_eq!(answer_hello(&1u32.to_be_bytes()), Ok(hello_frame()));
+        let refusal = answer_hello(&7u32.to_be_bytes()).err().unwrap_or_default();
+        assert!(
+            refusal.starts_with(
+                "cluster protocol version 7 is not one this node speaks (it speaks version 1)"
+            ),
+            "{refusal}"
+        );
+        assert!(answer_hello(&[1, 2]).is_err());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind");
+            let addr = listener.local_addr().expect("addr").to_string();
+            tokio::spawn(async move {
+                let Ok((mut sock, _)) = listener.accept().await else {
+                    return;
+                };
+                let first = read_frame(&mut sock, 1 << 20).await;
+                if !matches!(first, Ok(Some((CLUSTER_HELLO, _)))) {
+                    return;
+                }
+                // A refusal as a listener of another release words it.
+                let why = answer_hello(&99u32.to_be_bytes()).err().unwrap_or_default();
+                let err = crate::pb::RpbErrorResp {
+                    errmsg: why.into_bytes(),
+                    errcode: 0,
+                };
+                let f = crate::pb::frame_msg(crate::pb::code::ERROR_RESP, &err);
+                let _ = sock.write_all(&f).await;
+            });
+            let peers = Peers::new(1 << 20);
+            let msg = Msg::Vnode {
+                partition: 0,
+                primary: true,
+                forwarded: false,
+                req: VnodeReq::ListBuckets,
+            };
+            let e = peers.call(&addr, &msg, Duration::from_secs(5)).await;
+            let text = e
+                .as_ref()
+                .err()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            assert!(matches!(e, Err(PeerError::Incompatible { .. })), "{text}");
+            assert!(text.contains("cluster protocol version 99"), "{text}");
         });
     }
 

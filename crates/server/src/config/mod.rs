@@ -121,6 +121,9 @@ pub struct Config {
     pub aae_max_loops: u32,
     /// Handoffs run at once (0 = paused).
     pub transfer_limit: usize,
+    /// How log lines are written (read by the `basalt` binary, which sets
+    /// up logging).
+    pub log_format: LogFormat,
     /// Replication to another cluster.
     pub repl: ReplConfig,
     /// MapReduce, JavaScript VMs and commit hooks.
@@ -211,6 +214,17 @@ impl MapRedConfig {
         }
         Ok(())
     }
+}
+
+/// The form of the node's log lines on stderr.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// One human-readable line per event.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 /// Riak's `delete_mode`: what happens to a tombstone once all `n` replicas
@@ -313,6 +327,7 @@ impl Default for Config {
             aae_repairs_per_sec: 400,
             aae_max_loops: 4,
             transfer_limit: 2,
+            log_format: LogFormat::Text,
             repl: ReplConfig::default(),
             mapred: MapRedConfig::default(),
             limits: Limits::default(),
@@ -456,6 +471,9 @@ mod tests {
         assert!(e.is_some_and(|e| e.0.contains("value_cache_mb must be at most 65536")));
         assert!(Config::from_toml("value_cache_mb = 512").is_ok());
         assert!(Config::from_toml("bogus = 1").is_err());
+        let json = Config::from_toml("log_format = \"json\"").map(|c| c.log_format);
+        assert_eq!(json.ok(), Some(LogFormat::Json));
+        assert!(Config::from_toml("log_format = \"xml\"").is_err());
     }
 
     #[test]

@@ -285,7 +285,7 @@ impl ReplService {
         let mut overlay = self.overlay.lock();
         overlay.insert(name.to_string(), spec);
         let path = self.dir.join("sinks.json");
-        let text = serde_json::to_vec_pretty(&*overlay).map_err(|e| SinksError::State {
+        let text = crate::fsutil::encode_state(&*overlay).map_err(|e| SinksError::State {
             path: path.clone(),
             error: e.to_string(),
         })?;
@@ -311,9 +311,9 @@ fn unknown(name: &str) -> SinksError {
 
 fn load_overlay(path: &Path) -> Result<BTreeMap<String, Option<SinkConfig>>, SinksError> {
     match std::fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| SinksError::State {
+        Ok(bytes) => crate::fsutil::decode_state(&bytes).map_err(|e| SinksError::State {
             path: path.to_path_buf(),
-            error: format!("unreadable ({e}); fix or remove it"),
+            error: format!("unreadable: {e}"),
         }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
         Err(e) => Err(SinksError::State {

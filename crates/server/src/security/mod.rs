@@ -102,9 +102,9 @@ impl Security {
     pub fn open(path: Option<PathBuf>) -> Result<Security, LoadError> {
         let state = match &path {
             Some(p) => match std::fs::read(p) {
-                Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| LoadError {
+                Ok(bytes) => crate::fsutil::decode_state(&bytes).map_err(|e| LoadError {
                     path: p.display().to_string(),
-                    reason: e.to_string(),
+                    reason: e,
                 })?,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => SecurityState::default(),
                 Err(e) => {
@@ -272,7 +272,7 @@ impl Security {
 
     fn save(&self, s: &SecurityState) -> Result<(), String> {
         let Some(p) = &self.path else { return Ok(()) };
-        let json = serde_json::to_vec_pretty(s).map_err(|e| e.to_string())?;
+        let json = crate::fsutil::encode_state(s).map_err(|e| e.to_string())?;
         atomic_write(p, &json).map_err(|e| format!("saving {}: {e}", p.display()))
     }
 

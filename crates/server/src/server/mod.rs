@@ -607,6 +607,17 @@ where
             }
             Err(FrameError::Io(_)) => return End::Closed,
         };
+        if c == crate::cluster::transport::CLUSTER_HELLO && conn.port == Port::Cluster {
+            match crate::cluster::transport::answer_hello(&body) {
+                Ok(ack) if send(sock, &ack).await.is_ok() => continue,
+                Ok(_) => return End::Closed,
+                Err(why) => {
+                    tracing::warn!(%peer, "{why}; closed");
+                    let _ = send(sock, &error_frame(&why)).await;
+                    return End::Closed;
+                }
+            }
+        }
         if c == crate::cluster::transport::CLUSTER_REQ && conn.port == Port::Cluster {
             if !early.is_empty() {
                 tracing::warn!(%peer, "bytes sent ahead of the cluster handshake; closed");

@@ -487,6 +487,7 @@ pub(super) fn list_files(dir: &Path) -> Result<[Vec<u64>; 3], QueueError> {
         if name.ends_with(TMP_SUFFIX) {
             remove_logged(&item.path());
         } else if let Some((p, no)) = parse_file_name(name) {
+            refuse_newer(&item.path())?;
             found[p.index()].push(no);
         }
     }
@@ -494,6 +495,25 @@ pub(super) fn list_files(dir: &Path) -> Result<[Vec<u64>; 3], QueueError> {
         nos.sort_unstable();
     }
     Ok(found)
+}
+
+/// Fails with [`QueueError::Version`] if the queue file at `path` is of
+/// another format version (a damaged or short header is the reader's to
+/// skip, as before).
+fn refuse_newer(path: &Path) -> Result<(), QueueError> {
+    let mut header = [0; 12];
+    let mut f = fs::File::open(path).map_err(io_err("open", path))?;
+    let got = read_full(&mut f, &mut header).map_err(io_err("read", path))?;
+    let (magic, version) = header.split_at(8);
+    match <[u8; 4]>::try_from(version).map(u32::from_le_bytes) {
+        Ok(found) if got == header.len() && magic == FILE_MAGIC && found != FORMAT_VERSION => {
+            Err(QueueError::Version {
+                path: path.to_path_buf(),
+                found,
+            })
+        }
+        _ => Ok(()),
+    }
 }
 
 pub(super) fn encode_marker(lanes: &[Lane; 3]) -> Vec<u8> {

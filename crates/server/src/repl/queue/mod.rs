@@ -280,6 +280,15 @@ pub enum QueueError {
     /// The queue was closed.
     #[error("replication queue is closed")]
     Closed,
+    /// A queue file of a format version this build does not read: the
+    /// queue does not open (its entries are not skipped as damage).
+    #[error("replication queue file {}: format version {found}; this build reads version {FORMAT_VERSION}. It was written by a newer Basalt: run that version (the file is left untouched); if no newer Basalt wrote it, its header is damaged: move it away (its entries are lost; a full-sync repairs them)", path.display())]
+    Version {
+        /// The file.
+        path: PathBuf,
+        /// The version its header names.
+        found: u32,
+    },
 }
 
 /// Wraps an I/O error with what was done to which path.
