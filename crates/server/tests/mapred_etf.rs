@@ -56,25 +56,15 @@ fn start() -> (ServerHandle, tempfile::TempDir) {
 }
 
 fn put(c: &mut Client, bucket: &str, key: &str, value: &[u8], n: Option<u32>) {
-    let req = pb::RpbPutReq {
-        bucket: bucket.into(),
-        key: Some(key.into()),
-        content: pb::RpbContent {
-            value: value.to_vec(),
-            content_type: Some(b"application/x-erlang-binary".to_vec()),
-            indexes: n
-                .map(|n| pb::RpbPair {
-                    key: b"n_int".to_vec(),
-                    value: Some(n.to_string().into_bytes()),
-                })
-                .into_iter()
-                .collect(),
-            ..Default::default()
-        },
-        w: Some(3),
-        ..Default::default()
-    };
-    c.call(code::PUT_REQ, &req, code::PUT_RESP);
+    let indexes: Vec<(&str, String)> = n.map(|n| ("n_int", n.to_string())).into_iter().collect();
+    common::put_all_replicas(
+        c,
+        bucket,
+        key,
+        value,
+        "application/x-erlang-binary",
+        &indexes,
+    );
 }
 
 /// Sends `job` as riakc does; `(phase → results)` or the error text.

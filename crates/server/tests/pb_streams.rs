@@ -82,27 +82,11 @@ fn read_stream(
 }
 
 fn put(c: &mut Client, bucket: &str, key: &str, value: &[u8], index: Option<&str>) {
-    let req = pb::RpbPutReq {
-        bucket: bucket.into(),
-        key: Some(key.into()),
-        content: pb::RpbContent {
-            value: value.to_vec(),
-            content_type: Some(b"application/json".to_vec()),
-            indexes: index
-                .map(|t| pb::RpbPair {
-                    key: b"field_bin".to_vec(),
-                    value: Some(t.as_bytes().to_vec()),
-                })
-                .into_iter()
-                .collect(),
-            ..Default::default()
-        },
-        // Every replica written before the answer: a coverage query may
-        // read any one of them.
-        w: Some(3),
-        ..Default::default()
-    };
-    c.call(code::PUT_REQ, &req, code::PUT_RESP);
+    let indexes: Vec<(&str, String)> = index
+        .map(|t| ("field_bin", t.to_string()))
+        .into_iter()
+        .collect();
+    common::put_all_replicas(c, bucket, key, value, "application/json", &indexes);
 }
 
 /// `n` keys `k00000`… in `bucket`, each indexed `field_bin = "t"`.

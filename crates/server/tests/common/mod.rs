@@ -287,3 +287,35 @@ pub fn settle_cluster(rt: &tokio::runtime::Runtime, nodes: &[&ServerHandle], mem
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// Puts `value` (`content_type`, with the 2i `indexes` as (field, term))
+/// under `bucket`/`key` over PB with w = 3, so every replica holds it
+/// before the answer (a coverage query may then read any of them).
+pub fn put_all_replicas(
+    c: &mut Client,
+    bucket: &str,
+    key: &str,
+    value: &[u8],
+    content_type: &str,
+    indexes: &[(&str, String)],
+) {
+    let req = basalt_server::pb::RpbPutReq {
+        bucket: bucket.into(),
+        key: Some(key.into()),
+        content: basalt_server::pb::RpbContent {
+            value: value.to_vec(),
+            content_type: Some(content_type.as_bytes().to_vec()),
+            indexes: indexes
+                .iter()
+                .map(|(f, t)| basalt_server::pb::RpbPair {
+                    key: f.as_bytes().to_vec(),
+                    value: Some(t.clone().into_bytes()),
+                })
+                .collect(),
+            ..Default::default()
+        },
+        w: Some(3),
+        ..Default::default()
+    };
+    c.call(code::PUT_REQ, &req, code::PUT_RESP);
+}
