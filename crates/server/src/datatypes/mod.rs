@@ -9,6 +9,7 @@
 pub mod counter_pb;
 pub mod http;
 pub mod pb;
+pub mod rebuild;
 
 use crate::bucket::props::BucketProps;
 use crate::crdt::{Crdt, DataType};
