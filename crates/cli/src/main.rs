@@ -21,6 +21,7 @@ mod generate;
 mod kv;
 mod kv_common;
 mod kv_features;
+mod migrate;
 mod ping;
 mod start;
 mod wait;
@@ -92,6 +93,11 @@ enum Command {
     /// DIR`, `basalt certs node --ca DIR --name N`, `basalt certs client
     /// --ca DIR --user U` (PEM files; existing files are not overwritten).
     Certs(certs::CertsArgs),
+    /// Copy a Riak cluster's buckets into a Basalt node over Riak's PB API
+    /// (clocks, siblings, metadata, 2i, data types), resumable from a
+    /// checkpoint, paced; then keep it in step with `--sync` until
+    /// cut-over (docs/operations.md "Migrating from Riak").
+    Migrate(migrate::MigrateArgs),
     /// Files a package ships, from this binary: shell completions, man
     /// pages, the packaged config (`scripts/package-deb.sh`).
     #[command(hide = true)]
@@ -143,6 +149,7 @@ fn main() -> ExitCode {
         Command::Admin(args) => admin::run(args),
         Command::Ping(args) => ping::run(&args),
         Command::Certs(args) => certs::run(args),
+        Command::Migrate(args) => migrate::run(args),
         Command::Generate(args) => generate::run(args),
     };
     match result {

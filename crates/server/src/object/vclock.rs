@@ -63,6 +63,16 @@ impl VClock {
         self.entries.is_empty()
     }
 
+    /// A clock of `entries` (any order; an actor given twice keeps its
+    /// highest counter, and that entry's timestamp). For clocks read from
+    /// another system (`basalt migrate` turns a Riak vclock into one).
+    pub fn from_entries(entries: impl IntoIterator<Item = Entry>) -> VClock {
+        let mut v: Vec<Entry> = entries.into_iter().collect();
+        v.sort_by(|a, b| a.actor.cmp(&b.actor).then(b.counter.cmp(&a.counter)));
+        v.dedup_by(|later, first| later.actor == first.actor);
+        VClock { entries: v }
+    }
+
     /// The entries, sorted by actor.
     pub fn entries(&self) -> &[Entry] {
         &self.entries
