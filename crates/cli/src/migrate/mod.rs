@@ -141,12 +141,13 @@ struct Pace {
 }
 
 impl Pace {
+    /// Waits until `n` more objects keep within the rate.
     async fn take(&mut self, n: u64) {
-        self.n += n;
         if self.rate == 0 {
             return;
         }
         let due = Duration::from_secs_f64(self.n as f64 / f64::from(self.rate));
+        self.n += n;
         let elapsed = self.start.elapsed();
         if due > elapsed {
             tokio::time::sleep(due - elapsed).await;
@@ -204,6 +205,16 @@ impl Migration {
             retry,
             args,
         })
+    }
+
+    /// Keys fetched (and paced) together: about a quarter second's worth
+    /// at the rate, at least one per connection, at most a page.
+    fn round(&self) -> usize {
+        let quarter = match self.args.rate {
+            0 => PAGE_KEYS as usize,
+            r => (r / 4) as usize,
+        };
+        quarter.clamp(self.conns.len(), PAGE_KEYS as usize)
     }
 
     fn types(&self) -> Vec<Vec<u8>> {
@@ -451,9 +462,12 @@ impl Migration {
             if page.is_empty() {
                 return Ok(());
             }
-            self.copy_keys(t, b, dt, &page, false).await?;
+            for round in page.chunks(self.round()) {
+                self.pace.take(round.len() as u64).await;
+                self.copy_keys(t, b, dt, round, false).await?;
+                self.show(&what);
+            }
             after = page.last().cloned().unwrap_or_default();
-            self.show(&what);
         }
     }
 
@@ -546,7 +560,6 @@ impl Migration {
             }
         }
         self.ckpt.save()?;
-        self.pace.take(n).await;
         Ok(())
     }
 
@@ -581,8 +594,9 @@ impl Migration {
                 let mut keys: Vec<Vec<u8>> = r.keys_value.into_iter().map(|kv| kv.key).collect();
                 keys.sort();
                 keys.dedup();
-                for page in keys.chunks(PAGE_KEYS as usize) {
-                    self.copy_keys(&t, &b, dt, page, true).await?;
+                for round in keys.chunks(self.round()) {
+                    self.pace.take(round.len() as u64).await;
+                    self.copy_keys(&t, &b, dt, round, true).await?;
                 }
             }
         }
