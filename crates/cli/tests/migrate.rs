@@ -95,9 +95,7 @@ fn map_update(c: &mut Client, k: &str, reg: &str) {
                     },
                     riak_pb::MapUpdate {
                         field: field("n", riak_pb::map_field::MapFieldType::Counter),
-                        counter_op: Some(riak_pb::CounterOp {
-                            increment: Some(3),
-                        }),
+                        counter_op: Some(riak_pb::CounterOp { increment: Some(3) }),
                         ..Default::default()
                     },
                 ],
@@ -163,13 +161,21 @@ fn assert_same(src: &mut Client, dst: &mut Client) {
 
 fn migrate(src: &NodeProc, dst: &NodeProc, ckpt: &std::path::Path, extra: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_basalt"));
-    c.args(["migrate", "--from", &src.pb, "--to", &dst.cluster, "--types", "typed,maps"])
-        .arg("--checkpoint")
-        .arg(ckpt)
-        .args(["--retry-first-ms", "100", "--json"])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    c.args([
+        "migrate",
+        "--from",
+        &src.pb,
+        "--to",
+        &dst.cluster,
+        "--types",
+        "typed,maps",
+    ])
+    .arg("--checkpoint")
+    .arg(ckpt)
+    .args(["--retry-first-ms", "100", "--json"])
+    .args(extra)
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
     c
 }
 
@@ -190,7 +196,14 @@ fn migrate_copies_resumes_and_syncs() {
     let dst = node(&root, 2);
     let mut s = Client::connect(&src.pb);
     for i in 0..PLAIN {
-        put(&mut s, None, "plain", &format!("k{i:03}"), &"v".repeat(i + 1), None);
+        put(
+            &mut s,
+            None,
+            "plain",
+            &format!("k{i:03}"),
+            &"v".repeat(i + 1),
+            None,
+        );
     }
     // Two writes without a clock: siblings.
     put(&mut s, Some("typed"), "t", "sib", "one", None);
@@ -239,14 +252,23 @@ fn migrate_copies_resumes_and_syncs() {
     let mut child = migrate(&src, &dst2, &ckpt2, &["--rate", "20"])
         .spawn()
         .expect("spawn migrate");
-    wait_for("the second copy to be under way", Duration::from_secs(30), || {
-        checkpoint_objects(&ckpt2) > 0
-    });
+    wait_for(
+        "the second copy to be under way",
+        Duration::from_secs(30),
+        || checkpoint_objects(&ckpt2) > 0,
+    );
     let _ = child.kill();
     let _ = child.wait();
     let before = checkpoint_objects(&ckpt2);
-    assert!(before > 0 && before < PLAIN as u64, "killed mid-copy: {before}");
-    let two = summary(migrate(&src, &dst2, &ckpt2, &["--rate", "0"]).output().expect("run"));
+    assert!(
+        before > 0 && before < PLAIN as u64,
+        "killed mid-copy: {before}"
+    );
+    let two = summary(
+        migrate(&src, &dst2, &ckpt2, &["--rate", "0"])
+            .output()
+            .expect("run"),
+    );
     assert_eq!(two["counts"]["objects"], PLAIN as u64 + 3, "{two}");
     assert!(
         two["this_run"]["objects"].as_u64() < Some(PLAIN as u64 + 3),
@@ -269,9 +291,23 @@ fn migrate_copies_resumes_and_syncs() {
     s.call(code::DEL_REQ, &del).expect("delete");
     map_update(&mut s, "mk", "second");
     let sync = summary(
-        migrate(&src, &dst, &ckpt, &["--rate", "0", "--sync-passes", "2", "--sync-interval", "1", "--sync-overlap", "5"])
-            .output()
-            .expect("sync"),
+        migrate(
+            &src,
+            &dst,
+            &ckpt,
+            &[
+                "--rate",
+                "0",
+                "--sync-passes",
+                "2",
+                "--sync-interval",
+                "1",
+                "--sync-overlap",
+                "5",
+            ],
+        )
+        .output()
+        .expect("sync"),
     );
     assert_eq!(sync["counts"]["sync_passes"], 2, "{sync}");
     assert!(sync["counts"]["synced"].as_u64() >= Some(4), "{sync}");
@@ -282,7 +318,10 @@ fn migrate_copies_resumes_and_syncs() {
     let upd = get(&mut d, None, "plain", "k001");
     assert_eq!(upd.content.len(), 1, "no false sibling: {upd:?}");
     assert_eq!(upd.content[0].value, b"updated");
-    assert!(get(&mut d, None, "plain", "k002").content.is_empty(), "deleted");
+    assert!(
+        get(&mut d, None, "plain", "k002").content.is_empty(),
+        "deleted"
+    );
 }
 
 /// Objects the checkpoint at `path` counts (0 while there is none).

@@ -137,7 +137,9 @@ pub fn decode(bytes: &[u8]) -> anyhow::Result<State> {
     let body = &bytes[nl + 1..];
     let actual = crc32c::crc32c(body);
     if actual != crc {
-        anyhow::bail!("checksum mismatch (stored {crc:08x}, computed {actual:08x}): the file is corrupt");
+        anyhow::bail!(
+            "checksum mismatch (stored {crc:08x}, computed {actual:08x}): the file is corrupt"
+        );
     }
     serde_json::from_slice(body).context("checkpoint JSON")
 }
@@ -156,8 +158,7 @@ impl Checkpoint {
     pub fn open(path: &Path, source: &str, target: &str) -> anyhow::Result<Checkpoint> {
         let state = match std::fs::read(path) {
             Ok(bytes) => {
-                let s = decode(&bytes)
-                    .with_context(|| format!("checkpoint {}", path.display()))?;
+                let s = decode(&bytes).with_context(|| format!("checkpoint {}", path.display()))?;
                 if s.source != source || s.target != target {
                     anyhow::bail!(
                         "checkpoint {} is of a migration from {} to {}, not from {source} to {target}: give another --checkpoint, or remove it to start over",

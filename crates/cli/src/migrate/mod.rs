@@ -190,7 +190,11 @@ impl Migration {
         let conns = (0..args.parallel)
             .map(|_| Conn::new(&args.from, retry.clone()))
             .collect();
-        let target = Target::new(&args.to, format!("basalt-migrate:{}", args.from), retry.clone());
+        let target = Target::new(
+            &args.to,
+            format!("basalt-migrate:{}", args.from),
+            retry.clone(),
+        );
         Ok(Migration {
             at_start: ckpt.state.counts.clone(),
             ckpt,
@@ -261,7 +265,11 @@ impl Migration {
             self.ckpt.state.copy_done = true;
             self.ckpt.save()?;
         }
-        let passes = if self.args.sync { u64::MAX } else { self.args.sync_passes };
+        let passes = if self.args.sync {
+            u64::MAX
+        } else {
+            self.args.sync_passes
+        };
         if passes > 0 {
             let stop = stop_signal();
             tokio::pin!(stop);
@@ -347,7 +355,12 @@ impl Migration {
             out.extend(r.buckets);
         }
         if !self.args.buckets.is_empty() {
-            out.retain(|b| self.args.buckets.iter().any(|x| x.as_bytes() == b.as_slice()));
+            out.retain(|b| {
+                self.args
+                    .buckets
+                    .iter()
+                    .any(|x| x.as_bytes() == b.as_slice())
+            });
         }
         out.sort();
         out.dedup();
@@ -365,8 +378,7 @@ impl Migration {
         match self.conns[0].call(code::GET_BUCKET_REQ, &req).await? {
             Ok((_, body)) => {
                 let r: riak_pb::RpbGetBucketResp = riak_pb::decode(&body)?;
-                Ok(r
-                    .props
+                Ok(r.props
                     .datatype
                     .and_then(|d| DataType::from_name(&String::from_utf8_lossy(&d))))
             }
@@ -376,7 +388,12 @@ impl Migration {
 
     /// The next page of keys after `after` (byte order), or `None` when
     /// the source has no `$key` index.
-    async fn key_page(&mut self, t: &[u8], b: &[u8], after: &[u8]) -> anyhow::Result<Option<Vec<Vec<u8>>>> {
+    async fn key_page(
+        &mut self,
+        t: &[u8],
+        b: &[u8],
+        after: &[u8],
+    ) -> anyhow::Result<Option<Vec<Vec<u8>>>> {
         let req = riak_pb::RpbIndexReq {
             bucket: b.to_vec(),
             index: b"$key".to_vec(),
@@ -437,11 +454,20 @@ impl Migration {
             Some(c) if unhex(&c.btype)? == t && unhex(&c.bucket)? == b => unhex(&c.after)?,
             _ => Vec::new(),
         };
-        let what = format!("{}/{}", String::from_utf8_lossy(t), String::from_utf8_lossy(b));
+        let what = format!(
+            "{}/{}",
+            String::from_utf8_lossy(t),
+            String::from_utf8_lossy(b)
+        );
         let mut listed: Option<std::vec::IntoIter<Vec<u8>>> = None;
         if self.args.listing == "list-keys" {
             let keys = self.list_keys(t, b).await?;
-            listed = Some(keys.into_iter().filter(|k| k.as_slice() > after.as_slice()).collect::<Vec<_>>().into_iter());
+            listed = Some(
+                keys.into_iter()
+                    .filter(|k| k.as_slice() > after.as_slice())
+                    .collect::<Vec<_>>()
+                    .into_iter(),
+            );
         }
         loop {
             let page: Vec<Vec<u8>> = match &mut listed {
@@ -451,7 +477,11 @@ impl Migration {
                     None if self.args.listing == "auto" => {
                         let keys = self.list_keys(t, b).await?;
                         let ahead = after.clone();
-                        let mut it = keys.into_iter().filter(|k| k.as_slice() > ahead.as_slice()).collect::<Vec<_>>().into_iter();
+                        let mut it = keys
+                            .into_iter()
+                            .filter(|k| k.as_slice() > ahead.as_slice())
+                            .collect::<Vec<_>>()
+                            .into_iter();
                         let p = it.by_ref().take(PAGE_KEYS as usize).collect();
                         listed = Some(it);
                         p
@@ -473,15 +503,26 @@ impl Migration {
 
     /// Fetches `keys` (in order) with every connection and pushes them
     /// in batches; saves the checkpoint after each (copy only).
-    async fn copy_keys(&mut self, t: &[u8], b: &[u8], dt: Option<DataType>, keys: &[Vec<u8>], sync: bool) -> anyhow::Result<()> {
+    async fn copy_keys(
+        &mut self,
+        t: &[u8],
+        b: &[u8],
+        dt: Option<DataType>,
+        keys: &[Vec<u8>],
+        sync: bool,
+    ) -> anyhow::Result<()> {
         let per = keys.len().div_ceil(self.conns.len()).max(1);
-        let jobs = self.conns.iter_mut().zip(keys.chunks(per)).map(|(conn, chunk)| async move {
-            let mut out = Vec::with_capacity(chunk.len());
-            for k in chunk {
-                out.push((k.clone(), fetch_one(conn, t, b, k, dt).await?));
-            }
-            anyhow::Ok(out)
-        });
+        let jobs = self
+            .conns
+            .iter_mut()
+            .zip(keys.chunks(per))
+            .map(|(conn, chunk)| async move {
+                let mut out = Vec::with_capacity(chunk.len());
+                for k in chunk {
+                    out.push((k.clone(), fetch_one(conn, t, b, k, dt).await?));
+                }
+                anyhow::Ok(out)
+            });
         let mut fetched = Vec::with_capacity(keys.len());
         for r in futures_util::future::join_all(jobs).await {
             fetched.extend(r?);
@@ -510,10 +551,14 @@ impl Migration {
                     let c = &mut self.ckpt.state.counts;
                     c.errors += 1;
                     if c.errors <= ERRORS_SHOWN {
-                        self.retry.bar.suspend(|| eprintln!(
-                            "basalt migrate: {}/{}/{}: not copied: {e}",
-                            String::from_utf8_lossy(t), String::from_utf8_lossy(b), String::from_utf8_lossy(&k)
-                        ));
+                        self.retry.bar.suspend(|| {
+                            eprintln!(
+                                "basalt migrate: {}/{}/{}: not copied: {e}",
+                                String::from_utf8_lossy(t),
+                                String::from_utf8_lossy(b),
+                                String::from_utf8_lossy(&k)
+                            )
+                        });
                     }
                     None
                 }
@@ -538,14 +583,23 @@ impl Migration {
             }
             last_key = Some(k);
             if batch.len() >= PUSH_ITEMS || batch_bytes >= PUSH_BYTES {
-                self.flush(t, b, &mut batch, last_key.as_deref(), sync).await?;
+                self.flush(t, b, &mut batch, last_key.as_deref(), sync)
+                    .await?;
                 batch_bytes = 0;
             }
         }
-        self.flush(t, b, &mut batch, last_key.as_deref(), sync).await
+        self.flush(t, b, &mut batch, last_key.as_deref(), sync)
+            .await
     }
 
-    async fn flush(&mut self, t: &[u8], b: &[u8], batch: &mut Vec<ReplItem>, last: Option<&[u8]>, sync: bool) -> anyhow::Result<()> {
+    async fn flush(
+        &mut self,
+        t: &[u8],
+        b: &[u8],
+        batch: &mut Vec<ReplItem>,
+        last: Option<&[u8]>,
+        sync: bool,
+    ) -> anyhow::Result<()> {
         let n = batch.len() as u64;
         if n > 0 {
             self.target.push(std::mem::take(batch)).await?;

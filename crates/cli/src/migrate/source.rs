@@ -44,7 +44,13 @@ pub struct Retry {
 impl Retry {
     /// Waits before the next try of a call that failed with `why` since
     /// `since`; an error once it has failed for [`Retry::give_up`].
-    async fn wait(&self, what: &str, why: &str, since: Instant, wait: &mut Duration) -> anyhow::Result<()> {
+    async fn wait(
+        &self,
+        what: &str,
+        why: &str,
+        since: Instant,
+        wait: &mut Duration,
+    ) -> anyhow::Result<()> {
         if since.elapsed() >= self.give_up {
             anyhow::bail!(
                 "{what}: {why} (still failing after {} s of retries; run again to resume)",
