@@ -86,7 +86,7 @@ pub fn hex(b: &[u8]) -> String {
 
 /// The bytes of [`hex`]'s output.
 pub fn unhex(s: &str) -> anyhow::Result<Vec<u8>> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         anyhow::bail!("odd hex length");
     }
     (0..s.len())
