@@ -6,7 +6,7 @@
 //! under way when the source is killed (`kill -9`) and started again: the
 //! run pauses, retries with back-off and finishes. Then the tool itself is
 //! killed mid-copy and run again on a fresh target: it resumes from its
-//! checkpoint. Every key is then compared (clock, siblings, metadata, 2i;
+//! checkpoint; a whole copy again over it adds nothing. Every key is then compared (clock, siblings, metadata, 2i;
 //! the map's value) with no extra sibling; finally writes on the source
 //! after the copy (a new key, an update, a delete, a map update) reach
 //! the target through one sync pass, and a second pass changes nothing.
@@ -275,6 +275,20 @@ fn migrate_copies_resumes_and_syncs() {
         "resumed, not restarted: {two}"
     );
     let mut d2 = Client::connect(&dst2.pb);
+    assert_same(&mut s, &mut d2);
+    // The whole copy again over what it wrote (a fresh checkpoint): every
+    // object merges into itself, no sibling is added.
+    let again = summary(
+        migrate(
+            &src,
+            &dst2,
+            &root.join("three.checkpoint"),
+            &["--rate", "0"],
+        )
+        .output()
+        .expect("run"),
+    );
+    assert_eq!(again["counts"]["objects"], PLAIN as u64 + 3, "{again}");
     assert_same(&mut s, &mut d2);
 
     // 3. Writes after the copy reach the target through a sync pass.
