@@ -49,6 +49,24 @@ pub struct Counts {
     pub synced: u64,
 }
 
+impl Counts {
+    /// Adds `o`'s counts to these.
+    pub fn add(&mut self, o: &Counts) {
+        self.objects += o.objects;
+        self.bytes += o.bytes;
+        self.with_siblings += o.with_siblings;
+        self.siblings += o.siblings;
+        self.tombstones_kept += o.tombstones_kept;
+        self.tombstones_skipped += o.tombstones_skipped;
+        self.datatypes += o.datatypes;
+        self.missing += o.missing;
+        self.errors += o.errors;
+        self.buckets += o.buckets;
+        self.sync_passes += o.sync_passes;
+        self.synced += o.synced;
+    }
+}
+
 /// The bucket under way.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct Cursor {

@@ -23,6 +23,9 @@
 //! * **Resuming**: the [`checkpoint`] is saved after every batch the
 //!   target confirmed; a run started again skips the buckets done and the
 //!   keys up to the last one confirmed.
+//! * **Pipelining**: keys are fetched in rounds (at most one push's
+//!   worth) by every connection at once; a round's push runs beside the
+//!   next round's fetches, one push in flight.
 //! * **Pacing**: at most `--rate` objects a second (default
 //!   [`DEFAULT_RATE`]; 0 = unpaced), `--parallel` source connections.
 //! * **Failures**: the source or target gone → the run pauses and retries
@@ -155,11 +158,20 @@ impl Pace {
     }
 }
 
+/// A push under way, and what its confirmation moves the checkpoint to.
+struct Inflight {
+    push: tokio::task::JoinHandle<anyhow::Result<()>>,
+    cursor: Option<Cursor>,
+    counts: Counts,
+}
+
 struct Migration {
     args: MigrateArgs,
     ckpt: Checkpoint,
     conns: Vec<Conn>,
-    target: Target,
+    target: Arc<Target>,
+    /// The push under way (one at a time, beside the next round's fetches).
+    inflight: Option<Inflight>,
     retry: Arc<Retry>,
     pace: Pace,
     started: Instant,
@@ -190,16 +202,17 @@ impl Migration {
         let conns = (0..args.parallel)
             .map(|_| Conn::new(&args.from, retry.clone()))
             .collect();
-        let target = Target::new(
+        let target = Arc::new(Target::new(
             &args.to,
             format!("basalt-migrate:{}", args.from),
             retry.clone(),
-        );
+        ));
         Ok(Migration {
             at_start: ckpt.state.counts.clone(),
             ckpt,
             conns,
             target,
+            inflight: None,
             pace: Pace {
                 rate: args.rate,
                 start: Instant::now(),
@@ -212,13 +225,14 @@ impl Migration {
     }
 
     /// Keys fetched (and paced) together: about a quarter second's worth
-    /// at the rate, at least one per connection, at most a page.
+    /// at the rate, at least one per connection, at most one push; the
+    /// push of a round runs beside the next round's fetches.
     fn round(&self) -> usize {
         let quarter = match self.args.rate {
             0 => PAGE_KEYS as usize,
             r => (r / 4) as usize,
         };
-        quarter.clamp(self.conns.len(), PAGE_KEYS as usize)
+        quarter.clamp(self.conns.len(), PUSH_ITEMS)
     }
 
     fn types(&self) -> Vec<Vec<u8>> {
@@ -490,7 +504,7 @@ impl Migration {
                 },
             };
             if page.is_empty() {
-                return Ok(());
+                return self.settle().await;
             }
             for round in page.chunks(self.round()) {
                 self.pace.take(round.len() as u64).await;
@@ -531,26 +545,26 @@ impl Migration {
         let mut batch: Vec<ReplItem> = Vec::new();
         let mut batch_bytes = 0;
         let mut last_key: Option<Vec<u8>> = None;
+        let mut pending = Counts::default();
         for (k, f) in fetched {
             let keep_tombs = sync || self.args.tombstones == "keep";
             let obj: Option<RiakObject> = match f {
                 Ok(Fetched::Missing) => {
-                    self.ckpt.state.counts.missing += 1;
+                    pending.missing += 1;
                     None
                 }
                 Ok(Fetched::Tombstone(o)) if keep_tombs => {
-                    self.ckpt.state.counts.tombstones_kept += 1;
+                    pending.tombstones_kept += 1;
                     Some(o)
                 }
                 Ok(Fetched::Tombstone(_)) => {
-                    self.ckpt.state.counts.tombstones_skipped += 1;
+                    pending.tombstones_skipped += 1;
                     None
                 }
                 Ok(Fetched::Object(o)) => Some(o),
                 Err(e) => {
-                    let c = &mut self.ckpt.state.counts;
-                    c.errors += 1;
-                    if c.errors <= ERRORS_SHOWN {
+                    pending.errors += 1;
+                    if self.ckpt.state.counts.errors + pending.errors <= ERRORS_SHOWN {
                         self.retry.bar.suspend(|| {
                             eprintln!(
                                 "basalt migrate: {}/{}/{}: not copied: {e}",
@@ -564,7 +578,7 @@ impl Migration {
                 }
             };
             if let Some(o) = obj {
-                let c = &mut self.ckpt.state.counts;
+                let c = &mut pending;
                 c.objects += 1;
                 c.bytes += o.value_bytes() as u64;
                 c.siblings += o.contents.len() as u64;
@@ -583,15 +597,18 @@ impl Migration {
             }
             last_key = Some(k);
             if batch.len() >= PUSH_ITEMS || batch_bytes >= PUSH_BYTES {
-                self.flush(t, b, &mut batch, last_key.as_deref(), sync)
+                self.flush(t, b, &mut batch, last_key.as_deref(), sync, &mut pending)
                     .await?;
                 batch_bytes = 0;
             }
         }
-        self.flush(t, b, &mut batch, last_key.as_deref(), sync)
+        self.flush(t, b, &mut batch, last_key.as_deref(), sync, &mut pending)
             .await
     }
 
+    /// Starts pushing `batch` (after the push before it was confirmed);
+    /// the checkpoint moves to `last` with `pending`'s counts once the
+    /// target confirms it ([`Migration::settle`]).
     async fn flush(
         &mut self,
         t: &[u8],
@@ -599,22 +616,45 @@ impl Migration {
         batch: &mut Vec<ReplItem>,
         last: Option<&[u8]>,
         sync: bool,
+        pending: &mut Counts,
     ) -> anyhow::Result<()> {
-        let n = batch.len() as u64;
-        if n > 0 {
-            self.target.push(std::mem::take(batch)).await?;
-        }
-        if !sync {
-            if let Some(k) = last {
-                self.ckpt.state.current = Some(Cursor {
-                    btype: hex(t),
-                    bucket: hex(b),
-                    after: hex(k),
-                });
+        let cursor = match (sync, last) {
+            (false, Some(k)) => Some(Cursor {
+                btype: hex(t),
+                bucket: hex(b),
+                after: hex(k),
+            }),
+            _ => None,
+        };
+        let counts = std::mem::take(pending);
+        self.settle().await?;
+        let items = std::mem::take(batch);
+        let target = self.target.clone();
+        let push = tokio::spawn(async move {
+            if !items.is_empty() {
+                target.push(items).await?;
             }
-        }
-        self.ckpt.save()?;
+            Ok(())
+        });
+        self.inflight = Some(Inflight {
+            push,
+            cursor,
+            counts,
+        });
         Ok(())
+    }
+
+    /// Waits for the push under way; then moves the checkpoint and saves it.
+    async fn settle(&mut self) -> anyhow::Result<()> {
+        let Some(i) = self.inflight.take() else {
+            return Ok(());
+        };
+        i.push.await.context("the push task")??;
+        if let Some(c) = i.cursor {
+            self.ckpt.state.current = Some(c);
+        }
+        self.ckpt.state.counts.add(&i.counts);
+        self.ckpt.save()
     }
 
     /// One sync pass: every object the source changed since the last pass
@@ -654,6 +694,7 @@ impl Migration {
                 }
             }
         }
+        self.settle().await?;
         self.ckpt.state.sync_from = Some(start);
         self.ckpt.state.counts.sync_passes += 1;
         self.ckpt.save()?;
