@@ -317,3 +317,24 @@ fn a_data_dir_from_a_newer_version_is_refused_untouched() {
         ],
     );
 }
+
+/// The long form (`BASALT_LONG_TESTS=1`): `scripts/rolling-upgrade.sh`
+/// with 30 s phases — release builds of v0.1.0 (cached by commit) and of
+/// this tree, a 3-node cluster and a sink upgraded under load, one node
+/// downgraded; it must exit 0 (no failed request, nothing lost). Without
+/// the variable it says so and does nothing.
+#[test]
+fn rolling_upgrade_under_load_long() {
+    if !common::long() {
+        eprintln!("rolling upgrade: set BASALT_LONG_TESTS=1 to run scripts/rolling-upgrade.sh");
+        return;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let status = Command::new("bash")
+        .arg(root.join("scripts/rolling-upgrade.sh"))
+        .current_dir(&root)
+        .env("PHASE_SECS", "30")
+        .status()
+        .expect("run scripts/rolling-upgrade.sh");
+    assert!(status.success(), "rolling upgrade failed: {status} (its report names the run directory)");
+}
