@@ -66,8 +66,10 @@ done
 
 cleanup() {
   touch "$run/stop"
-  for i in 1 2 3 4; do [ -n "${pid[$i]:-}" ] && kill "${pid[$i]}" 2>/dev/null || true; done
-  [ -n "${load_pid:-}" ] && kill "$load_pid" 2>/dev/null || true
+  for i in 1 2 3 4; do
+    if [ -n "${pid[$i]:-}" ]; then kill "${pid[$i]}" 2>/dev/null || true; fi
+  done
+  if [ -n "${load_pid:-}" ]; then kill "$load_pid" 2>/dev/null || true; fi
   wait 2>/dev/null || true
 }
 trap cleanup EXIT
@@ -88,13 +90,13 @@ wait_service() { # I BINARY
     [ $((SECONDS - t0)) -lt 120 ] || { echo "n$i: no riak_kv after 120 s" >&2; return 1; }
   done
 }
-stop_node() { # I: SIGTERM, wait; prints the seconds it took
+stop_node() { # I: SIGTERM, wait; sets $stopped to the seconds it took and the exit code
   local i="$1" t0 rc=0
   t0="$(date +%s.%N)"
   kill -TERM "${pid[$i]}"
   wait "${pid[$i]}" || rc=$?
   pid[$i]=""
-  echo "$(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s (exit $rc)"
+  stopped="$(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s (exit $rc)"
 }
 wait_transfers() { # until no transfers wait or run anywhere (at most 600 s)
   local t0=$SECONDS out
@@ -148,7 +150,8 @@ sleep "$PHASE_SECS"
 
 for i in 1 2 3; do
   phase "upgrade-n$i"
-  say "n$i: stopped in $(stop_node "$i") (old)"
+  stop_node "$i"
+  say "n$i: stopped in $stopped (old)"
   t0=$SECONDS
   start_node "$i" "$NEW"
   wait_service "$i" "$NEW" || { say "n$i: the new binary did not start: $(tail -5 "$run/n$i.log")"; exit 1; }
@@ -161,7 +164,8 @@ phase after
 sleep "$PHASE_SECS"
 
 phase downgrade-n3
-say "n3: stopped in $(stop_node 3) (new)"
+stop_node 3
+say "n3: stopped in $stopped (new)"
 start_node 3 "$OLD"
 if wait_service 3 "$OLD"; then
   say "downgrade: n3 serves on the old binary ($("$OLD" --version)) over the data the new one wrote"
@@ -198,7 +202,10 @@ failed="$(python3 -c "import json; print(sum(p['failed'] for p in json.load(open
 say "failed requests (after retries): $failed; downgrade worked: $downgraded"
 [ "$failed" = 0 ] || status=1
 for i in 1 2 3 4; do
-  [ -n "${pid[$i]:-}" ] && say "n$i: stopped in $(stop_node "$i")"
+  if [ -n "${pid[$i]:-}" ]; then
+    stop_node "$i"
+    say "n$i: stopped in $stopped"
+  fi
 done
 say "report: $report"
 exit "$status"
