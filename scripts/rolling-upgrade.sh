@@ -25,8 +25,11 @@
 # Usage: scripts/rolling-upgrade.sh            (from the repository root)
 # Environment: PHASE_SECS (60), WORKERS (4), KEYS (object keys per
 # worker, 2000), RATE (requests/s per worker, 0 = unpaced), RING (64),
+# TRANSFER_WAIT (120: at most this many seconds waiting for the transfers
+# after each restart; then the next step goes on and the report says so),
 # OLD_VERSION (0.1.0), BASALT_UPGRADE_DIR (the run's directory; default a
-# new /tmp/basalt-upgrade-XXXXXX), BASALT_RELEASE_CACHE, CARGO_TARGET_DIR.
+# new /tmp/basalt-upgrade-XXXXXX), BASALT_RELEASE_CACHE, CARGO_TARGET_DIR,
+# BASALT_NEW_BIN and BASALT_LOAD_BIN (binaries built already: no cargo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PHASE_SECS="${PHASE_SECS:-60}"
@@ -34,6 +37,7 @@ WORKERS="${WORKERS:-4}"
 KEYS="${KEYS:-2000}"
 RATE="${RATE:-0}"
 RING="${RING:-64}"
+TRANSFER_WAIT="${TRANSFER_WAIT:-120}"
 OLD_VERSION="${OLD_VERSION:-0.1.0}"
 target="${CARGO_TARGET_DIR:-$PWD/target}"
 run="${BASALT_UPGRADE_DIR:-$(mktemp -d /tmp/basalt-upgrade-XXXXXX)}"
@@ -43,12 +47,19 @@ report="$run/report.txt"
 say() { echo "$*" | tee -a "$report"; }
 
 old_src="$(scripts/release-binary.sh "$OLD_VERSION")"
-cargo build --release -q -p basalt-cli
-cargo build -q -p basalt-cli --example upgrade_load
+# BASALT_NEW_BIN / BASALT_LOAD_BIN: binaries built already (no cargo run).
+if [ -z "${BASALT_NEW_BIN:-}" ]; then
+  cargo build --release -q -p basalt-cli
+  BASALT_NEW_BIN="$target/release/basalt"
+fi
+if [ -z "${BASALT_LOAD_BIN:-}" ]; then
+  cargo build -q -p basalt-cli --example upgrade_load
+  BASALT_LOAD_BIN="$target/debug/examples/upgrade_load"
+fi
 # Copies: a build during the run must not change them.
 cp "$old_src" "$run/basalt-old"
-cp "$target/release/basalt" "$run/basalt-new"
-cp "$target/debug/examples/upgrade_load" "$run/upgrade_load"
+cp "$BASALT_NEW_BIN" "$run/basalt-new"
+cp "$BASALT_LOAD_BIN" "$run/upgrade_load"
 OLD="$run/basalt-old"
 NEW="$run/basalt-new"
 LOAD="$run/upgrade_load"
@@ -98,14 +109,20 @@ stop_node() { # I: SIGTERM, wait; sets $stopped to the seconds it took and the e
   pid[$i]=""
   stopped="$(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s (exit $rc)"
 }
-wait_transfers() { # until no transfers wait or run anywhere (at most 600 s)
-  local t0=$SECONDS out
+# Until no transfers wait or run anywhere, at most $1 s (default
+# TRANSFER_WAIT); then it goes on, reporting what still waits.
+wait_transfers() {
+  local t0=$SECONDS out limit="${1:-$TRANSFER_WAIT}"
   while :; do
     out="$("$NEW" admin --node "127.0.0.1:${cl[1]}" transfers 2>&1 || true)"
     if grep -q "No transfers active" <<<"$out" && ! grep -q "transfer type:\|could not be contacted" <<<"$out"; then
+      say "transfers: none left after $((SECONDS - t0)) s"
       return 0
     fi
-    [ $((SECONDS - t0)) -lt 600 ] || { say "transfers still pending after 600 s: $out"; return 1; }
+    if [ $((SECONDS - t0)) -ge "$limit" ]; then
+      say "transfers: still pending after $limit s, going on: $(grep "waiting to hand off" <<<"$out" | tr '\n' ';')"
+      return 0
+    fi
     sleep 1
   done
 }
@@ -140,6 +157,8 @@ for i in 2 3; do
   until "$OLD" admin --node "127.0.0.1:${cl[$i]}" bucket-type status sets | grep -q "sets is active"; do sleep 0.5; done
 done
 say "$("$OLD" admin --node "127.0.0.1:${cl[1]}" member-status)"
+# The joins' handoffs (and the deletes after them) done before the load.
+wait_transfers 600
 
 phase before
 nodes="127.0.0.1:${pb[1]},127.0.0.1:${pb[2]},127.0.0.1:${pb[3]}"
@@ -157,7 +176,6 @@ for i in 1 2 3; do
   wait_service "$i" "$NEW" || { say "n$i: the new binary did not start: $(tail -5 "$run/n$i.log")"; exit 1; }
   say "n$i: new binary serving riak_kv after $((SECONDS - t0)) s"
   wait_transfers
-  say "n$i: transfers done $((SECONDS - t0)) s after the start"
 done
 
 phase after
@@ -185,7 +203,7 @@ wait "$load_pid"
 load_pid=""
 say ""
 say "$(cat "$run/load.txt")"
-wait_transfers
+wait_transfers 300
 t0=$SECONDS
 while [ "$(repl_waiting)" != 0 ]; do
   [ $((SECONDS - t0)) -lt 300 ] || { say "replication queues not drained after 300 s"; break; }
