@@ -366,8 +366,16 @@ fn load(a: LoadArgs) -> Result<(), String> {
     }
     write(&a.out.join("timeline.csv"), &timeline)?;
     write(&a.out.join("state.json"), &state_json(&state).to_string())?;
-    let names = phases.names.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    let stats = phases.stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let names = phases
+        .names
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    let stats = phases
+        .stats
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
     let summary = summarize(&names, &stats, end);
     write(&a.out.join("summary.json"), &summary.to_string())?;
     print_summary(&summary);
@@ -489,7 +497,10 @@ fn worker(
                 }),
                 ..Default::default()
             };
-            let o = pool.call(code::DT_UPDATE_REQ, &dt_update("sets", SET_BUCKET, &skey, op));
+            let o = pool.call(
+                code::DT_UPDATE_REQ,
+                &dt_update("sets", SET_BUCKET, &skey, op),
+            );
             if o.reply.is_ok() {
                 st.sets.entry(skey).or_default().insert(elem);
             }
@@ -553,11 +564,8 @@ fn state_json(s: &WorkerState) -> Value {
         .iter()
         .map(|(k, (acked, tried))| (k.clone(), json!({"acked": acked, "attempted": tried})))
         .collect();
-    let sets: serde_json::Map<String, Value> = s
-        .sets
-        .iter()
-        .map(|(k, v)| (k.clone(), json!(v)))
-        .collect();
+    let sets: serde_json::Map<String, Value> =
+        s.sets.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
     json!({"objects": objects, "counters": counters, "sets": sets})
 }
 
@@ -590,7 +598,16 @@ fn summarize(names: &[(String, Instant)], stats: &[PhaseStats], end: Instant) ->
 fn print_summary(v: &Value) {
     println!(
         "{:<14} {:>7} {:>9} {:>8} {:>10} {:>7} {:>9} {:>7} {:>8} {:>8}",
-        "phase", "secs", "ok", "ok/s", "retried", "failed", "attempts", "stale", "mean ms", "max ms"
+        "phase",
+        "secs",
+        "ok",
+        "ok/s",
+        "retried",
+        "failed",
+        "attempts",
+        "stale",
+        "mean ms",
+        "max ms"
     );
     for r in v["phases"].as_array().into_iter().flatten() {
         println!(
@@ -674,7 +691,10 @@ fn verify(nodes: &[String], state: &Path, label: &str, r: u32) -> Result<(), Str
             }
             _ => {
                 changed += 1;
-                note(format!("{key}: {got:?}, expected one of {values:?}"), &mut problems);
+                note(
+                    format!("{key}: {got:?}, expected one of {values:?}"),
+                    &mut problems,
+                );
             }
         }
     }
@@ -736,7 +756,9 @@ fn verify(nodes: &[String], state: &Path, label: &str, r: u32) -> Result<(), Str
     });
     println!("{report}");
     if lost > 0 {
-        return Err(format!("{label}: {lost} acknowledged writes lost or changed"));
+        return Err(format!(
+            "{label}: {lost} acknowledged writes lost or changed"
+        ));
     }
     Ok(())
 }
@@ -821,7 +843,11 @@ fn fixture(node: &str, out: &Path) -> Result<(), String> {
             }),
             ..Default::default()
         };
-        must(&mut pool, code::DT_UPDATE_REQ, &dt_update("sets", "fxs", &key, op))?;
+        must(
+            &mut pool,
+            code::DT_UPDATE_REQ,
+            &dt_update("sets", "fxs", &key, op),
+        )?;
         sets.insert(key, json!(elems));
     }
     let mut maps = serde_json::Map::new();
@@ -851,7 +877,11 @@ fn fixture(node: &str, out: &Path) -> Result<(), String> {
             }),
             ..Default::default()
         };
-        must(&mut pool, code::DT_UPDATE_REQ, &dt_update("maps", "fxm", &key, op))?;
+        must(
+            &mut pool,
+            code::DT_UPDATE_REQ,
+            &dt_update("maps", "fxm", &key, op),
+        )?;
         maps.insert(key, json!({"name": format!("map {i}"), "visits": 10 + i}));
     }
     let expected = json!({

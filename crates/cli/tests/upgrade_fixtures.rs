@@ -105,7 +105,11 @@ fn check_fixture_data(c: &mut Client, exp: &Value) {
         }
         assert_eq!(r.content.len(), 1, "{key}: one value");
         let v = &r.content[0];
-        assert_eq!(v.value, o["value"].as_str().unwrap_or("").as_bytes(), "{key}");
+        assert_eq!(
+            v.value,
+            o["value"].as_str().unwrap_or("").as_bytes(),
+            "{key}"
+        );
         assert_eq!(v.content_type.as_deref(), Some(&b"text/plain"[..]), "{key}");
         assert!(
             v.usermeta
@@ -121,13 +125,21 @@ fn check_fixture_data(c: &mut Client, exp: &Value) {
                 .iter()
                 .any(|p| p.key == k.as_bytes() && p.value.as_deref() == Some(val.as_bytes()))
         };
-        assert!(has("colour_bin", &colour) && has("num_int", &num), "{key}: {:?}", v.indexes);
+        assert!(
+            has("colour_bin", &colour) && has("num_int", &num),
+            "{key}: {:?}",
+            v.indexes
+        );
         by_colour.entry(colour).or_default().insert(key.clone());
         live.insert(key.clone());
     }
     assert_eq!(live.len(), 36, "36 live objects in the fixture");
     for (colour, keys) in &by_colour {
-        assert_eq!(&index(c, "colour_bin", colour, None), keys, "colour_bin = {colour}");
+        assert_eq!(
+            &index(c, "colour_bin", colour, None),
+            keys,
+            "colour_bin = {colour}"
+        );
     }
     assert_eq!(index(c, "num_int", "0", Some("39")), live, "num_int 0..39");
     for (key, want) in exp["counters"].as_object().expect("counters") {
@@ -158,7 +170,11 @@ fn check_fixture_data(c: &mut Client, exp: &Value) {
             want["name"].as_str().map(str::as_bytes),
             "map {key}"
         );
-        assert_eq!(field("visits").counter_value, want["visits"].as_i64(), "map {key}");
+        assert_eq!(
+            field("visits").counter_value,
+            want["visits"].as_i64(),
+            "map {key}"
+        );
     }
 }
 
@@ -220,8 +236,23 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 fn start_refused(n: &NodeProc) -> String {
     let err = n.dir.with_extension("err");
     let mut child = Command::new(common::bin())
-        .args(["start", "--ring-size", "8", "--backend", "leveled", "--http-listen", ""])
-        .args(["--node-name", &n.name, "--pb-listen", &n.pb, "--cluster-listen", &n.cluster])
+        .args([
+            "start",
+            "--ring-size",
+            "8",
+            "--backend",
+            "leveled",
+            "--http-listen",
+            "",
+        ])
+        .args([
+            "--node-name",
+            &n.name,
+            "--pb-listen",
+            &n.pb,
+            "--cluster-listen",
+            &n.cluster,
+        ])
         .arg("--data-dir")
         .arg(&n.dir)
         .env_remove("RUST_LOG")
@@ -258,7 +289,10 @@ fn assert_refused_untouched(n: &NodeProc, parts: &[&str]) {
         .chain(after.keys())
         .filter(|p| before.get(*p) != after.get(*p))
         .collect();
-    assert!(changed.is_empty(), "changed by the refused start: {changed:?}");
+    assert!(
+        changed.is_empty(),
+        "changed by the refused start: {changed:?}"
+    );
 }
 
 #[test]
@@ -336,5 +370,8 @@ fn rolling_upgrade_under_load_long() {
         .env("PHASE_SECS", "30")
         .status()
         .expect("run scripts/rolling-upgrade.sh");
-    assert!(status.success(), "rolling upgrade failed: {status} (its report names the run directory)");
+    assert!(
+        status.success(),
+        "rolling upgrade failed: {status} (its report names the run directory)"
+    );
 }

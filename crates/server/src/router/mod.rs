@@ -347,7 +347,8 @@ impl Router {
             .map_err(|e| VnodeError::Remote(e.0))?;
         // The status file is written only once the backend opened: a backend
         // that refuses (a newer format) leaves the vnode's files as they were.
-        let status_err = |e: std::io::Error| VnodeError::Remote(format!("vnode {p} status file: {e}"));
+        let status_err =
+            |e: std::io::Error| VnodeError::Remote(format!("vnode {p} status file: {e}"));
         let incarnation = crate::vnode::id::next(&dir).map_err(status_err)?;
         let backend = basalt_backends::open_backend(&self.config.backend, &dir, &bcfg)?;
         crate::vnode::id::mark_open(&dir, incarnation).map_err(status_err)?;
