@@ -613,15 +613,15 @@ fn print_summary(v: &Value) {
         println!(
             "{:<14} {:>7} {:>9} {:>8} {:>10} {:>7} {:>9} {:>7} {:>8} {:>8}",
             r["phase"].as_str().unwrap_or(""),
-            r["seconds"],
-            r["ok"],
-            r["ops_per_sec"],
-            r["retried_ok"],
-            r["failed"],
-            r["failed_attempts"],
-            r["stale_gets"],
-            r["mean_ms"],
-            r["max_ms"]
+            r["seconds"].to_string(),
+            r["ok"].to_string(),
+            r["ops_per_sec"].to_string(),
+            r["retried_ok"].to_string(),
+            r["failed"].to_string(),
+            r["failed_attempts"].to_string(),
+            r["stale_gets"].to_string(),
+            r["mean_ms"].to_string(),
+            r["max_ms"].to_string()
         );
         for e in r["errors"].as_array().into_iter().flatten() {
             println!("    error: {}", e.as_str().unwrap_or(""));
