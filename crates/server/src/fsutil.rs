@@ -1,8 +1,11 @@
 //! File-system helpers of the node's small metadata files (node name,
 //! bucket props and types, cluster state, security): the engine's atomic
 //! replace ([`basalt_engine::fsutil::write_atomic_with`]), with the node's
-//! temporary name (`<file>.tmp`); and the versioned envelope of the node's
-//! JSON state files ([`encode_state`], [`decode_state`]).
+//! temporary name (`<file>.tmp`); the versioned envelope of the node's
+//! JSON state files ([`encode_state`], [`decode_state`]); and the data
+//! directory's format marker `<data_dir>/FORMAT` ([`check_data_format`],
+//! [`write_data_format`]), read before anything in the directory is
+//! opened, so a directory a newer Basalt wrote is refused untouched.
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -67,6 +70,57 @@ pub fn decode_state<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
     serde_json::from_value(v).map_err(|e| e.to_string())
 }
 
+/// Format version of a node's data directory as a whole, in
+/// `<data_dir>/FORMAT` (`basalt-data 1`). A release that changes any
+/// on-disk format in a way older builds cannot read raises it, so an older
+/// build refuses the directory before it opens (and changes) anything.
+/// Builds before the marker (v0.1.0) ignore the file.
+pub const DATA_FORMAT: u64 = 1;
+
+/// The marker's file name under the data directory.
+pub const DATA_FORMAT_FILE: &str = "FORMAT";
+
+/// Checks `<dir>/FORMAT` before the node opens anything: absent (a new
+/// directory, or one written before the marker) or naming a format up to
+/// [`DATA_FORMAT`] is fine; a newer format, or a file that is not a
+/// marker, is refused with a message naming the file and both formats.
+/// Reads only.
+pub fn check_data_format(dir: &Path) -> Result<(), String> {
+    let path = dir.join(DATA_FORMAT_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let found = text
+        .trim()
+        .strip_prefix("basalt-data ")
+        .and_then(|v| v.parse::<u64>().ok());
+    match found {
+        Some(v) if v <= DATA_FORMAT => Ok(()),
+        Some(v) => Err(format!(
+            "{}: data directory format {v}; this build reads format {DATA_FORMAT}. It was written by a newer Basalt: run that version (nothing in the directory was changed)",
+            path.display()
+        )),
+        None => Err(format!(
+            "{}: not a data directory format marker (expected \"basalt-data N\", found {:?}); nothing in the directory was changed",
+            path.display(),
+            text.chars().take(40).collect::<String>()
+        )),
+    }
+}
+
+/// Writes `<dir>/FORMAT` naming [`DATA_FORMAT`] (atomically), unless it
+/// already says so.
+pub fn write_data_format(dir: &Path) -> std::io::Result<()> {
+    let path = dir.join(DATA_FORMAT_FILE);
+    let want = format!("basalt-data {DATA_FORMAT}\n");
+    if std::fs::read_to_string(&path).ok().as_deref() == Some(want.as_str()) {
+        return Ok(());
+    }
+    atomic_write(&path, want.as_bytes())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -92,5 +146,27 @@ mod tests {
             e.starts_with("format version 2; this build reads format 1"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn the_data_format_marker_refuses_a_newer_or_foreign_one_and_reads_its_own() {
+        let d = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(check_data_format(d.path()), Ok(()), "absent: fine");
+        write_data_format(d.path()).unwrap_or_else(|e| panic!("{e}"));
+        let path = d.path().join(DATA_FORMAT_FILE);
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        assert_eq!(text, "basalt-data 1\n");
+        assert_eq!(check_data_format(d.path()), Ok(()));
+        std::fs::write(&path, "basalt-data 2\n").unwrap_or_else(|e| panic!("{e}"));
+        let e = check_data_format(d.path()).err().unwrap_or_default();
+        assert!(
+            e.contains("data directory format 2; this build reads format 1")
+                && e.contains("newer Basalt")
+                && e.contains(&path.display().to_string()),
+            "{e}"
+        );
+        std::fs::write(&path, "hello").unwrap_or_else(|e| panic!("{e}"));
+        let e = check_data_format(d.path()).err().unwrap_or_default();
+        assert!(e.contains("not a data directory format marker"), "{e}");
     }
 }

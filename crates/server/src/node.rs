@@ -51,6 +51,10 @@ pub enum OpenError {
     /// The replication sinks or queues did not open.
     #[error(transparent)]
     Repl(#[from] crate::repl::SinksError),
+    /// The data directory's `FORMAT` names a format this build does not
+    /// read (a newer Basalt wrote it); nothing was opened or changed.
+    #[error("{0}")]
+    DataFormat(String),
 }
 
 /// A sink peer that is this node's own cluster address is refused at
@@ -106,12 +110,14 @@ impl std::ops::Deref for Node {
 }
 
 impl Node {
-    /// Opens the node: checks that the data directory belongs to this node
-    /// name (`<data_dir>/NODE`), loads the cluster state and opens the vnodes
+    /// Opens the node: checks the data directory's format marker
+    /// (`<data_dir>/FORMAT`, refused untouched when newer) and that it
+    /// belongs to this node name (`<data_dir>/NODE`), loads the cluster state and opens the vnodes
     /// of the partitions it owns or still holds data for
     /// (`<data_dir>/vnodes/<partition>`).
     pub fn open(config: Config) -> Result<Node, OpenError> {
         config.validate()?;
+        crate::fsutil::check_data_format(&config.data_dir).map_err(OpenError::DataFormat)?;
         let ring = Ring::new(config.ring_size)
             .ok_or_else(|| ConfigError(format!("bad ring_size {}", config.ring_size)))?;
         std::fs::create_dir_all(config.data_dir.join("vnodes"))?;
@@ -242,9 +248,20 @@ impl Node {
                     source,
                 },
                 other => OpenError::Io(std::io::Error::other(other.to_string())),
-            })?;
-            router.vnodes.write().insert(p, Arc::new(v));
+            });
+            match v {
+                Ok(v) => {
+                    router.vnodes.write().insert(p, Arc::new(v));
+                }
+                Err(e) => {
+                    // The vnodes opened so far shut down cleanly (their
+                    // status files and trees as a clean stop leaves them).
+                    node.close();
+                    return Err(e);
+                }
+            }
         }
+        crate::fsutil::write_data_format(&node.config.data_dir)?;
         tracing::info!(ring_size = router.ring.size(), vnodes = router.vnodes.read().len(), backend = %node.config.backend, data_dir = %node.config.data_dir.display(), "vnodes open");
         Ok(node)
     }

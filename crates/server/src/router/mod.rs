@@ -345,9 +345,13 @@ impl Router {
             .config
             .aae_tree_size()
             .map_err(|e| VnodeError::Remote(e.0))?;
-        let incarnation = crate::vnode::id::start(&dir)
-            .map_err(|e| VnodeError::Remote(format!("vnode {p} status file: {e}")))?;
+        // The status file is written only once the backend opened: a backend
+        // that refuses (a newer format) leaves the vnode's files as they were.
+        let status_err =
+            |e: std::io::Error| VnodeError::Remote(format!("vnode {p} status file: {e}"));
+        let incarnation = crate::vnode::id::next(&dir).map_err(status_err)?;
         let backend = basalt_backends::open_backend(&self.config.backend, &dir, &bcfg)?;
+        crate::vnode::id::mark_open(&dir, incarnation).map_err(status_err)?;
         let state = VnodeState {
             partition: p,
             actor: actor(&self.config.node_name, p, incarnation),

@@ -82,6 +82,17 @@ fn write(dir: &Path, id: u64, state: Shutdown) -> std::io::Result<()> {
 /// before opening the backend): the previous id after a clean shutdown,
 /// else a new random one; records the vnode as `open`.
 pub fn start(dir: &Path) -> std::io::Result<u64> {
+    let id = next(dir)?;
+    mark_open(dir, id)?;
+    Ok(id)
+}
+
+/// The id the vnode of `dir` starts its next incarnation with: the previous
+/// id after a clean shutdown, else a new random one. Reads only, so a
+/// vnode whose backend then refuses to open (a newer format) leaves its
+/// status file as it was; [`mark_open`] it once the backend is open, before
+/// its first write.
+pub fn next(dir: &Path) -> std::io::Result<u64> {
     let path = status_path(dir);
     let previous = match std::fs::read_to_string(&path) {
         Ok(text) => {
@@ -94,7 +105,7 @@ pub fn start(dir: &Path) -> std::io::Result<u64> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(e),
     };
-    let id = match previous {
+    Ok(match previous {
         Some((id, Shutdown::Clean)) if dir.is_dir() => id,
         _ => {
             let id: u64 = rand::random();
@@ -103,9 +114,12 @@ pub fn start(dir: &Path) -> std::io::Result<u64> {
             }
             id
         }
-    };
-    write(dir, id, Shutdown::Open)?;
-    Ok(id)
+    })
+}
+
+/// Records the vnode of `dir` as running incarnation `id`.
+pub fn mark_open(dir: &Path, id: u64) -> std::io::Result<()> {
+    write(dir, id, Shutdown::Open)
 }
 
 /// Records that the vnode of `dir` (incarnation `id`) shut down cleanly.
