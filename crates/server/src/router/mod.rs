@@ -347,7 +347,7 @@ impl Router {
             .map_err(|e| VnodeError::Remote(e.0))?;
         let incarnation = crate::vnode::id::start(&dir)
             .map_err(|e| VnodeError::Remote(format!("vnode {p} status file: {e}")))?;
-        let backend = basalt_backends::open_backend(&self.config.backend, &dir, &bcfg)?;
+        let backend = basalt_backends::open_backend(&self.config.backend, &dir, &bcfg)?.into();
         let state = VnodeState {
             partition: p,
             actor: actor(&self.config.node_name, p, incarnation),
