@@ -154,7 +154,7 @@ fn recv(c: &mut riak_pb::sync::Client, node: &str) -> anyhow::Result<BackupResp>
 fn info(node: &AdminNode) -> anyhow::Result<(String, ClusterState, Meta)> {
     let mut c = node.connect_with_max(MAX_FRAME)?;
     match call(&mut c, node.addr(), &BackupReq::Info)? {
-        BackupResp::Info { node, state, meta } => Ok((node, state, meta)),
+        BackupResp::Info { node, state, meta } => Ok((node, *state, meta)),
         other => bail!("unexpected reply {other:?}"),
     }
 }

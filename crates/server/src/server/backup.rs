@@ -75,7 +75,7 @@ pub enum BackupResp {
         /// The node that answered.
         node: String,
         /// Its view of the cluster.
-        state: ClusterState,
+        state: Box<ClusterState>,
         /// Types, props and security, as gossip carries them.
         meta: Meta,
     },
@@ -111,7 +111,7 @@ pub(crate) async fn handle(
     let reply = match req {
         BackupReq::Info => BackupResp::Info {
             node: node.router.cluster.me().to_string(),
-            state: node.router.cluster.state(),
+            state: Box::new(node.router.cluster.state()),
             meta: node.gossip.meta(),
         },
         BackupReq::Fold {
