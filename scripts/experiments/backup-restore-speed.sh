@@ -7,7 +7,7 @@
 set -euo pipefail
 B=${B:-/work/target-backup/release/basalt}
 W=${W:-/tmp/backupbench}
-KEYS=${KEYS:-60000}
+KEYS=${KEYS:-20000}
 NODE_MEM=${NODE_MEM:-256M}
 CLIENT_MEM=${CLIENT_MEM:-128M}
 CG=/sys/fs/cgroup/memory$(awk -F: '$2=="memory"{print $3}' /proc/self/cgroup)
