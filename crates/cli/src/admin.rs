@@ -7,7 +7,7 @@
 //! node answers with one JSON document holding the same facts. Bucket
 //! types are [`crate::admin_btypes`], `aae fold` [`crate::aae_fold`],
 //! `services` and `wait-for-service` [`crate::wait`], `diag`
-//! [`crate::diag`]. Each command is one call of `riak_pb`'s blocking
+//! [`crate::diag`], `backup` and `restore` [`crate::admin_backup`]. Each command is one call of `riak_pb`'s blocking
 //! client through [`crate::admin_client`], whose reply is bounded by its
 //! `MAX_REPLY`. An address where something else answers — a PB port
 //! (Riak's unknown-code error), an HTTP port, anything that closes or
@@ -134,6 +134,16 @@ enum AdminCommand {
     /// types, the disk usage of its data directory and the tails of
     /// --log files, with a MANIFEST of what was collected and what failed.
     Diag(crate::diag::DiagArgs),
+    /// Back up the whole cluster into DIR: every partition's objects from
+    /// a snapshot of its owner's vnode (paced), the ring, bucket types,
+    /// bucket props and security state (password hashes included), with
+    /// a checksummed manifest written last.
+    Backup(crate::admin_backup::BackupArgs),
+    /// Restore a backup into this cluster (any node count, the same ring
+    /// size): every file is checked first; refused for another ring size
+    /// or a cluster holding objects (unless --force) before anything is
+    /// written.
+    Restore(crate::admin_backup::RestoreArgs),
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -284,6 +294,8 @@ fn line_of(command: &AdminCommand) -> anyhow::Result<Option<String>> {
         | AdminCommand::Services
         | AdminCommand::WaitForService { .. }
         | AdminCommand::Diag(_)
+        | AdminCommand::Backup(_)
+        | AdminCommand::Restore(_)
         | AdminCommand::Aae(AaeCommand::Fold(_)) => None,
         AdminCommand::Status => Some("status".to_string()),
         AdminCommand::VnodeStatus => Some("vnode-status".to_string()),
@@ -414,6 +426,8 @@ pub fn run(args: AdminArgs) -> anyhow::Result<crate::Outcome> {
         ),
         AdminCommand::Aae(AaeCommand::Fold(cmd)) => crate::aae_fold::run(node, &cmd, json),
         AdminCommand::Diag(d) => crate::diag::run(node, &d, json),
+        AdminCommand::Backup(b) => crate::admin_backup::backup(node, &b, json),
+        AdminCommand::Restore(r) => crate::admin_backup::restore(node, &r, json),
         _ => Ok(crate::Outcome::Done),
     }
 }

@@ -7,7 +7,7 @@
 //!
 //! [`line`] sends one admin line (code 247), as text or `--json`.
 //!
-//! Shared by [`crate::admin`] (which dispatches), [`crate::aae_fold`],
+//! Shared by [`crate::admin`] (which dispatches), [`crate::admin_backup`], [`crate::aae_fold`],
 //! [`crate::admin_btypes`], [`crate::wait`], [`crate::diag`] and
 //! [`crate::ping`]; it imports none of them, so imports run one way.
 
@@ -69,6 +69,24 @@ impl AdminNode {
     /// The cluster address.
     pub(crate) fn addr(&self) -> &str {
         &self.addr
+    }
+
+    /// Another node of the same cluster (same TLS settings and timeouts).
+    pub(crate) fn at(&self, addr: &str) -> AdminNode {
+        AdminNode {
+            addr: addr.to_string(),
+            tls: self.tls.clone(),
+            connect_timeout: self.connect_timeout,
+            reply_timeout: self.reply_timeout,
+        }
+    }
+
+    /// A connection kept for many requests (backup and restore), whose
+    /// replies may be up to `max_reply` bytes.
+    pub(crate) fn connect_with_max(&self, max_reply: usize) -> anyhow::Result<Client> {
+        let mut c = self.connect()?;
+        c.set_max_reply(max_reply);
+        Ok(c)
     }
 
     /// A connection to the node, over TLS when configured.

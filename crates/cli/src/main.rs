@@ -12,8 +12,10 @@
 
 mod aae_fold;
 mod admin;
+mod admin_backup;
 mod admin_btypes;
 mod admin_client;
+mod backup_file;
 mod certs;
 mod diag;
 mod dump;

@@ -52,6 +52,12 @@ pub mod basalt {
     pub const ADMIN_CLUSTER_REQ: u8 = 247;
     /// Reply to 247: the command's text output.
     pub const ADMIN_CLUSTER_RESP: u8 = 248;
+    /// A cluster backup or restore step (`basalt admin backup|restore`):
+    /// a postcard `BackupReq` → one or more 250 frames (a partition's
+    /// objects stream as many).
+    pub const BACKUP_REQ: u8 = 249;
+    /// Reply to 249: a postcard `BackupResp`.
+    pub const BACKUP_RESP: u8 = 250;
     /// The cluster hello: the first frame of a connection a node dials to
     /// another's cluster port, `version:u32` (big-endian) of the cluster
     /// protocol it speaks; answered with the same code and the listener's
@@ -76,6 +82,8 @@ pub mod basalt {
         (ADMIN_TYPE_STATUS_REQ, "BasaltBucketTypeStatusReq"),
         (ADMIN_CLUSTER_REQ, "BasaltClusterAdminReq"),
         (ADMIN_CLUSTER_RESP, "BasaltClusterAdminResp"),
+        (BACKUP_REQ, "BasaltBackupReq"),
+        (BACKUP_RESP, "BasaltBackupResp"),
         (CLUSTER_HELLO, "BasaltClusterHello"),
         (CLUSTER_REQ, "BasaltClusterReq"),
         (CLUSTER_RESP, "BasaltClusterResp"),

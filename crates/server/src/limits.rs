@@ -64,6 +64,16 @@ pub const MAX_TRANSFER_LIMIT: usize = 16;
 /// Objects per handoff batch (also capped by bytes in the vnode's fold).
 pub const HANDOFF_BATCH: u32 = 256;
 
+/// Objects per frame of a cluster backup's partition stream (also capped
+/// by [`FOLD_BATCH_BYTES`]; one larger object goes alone).
+pub const BACKUP_BATCH: usize = 512;
+/// Batches a backup's snapshot fold keeps ahead of the connection that
+/// sends them (back-pressure: a slow client slows the fold).
+pub const BACKUP_QUEUE_BATCHES: usize = 2;
+/// Objects a restore request carries at most (the client's batches are
+/// smaller; a larger request is refused before anything is written).
+pub const RESTORE_BATCH_MAX: usize = 4096;
+
 /// Dirty branches whose segments an exchange fetches (the rest wait for
 /// the next exchange).
 pub const AAE_MAX_BRANCHES: usize = 64;
@@ -339,6 +349,7 @@ const _: () = {
         "the scheduler runs one rebuild at a time"
     );
     assert!(HANDOFF_BATCH > 0 && FOLD_BATCH_BYTES >= 1 << 20);
+    assert!(BACKUP_BATCH > 0 && BACKUP_QUEUE_BATCHES > 0 && RESTORE_BATCH_MAX >= BACKUP_BATCH);
     assert!(AAE_MAX_BRANCHES > 0 && MAX_DIRTY_SEGMENTS > 0 && AAE_RANGE_BOOST >= 1);
     assert!(AAE_MIN_TICK.as_millis() > 0);
     assert!(MAX_INFLIGHT > 0 && BACKGROUND_QUEUE > 0);

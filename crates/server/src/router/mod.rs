@@ -350,7 +350,7 @@ impl Router {
         let status_err =
             |e: std::io::Error| VnodeError::Remote(format!("vnode {p} status file: {e}"));
         let incarnation = crate::vnode::id::next(&dir).map_err(status_err)?;
-        let backend = basalt_backends::open_backend(&self.config.backend, &dir, &bcfg)?;
+        let backend = basalt_backends::open_backend(&self.config.backend, &dir, &bcfg)?.into();
         crate::vnode::id::mark_open(&dir, incarnation).map_err(status_err)?;
         let state = VnodeState {
             partition: p,

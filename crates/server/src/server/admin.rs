@@ -5,7 +5,8 @@
 //! output); 240–246 (bucket-type admin, see [`crate::api::pb::btypes`]); Riak's 31–33
 //! (`bucket-type update` sends 32); Riak's anti-entropy fold requests
 //! 210–231 (`basalt admin aae fold`, see [`crate::aae::pb`]); `RpbPingReq`
-//! 1. Anything else is an unknown code.
+//! 1; the backup codes 249 → 250 go to [`super::backup`] (by the dispatch).
+//! Anything else is an unknown code.
 
 use crate::api::pb::unknown_code;
 use crate::cluster::AdminCmd;

@@ -31,6 +31,9 @@ pub(crate) async fn dispatch(
 ) -> Result<Vec<Vec<u8>>, RequestError> {
     match port {
         Port::Client => client(node, client_id, c, body, out).await,
+        Port::Cluster if c == code::basalt::BACKUP_REQ => {
+            crate::server::backup::handle(node, body, out).await
+        }
         Port::Cluster => admin::handle(node, c, body).await,
     }
 }

@@ -14,6 +14,7 @@
 
 pub mod admin;
 pub mod admin_views;
+pub mod backup;
 pub mod cluster;
 pub mod dispatch;
 pub mod http;

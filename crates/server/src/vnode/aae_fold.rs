@@ -532,7 +532,8 @@ mod tests {
             partition: 0,
             actor: b"a".to_vec(),
             backend: basalt_backends::open_backend(backend, dir, &Default::default())
-                .unwrap_or_else(|e| panic!("{e}")),
+                .unwrap_or_else(|e| panic!("{e}"))
+                .into(),
             sync: false,
             incarnation: None,
             tainted: std::sync::atomic::AtomicBool::new(false),

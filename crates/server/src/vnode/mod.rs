@@ -62,8 +62,9 @@ pub struct VnodeState {
     pub partition: u32,
     /// The vclock actor of this vnode.
     pub actor: Vec<u8>,
-    /// The store.
-    pub backend: Box<dyn Backend>,
+    /// The store (shared: a cluster backup folds a snapshot of it on its
+    /// own thread, so the worker keeps serving meanwhile).
+    pub backend: Arc<dyn Backend>,
     /// Sync writes.
     pub sync: bool,
     /// The backend's directory and the incarnation id (see
