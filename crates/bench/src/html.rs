@@ -167,6 +167,8 @@ pub struct Chart<'a> {
     pub y: &'a str,
     /// Right axis label, if a series uses axis 1.
     pub y2: Option<&'a str>,
+    /// A logarithmic left axis (values at or below zero become gaps).
+    pub log: bool,
     /// `(label, axis)` per series.
     pub series: Vec<(String, u8)>,
     /// X values.
@@ -206,7 +208,12 @@ fn rows_note(rows: usize, points: usize) -> Option<String> {
 impl Chart<'_> {
     /// The chart's JSON (downsampled).
     pub fn json(&self) -> Value {
-        let (xs, cols) = downsample(&self.xs, &self.cols, MAX_CHART_POINTS);
+        let (xs, mut cols) = downsample(&self.xs, &self.cols, MAX_CHART_POINTS);
+        if self.log {
+            for v in cols.iter_mut().flatten() {
+                *v = v.filter(|v| *v > 0.0);
+            }
+        }
         let mut data = vec![Value::Array(
             xs.iter().map(|x| serde_json::json!(round4(*x))).collect(),
         )];
@@ -217,6 +224,7 @@ impl Chart<'_> {
             "x": self.x,
             "y": self.y,
             "y2": self.y2,
+            "log": self.log,
             "series": self.series.iter().map(|(l, a)| serde_json::json!({"label": l, "axis": a})).collect::<Vec<_>>(),
             "data": data,
             "note": rows_note(self.xs.len(), xs.len()),
@@ -373,6 +381,7 @@ mod tests {
             x: "x",
             y: "y",
             y2: None,
+            log: false,
             series: vec![("a".into(), 0)],
             xs: vec![1.0, 2.0],
             cols: vec![vec![Some(1.0), None]],

@@ -62,6 +62,7 @@ fn throughput_chart(run: &RunData) -> Chart<'static> {
         x: "elapsed (s)",
         y: "ops/s",
         y2: None,
+        log: false,
         series,
         xs: rows.iter().map(|r| r.elapsed).collect(),
         cols,
@@ -84,8 +85,9 @@ fn latency_chart(k: usize, label: &str, rows: &[crate::output::LatRow]) -> Chart
         id: format!("lat-{k}"),
         title: format!("Latency: {label}"),
         x: "elapsed (s)",
-        y: "ms",
+        y: "ms (log scale)",
         y2: None,
+        log: true,
         series: picks.iter().map(|(n, _)| ((*n).to_string(), 0)).collect(),
         xs: rows.iter().map(|r| r.elapsed).collect(),
         cols: picks
@@ -119,6 +121,7 @@ fn resources_chart(run: &RunData) -> Option<Chart<'static>> {
         x: "elapsed (s)",
         y: "CPU % of a core",
         y2: Some("MB/s"),
+        log: false,
         series: vec![
             ("CPU %".into(), 0),
             (wname.into(), 1),

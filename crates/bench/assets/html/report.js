@@ -4,7 +4,7 @@
 //
 // Data: { "charts": [ chart... ] }, a chart being
 //   { id, title, x (x-axis label), y (left axis label), y2 (right axis
-//     label, optional), note (optional),
+//     label, optional), log (a logarithmic left axis), note (optional),
 //     and either  series: [{label, axis (0 left, 1 right)}...],
 //                 data:   [[x...], [y...]...]    (one x shared by all)
 //     or          overlay: [{label, x: [...], y: [...]}...]
@@ -78,6 +78,9 @@
       { label: c.y, values: axisValues, size: 60 }
     ];
     var scales = { x: { time: false } };
+    if (c.log) {
+      scales.y = { distr: 3 };
+    }
     if (right) {
       axes.push({ label: c.y2 || "", scale: "y2", side: 1, values: axisValues,
         size: 60, grid: { show: false } });
