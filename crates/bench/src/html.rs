@@ -336,7 +336,10 @@ mod tests {
             "| op | n |\n|---|---:|\n| <b>x</b></script> | 3 |\n\n![summary](summary.png)\n",
         );
         assert!(html.contains("<table>"), "{html}");
-        assert!(html.contains("&lt;b&gt;x&lt;/b&gt;&lt;/script&gt;"), "{html}");
+        assert!(
+            html.contains("&lt;b&gt;x&lt;/b&gt;&lt;/script&gt;"),
+            "{html}"
+        );
         assert!(!html.contains("<img"), "no image: {html}");
         assert!(!html.contains("</script>"), "{html}");
     }
@@ -390,7 +393,11 @@ mod tests {
         assert!(p.contains("<title>a &lt;title&gt;</title>"));
         assert!(p.contains(basalt_webui::UPLOT_JS));
         assert!(p.contains("Leon Sorokin"), "the licence is embedded");
-        assert!(p.contains("\"data\":[[1.0,2.0],[1.0,null]]"), "{}", &p[p.len() - 9000..]);
+        assert!(
+            p.contains("\"data\":[[1.0,2.0],[1.0,null]]"),
+            "{}",
+            &p[p.len() - 9000..]
+        );
         assert!(!p.contains("{{"), "every placeholder filled");
         for fetch in ["src=\"http", "href=\"http", "<link ", "src=\""] {
             assert!(!p.contains(fetch), "nothing fetched: {fetch}");

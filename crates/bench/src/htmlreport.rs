@@ -311,10 +311,7 @@ pub fn compare_page(runs: &[(String, RunData)], out: &Path) -> String {
     for (name, run) in runs {
         let report = run.dir.join("report.html");
         let link = if report.is_file() {
-            format!(
-                " — <a href=\"{}\">report.html</a>",
-                href(out, &report)
-            )
+            format!(" — <a href=\"{}\">report.html</a>", href(out, &report))
         } else {
             String::new()
         };
@@ -437,7 +434,10 @@ mod tests {
         assert!(max.contains(&987.7), "the max latency in ms: {max:?}");
         for c in charts {
             let id = c["id"].as_str().expect("id");
-            assert!(page.contains(&format!("id=\"chart-{id}\"")), "{id} has a place");
+            assert!(
+                page.contains(&format!("id=\"chart-{id}\"")),
+                "{id} has a place"
+            );
         }
         assert!(!page.contains("id=\"problems\""));
     }
@@ -454,10 +454,16 @@ mod tests {
                 ..ReportExtra::default()
             },
         );
-        assert!(!page.contains("alert(1)</script>"), "no markup from the label");
+        assert!(
+            !page.contains("alert(1)</script>"),
+            "no markup from the label"
+        );
         assert!(!page.contains("<b>"));
         assert!(page.contains("get&lt;/script&gt;&lt;script&gt;alert(1)"));
-        assert_eq!(data_of(&page)["charts"][1]["title"], format!("Latency: {evil}"));
+        assert_eq!(
+            data_of(&page)["charts"][1]["title"],
+            format!("Latency: {evil}")
+        );
         // Exactly the page's own scripts: JSON, uPlot, ours.
         assert_eq!(page.matches("</script>").count(), 3);
         let other = run(tmp.path(), "put", 5);
@@ -496,10 +502,7 @@ mod tests {
         let out = tmp.path().join("t/compare");
         std::fs::create_dir_all(&a).expect("mk");
         std::fs::create_dir_all(&out).expect("mk");
-        assert_eq!(
-            href(&out, &a.join("report.html")),
-            "../leveled/report.html"
-        );
+        assert_eq!(href(&out, &a.join("report.html")), "../leveled/report.html");
         assert_eq!(href(tmp.path(), &tmp.path().join("a b#c")), "a%20b%23c");
     }
 }

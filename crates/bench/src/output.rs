@@ -366,7 +366,10 @@ impl RunData {
         Ok(run)
     }
 
-    fn load_with(dir: &Path, mut problems: Option<&mut Vec<String>>) -> Result<RunData, OutputError> {
+    fn load_with(
+        dir: &Path,
+        mut problems: Option<&mut Vec<String>>,
+    ) -> Result<RunData, OutputError> {
         // A whole file that cannot be read: an error, or a problem noted.
         fn rows_of(
             path: &Path,
@@ -432,7 +435,10 @@ impl RunData {
         };
         let waits_path = dir.join("waits.csv");
         let waits = if waits_path.exists() {
-            match (std::fs::read_to_string(&waits_path), problems.as_deref_mut()) {
+            match (
+                std::fs::read_to_string(&waits_path),
+                problems.as_deref_mut(),
+            ) {
                 (Ok(text), _) => WaitsData::parse(&text),
                 (Err(e), Some(p)) => {
                     p.push(io(&waits_path)(e).to_string());
@@ -443,7 +449,7 @@ impl RunData {
         } else {
             None
         };
-        let activity = match (activity::load(dir), problems.as_deref_mut()) {
+        let activity = match (activity::load(dir), problems) {
             (Ok(a), _) => a,
             (Err(e), Some(p)) => {
                 p.push(e.to_string());

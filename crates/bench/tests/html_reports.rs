@@ -117,7 +117,10 @@ fn reports_compare_and_index_pages_with_a_broken_csv() {
     assert!(cmp.contains("<li><code>broken: "), "the run is named");
     assert!(cmp.contains(where_), "the file and line are named");
     assert!(cmp.contains(">good</td>") && cmp.contains(">broken</td>"));
-    assert!(cmp.contains("href=\"../good/report.html\""), "links to the reports");
+    assert!(
+        cmp.contains("href=\"../good/report.html\""),
+        "links to the reports"
+    );
     let data = data_of(&cmp);
     let lines = data["charts"][0]["overlay"].as_array().expect("overlay");
     assert_eq!(lines.len(), 2, "both runs drawn");
@@ -127,11 +130,17 @@ fn reports_compare_and_index_pages_with_a_broken_csv() {
     let code = cli::run(&args(&["index", s(tmp.path())])).expect("index");
     assert_eq!(code, 0);
     let index = read(&tmp.path().join("index.html"));
-    assert!(index.contains("<h2>scenario</h2>"), "the scenario is listed");
+    assert!(
+        index.contains("<h2>scenario</h2>"),
+        "the scenario is listed"
+    );
     assert!(index.contains("href=\"scenario/compare/compare.html\""));
     assert!(index.contains("href=\"scenario/good/report.html\""));
     assert!(index.contains("href=\"scenario/broken/report.html\""));
-    assert!(index.contains(where_), "the index names the broken line too");
+    assert!(
+        index.contains(where_),
+        "the index names the broken line too"
+    );
     assert_eq!(
         data_of(&index)["charts"].as_array().expect("charts").len(),
         2,
