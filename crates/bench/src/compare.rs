@@ -143,7 +143,7 @@ pub fn compare(dirs: &[PathBuf], out: &Path) -> Result<Written, CompareError> {
         source,
     })?;
     chart::compare_png(&runs, &png)?;
-    let page = crate::htmlreport::compare_page(&runs, out);
+    let page = crate::htmlreport::compare_page(&runs, &table(&runs), out);
     std::fs::write(&html, page).map_err(|source| OutputError::Io {
         path: html.clone(),
         source,

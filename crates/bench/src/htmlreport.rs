@@ -294,8 +294,9 @@ pub fn throughput_overlays(prefix: &str, runs: &[(String, RunData)]) -> [Value; 
 }
 
 /// The whole `compare.html` of `runs` (the first is the baseline), written
-/// into `out`.
-pub fn compare_page(runs: &[(String, RunData)], out: &Path) -> String {
+/// into `out`; `table` is the seeds' table in markdown
+/// ([`crate::compare::table`]).
+pub fn compare_page(runs: &[(String, RunData)], table: &str, out: &Path) -> String {
     let title = "Bench comparison";
     let mut body = format!(
         "<h1>{title}</h1>\n<p>The first run is the baseline. mean(max): the mean of each \
@@ -306,7 +307,7 @@ pub fn compare_page(runs: &[(String, RunData)], out: &Path) -> String {
         .flat_map(|(n, r)| r.problems.iter().map(move |p| format!("{n}: {p}")))
         .collect();
     body.push_str(&problems_html(&problems));
-    body.push_str(&markdown(&crate::compare::table(runs)));
+    body.push_str(&markdown(table));
     body.push_str("<h2>Runs</h2>\n<ul>\n");
     for (name, run) in runs {
         let report = run.dir.join("report.html");
@@ -467,7 +468,8 @@ mod tests {
         // Exactly the page's own scripts: JSON, uPlot, ours.
         assert_eq!(page.matches("</script>").count(), 3);
         let other = run(tmp.path(), "put", 5);
-        let cmp = compare_page(&[(evil.into(), r), ("b".into(), other)], tmp.path());
+        let runs = [(evil.to_string(), r), ("b".to_string(), other)];
+        let cmp = compare_page(&runs, &crate::compare::table(&runs), tmp.path());
         assert_eq!(cmp.matches("</script>").count(), 3);
         assert!(!cmp.contains("<b>"));
         assert_eq!(data_of(&cmp)["charts"][0]["overlay"][0]["label"], evil);

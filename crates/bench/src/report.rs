@@ -622,18 +622,13 @@ pub fn write(run: &RunData, extra: &ReportExtra) -> Result<std::path::PathBuf, O
     Ok(path)
 }
 
-/// Loads a results directory and writes its report (for basho_bench runs
-/// too): `report.md` and `report.html`. A malformed CSV line is left out
-/// and named in the reports (see [`RunData::load_tolerant`]). Returns the
-/// paths written and the run read.
-pub fn write_for_dir(
-    dir: &Path,
-) -> Result<(std::path::PathBuf, std::path::PathBuf, RunData), OutputError> {
+/// Loads a results directory and writes its `report.md` (for basho_bench
+/// runs too). A malformed CSV line is left out and named in the report
+/// (see [`RunData::load_tolerant`]). Returns the path and the run read.
+pub fn write_for_dir(dir: &Path) -> Result<(std::path::PathBuf, RunData), OutputError> {
     let run = RunData::load_tolerant(dir)?;
-    let extra = ReportExtra::default();
-    let md = write(&run, &extra)?;
-    let html = crate::htmlreport::write_report(&run, &extra)?;
-    Ok((md, html, run))
+    let md = write(&run, &ReportExtra::default())?;
+    Ok((md, run))
 }
 
 #[cfg(test)]
