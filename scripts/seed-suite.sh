@@ -7,7 +7,9 @@
 # writes the seed's table (Avg TPS, delta overall, delta last sixth,
 # mean(max) per op; leveled is the baseline) and the throughput charts
 # against time and accumulated operations, and everything is gathered in
-# <results>/summary.md.
+# <results>/summary.md and, with every run's report.html and each test's
+# compare.html linked and charted, <results>/index.html (`basalt bench
+# index`).
 #
 #   scripts/seed-suite.sh [--short | --long] [-d RESULTS] [-m LIMIT] [--redo] [TEST...]
 #
@@ -57,7 +59,7 @@ while [ $# -gt 0 ]; do
     -k) keys_arg=${2:?-k needs a number of keys}; shift ;;
     -d) results=${2:?-d needs a directory}; shift ;;
     --redo) redo=1 ;;
-    -h | --help) sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,44p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "seed-suite: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) tests+=("$1") ;;
   esac
@@ -226,6 +228,8 @@ for t in "${todo[@]}"; do
     echo
   } >"$dir/section.md"
   write_summary
+  "$basalt" bench index "$results" >/dev/null
 done
 write_summary
-echo "seed-suite: summary in $summary" >&2
+"$basalt" bench index "$results" >/dev/null
+echo "seed-suite: summary in $summary, pages in $results/index.html" >&2

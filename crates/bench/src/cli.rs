@@ -5,6 +5,7 @@
 //! basalt-bench CONFIG... [-d RESULTS_DIR] [-n NAME] [-q] [--memory-limit SIZE]
 //! basalt-bench compare DIR... [-o OUT_DIR]
 //! basalt-bench report DIR
+//! basalt-bench index DIR
 //! ```
 //!
 //! `-d` is the parent of the run directory (default `tests`); the run goes
@@ -22,8 +23,9 @@ pub const USAGE: &str = "usage:
                                                     run basho_bench config files (later files override);
                                                     --memory-limit 1.5G holds the process and its page
                                                     cache to SIZE in a memory cgroup (needs root)
-  bench compare DIR... [-o OUT_DIR]                 compare runs (first = baseline): table + charts
-  bench report DIR                                  (re)write report.md and summary.png of a results dir";
+  bench compare DIR... [-o OUT_DIR]                 compare runs (first = baseline): compare.md, .png, .html
+  bench report DIR                                  (re)write report.md, report.html and summary.png of a results dir
+  bench index DIR                                   write DIR/index.html over the runs and comparisons in DIR";
 
 /// Runs the command; returns the process exit code.
 pub fn run(args: &[String]) -> anyhow::Result<i32> {
@@ -53,18 +55,30 @@ pub fn run(args: &[String]) -> anyhow::Result<i32> {
                     .unwrap_or_else(|| PathBuf::from("."));
                 parent.join("compare")
             });
-            let (md, png) = compare::compare(&dirs, &out)?;
-            print!("{}", std::fs::read_to_string(&md).unwrap_or_default());
-            println!("wrote {} and {}", md.display(), png.display());
+            let w = compare::compare(&dirs, &out)?;
+            print!("{}", std::fs::read_to_string(&w.md).unwrap_or_default());
+            println!(
+                "wrote {}, {} and {}",
+                w.md.display(),
+                w.png.display(),
+                w.html.display()
+            );
             Ok(0)
         }
         Some("report") => {
             let dir = PathBuf::from(args.get(1).context("report needs a results directory")?);
-            let path = crate::report::write_for_dir(&dir)?;
-            crate::chart::summary_png(
-                &crate::output::RunData::load(&dir)?,
-                &dir.join("summary.png"),
-            )?;
+            let (md, run) = crate::report::write_for_dir(&dir)?;
+            let html = crate::htmlreport::write_report(&run, &Default::default())?;
+            crate::chart::summary_png(&run, &dir.join("summary.png"))?;
+            for p in &run.problems {
+                eprintln!("left out: {p}");
+            }
+            println!("wrote {} and {}", md.display(), html.display());
+            Ok(0)
+        }
+        Some("index") => {
+            let dir = PathBuf::from(args.get(1).context("index needs a directory")?);
+            let path = crate::htmlindex::write_index(&dir)?;
             println!("wrote {}", path.display());
             Ok(0)
         }

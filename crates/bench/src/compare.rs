@@ -3,8 +3,11 @@
 //! the last sixth of the run (the seeds' "last hour" of a six-hour test)
 //! against the first (baseline) run, and mean(max) per operation; plus
 //! `compare.png` with throughput overlaid against elapsed time and against
-//! accumulated operations. Works on any directory holding `summary.csv`
-//! and `*_latencies.csv` (basho_bench's too).
+//! accumulated operations, and `compare.html` (the same table, the charts
+//! interactive, see [`crate::htmlreport`]). Works on any directory holding
+//! `summary.csv` and `*_latencies.csv` (basho_bench's too). A malformed
+//! CSV line is left out and named (`file:line`) in `compare.md` and
+//! `compare.html`; the rest is compared.
 
 use crate::chart;
 use crate::output::{OutputError, RunData};
@@ -92,12 +95,23 @@ pub fn table(runs: &[(String, RunData)]) -> String {
     s
 }
 
-/// Compares `dirs` (the first is the baseline); writes `compare.md` and
-/// `compare.png` into `out`. Returns the paths written.
-pub fn compare(dirs: &[PathBuf], out: &Path) -> Result<(PathBuf, PathBuf), CompareError> {
+/// The files `compare` wrote.
+#[derive(Debug, Clone)]
+pub struct Written {
+    /// `compare.md`.
+    pub md: PathBuf,
+    /// `compare.png`.
+    pub png: PathBuf,
+    /// `compare.html`.
+    pub html: PathBuf,
+}
+
+/// Compares `dirs` (the first is the baseline); writes `compare.md`,
+/// `compare.png` and `compare.html` into `out`.
+pub fn compare(dirs: &[PathBuf], out: &Path) -> Result<Written, CompareError> {
     let mut runs = Vec::new();
     for d in dirs {
-        runs.push((run_name(d), RunData::load(d)?));
+        runs.push((run_name(d), RunData::load_tolerant(d)?));
     }
     std::fs::create_dir_all(out).map_err(|source| OutputError::Io {
         path: out.to_path_buf(),
@@ -105,7 +119,19 @@ pub fn compare(dirs: &[PathBuf], out: &Path) -> Result<(PathBuf, PathBuf), Compa
     })?;
     let md = out.join("compare.md");
     let png = out.join("compare.png");
+    let html = out.join("compare.html");
     let mut text = String::from("# Bench comparison\n\nThe first run is the baseline. mean(max): the mean of each report interval's maximum latency.\n\n");
+    let problems: Vec<String> = runs
+        .iter()
+        .flat_map(|(n, r)| r.problems.iter().map(move |p| format!("{n}: {p}")))
+        .collect();
+    if !problems.is_empty() {
+        text.push_str("Problems reading the results (left out):\n\n");
+        for p in &problems {
+            let _ = writeln!(text, "- {p}");
+        }
+        text.push('\n');
+    }
     text.push_str(&table(&runs));
     text.push_str("\nRuns:\n\n");
     for (n, r) in &runs {
@@ -117,5 +143,10 @@ pub fn compare(dirs: &[PathBuf], out: &Path) -> Result<(PathBuf, PathBuf), Compa
         source,
     })?;
     chart::compare_png(&runs, &png)?;
-    Ok((md, png))
+    let page = crate::htmlreport::compare_page(&runs, &table(&runs), out);
+    std::fs::write(&html, page).map_err(|source| OutputError::Io {
+        path: html.clone(),
+        source,
+    })?;
+    Ok(Written { md, png, html })
 }

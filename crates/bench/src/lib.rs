@@ -6,7 +6,9 @@
 //! or nothing ([`driver`]), or a live node over Riak's PB or HTTP API
 //! ([`netdriver`], [`netcfg`], [`pbconn`], [`riakpb`], [`httpdriver`]) from worker threads ([`worker`]), measures with
 //! HdrHistograms ([`stats`], [`sysstats`]) and writes basho_bench's CSVs
-//! ([`output`]) plus a report ([`report`]) and charts ([`chart`]).
+//! ([`output`]) plus a report ([`report`]) and charts ([`chart`]), and
+//! self-contained HTML pages of both ([`htmlreport`], [`htmlindex`],
+//! [`html`]).
 //! [`compare`] puts several runs side by side. [`cli::run`] is the command
 //! line; see `docs/bench.md` and `examples/`.
 
@@ -16,6 +18,9 @@ pub mod cli;
 pub mod compare;
 pub mod config;
 pub mod driver;
+pub mod html;
+pub mod htmlindex;
+pub mod htmlreport;
 pub mod httpdriver;
 pub mod keygen;
 pub mod memlimit;

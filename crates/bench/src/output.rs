@@ -297,26 +297,52 @@ pub struct RunData {
     /// `activity.csv` (PSI and the store's background work per interval),
     /// if present.
     pub activity: Option<Vec<ActivityRow>>,
+    /// What [`RunData::load_tolerant`] could not read: `file:line: why`
+    /// per line left out, or a whole file; empty after [`RunData::load`].
+    pub problems: Vec<String>,
 }
 
-fn read_rows(path: &Path) -> Result<Vec<Vec<f64>>, OutputError> {
+/// The rows of numbers of a CSV file (header skipped) that have at least
+/// `min_cells` cells. A line that is not such a row is an error, or, with
+/// `problems`, noted there (`file:line: why`) and left out.
+fn read_rows(
+    path: &Path,
+    min_cells: usize,
+    mut problems: Option<&mut Vec<String>>,
+) -> Result<Vec<Vec<f64>>, OutputError> {
     let f = File::open(path).map_err(io(path))?;
     let mut out = Vec::new();
     for (i, line) in BufReader::new(f).lines().enumerate() {
-        let line = line.map_err(io(path))?;
+        let line = match line {
+            Ok(l) => l,
+            Err(e) => match problems.as_deref_mut() {
+                // Not text (or unreadable from here on): keep what was read.
+                Some(p) => {
+                    p.push(format!("{}:{}: unreadable: {e}", path.display(), i + 1));
+                    break;
+                }
+                None => return Err(io(path)(e)),
+            },
+        };
         if i == 0 || line.trim().is_empty() {
             continue;
         }
         let row: Result<Vec<f64>, _> = line.split(',').map(|c| c.trim().parse::<f64>()).collect();
-        match row {
-            Ok(r) => out.push(r),
-            Err(_) => {
-                return Err(OutputError::Invalid(format!(
-                    "{}:{}: not a row of numbers: {line}",
-                    path.display(),
-                    i + 1
-                )))
+        // (why, strict load fails): short rows were always left out quietly.
+        let (why, fatal) = match row {
+            Ok(r) if r.len() >= min_cells => {
+                out.push(r);
+                continue;
             }
+            Ok(r) => (format!("{} cells, expected {min_cells}", r.len()), false),
+            Err(_) => ("not a row of numbers".to_string(), true),
+        };
+        let shown: String = line.chars().take(120).collect();
+        let msg = format!("{}:{}: {why}: {shown}", path.display(), i + 1);
+        match problems.as_deref_mut() {
+            Some(p) => p.push(msg),
+            None if fatal => return Err(OutputError::Invalid(msg)),
+            None => {}
         }
     }
     Ok(out)
@@ -324,10 +350,45 @@ fn read_rows(path: &Path) -> Result<Vec<Vec<f64>>, OutputError> {
 
 impl RunData {
     /// Loads `summary.csv`, every `<label>_latencies.csv` and `sysstats.csv` of `dir`.
+    /// A line that is not a row of numbers is an error naming the file and line.
     pub fn load(dir: &Path) -> Result<RunData, OutputError> {
-        let summary = read_rows(&dir.join("summary.csv"))?
+        Self::load_with(dir, None)
+    }
+
+    /// As [`RunData::load`], but a malformed line (or an unreadable file)
+    /// is left out and named in [`RunData::problems`] (`file:line: why`),
+    /// so that a report can say what is missing and show the rest. Only a
+    /// directory that cannot be listed is an error.
+    pub fn load_tolerant(dir: &Path) -> Result<RunData, OutputError> {
+        let mut problems = Vec::new();
+        let mut run = Self::load_with(dir, Some(&mut problems))?;
+        run.problems = problems;
+        Ok(run)
+    }
+
+    fn load_with(
+        dir: &Path,
+        mut problems: Option<&mut Vec<String>>,
+    ) -> Result<RunData, OutputError> {
+        // A whole file that cannot be read: an error, or a problem noted.
+        fn rows_of(
+            path: &Path,
+            min: usize,
+            problems: &mut Option<&mut Vec<String>>,
+        ) -> Result<Vec<Vec<f64>>, OutputError> {
+            match read_rows(path, min, problems.as_deref_mut()) {
+                Ok(r) => Ok(r),
+                Err(e) => match problems.as_deref_mut() {
+                    Some(p) => {
+                        p.push(e.to_string());
+                        Ok(Vec::new())
+                    }
+                    None => Err(e),
+                },
+            }
+        }
+        let summary = rows_of(&dir.join("summary.csv"), 5, &mut problems)?
             .into_iter()
-            .filter(|r| r.len() >= 5)
             .map(|r| SummaryRow {
                 elapsed: r[0],
                 window: r[1],
@@ -346,9 +407,8 @@ impl RunData {
             if label.contains('_') {
                 continue;
             }
-            let rows = read_rows(&entry.path())?
+            let rows = rows_of(&entry.path(), 11, &mut problems)?
                 .into_iter()
-                .filter(|r| r.len() >= 11)
                 .map(|r| LatRow {
                     elapsed: r[0],
                     n: r[2] as u64,
@@ -366,9 +426,8 @@ impl RunData {
         ops.sort_by(|a, b| a.0.cmp(&b.0));
         let sys_path = dir.join("sysstats.csv");
         let sys = if sys_path.exists() {
-            read_rows(&sys_path)?
+            rows_of(&sys_path, 8, &mut problems)?
                 .into_iter()
-                .filter(|r| r.len() >= 8)
                 .map(|r| [r[0], r[1], r[3], r[4], r[5], r[6]])
                 .collect()
         } else {
@@ -376,12 +435,28 @@ impl RunData {
         };
         let waits_path = dir.join("waits.csv");
         let waits = if waits_path.exists() {
-            let text = std::fs::read_to_string(&waits_path).map_err(io(&waits_path))?;
-            WaitsData::parse(&text)
+            match (
+                std::fs::read_to_string(&waits_path),
+                problems.as_deref_mut(),
+            ) {
+                (Ok(text), _) => WaitsData::parse(&text),
+                (Err(e), Some(p)) => {
+                    p.push(io(&waits_path)(e).to_string());
+                    None
+                }
+                (Err(e), None) => return Err(io(&waits_path)(e)),
+            }
         } else {
             None
         };
-        let activity = activity::load(dir)?;
+        let activity = match (activity::load(dir), problems) {
+            (Ok(a), _) => a,
+            (Err(e), Some(p)) => {
+                p.push(e.to_string());
+                None
+            }
+            (Err(e), None) => return Err(e),
+        };
         Ok(RunData {
             dir: dir.to_path_buf(),
             summary,
@@ -389,6 +464,7 @@ impl RunData {
             sys,
             waits,
             activity,
+            problems: Vec::new(),
         })
     }
 

@@ -228,16 +228,36 @@ fn ms(us: f64) -> String {
 /// Renders the report text.
 pub fn render(run: &RunData, extra: &ReportExtra) -> String {
     let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "# Bench report: {}\n",
-        run.dir
-            .file_name()
-            .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
-    );
+    let _ = writeln!(s, "# Bench report: {}\n", run_title(run));
     for h in &extra.header {
         let _ = writeln!(s, "- {h}");
     }
+    if !run.problems.is_empty() {
+        let _ = writeln!(
+            s,
+            "\n## Problems reading the results\n\nLeft out of this report:\n"
+        );
+        for p in &run.problems {
+            let _ = writeln!(s, "- {p}");
+        }
+    }
+    s.push_str(&render_sections(run, extra));
+    let _ = writeln!(s, "\n![summary](summary.png)");
+    s
+}
+
+/// The run's name in titles: its directory's name.
+pub fn run_title(run: &RunData) -> String {
+    run.dir
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+}
+
+/// The report's sections (throughput, latency, replication delay,
+/// resources, waits, where the max latencies came from), without the
+/// title, header and problems: shared by `report.md` and `report.html`.
+pub fn render_sections(run: &RunData, extra: &ReportExtra) -> String {
+    let mut s = String::new();
     render_throughput(&mut s, run);
     render_latency(&mut s, run, extra);
     render_service(&mut s, extra);
@@ -248,7 +268,6 @@ pub fn render(run: &RunData, extra: &ReportExtra) -> String {
     if let Some(w) = &run.waits {
         render_waits(&mut s, run, w);
     }
-    let _ = writeln!(s, "\n![summary](summary.png)");
     s
 }
 
@@ -603,9 +622,13 @@ pub fn write(run: &RunData, extra: &ReportExtra) -> Result<std::path::PathBuf, O
     Ok(path)
 }
 
-/// Loads a results directory and writes its report (for basho_bench runs too).
-pub fn write_for_dir(dir: &Path) -> Result<std::path::PathBuf, OutputError> {
-    write(&RunData::load(dir)?, &ReportExtra::default())
+/// Loads a results directory and writes its `report.md` (for basho_bench
+/// runs too). A malformed CSV line is left out and named in the report
+/// (see [`RunData::load_tolerant`]). Returns the path and the run read.
+pub fn write_for_dir(dir: &Path) -> Result<(std::path::PathBuf, RunData), OutputError> {
+    let run = RunData::load_tolerant(dir)?;
+    let md = write(&run, &ReportExtra::default())?;
+    Ok((md, run))
 }
 
 #[cfg(test)]
@@ -649,6 +672,7 @@ mod tests {
             sys: Vec::new(),
             waits: None,
             activity: None,
+            problems: Vec::new(),
         };
         // Seed 003's leveldb figure: +3.70 ms over a 74 ms PUT is +5.0 %.
         let mut extra = ReportExtra {
@@ -708,6 +732,7 @@ mod tests {
             sys: Vec::new(),
             waits: None,
             activity: None,
+            problems: Vec::new(),
         };
         let d = repl_delay(&run, &ReportExtra::default()).expect("both ran");
         // n-weighted mean of the rows: 35 ms.
@@ -742,6 +767,7 @@ mod tests {
             sys: Vec::new(),
             waits: None,
             activity: None,
+            problems: Vec::new(),
         };
         let mut s = String::new();
         render_waits(&mut s, &run, &waits);

@@ -1,7 +1,7 @@
 //! One benchmark run: prepare the results directory (failing before any
 //! load if it cannot be written), open the stores, start the workers,
-//! write a row per report interval, then `errors.csv`, `report.md` and
-//! `summary.png`.
+//! write a row per report interval, then `errors.csv`, `report.md`,
+//! `report.html` and `summary.png`.
 
 use crate::config::{BenchConfig, DriverKind, Mode, OpKind, RateMode};
 use crate::driver::{open_targets, Driver, EmbeddedDriver, KvTarget, NullDriver};
@@ -341,6 +341,7 @@ pub fn run(
     };
     let replication = report::repl_delay(&data, &extra);
     let report = report::write(&data, &extra)?;
+    crate::htmlreport::write_report(&data, &extra)?;
     crate::chart::summary_png(&data, &dir.join("summary.png"))?;
     Ok(RunOutcome {
         dir,

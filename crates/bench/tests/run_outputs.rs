@@ -72,6 +72,7 @@ fn check_csvs(run: &Path, labels: &[&str], min_rows: usize) {
     assert_eq!(lines(&run.join("sysstats.csv"))[0], SYS_HEADER);
     assert_eq!(lines(&run.join("errors.csv"))[0], "\"error\",\"count\"");
     assert!(run.join("report.md").exists());
+    assert!(run.join("report.html").exists());
     let png = std::fs::read(run.join("summary.png")).expect("png");
     assert_eq!(&png[1..4], b"PNG");
 }
@@ -246,6 +247,7 @@ fn embedded_run_with_two_stores_and_2i() {
         "{table}"
     );
     assert!(out.join("compare.png").exists());
+    assert!(out.join("compare.html").exists());
 }
 
 #[test]

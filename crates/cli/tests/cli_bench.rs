@@ -1,7 +1,7 @@
 //! `basalt bench` delegates to the basalt-bench library: a 2-second run of
 //! the null driver through the `basalt` binary writes basho_bench's files
-//! under `-d DIR/-n NAME`; `basalt bench compare` writes the comparison;
-//! an unknown driver is a one-line error with exit 2 listing the valid ones.
+//! under `-d DIR/-n NAME`; `basalt bench compare` writes the comparison (and `bench index` a page
+//! linking the run); an unknown driver is a one-line error with exit 2 listing the valid ones.
 
 #![allow(clippy::unwrap_used)]
 
@@ -40,6 +40,7 @@ fn bench_run_and_compare_through_basalt() {
         "put_latencies.csv",
         "errors.csv",
         "report.md",
+        "report.html",
         "summary.png",
     ] {
         assert!(results.join("r1").join(f).exists(), "{f}");
@@ -58,6 +59,11 @@ fn bench_run_and_compare_through_basalt() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(stdout(&out).contains("Avg TPS"), "{}", stdout(&out));
     assert!(cmp.join("compare.png").exists());
+    assert!(cmp.join("compare.html").exists());
+    let out = basalt(&["bench", "index", tmp.path().to_str().unwrap()], b"");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let index = std::fs::read_to_string(tmp.path().join("index.html")).unwrap();
+    assert!(index.contains("r1/report.html"), "the run is linked");
 
     std::fs::write(&cfg, "{driver, basho_bench_driver_riakc_java}.\n").unwrap();
     let out = basalt(&["bench", cfg.to_str().unwrap(), "-q"], b"");
