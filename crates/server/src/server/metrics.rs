@@ -290,6 +290,21 @@ fn cluster_counters(node: &Node) -> Vec<(&'static str, u64, &'static str)> {
             "Keys repaired by scoped (bucket or last-modified range) anti-entropy follow-up loops.",
         ),
         (
+            "request_errors_total",
+            ld(&s.errors),
+            "Coordinated GETs, PUTs and DELETEs that answered an error (overload included).",
+        ),
+        (
+            "request_overloads_total",
+            ld(&s.overloads),
+            "Coordinated GETs, PUTs and DELETEs refused with overload.",
+        ),
+        (
+            "read_repairs_total",
+            ld(&s.read_repairs),
+            "Read repairs sent to stale or missing replicas by GETs this node coordinated.",
+        ),
+        (
             "get_notfound_waits_total",
             ld(&s.notfound_waits),
             "GETs whose quorum answered only not-found and that waited for the other replicas.",
