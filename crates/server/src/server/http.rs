@@ -1,6 +1,6 @@
 //! The HTTP listeners: every route of the HTTP API — the KV resources of
 //! [`crate::api::http`] and the capabilities' own (data types, MapReduce,
-//! anti-entropy folds, stats) — behind the security layers
+//! anti-entropy folds, stats, the web console) — behind the security layers
 //! ([`crate::api::http::auth`]), and the accept loop (plain or TLS, bounded
 //! connections, header timeout, graceful shutdown).
 
@@ -74,6 +74,13 @@ impl Routes {
         self
     }
 
+    fn console(mut self) -> Routes {
+        for (path, m) in crate::console::routes() {
+            self = self.route(path, m);
+        }
+        self
+    }
+
     fn kv_route(mut self, path: &str, m: axum::routing::MethodRouter<Arc<Kv>>) -> Routes {
         self.patterns.push(path.to_string());
         self.kv = self.kv.route(path, m);
@@ -104,6 +111,7 @@ fn routes() -> Routes {
         .route("/stats", get(metrics::stats))
         .mapred_route("/mapred", axum::routing::post(mapred::mapred))
         .route("/metrics", get(metrics::metrics))
+        .console()
         .kv_route(
             "/basalt/replicas/buckets/{b}/keys/{k}",
             get(replicas::replicas_default),

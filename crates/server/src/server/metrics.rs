@@ -32,12 +32,15 @@ async fn backend_totals(node: &Node) -> (BTreeMap<String, u64>, u64, usize) {
 }
 
 /// The leveled caches a node's vnodes share (`block_cache_mb`,
-/// `value_cache_mb`): every vnode reports the one cache's size.
-const NODE_WIDE_GAUGES: [&str; 4] = [
+/// `value_cache_mb`) and the filesystem of the data directory: every vnode
+/// reports the same figure.
+const NODE_WIDE_GAUGES: [&str; 6] = [
     "block_cache_capacity_bytes",
     "block_cache_bytes",
     "value_cache_capacity_bytes",
     "value_cache_bytes",
+    "disk_free_bytes",
+    "disk_total_bytes",
 ];
 
 /// Adds one vnode's counter to the node's total: a wait timer's maximum is

@@ -198,6 +198,7 @@ pub async fn serve_all(
     drop(listener);
     drop(cluster);
     let _ = stop_tx.send(true);
+    node.console.close();
     while conns.join_next().await.is_some() {}
     for t in http_tasks {
         match t.await {
