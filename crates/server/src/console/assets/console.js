@@ -291,7 +291,9 @@ function openStream() {
     try { s = JSON.parse(ev.data); } catch (e) { return; }
     state.samples.push(s);
     if (state.samples.length > KEEP) state.samples.shift();
+    // For the browser test: how many samples, and the newest.
     window.__consoleSamples = state.samples.length;
+    window.__consoleLast = s;
     if (state.view === "charts") drawCharts();
   });
   es.onerror = () => {
