@@ -93,8 +93,6 @@ pub struct Node {
     pub(crate) mapred: Arc<crate::mapred::MapRed>,
     /// The buckets' commit hooks (registered with the KV layer).
     pub(crate) hooks: Arc<crate::mapred::hooks::CommitHooks>,
-    /// The web console's state (its token, live streams).
-    pub(crate) console: crate::console::Console,
 }
 
 pub use crate::kv::NodeStats;
@@ -223,7 +221,6 @@ impl Node {
             cluster_tls,
             mapred,
             hooks,
-            console: crate::console::Console::new(),
         };
         let router = &node.router;
         let mut open: BTreeSet<u32> = router

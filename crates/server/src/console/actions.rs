@@ -25,7 +25,7 @@
 //! | `aae-round` | — | `aae round` |
 //! | `repl-fullsync` | — | `repl fullsync` |
 
-use super::{json, user_of};
+use super::{json, user_of, Console};
 use crate::api::http::auth::User;
 use crate::node::Node;
 use axum::body::Bytes;
@@ -54,12 +54,12 @@ enum ActionError {
 }
 
 /// Checks the token and the origin.
-fn guard(node: &Node, headers: &HeaderMap) -> Result<(), ActionError> {
+fn guard(console: &Console, headers: &HeaderMap) -> Result<(), ActionError> {
     let token = headers
         .get(TOKEN_HEADER)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
-    if token != node.console.token {
+    if token != console.token {
         return Err(ActionError::Forbidden(
             "missing or wrong console token (reload the console page)".into(),
         ));
@@ -175,14 +175,15 @@ async fn run(node: &Arc<Node>, body: &Value) -> Result<Value, ActionError> {
 
 /// `POST /console/api/action`.
 pub async fn action(
-    State(node): State<Arc<Node>>,
+    State(console): State<Arc<Console>>,
     user: Option<Extension<User>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let node = &console.node;
     let user = user_of(user.as_ref());
     let result = async {
-        guard(&node, &headers)?;
+        guard(&console, &headers)?;
         if body.len() > crate::limits::CONSOLE_MAX_ACTION_BYTES {
             return Err(ActionError::Bad(format!(
                 "an action's body is at most {} bytes",
@@ -196,7 +197,7 @@ pub async fn action(
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();
-        run(&node, &v).await.map(|r| (name, r))
+        run(node, &v).await.map(|r| (name, r))
     }
     .await;
     let what = serde_json::from_slice::<Value>(&body)

@@ -15,6 +15,7 @@
 use super::process;
 use crate::latency::Op;
 use crate::limits::{CONSOLE_KEEP_ALIVE, CONSOLE_MAX_STREAMS, CONSOLE_SAMPLE_EVERY};
+use super::Console;
 use crate::node::Node;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -56,7 +57,7 @@ fn previous(node: &Node) -> Previous {
 }
 
 /// One sample: what changed since `prev` (which becomes now).
-fn sample(node: &Node, prev: &mut Previous) -> Value {
+fn sample(node: &Node, streams: usize, prev: &mut Previous) -> Value {
     let now = previous(node);
     let secs = now.at.duration_since(prev.at).as_secs_f64().max(1e-3);
     let rate = |a: u64, b: u64| a.saturating_sub(b) as f64 / secs;
@@ -91,23 +92,24 @@ fn sample(node: &Node, prev: &mut Previous) -> Value {
         "vnode_queue_total": queues.iter().sum::<usize>(),
         "vnode_queue_max": queues.iter().max().copied().unwrap_or(0),
         "cpu_pct": cpu,
-        "streams": node.console.streams_open(),
+        "streams": streams,
     });
     *prev = now;
     v
 }
 
 /// Subscribes to the node's sampler, starting it if none runs.
-fn subscribe(node: &Arc<Node>) -> broadcast::Receiver<Arc<str>> {
-    let mut slot = node.console.sampler.lock();
+fn subscribe(console: &Arc<Console>) -> broadcast::Receiver<Arc<str>> {
+    let mut slot = console.sampler.lock();
     if let Some(tx) = slot.as_ref() {
         return tx.subscribe();
     }
     let (tx, rx) = broadcast::channel(BUFFER);
     *slot = Some(tx.clone());
-    let node = node.clone();
+    let console = console.clone();
     tokio::spawn(async move {
-        let mut prev = previous(&node);
+        let node = &console.node;
+        let mut prev = previous(node);
         let mut tick = tokio::time::interval(CONSOLE_SAMPLE_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tick.tick().await;
@@ -116,13 +118,13 @@ fn subscribe(node: &Arc<Node>) -> broadcast::Receiver<Arc<str>> {
             {
                 // Under the slot's lock: a stream subscribing now either
                 // finds this sampler still running or starts a new one.
-                let mut slot = node.console.sampler.lock();
+                let mut slot = console.sampler.lock();
                 if tx.receiver_count() == 0 {
                     *slot = None;
                     return;
                 }
             }
-            let v = sample(&node, &mut prev);
+            let v = sample(node, console.streams_open(), &mut prev);
             let _ = tx.send(Arc::from(v.to_string()));
         }
     });
@@ -130,15 +132,15 @@ fn subscribe(node: &Arc<Node>) -> broadcast::Receiver<Arc<str>> {
 }
 
 /// `GET /console/api/events`.
-pub async fn events(State(node): State<Arc<Node>>) -> Response {
-    let Ok(permit) = node.console.streams.clone().try_acquire_owned() else {
+pub async fn events(State(console): State<Arc<Console>>) -> Response {
+    let Ok(permit) = console.streams.clone().try_acquire_owned() else {
         return super::json(
             StatusCode::SERVICE_UNAVAILABLE,
             &json!({"error": format!("this node serves at most {CONSOLE_MAX_STREAMS} live console streams at once; close one")}),
         );
     };
-    let rx = subscribe(&node);
-    let closing = node.console.closing.subscribe();
+    let rx = subscribe(&console);
+    let closing = console.closing.subscribe();
     let stream = futures_util::stream::unfold(
         (rx, closing, permit),
         |(mut rx, mut closing, permit)| async move {

@@ -38,10 +38,13 @@ use parking_lot::Mutex;
 use std::sync::Arc;
 use tokio::sync::{broadcast, watch, Semaphore};
 
-/// The console's own state on a node: the session token actions must
+/// The console of a node: the node, the session token actions must
 /// carry, the bound on live streams, the sampler they share, and the
-/// closing signal that ends the streams when the node stops.
+/// closing signal that ends the streams when the node stops. One per
+/// served node (`server::serve_all` makes it; every HTTP listener shares
+/// it), the state of every console route.
 pub struct Console {
+    node: Arc<Node>,
     token: String,
     streams: Arc<Semaphore>,
     sampler: Mutex<Option<broadcast::Sender<Arc<str>>>>,
@@ -54,17 +57,12 @@ impl std::fmt::Debug for Console {
     }
 }
 
-impl Default for Console {
-    fn default() -> Self {
-        Console::new()
-    }
-}
-
 impl Console {
-    /// A console with a fresh random token.
-    pub fn new() -> Console {
+    /// The console of `node`, with a fresh random token.
+    pub fn new(node: Arc<Node>) -> Console {
         let token = format!("{:032x}", rand::random::<u128>());
         Console {
+            node,
             token,
             streams: Arc::new(Semaphore::new(crate::limits::CONSOLE_MAX_STREAMS)),
             sampler: Mutex::new(None),
@@ -85,7 +83,7 @@ impl Console {
 
 /// The console's routes, all under `/console` (the permission table gives
 /// each `basalt.admin`).
-pub fn routes() -> Vec<(&'static str, MethodRouter<Arc<Node>>)> {
+pub fn routes() -> Vec<(&'static str, MethodRouter<Arc<Console>>)> {
     vec![
         ("/console", get(page)),
         ("/console/", get(page)),

@@ -12,7 +12,7 @@
 //! served in a sandbox (their own scripts run; they cannot act as the
 //! console).
 
-use super::json;
+use super::{json, Console};
 use crate::limits::{CONSOLE_MAX_REPORTS, CONSOLE_MAX_REPORT_BYTES};
 use crate::node::Node;
 use axum::extract::{Path, State};
@@ -106,8 +106,8 @@ fn root(node: &Node) -> Option<PathBuf> {
 }
 
 /// `GET /console/api/reports`.
-pub async fn list(State(node): State<Arc<Node>>) -> Response {
-    let Some(dir) = root(&node) else {
+pub async fn list(State(c): State<Arc<Console>>) -> Response {
+    let Some(dir) = root(&c.node) else {
         return json(
             StatusCode::OK,
             &json!({"dir": null, "reports": [], "note": "no bench_results_dir is configured"}),
@@ -158,8 +158,8 @@ fn read(root: &std::path::Path, rel: &str) -> Result<Vec<u8>, (StatusCode, Strin
 }
 
 /// `GET /console/reports/PATH`.
-pub async fn file(State(node): State<Arc<Node>>, Path(rel): Path<String>) -> Response {
-    let Some(dir) = root(&node) else {
+pub async fn file(State(c): State<Arc<Console>>, Path(rel): Path<String>) -> Response {
+    let Some(dir) = root(&c.node) else {
         return (StatusCode::NOT_FOUND, "no bench_results_dir is configured").into_response();
     };
     let res = tokio::task::spawn_blocking(move || read(&dir, &rel)).await;

@@ -5,7 +5,7 @@
 //! security listings. A view that fails in part carries the reason in
 //! place of that part (`{"error": ...}`) rather than failing whole.
 
-use super::{json, process, user_of};
+use super::{json, process, user_of, Console};
 use crate::api::http::auth::{ConnInfo, User};
 use crate::node::Node;
 use crate::server::metrics;
@@ -16,7 +16,7 @@ use axum::Extension;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
-type Shared = State<Arc<Node>>;
+type Shared = State<Arc<Console>>;
 
 /// One admin line's JSON, or `{"error": why}`.
 async fn admin(node: &Arc<Node>, words: &[&str]) -> Value {
@@ -27,10 +27,11 @@ async fn admin(node: &Arc<Node>, words: &[&str]) -> Value {
 
 /// `GET /console/api/session`: who and where, and the token actions carry.
 pub async fn session(
-    State(node): Shared,
+    State(console): Shared,
     user: Option<Extension<User>>,
     info: Option<Extension<ConnInfo>>,
 ) -> Response {
+    let node = &console.node;
     let c = node.config();
     json(
         StatusCode::OK,
@@ -39,7 +40,7 @@ pub async fn session(
             "version": crate::SERVER_VERSION,
             "basalt_version": env!("CARGO_PKG_VERSION"),
             "user": user_of(user.as_ref()),
-            "token": node.console.token,
+            "token": console.token,
             "security": node.security.enabled(),
             "tls": info.is_some_and(|i| i.tls),
             "backend": c.backend,
@@ -54,7 +55,8 @@ pub async fn session(
 /// `GET /console/api/cluster`: members and their status, the ring (owner
 /// and pending next owner of each partition), transfers and handoffs, the
 /// staged plan, the transfer limit.
-pub async fn cluster(State(node): Shared) -> Response {
+pub async fn cluster(State(console): Shared) -> Response {
+    let node = &console.node;
     let state = node.router.cluster.state();
     let owners: Vec<&str> = state.owners.iter().map(String::as_str).collect();
     let next: serde_json::Map<String, Value> = state
@@ -118,7 +120,8 @@ fn backend_figures(c: &serde_json::Map<String, Value>) -> Value {
 /// `GET /console/api/node`: this node's vnodes (queue, refusals, backend
 /// figures), the node's backend totals, its process (CPU, memory, open
 /// files) and the free space of its data directory.
-pub async fn node(State(node): Shared) -> Response {
+pub async fn node(State(console): Shared) -> Response {
+    let node = &console.node;
     let stats = metrics::stats_json(&node).await;
     let rows = node.vnode_rows().await;
     let vnodes: Vec<Value> = rows
@@ -172,27 +175,28 @@ pub async fn node(State(node): Shared) -> Response {
             "vnode_queue_total": pick("vnode_queue_total"),
             "vnode_queue_max": pick("vnode_queue_max"),
         },
-        "console_streams": node.console.streams_open(),
+        "console_streams": console.streams_open(),
     });
     json(StatusCode::OK, &v)
 }
 
 /// `GET /console/api/aae`: `aae-status` (exchanges, repairs, rebuilds and
 /// when the next is due).
-pub async fn aae(State(node): Shared) -> Response {
-    json(StatusCode::OK, &admin(&node, &["aae-status"]).await)
+pub async fn aae(State(c): Shared) -> Response {
+    json(StatusCode::OK, &admin(&c.node, &["aae-status"]).await)
 }
 
 /// `GET /console/api/repl`: `repl-status` (sinks, queues per priority,
 /// delay, the last full-sync and its result).
-pub async fn repl(State(node): Shared) -> Response {
-    json(StatusCode::OK, &admin(&node, &["repl-status"]).await)
+pub async fn repl(State(c): Shared) -> Response {
+    json(StatusCode::OK, &admin(&c.node, &["repl-status"]).await)
 }
 
 /// `GET /console/api/types`: every bucket type, its status and props (as
 /// HTTP `GET /types/T/props` shows them).
-pub async fn types(State(node): Shared) -> Response {
-    let list: Vec<Value> = node
+pub async fn types(State(c): Shared) -> Response {
+    let list: Vec<Value> = c
+        .node
         .types()
         .list()
         .into_iter()
@@ -209,8 +213,8 @@ pub async fn types(State(node): Shared) -> Response {
 
 /// `GET /console/api/security`: status, users, groups, grants and sources
 /// (read-only; passwords are never shown, only whether one is set).
-pub async fn security(State(node): Shared) -> Response {
-    let s = &node.security;
+pub async fn security(State(c): Shared) -> Response {
+    let s = &c.node.security;
     let part = |w: &str| s.admin_json(&[w]).unwrap_or(Value::Null);
     json(
         StatusCode::OK,
