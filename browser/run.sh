@@ -7,6 +7,7 @@
 #   bash browser/run.sh                      # debug build of basalt
 #   BASALT_BROWSER_BIN=/path/to/basalt bash browser/run.sh   # no build
 #   BASALT_BROWSER_ARTIFACTS=DIR             # screenshots (default target/browser-artifacts)
+#   BASALT_BROWSER_SCREENSHOT=docs/console.png   # also redraw the README's picture (after the tests)
 #
 # Skips (exit 0, with a message) where chromium or chromedriver is missing
 # (Debian: apt-get install chromium chromium-driver; .ci/install-deps.sh
@@ -160,5 +161,9 @@ for t in browser/*_test.py; do
     echo "-- bench"; tail -n 20 "$tmp/bench.log"
   fi
 done
+if [[ -n ${BASALT_BROWSER_SCREENSHOT:-} ]]; then
+  # The README's picture (docs/console.png): a minute of load on the charts.
+  (cd browser && BASALT_BROWSER_SCREENSHOT=$(realpath -m "$root_dir/$BASALT_BROWSER_SCREENSHOT") "../$venv/bin/python" screenshot.py) || failed=1
+fi
 echo "browser/run.sh: screenshots in $artifacts; $(($(date +%s) - started)) s"
 exit $failed
