@@ -42,12 +42,18 @@ fn open_stream(h: &ServerHandle) -> (u16, BufReader<TcpStream>) {
     let mut s = TcpStream::connect(addr).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(10)))
         .expect("timeout");
-    s.write_all(b"GET /console/api/events HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n")
-        .expect("write");
+    s.write_all(
+        b"GET /console/api/events HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n",
+    )
+    .expect("write");
     let mut r = BufReader::new(s);
     let mut line = String::new();
     r.read_line(&mut line).expect("status line");
-    let status = line.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let status = line
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
     loop {
         line.clear();
         if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
@@ -172,7 +178,10 @@ fn console_views_stream_and_actions() {
     assert!(v["error"].as_str().unwrap_or("").contains("16"), "{v}");
     let (s, v) = action(&h, &token, r#"{"action":"leave","node":"ghost@nowhere"}"#);
     assert_eq!(s, 409, "{v}");
-    assert!(v["error"].as_str().unwrap_or("").contains("not a member"), "{v}");
+    assert!(
+        v["error"].as_str().unwrap_or("").contains("not a member"),
+        "{v}"
+    );
     assert_eq!(
         get_json(&h, "/console/api/cluster")["plan"]["staged"]
             .as_array()
@@ -180,11 +189,7 @@ fn console_views_stream_and_actions() {
         Some(0)
     );
     // Done: the node's answer.
-    let (s, v) = action(
-        &h,
-        &token,
-        r#"{"action":"transfer-limit","limit":"5"}"#,
-    );
+    let (s, v) = action(&h, &token, r#"{"action":"transfer-limit","limit":"5"}"#);
     assert_eq!((s, v["ok"].as_bool()), (200, Some(true)), "{v}");
     assert_eq!(
         get_json(&h, "/console/api/cluster")["transfer_limit"].as_u64(),
@@ -203,7 +208,11 @@ fn console_views_stream_and_actions() {
         r#"{"action":"type-create","name":"bad","props":{"n_val":"x"}}"#,
     );
     assert_eq!(s, 400, "{v}");
-    let (s, v) = action(&h, &token, r#"{"action":"type-activate","name":"fromconsole"}"#);
+    let (s, v) = action(
+        &h,
+        &token,
+        r#"{"action":"type-activate","name":"fromconsole"}"#,
+    );
     assert_eq!(s, 200, "{v}");
     let types = get_json(&h, "/console/api/types");
     let t = types["types"]
@@ -211,8 +220,13 @@ fn console_views_stream_and_actions() {
         .and_then(|a| a.iter().find(|t| t["name"] == "fromconsole"))
         .cloned()
         .expect("listed");
-    assert_eq!((t["active"].as_bool(), t["props"]["n_val"].as_u64()), (Some(true), Some(1)));
-    assert!(!types["types"].as_array().is_some_and(|a| a.iter().any(|t| t["name"] == "bad")));
+    assert_eq!(
+        (t["active"].as_bool(), t["props"]["n_val"].as_u64()),
+        (Some(true), Some(1))
+    );
+    assert!(!types["types"]
+        .as_array()
+        .is_some_and(|a| a.iter().any(|t| t["name"] == "bad")));
     let put = common::http(
         &h,
         "PUT",

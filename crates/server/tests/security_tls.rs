@@ -511,7 +511,15 @@ fn console_needs_https_and_basalt_admin() {
         assert_eq!(r.0, 403, "{path} without basalt.admin: {r:?}");
     }
     let body = br#"{"action":"transfer-limit","limit":7}"#;
-    let r = https(addr, cfg.clone(), "POST", "/console/api/action", alice, body).expect("reply");
+    let r = https(
+        addr,
+        cfg.clone(),
+        "POST",
+        "/console/api/action",
+        alice,
+        body,
+    )
+    .expect("reply");
     assert_eq!(r.0, 403, "{r:?}");
 
     admin(&h, "security grant basalt.admin on any to alice");
@@ -523,11 +531,22 @@ fn console_needs_https_and_basalt_admin() {
     assert_eq!(r.0, 200, "{r:?}");
     let r = https(addr, cfg.clone(), "GET", "/console/api/session", alice, b"").expect("reply");
     let session: serde_json::Value = serde_json::from_str(&r.1).expect("json");
-    assert_eq!((session["user"].as_str(), session["tls"].as_bool()), (Some("alice"), Some(true)));
+    assert_eq!(
+        (session["user"].as_str(), session["tls"].as_bool()),
+        (Some("alice"), Some(true))
+    );
     let token = session["token"].as_str().expect("token").to_string();
 
     // The action needs the token as well as the grant.
-    let r = https(addr, cfg.clone(), "POST", "/console/api/action", alice, body).expect("reply");
+    let r = https(
+        addr,
+        cfg.clone(),
+        "POST",
+        "/console/api/action",
+        alice,
+        body,
+    )
+    .expect("reply");
     assert_eq!(r.0, 403, "no token: {r:?}");
     use base64::Engine as _;
     let mut s = tls_to(connect(addr), cfg.clone());

@@ -13,9 +13,9 @@
 //! reconnects by itself (EventSource).
 
 use super::process;
+use super::Console;
 use crate::latency::Op;
 use crate::limits::{CONSOLE_KEEP_ALIVE, CONSOLE_MAX_STREAMS, CONSOLE_SAMPLE_EVERY};
-use super::Console;
 use crate::node::Node;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -76,9 +76,7 @@ fn sample(node: &Node, streams: usize, prev: &mut Previous) -> Value {
         );
     }
     let cpu = match (now.cpu_ticks, prev.cpu_ticks) {
-        (Some(a), Some(b)) => {
-            Value::from(100.0 * rate(a, b) / process::TICKS_PER_SEC as f64)
-        }
+        (Some(a), Some(b)) => Value::from(100.0 * rate(a, b) / process::TICKS_PER_SEC as f64),
         _ => Value::Null,
     };
     let queues = node.vnode_queue_lengths();

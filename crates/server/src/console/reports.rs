@@ -165,14 +165,20 @@ pub async fn file(State(c): State<Arc<Console>>, Path(rel): Path<String>) -> Res
     let res = tokio::task::spawn_blocking(move || read(&dir, &rel)).await;
     match res {
         Ok(Ok(bytes)) => {
-            let mut r = ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], bytes).into_response();
+            let mut r =
+                ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], bytes).into_response();
             let h = r.headers_mut();
             h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
             h.insert(
                 "content-security-policy",
-                HeaderValue::from_static("sandbox allow-scripts allow-popups; frame-ancestors 'self'"),
+                HeaderValue::from_static(
+                    "sandbox allow-scripts allow-popups; frame-ancestors 'self'",
+                ),
             );
-            h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+            h.insert(
+                "x-content-type-options",
+                HeaderValue::from_static("nosniff"),
+            );
             r
         }
         Ok(Err((status, why))) => (status, why).into_response(),
@@ -214,7 +220,8 @@ mod tests {
         std::fs::write(d.join("r1/report.html"), "<p>r1").unwrap();
         std::fs::write(d.join("r2/compare.html"), "<p>r2").unwrap();
         std::fs::write(d.join("r2/notes.txt"), "x").unwrap();
-        let outside = std::env::temp_dir().join(format!("basalt-console-outside-{}", std::process::id()));
+        let outside =
+            std::env::temp_dir().join(format!("basalt-console-outside-{}", std::process::id()));
         std::fs::create_dir_all(&outside).unwrap();
         std::fs::write(outside.join("report.html"), "secret").unwrap();
         std::os::unix::fs::symlink(&outside, d.join("evil")).unwrap();
@@ -223,9 +230,18 @@ mod tests {
         // The link is not a directory entry of type dir: not listed.
         assert_eq!(got, ["index.html", "r1/report.html", "r2/compare.html"]);
         assert_eq!(read(&d, "r1/report.html").unwrap(), b"<p>r1");
-        assert_eq!(read(&d, "evil/report.html").unwrap_err().0, StatusCode::FORBIDDEN);
-        assert_eq!(read(&d, "r2/notes.txt").unwrap_err().0, StatusCode::NOT_FOUND);
-        assert_eq!(read(&d, "../x/report.html").unwrap_err().0, StatusCode::NOT_FOUND);
+        assert_eq!(
+            read(&d, "evil/report.html").unwrap_err().0,
+            StatusCode::FORBIDDEN
+        );
+        assert_eq!(
+            read(&d, "r2/notes.txt").unwrap_err().0,
+            StatusCode::NOT_FOUND
+        );
+        assert_eq!(
+            read(&d, "../x/report.html").unwrap_err().0,
+            StatusCode::NOT_FOUND
+        );
         let _ = std::fs::remove_dir_all(&d);
         let _ = std::fs::remove_dir_all(&outside);
     }

@@ -151,7 +151,9 @@ pub async fn node(State(console): Shared) -> Response {
         .map_or(Value::Null, backend_figures);
     let dir = node.config().data_dir.clone();
     let disk = match basalt_engine::DiskSpace::of(&dir) {
-        Ok(d) => json!({"free_bytes": d.free_bytes, "total_bytes": d.total_bytes, "free_pct": d.free_pct()}),
+        Ok(d) => {
+            json!({"free_bytes": d.free_bytes, "total_bytes": d.total_bytes, "free_pct": d.free_pct()})
+        }
         Err(e) => json!({"error": e.to_string()}),
     };
     let pick = |k: &str| stats.get(k).cloned().unwrap_or(Value::Null);

@@ -55,9 +55,7 @@ impl Kv {
         opts: &GetOpts,
         basic_quorum: Option<bool>,
     ) -> Result<GetOutcome, RequestError> {
-        let r = self
-            .get_counted(bucket, key, opts, basic_quorum)
-            .await;
+        let r = self.get_counted(bucket, key, opts, basic_quorum).await;
         self.stats.count_outcome(&r);
         r
     }

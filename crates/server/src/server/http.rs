@@ -9,8 +9,8 @@
 
 use crate::aae::http as aaefold;
 use crate::aae::Aae;
-use crate::console::Console;
 use crate::api::http::{auth, buckets, index, objects, preflist, replicas, wants_json};
+use crate::console::Console;
 use crate::datatypes::http as datatypes;
 use crate::kv::Kv;
 use crate::mapred::http as mapred;
