@@ -66,13 +66,13 @@ pub async fn cluster(State(console): Shared) -> Response {
         .collect();
     let v = json!({
         "node": node.config().node_name,
-        "members": admin(&node, &["member-status"]).await,
-        "ring": admin(&node, &["ring-status"]).await,
+        "members": admin(node, &["member-status"]).await,
+        "ring": admin(node, &["ring-status"]).await,
         "owners": owners,
         "next": next,
-        "transfers": admin(&node, &["transfers"]).await,
-        "handoffs": admin(&node, &["handoff", "summary"]).await,
-        "plan": admin(&node, &["plan"]).await,
+        "transfers": admin(node, &["transfers"]).await,
+        "handoffs": admin(node, &["handoff", "summary"]).await,
+        "plan": admin(node, &["plan"]).await,
         "transfer_limit": node.handoff.transfer_limit(),
     });
     json(StatusCode::OK, &v)
@@ -122,7 +122,7 @@ fn backend_figures(c: &serde_json::Map<String, Value>) -> Value {
 /// files) and the free space of its data directory.
 pub async fn node(State(console): Shared) -> Response {
     let node = &console.node;
-    let stats = metrics::stats_json(&node).await;
+    let stats = metrics::stats_json(node).await;
     let rows = node.vnode_rows().await;
     let vnodes: Vec<Value> = rows
         .iter()
