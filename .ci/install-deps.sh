@@ -6,9 +6,12 @@
 #   erlang-base     escript, for the Erlang interop stage (interop/erlang)
 #   dpkg-dev        dpkg-shlibdeps (and binutils' strip), which cargo-deb uses
 #                   to build the Debian package (scripts/package-deb.sh)
+#   chromium, chromium-driver
+#                   headless browser and its WebDriver for the console's
+#                   browser test (browser/run.sh)
 # Skips apt entirely when everything is already installed.
 set -euo pipefail
-pkgs=(librocksdb-dev libclang-dev pkg-config erlang-base dpkg-dev)
+pkgs=(librocksdb-dev libclang-dev pkg-config erlang-base dpkg-dev chromium chromium-driver)
 missing=()
 for p in "${pkgs[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

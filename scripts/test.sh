@@ -9,6 +9,9 @@
 # docs/testing.md "Interop tests", including the cluster stage's shutdown
 # check); BASALT_INTEROP=0 skips it, BASALT_INTEROP_NODE=0 only its Node
 # part, BASALT_INTEROP_CLUSTER=0 only its cluster stage.
+# Then browser/run.sh: the web console in headless chromium against a live
+# 3-node cluster under bench load (~35 s once built; skips itself without
+# chromium); BASALT_BROWSER=0 skips it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # RocksDB (for the rocksdb backends), idempotent.
@@ -16,4 +19,7 @@ bash .ci/install-deps.sh
 cargo test --workspace --locked "$@"
 if [[ "${BASALT_INTEROP:-1}" != 0 ]]; then
   bash interop/run.sh
+fi
+if [[ "${BASALT_BROWSER:-1}" != 0 ]]; then
+  bash browser/run.sh
 fi

@@ -296,6 +296,27 @@ impl Admin for Leveled {
         counters.push(("persisted_sqn".into(), s.persisted_sqn));
         counters.push(("last_sqn".into(), s.last_sqn));
         counters.push(("journal_files".into(), s.journal_files.len() as u64));
+        counters.push((
+            "journal_bytes".into(),
+            s.journal_files.iter().map(|f| f.size_bytes).sum(),
+        ));
+        // The ledger's shape: bytes and files in all, files per level.
+        counters.push((
+            "ledger_bytes".into(),
+            s.levels.iter().map(|l| l.bytes).sum(),
+        ));
+        counters.push((
+            "ledger_files".into(),
+            s.levels.iter().map(|l| l.files as u64).sum(),
+        ));
+        for (i, l) in s.levels.iter().enumerate() {
+            counters.push((format!("ledger_l{i}_files"), l.files as u64));
+        }
+        counters.push(("ledger_memtable_entries".into(), s.memtable_entries as u64));
+        if let Some(d) = &s.disk {
+            counters.push(("disk_free_bytes".into(), d.free_bytes));
+            counters.push(("disk_total_bytes".into(), d.total_bytes));
+        }
         counters.push(("block_cache_capacity_bytes".into(), s.block_cache.0));
         counters.push(("block_cache_bytes".into(), s.block_cache.1));
         counters.push(("value_cache_capacity_bytes".into(), s.value_cache.0));

@@ -53,6 +53,9 @@ fn server_rules() -> Rules {
             ("", Assembly),
             ("node", Assembly),
             ("fuzz_api", Assembly),
+            // The web console: the admin line's views and actions over
+            // HTTP, so it sits with the assembly it calls.
+            ("console", Assembly),
             // The platform, lowest first.
             ("limits", Layer(1)),
             ("pb", Layer(1)),

@@ -1,5 +1,6 @@
-//! Per-operation latency of the coordinator (GET, PUT, DELETE, for every
-//! API), for `/stats` and `/metrics`.
+//! Per-operation latency of the coordinator (GET, PUT, DELETE, 2i queries,
+//! MapReduce jobs, data-type fetches and updates, for every API), for
+//! `/stats`, `/metrics` and the console's live charts.
 //!
 //! Each operation keeps an HDR histogram (1 µs .. 1 h, 3 significant
 //! digits) per 10-second slot, six slots: the *recent window* is the last
@@ -28,18 +29,34 @@ pub enum Op {
     Put,
     /// A coordinated DELETE (tombstone PUT).
     Delete,
+    /// A 2i query (one page).
+    Index,
+    /// A MapReduce job, whole.
+    MapRed,
+    /// A data-type fetch or update (an update is also timed as a PUT).
+    DataType,
 }
 
 impl Op {
     /// Every operation, in report order.
-    pub const ALL: [Op; 3] = [Op::Get, Op::Put, Op::Delete];
+    pub const ALL: [Op; 6] = [
+        Op::Get,
+        Op::Put,
+        Op::Delete,
+        Op::Index,
+        Op::MapRed,
+        Op::DataType,
+    ];
 
-    /// `get`, `put`, `delete`.
+    /// `get`, `put`, `delete`, `index`, `mapred`, `datatype`.
     pub fn name(self) -> &'static str {
         match self {
             Op::Get => "get",
             Op::Put => "put",
             Op::Delete => "delete",
+            Op::Index => "index",
+            Op::MapRed => "mapred",
+            Op::DataType => "datatype",
         }
     }
 
@@ -48,6 +65,9 @@ impl Op {
             Op::Get => 0,
             Op::Put => 1,
             Op::Delete => 2,
+            Op::Index => 3,
+            Op::MapRed => 4,
+            Op::DataType => 5,
         }
     }
 }

@@ -11,8 +11,9 @@
 //!   [`gossip`], [`handoff`]; the platform hears of them only through the
 //!   interfaces it defines ([`kv::WriteObserver`], [`kv::PreCommit`],
 //!   [`kv::HeldCopies`], `cluster::Msg::Service`);
-//! * the **assembly**: [`node`] (opens, wires and closes the parts) and
-//!   [`server`] (listeners, dispatch tables, the cluster port, stats).
+//! * the **assembly**: [`node`] (opens, wires and closes the parts),
+//!   [`server`] (listeners, dispatch tables, the cluster port, stats) and
+//!   [`console`] (the web console at `/console`).
 
 #![warn(missing_docs)]
 
@@ -21,6 +22,7 @@ pub mod api;
 pub mod bucket;
 pub mod cluster;
 pub mod config;
+pub mod console;
 pub mod crdt;
 pub mod datatypes;
 pub mod error;

@@ -313,6 +313,22 @@ pub const LOGIN_FAILURES_FORGOTTEN_AFTER: Duration = Duration::from_secs(600);
 /// then the oldest.
 pub const LOGIN_TRACKED_MAX: usize = 10_000;
 
+/// Live-chart streams (`/console/api/events`) one node serves at once;
+/// another is refused with 503 until one closes.
+pub const CONSOLE_MAX_STREAMS: usize = 8;
+/// How often the console's stream sends a sample.
+pub const CONSOLE_SAMPLE_EVERY: Duration = Duration::from_secs(1);
+/// A comment line on an idle console stream at least this often (so
+/// proxies keep it open and the browser sees a dead node).
+pub const CONSOLE_KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// Bench reports the console lists from `bench_results_dir` (the newest
+/// first, by name).
+pub const CONSOLE_MAX_REPORTS: usize = 500;
+/// The largest report file the console serves.
+pub const CONSOLE_MAX_REPORT_BYTES: u64 = 64 << 20;
+/// The largest body of a console action (a POST).
+pub const CONSOLE_MAX_ACTION_BYTES: usize = 64 << 10;
+
 const _: () = {
     assert!(LOGIN_VERIFY_SLOTS > 0 && LOGIN_FAILURES_BEFORE_LOCKOUT > 0 && LOGIN_TRACKED_MAX > 0);
     assert!(LOGIN_LOCKOUT_FIRST.as_millis() > 0);
@@ -353,6 +369,8 @@ const _: () = {
     assert!(AAE_MAX_BRANCHES > 0 && MAX_DIRTY_SEGMENTS > 0 && AAE_RANGE_BOOST >= 1);
     assert!(AAE_MIN_TICK.as_millis() > 0);
     assert!(MAX_INFLIGHT > 0 && BACKGROUND_QUEUE > 0);
+    assert!(CONSOLE_MAX_STREAMS > 0 && CONSOLE_MAX_REPORTS > 0);
+    assert!(CONSOLE_KEEP_ALIVE.as_millis() > CONSOLE_SAMPLE_EVERY.as_millis());
     assert!(
         REPL_BATCH > 0
             && REPL_APPLY_PARALLEL > 0

@@ -485,3 +485,83 @@ fn https_basic_auth_backs_off_after_failed_logins() {
     assert!(refused >= 6, "{refused}");
     h.shutdown().expect("shutdown");
 }
+
+/// The console under security: plain HTTP refused with the reason, HTTPS
+/// without credentials 401, a user without `basalt.admin` 403 on views and
+/// actions alike with nothing changed; with the grant the console serves
+/// and its actions run as that user.
+#[test]
+fn console_needs_https_and_basalt_admin() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (h, ca) = node(dir.path());
+    let addr = h.https_addr().expect("https");
+    let cfg = client_config(&ca, None);
+    admin(&h, "security enable");
+    admin(&h, "security add-user alice password=s3cret");
+    admin(&h, "security add-source all 127.0.0.1/32 password");
+    let alice = Some(("alice", "s3cret"));
+
+    let plain = common::http(&h, "GET", "/console", &[], b"");
+    assert_eq!(plain.status, 403);
+    assert!(plain.text().contains("HTTPS"), "{}", plain.text());
+    let r = https(addr, cfg.clone(), "GET", "/console", None, b"").expect("reply");
+    assert_eq!(r.0, 401, "{r:?}");
+    for path in ["/console", "/console/api/session", "/console/api/cluster"] {
+        let r = https(addr, cfg.clone(), "GET", path, alice, b"").expect("reply");
+        assert_eq!(r.0, 403, "{path} without basalt.admin: {r:?}");
+    }
+    let body = br#"{"action":"transfer-limit","limit":7}"#;
+    let r = https(
+        addr,
+        cfg.clone(),
+        "POST",
+        "/console/api/action",
+        alice,
+        body,
+    )
+    .expect("reply");
+    assert_eq!(r.0, 403, "{r:?}");
+
+    admin(&h, "security grant basalt.admin on any to alice");
+    let r = https(addr, cfg.clone(), "GET", "/console/api/cluster", alice, b"").expect("reply");
+    assert_eq!(r.0, 200, "{r:?}");
+    let v: serde_json::Value = serde_json::from_str(&r.1).expect("json");
+    assert_ne!(v["transfer_limit"], 7, "the refused action changed nothing");
+    let r = https(addr, cfg.clone(), "GET", "/console", alice, b"").expect("reply");
+    assert_eq!(r.0, 200, "{r:?}");
+    let r = https(addr, cfg.clone(), "GET", "/console/api/session", alice, b"").expect("reply");
+    let session: serde_json::Value = serde_json::from_str(&r.1).expect("json");
+    assert_eq!(
+        (session["user"].as_str(), session["tls"].as_bool()),
+        (Some("alice"), Some(true))
+    );
+    let token = session["token"].as_str().expect("token").to_string();
+
+    // The action needs the token as well as the grant.
+    let r = https(
+        addr,
+        cfg.clone(),
+        "POST",
+        "/console/api/action",
+        alice,
+        body,
+    )
+    .expect("reply");
+    assert_eq!(r.0, 403, "no token: {r:?}");
+    use base64::Engine as _;
+    let mut s = tls_to(connect(addr), cfg.clone());
+    let auth = base64::engine::general_purpose::STANDARD.encode("alice:s3cret");
+    let req = format!(
+        "POST /console/api/action HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Basic {auth}\r\nX-Console-Token: {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).expect("write");
+    s.write_all(body).expect("write");
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    let r = https(addr, cfg.clone(), "GET", "/console/api/cluster", alice, b"").expect("reply");
+    let v: serde_json::Value = serde_json::from_str(&r.1).expect("json");
+    assert_eq!(v["transfer_limit"], 7);
+}

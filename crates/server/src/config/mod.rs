@@ -121,6 +121,9 @@ pub struct Config {
     pub aae_max_loops: u32,
     /// Handoffs run at once (0 = paused).
     pub transfer_limit: usize,
+    /// A directory of `basalt bench` results the console lists and serves
+    /// read-only (`""` = none).
+    pub bench_results_dir: String,
     /// How log lines are written (read by the `basalt` binary, which sets
     /// up logging).
     pub log_format: LogFormat,
@@ -327,6 +330,7 @@ impl Default for Config {
             aae_repairs_per_sec: 400,
             aae_max_loops: 4,
             transfer_limit: 2,
+            bench_results_dir: String::new(),
             log_format: LogFormat::Text,
             repl: ReplConfig::default(),
             mapred: MapRedConfig::default(),

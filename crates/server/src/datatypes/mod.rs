@@ -50,6 +50,7 @@ pub async fn fetch(
     t: DataType,
     opts: &GetOpts,
 ) -> Result<Option<Crdt>, RequestError> {
+    let _timer = kv.stats.latency.timer(crate::latency::Op::DataType);
     match kv.get(bucket, key, opts).await? {
         GetOutcome::NotFound | GetOutcome::Tombstone(_) => Ok(None),
         GetOutcome::Found(o) => value_of(&o, t).map_err(|e| RequestError::Storage(e.to_string())),
@@ -68,6 +69,7 @@ pub async fn update(
         .puts
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let _timer = kv.stats.latency.timer(crate::latency::Op::Put);
+    let _dt_timer = kv.stats.latency.timer(crate::latency::Op::DataType);
     let props = kv.props.get(bucket);
     let quorum = crate::kv::put::WriteQuorum::of(&props, opts)?;
     let (secs, usecs) = crate::kv::put::now();

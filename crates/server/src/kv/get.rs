@@ -55,6 +55,19 @@ impl Kv {
         opts: &GetOpts,
         basic_quorum: Option<bool>,
     ) -> Result<GetOutcome, RequestError> {
+        let r = self.get_counted(bucket, key, opts, basic_quorum).await;
+        self.stats.count_outcome(&r);
+        r
+    }
+
+    /// [`Self::get_with_basic_quorum`] before its outcome is counted.
+    async fn get_counted(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        opts: &GetOpts,
+        basic_quorum: Option<bool>,
+    ) -> Result<GetOutcome, RequestError> {
         self.stats.gets.fetch_add(1, Ordering::Relaxed);
         let _timer = self.stats.latency.timer(crate::latency::Op::Get);
         let props = self.props.get(bucket);
@@ -124,6 +137,7 @@ impl Kv {
                 .get_or_insert_with(|| Obj::local(merged.clone()))
                 .clone();
             tracing::debug!(partition = t.partition, node = %t.node, "read repair");
+            self.stats.read_repairs.fetch_add(1, Ordering::Relaxed);
             self.background(
                 t.clone(),
                 VnodeReq::Reconcile {

@@ -21,6 +21,7 @@ impl Kv {
     /// last result. Without `max_results` every vnode's whole result is
     /// merged: the client asked for all of it.
     pub async fn index_query(&self, q: IndexQuery) -> Result<IndexPage, RequestError> {
+        let _timer = self.stats.latency.timer(crate::latency::Op::Index);
         let props = self.props.get(&q.bucket);
         let after = match &q.continuation {
             None => q.start_after.clone().map(|c| (c.term, c.key)),

@@ -140,6 +140,29 @@ pub struct NodeStats {
     pub pbc_active: AtomicUsize,
     /// Client (PB) connections accepted since the node started.
     pub pbc_connects: AtomicU64,
+    /// Coordinated GETs, PUTs and DELETEs that answered an error (overload
+    /// included).
+    pub errors: AtomicU64,
+    /// Of those, the ones refused with `overload` (a full vnode or
+    /// background queue).
+    pub overloads: AtomicU64,
+    /// Read repairs sent (one per stale or missing replica a GET found).
+    pub read_repairs: AtomicU64,
+}
+
+impl NodeStats {
+    /// Counts the outcome of a coordinated request: an error in
+    /// [`Self::errors`], an overload also in [`Self::overloads`].
+    pub fn count_outcome<T>(&self, r: &Result<T, RequestError>) {
+        if let Err(e) = r {
+            self.errors
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if matches!(e, RequestError::Overload) {
+                self.overloads
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    }
 }
 
 /// The handle the request FSMs run on: where requests go ([`Router`]),

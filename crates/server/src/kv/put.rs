@@ -85,6 +85,20 @@ impl Kv {
         bucket: &[u8],
         key: &[u8],
         client: Option<VClock>,
+        content: Content,
+        opts: &PutOpts,
+    ) -> Result<Option<Arc<RiakObject>>, RequestError> {
+        let r = self.put_counted(bucket, key, client, content, opts).await;
+        self.stats.count_outcome(&r);
+        r
+    }
+
+    /// [`Self::put`] before its outcome is counted.
+    async fn put_counted(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        client: Option<VClock>,
         mut content: Content,
         opts: &PutOpts,
     ) -> Result<Option<Arc<RiakObject>>, RequestError> {

@@ -38,6 +38,7 @@ impl MapRed {
     /// once every phase is done. A closed `out` (client gone) stops it.
     pub async fn mapred(&self, job: Job, out: ResultTx) -> Result<(), MapRedError> {
         self.stats.mapred_jobs.fetch_add(1, Ordering::Relaxed);
+        let _timer = self.stats.latency.timer(crate::latency::Op::MapRed);
         let deadline = Instant::now() + job.timeout;
         let res =
             match tokio::time::timeout(job.timeout, self.mapred_run(&job, out, deadline)).await {

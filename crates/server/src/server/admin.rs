@@ -70,7 +70,10 @@ impl Node {
     }
 
     /// The JSON form of an admin line (without its `--json` word).
-    async fn admin_json(self: &Arc<Self>, words: &[&str]) -> Result<serde_json::Value, String> {
+    pub(crate) async fn admin_json(
+        self: &Arc<Self>,
+        words: &[&str],
+    ) -> Result<serde_json::Value, String> {
         use serde_json::json;
         let to = |v: Result<serde_json::Value, serde_json::Error>| v.map_err(|e| e.to_string());
         match words {

@@ -57,6 +57,8 @@ pub struct VnodeRow {
     pub owner: String,
     /// Jobs waiting in its queue.
     pub queue: usize,
+    /// Jobs its queue refused (full: `overload`) since it started.
+    pub overloads: u64,
     /// The backend's name, when it answered.
     pub backend: Option<String>,
     /// Bytes of its files on disk, when it answered.
@@ -91,6 +93,7 @@ impl Node {
                 "fallback"
             };
             let queue = v.queue_len();
+            let overloads = v.overloads();
             let stats = match v.submit(|st| Ok(st.backend.stats()?)) {
                 Ok(pending) => pending
                     .wait(self.router.timeout().min(crate::cluster::CONTROL_TIMEOUT))
@@ -112,6 +115,7 @@ impl Node {
                 role,
                 owner,
                 queue,
+                overloads,
                 backend,
                 disk_bytes,
                 counters,

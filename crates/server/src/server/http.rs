@@ -1,6 +1,6 @@
 //! The HTTP listeners: every route of the HTTP API — the KV resources of
 //! [`crate::api::http`] and the capabilities' own (data types, MapReduce,
-//! anti-entropy folds, stats) — behind the security layers
+//! anti-entropy folds, stats, the web console) — behind the security layers
 //! ([`crate::api::http::auth`]), and the accept loop (plain or TLS, bounded
 //! connections, header timeout, graceful shutdown).
 
@@ -10,6 +10,7 @@
 use crate::aae::http as aaefold;
 use crate::aae::Aae;
 use crate::api::http::{auth, buckets, index, objects, preflist, replicas, wants_json};
+use crate::console::Console;
 use crate::datatypes::http as datatypes;
 use crate::kv::Kv;
 use crate::mapred::http as mapred;
@@ -52,6 +53,7 @@ struct Routes {
     kv: Router<Arc<Kv>>,
     aae: Router<Arc<Aae>>,
     mapred: Router<Arc<MapRed>>,
+    console: Router<Arc<Console>>,
     patterns: Vec<String>,
 }
 
@@ -74,6 +76,14 @@ impl Routes {
         self
     }
 
+    fn console(mut self) -> Routes {
+        for (path, m) in crate::console::routes() {
+            self.patterns.push(path.to_string());
+            self.console = self.console.route(path, m);
+        }
+        self
+    }
+
     fn kv_route(mut self, path: &str, m: axum::routing::MethodRouter<Arc<Kv>>) -> Routes {
         self.patterns.push(path.to_string());
         self.kv = self.kv.route(path, m);
@@ -89,6 +99,7 @@ fn routes() -> Routes {
         kv: Router::new(),
         aae: Router::new(),
         mapred: Router::new(),
+        console: Router::new(),
         patterns: Vec::new(),
     };
     for p in aaefold::PREFIXES {
@@ -104,6 +115,7 @@ fn routes() -> Routes {
         .route("/stats", get(metrics::stats))
         .mapred_route("/mapred", axum::routing::post(mapred::mapred))
         .route("/metrics", get(metrics::metrics))
+        .console()
         .kv_route(
             "/basalt/replicas/buckets/{b}/keys/{k}",
             get(replicas::replicas_default),
@@ -165,15 +177,17 @@ pub fn route_patterns() -> Vec<String> {
     routes().patterns
 }
 
-/// The router of the HTTP API over `node`, with the security layers
-/// ([`auth`]): authentication before routing, permission after.
-pub fn router(node: Arc<Node>) -> Router {
+/// The router of the HTTP API over `node` (and its `console`), with the
+/// security layers ([`auth`]): authentication before routing, permission
+/// after.
+pub fn router(node: Arc<Node>, console: Arc<Console>) -> Router {
     let r = routes();
     let security = node.security.clone();
     Router::new()
         .merge(r.kv.with_state(node.kv().clone()))
         .merge(r.aae.with_state(node.aae().clone()))
         .merge(r.mapred.with_state(node.mapred().clone()))
+        .merge(r.console.with_state(console))
         .merge(r.node.with_state(node))
         .route_layer(axum::middleware::from_fn_with_state(
             security.clone(),
@@ -191,6 +205,7 @@ pub fn router(node: Arc<Node>) -> Router {
 pub async fn serve(
     listener: TcpListener,
     node: Arc<Node>,
+    console: Arc<Console>,
     tls: Option<Arc<rustls::ServerConfig>>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
@@ -201,7 +216,7 @@ pub async fn serve(
     let slots = Arc::new(tokio::sync::Semaphore::new(
         limits.http_max_connections.max(1),
     ));
-    let app = router(node.clone());
+    let app = router(node.clone(), console);
     let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     tokio::pin!(shutdown);

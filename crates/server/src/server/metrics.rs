@@ -32,12 +32,15 @@ async fn backend_totals(node: &Node) -> (BTreeMap<String, u64>, u64, usize) {
 }
 
 /// The leveled caches a node's vnodes share (`block_cache_mb`,
-/// `value_cache_mb`): every vnode reports the one cache's size.
-const NODE_WIDE_GAUGES: [&str; 4] = [
+/// `value_cache_mb`) and the filesystem of the data directory: every vnode
+/// reports the same figure.
+const NODE_WIDE_GAUGES: [&str; 6] = [
     "block_cache_capacity_bytes",
     "block_cache_bytes",
     "value_cache_capacity_bytes",
     "value_cache_bytes",
+    "disk_free_bytes",
+    "disk_total_bytes",
 ];
 
 /// Adds one vnode's counter to the node's total: a wait timer's maximum is
@@ -288,6 +291,21 @@ fn cluster_counters(node: &Node) -> Vec<(&'static str, u64, &'static str)> {
             "aae_range_repairs_total",
             ld(&s.aae_range_repairs),
             "Keys repaired by scoped (bucket or last-modified range) anti-entropy follow-up loops.",
+        ),
+        (
+            "request_errors_total",
+            ld(&s.errors),
+            "Coordinated GETs, PUTs and DELETEs that answered an error (overload included).",
+        ),
+        (
+            "request_overloads_total",
+            ld(&s.overloads),
+            "Coordinated GETs, PUTs and DELETEs refused with overload.",
+        ),
+        (
+            "read_repairs_total",
+            ld(&s.read_repairs),
+            "Read repairs sent to stale or missing replicas by GETs this node coordinated.",
         ),
         (
             "get_notfound_waits_total",

@@ -159,6 +159,8 @@ pub async fn serve_all(
     node.aae.start_aae();
     node.repl.start_repl();
     let (stop_tx, stop_rx) = watch::channel(false);
+    // One console for every HTTP listener of the node.
+    let console = Arc::new(crate::console::Console::new(node.clone()));
     let mut http_tasks = Vec::new();
     for (l, tls, is_https) in [(http, None, false), (https, node.tls.clone(), true)] {
         let Some(l) = l else { continue };
@@ -171,6 +173,7 @@ pub async fn serve_all(
         http_tasks.push(tokio::spawn(http::serve(
             l,
             node.clone(),
+            console.clone(),
             tls,
             async move {
                 let _ = stop.wait_for(|s| *s).await;
@@ -199,6 +202,7 @@ pub async fn serve_all(
     drop(listener);
     drop(cluster);
     let _ = stop_tx.send(true);
+    console.close();
     while conns.join_next().await.is_some() {}
     for t in http_tasks {
         match t.await {

@@ -295,6 +295,8 @@ type Job = Box<dyn FnOnce(&VnodeState) + Send>;
 pub struct Vnode {
     tx: Mutex<Option<mpsc::Sender<Job>>>,
     worker: Mutex<Option<JoinHandle<()>>>,
+    /// Jobs refused because the queue was full, since the vnode started.
+    overloads: std::sync::atomic::AtomicU64,
 }
 
 impl Vnode {
@@ -323,6 +325,7 @@ impl Vnode {
         Ok(Vnode {
             tx: Mutex::new(Some(tx)),
             worker: Mutex::new(Some(worker)),
+            overloads: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -348,10 +351,19 @@ impl Vnode {
             let _ = reply_tx.send(f(st));
         });
         tx.try_send(job).map_err(|e| match e {
-            mpsc::error::TrySendError::Full(_) => VnodeError::Overload,
+            mpsc::error::TrySendError::Full(_) => {
+                self.overloads
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                VnodeError::Overload
+            }
             mpsc::error::TrySendError::Closed(_) => VnodeError::Closed,
         })?;
         Ok(Pending { rx: reply_rx })
+    }
+
+    /// Jobs refused with `overload` (queue full) since the vnode started.
+    pub fn overloads(&self) -> u64 {
+        self.overloads.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Jobs waiting in the queue (0 once shut down).

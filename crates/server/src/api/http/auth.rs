@@ -70,6 +70,8 @@ pub fn rule(pattern: &str, method: &Method) -> Option<Rule> {
         | "/reap/{*rest}"
         | "/erase/{*rest}" => Any("basalt.aae_fold"),
         "/mapred" => Any("riak_kv.mapreduce"),
+        // The web console (`crate::console`): views and actions alike.
+        p if p == "/console" || p.starts_with("/console/") => Any("basalt.admin"),
         "/basalt/replicas/buckets/{b}/keys/{k}"
         | "/basalt/replicas/types/{t}/buckets/{b}/keys/{k}" => Bucket("riak_kv.get"),
         "/buckets" | "/types/{t}/buckets" => Type("riak_kv.list_buckets"),
@@ -150,7 +152,17 @@ pub async fn authenticate(
         return next.run(req).await;
     }
     let info = req.extensions().get::<ConnInfo>().cloned();
+    let console = req.uri().path() == "/console" || req.uri().path().starts_with("/console/");
     let Some(info) = info.filter(|i| i.tls) else {
+        if console {
+            return refuse(
+                &security,
+                None,
+                None,
+                StatusCode::FORBIDDEN,
+                "Security is enabled: the console is served over HTTPS only (https_listen), to a user with the basalt.admin permission",
+            );
+        }
         return refuse(
             &security,
             None,
