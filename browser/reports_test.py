@@ -22,9 +22,11 @@ Screenshots (report.png, compare.png, index.png, report-24h.png) and
 figures (metrics.json) go to the artifacts directory.
 
 Usage:
-    reports_test.py ARTIFACTS_DIR [--basalt PATH] [--seconds N] [--keep]
+    reports_test.py [ARTIFACTS_DIR] [--basalt PATH] [--seconds N] [--keep]
 
-    --basalt   the basalt binary (default: $BASALT, else
+    ARTIFACTS_DIR  default $BASALT_BROWSER_ARTIFACTS/reports (browser/run.sh
+               sets it and runs this file with no arguments).
+    --basalt   the basalt binary (default: $BASALT or $BASALT_BIN, else
                $CARGO_TARGET_DIR/debug/basalt, else target/debug/basalt);
                a basalt-bench binary works too.
     --seconds  length of each embedded run (default 4).
@@ -74,8 +76,9 @@ def check(ok, what):
 
 
 def default_basalt():
-    if os.environ.get("BASALT"):
-        return os.environ["BASALT"]
+    for var in ("BASALT", "BASALT_BIN"):
+        if os.environ.get(var):
+            return os.environ[var]
     target = os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target"))
     return os.path.join(target, "debug", "basalt")
 
@@ -233,7 +236,14 @@ def open_page(drv, path, name, artifacts, screenshot_height=None):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("artifacts")
+    # browser/run.sh runs every *_test.py with no arguments and sets
+    # BASALT_BROWSER_ARTIFACTS and BASALT_BIN.
+    default_artifacts = os.environ.get("BASALT_BROWSER_ARTIFACTS")
+    ap.add_argument(
+        "artifacts",
+        nargs="?" if default_artifacts else None,
+        default=os.path.join(default_artifacts, "reports") if default_artifacts else None,
+    )
     ap.add_argument("--basalt", default=default_basalt())
     ap.add_argument("--seconds", type=int, default=4)
     ap.add_argument("--max-first-chart-ms", type=float, default=10000)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Browser tests of the web console: Debian's chromium, headless, driven by
+# Browser tests of the web console (console_test.py) and of the bench's HTML
+# reports (reports_test.py: its own short embedded runs, opened via file://): Debian's chromium, headless, driven by
 # Debian's chromedriver through Selenium (pinned in browser/requirements.txt),
 # against a live 3-node cluster of real `basalt start` processes under
 # `basalt bench` load.
