@@ -1,7 +1,9 @@
-//! The GET FSM: HEAD the key's `n` vnodes, let [`GetCore`] count the
-//! replies against r / pr / notfound_ok / basic_quorum, fetch the value of
-//! each winning version, merge, and read-repair stale replicas in the
-//! background.
+//! The GET FSM: ask the key's `n` vnodes — one (a local one if any) for
+//! the whole object, the others for its metadata (a HEAD) — let
+//! [`GetCore`] count the replies against r / pr / notfound_ok /
+//! basic_quorum, take the winning version's value from the reply that
+//! carried it or else fetch it from a replica holding it, merge, and
+//! read-repair stale replicas in the background.
 
 use super::get_core::{stale_replicas, winning_versions, Failure, GetCore, Verdict};
 use super::Kv;
@@ -26,9 +28,11 @@ type Replies<'a> = std::pin::Pin<
 >;
 
 impl Kv {
-    /// GET: HEAD the `n` vnodes, wait for `r` (and `pr` primaries), GET the
-    /// value of each winning version from the least-queued replica holding
-    /// it, merge, read-repair stale replicas in the background.
+    /// GET: the `n` vnodes (one asked for the value, the others for the
+    /// metadata), wait for `r` (and `pr` primaries); the value of each
+    /// winning version comes from the reply that carried it or else from
+    /// the least-queued replica holding it; merge, read-repair stale
+    /// replicas in the background.
     /// Uses `opts.basic_quorum`, else the bucket's prop (see
     /// [`Node::get_with_basic_quorum`]).
     pub async fn get(
@@ -68,15 +72,25 @@ impl Kv {
         if opts.sloppy_quorum == Some(false) {
             targets.retain(|t| t.primary);
         }
-        let head_req = || VnodeReq::Head {
-            bucket: bucket.to_vec(),
-            key: key.to_vec(),
+        // The value comes with the first round from one replica — the first
+        // local one (no value crosses the network), else the first — and
+        // the metadata only from the others. When that replica's version
+        // wins, as it does unless the replicas differ, no second round
+        // reads the value again (a second vnode call and ledger lookup).
+        let me = self.router.cluster.me();
+        let value_from = targets.iter().position(|t| t.node == me).unwrap_or(0);
+        let req = |i: usize| {
+            let (bucket, key) = (bucket.to_vec(), key.to_vec());
+            if i == value_from {
+                VnodeReq::Get { bucket, key }
+            } else {
+                VnodeReq::Head { bucket, key }
+            }
         };
         // Replies are taken as they come; when every vnode is local (one
         // node) they are taken in preference-list order, which costs
         // nothing and makes single-node results repeatable.
-        let calls = self.router.fan_out_vec(&targets, head_req, None);
-        let me = self.router.cluster.me();
+        let calls = self.router.fan_out_each(&targets, req, None);
         let replies: Replies<'_> = if targets.iter().all(|t| t.node == me) {
             Box::pin(calls.into_iter().collect::<FuturesOrdered<_>>())
         } else {
@@ -89,43 +103,79 @@ impl Kv {
         let notfound_wait = (!basic_quorum)
             .then(|| Duration::from_millis(self.config.limits.notfound_wait_ms))
             .filter(|d| !d.is_zero());
-        let heads = match self.head_round(replies, &mut core, notfound_wait).await {
-            ControlFlow::Continue(heads) => heads,
+        let with_value = targets.get(value_from);
+        let (mut heads, full) = match self
+            .head_round(replies, &mut core, notfound_wait, with_value)
+            .await
+        {
+            ControlFlow::Continue(round) => round,
             ControlFlow::Break(answer) => return answer.map_err(RequestError::from),
         };
         if !core.enough() {
             return core.exhausted().map_err(RequestError::from);
         }
-        let found: Vec<(&Target, &RiakObject, u32)> = heads
+        let found: Vec<(usize, &RiakObject, u32)> = heads
             .iter()
-            .filter_map(|(t, h, q)| h.as_ref().map(|h| (t, h, *q)))
+            .enumerate()
+            .filter_map(|(i, (_, h, q))| h.as_ref().map(|h| (i, h, *q)))
             .collect();
         if found.is_empty() {
             return Ok(GetOutcome::NotFound);
         }
         let winners = winning_versions(&found);
-        let mut merged: Option<RiakObject> = None;
-        for holders in winners {
-            if let Some(o) = self.fetch_version(&holders, bucket, key).await? {
-                merged = Some(match merged {
-                    None => o,
-                    Some(m) => RiakObject::merge(&m, &o, props.allow_mult),
-                });
+        // One winning version, and its value came with the first round.
+        let single = match (winners.as_slice(), full) {
+            ([holders], Some(f)) if holders.contains(&f) => Some(f),
+            _ => None,
+        };
+        let (merged, stale): (RiakObject, Vec<Target>) = match single {
+            Some(f) => {
+                let stale = match &heads[f].1 {
+                    Some(o) => stale_replicas(&heads, o).cloned().collect(),
+                    None => Vec::new(),
+                };
+                let Some(merged) = heads[f].1.take() else {
+                    return Ok(GetOutcome::NotFound);
+                };
+                (merged, stale)
             }
-        }
-        let Some(merged) = merged else {
-            return Ok(GetOutcome::NotFound);
+            None => {
+                let mut merged: Option<RiakObject> = None;
+                for holders in &winners {
+                    let have = full
+                        .filter(|f| holders.contains(f))
+                        .and_then(|f| heads[f].1.clone());
+                    let o = match have {
+                        Some(o) => Some(o),
+                        None => {
+                            let ts: Vec<&Target> = holders.iter().map(|&i| &heads[i].0).collect();
+                            self.fetch_version(&ts, bucket, key).await?
+                        }
+                    };
+                    if let Some(o) = o {
+                        merged = Some(match merged {
+                            None => o,
+                            Some(m) => RiakObject::merge(&m, &o, props.allow_mult),
+                        });
+                    }
+                }
+                let Some(merged) = merged else {
+                    return Ok(GetOutcome::NotFound);
+                };
+                let stale = stale_replicas(&heads, &merged).cloned().collect();
+                (merged, stale)
+            }
         };
         // Read repair: stale or missing replicas get the merged object,
         // shared (encoded only for a replica on another node).
         let mut shared: Option<Obj> = None;
-        for t in stale_replicas(&heads, &merged) {
+        for t in stale {
             let object = shared
                 .get_or_insert_with(|| Obj::local(merged.clone()))
                 .clone();
             tracing::debug!(partition = t.partition, node = %t.node, "read repair");
             self.background(
-                t.clone(),
+                t,
                 VnodeReq::Reconcile {
                     bucket: bucket.to_vec(),
                     key: key.to_vec(),
@@ -145,14 +195,18 @@ impl Kv {
     /// as `Break`) or has enough, or no more come. A quorum of "not found"
     /// waits up to `notfound_wait` for the rest, as a replica yet to answer
     /// may hold an acknowledged write. Returns every reply in hand (replies
-    /// that came with the last one count for read repair too).
+    /// that came with the last one count for read repair too) and which of
+    /// them, if any, is `with_value`'s (the replica asked for the value:
+    /// its object is decoded whole).
     async fn head_round(
         &self,
         mut replies: Replies<'_>,
         core: &mut GetCore,
         notfound_wait: Option<Duration>,
-    ) -> ControlFlow<Result<GetOutcome, Failure>, Vec<HeadReply>> {
+        with_value: Option<&Target>,
+    ) -> ControlFlow<Result<GetOutcome, Failure>, (Vec<HeadReply>, Option<usize>)> {
         let mut heads: Vec<HeadReply> = Vec::new();
+        let mut full: Option<usize> = None;
         let mut deadline: Option<tokio::time::Instant> = None;
         loop {
             let next = match deadline {
@@ -163,9 +217,13 @@ impl Kv {
                 },
             };
             let Some((t, res)) = next else { break };
-            match head_of(&t, res) {
+            let whole = with_value == Some(&t);
+            match head_of(&t, res, whole) {
                 Ok((h, q)) => {
                     core.reply(t.primary, h.as_ref().map(RiakObject::is_deleted));
+                    if whole {
+                        full = Some(heads.len());
+                    }
                     heads.push((t, h, q));
                 }
                 Err(overload) => core.failed(overload),
@@ -192,13 +250,17 @@ impl Kv {
             }
             // Replies already in hand also count for read repair.
             while let Some(Some((t, res))) = replies.next().now_or_never() {
-                if let Ok((h, q)) = head_of(&t, res) {
+                let whole = with_value == Some(&t);
+                if let Ok((h, q)) = head_of(&t, res, whole) {
+                    if whole {
+                        full = Some(heads.len());
+                    }
                     heads.push((t, h, q));
                 }
             }
             break;
         }
-        ControlFlow::Continue(heads)
+        ControlFlow::Continue((heads, full))
     }
 
     /// The value of one version from the first of `holders` (replicas that
@@ -232,14 +294,19 @@ impl Kv {
     }
 }
 
-/// A replica's HEAD reply: (object metadata or not found, its queue
-/// length), or `Err(overload)` for a failed replica (logged).
+/// A replica's reply to the first round: (object metadata, or the whole
+/// object when `whole`, or not found; its queue length), or
+/// `Err(overload)` for a failed replica (logged).
 fn head_of(
     t: &Target,
     res: Result<VnodeReply, VnodeError>,
+    whole: bool,
 ) -> Result<(Option<RiakObject>, u32), bool> {
     match res {
-        Ok(VnodeReply::Object(h, q)) => match h.map(|w| w.head()).transpose() {
+        Ok(VnodeReply::Object(h, q)) => match h
+            .map(|w| if whole { w.object() } else { w.head() })
+            .transpose()
+        {
             Ok(h) => Ok((h, q)),
             Err(e) => {
                 tracing::warn!(partition = t.partition, error = %e, "get head");

@@ -273,11 +273,24 @@ impl Router {
         req: impl Fn() -> VnodeReq,
         sloppy: Option<([u8; 20], u32)>,
     ) -> Vec<FanOutFuture<'a>> {
+        self.fan_out_each(targets, |_| req(), sloppy)
+    }
+
+    /// [`Self::fan_out_vec`] with a request per target: `req(i)` for
+    /// `targets[i]` (a GET asks one replica for the value and the others
+    /// for the metadata only).
+    pub(crate) fn fan_out_each<'a>(
+        &'a self,
+        targets: &[Target],
+        req: impl Fn(usize) -> VnodeReq,
+        sloppy: Option<([u8; 20], u32)>,
+    ) -> Vec<FanOutFuture<'a>> {
         let this = self.this.get().and_then(Weak::upgrade);
         targets
             .iter()
-            .map(|t| {
-                let (t, r) = (t.clone(), req());
+            .enumerate()
+            .map(|(i, t)| {
+                let (t, r) = (t.clone(), req(i));
                 let f: FanOutFuture<'a> = match &this {
                     Some(router) => {
                         let (call, t2) = (CallInFlight::start(router.clone()), t.clone());
