@@ -453,6 +453,24 @@ impl RiakObject {
         merged
     }
 
+    /// True if [`RiakObject::merge`] of `self` with `other` keeps none of
+    /// `other`'s siblings: the clocks differ, and `self` has seen each of
+    /// `other`'s siblings without holding it. Then `other`'s values are
+    /// not needed for the merge (a replica merging a newer version reads
+    /// its own metadata only). Data-type siblings collapse from what is
+    /// kept, so the rule holds for them too.
+    pub fn supersedes(&self, other: &RiakObject) -> bool {
+        !self.vclock.same_events(&other.vclock)
+            && other.contents.iter().all(|c| {
+                let held = self.contents.iter().any(|o| o.identity() == c.identity());
+                let seen = match &c.dot {
+                    Some(d) => d.covered_by(&self.vclock),
+                    None => self.vclock.dominates(&other.vclock),
+                };
+                !held && seen
+            })
+    }
+
     /// Puts the siblings in the canonical order (by dot, then vtag and
     /// last-modified time).
     pub fn canonicalize(&mut self) {
