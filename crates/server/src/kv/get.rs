@@ -282,7 +282,7 @@ impl Kv {
                 key: key.to_vec(),
             };
             match self.router.vcall(t, req).await {
-                Ok(VnodeReply::Object(Some(w), _)) => return Ok(Some(w.object()?)),
+                Ok(VnodeReply::Object(Some(w), _)) => return Ok(Some(w.into_object()?)),
                 Ok(_) => {}
                 Err(e) => {
                     tracing::warn!(partition = t.partition, node = %t.node, error = %e, "get value");
@@ -304,7 +304,7 @@ fn head_of(
 ) -> Result<(Option<RiakObject>, u32), bool> {
     match res {
         Ok(VnodeReply::Object(h, q)) => match h
-            .map(|w| if whole { w.object() } else { w.head() })
+            .map(|w| if whole { w.into_object() } else { w.head() })
             .transpose()
         {
             Ok(h) => Ok((h, q)),
