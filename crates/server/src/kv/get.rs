@@ -11,7 +11,7 @@ use super::{GetOpts, GetOutcome};
 use crate::error::RequestError;
 use crate::object::RiakObject;
 use crate::router::Target;
-use crate::vnode::request::{Obj, VnodeReply, VnodeReq};
+use crate::vnode::request::{Obj, VnodeReply, VnodeReq, WireObject};
 use crate::vnode::VnodeError;
 use futures_util::stream::{FuturesOrdered, FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
@@ -23,9 +23,14 @@ use std::time::Duration;
 /// if not found), its queue length.
 type HeadReply = (Target, Option<RiakObject>, u32);
 
-type Replies<'a> = std::pin::Pin<
-    Box<dyn futures_util::Stream<Item = (Target, Result<VnodeReply, VnodeError>)> + Send + 'a>,
->;
+/// A reply of the first round: the replica, its answer, and whether it
+/// is the whole object (the replica asked for the value) or its metadata.
+type RoundReply = (Target, Result<VnodeReply, VnodeError>, bool);
+
+type Replies<'a> =
+    std::pin::Pin<Box<dyn futures_util::Stream<Item = RoundReply> + Send + 'a>>;
+
+type RoundCall<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = RoundReply> + Send + 'a>>;
 
 impl Kv {
     /// GET: the `n` vnodes (one asked for the value, the others for the
@@ -90,7 +95,36 @@ impl Kv {
         // Replies are taken as they come; when every vnode is local (one
         // node) they are taken in preference-list order, which costs
         // nothing and makes single-node results repeatable.
-        let calls = self.router.fan_out_each(&targets, req, None);
+        let calls = self
+            .router
+            .fan_out_each(&targets, req, None)
+            .into_iter()
+            .enumerate()
+            .map(|(i, call)| -> RoundCall<'_> {
+                if i != value_from {
+                    return Box::pin(call.map(|(t, res)| (t, res, false)));
+                }
+                Box::pin(async move {
+                    match call.await {
+                        // The replica could not read the value (a damaged
+                        // journal record, say): it answers a HEAD as the
+                        // others do, so it still counts for the quorum and
+                        // another holder gives the value. Not after an
+                        // overload or a timeout: asking again would wait
+                        // as long again.
+                        (t, Err(e)) if !matches!(e, VnodeError::Overload | VnodeError::Timeout) => {
+                            tracing::warn!(partition = t.partition, node = %t.node, error = %e, "get value; asking for the metadata");
+                            let head = VnodeReq::Head {
+                                bucket: bucket.to_vec(),
+                                key: key.to_vec(),
+                            };
+                            let res = self.router.vcall(&t, head).await;
+                            (t, res, false)
+                        }
+                        (t, res) => (t, res, true),
+                    }
+                })
+            });
         let replies: Replies<'_> = if targets.iter().all(|t| t.node == me) {
             Box::pin(calls.into_iter().collect::<FuturesOrdered<_>>())
         } else {
@@ -103,10 +137,7 @@ impl Kv {
         let notfound_wait = (!basic_quorum)
             .then(|| Duration::from_millis(self.config.limits.notfound_wait_ms))
             .filter(|d| !d.is_zero());
-        let with_value = targets.get(value_from);
-        let (mut heads, full) = match self
-            .head_round(replies, &mut core, notfound_wait, with_value)
-            .await
+        let (mut heads, full) = match self.head_round(replies, &mut core, notfound_wait).await
         {
             ControlFlow::Continue(round) => round,
             ControlFlow::Break(answer) => return answer.map_err(RequestError::from),
@@ -196,14 +227,13 @@ impl Kv {
     /// waits up to `notfound_wait` for the rest, as a replica yet to answer
     /// may hold an acknowledged write. Returns every reply in hand (replies
     /// that came with the last one count for read repair too) and which of
-    /// them, if any, is `with_value`'s (the replica asked for the value:
-    /// its object is decoded whole).
+    /// them, if any, holds the whole object (the replica asked for the
+    /// value answered it).
     async fn head_round(
         &self,
         mut replies: Replies<'_>,
         core: &mut GetCore,
         notfound_wait: Option<Duration>,
-        with_value: Option<&Target>,
     ) -> ControlFlow<Result<GetOutcome, Failure>, (Vec<HeadReply>, Option<usize>)> {
         let mut heads: Vec<HeadReply> = Vec::new();
         let mut full: Option<usize> = None;
@@ -216,10 +246,9 @@ impl Kv {
                     Err(_) => break,
                 },
             };
-            let Some((t, res)) = next else { break };
-            let whole = with_value == Some(&t);
+            let Some((t, res, whole)) = next else { break };
             match head_of(&t, res, whole) {
-                Ok((h, q)) => {
+                Ok((h, q, whole)) => {
                     core.reply(t.primary, h.as_ref().map(RiakObject::is_deleted));
                     if whole {
                         full = Some(heads.len());
@@ -249,9 +278,8 @@ impl Kv {
                 self.stats.notfound_rescues.fetch_add(1, Ordering::Relaxed);
             }
             // Replies already in hand also count for read repair.
-            while let Some(Some((t, res))) = replies.next().now_or_never() {
-                let whole = with_value == Some(&t);
-                if let Ok((h, q)) = head_of(&t, res, whole) {
+            while let Some(Some((t, res, whole))) = replies.next().now_or_never() {
+                if let Ok((h, q, whole)) = head_of(&t, res, whole) {
                     if whole {
                         full = Some(heads.len());
                     }
@@ -295,19 +323,32 @@ impl Kv {
 }
 
 /// A replica's reply to the first round: (object metadata, or the whole
-/// object when `whole`, or not found; its queue length), or
-/// `Err(overload)` for a failed replica (logged).
+/// object when `whole`, or not found; its queue length; whether the
+/// object is whole), or `Err(overload)` for a failed replica (logged). A
+/// whole object whose values do not decode still counts by its metadata
+/// (another holder gives the value), as a HEAD's reply would.
 fn head_of(
     t: &Target,
     res: Result<VnodeReply, VnodeError>,
     whole: bool,
-) -> Result<(Option<RiakObject>, u32), bool> {
+) -> Result<(Option<RiakObject>, u32, bool), bool> {
     match res {
-        Ok(VnodeReply::Object(h, q)) => match h
-            .map(|w| if whole { w.into_object() } else { w.head() })
-            .transpose()
-        {
-            Ok(h) => Ok((h, q)),
+        Ok(VnodeReply::Object(None, q)) => Ok((None, q, whole)),
+        Ok(VnodeReply::Object(Some(w), q)) if whole => {
+            let WireObject { meta, value } = w;
+            match RiakObject::decode_owned(&meta, value) {
+                Ok(o) => Ok((Some(o), q, true)),
+                Err(e) => {
+                    tracing::warn!(partition = t.partition, error = %e, "get value");
+                    match RiakObject::decode_metadata(&meta) {
+                        Ok(h) => Ok((Some(h), q, false)),
+                        Err(_) => Err(false),
+                    }
+                }
+            }
+        }
+        Ok(VnodeReply::Object(Some(w), q)) => match w.head() {
+            Ok(h) => Ok((Some(h), q, false)),
             Err(e) => {
                 tracing::warn!(partition = t.partition, error = %e, "get head");
                 Err(false)
