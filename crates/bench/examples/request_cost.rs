@@ -18,7 +18,9 @@
 //! instrumentation on and off in between), then waits for `MARK_DIR/end`.
 
 use riak_pb::sync::Client;
-use riak_pb::{code, RpbBucketProps, RpbContent, RpbGetReq, RpbGetResp, RpbPutReq, RpbSetBucketReq};
+use riak_pb::{
+    code, RpbBucketProps, RpbContent, RpbGetReq, RpbGetResp, RpbPutReq, RpbSetBucketReq,
+};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -52,7 +54,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let size = num(args.get(4)) as usize;
     let keys = num(args.get(5));
     match mode {
-        "pb" => pb(&target, &op, count, size, keys, args.get(6).map(|_| num(args.get(6)))),
+        "pb" => pb(
+            &target,
+            &op,
+            count,
+            size,
+            keys,
+            args.get(6).map(|_| num(args.get(6))),
+        ),
         "embedded" => {
             let marks = PathBuf::from(args.get(6).unwrap_or_else(|| usage()));
             embedded(Path::new(&target), &op, count, size, keys, &marks)

@@ -27,8 +27,7 @@ type HeadReply = (Target, Option<RiakObject>, u32);
 /// is the whole object (the replica asked for the value) or its metadata.
 type RoundReply = (Target, Result<VnodeReply, VnodeError>, bool);
 
-type Replies<'a> =
-    std::pin::Pin<Box<dyn futures_util::Stream<Item = RoundReply> + Send + 'a>>;
+type Replies<'a> = std::pin::Pin<Box<dyn futures_util::Stream<Item = RoundReply> + Send + 'a>>;
 
 type RoundCall<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = RoundReply> + Send + 'a>>;
 
@@ -137,8 +136,7 @@ impl Kv {
         let notfound_wait = (!basic_quorum)
             .then(|| Duration::from_millis(self.config.limits.notfound_wait_ms))
             .filter(|d| !d.is_zero());
-        let (mut heads, full) = match self.head_round(replies, &mut core, notfound_wait).await
-        {
+        let (mut heads, full) = match self.head_round(replies, &mut core, notfound_wait).await {
             ControlFlow::Continue(round) => round,
             ControlFlow::Break(answer) => return answer.map_err(RequestError::from),
         };

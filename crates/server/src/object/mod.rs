@@ -709,11 +709,18 @@ mod tests {
             contents: vec![content(b"one", 1)],
         };
         let (meta1, val1) = (one.encode_metadata(), one.encode_value());
-        assert_eq!(RiakObject::decode_owned(&meta1, val1.clone()), Ok(one.clone()));
+        assert_eq!(
+            RiakObject::decode_owned(&meta1, val1.clone()),
+            Ok(one.clone())
+        );
         assert!(RiakObject::decode_owned(&meta1, val1[1..].to_vec()).is_err());
         assert!(RiakObject::decode_owned(&meta1, [&val1[..], b"x"].concat()).is_err());
         // The PB contents moved out equal the ones copied.
-        let moved = o.clone().into_newest_first().into_iter().map(|c| c.into_pb(true));
+        let moved = o
+            .clone()
+            .into_newest_first()
+            .into_iter()
+            .map(|c| c.into_pb(true));
         let copied = o.newest_first().into_iter().map(|c| c.to_pb(true));
         assert!(moved.eq(copied));
     }

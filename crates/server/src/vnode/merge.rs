@@ -258,8 +258,8 @@ mod tests {
         let o1 = coordinate(None, None, c(b"a"), &props, b"n/1", 10).unwrap_or_default();
         let newer = coordinate(Some(&o1), Some(&o1.vclock), c(b"b"), &props, b"n/1", 11)
             .unwrap_or_default();
-        let concurrent =
-            coordinate(Some(&o1), Some(&o1.vclock), c(b"c"), &props, b"n/2", 11).unwrap_or_default();
+        let concurrent = coordinate(Some(&o1), Some(&o1.vclock), c(b"c"), &props, b"n/2", 11)
+            .unwrap_or_default();
         assert!(newer.supersedes(&head(&o1)));
         assert_eq!(
             reconcile(Some(&o1), &newer, &props),
