@@ -18,11 +18,12 @@ C="$T/release/examples/request_cost"
 [ -x "$C" ] || cargo build --release -q -p basalt-bench --example request_cost
 B="${BASALT_BIN:-$T/release/basalt}"
 root="$(mktemp -d /tmp/cpu-cost-XXXXXX)"
+echo "$B ($("$B" --version 2>/dev/null | head -1))" >"$root/binary"
 port=$((20000 + RANDOM % 20000)); cport=$((port + 1))
 pid=""
 cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null || true; }
 trap cleanup EXIT
-valgrind --tool=callgrind --instr-atstart=no --dump-instr=no \
+valgrind --tool=callgrind --instr-atstart=no --dump-instr=no --separate-threads=yes \
   --callgrind-out-file="$root/node.%p" \
   "$B" start --data-dir "$root/node" --pb-listen "127.0.0.1:$port" \
   --cluster-listen "127.0.0.1:$cport" --http-listen "" 2>"$root/node.log" &
@@ -38,13 +39,13 @@ for op in get put update; do
   callgrind_control -d "$op" "$pid" >/dev/null
 done
 kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
-for f in "$root"/node.*.[0-9]*; do
+for f in "$root"/node.*.[0-9]*-[0-9]*; do
   op=$(grep -m1 '^desc: Trigger' "$f" | sed 's/.*Trigger: dump //')
-  mv "$f" "$root/node-$op.cg"
+  mv "$f" "$root/node-$op-${f##*-}.cg"
 done
 for op in get put update; do
   m="$root/marks-$op"; mkdir -p "$m"
-  valgrind --tool=callgrind --instr-atstart=no --dump-instr=no \
+  valgrind --tool=callgrind --instr-atstart=no --dump-instr=no --separate-threads=yes \
     --callgrind-out-file="$root/embedded-$op.cg" \
     "$C" embedded "$root/embedded-$op" "$op" "$count" "$size" "$keys" "$m" 2>>"$root/embedded.log" &
   pid=$!
