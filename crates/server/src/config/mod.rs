@@ -171,7 +171,7 @@ impl Default for MapRedConfig {
         MapRedConfig {
             map_js_vm_count: 8,
             reduce_js_vm_count: 6,
-            hook_js_vm_count: 2,
+            hook_js_vm_count: 16,
             js_max_vm_mem_mb: 16,
             js_max_stack_kb: 1024,
             js_queue_len: 1024,

@@ -1,7 +1,9 @@
-//! The GET FSM: HEAD the key's `n` vnodes, let [`GetCore`] count the
-//! replies against r / pr / notfound_ok / basic_quorum, fetch the value of
-//! each winning version, merge, and read-repair stale replicas in the
-//! background.
+//! The GET FSM: ask the key's `n` vnodes — one (a local one if any) for
+//! the whole object, the others for its metadata (a HEAD) — let
+//! [`GetCore`] count the replies against r / pr / notfound_ok /
+//! basic_quorum, take the winning version's value from the reply that
+//! carried it or else fetch it from a replica holding it, merge, and
+//! read-repair stale replicas in the background.
 
 use super::get_core::{stale_replicas, winning_versions, Failure, GetCore, Verdict};
 use super::Kv;
@@ -9,7 +11,7 @@ use super::{GetOpts, GetOutcome};
 use crate::error::RequestError;
 use crate::object::RiakObject;
 use crate::router::Target;
-use crate::vnode::request::{Obj, VnodeReply, VnodeReq};
+use crate::vnode::request::{Obj, VnodeReply, VnodeReq, WireObject};
 use crate::vnode::VnodeError;
 use futures_util::stream::{FuturesOrdered, FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
@@ -21,14 +23,20 @@ use std::time::Duration;
 /// if not found), its queue length.
 type HeadReply = (Target, Option<RiakObject>, u32);
 
-type Replies<'a> = std::pin::Pin<
-    Box<dyn futures_util::Stream<Item = (Target, Result<VnodeReply, VnodeError>)> + Send + 'a>,
->;
+/// A reply of the first round: the replica, its answer, and whether it
+/// is the whole object (the replica asked for the value) or its metadata.
+type RoundReply = (Target, Result<VnodeReply, VnodeError>, bool);
+
+type Replies<'a> = std::pin::Pin<Box<dyn futures_util::Stream<Item = RoundReply> + Send + 'a>>;
+
+type RoundCall<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = RoundReply> + Send + 'a>>;
 
 impl Kv {
-    /// GET: HEAD the `n` vnodes, wait for `r` (and `pr` primaries), GET the
-    /// value of each winning version from the least-queued replica holding
-    /// it, merge, read-repair stale replicas in the background.
+    /// GET: the `n` vnodes (one asked for the value, the others for the
+    /// metadata), wait for `r` (and `pr` primaries); the value of each
+    /// winning version comes from the reply that carried it or else from
+    /// the least-queued replica holding it; merge, read-repair stale
+    /// replicas in the background.
     /// Uses `opts.basic_quorum`, else the bucket's prop (see
     /// [`Node::get_with_basic_quorum`]).
     pub async fn get(
@@ -81,15 +89,54 @@ impl Kv {
         if opts.sloppy_quorum == Some(false) {
             targets.retain(|t| t.primary);
         }
-        let head_req = || VnodeReq::Head {
-            bucket: bucket.to_vec(),
-            key: key.to_vec(),
+        // The value comes with the first round from one replica — the first
+        // local one (no value crosses the network), else the first — and
+        // the metadata only from the others. When that replica's version
+        // wins, as it does unless the replicas differ, no second round
+        // reads the value again (a second vnode call and ledger lookup).
+        let me = self.router.cluster.me();
+        let value_from = targets.iter().position(|t| t.node == me).unwrap_or(0);
+        let req = |i: usize| {
+            let (bucket, key) = (bucket.to_vec(), key.to_vec());
+            if i == value_from {
+                VnodeReq::Get { bucket, key }
+            } else {
+                VnodeReq::Head { bucket, key }
+            }
         };
         // Replies are taken as they come; when every vnode is local (one
         // node) they are taken in preference-list order, which costs
         // nothing and makes single-node results repeatable.
-        let calls = self.router.fan_out_vec(&targets, head_req, None);
-        let me = self.router.cluster.me();
+        let calls = self
+            .router
+            .fan_out_each(&targets, req, None)
+            .into_iter()
+            .enumerate()
+            .map(|(i, call)| -> RoundCall<'_> {
+                if i != value_from {
+                    return Box::pin(call.map(|(t, res)| (t, res, false)));
+                }
+                Box::pin(async move {
+                    match call.await {
+                        // The replica could not read the value (a damaged
+                        // journal record, say): it answers a HEAD as the
+                        // others do, so it still counts for the quorum and
+                        // another holder gives the value. Not after an
+                        // overload or a timeout: asking again would wait
+                        // as long again.
+                        (t, Err(e)) if !matches!(e, VnodeError::Overload | VnodeError::Timeout) => {
+                            tracing::warn!(partition = t.partition, node = %t.node, error = %e, "get value; asking for the metadata");
+                            let head = VnodeReq::Head {
+                                bucket: bucket.to_vec(),
+                                key: key.to_vec(),
+                            };
+                            let res = self.router.vcall(&t, head).await;
+                            (t, res, false)
+                        }
+                        (t, res) => (t, res, true),
+                    }
+                })
+            });
         let replies: Replies<'_> = if targets.iter().all(|t| t.node == me) {
             Box::pin(calls.into_iter().collect::<FuturesOrdered<_>>())
         } else {
@@ -102,44 +149,76 @@ impl Kv {
         let notfound_wait = (!basic_quorum)
             .then(|| Duration::from_millis(self.config.limits.notfound_wait_ms))
             .filter(|d| !d.is_zero());
-        let heads = match self.head_round(replies, &mut core, notfound_wait).await {
-            ControlFlow::Continue(heads) => heads,
+        let (mut heads, full) = match self.head_round(replies, &mut core, notfound_wait).await {
+            ControlFlow::Continue(round) => round,
             ControlFlow::Break(answer) => return answer.map_err(RequestError::from),
         };
         if !core.enough() {
             return core.exhausted().map_err(RequestError::from);
         }
-        let found: Vec<(&Target, &RiakObject, u32)> = heads
+        let found: Vec<(usize, &RiakObject, u32)> = heads
             .iter()
-            .filter_map(|(t, h, q)| h.as_ref().map(|h| (t, h, *q)))
+            .enumerate()
+            .filter_map(|(i, (_, h, q))| h.as_ref().map(|h| (i, h, *q)))
             .collect();
         if found.is_empty() {
             return Ok(GetOutcome::NotFound);
         }
         let winners = winning_versions(&found);
-        let mut merged: Option<RiakObject> = None;
-        for holders in winners {
-            if let Some(o) = self.fetch_version(&holders, bucket, key).await? {
-                merged = Some(match merged {
-                    None => o,
-                    Some(m) => RiakObject::merge(&m, &o, props.allow_mult),
-                });
+        // One winning version, and its value came with the first round.
+        let single = match (winners.as_slice(), full) {
+            ([holders], Some(f)) if holders.contains(&f) => Some(f),
+            _ => None,
+        };
+        let (merged, stale): (RiakObject, Vec<Target>) = match single {
+            Some(f) => {
+                let stale = match &heads[f].1 {
+                    Some(o) => stale_replicas(&heads, o).cloned().collect(),
+                    None => Vec::new(),
+                };
+                let Some(merged) = heads[f].1.take() else {
+                    return Ok(GetOutcome::NotFound);
+                };
+                (merged, stale)
             }
-        }
-        let Some(merged) = merged else {
-            return Ok(GetOutcome::NotFound);
+            None => {
+                let mut merged: Option<RiakObject> = None;
+                for holders in &winners {
+                    let have = full
+                        .filter(|f| holders.contains(f))
+                        .and_then(|f| heads[f].1.clone());
+                    let o = match have {
+                        Some(o) => Some(o),
+                        None => {
+                            let ts: Vec<&Target> = holders.iter().map(|&i| &heads[i].0).collect();
+                            self.fetch_version(&ts, bucket, key).await?
+                        }
+                    };
+                    if let Some(o) = o {
+                        merged = Some(match merged {
+                            None => o,
+                            Some(m) => RiakObject::merge(&m, &o, props.allow_mult),
+                        });
+                    }
+                }
+                let Some(merged) = merged else {
+                    return Ok(GetOutcome::NotFound);
+                };
+                let stale = stale_replicas(&heads, &merged).cloned().collect();
+                (merged, stale)
+            }
         };
         // Read repair: stale or missing replicas get the merged object,
         // shared (encoded only for a replica on another node).
         let mut shared: Option<Obj> = None;
-        for t in stale_replicas(&heads, &merged) {
+        for t in stale {
             let object = shared
                 .get_or_insert_with(|| Obj::local(merged.clone()))
                 .clone();
             tracing::debug!(partition = t.partition, node = %t.node, "read repair");
             self.stats.read_repairs.fetch_add(1, Ordering::Relaxed);
             self.background(
-                t.clone(),
+                t,
                 VnodeReq::Reconcile {
                     bucket: bucket.to_vec(),
                     key: key.to_vec(),
@@ -159,14 +238,17 @@ impl Kv {
     /// as `Break`) or has enough, or no more come. A quorum of "not found"
     /// waits up to `notfound_wait` for the rest, as a replica yet to answer
     /// may hold an acknowledged write. Returns every reply in hand (replies
-    /// that came with the last one count for read repair too).
+    /// that came with the last one count for read repair too) and which of
+    /// them, if any, holds the whole object (the replica asked for the
+    /// value answered it).
     async fn head_round(
         &self,
         mut replies: Replies<'_>,
         core: &mut GetCore,
         notfound_wait: Option<Duration>,
-    ) -> ControlFlow<Result<GetOutcome, Failure>, Vec<HeadReply>> {
+    ) -> ControlFlow<Result<GetOutcome, Failure>, (Vec<HeadReply>, Option<usize>)> {
         let mut heads: Vec<HeadReply> = Vec::new();
+        let mut full: Option<usize> = None;
         let mut deadline: Option<tokio::time::Instant> = None;
         loop {
             let next = match deadline {
@@ -176,10 +258,13 @@ impl Kv {
                     Err(_) => break,
                 },
             };
-            let Some((t, res)) = next else { break };
-            match head_of(&t, res) {
-                Ok((h, q)) => {
+            let Some((t, res, whole)) = next else { break };
+            match head_of(&t, res, whole) {
+                Ok((h, q, whole)) => {
                     core.reply(t.primary, h.as_ref().map(RiakObject::is_deleted));
+                    if whole {
+                        full = Some(heads.len());
+                    }
                     heads.push((t, h, q));
                 }
                 Err(overload) => core.failed(overload),
@@ -205,14 +290,17 @@ impl Kv {
                 self.stats.notfound_rescues.fetch_add(1, Ordering::Relaxed);
             }
             // Replies already in hand also count for read repair.
-            while let Some(Some((t, res))) = replies.next().now_or_never() {
-                if let Ok((h, q)) = head_of(&t, res) {
+            while let Some(Some((t, res, whole))) = replies.next().now_or_never() {
+                if let Ok((h, q, whole)) = head_of(&t, res, whole) {
+                    if whole {
+                        full = Some(heads.len());
+                    }
                     heads.push((t, h, q));
                 }
             }
             break;
         }
-        ControlFlow::Continue(heads)
+        ControlFlow::Continue((heads, full))
     }
 
     /// The value of one version from the first of `holders` (replicas that
@@ -234,7 +322,7 @@ impl Kv {
                 key: key.to_vec(),
             };
             match self.router.vcall(t, req).await {
-                Ok(VnodeReply::Object(Some(w), _)) => return Ok(Some(w.object()?)),
+                Ok(VnodeReply::Object(Some(w), _)) => return Ok(Some(w.into_object()?)),
                 Ok(_) => {}
                 Err(e) => {
                     tracing::warn!(partition = t.partition, node = %t.node, error = %e, "get value");
@@ -246,15 +334,33 @@ impl Kv {
     }
 }
 
-/// A replica's HEAD reply: (object metadata or not found, its queue
-/// length), or `Err(overload)` for a failed replica (logged).
+/// A replica's reply to the first round: (object metadata, or the whole
+/// object when `whole`, or not found; its queue length; whether the
+/// object is whole), or `Err(overload)` for a failed replica (logged). A
+/// whole object whose values do not decode still counts by its metadata
+/// (another holder gives the value), as a HEAD's reply would.
 fn head_of(
     t: &Target,
     res: Result<VnodeReply, VnodeError>,
-) -> Result<(Option<RiakObject>, u32), bool> {
+    whole: bool,
+) -> Result<(Option<RiakObject>, u32, bool), bool> {
     match res {
-        Ok(VnodeReply::Object(h, q)) => match h.map(|w| w.head()).transpose() {
-            Ok(h) => Ok((h, q)),
+        Ok(VnodeReply::Object(None, q)) => Ok((None, q, whole)),
+        Ok(VnodeReply::Object(Some(w), q)) if whole => {
+            let WireObject { meta, value } = w;
+            match RiakObject::decode_owned(&meta, value) {
+                Ok(o) => Ok((Some(o), q, true)),
+                Err(e) => {
+                    tracing::warn!(partition = t.partition, error = %e, "get value");
+                    match RiakObject::decode_metadata(&meta) {
+                        Ok(h) => Ok((Some(h), q, false)),
+                        Err(_) => Err(false),
+                    }
+                }
+            }
+        }
+        Ok(VnodeReply::Object(Some(w), q)) => match w.head() {
+            Ok(h) => Ok((Some(h), q, false)),
             Err(e) => {
                 tracing::warn!(partition = t.partition, error = %e, "get head");
                 Err(false)

@@ -160,6 +160,32 @@ impl Content {
         )
     }
 
+    /// [`Content::to_pb`] taking the content: its value and fields move
+    /// into the PB content, uncopied.
+    pub fn into_pb(self, with_value: bool) -> RpbContent {
+        RpbContent {
+            value: if with_value { self.value } else { Vec::new() },
+            content_type: self.content_type,
+            charset: self.charset,
+            content_encoding: self.content_encoding,
+            vtag: self.vtag,
+            links: self
+                .links
+                .into_iter()
+                .map(|(b, k, t)| RpbLink {
+                    bucket: Some(b),
+                    key: Some(k),
+                    tag: Some(t),
+                })
+                .collect(),
+            last_mod: Some(self.last_mod),
+            last_mod_usecs: Some(self.last_mod_usecs),
+            usermeta: into_pairs(self.usermeta),
+            indexes: into_pairs(self.indexes),
+            deleted: if self.deleted { Some(true) } else { None },
+        }
+    }
+
     /// To a PB content; `with_value = false` sends `<<>>` (head).
     pub fn to_pb(&self, with_value: bool) -> RpbContent {
         RpbContent {
@@ -188,6 +214,15 @@ impl Content {
             deleted: if self.deleted { Some(true) } else { None },
         }
     }
+}
+
+fn into_pairs(v: Vec<(Vec<u8>, Vec<u8>)>) -> Vec<RpbPair> {
+    v.into_iter()
+        .map(|(key, v)| RpbPair {
+            key,
+            value: Some(v),
+        })
+        .collect()
 }
 
 fn pairs(v: &[(Vec<u8>, Vec<u8>)]) -> Vec<RpbPair> {
@@ -224,6 +259,14 @@ impl RiakObject {
             .collect();
         v.sort();
         v.dedup();
+        v
+    }
+
+    /// [`RiakObject::newest_first`] taking the object: the siblings,
+    /// moved out, in the order Riak lists them.
+    pub fn into_newest_first(self) -> Vec<Content> {
+        let mut v = self.contents;
+        v.sort_by(|x, y| (y.last_mod_us(), &y.vtag).cmp(&(x.last_mod_us(), &x.vtag)));
         v
     }
 
@@ -366,6 +409,26 @@ impl RiakObject {
         Ok(RiakObject { vclock, contents })
     }
 
+    /// [`RiakObject::decode`] taking the value bytes: one sibling's value
+    /// is moved in, not copied.
+    pub fn decode_owned(meta: &[u8], value: Vec<u8>) -> Result<RiakObject, DecodeError> {
+        let mut obj = RiakObject::decode_metadata(meta)?;
+        match obj.contents.as_mut_slice() {
+            [one] => {
+                if one.value_len as usize != value.len() {
+                    return Err(if (one.value_len as usize) < value.len() {
+                        DecodeError("value longer than the metadata says")
+                    } else {
+                        DecodeError("value shorter than the metadata says")
+                    });
+                }
+                one.value = value;
+                Ok(obj)
+            }
+            _ => RiakObject::decode(meta, &value),
+        }
+    }
+
     /// Decodes metadata and value.
     pub fn decode(meta: &[u8], value: &[u8]) -> Result<RiakObject, DecodeError> {
         let mut obj = RiakObject::decode_metadata(meta)?;
@@ -451,6 +514,24 @@ impl RiakObject {
             merged.resolve_latest();
         }
         merged
+    }
+
+    /// True if [`RiakObject::merge`] of `self` with `other` keeps none of
+    /// `other`'s siblings: the clocks differ, and `self` has seen each of
+    /// `other`'s siblings without holding it. Then `other`'s values are
+    /// not needed for the merge (a replica merging a newer version reads
+    /// its own metadata only). Data-type siblings collapse from what is
+    /// kept, so the rule holds for them too.
+    pub fn supersedes(&self, other: &RiakObject) -> bool {
+        !self.vclock.same_events(&other.vclock)
+            && other.contents.iter().all(|c| {
+                let held = self.contents.iter().any(|o| o.identity() == c.identity());
+                let seen = match &c.dot {
+                    Some(d) => d.covered_by(&self.vclock),
+                    None => self.vclock.dominates(&other.vclock),
+                };
+                !held && seen
+            })
     }
 
     /// Puts the siblings in the canonical order (by dot, then vtag and
@@ -620,6 +701,28 @@ mod tests {
             assert!(RiakObject::decode_metadata(&meta[..cut]).is_err());
         }
         assert!(RiakObject::decode(&meta, &val[1..]).is_err());
+        // Taking the value bytes decodes alike, and refuses the same damage.
+        assert_eq!(RiakObject::decode_owned(&meta, val.clone()), Ok(o.clone()));
+        assert!(RiakObject::decode_owned(&meta, val[1..].to_vec()).is_err());
+        let one = RiakObject {
+            vclock: o.vclock.clone(),
+            contents: vec![content(b"one", 1)],
+        };
+        let (meta1, val1) = (one.encode_metadata(), one.encode_value());
+        assert_eq!(
+            RiakObject::decode_owned(&meta1, val1.clone()),
+            Ok(one.clone())
+        );
+        assert!(RiakObject::decode_owned(&meta1, val1[1..].to_vec()).is_err());
+        assert!(RiakObject::decode_owned(&meta1, [&val1[..], b"x"].concat()).is_err());
+        // The PB contents moved out equal the ones copied.
+        let moved = o
+            .clone()
+            .into_newest_first()
+            .into_iter()
+            .map(|c| c.into_pb(true));
+        let copied = o.newest_first().into_iter().map(|c| c.to_pb(true));
+        assert!(moved.eq(copied));
     }
 
     #[test]

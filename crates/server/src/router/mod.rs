@@ -273,13 +273,33 @@ impl Router {
         req: impl Fn() -> VnodeReq,
         sloppy: Option<([u8; 20], u32)>,
     ) -> Vec<FanOutFuture<'a>> {
+        self.fan_out_each(targets, |_| req(), sloppy)
+    }
+
+    /// [`Self::fan_out_vec`] with a request per target: `req(i)` for
+    /// `targets[i]` (a GET asks one replica for the value and the others
+    /// for the metadata only).
+    pub(crate) fn fan_out_each<'a>(
+        &'a self,
+        targets: &[Target],
+        req: impl Fn(usize) -> VnodeReq,
+        sloppy: Option<([u8; 20], u32)>,
+    ) -> Vec<FanOutFuture<'a>> {
         let this = self.this.get().and_then(Weak::upgrade);
+        let me = self.cluster.me();
         targets
             .iter()
-            .map(|t| {
-                let (t, r) = (t.clone(), req());
+            .enumerate()
+            .map(|(i, t)| {
+                let (t, r) = (t.clone(), req(i));
+                // A read of a local vnode runs in the caller's task: once
+                // queued, its job runs whether or not the caller still
+                // waits, and nothing follows it (a write may be forwarded
+                // during handoff after its reply), so a task of its own
+                // would only cost a spawn and a hop.
+                let inline = !r.is_write() && t.node == me;
                 let f: FanOutFuture<'a> = match &this {
-                    Some(router) => {
+                    Some(router) if !inline => {
                         let (call, t2) = (CallInFlight::start(router.clone()), t.clone());
                         let h =
                             tokio::spawn(async move { call.0.vcall_sloppy(&t2, r, sloppy).await });
@@ -290,7 +310,7 @@ impl Router {
                             (t, res)
                         })
                     }
-                    None => Box::pin(async move {
+                    _ => Box::pin(async move {
                         let res = self.vcall_sloppy(&t, r, sloppy).await;
                         (t, res)
                     }),

@@ -85,21 +85,26 @@ async fn client(
         code::GET_REQ => object::get(node.kv(), body).await,
         code::PUT_REQ => object::put(node.kv(), body).await,
         code::DEL_REQ => object::delete(node.kv(), body).await,
-        code::LIST_BUCKETS_REQ => bucket::list_buckets(node.kv(), body).await,
-        code::LIST_KEYS_REQ => bucket::list_keys(node.kv(), body, out).await,
-        code::GET_BUCKET_REQ => bucket::get_props(node.kv(), body).await,
-        code::SET_BUCKET_REQ => bucket::set_props(node.kv(), body).await,
-        code::RESET_BUCKET_REQ => bucket::reset_props(node.kv(), body).await,
-        code::MAP_RED_REQ => mapred::mapred(node.mapred(), body, out).await,
-        code::INDEX_REQ => index::query(node.kv(), body, out).await,
-        code::COVERAGE_REQ => coverage::plan(node.kv(), body).await,
+        // The other services' futures are boxed: an unboxed one would
+        // make every request's future (GET and PUT too) as large as the
+        // largest of them, and it is moved whole as requests start.
+        code::LIST_BUCKETS_REQ => Box::pin(bucket::list_buckets(node.kv(), body)).await,
+        code::LIST_KEYS_REQ => Box::pin(bucket::list_keys(node.kv(), body, out)).await,
+        code::GET_BUCKET_REQ => Box::pin(bucket::get_props(node.kv(), body)).await,
+        code::SET_BUCKET_REQ => Box::pin(bucket::set_props(node.kv(), body)).await,
+        code::RESET_BUCKET_REQ => Box::pin(bucket::reset_props(node.kv(), body)).await,
+        code::MAP_RED_REQ => Box::pin(mapred::mapred(node.mapred(), body, out)).await,
+        code::INDEX_REQ => Box::pin(index::query(node.kv(), body, out)).await,
+        code::COVERAGE_REQ => Box::pin(coverage::plan(node.kv(), body)).await,
         code::MEMBERSHIP_REQ => membership::members(node.kv(), body),
-        code::CS_BUCKET_REQ => csbucket::fold(node.kv(), body, out).await,
-        code::COUNTER_UPDATE_REQ => counter::update(node.kv(), body).await,
-        code::COUNTER_GET_REQ => counter::get(node.kv(), body).await,
-        code::DT_FETCH_REQ => crdt::fetch(node.kv(), body).await,
-        code::DT_UPDATE_REQ => crdt::update(node.kv(), body).await,
-        c if crate::aae::pb::serves(c) => crate::aae::pb::handle(node.aae(), c, body).await,
+        code::CS_BUCKET_REQ => Box::pin(csbucket::fold(node.kv(), body, out)).await,
+        code::COUNTER_UPDATE_REQ => Box::pin(counter::update(node.kv(), body)).await,
+        code::COUNTER_GET_REQ => Box::pin(counter::get(node.kv(), body)).await,
+        code::DT_FETCH_REQ => Box::pin(crdt::fetch(node.kv(), body)).await,
+        code::DT_UPDATE_REQ => Box::pin(crdt::update(node.kv(), body)).await,
+        c if crate::aae::pb::serves(c) => {
+            Box::pin(crate::aae::pb::handle(node.aae(), c, body)).await
+        }
         other => btypes::handle(node.kv(), other, body)?.ok_or_else(|| unknown_code(other)),
     }
 }

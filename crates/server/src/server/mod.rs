@@ -659,7 +659,10 @@ where
         let (tx, rx) = mpsc::channel::<Vec<u8>>(STREAM_QUEUE_FRAMES);
         let client_id = &mut conn.client_id;
         let port = conn.port;
-        let work = async {
+        // Boxed: the handler's future is large (every service's state),
+        // and the joins and selects below would otherwise copy it whole,
+        // several times per request.
+        let work = Box::pin(async {
             let res = dispatch(node, port, client_id, c, &body, &tx).await;
             let out = match res {
                 Ok(frames) => frames,
@@ -671,7 +674,7 @@ where
                 }
             }
             drop(tx);
-        };
+        });
         let (mut sock_r, mut sock_w) = tokio::io::split(&mut *sock);
         let write = async move {
             let mut rx = rx;
@@ -692,7 +695,8 @@ where
             if port != Port::Client || !dispatch::cancellable(c) || !early.is_empty() {
                 return std::future::pending::<()>().await;
             }
-            let mut buf = [0u8; 4096];
+            // On the heap: a buffer in the future would be copied with it.
+            let mut buf = vec![0u8; 4096];
             match sock_r.read(&mut buf).await {
                 Ok(0) | Err(_) => {}
                 Ok(n) => {

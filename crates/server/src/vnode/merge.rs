@@ -122,19 +122,7 @@ pub fn coordinate(
             } else {
                 client.unwrap_or(&empty)
             };
-            let kept: Vec<Content> = if props.last_write_wins || !props.allow_mult {
-                Vec::new()
-            } else {
-                l.contents
-                    .iter()
-                    .filter(|c| !c.deleted)
-                    .filter(|c| match &c.dot {
-                        Some(d) => !d.covered_by(client),
-                        None => !client.descends(&l.vclock),
-                    })
-                    .cloned()
-                    .collect()
-            };
+            let kept: Vec<Content> = kept_siblings(l, client, props).cloned().collect();
             (client.merge(&l.vclock), kept)
         }
     };
@@ -158,6 +146,41 @@ pub fn coordinate(
     }
     obj.canonicalize();
     Some(obj)
+}
+
+/// The local live siblings a PUT with the client's clock `client` keeps
+/// beside its new sibling: with `allow_mult` (and not `last_write_wins`),
+/// those the client has not seen.
+fn kept_siblings<'a>(
+    l: &'a RiakObject,
+    client: &'a VClock,
+    props: &BucketProps,
+) -> impl Iterator<Item = &'a Content> {
+    let keep = props.allow_mult && !props.last_write_wins;
+    l.contents
+        .iter()
+        .filter(move |_| keep)
+        .filter(|c| !c.deleted)
+        .filter(move |c| match &c.dot {
+            Some(d) => !d.covered_by(client),
+            None => !client.descends(&l.vclock),
+        })
+}
+
+/// Whether [`coordinate`] over the local version `head` (its metadata)
+/// keeps a local sibling, and so needs the local values; when not, the
+/// coordinating vnode reads the metadata only.
+pub fn coordinate_needs_values(
+    head: &RiakObject,
+    client: Option<&VClock>,
+    is_delete: bool,
+    props: &BucketProps,
+) -> bool {
+    match client {
+        Some(c) => kept_siblings(head, c, props).next().is_some(),
+        None if is_delete => kept_siblings(head, &head.vclock, props).next().is_some(),
+        None => kept_siblings(head, &VClock::new(), props).next().is_some(),
+    }
 }
 
 /// A replica's step: merges an incoming version into the local one; returns
@@ -192,6 +215,64 @@ mod tests {
             value_len: v.len() as u32,
             ..Content::default()
         }
+    }
+
+    /// The stored metadata of `o` decoded alone: what a vnode's HEAD reads.
+    fn head(o: &RiakObject) -> RiakObject {
+        RiakObject::decode_metadata(&o.encode_metadata()).unwrap_or_default()
+    }
+
+    #[test]
+    fn a_coordinator_reads_values_only_for_siblings_it_keeps() {
+        let mult = BucketProps {
+            allow_mult: true,
+            ..BucketProps::default()
+        };
+        let single = BucketProps::default();
+        for props in [&mult, &single] {
+            let o1 = coordinate(None, None, c(b"a"), props, b"n/1", 10).unwrap_or_default();
+            let blind = coordinate_needs_values(&head(&o1), None, false, props);
+            let seen = coordinate_needs_values(&head(&o1), Some(&o1.vclock), false, props);
+            let delete = coordinate_needs_values(&head(&o1), None, true, props);
+            // Only a blind write to an allow_mult bucket keeps the old value.
+            assert_eq!(blind, props.allow_mult);
+            assert!(!seen && !delete);
+            // Where the values are not needed, the head gives the same object.
+            for (client, content) in [(Some(&o1.vclock), c(b"b")), (None, c(b"b"))] {
+                if !coordinate_needs_values(&head(&o1), client, false, props) {
+                    let full = coordinate(Some(&o1), client, content.clone(), props, b"n/1", 11);
+                    let from_head =
+                        coordinate(Some(&head(&o1)), client, content, props, b"n/1", 11);
+                    assert_eq!(full, from_head);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_replica_reads_values_only_when_the_merge_keeps_its_own() {
+        let props = BucketProps {
+            allow_mult: true,
+            ..BucketProps::default()
+        };
+        let o1 = coordinate(None, None, c(b"a"), &props, b"n/1", 10).unwrap_or_default();
+        let newer = coordinate(Some(&o1), Some(&o1.vclock), c(b"b"), &props, b"n/1", 11)
+            .unwrap_or_default();
+        let concurrent = coordinate(Some(&o1), Some(&o1.vclock), c(b"c"), &props, b"n/2", 11)
+            .unwrap_or_default();
+        assert!(newer.supersedes(&head(&o1)));
+        assert_eq!(
+            reconcile(Some(&o1), &newer, &props),
+            reconcile(Some(&head(&o1)), &newer, &props)
+        );
+        // The same version, an older one, a concurrent one: the local
+        // siblings stay, so their values are read.
+        assert!(!newer.supersedes(&head(&newer)));
+        assert!(!o1.supersedes(&head(&newer)));
+        assert!(!concurrent.supersedes(&head(&newer)));
+        // A sibling the incoming version holds too is kept from the local side.
+        let both = RiakObject::merge(&newer, &concurrent, true);
+        assert!(!both.supersedes(&head(&newer)));
     }
 
     #[test]

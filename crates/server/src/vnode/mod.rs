@@ -171,7 +171,7 @@ impl VnodeState {
     pub fn read(&self, bucket: &[u8], key: &[u8]) -> Result<Option<RiakObject>, VnodeError> {
         match self.backend.get(bucket, key)? {
             None => Ok(None),
-            Some(o) => Ok(Some(RiakObject::decode(&o.head.metadata, &o.value)?)),
+            Some(o) => Ok(Some(RiakObject::decode_owned(&o.head.metadata, o.value)?)),
         }
     }
 

@@ -36,6 +36,12 @@ impl WireObject {
         Ok(RiakObject::decode(&self.meta, &self.value)?)
     }
 
+    /// Decodes (with values), taking the value bytes (one sibling's value
+    /// moves into the object, uncopied).
+    pub fn into_object(self) -> Result<RiakObject, VnodeError> {
+        Ok(RiakObject::decode_owned(&self.meta, self.value)?)
+    }
+
     /// Decodes the metadata only.
     pub fn head(&self) -> Result<RiakObject, VnodeError> {
         Ok(RiakObject::decode_metadata(&self.meta)?)

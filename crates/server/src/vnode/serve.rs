@@ -4,7 +4,7 @@
 //! handoff, anti-entropy and CS folds).
 
 use super::aae_tree::{key_state_hash, AaeTrees};
-use super::merge::{coordinate, coordinate_crdt, reconcile};
+use super::merge::{coordinate, coordinate_crdt, coordinate_needs_values, reconcile};
 use super::request::{Obj, VnodeReply, VnodeReq, WireObject};
 use super::{VnodeAae, VnodeError, VnodeState};
 use crate::object::vclock::VClock;
@@ -63,7 +63,12 @@ impl VnodeState {
                 props,
             } => {
                 let incoming = object.object()?;
-                let local = self.read(&bucket, &key)?;
+                // The local values only when the merge keeps a local
+                // sibling (not when a newer version replaces this one).
+                let local = match self.read_head(&bucket, &key)? {
+                    Some(h) if !incoming.supersedes(&h) => self.read(&bucket, &key)?,
+                    head => head,
+                };
                 let new = reconcile(local.as_ref(), &incoming, &props);
                 if let Some(n) = &new {
                     self.write(&bucket, &key, local.as_ref(), n)?;
@@ -189,7 +194,14 @@ impl VnodeState {
             Err(shared) => shared.contents.first().cloned(),
         }
         .unwrap_or_default();
-        let local = self.read(bucket, key)?;
+        // The local values only when a local sibling stays beside the new
+        // one (allow_mult, a sibling the client has not seen).
+        let local = match self.read_head(bucket, key)? {
+            Some(h) if coordinate_needs_values(&h, client.as_ref(), content.deleted, props) => {
+                self.read(bucket, key)?
+            }
+            head => head,
+        };
         let new = coordinate(
             local.as_ref(),
             client.as_ref(),

@@ -107,6 +107,14 @@ pub(crate) fn contents_pb(o: &RiakObject, with_values: bool) -> Vec<pb::RpbConte
         .collect()
 }
 
+/// [`contents_pb`] taking the object: values move, uncopied.
+pub(crate) fn into_contents_pb(o: RiakObject, with_values: bool) -> Vec<pb::RpbContent> {
+    o.into_newest_first()
+        .into_iter()
+        .map(|c| c.into_pb(with_values))
+        .collect()
+}
+
 /// Riak's answer to a code it does not serve (`riak_api_pb_server`); the
 /// connection stays open. The client port gives it to Basalt's own codes
 /// too: they are served on the cluster port only.

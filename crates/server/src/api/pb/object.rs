@@ -3,7 +3,7 @@
 //! Codes: `RpbGetReq` 9 → `RpbGetResp` 10, `RpbPutReq` 11 → `RpbPutResp` 12,
 //! `RpbDelReq` 13 → `RpbDelResp` 14.
 
-use super::{check_bk, contents_pb, decode, decode_vclock};
+use super::{check_bk, contents_pb, decode, decode_vclock, into_contents_pb};
 use crate::error::RequestError;
 use crate::kv::Kv;
 use crate::kv::{GetOutcome, PutOpts};
@@ -35,8 +35,8 @@ pub(crate) async fn get(kv: &Arc<Kv>, body: &[u8]) -> Result<Vec<Vec<u8>>, Reque
                 }
             } else {
                 pb::RpbGetResp {
-                    content: contents_pb(&o, !r.head.unwrap_or(false)),
                     vclock: Some(o.vclock.encode()),
+                    content: into_contents_pb(o, !r.head.unwrap_or(false)),
                     unchanged: None,
                 }
             }

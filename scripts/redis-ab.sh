@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Redis as the floor of a loopback request/response server on this machine,
+# beside Basalt nodes at n_val = 1 (issue 56 item 3), alternated in one run:
+# for each round, `redis-benchmark` (Debian's redis-server, persistence off,
+# no pipelining) GET then SET, then for each node binary given a `basalt
+# bench` GET-only then PUT-only run over PB; the same clients, value size
+# and key range. Prints requests/s per run.
+# Usage: scripts/redis-ab.sh ROUNDS SECONDS CLIENTS VALUE_BYTES BASALT_BIN...
+# Needs redis-server and redis-benchmark (apt-get install redis-server).
+set -euo pipefail
+rounds="${1:-2}"; secs="${2:-15}"; clients="${3:-4}"; size="${4:-1000}"; shift 4
+bins=("$@")
+cd "$(dirname "$0")/.."
+T="${CARGO_TARGET_DIR:-$PWD/target}"
+C="$T/release/examples/request_cost"
+[ -x "$C" ] || cargo build --release -q -p basalt-bench --example request_cost
+bench="${BENCH_BIN:-${bins[0]}}"
+root="$(mktemp -d /tmp/cpu-ab-XXXXXX)"
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT
+rport=$((20000 + RANDOM % 20000))
+redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no >"$root/redis.log" 2>&1 &
+pids+=($!)
+# Redis answers ~20k+ requests/s here: enough requests for about $secs s.
+rn=$((secs * 20000))
+declare -a ports
+for i in "${!bins[@]}"; do
+  p=$((rport + 10 + i * 2))
+  "${bins[$i]}" start --data-dir "$root/node$i" --pb-listen "127.0.0.1:$p" \
+    --cluster-listen "127.0.0.1:$((p + 1))" --http-listen "" 2>"$root/node$i.log" &
+  pids+=($!)
+  ports[$i]=$p
+done
+for i in "${!bins[@]}"; do
+  for _ in $(seq 200); do "$C" pb "127.0.0.1:${ports[$i]}" load 0 1 1 1 >/dev/null 2>&1 && break; sleep 0.2; done
+  "$C" pb "127.0.0.1:${ports[$i]}" load 0 "$size" 10000 1 >/dev/null
+done
+for _ in $(seq 50); do redis-cli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.1; done
+redis-benchmark -p "$rport" -c "$clients" -d "$size" -r 10000 -n 10000 -t set -q >/dev/null
+cfg() { # OP PORT
+  cat >"$root/$1-$2.config" <<EOF
+{mode, max}.
+{duration, 1}.
+{basalt_duration_secs, $secs}.
+{report_interval, $secs}.
+{concurrent, $clients}.
+{driver, basho_bench_driver_riakc_pb}.
+{riakc_pb_ips, [{127,0,0,1}]}.
+{riakc_pb_port, $2}.
+{riakc_pb_replies, 1}.
+{basalt_bucket, "cost"}.
+{key_generator, {int_to_str, {uniform_int, 10000}}}.
+{value_generator, {fixed_bin, $size}}.
+{operations, [{$1, 1}]}.
+EOF
+  echo "$root/$1-$2.config"
+}
+echo "load: $(cut -d' ' -f1-3 /proc/loadavg) at start; $clients clients, $size-byte values, $secs s per run"
+for r in $(seq "$rounds"); do
+  for op in get set; do
+    line=$(redis-benchmark -p "$rport" -c "$clients" -d "$size" -r 10000 -n "$rn" -t "$op" -q 2>/dev/null | tr '\r' '\n' | grep -i "requests per second" | tail -1)
+    echo "round $r redis $op: $line"
+  done
+  for i in "${!bins[@]}"; do
+    for op in get put; do
+      out="$root/out-$r-$i-$op"
+      "$bench" bench "$(cfg "$op" "${ports[$i]}")" -d "$out" -q >"$out.log" 2>&1 || true
+      ops=$(grep -o "avg [0-9.]* ops/s" "$out.log" | tail -1)
+      echo "round $r basalt[$i] ${bins[$i]} $op: $ops"
+    done
+  done
+done
+echo "load: $(cut -d' ' -f1-3 /proc/loadavg) at end; runs in $root"
