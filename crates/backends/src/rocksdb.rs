@@ -125,9 +125,8 @@ impl Rocks {
             Some(shared) => table.set_block_cache(&shared.cache),
             None => {
                 let cache_bytes = t.block_cache_for(config.memory_budget_bytes);
-                let cache =
-                    Cache::new_lru_cache(usize::try_from(cache_bytes).unwrap_or(32 << 20))
-                        .map_err(|e| rerr(kind.name(), dir, e))?;
+                let cache = Cache::new_lru_cache(usize::try_from(cache_bytes).unwrap_or(32 << 20))
+                    .map_err(|e| rerr(kind.name(), dir, e))?;
                 table.set_block_cache(&cache);
             }
         }

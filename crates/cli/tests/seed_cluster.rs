@@ -113,9 +113,11 @@ fn procs_naming(needle: &str) -> Vec<String> {
 
 fn assert_nothing_left(work: &Path, before: &[String]) {
     let work = work.to_string_lossy().to_string();
-    common::wait_for("node processes gone", std::time::Duration::from_secs(10), || {
-        procs_naming(&work).is_empty()
-    });
+    common::wait_for(
+        "node processes gone",
+        std::time::Duration::from_secs(10),
+        || procs_naming(&work).is_empty(),
+    );
     let left: Vec<String> = seedcluster_cgroups()
         .into_iter()
         .filter(|c| !before.contains(c))
@@ -154,8 +156,14 @@ fn a_limit_below_a_nodes_need_is_refused_before_anything_starts() {
         err.contains("memory limit 100M a node is below the") && err.contains("22 vnodes"),
         "{err}"
     );
-    assert!(!t.path().join("results").exists(), "no results for a refused run");
-    assert!(!t.path().join("nodes").exists(), "nothing made for a refused run");
+    assert!(
+        !t.path().join("results").exists(),
+        "no results for a refused run"
+    );
+    assert!(
+        !t.path().join("nodes").exists(),
+        "nothing made for a refused run"
+    );
 }
 
 #[test]
@@ -169,13 +177,28 @@ fn a_node_that_cannot_start_is_an_error_and_nothing_is_left() {
     let cfg = bench_config(t.path(), 5);
     let out = run(
         t.path(),
-        &["--nodes", "2", "--ring", "8", "--backend", "no-such-backend", "--limit", "256M"],
+        &[
+            "--nodes",
+            "2",
+            "--ring",
+            "8",
+            "--backend",
+            "no-such-backend",
+            "--limit",
+            "256M",
+        ],
         &[&cfg],
     );
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "stderr: {err}");
-    assert!(err.contains("refused: node a1") && err.contains("while starting"), "{err}");
-    assert!(!t.path().join("results").exists(), "no bench for a cluster that did not start");
+    assert!(
+        err.contains("refused: node a1") && err.contains("while starting"),
+        "{err}"
+    );
+    assert!(
+        !t.path().join("results").exists(),
+        "no bench for a cluster that did not start"
+    );
     assert_nothing_left(t.path(), &before);
 }
 
@@ -216,12 +239,20 @@ fn a_node_killed_mid_run_is_reported_per_interval_and_the_run_goes_on() {
         .skip_while(|l| !l.starts_with("| elapsed s"))
         .skip(2)
         .take_while(|l| l.starts_with('|'))
-        .map(|l| l.trim_matches('|').split('|').map(|c| c.trim().to_string()).collect())
+        .map(|l| {
+            l.trim_matches('|')
+                .split('|')
+                .map(|c| c.trim().to_string())
+                .collect()
+        })
         .collect();
     assert_eq!(rows.len(), 2, "{md}");
     let last = &rows[1];
     assert_eq!(last[3], "2", "2 nodes alive at the end: {md}");
-    assert!(last[1].parse::<f64>().unwrap() > 0.0, "ops served after the kill: {md}");
+    assert!(
+        last[1].parse::<f64>().unwrap() > 0.0,
+        "ops served after the kill: {md}"
+    );
     assert!(md.contains("**Node-level write amplification**"), "{md}");
     let nodes_csv = std::fs::read_to_string(t.path().join("results/run/nodes.csv")).unwrap();
     assert!(nodes_csv.lines().count() >= 1 + 3 * 2, "{nodes_csv}");
