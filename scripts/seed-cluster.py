@@ -325,6 +325,24 @@ class Cluster:
                       'js_source_dir = "%s"' % os.path.join(a.work, "js")]
         return "\n".join(lines) + "\n"
 
+    def wait_pb(self):
+        """Every node answers a PB ping (the bench pings each address once,
+        2 s, before it starts; a node still busy after the join on a loaded
+        machine would fail that)."""
+        deadline = time.time() + self.args.start_timeout
+        for n in self.nodes:
+            while True:
+                if n.proc.poll() is not None:
+                    raise self.failed(n, "exited with %s after the join" % n.proc.returncode)
+                r = run([self.args.basalt, "ping", "--pb", n.pb_addr, "--timeout", "10"],
+                        check=False, timeout=30)
+                if r.returncode == 0:
+                    break
+                if time.time() > deadline:
+                    raise self.failed(n, "did not answer a PB ping within %d s: %s"
+                                      % (self.args.start_timeout, r.stderr.strip()))
+                time.sleep(0.5)
+
     def set_hook(self):
         """Seed 002 Study Three: the pre-commit hook on bucket `test`, set
         over HTTP on the first node (bucket props reach the others by
@@ -704,6 +722,7 @@ def main():
         cl.start_nodes()
         cl.wait_up()
         cl.join()
+        cl.wait_pb()
         if a.precommit:
             cl.set_hook()
     except Refused as e:

@@ -186,7 +186,7 @@ write_summary() {
     echo
     if [ "$cluster" -gt 0 ]; then
       echo "- $(nproc) CPUs, $(free -m | awk '/^Mem:/ {print $2}') MiB RAM; each run: $secs s, keys over $keys; $cluster nodes a cluster (two clusters for nhs_mix), ring 64, each node in a memory cgroup of $limit (process + page cache), the bench outside them over PB${netns_args[*]:+ (${netns_args[*]})}"
-      echo "- targets (issue 56): with sync on, leveled >= 1.5x the RocksDB-backed nodes' throughput in the last sixth and GET/PUT mean(max) <= 1/3 of theirs; NHS mix replication delay <= 10 % of the PUT time; node-level WA <= 1.1. The machine's floor: scripts/cluster-floor.sh"
+      echo "- targets (issue 56): with sync on, leveled >= 1.5x the RocksDB-backed nodes' throughput in the last sixth and GET/PUT mean(max) <= 1/3 of theirs; NHS mix replication delay <= 10 % of the PUT time; node-level WA <= 1.1. The machine's floor: scripts/cluster-floor.py"
     else
     echo "- $(nproc) CPUs, $(free -m | awk '/^Mem:/ {print $2}') MiB RAM; each run: $secs s, keys over $keys, memory limit $limit (process + page cache)"
     fi
@@ -341,7 +341,7 @@ for t in "${todo[@]}"; do
       for b in $(backends_of "$t"); do
         echo "**$b** ($t/$b/cluster.md):"
         echo
-        sed -n '/^- /p; /^| node /,/^$/p; /^\*\*Node-level/p; /^Events:/p; /^Errors and nodes/p' "$dir/$b/cluster.md"
+        sed '1,2d' "$dir/$b/cluster.md"
         if [ -f "$dir/$b/report.md" ]; then
           sed -n '/^## Replication delay/,/^## /p' "$dir/$b/report.md" | sed '$d' | sed '/^## /d'
         fi
