@@ -20,7 +20,7 @@ running. Once started, nodes that do not come up, or exit while joining,
 are an error naming the node and its last log lines. On any exit (normal,
 error, SIGINT/SIGTERM) every node is killed and waited for, the cgroups,
 namespaces and bridge are removed, and the nodes' data directories are
-deleted (KEEP=1 keeps them). A node killed mid-run (--kill-node SECS does
+deleted, with the default work directory (KEEP=1 keeps them). A node killed mid-run (--kill-node SECS does
 it on purpose) is reported per interval; the run goes on.
 
 Used by scripts/seed-suite.sh --cluster N; see docs/bench.md "Seed suite
@@ -213,6 +213,10 @@ class Cluster:
             for n in self.nodes:
                 if n.data:
                     shutil.rmtree(n.data, ignore_errors=True)
+            if getattr(self.args, "own_work", False):
+                # Our default work directory (configs, logs): the node logs
+                # a failure quoted are on stderr already.
+                shutil.rmtree(self.args.work, ignore_errors=True)
 
     @staticmethod
     def _rmdir(path):
@@ -698,6 +702,7 @@ def main():
                                                        a.ring, how))
         a.cgroup_files = cgroup_base()
         version, base, limit_file, peak_file, hits_file = a.cgroup_files
+        a.own_work = not a.work
         a.work = a.work or "/tmp/seedcluster-%d" % os.getpid()
         os.makedirs(a.work, exist_ok=True)
     except Refused as e:
