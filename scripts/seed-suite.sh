@@ -12,6 +12,7 @@
 # index`).
 #
 #   scripts/seed-suite.sh [--short | --long] [-d RESULTS] [-m LIMIT] [--redo] [TEST...]
+#   scripts/seed-suite.sh --cluster [N] [--netns] [--delay MS] [--short | --long] [...] [TEST...]
 #
 #   --short  (default) 1 min per backend per test, pareto/80:20 keys over
 #            200,000, memory limit 512M: a smoke of every test (~20 min).
@@ -24,6 +25,20 @@
 #   --redo   runs a test again even if RESULTS already holds its result.
 #   TEST     any of: 8kb_sync 8kb_nosync 4kb_nosync 16kb_nosync 8kb_2i
 #            8kb_journal_compaction bitcask_compare nhs_mix (default: all).
+#   --cluster [N]  the seeds' cluster tests against live clusters of N nodes
+#            (default 3), each node in a memory cgroup of its own (-m is
+#            then per node, default 512M), driven over PB from outside
+#            the cgroups by scripts/seed-cluster.py; tests: 8kb_sync
+#            8kb_nosync 8kb_2i nhs_mix (two clusters replicating both
+#            ways) testpilot_1k testpilot_10k testpilot_25k testpilot_50k
+#            testpilot_hooks_10k testpilot_hooks_50k. --short 60 s, keys
+#            over 200,000; --long 1 h per backend, keys over 2,000,000.
+#            Each run's section adds the nodes, node-level write
+#            amplification and errors / nodes alive per interval.
+#   --netns  (cluster) a network namespace per node on a bridge;
+#   --delay MS  with it, a tc netem delay on each node's link (skipped,
+#            with a message, where netem or namespaces are not available).
+#   --kill-node SECS  (cluster) kill -9 one node SECS into every run.
 #   BACKENDS="leveled rocksdb"   overrides the backends of every test.
 #   BASALT=path/to/basalt        uses that binary (default: a release build).
 #
@@ -47,6 +62,9 @@ cd "$(dirname "$0")/.."
 
 mode=short
 redo=0
+cluster=0
+netns_args=()
+kill_args=()
 limit=""
 keys_arg=""
 results=""
@@ -55,11 +73,18 @@ while [ $# -gt 0 ]; do
   case $1 in
     --short) mode=short ;;
     --long) mode=long ;;
-    -m) limit=${2:?-m needs a size}; shift ;;
+    -m) limit=${2:?-m needs a size}; limit_arg=1; shift ;;
     -k) keys_arg=${2:?-k needs a number of keys}; shift ;;
     -d) results=${2:?-d needs a directory}; shift ;;
     --redo) redo=1 ;;
-    -h | --help) sed -n '2,44p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --cluster)
+      cluster=3
+      case ${2:-} in '' | *[!0-9]*) ;; *) cluster=$2; shift ;; esac
+      [ "$cluster" -ge 1 ] || { echo "seed-suite: --cluster needs at least 1 node" >&2; exit 2; } ;;
+    --netns) netns_args+=(--netns) ;;
+    --delay) netns_args+=(--delay-ms "${2:?--delay needs milliseconds}"); shift ;;
+    --kill-node) kill_args=(--kill-node "${2:?--kill-node needs seconds}"); shift ;;
+    -h | --help) sed -n '2,59p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "seed-suite: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) tests+=("$1") ;;
   esac
@@ -70,6 +95,10 @@ case $mode in
   short) secs=60; keys=200000; : "${limit:=512M}"; compactions=2880 ;;
   long) secs=1800; keys=2000000; : "${limit:=1.5G}"; compactions=240 ;;
 esac
+if [ "$cluster" -gt 0 ]; then
+  [ "$mode" = long ] && secs=3600
+  [ -n "${limit_arg:-}" ] || limit=512M
+fi
 if [ -n "$keys_arg" ]; then
   case $keys_arg in
     '' | *[!0-9]* | 0) echo "seed-suite: -k needs a positive number of keys, not $keys_arg" >&2; exit 2 ;;
@@ -77,8 +106,13 @@ if [ -n "$keys_arg" ]; then
   keys=$keys_arg
 fi
 all=(8kb_sync 8kb_nosync 4kb_nosync 16kb_nosync 8kb_2i 8kb_journal_compaction bitcask_compare nhs_mix)
+if [ "$cluster" -gt 0 ]; then
+  all=(8kb_sync 8kb_nosync 8kb_2i nhs_mix testpilot_1k testpilot_10k testpilot_25k testpilot_50k
+    testpilot_hooks_10k testpilot_hooks_50k)
+fi
 [ ${#tests[@]} -eq 0 ] && tests=("${all[@]}")
-results=${results:-tests/seed-suite-$mode-$(date -u +%Y%m%d_%H%M%S)}
+kind=$mode; [ "$cluster" -gt 0 ] && kind=cluster$cluster-$mode
+results=${results:-tests/seed-suite-$kind-$(date -u +%Y%m%d_%H%M%S)}
 
 if [ -n "${BASALT:-}" ]; then
   basalt=$BASALT
@@ -89,13 +123,28 @@ fi
 [ -x "$basalt" ] || { echo "seed-suite: no basalt binary at $basalt" >&2; exit 2; }
 
 config_of() { # test -> base config
+  if [ "$cluster" -gt 0 ]; then
+    case $1 in
+      testpilot_*) echo examples/seed-suite/cluster/testpilot.config ;;
+      *) echo "examples/seed-suite/cluster/$1.config" ;;
+    esac
+    return
+  fi
   case $1 in
     bitcask_compare) echo examples/seed-suite/16kb_nosync.config ;;
     *) echo "examples/seed-suite/$1.config" ;;
   esac
 }
 backends_of() { # test -> backends (leveled first: the baseline)
+  # The hook studies compare hooks on leveled nodes, not backends.
+  case $1 in testpilot_hooks_*) echo "none builtin js16"; return ;; esac
   if [ -n "${BACKENDS:-}" ]; then echo "$BACKENDS"; return; fi
+  # nhs_mix's put_unique writes 2i terms, which bitcask refuses (as
+  # Riak's bitcask does): on live nodes it runs leveled and rocksdb.
+  case $1 in
+    nhs_mix) [ "$cluster" -gt 0 ] && { echo "leveled rocksdb"; return; } ;;
+    testpilot_*) [ "$cluster" -gt 0 ] && { echo "leveled rocksdb bitcask"; return; } ;;
+  esac
   case $1 in
     bitcask_compare) echo "leveled bitcask rocksdb" ;;
     nhs_mix) echo "leveled rocksdb bitcask" ;;
@@ -103,6 +152,21 @@ backends_of() { # test -> backends (leveled first: the baseline)
   esac
 }
 seed_says() { # test -> what the seed reported (leveled vs leveldb unless said)
+  if [ "$cluster" -gt 0 ]; then
+    case $1 in
+      8kb_sync) echo "Cluster Test 1 (seed 000; 5 nodes, ring 64, 45 workers, 50M keys, 4 h): leveled +73.9 % throughput over leveldb (+55.4 % in the last 10 min); GET mean(max) 21.7 vs 410.2 ms, PUT mean(max) 101.5 vs 2,301.6 ms. Seed 004's table (60 workers): Avg TPS 12,679.91, +70.81 % overall, +63.99 % last hour" ;;
+      8kb_nosync) echo "Cluster Test 3 (seed 000; 5 nodes, 100 workers, 6 h): +12.5 % overall, +29.5 % in the last hour; GET mean(max) 250.3 vs 1,090.1 ms, PUT mean(max) 369.0 vs 1,817.3 ms. Seed 004's table: Avg TPS 14,100.19, +16.15 % overall, +35.92 % last hour" ;;
+      8kb_2i) echo "Phase 4 (seed 004; 5 nodes, 80 workers, 6 h): Avg TPS 9,855.96, +4.48 % overall, +22.36 % last hour; by hour -10.90 %, -10.27 %, +18.63 %, +19.11 %, +19.84 %, +22.36 % (leveldb ahead until the data outgrew the cache); 2i query mean -57.96 %" ;;
+      nhs_mix) echo "seed 003 (two 4-node clusters replicating both ways, ring 128, 100 workers, 48 h, nextgenrepl): put_unique_checkrepl - put_unique = +4.26 ms, +14.7 % of the PUT time on leveled; +3.70 ms, +5.0 % on leveldb; bitcask +14.18 ms, +16.7 %; leveled's throughput ahead of leveldb's and bitcask's against accumulated PUTs" ;;
+      testpilot_1k) echo "seed 002 Study One (4-node bitcask cluster, Riak 0.11, 1 h): 1 KB inserts 5,256.2 ops/s median, latency median 2.76 ms, p99 4.42 ms, p99.9 5.69 ms" ;;
+      testpilot_10k) echo "seed 002 Study One 1.f (Riak 0.11, 8 h): 10 KB inserts 4,071.4 ops/s median, latency median 3.23 ms, p99 58.45 ms, p99.9 69.62 ms (Study Two 2.a, 10 KB median exponential sizes, 1 h: 3,879.6 ops/s, p99 7.71 ms)" ;;
+      testpilot_25k) echo "seed 002 Study One 1.g (Riak 0.11, 1 h): 25 KB inserts 2,583.0 ops/s median, latency median 5.55 ms, p99 10.65 ms, p99.9 70.95 ms" ;;
+      testpilot_50k) echo "seed 002 Study One 1.h (Riak 0.11, 1 h): 50 KB inserts 1,392.1 ops/s median, latency median 9.80 ms, p99 28.21 ms, p99.9 28.58 ms" ;;
+      testpilot_hooks_10k) echo "seed 002 Study Three, 10 KB: JavaScript pre-commit hook with 8 / 16 / 32 VMs 467 / 497.1 / 512 ops/s, p99 81.5 / 68.68 / 60.74 ms; Erlang hook (3.f) 2,052.9 ops/s, p99 12.22 ms; no hook (1.f) 4,071.4 ops/s" ;;
+      testpilot_hooks_50k) echo "seed 002 Study Three, 50 KB: JavaScript pre-commit hook with 16 VMs 127.3 ops/s (1 h; 120.0 over 3 h), median 10.32 ms, p99 29.29 ms; no hook (1.h) 1,392.1 ops/s" ;;
+    esac
+    return
+  fi
   case $1 in
     8kb_sync) echo "Avg TPS 12,679.91; delta overall +70.81 %, last hour +63.99 % (4 h, 60 workers)" ;;
     8kb_nosync) echo "Avg TPS 14,100.19; delta overall +16.15 %, last hour +35.92 % (6 h, 100 workers); PUT mean(max) 101.5 vs 2,301.6 ms" ;;
@@ -123,9 +187,14 @@ build="$(git rev-parse --short HEAD 2>/dev/null || echo '?'), binary $basalt"
 write_summary() {
   local t missing=()
   {
-    echo "# Seed suite ($mode)"
+    echo "# Seed suite ($kind)"
     echo
+    if [ "$cluster" -gt 0 ]; then
+      echo "- $(nproc) CPUs, $(free -m | awk '/^Mem:/ {print $2}') MiB RAM; each run: $secs s, keys over $keys; $cluster nodes a cluster (two clusters for nhs_mix), ring 64, each node in a memory cgroup of $limit (process + page cache), the bench outside them over PB${netns_args[*]:+ (${netns_args[*]})}"
+      echo "- targets (issue 56): with sync on, leveled >= 1.5x the RocksDB-backed nodes' throughput in the last sixth and GET/PUT mean(max) <= 1/3 of theirs; NHS mix replication delay <= 10 % of the PUT time; node-level WA <= 1.1. The machine's floor: scripts/cluster-floor.py"
+    else
     echo "- $(nproc) CPUs, $(free -m | awk '/^Mem:/ {print $2}') MiB RAM; each run: $secs s, keys over $keys, memory limit $limit (process + page cache)"
+    fi
     echo "- the first backend of each test (leveled) is the baseline: our deltas are the others against leveled,"
     echo "  the seed's are leveled against leveldb (a seed +36 % is our rocksdb row at about -26 %)"
     echo
@@ -142,8 +211,47 @@ write_summary() {
   } >"$summary"
 }
 
+# The object size of a Test Pilot test (testpilot_10k -> 10000).
+size_of() { local k=${1##*_}; echo $((${k%k} * 1000)); }
+
+run_cluster() { # test backend-or-hook dir
+  local t=$1 b=$2 dir=$3 base override keygen value args=()
+  base=$(config_of "$t")
+  override="$dir/override-$b.config"
+  value=$(mean_value_bytes "$base")
+  case $t in
+    nhs_mix) keygen="{eightytwenty_int, $keys}" ;;
+    testpilot_*) keygen="{int_to_str, {uniform_int, $keys}}"; value=$(size_of "$t") ;;
+    *) keygen="{int_to_str, {pareto_int, $keys}}" ;;
+  esac
+  {
+    echo "%% seed-suite $mode --cluster $cluster override"
+    echo "{basalt_duration_secs, $secs}."
+    echo "{key_generator, $keygen}."
+    case $t in testpilot_*) echo "{value_generator, {fixed_char, $value}}." ;; esac
+    true
+  } >"$override"
+  case $b in
+    none) args=(--backend leveled) ;;
+    builtin) args=(--backend leveled --precommit '{"mod":"basalt_hooks","fun":"max_object_size"}') ;;
+    js*) args=(--backend leveled --precommit '{"name":"validate"}' --js-vms "${b#js}") ;;
+    *) args=(--backend "$b") ;;
+  esac
+  [ "$t" = 8kb_sync ] && args+=(--sync)
+  [ "$t" = nhs_mix ] && args+=(--clusters 2)
+  echo "== seed-suite $mode --cluster $cluster: $t / $b ($secs s, limit $limit a node)" >&2
+  if ! python3 scripts/seed-cluster.py --basalt "$basalt" --nodes "$cluster" --limit "$limit" \
+    --value-bytes "$value" "${args[@]}" ${netns_args[@]+"${netns_args[@]}"} \
+    ${kill_args[@]+"${kill_args[@]}"} -d "$dir" -n "$b" "$base" "$override" >"$dir/$b.cluster.log"; then
+    echo "seed-suite: FAILED: scripts/seed-cluster.py ... --backend $b -d $dir -n $b $base $override (see $dir/$b.cluster.log)" >&2
+    echo "- **FAILED**: $t / $b (see $dir/$b)" >>"$summary"
+    exit 1
+  fi
+}
+
 run_one() { # test backend dir
   local t=$1 b=$2 dir=$3 base override keygen
+  if [ "$cluster" -gt 0 ]; then run_cluster "$@"; return; fi
   base=$(config_of "$t")
   override="$dir/override-$b.config"
   case $t in
@@ -179,7 +287,7 @@ for t in "${tests[@]}"; do
   todo+=("$t")
   runs=$((runs + $(wc -w <<<"$(backends_of "$t")")))
 done
-echo "seed-suite $mode: ${#todo[@]} tests, $runs runs of $secs s: about $(( (runs * (secs + 30) + 59) / 60 )) min; $(df -h --output=avail "$results" | tail -1 | tr -d ' ') free in $results" >&2
+echo "seed-suite $kind: ${#todo[@]} tests, $runs runs of $secs s: about $(( (runs * (secs + 30) + 59) / 60 )) min; $(df -h --output=avail "$results" | tail -1 | tr -d ' ') free in $results" >&2
 
 # The mean value size of a test's value_generator, in bytes: N for
 # {fixed_bin, N}; for {semi_compressible, Min, Mean, XLMult, XLProb} a
@@ -195,11 +303,19 @@ mean_value_bytes() { # config file
 
 # Each run deletes its store before the next, so the largest test decides.
 free_mb=$(df --output=avail -BM "$results" | tail -1 | tr -dc '0-9')
+copies=1
+[ "$cluster" -gt 0 ] && copies=3 # n_val: every value on three nodes
 for t in "${todo[@]}"; do
   value=$(mean_value_bytes "$(config_of "$t")")
-  need_mb=$(( keys * ${value:-8000} * 5 / 2 / 1048576 ))
+  case $t in testpilot_*) value=$(size_of "$t") ;; esac
+  c=$copies; [ "$t" = nhs_mix ] && [ "$cluster" -gt 0 ] && c=$((copies * 2))
+  n=$keys
+  # A cluster run writes at most ~1,000 values a second here (each to n_val
+  # nodes): a short run of 50 KB values cannot fill 200,000 keys' worth.
+  [ "$cluster" -gt 0 ] && [ $((secs * 1000)) -lt "$n" ] && n=$((secs * 1000))
+  need_mb=$(( n * ${value:-8000} * 5 / 2 * c / 1048576 ))
   if [ "$need_mb" -gt "$free_mb" ]; then
-    echo "seed-suite: $t needs about $(( need_mb / 1024 )) GiB of disk ($keys keys x ${value:-8000} bytes x 2.5) and $results has $(( free_mb / 1024 )) GiB free: free some space or use fewer keys (-k $(( keys * free_mb / need_mb / 100000 * 100000 )))" >&2
+    echo "seed-suite: $t needs about $(( need_mb / 1024 )) GiB of disk ($n keys x ${value:-8000} bytes x 2.5 x $c copies) and $results has $(( free_mb / 1024 )) GiB free: free some space or use fewer keys (-k $(( keys * free_mb / need_mb / 100000 * 100000 )))" >&2
     exit 2
   fi
 done
@@ -221,11 +337,22 @@ for t in "${todo[@]}"; do
     echo
     echo "Config: \`$(config_of "$t")\`. What the seed reported: $(seed_says "$t")."
     echo
-    echo "Ran $started to $(date -u +%Y-%m-%dT%H:%M:%SZ) ($mode: $secs s per backend, keys over $keys, limit $limit), build $build, load average at the start $load."
+    echo "Ran $started to $(date -u +%Y-%m-%dT%H:%M:%SZ) ($kind: $secs s per run, keys over $keys, limit $limit$([ "$cluster" -gt 0 ] && echo " a node")), build $build, load average at the start $load."
     echo
     sed -n '/^| run /,/^$/p' "$dir/compare/compare.md"
     echo "![$t]($t/compare/compare.png)"
     echo
+    if [ "$cluster" -gt 0 ]; then
+      for b in $(backends_of "$t"); do
+        echo "**$b** ($t/$b/cluster.md):"
+        echo
+        sed '1,2d' "$dir/$b/cluster.md"
+        if [ -f "$dir/$b/report.md" ]; then
+          sed -n '/^## Replication delay/,/^## /p' "$dir/$b/report.md" | sed '$d' | sed '/^## /d'
+        fi
+        echo
+      done
+    fi
   } >"$dir/section.md"
   write_summary
   "$basalt" bench index "$results" >/dev/null

@@ -147,6 +147,11 @@ pub struct BackendConfig {
     pub memory_budget_bytes: Option<u64>,
     /// RocksDB settings (`rocksdb`, `rocksdb-blob`).
     pub rocksdb: RocksTuning,
+    /// RocksDB: a block cache shared by every store opened with it (a
+    /// node's vnodes, as leveled's `block_cache`), so a node's RocksDB
+    /// vnodes hold `block_cache_mb` together instead of one cache each.
+    /// Overrides `rocksdb.block_cache_bytes`.
+    pub rocksdb_block_cache: Option<RocksBlockCache>,
 }
 
 /// The share of a store's memory budget that leveled gives its value cache
@@ -258,6 +263,43 @@ impl RocksTuning {
     }
 }
 
+/// A RocksDB LRU block cache that several stores share ([`BackendConfig::rocksdb_block_cache`]).
+/// Without the `rocksdb` feature it holds nothing and is never made.
+#[derive(Clone)]
+pub struct RocksBlockCache {
+    #[cfg(feature = "rocksdb")]
+    pub(crate) cache: ::rocksdb::Cache,
+    bytes: u64,
+}
+
+impl RocksBlockCache {
+    /// An LRU cache of `bytes`; `None` without the `rocksdb` feature or if
+    /// RocksDB cannot make one.
+    pub fn new(bytes: u64) -> Option<RocksBlockCache> {
+        #[cfg(feature = "rocksdb")]
+        {
+            let cache = ::rocksdb::Cache::new_lru_cache(usize::try_from(bytes).ok()?).ok()?;
+            Some(RocksBlockCache { cache, bytes })
+        }
+        #[cfg(not(feature = "rocksdb"))]
+        {
+            let _ = bytes;
+            None
+        }
+    }
+
+    /// Its capacity in bytes.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
+impl std::fmt::Debug for RocksBlockCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RocksBlockCache({} bytes)", self.bytes)
+    }
+}
+
 /// The names [`open_backend`] accepts, the default first.
 pub fn backend_names() -> Vec<&'static str> {
     let mut v = vec![leveled::NAME, bitcask::NAME];
@@ -301,9 +343,12 @@ pub fn memory_floor_bytes(name: &str, config: &BackendConfig) -> u64 {
         #[cfg(feature = "rocksdb")]
         rocksdb::NAME | rocksdb::NAME_BLOB => {
             let t = &config.rocksdb;
-            BOOKKEEPING
-                + t.write_buffer_bytes * u64::from(t.max_write_buffers)
-                + t.block_cache_for(config.memory_budget_bytes)
+            // A shared cache is counted once by whoever made it.
+            let cache = match &config.rocksdb_block_cache {
+                Some(_) => 0,
+                None => t.block_cache_for(config.memory_budget_bytes),
+            };
+            BOOKKEEPING + t.write_buffer_bytes * u64::from(t.max_write_buffers) + cache
         }
         _ => BOOKKEEPING,
     }

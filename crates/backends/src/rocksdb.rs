@@ -121,10 +121,15 @@ impl Rocks {
         if t.bloom_bits_per_key > 0.0 {
             table.set_bloom_filter(t.bloom_bits_per_key, false);
         }
-        let cache_bytes = t.block_cache_for(config.memory_budget_bytes);
-        let cache = Cache::new_lru_cache(usize::try_from(cache_bytes).unwrap_or(32 << 20))
-            .map_err(|e| rerr(kind.name(), dir, e))?;
-        table.set_block_cache(&cache);
+        match &config.rocksdb_block_cache {
+            Some(shared) => table.set_block_cache(&shared.cache),
+            None => {
+                let cache_bytes = t.block_cache_for(config.memory_budget_bytes);
+                let cache = Cache::new_lru_cache(usize::try_from(cache_bytes).unwrap_or(32 << 20))
+                    .map_err(|e| rerr(kind.name(), dir, e))?;
+                table.set_block_cache(&cache);
+            }
+        }
         opts.set_block_based_table_factory(&table);
         if config.test_min {
             opts.set_write_buffer_size(64 * 1024);

@@ -58,6 +58,9 @@
 //!   (riakc restarts its timer at each reply frame and relies on the
 //!   node's own bound for the whole), else `timeout` and the connection is
 //!   dropped (a disconnect, as riakc).
+//! - `ping` (Basalt's own): `RpbPingReq` with `pb_timeout_general`; no
+//!   key or value is used. The PB round trip without any store work, for
+//!   the machine's floor (`scripts/cluster-floor.sh`).
 //!
 //! **`nhs` operations** (buckets `record_bucket`, `document_bucket`).
 //! Each worker owns key ids: key *C* is `%012d(C) %012d(KeyId)` (with
@@ -486,6 +489,10 @@ impl RiakcPbDriver {
                     .call_stream(t, |c| c.list_keys(&req, t))
                     .map(|_| Outcome::Done)
             }
+            OpKind::Ping => {
+                let t = self.o.timeout_general;
+                self.conn.call(t, |c| c.ping()).map(|_| Outcome::Done)
+            }
             OpKind::QueryPostcode => {
                 let d = district(&mut self.rng);
                 self.query(
@@ -521,6 +528,7 @@ impl Driver for RiakcPbDriver {
                 | OpKind::UpdateExisting
                 | OpKind::Delete
                 | OpKind::ListKeys
+                | OpKind::Ping
         );
         loop {
             match self.run_once(op, key, value) {

@@ -128,6 +128,45 @@ fn every_example_config_is_valid() {
     );
 }
 
+/// `scripts/seed-suite.sh --cluster`'s configs, with the addresses
+/// `scripts/seed-cluster.py` adds, and the floor's `ping` op.
+#[test]
+fn every_cluster_seed_suite_config_is_valid() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/seed-suite/cluster");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let nodes = tmp.path().join("nodes.config");
+    std::fs::write(
+        &nodes,
+        "{riakc_pb_ips, [{\"127.0.0.1\", 18087}]}.\n{pb_ips, [{\"127.0.0.1\", 18087}]}.\n\
+         {replpb_ips, [{\"127.0.0.1\", 18088}]}.\n{basalt_duration_secs, 60}.\n",
+    )
+    .expect("write");
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).expect("examples/seed-suite/cluster") {
+        let p = e.expect("entry").path();
+        if p.extension().is_some_and(|x| x == "config") {
+            let (cfg, warnings) = BenchConfig::from_files(&[&p, &nodes])
+                .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            assert!(cfg.driver.is_network(), "{}", p.display());
+            // The override names both drivers' keys; each driver ignores
+            // the other's with a warning, nothing else.
+            for w in &warnings {
+                assert!(w.contains("ips"), "{}: {w}", p.display());
+            }
+            n += 1;
+        }
+    }
+    assert_eq!(n, 5, "8kb_sync, 8kb_nosync, 8kb_2i, nhs_mix, testpilot");
+    let ping = tmp.path().join("ping.config");
+    std::fs::write(
+        &ping,
+        "{driver, basho_bench_driver_riakc_pb}.\n{operations, [{ping, 1}]}.\n",
+    )
+    .expect("write");
+    let (cfg, _) = BenchConfig::from_files(&[&ping]).expect("ping parses");
+    assert_eq!(cfg.operations[0].op, OpKind::Ping);
+}
+
 #[test]
 fn every_live_example_config_is_valid() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples");

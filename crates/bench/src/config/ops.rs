@@ -107,6 +107,9 @@ pub enum OpKind {
     /// `riakc_pb`: list the keys of `riakc_pb_bucket` (streamed
     /// `RpbListKeysReq`), done when the stream ends.
     ListKeys,
+    /// `riakc_pb` (Basalt's own, not upstream's): `RpbPingReq`, no key or
+    /// value; the loopback round trip `scripts/cluster-floor.sh` measures.
+    Ping,
     /// `null` only: nothing (upstream draws no key either).
     AbsolutelyNothing,
     /// `null` only: nothing (a key is drawn).
@@ -143,6 +146,7 @@ impl OpKind {
         ("get_unique", OpKind::GetUnique),
         ("put_unique_checkrepl", OpKind::PutUniqueCheckRepl),
         ("listkeys", OpKind::ListKeys),
+        ("ping", OpKind::Ping),
         ("absolutely_nothing", OpKind::AbsolutelyNothing),
         ("do_something", OpKind::DoSomething),
         ("do_something_else", OpKind::DoSomethingElse),
@@ -216,6 +220,7 @@ impl DriverKind {
                 "query_postcode",
                 "query_dob",
                 "listkeys",
+                "ping",
             ],
             DriverKind::Nhs => &[
                 "get_pb",

@@ -65,6 +65,9 @@ pub struct Router {
     block_cache: Option<basalt_backends::BlockCache>,
     /// The leveled value cache every local vnode shares (`value_cache_mb`).
     value_cache: Option<basalt_backends::ValueCache>,
+    /// The RocksDB block cache every local vnode shares (`block_cache_mb`,
+    /// rocksdb backends only).
+    rocks_cache: Option<basalt_backends::RocksBlockCache>,
     /// Fan-out calls running as tasks of their own ([`CallInFlight`]); a
     /// shutdown waits for them ([`Self::drain_calls`]).
     calls_in_flight: AtomicUsize,
@@ -147,6 +150,11 @@ impl Router {
         let mib = |n: u64| n.saturating_mul(1024 * 1024);
         let block_cache = basalt_backends::BlockCache::new(mib(config.block_cache_mb));
         let value_cache = basalt_backends::ValueCache::new(mib(config.value_cache_mb));
+        let rocks_cache = if config.backend.starts_with("rocksdb") && config.block_cache_mb > 0 {
+            basalt_backends::RocksBlockCache::new(mib(config.block_cache_mb))
+        } else {
+            None
+        };
         Arc::new(Router {
             n_val_of,
             config,
@@ -161,6 +169,7 @@ impl Router {
             dropping: Mutex::new(BTreeSet::new()),
             block_cache,
             value_cache,
+            rocks_cache,
             calls_in_flight: AtomicUsize::new(0),
         })
     }
@@ -359,6 +368,15 @@ impl Router {
             // one-node ring; until the reservation is made in steps as the
             // file grows, vnodes allocate as they append.
             journal_preallocate: Some(false),
+            // RocksDB vnodes as leveled's: memtables of the vnode size and
+            // one block cache for the node (`block_cache_mb`), not 2 x 32
+            // MiB of write buffers and a 32 MiB cache per vnode, which
+            // would need ~2 GiB for the 21 vnodes of a node of 3 on a 64 ring.
+            rocksdb: basalt_backends::RocksTuning {
+                write_buffer_bytes: VNODE_MEMTABLE_BYTES,
+                ..Default::default()
+            },
+            rocksdb_block_cache: self.rocks_cache.clone(),
             ..Default::default()
         };
         let size = self

@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""The machine's own floor for the cluster seed tests (issue 56 item 4).
+
+What a request of the cluster suite (`scripts/seed-suite.sh --cluster`)
+cannot beat on this machine, whatever the store does, measured three ways:
+
+- **fsync**: 8 KiB appends each followed by fdatasync, as a node with
+  `sync = true` does for every write (a vnode's journal), by 1 writer and
+  by WRITERS writers at once (each its own file, as the vnodes are): rate
+  and latency (mean, median, p99, and mean(max): the mean over 10 s windows
+  of each window's slowest, the seeds' figure).
+- **reads at QD**: 8 KiB O_DIRECT random reads from a DATA_MB file by
+  READERS threads at once (the queue depth of the bench's workers): rate
+  and latency, as above. O_DIRECT, so the page cache is not measured.
+- **PB round trip**: one `basalt start` node (memory backend, so no disk)
+  on 127.0.0.1 and `basalt bench` with the riakc_pb driver's `ping` op
+  (RpbPingReq) at 1 worker and at WORKERS workers (the cluster suite's
+  24): throughput and latency, from the bench's report. A GET or PUT
+  through a cluster is at least one such round trip from the bench plus
+  one per replica between nodes.
+
+  scripts/cluster-floor.py DIR [--basalt PATH] [--secs S]
+
+Settings (flags): --secs (each case, default 30), --writers (8),
+--readers (24), --workers (24), --data-mb (2048). DIR holds the files
+(deleted after) and floor.md, the table printed. Python 3.6+, standard
+library only.
+"""
+
+import argparse
+import mmap
+import os
+import random
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+BLOCK = 8192
+
+
+def stats(lat, t0, secs):
+    """(count, mean ms, median ms, p99 ms, mean(max) ms over 10 s windows)."""
+    if not lat:
+        return (0, 0, 0, 0, 0)
+    vals = sorted(d for _, d in lat)
+    win = {}
+    for t, d in lat:
+        w = int((t - t0) // 10)
+        win[w] = max(win.get(w, 0), d)
+    full = [win[w] for w in sorted(win) if (w + 1) * 10 <= secs + 0.5] or list(win.values())
+    return (len(vals), sum(vals) / len(vals) * 1e3, vals[len(vals) // 2] * 1e3,
+            vals[min(len(vals) - 1, int(len(vals) * 0.99))] * 1e3,
+            sum(full) / len(full) * 1e3)
+
+
+def run_threads(n, secs, body):
+    lat = [[] for _ in range(n)]
+    t0 = time.time()
+    end = t0 + secs
+    th = [threading.Thread(target=body, args=(i, end, lat[i])) for i in range(n)]
+    for t in th:
+        t.start()
+    for t in th:
+        t.join()
+    return stats([x for l in lat for x in l], t0, secs)
+
+
+def fsync_case(d, writers, secs):
+    buf = os.urandom(BLOCK)
+
+    def body(i, end, out):
+        path = os.path.join(d, "floor-sync-%d" % i)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            while True:
+                t = time.time()
+                if t >= end:
+                    break
+                os.write(fd, buf)
+                os.fdatasync(fd)
+                out.append((t, time.time() - t))
+        finally:
+            os.close(fd)
+            os.unlink(path)
+    return run_threads(writers, secs, body)
+
+
+def read_case(d, readers, secs, data_mb):
+    path = os.path.join(d, "floor-read-data")
+    size = data_mb << 20
+    if not os.path.exists(path) or os.path.getsize(path) < size:
+        with open(path, "wb") as f:
+            chunk = os.urandom(1 << 20)
+            for _ in range(data_mb):
+                f.write(chunk)
+    blocks = size // BLOCK
+
+    def body(i, end, out):
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+        mem = mmap.mmap(-1, BLOCK)  # page-aligned, as O_DIRECT needs
+        rng = random.Random(i)
+        try:
+            while True:
+                t = time.time()
+                if t >= end:
+                    break
+                os.preadv(fd, [mem], rng.randrange(blocks) * BLOCK)
+                out.append((t, time.time() - t))
+        finally:
+            os.close(fd)
+            mem.close()
+    try:
+        return run_threads(readers, secs, body)
+    finally:
+        os.unlink(path)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def ping_cases(basalt, d, secs, worker_counts):
+    pb, cl = free_port(), free_port()
+    data = tempfile.mkdtemp(prefix="floor-node-", dir=d)
+    log = open(os.path.join(d, "floor-node.log"), "w")
+    node = subprocess.Popen([basalt, "start", "--data-dir", data, "--backend", "memory",
+                             "--ring-size", "8", "--pb-listen", "127.0.0.1:%d" % pb,
+                             "--cluster-listen", "127.0.0.1:%d" % cl, "--http-listen", ""],
+                            stdout=log, stderr=subprocess.STDOUT)
+    out = []
+    try:
+        for _ in range(300):
+            if node.poll() is not None:
+                sys.exit("cluster-floor: the node exited (%s); see %s/floor-node.log"
+                         % (node.returncode, d))
+            try:
+                socket.create_connection(("127.0.0.1", pb), 0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        for w in worker_counts:
+            cfg = os.path.join(d, "floor-ping-%d.config" % w)
+            with open(cfg, "w") as f:
+                f.write("{mode, max}.\n{report_interval, 10}.\n{concurrent, %d}.\n"
+                        "{basalt_duration_secs, %d}.\n{driver, basho_bench_driver_riakc_pb}.\n"
+                        '{riakc_pb_ips, [{"127.0.0.1", %d}]}.\n{operations, [{ping, 1}]}.\n'
+                        % (w, secs, pb))
+            name = "ping-%d" % w
+            subprocess.run([basalt, "bench", cfg, "-q", "-d", d, "-n", name], check=True,
+                           stdout=subprocess.DEVNULL)
+            rep = open(os.path.join(d, name, "report.md")).read()
+            # | op | n | errors | mean | median | 95th | 99th | 99.9th | max | mean(max) |
+            row = re.search(r"^\| ping \|([^\n]*)$", rep, re.M)
+            tps = re.search(r"Avg TPS[^0-9]*([0-9][0-9,.]*)", rep)
+            cells = [c.strip().strip("*").replace(",", "") for c in row.group(1).split("|")] if row else []
+            out.append((w, tps.group(1) if tps else "?", cells))
+    finally:
+        node.terminate()
+        node.wait()
+        log.close()
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("dir")
+    p.add_argument("--basalt", default=os.path.join(
+        os.environ.get("CARGO_TARGET_DIR", "target"), "release", "basalt"))
+    p.add_argument("--secs", type=int, default=30)
+    p.add_argument("--writers", type=int, default=8)
+    p.add_argument("--readers", type=int, default=24)
+    p.add_argument("--workers", type=int, default=24)
+    p.add_argument("--data-mb", type=int, default=2048)
+    a = p.parse_args()
+    if a.secs < 10:
+        sys.exit("cluster-floor: --secs must be at least 10 (one window)")
+    os.makedirs(a.dir, exist_ok=True)
+    if not os.access(a.basalt, os.X_OK):
+        sys.exit("cluster-floor: no basalt binary at %s (--basalt)" % a.basalt)
+    lines = ["| case | ops/s | mean ms | median ms | p99 ms | mean(max) ms |",
+             "|---|---:|---:|---:|---:|---:|"]
+
+    def row(name, st, secs):
+        n, mean, med, p99, mm = st
+        lines.append("| %s | %.0f | %.3f | %.3f | %.3f | %.2f |" % (name, n / secs, mean, med, p99, mm))
+        print(lines[-1], flush=True)
+    print("\n".join(lines), flush=True)
+    for w in sorted({1, a.writers}):
+        row("8 KiB write + fdatasync, %d writer%s" % (w, "s" if w > 1 else ""),
+            fsync_case(a.dir, w, a.secs), a.secs)
+    row("8 KiB O_DIRECT random read, %d readers (%d MiB file)" % (a.readers, a.data_mb),
+        read_case(a.dir, a.readers, a.secs, a.data_mb), a.secs)
+    for w, tps, c in ping_cases(a.basalt, a.dir, a.secs, sorted({1, a.workers})):
+        # cells: n, errors, mean, median, 95th, 99th, 99.9th, max, mean(max)
+        if len(c) >= 9:
+            lines.append("| PB ping round trip (loopback), %d worker%s | %s | %s | %s | %s | %s |" % (
+                w, "s" if w > 1 else "", tps, c[2], c[3], c[5], c[8]))
+        else:
+            lines.append("| PB ping round trip, %d workers | %s | ? | ? | ? | ? |" % (w, tps))
+        print(lines[-1], flush=True)
+    head = ("Cluster floor, %s UTC, %d CPUs, mount %s; each case %d s\n\n" % (
+        time.strftime("%Y-%m-%d %H:%M", time.gmtime()), os.cpu_count() or 0,
+        subprocess.run(["findmnt", "-no", "OPTIONS", "--target", a.dir], stdout=subprocess.PIPE,
+                       universal_newlines=True).stdout.strip(), a.secs))
+    with open(os.path.join(a.dir, "floor.md"), "w") as f:
+        f.write(head + "\n".join(lines) + "\n")
+    print("cluster-floor: written %s" % os.path.join(a.dir, "floor.md"), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
