@@ -319,10 +319,18 @@ impl Router {
                             (t, res)
                         })
                     }
-                    _ => Box::pin(async move {
-                        let res = self.vcall_sloppy(&t, r, sloppy).await;
-                        (t, res)
-                    }),
+                    _ => {
+                        // Counted for the shutdown drain like a spawned call
+                        // (a node stopping waits for it too).
+                        let call = this
+                            .as_ref()
+                            .map(|router| CallInFlight::start(router.clone()));
+                        Box::pin(async move {
+                            let res = self.vcall_sloppy(&t, r, sloppy).await;
+                            drop(call);
+                            (t, res)
+                        })
+                    }
                 };
                 f
             })
