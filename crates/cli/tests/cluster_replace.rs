@@ -125,8 +125,12 @@ fn replace_force_replace_down_and_force_remove() {
         "{plan}"
     );
     ok(&n1, &["cluster", "commit"]);
+    // Every node's ring must say so, n5's own included: a replica on a
+    // node that has not yet heard of its ownership refuses the read.
     wait_for("n5 to own n4's partitions", Duration::from_secs(30), || {
-        owned(&n2, &name(4)) == Some(n3_owned) && owned(&n2, &name(3)).is_none()
+        [&n2, &nodes[4].cluster]
+            .iter()
+            .all(|n| owned(n, &name(4)) == Some(n3_owned) && owned(n, &name(3)).is_none())
     });
     all_readable(&nodes[1].pb);
     all_on_every_primary(&nodes[1].pb);
