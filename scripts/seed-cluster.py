@@ -9,8 +9,9 @@ cluster (or, with --clusters 2, two clusters of NODES nodes replicating to
 each other both ways, the NHS mix of seed 003); then runs `basalt bench`
 from this process's cgroup (outside the nodes') against them over PB with
 the riakc_pb (or nhs) driver, samples each node (alive, bytes its process
-caused to be written, memory charged, limit hits) every second, and writes
-RESULTS/NAME/cluster.md (nodes, node-level write amplification, errors and
+caused to be written, CPU time, memory charged, limit hits) every second,
+and writes RESULTS/NAME/cluster.md (nodes, node-level write amplification,
+the nodes' and the bench's CPU against what the vCPUs had, errors and
 nodes alive per interval) and nodes.csv beside the bench's own outputs.
 
 Before anything starts it checks: root, a memory cgroup controller, free
@@ -34,6 +35,7 @@ import glob
 import math
 import os
 import random
+import resource
 import re
 import shutil
 import signal
@@ -153,6 +155,8 @@ class Node:
         self.http = None
         self.io_bytes = 0          # last write_bytes seen
         self.io_base = None        # write_bytes when the bench started
+        self.cpu = 0.0             # last user + system CPU seconds seen
+        self.cpu_base = None       # CPU seconds when the bench started
         self.died_at = None        # seconds into the bench
         self.exit = None
         self.killed_by_us = False
@@ -452,6 +456,16 @@ def die_with_parent():
         pass
 
 
+def read_cpu_secs(pid):
+    """User + system CPU seconds of process `pid` (/proc/PID/stat fields
+    14 and 15), or None."""
+    try:
+        fields = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def read_int(path, key=None):
     try:
         text = open(path).read()
@@ -486,6 +500,9 @@ class Sampler(threading.Thread):
             v = read_int("/proc/%d/io" % n.proc.pid, "write_bytes:")
             if v is not None:
                 n.io_bytes = v
+            c = read_cpu_secs(n.proc.pid)
+            if c is not None:
+                n.cpu = c
         elif n.died_at is None:
             n.died_at = time.time() - self.t0
             n.exit = n.proc.returncode
@@ -587,17 +604,26 @@ def write_report(cl, sampler, run_dir, bench_rc, started):
         getattr(cl, "delay_note", "none")))
     out.append("- block_cache_mb %d, value_cache_mb %d per node" % (a.block_cache_mb, a.value_cache_mb))
     out.append("")
-    out.append("| node | exit | peak MiB | limit hits | OOM kills | MB written |")
-    out.append("|---|---|---:|---:|---:|---:|")
+    out.append("| node | exit | peak MiB | limit hits | OOM kills | MB written | CPU s |")
+    out.append("|---|---|---:|---:|---:|---:|---:|")
     for n in cl.nodes:
         st = describe_exit(n.exit) if n.died_at is not None else "ran to the end"
         if n.died_at is not None:
             st = "died at %.0f s: %s" % (n.died_at, st)
-        out.append("| %s | %s | %d | %d | %d | %.1f |" % (
+        out.append("| %s | %s | %d | %d | %d | %.1f | %.0f |" % (
             n.name, st, (read_int(os.path.join(n.cgroup, peak_file)) or 0) // MIB,
             limit_hits(n.cgroup, hits_file), oom_kills(n.cgroup),
-            (n.io_bytes - (n.io_base or 0)) / 1e6))
+            (n.io_bytes - (n.io_base or 0)) / 1e6, n.cpu - (n.cpu_base or 0)))
     out.append("")
+    nodes_cpu = sum(n.cpu - (n.cpu_base or 0) for n in cl.nodes)
+    have = getattr(cl, "bench_secs", 0) * (os.cpu_count() or 1)
+    if have > 0:
+        bench_cpu = getattr(cl, "bench_cpu", 0.0)
+        out.append("**CPU** (user + system, from the bench's start): the nodes %.0f s, the bench "
+                   "%.0f s, together %.0f %% of the %.0f CPU seconds this machine's %d vCPUs had "
+                   "in the run." % (nodes_cpu, bench_cpu, 100.0 * (nodes_cpu + bench_cpu) / have,
+                                    have, os.cpu_count() or 1))
+        out.append("")
     if value_bytes:
         out.append("**Node-level write amplification** %.2f: %.1f MB written by the nodes' processes "
                    "(/proc/PID/io write_bytes, from the bench's start) / (%d successful writes x "
@@ -745,14 +771,20 @@ def main():
     for n in cl.nodes:
         n.io_base = read_int("/proc/%d/io" % n.proc.pid, "write_bytes:") or 0
         n.io_bytes = n.io_base
+        n.cpu_base = read_cpu_secs(n.proc.pid) or 0.0
+        n.cpu = n.cpu_base
     usage = "memory.usage_in_bytes" if version == "v1" else "memory.current"
     sampler = Sampler(cl, (usage, peak_file, hits_file), 10, a.kill_node)
     started = time.time()
     sampler.start()
     cmd = [a.basalt, "bench"] + a.configs + [override, "-q", "-d", a.results, "-n", a.name]
     log("bench: " + " ".join(cmd))
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cl.bench = subprocess.Popen(cmd)
     rc = cl.bench.wait()
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cl.bench_cpu = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
+    cl.bench_secs = time.time() - started
     sampler.stop.set()
     sampler.join()
     for n in cl.nodes:

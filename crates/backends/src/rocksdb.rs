@@ -122,7 +122,17 @@ impl Rocks {
             table.set_bloom_filter(t.bloom_bits_per_key, false);
         }
         match &config.rocksdb_block_cache {
-            Some(shared) => table.set_block_cache(&shared.cache),
+            Some(shared) => {
+                table.set_block_cache(&shared.cache);
+                // Many stores in one process (a node's vnodes): their index
+                // and filter blocks live in the shared cache too, so the
+                // node's memory stays within its budget as the data grows
+                // (outside it they grow with every SST, and 512 MiB nodes
+                // of the NHS mix were OOM-killed). Level 0's stay pinned:
+                // every read looks at them.
+                table.set_cache_index_and_filter_blocks(true);
+                table.set_pin_l0_filter_and_index_blocks_in_cache(true);
+            }
             None => {
                 let cache_bytes = t.block_cache_for(config.memory_budget_bytes);
                 let cache = Cache::new_lru_cache(usize::try_from(cache_bytes).unwrap_or(32 << 20))

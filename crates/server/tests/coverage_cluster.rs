@@ -9,10 +9,19 @@
 //! `primary_partition_unavailable`. A traditional entry (no
 //! `min_partitions`) is replaced by entries whose keys together are the
 //! replaced entry's keys, each once.
+//!
+//! And the forwarding vnode: a request that reaches a node whose vnode of
+//! the partition is being dropped after its handoff (a sender a gossip
+//! behind, a coverage plan made just before the transfer) is forwarded
+//! once to the node that holds the partition, as Riak's vnode forwards
+//! after a handoff, and not refused.
 
 mod common;
 
+use basalt_server::cluster::{Handoff, HandoffKind, Msg, Reply, WireError};
 use basalt_server::pb::{self, code};
+use basalt_server::router::Target;
+use basalt_server::vnode::request::{Obj, VnodeReply, VnodeReq};
 use basalt_server::ServerHandle;
 use common::{runtime, Client};
 use prost::Message;
@@ -217,4 +226,123 @@ fn alternative_entries_cover_the_same_keys_on_other_nodes() {
     bad.cover_context[6] ^= 1;
     let e = nodes.plan(Some(5), Some(&bad), &[]).expect_err("damaged");
     assert!(e.contains("cover_context"), "{e}");
+}
+
+#[test]
+fn a_request_for_a_vnode_being_dropped_is_forwarded_to_the_owner() {
+    let rt = runtime();
+    let (n1, _d1) = start("n1");
+    let (n2, _d2) = start("n2");
+    let (n3, _d3) = start("n3");
+    let target = n1.cluster_addr().to_string();
+    admin(&rt, &n2, &format!("join {target}"));
+    admin(&rt, &n3, &format!("join {target}"));
+    admin(&rt, &n1, "commit");
+    settle(&rt, &[&n1, &n2, &n3]);
+    let mut w = Client::connect(&n1);
+    common::put_all_replicas(&mut w, "alt", "fwd", b"v", "text/plain", &[]);
+
+    // The key's first partition, its owner, and the two other members.
+    let nodes = [&n1, &n2, &n3];
+    let name = |h: &ServerHandle| h.node().cluster().me().to_string();
+    let first = n1.node().preflist_of(BUCKET, b"fwd")[0].clone();
+    let p = first.partition;
+    let owner = *nodes.iter().find(|h| name(h) == first.node).expect("owner");
+    let mut others = nodes.iter().filter(|h| name(h) != first.node);
+    let (dropping, third) = (
+        *others.next().expect("a member"),
+        *others.next().expect("another"),
+    );
+    let get = |key: &[u8]| VnodeReq::Get {
+        bucket: BUCKET.to_vec(),
+        key: key.to_vec(),
+    };
+    let value_of = |r: Result<VnodeReply, _>| match r {
+        Ok(VnodeReply::Object(Some(o), _)) => o,
+        other => panic!("expected the object, got {other:?}"),
+    };
+
+    // The node that hands p off (n1 owned every partition before the
+    // joins) drops its copy a handoff round after the ring moved: wait
+    // for that, so that what follows meets no local vnode of p there.
+    let t = std::time::Instant::now();
+    while dropping
+        .node()
+        .router()
+        .local_vnodes()
+        .iter()
+        .any(|(q, _)| *q == p)
+    {
+        assert!(t.elapsed().as_secs() < 30, "vnode {p} not dropped in 30 s");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+
+    // Its ownership handoff done but the vnode not yet dropped (a round
+    // away): requests there go to the new owner, which has the writes
+    // made since the ring moved (the old copy does not).
+    dropping.node().cluster().with_handoffs(|h| {
+        h.insert(
+            p,
+            Handoff {
+                done: true,
+                ..Handoff::new(HandoffKind::Ownership, &first.node)
+            },
+        )
+    });
+    let here = Target {
+        partition: p,
+        node: name(dropping),
+        primary: true,
+    };
+    value_of(rt.block_on(dropping.node().router().vcall(&here, get(b"fwd"))));
+    dropping.node().cluster().with_handoffs(|h| h.remove(&p));
+
+    let guard = dropping.node().router().fault_hold_dropping(p);
+    // Asked of the node itself (its own coordinator, a plan made before
+    // the transfer) and by another node (a fallback's request, primary
+    // false, which the ring check does not forward): both answered by the
+    // owner.
+    let local = rt.block_on(dropping.node().router().vcall(&here, get(b"fwd")));
+    let obj = value_of(local);
+    let remote = Target {
+        primary: false,
+        ..here.clone()
+    };
+    value_of(rt.block_on(third.node().router().vcall(&remote, get(b"fwd"))));
+
+    // A write sent there lands on the owner (not lost with the drop).
+    let write = VnodeReq::Reconcile {
+        bucket: BUCKET.to_vec(),
+        key: b"fwd-new".to_vec(),
+        object: Obj::Wire(obj),
+        props: n1.node().props().get(BUCKET),
+    };
+    rt.block_on(third.node().router().vcall(&remote, write))
+        .expect("the forwarded write");
+    let at_owner = Target {
+        partition: p,
+        node: first.node.clone(),
+        primary: true,
+    };
+    value_of(rt.block_on(owner.node().router().vcall(&at_owner, get(b"fwd-new"))));
+
+    // A request forwarded once is not forwarded again: refused, named.
+    let msg = Msg::Vnode {
+        partition: p,
+        primary: true,
+        forwarded: true,
+        req: get(b"fwd"),
+    };
+    let again = rt.block_on(third.node().cluster().call(
+        &name(dropping),
+        &msg,
+        std::time::Duration::from_secs(5),
+    ));
+    match again {
+        Ok(Reply::Vnode(Err(WireError::Other(e)))) => {
+            assert!(e.contains("being deleted here after its handoff"), "{e}")
+        }
+        other => panic!("expected the refusal, got {other:?}"),
+    }
+    drop(guard);
 }

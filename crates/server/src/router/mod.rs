@@ -418,15 +418,58 @@ impl Router {
     }
 
     /// Runs `req` on the local vnode of `p`. A write to a vnode being handed
-    /// off is forwarded to the receiving node too.
+    /// off is forwarded to the receiving node too; a request for a vnode
+    /// being dropped after its handoff is forwarded to the node that now
+    /// holds the partition ([`Self::dropped_to`]).
     pub(crate) async fn local_call(&self, p: u32, req: VnodeReq) -> Result<VnodeReply, VnodeError> {
+        self.local_call_at(p, req, true).await
+    }
+
+    /// [`Self::local_call`]; `may_forward` false for a request another node
+    /// already forwarded here (a request is forwarded at most once).
+    async fn local_call_at(
+        &self,
+        p: u32,
+        req: VnodeReq,
+        may_forward: bool,
+    ) -> Result<VnodeReply, VnodeError> {
         let write = req.is_write();
         // A write to a copy held for another owner (a fallback) is held
         // until it and its forward are done: the copy's handoff may be
         // finishing meanwhile, and a reap must not run in between.
         let me = self.cluster.me();
-        let _held = (write && self.cluster.with_state(|s| s.owner(p) != me)).then(|| self.hold(p));
-        let v = self.local_vnode(p)?;
+        let not_owner = self.cluster.with_state(|s| s.owner(p) != me);
+        let _held = (write && not_owner).then(|| self.hold(p));
+        // This node's ownership handoff of `p` is done and the ring has
+        // moved: the vnode here only waits to be dropped (a handoff round
+        // away), and the new owner holds everything it held and all since;
+        // answering from here could miss writes made since the move. If
+        // the new owner is down, the copy here serves as its fallback (as
+        // before the handoff; what it takes is handed off again).
+        if let Some(to) = not_owner
+            .then(|| self.handed_off_to(p))
+            .flatten()
+            .filter(|to| may_forward && self.cluster.is_up(to))
+        {
+            return self.remote_call(&to, p, true, true, req).await;
+        }
+        let v = match self.local_vnode(p) {
+            Ok(v) => v,
+            // Riak's forwarding vnode (`riak_core_vnode`'s `forward` after
+            // a handoff): a sender whose ring is a gossip behind, or a
+            // coverage plan made just before the transfer, still names
+            // this node; the partition is whole where it went.
+            Err(e) => match self
+                .dropped_to(p)
+                .filter(|to| may_forward && self.cluster.is_up(to))
+            {
+                Some(to) => {
+                    tracing::debug!(partition = p, %to, "request for a dropped vnode forwarded");
+                    return self.remote_call(&to, p, true, true, req).await;
+                }
+                None => return Err(e),
+            },
+        };
         let qlen = v.queue_len() as u32;
         let props = match &req {
             VnodeReq::Coordinate { props, .. }
@@ -630,16 +673,61 @@ impl Router {
         if t.node == self.cluster.me() {
             return self.local_call(t.partition, req).await;
         }
+        self.remote_call(&t.node, t.partition, t.primary, false, req)
+            .await
+    }
+
+    /// Sends `req` for the vnode of `p` to `node`.
+    async fn remote_call(
+        &self,
+        node: &str,
+        p: u32,
+        primary: bool,
+        forwarded: bool,
+        req: VnodeReq,
+    ) -> Result<VnodeReply, VnodeError> {
         let msg = Msg::Vnode {
-            partition: t.partition,
-            primary: t.primary,
-            forwarded: false,
+            partition: p,
+            primary,
+            forwarded,
             req,
         };
-        match self.cluster.call(&t.node, &msg, self.timeout()).await? {
+        match self.cluster.call(node, &msg, self.timeout()).await? {
             Reply::Vnode(r) => Ok(r?),
             other => Err(VnodeError::Remote(format!("unexpected reply {other:?}"))),
         }
+    }
+
+    /// Where a request for `p` goes while its local vnode is being dropped
+    /// after a handoff: the handoff's target, or else the partition's
+    /// owner; `None` if `p` is not being dropped here or that is this node.
+    fn dropped_to(&self, p: u32) -> Option<String> {
+        if !self.dropping.lock().contains(&p) {
+            return None;
+        }
+        let to = self
+            .cluster
+            .with_handoffs(|h| h.get(&p).map(|h| h.target.clone()))
+            .unwrap_or_else(|| self.cluster.with_state(|s| s.owner(p).to_string()));
+        (to != self.cluster.me()).then_some(to)
+    }
+
+    /// The new owner of `p` if this node's ownership handoff of `p` has
+    /// finished (its vnode waits to be dropped).
+    fn handed_off_to(&self, p: u32) -> Option<String> {
+        self.cluster.with_handoffs(|h| {
+            h.get(&p)
+                .filter(|h| h.kind == HandoffKind::Ownership && h.done)
+                .map(|h| h.target.clone())
+        })
+    }
+
+    /// Test hook: marks `p` as being dropped here after a handoff (as the
+    /// handoff's drop does, without closing or deleting anything) until the
+    /// guard drops.
+    #[doc(hidden)]
+    pub fn fault_hold_dropping(&self, p: u32) -> impl Sized + '_ {
+        self.hold_dropping(p)
     }
 
     /// [`Self::vcall`]; with `sloppy` = (key hash, n), a request to a
@@ -704,6 +792,10 @@ impl Router {
                 Err(e) => Reply::Vnode(Err(wire(e.into()))),
             };
         }
-        Reply::Vnode(self.local_call(partition, req).await.map_err(wire))
+        Reply::Vnode(
+            self.local_call_at(partition, req, !forwarded)
+                .await
+                .map_err(wire),
+        )
     }
 }
