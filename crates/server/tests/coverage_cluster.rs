@@ -46,6 +46,17 @@ fn settle(rt: &tokio::runtime::Runtime, nodes: &[&ServerHandle]) {
     common::settle_cluster(rt, nodes, 3);
 }
 
+/// Three nodes, n2 and n3 joined to n1, committed and settled.
+fn three_nodes(rt: &tokio::runtime::Runtime) -> [(ServerHandle, tempfile::TempDir); 3] {
+    let nodes = [start("n1"), start("n2"), start("n3")];
+    let target = nodes[0].0.cluster_addr().to_string();
+    admin(rt, &nodes[1].0, &format!("join {target}"));
+    admin(rt, &nodes[2].0, &format!("join {target}"));
+    admin(rt, &nodes[0].0, "commit");
+    settle(rt, &[&nodes[0].0, &nodes[1].0, &nodes[2].0]);
+    nodes
+}
+
 /// The three nodes' clients by PB address (`ip:port`, as entries name it).
 struct Nodes(BTreeMap<String, Client>);
 
@@ -109,14 +120,7 @@ impl Nodes {
 #[test]
 fn alternative_entries_cover_the_same_keys_on_other_nodes() {
     let rt = runtime();
-    let (n1, _d1) = start("n1");
-    let (n2, _d2) = start("n2");
-    let (n3, _d3) = start("n3");
-    let target = n1.cluster_addr().to_string();
-    admin(&rt, &n2, &format!("join {target}"));
-    admin(&rt, &n3, &format!("join {target}"));
-    admin(&rt, &n1, "commit");
-    settle(&rt, &[&n1, &n2, &n3]);
+    let [(n1, _d1), (n2, _d2), (n3, _d3)] = three_nodes(&rt);
 
     let mut w = Client::connect(&n1);
     for i in 0..KEYS {
@@ -231,14 +235,7 @@ fn alternative_entries_cover_the_same_keys_on_other_nodes() {
 #[test]
 fn a_request_for_a_vnode_being_dropped_is_forwarded_to_the_owner() {
     let rt = runtime();
-    let (n1, _d1) = start("n1");
-    let (n2, _d2) = start("n2");
-    let (n3, _d3) = start("n3");
-    let target = n1.cluster_addr().to_string();
-    admin(&rt, &n2, &format!("join {target}"));
-    admin(&rt, &n3, &format!("join {target}"));
-    admin(&rt, &n1, "commit");
-    settle(&rt, &[&n1, &n2, &n3]);
+    let [(n1, _d1), (n2, _d2), (n3, _d3)] = three_nodes(&rt);
     let mut w = Client::connect(&n1);
     common::put_all_replicas(&mut w, "alt", "fwd", b"v", "text/plain", &[]);
 
