@@ -32,6 +32,7 @@ import argparse
 import atexit
 import csv
 import glob
+import json
 import math
 import os
 import random
@@ -582,6 +583,47 @@ def summary_rows(run_dir):
         return [{k.strip(): v.strip() for k, v in r.items()} for r in csv.DictReader(f)]
 
 
+def repl_summary(cl):
+    """Two clusters: what the nodes' replication counters say at the end of
+    the run (`basalt admin --json repl status` on each node): objects the
+    sinks applied and their mean replication time there (now minus the
+    object's last-modified time, measured on the sink node that applied
+    it), and the sources' batches. This separates the servers' delay from
+    the bench's polling (put_unique_checkrepl - put_unique)."""
+    if cl.args.clusters != 2:
+        return []
+    rows = []
+    for n in cl.nodes:
+        if n.died_at is not None:
+            continue
+        r = cl.admin(n, "--json", "repl", "status", check=False, timeout=20)
+        try:
+            j = json.loads(r.stdout)
+        except (ValueError, TypeError):
+            continue
+        c = j.get("counters", {})
+        rows.append((n, c, j))
+    if not rows:
+        return ["**Replication**: no node answered `repl status`.", ""]
+    out = ["**Replication** (each node's counters at the end; `basalt admin --json repl status`):", "",
+           "| node | applied here | mean replication time here ms | sent | batches | mean batch | "
+           "errors | requeued | waiting |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for n, c, j in rows:
+        applied = c.get("repl_received_total", 0)
+        mean = j.get("replication_time_mean_ms")
+        sent = c.get("repl_sent_total", 0)
+        batches = c.get("repl_batches_total")
+        waiting = sum(sum(s.get("queue", {}).values()) for s in j.get("sinks", []))
+        out.append("| %s | %d | %s | %d | %s | %s | %d | %d | %d |" % (
+            n.name, applied, "-" if mean is None else "%d" % mean, sent,
+            "-" if batches is None else "%d" % batches,
+            "%.1f" % (sent / batches) if batches else "-",
+            c.get("repl_errors_total", 0), c.get("repl_requeued_total", 0), waiting))
+    out.append("")
+    return out
+
+
 def write_report(cl, sampler, run_dir, bench_rc, started):
     a = cl.args
     with open(os.path.join(run_dir, "nodes.csv"), "w") as f:
@@ -633,6 +675,7 @@ def write_report(cl, sampler, run_dir, bench_rc, started):
     else:
         out.append("**Node-level write amplification**: no successful writes.")
     out.append("")
+    out += getattr(cl, "repl_lines", [])
     if sampler.events:
         out.append("Events: " + "; ".join(sampler.events) + ".")
         out.append("")
@@ -789,6 +832,7 @@ def main():
     sampler.join()
     for n in cl.nodes:
         sampler.sample(n)
+    cl.repl_lines = repl_summary(cl)
     run_dir = os.path.join(a.results, a.name)
     if os.path.isdir(run_dir):
         print(write_report(cl, sampler, run_dir, rc, started))

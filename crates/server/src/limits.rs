@@ -142,6 +142,10 @@ pub const REPL_BATCH: usize = 100;
 /// Bytes per replication batch (at least one entry is always sent).
 pub const REPL_BATCH_BYTES: usize = 4 << 20;
 
+/// Batches a node's sender keeps in flight to one sink cluster (each to
+/// the next sink node; a key's entries still go in order).
+pub const REPL_SEND_PARALLEL: usize = 4;
+
 /// Replicated keys a sink node applies at once (entries of one key are
 /// applied in order).
 pub const REPL_APPLY_PARALLEL: usize = 16;
@@ -373,6 +377,7 @@ const _: () = {
     assert!(CONSOLE_KEEP_ALIVE.as_millis() > CONSOLE_SAMPLE_EVERY.as_millis());
     assert!(
         REPL_BATCH > 0
+            && REPL_SEND_PARALLEL > 0
             && REPL_APPLY_PARALLEL > 0
             && REPL_FIRST_BACKOFF.as_millis() < REPL_MAX_BACKOFF.as_millis()
     );

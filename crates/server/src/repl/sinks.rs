@@ -34,6 +34,8 @@ pub struct SenderStats {
     pub refs_missing: AtomicU64,
     /// Reaps sent.
     pub reaps: AtomicU64,
+    /// Batches the sink confirmed (`sent / batches` is the mean batch).
+    pub batches: AtomicU64,
 }
 
 /// One sink cluster; see the module docs.

@@ -19,6 +19,7 @@ impl Repl {
         let waiting = sum(&|s| s.queue.waiting().iter().sum::<u64>() + s.queue.in_flight() as u64);
         vec![
             ("repl_sent_total", sum(&|s| ld(&s.stats.sent)), "Replication entries the sink clusters confirmed."),
+            ("repl_batches_total", sum(&|s| ld(&s.stats.batches)), "Replication batches the sink clusters confirmed (sent / batches is the mean batch)."),
             ("repl_discarded_total", qs(|q| q.discarded), "Replication entries discarded because a queue was full (a full-sync repairs them)."),
             ("repl_errors_total", sum(&|s| ld(&s.stats.errors)), "Replication batches that failed (they stay queued)."),
             ("repl_requeued_total", qs(|q| q.requeued), "Replication entries put back at the front of their queue after a failed batch."),
