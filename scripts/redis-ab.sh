@@ -4,7 +4,9 @@
 # for each round, `redis-benchmark` (Debian's redis-server, persistence off,
 # no pipelining) GET then SET, then for each node binary given a `basalt
 # bench` GET-only then PUT-only run over PB; the same clients, value size
-# and key range. Prints requests/s per run.
+# and key range. Prints requests/s per run and the CPU each side spent per
+# request: the server's (utime + stime of its process, /proc/PID/stat)
+# and the load generator's (redis-benchmark or `basalt bench`), in µs.
 # Usage: scripts/redis-ab.sh ROUNDS SECONDS CLIENTS VALUE_BYTES BASALT_BIN...
 # Needs redis-server and redis-benchmark (apt-get install redis-server).
 set -euo pipefail
@@ -22,6 +24,20 @@ trap cleanup EXIT
 rport=$((20000 + RANDOM % 20000))
 redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no >"$root/redis.log" 2>&1 &
 pids+=($!)
+redis_pid=$!
+declare -a node_pids
+# CPU ticks (user + system) a process has used.
+ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+hz=$(getconf CLK_TCK)
+# µs of CPU per request: TICKS REQUESTS.
+per_req() { awk -v t="$1" -v n="$2" -v hz="$hz" 'BEGIN { if (n > 0) printf "%.1f", t * 1e6 / hz / n; else print "-" }'; }
+# timed OUT CMD...: runs CMD (stdout and stderr to OUT) and prints the
+# user + system CPU it used, in ticks.
+timed() {
+  local out=$1; shift
+  /usr/bin/time -f "%U %S" -o "$root/time" "$@" >"$out" 2>&1 || true
+  awk -v hz="$hz" '{ printf "%d", ($1 + $2) * hz }' "$root/time"
+}
 # Redis answers ~20k+ requests/s here: enough requests for about $secs s.
 rn=$((secs * 20000))
 declare -a ports
@@ -30,6 +46,7 @@ for i in "${!bins[@]}"; do
   "${bins[$i]}" start --data-dir "$root/node$i" --pb-listen "127.0.0.1:$p" \
     --cluster-listen "127.0.0.1:$((p + 1))" --http-listen "" 2>"$root/node$i.log" &
   pids+=($!)
+  node_pids[$i]=$!
   ports[$i]=$p
 done
 for i in "${!bins[@]}"; do
@@ -59,15 +76,21 @@ EOF
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg) at start; $clients clients, $size-byte values, $secs s per run"
 for r in $(seq "$rounds"); do
   for op in get set; do
-    line=$(redis-benchmark -p "$rport" -c "$clients" -d "$size" -r 10000 -n "$rn" -t "$op" -q 2>/dev/null | tr '\r' '\n' | grep -i "requests per second" | tail -1)
-    echo "round $r redis $op: $line"
+    s0=$(ticks "$redis_pid")
+    c=$(timed "$root/rb.out" redis-benchmark -p "$rport" -c "$clients" -d "$size" -r 10000 -n "$rn" -t "$op" -q)
+    s1=$(ticks "$redis_pid")
+    line=$(tr '\r' '\n' <"$root/rb.out" | grep -i "requests per second" | tail -1)
+    echo "round $r redis $op: $line; CPU per request: server $(per_req $((s1 - s0)) "$rn") µs, client $(per_req "$c" "$rn") µs"
   done
   for i in "${!bins[@]}"; do
     for op in get put; do
       out="$root/out-$r-$i-$op"
-      "$bench" bench "$(cfg "$op" "${ports[$i]}")" -d "$out" -q >"$out.log" 2>&1 || true
+      s0=$(ticks "${node_pids[$i]}")
+      c=$(timed "$out.log" "$bench" bench "$(cfg "$op" "${ports[$i]}")" -d "$out" -q)
+      s1=$(ticks "${node_pids[$i]}")
       ops=$(grep -o "avg [0-9.]* ops/s" "$out.log" | tail -1)
-      echo "round $r basalt[$i] ${bins[$i]} $op: $ops"
+      n=$(grep -o "^[0-9]* ok" "$out.log" | tail -1 | cut -d' ' -f1)
+      echo "round $r basalt[$i] ${bins[$i]} $op: $ops; CPU per request: server $(per_req $((s1 - s0)) "${n:-0}") µs, client $(per_req "$c" "${n:-0}") µs"
     done
   done
 done

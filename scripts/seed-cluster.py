@@ -58,6 +58,13 @@ VNODE_MIB = {"leveled": 4 * 3 + 1, "rocksdb": 4 * 2 + 1, "rocksdb-blob": 4 * 2 +
 # Replication queue entries kept in memory per queue (node config
 # [repl] queue_memory_entries), set low so a node's queue fits its budget.
 REPL_MEMORY_ENTRIES = 1000
+# Replication batches in flight (limits::REPL_SEND_PARALLEL a sink per
+# sending node, each at most REPL_BATCH entries / REPL_BATCH_BYTES): a
+# node holds its own and, as a sink, those of every node of the other
+# cluster.
+REPL_SEND_PARALLEL = 4
+REPL_BATCH = 100
+REPL_BATCH_BYTES = 4 * MIB
 
 
 # Seed 002 Study Three's check as a JavaScript pre-commit hook (5 MB, the
@@ -95,11 +102,16 @@ def node_need(backend, ring, nodes, block_cache_mb, value_cache_mb, repl_object_
     elif backend.startswith("rocksdb"):
         caches = block_cache_mb if block_cache_mb > 0 else 32 * vnodes
     repl = REPL_MEMORY_ENTRIES * repl_object_bytes // MIB if repl_object_bytes else 0
-    total = PROCESS_MIB + vnodes * per + caches + repl
+    flight = 0
+    if repl_object_bytes:
+        batch = min(REPL_BATCH * repl_object_bytes, REPL_BATCH_BYTES)
+        flight = int(math.ceil((1 + nodes) * REPL_SEND_PARALLEL * batch / float(MIB)))
+    total = PROCESS_MIB + vnodes * per + caches + repl + flight
     how = "%d MiB process + %d vnodes x %d MiB (memtables, bookkeeping) + %d MiB caches" % (
         PROCESS_MIB, vnodes, per, caches)
     if repl:
-        how += " + %d MiB replication queue (%d entries)" % (repl, REPL_MEMORY_ENTRIES)
+        how += " + %d MiB replication queue (%d entries) + %d MiB replication batches in flight" % (
+            repl, REPL_MEMORY_ENTRIES, flight)
     return total * MIB, how
 
 

@@ -28,7 +28,9 @@
 #            8kb_journal_compaction bitcask_compare nhs_mix (default: all).
 #   --cluster [N]  the seeds' cluster tests against live clusters of N nodes
 #            (default 3), each node in a memory cgroup of its own (-m is
-#            then per node, default 512M), driven over PB from outside
+#            then per node, default 512M; 1G for nhs_mix, whose nodes also
+#            hold replication batches: 512 MiB ones were OOM-killed),
+#            driven over PB from outside
 #            the cgroups by scripts/seed-cluster.py; tests: 8kb_sync
 #            8kb_nosync 8kb_2i nhs_mix (two clusters replicating both
 #            ways) testpilot_1k testpilot_10k testpilot_25k testpilot_50k
@@ -247,8 +249,10 @@ run_cluster() { # test backend-or-hook dir
   esac
   [ "$t" = 8kb_sync ] && args+=(--sync)
   [ "$t" = nhs_mix ] && args+=(--clusters 2)
-  echo "== seed-suite $mode --cluster $cluster: $t / $b ($secs s, limit $limit a node)" >&2
-  if ! python3 scripts/seed-cluster.py --basalt "$basalt" --nodes "$cluster" --limit "$limit" \
+  local lim=$limit
+  [ "$t" = nhs_mix ] && [ -z "${limit_arg:-}" ] && lim=1G
+  echo "== seed-suite $mode --cluster $cluster: $t / $b ($secs s, limit $lim a node)" >&2
+  if ! python3 scripts/seed-cluster.py --basalt "$basalt" --nodes "$cluster" --limit "$lim" \
     --value-bytes "$value" "${args[@]}" ${netns_args[@]+"${netns_args[@]}"} \
     ${kill_args[@]+"${kill_args[@]}"} -d "$dir" -n "$b" "$base" "$override" >"$dir/$b.cluster.log"; then
     echo "seed-suite: FAILED: scripts/seed-cluster.py ... --backend $b -d $dir -n $b $base $override (see $dir/$b.cluster.log)" >&2
@@ -346,7 +350,7 @@ for t in "${todo[@]}"; do
     echo
     echo "Config: \`$(config_of "$t")\`. What the seed reported: $(seed_says "$t")."
     echo
-    echo "Ran $started to $(date -u +%Y-%m-%dT%H:%M:%SZ) ($kind: $secs s per run, keys over $keys, limit $limit$([ "$cluster" -gt 0 ] && echo " a node")), build $build, load average at the start $load."
+    echo "Ran $started to $(date -u +%Y-%m-%dT%H:%M:%SZ) ($kind: $secs s per run, keys over $keys, limit $([ "$t" = nhs_mix ] && [ "$cluster" -gt 0 ] && [ -z "${limit_arg:-}" ] && echo 1G || echo "$limit")$([ "$cluster" -gt 0 ] && echo " a node")), build $build, load average at the start $load."
     echo
     sed -n '/^| run /,/^$/p' "$dir/compare/compare.md"
     echo "![$t]($t/compare/compare.png)"
