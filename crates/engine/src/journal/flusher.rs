@@ -5,8 +5,9 @@
 //! roll's fsync then writes hundreds of megabytes at once, and every put and
 //! every GET from the disk waits behind it (a periodic latency spike of a
 //! few hundred milliseconds). The flusher keeps the dirty part of the file
-//! small instead: every 20 ms it checks how many bytes were appended since
-//! it last flushed and, past `journal_sync_bytes`, either starts the
+//! small instead: once `journal_sync_bytes` were appended since it last
+//! flushed (the append that crosses that line wakes it: [`Wake`]), it
+//! either starts the
 //! kernel's write-back of them ([`JournalFlush::Writeback`], the default,
 //! as RocksDB's `bytes_per_sync`) or runs a group-commit fsync
 //! ([`JournalFlush::Fsync`]). In write-back mode it also fsyncs the file
@@ -22,6 +23,11 @@
 //! compaction replaced once nothing holds them ([`Journal::reap_retired`]),
 //! and drops rolled files' pages from the page cache
 //! ([`Journal::release_rolled`], with `journal_release_written`).
+//!
+//! Those chores it looks at every [`POLL`] while appends go on, and ever
+//! less often while the journal is idle (doubling up to [`IDLE_POLL`]):
+//! a node has one flusher per vnode, and 64 of them waking every 20 ms cost
+//! an idle node 8.7 % of a vCPU in system time (3,200 wake-ups a second).
 
 use super::Journal;
 use crate::config::JournalFlush;
@@ -32,8 +38,32 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// How often the flusher looks at the unsynced byte count.
+/// How often the flusher does its chores while appends go on.
 const POLL: Duration = Duration::from_millis(20);
+
+/// The longest the flusher sleeps while the journal is idle.
+const IDLE_POLL: Duration = Duration::from_secs(1);
+
+/// How appends wake the flusher: the append that takes the unsynced byte
+/// count across the step notifies the flusher's condition variable under
+/// its lock, and the flusher looks at the count under that lock before it
+/// sleeps, so no step is missed whatever the flusher was doing.
+#[derive(Debug)]
+pub(crate) struct Wake {
+    step_bytes: u64,
+    signal: Arc<(Mutex<bool>, Condvar)>,
+}
+
+impl Wake {
+    /// An append took the unsynced byte count from `before` to `after`.
+    pub(crate) fn appended(&self, before: u64, after: u64) {
+        if before < self.step_bytes && after >= self.step_bytes {
+            let (lock, cv) = &*self.signal;
+            let _held = lock.lock();
+            cv.notify_one();
+        }
+    }
+}
 
 /// The flusher thread of one store; stopped on drop.
 #[derive(Debug)]
@@ -75,12 +105,17 @@ impl FlushPlan {
 /// The flusher thread's loop, until `stop` is set or a flush fails.
 fn run(journal: &Journal, stop: &(Mutex<bool>, Condvar), plan: FlushPlan) {
     let mut spares = true;
+    let mut wait = POLL;
+    let mut seen = journal.appended_bytes();
     loop {
         {
             let (lock, cv) = stop;
             let mut stopped = lock.lock();
-            if !*stopped {
-                cv.wait_for(&mut stopped, POLL);
+            // A step that came due while this thread was busy (its wake
+            // found nobody waiting) is not slept over.
+            let due = plan.due(journal.unsynced_bytes(), journal.unfsynced_bytes());
+            if !*stopped && due.is_none() {
+                cv.wait_for(&mut stopped, wait);
             }
             if *stopped {
                 return;
@@ -106,6 +141,19 @@ fn run(journal: &Journal, stop: &(Mutex<bool>, Condvar), plan: FlushPlan) {
                 return;
             }
         }
+        let now = journal.appended_bytes();
+        wait = next_wait(wait, now != seen);
+        seen = now;
+    }
+}
+
+/// The flusher's next sleep: [`POLL`] after appends, else twice the last
+/// one up to [`IDLE_POLL`].
+fn next_wait(last: Duration, appended: bool) -> Duration {
+    if appended {
+        POLL
+    } else {
+        (last * 2).min(IDLE_POLL)
     }
 }
 
@@ -117,6 +165,15 @@ impl Flusher {
             return Ok(None);
         }
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let wake = Wake {
+            step_bytes: plan.step_bytes,
+            signal: Arc::clone(&stop),
+        };
+        if journal.flush_wake.set(wake).is_err() {
+            return Err(crate::error::Error::InvalidInput(
+                "a journal has one flusher".into(),
+            ));
+        }
         let s = Arc::clone(&stop);
         let handle = std::thread::Builder::new()
             .name("basalt-journal-flush".into())
@@ -168,6 +225,50 @@ mod tests {
         assert_eq!(p.due(MIB, 15 * MIB), Some(JournalFlush::Writeback));
         assert_eq!(p.due(0, 16 * MIB), Some(JournalFlush::Fsync));
         assert_eq!(p.due(MIB, 16 * MIB), Some(JournalFlush::Fsync));
+    }
+
+    #[test]
+    fn the_flusher_sleeps_longer_while_idle_and_looks_often_while_appends_go_on() {
+        let mut w = POLL;
+        let mut slept = Vec::new();
+        for _ in 0..8 {
+            w = next_wait(w, false);
+            slept.push(w.as_millis());
+        }
+        assert_eq!(slept, [40, 80, 160, 320, 640, 1000, 1000, 1000]);
+        assert_eq!(next_wait(IDLE_POLL, true), POLL);
+    }
+
+    #[test]
+    fn only_the_append_that_crosses_the_step_wakes_the_flusher() {
+        let signal = Arc::new((Mutex::new(false), Condvar::new()));
+        let wake = Wake {
+            step_bytes: MIB,
+            signal: Arc::clone(&signal),
+        };
+        let s2 = Arc::clone(&signal);
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let waiter = std::thread::spawn(move || {
+            let (lock, cv) = &*s2;
+            let mut g = lock.lock();
+            ready_tx.send(()).expect("send");
+            let first = cv.wait_for(&mut g, Duration::from_millis(300)).timed_out();
+            ready_tx.send(()).expect("send");
+            let second = cv.wait_for(&mut g, Duration::from_secs(30)).timed_out();
+            (first, second)
+        });
+        // Taking the lock after the waiter's signal means it is waiting.
+        ready_rx.recv().expect("ready");
+        drop(signal.0.lock());
+        // Below the step, and already past it: no wake.
+        wake.appended(0, MIB - 1);
+        wake.appended(MIB, 2 * MIB);
+        ready_rx.recv().expect("ready");
+        drop(signal.0.lock());
+        wake.appended(MIB - 1, MIB);
+        let (first, second) = waiter.join().expect("join");
+        assert!(first, "appends that do not cross the step leave it asleep");
+        assert!(!second, "the crossing append woke it");
     }
 
     #[test]

@@ -272,6 +272,9 @@ pub struct Journal {
     /// reset when a sync or roll completes, not by write-back steps); read
     /// by the [`flusher`] for `journal_fsync_bytes`.
     unfsynced: std::sync::atomic::AtomicU64,
+    /// How an append wakes the [`flusher`] when it makes a step due;
+    /// unset while there is no flusher.
+    pub(crate) flush_wake: std::sync::OnceLock<flusher::Wake>,
     /// Every record of the active file has an SQN above this (the highest
     /// SQN of the closed files when the active file was started). Set under
     /// the active lock after the closed list has the rolled file, so a fetch

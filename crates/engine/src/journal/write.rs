@@ -157,8 +157,12 @@ impl Journal {
         a.last_sqn = last_sqn;
         Stats::add(&self.stats.journal_records_written, records.len() as u64);
         Stats::add(&self.stats.journal_bytes_written, len);
-        self.unsynced
+        let before = self
+            .unsynced
             .fetch_add(len, std::sync::atomic::Ordering::Relaxed);
+        if let Some(wake) = self.flush_wake.get() {
+            wake.appended(before, before + len);
+        }
         self.unfsynced
             .fetch_add(len, std::sync::atomic::Ordering::Relaxed);
         if a.size >= self.opts.file_bytes {
@@ -178,6 +182,13 @@ impl Journal {
     /// (approximate).
     pub fn unsynced_bytes(&self) -> u64 {
         self.unsynced.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Bytes appended since the journal was opened (all files).
+    pub fn appended_bytes(&self) -> u64 {
+        self.stats
+            .journal_bytes_written
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Bytes appended since the active file was last fsynced, by a sync or
