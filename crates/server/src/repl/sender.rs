@@ -103,6 +103,9 @@ pub(crate) async fn run(node: Weak<Repl>, sink: Arc<Sink>) {
     let mut flying = FuturesUnordered::new();
     let mut holders = Holders::default();
     let mut next_id = 0u64;
+    // After a failed read of a reference: no new batch before this (the
+    // batches in flight are still driven meanwhile).
+    let mut resume_at: Option<Instant> = None;
     loop {
         if sink.removed.load(Ordering::Relaxed) {
             break;
@@ -124,7 +127,12 @@ pub(crate) async fn run(node: Weak<Repl>, sink: Arc<Sink>) {
         } else {
             REPL_FLUSH_INTERVAL
         };
-        while !paused && flying.len() < REPL_SEND_PARALLEL {
+        if let Some(t) = resume_at.filter(|t| *t > Instant::now()) {
+            wait = wait.min(t - Instant::now());
+        } else {
+            resume_at = None;
+        }
+        while !paused && resume_at.is_none() && flying.len() < REPL_SEND_PARALLEL {
             let peer = match sink.peers.lock().pick(Instant::now()) {
                 Ok(p) => p,
                 Err(w) => {
@@ -174,7 +182,7 @@ pub(crate) async fn run(node: Weak<Repl>, sink: Arc<Sink>) {
         if let Some(f) = finished {
             holders.release(f.id, f.keys);
             if let Some(pause) = f.pause {
-                tokio::time::sleep(pause).await;
+                resume_at = Some(Instant::now() + pause);
             }
         }
     }
