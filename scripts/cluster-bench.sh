@@ -3,12 +3,15 @@
 # with the given backend (default leveled), joins them, commits, waits for
 # the transfers, then runs crates/bench/examples/live_cluster_pareto_8kb.config
 # (8 KB values, pareto keys, 5 GET : 1 UPDATE over PB) and stops the nodes.
-# Usage: scripts/cluster-bench.sh [leveled|rocksdb|bitcask|memory] [extra bench configs...]
+# Usage: [BASALT=BIN] scripts/cluster-bench.sh [leveled|rocksdb|bitcask|memory] [extra bench configs...]
+# (BASALT: the binary to run instead of building this tree's release one)
 set -euo pipefail
 backend="${1:-leveled}"; shift || true
 cd "$(dirname "$0")/.."
-cargo build --release -q -p basalt-cli
-B="$PWD/target/release/basalt"
+if [ -n "${BASALT:-}" ]; then B="$BASALT"; else
+  cargo build --release -q -p basalt-cli
+  B="$PWD/target/release/basalt"
+fi
 root="$(mktemp -d /tmp/basalt-cluster-XXXXXX)"
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }

@@ -3,7 +3,7 @@
 # beside Basalt nodes at n_val = 1 (issue 56 item 3), alternated in one run:
 # for each round, `redis-benchmark` (Debian's redis-server, persistence off,
 # no pipelining) GET then SET, then for each node binary given a `basalt
-# bench` GET-only then PUT-only run over PB; the same clients, value size
+# bench` GET-only, PUT-only and quick-mix run over PB; the same clients, value size
 # and key range. Prints requests/s per run and the CPU each side spent per
 # request: the server's (utime + stime of its process, /proc/PID/stat)
 # and the load generator's (redis-benchmark or `basalt bench`), in µs.
@@ -55,6 +55,10 @@ for i in "${!bins[@]}"; do
 done
 for _ in $(seq 50); do redis-cli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.1; done
 redis-benchmark -p "$rport" -c "$clients" -d "$size" -r 10000 -n 10000 -t set -q >/dev/null
+# The operations of OP: one operation, or `mix`, the quick mix of
+# examples/embedded_pb_quick.config (get 4, update 2, put 1, delete 1:
+# 10 requests per 8 operations, an update being a GET and a PUT).
+ops() { if [ "$1" = mix ]; then echo "{get, 4}, {update, 2}, {put, 1}, {delete, 1}"; else echo "{$1, 1}"; fi; }
 cfg() { # OP PORT
   cat >"$root/$1-$2.config" <<EOF
 {mode, max}.
@@ -69,7 +73,7 @@ cfg() { # OP PORT
 {basalt_bucket, "cost"}.
 {key_generator, {int_to_str, {uniform_int, 10000}}}.
 {value_generator, {fixed_bin, $size}}.
-{operations, [{$1, 1}]}.
+{operations, [$(ops "$1")]}.
 EOF
   echo "$root/$1-$2.config"
 }
@@ -83,13 +87,14 @@ for r in $(seq "$rounds"); do
     echo "round $r redis $op: $line; CPU per request: server $(per_req $((s1 - s0)) "$rn") µs, client $(per_req "$c" "$rn") µs"
   done
   for i in "${!bins[@]}"; do
-    for op in get put; do
+    for op in get put mix; do
       out="$root/out-$r-$i-$op"
       s0=$(ticks "${node_pids[$i]}")
       c=$(timed "$out.log" "$bench" bench "$(cfg "$op" "${ports[$i]}")" -d "$out" -q)
       s1=$(ticks "${node_pids[$i]}")
       ops=$(grep -o "avg [0-9.]* ops/s" "$out.log" | tail -1)
       n=$(grep -o "^[0-9]* ok" "$out.log" | tail -1 | cut -d' ' -f1)
+      [ "$op" = mix ] && n=$(( ${n:-0} * 10 / 8 )) && ops="$ops = $(echo "$ops" | awk '{ printf "%.1f", $2 * 1.25 }') requests/s"
       echo "round $r basalt[$i] ${bins[$i]} $op: $ops; CPU per request: server $(per_req $((s1 - s0)) "${n:-0}") µs, client $(per_req "$c" "${n:-0}") µs"
     done
   done

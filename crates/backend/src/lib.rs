@@ -240,6 +240,17 @@ pub struct Object {
     pub head: Head,
 }
 
+/// The answer of a read that may only use memory ([`Reads::get_cached`],
+/// [`Reads::head_cached`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cached<T> {
+    /// Answered from memory: the same answer the ordinary read gives.
+    Hit(Option<T>),
+    /// Answering would have read the disk or waited for a writer; the
+    /// caller reads the ordinary way.
+    Miss,
+}
+
 /// Add or remove one secondary-index entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum IndexOp {
@@ -618,7 +629,8 @@ pub struct BackendStats {
     pub disk_bytes: u64,
 }
 
-/// The six reads, the same on a live backend and on a snapshot of it.
+/// The six reads (and memory-only forms of two), the same on a live
+/// backend and on a snapshot of it.
 ///
 /// A [`BackendSnapshot`] is `Reads` and nothing more; a [`Backend`] is
 /// `Reads` plus [`Writes`] and [`Admin`]. A live backend without a faster
@@ -630,6 +642,19 @@ pub trait Reads: Send + Sync {
     /// The metadata of (`bucket`, `key`), or `None` (may read the value on
     /// backends that store them together).
     fn head(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Head>>;
+    /// [`Reads::get`] if it can be answered without waiting for the disk or
+    /// a writer, else [`Cached::Miss`] (the default: the backend has no
+    /// such read). A node runs it on its request's own thread, so it must
+    /// never block; a `Hit` is the answer `get` gives.
+    fn get_cached(&self, bucket: &[u8], key: &[u8]) -> Result<Cached<Object>> {
+        let _ = (bucket, key);
+        Ok(Cached::Miss)
+    }
+    /// [`Reads::head`] under [`Reads::get_cached`]'s rules.
+    fn head_cached(&self, bucket: &[u8], key: &[u8]) -> Result<Cached<Head>> {
+        let _ = (bucket, key);
+        Ok(Cached::Miss)
+    }
     /// Every live key of `bucket` (within `range`), in order if `ordered_keys`.
     fn fold_keys(
         &self,

@@ -8,9 +8,9 @@
 
 use crate::{from_engine, BackendConfig};
 use basalt_backend::{
-    not_supported, Admin, BackendSnapshot, BackendStats, Capabilities, Capability, FoldOptions,
-    FoldOutcome, Head, HeadFn, IndexPage, IndexQuery, KeyFn, KeyRange, Object, ObjectFn, Reads,
-    Result, WriteOptions, Writes,
+    not_supported, Admin, BackendSnapshot, BackendStats, Cached, Capabilities, Capability,
+    FoldOptions, FoldOutcome, Head, HeadFn, IndexPage, IndexQuery, KeyFn, KeyRange, Object,
+    ObjectFn, Reads, Result, WriteOptions, Writes,
 };
 use basalt_engine as engine;
 use std::path::Path;
@@ -188,6 +188,14 @@ impl Reads for Leveled {
 
     fn head(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Head>> {
         self.store.head(bucket, key).map_err(from_engine)
+    }
+
+    fn get_cached(&self, bucket: &[u8], key: &[u8]) -> Result<Cached<Object>> {
+        self.store.get_cached(bucket, key).map_err(from_engine)
+    }
+
+    fn head_cached(&self, bucket: &[u8], key: &[u8]) -> Result<Cached<Head>> {
+        self.store.head_cached(bucket, key).map_err(from_engine)
     }
 
     fn fold_keys(

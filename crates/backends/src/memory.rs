@@ -9,9 +9,9 @@
 
 use crate::ordered::{self, Kv, Op, ScanFn, View};
 use basalt_backend::{
-    not_supported, Admin, BackendError, BackendSnapshot, BackendStats, Capabilities, Capability,
-    FoldOptions, FoldOutcome, Head, HeadFn, IndexPage, IndexQuery, KeyFn, KeyRange, Object,
-    ObjectFn, Reads, Result, WriteOptions, Writes,
+    not_supported, Admin, BackendError, BackendSnapshot, BackendStats, Cached, Capabilities,
+    Capability, FoldOptions, FoldOutcome, Head, HeadFn, IndexPage, IndexQuery, KeyFn, KeyRange,
+    Object, ObjectFn, Reads, Result, WriteOptions, Writes,
 };
 use parking_lot::RwLock;
 use std::collections::BTreeMap;
@@ -140,6 +140,15 @@ impl Reads for Memory {
 
     fn head(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Head>> {
         View(&self.current()?).head(bucket, key)
+    }
+
+    // Everything is in memory.
+    fn get_cached(&self, bucket: &[u8], key: &[u8]) -> Result<Cached<Object>> {
+        self.get(bucket, key).map(Cached::Hit)
+    }
+
+    fn head_cached(&self, bucket: &[u8], key: &[u8]) -> Result<Cached<Head>> {
+        self.head(bucket, key).map(Cached::Hit)
     }
 
     basalt_backend::snapshot_reads!(fold_keys, fold_heads, fold_objects, list_buckets);

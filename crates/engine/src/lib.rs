@@ -26,6 +26,7 @@ pub mod journal;
 pub mod key;
 pub mod ledger;
 pub mod limits;
+pub mod nowait;
 pub mod remover;
 pub mod retired;
 pub mod slowdown;
@@ -37,6 +38,7 @@ pub(crate) mod types;
 pub mod write_group;
 
 pub use backup::BackupReport;
+pub use basalt_backend::Cached;
 pub use compaction::{CompactionReport, FileScore, GarbageEstimate};
 pub use config::{Compression, CompressionPoint, Config, JournalFlush, Punch, SyncStrategy};
 pub use diskspace::{DiskSpace, DiskState};

@@ -122,6 +122,9 @@ counters! {
     gets,
     /// Heads served (found or not).
     heads,
+    /// No-wait reads (`Store::get_cached`, `head_cached`) that would have
+    /// waited for the disk or a writer, and were left to an ordinary read.
+    get_nowait_misses,
     /// User bytes (key + metadata + value) accepted by puts.
     user_bytes_written,
     /// Journal records appended.

@@ -34,6 +34,10 @@ fn put(c: &mut Client, bucket: &str, key: &str, value: &str, index: Option<(&str
                 .unwrap_or_default(),
             ..Default::default()
         },
+        // Every replica before the answer: a coverage query (2i, listing)
+        // right after reads one replica per partition, and under load the
+        // third write of a quorum PUT may still be on its way.
+        w: Some(3),
         ..Default::default()
     };
     c.call(code::PUT_REQ, &req, code::PUT_RESP);

@@ -5,7 +5,8 @@
 //!
 //! * [`model`]: random put / delete / get / head / fold_keys / list_buckets
 //!   (and close + reopen for persistent backends) against a `BTreeMap`
-//!   model. The seed is printed; `BASALT_TEST_SEED` replays one;
+//!   model; a hit of `get_cached` / `head_cached` equals `get` / `head`.
+//!   The seed is printed; `BASALT_TEST_SEED` replays one;
 //!   `BASALT_LONG_TESTS=1` runs more cases.
 //! * [`indexes`]: 2i equality, range, `_int` order, `return_terms`, regex,
 //!   paging equal to the unpaged answer, removals, `$key`/`$bucket`; or a

@@ -3,7 +3,7 @@
 //! `BTreeMap` model ([`model`]).
 
 use super::{check_fold_keys, long, seed, tempdir, Factory, Model};
-use crate::{value_hash, WriteOptions};
+use crate::{value_hash, Cached, WriteOptions};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, BTreeSet};
@@ -50,6 +50,9 @@ pub fn model(f: &dyn Factory) {
                         want.map(|(v, mm)| (v, mm)),
                         "{ctx}: get"
                     );
+                    if let Cached::Hit(c) = b.get_cached(&bucket, &key).expect("get_cached") {
+                        assert_eq!(c, got, "{ctx}: get_cached hit differs from get");
+                    }
                     if let Some(o) = got {
                         assert_eq!(o.head.size, o.value.len() as u64, "{ctx}: size");
                         assert_eq!(o.head.value_hash, value_hash(&o.value), "{ctx}: hash");
@@ -57,6 +60,9 @@ pub fn model(f: &dyn Factory) {
                 }
                 80..=89 => {
                     let got = b.head(&bucket, &key).expect("head");
+                    if let Cached::Hit(c) = b.head_cached(&bucket, &key).expect("head_cached") {
+                        assert_eq!(c, got, "{ctx}: head_cached hit differs from head");
+                    }
                     let want = m.get(&(bucket, key));
                     assert_eq!(
                         got.map(|h| (h.size, h.value_hash, h.metadata)),

@@ -433,10 +433,10 @@ pub fn read_record_at_opt(
             "record header runs past the end of the file",
         ));
     }
-    file.read_exact_at(&mut head, offset).ctx("read", path)?;
+    crate::nowait::read_exact_at(file, &mut head, offset).ctx("read", path)?;
     let h = decode_frame_header(&head, room).map_err(|e| Error::corrupt(path, offset, e.0))?;
     let mut body = vec![0u8; h.body_len as usize];
-    file.read_exact_at(&mut body, offset + RECORD_HEADER_LEN as u64)
+    crate::nowait::read_exact_at(file, &mut body, offset + RECORD_HEADER_LEN as u64)
         .ctx("read", path)?;
     let view = verify_and_decode_body(&h, &body).map_err(|e| Error::corrupt(path, offset, e.0))?;
     if with_value {
@@ -473,7 +473,7 @@ pub fn read_record_span(
         return read_record_at(file, path, offset, size);
     }
     let mut buf = vec![0u8; span as usize];
-    file.read_exact_at(&mut buf, offset).ctx("read", path)?;
+    crate::nowait::read_exact_at(file, &mut buf, offset).ctx("read", path)?;
     match decode_span(&buf, path, offset, size)? {
         Some(rec) => Ok(rec),
         // The index said less than the record claims (its length is CRC
@@ -544,6 +544,10 @@ pub fn read_record_direct(
     end: u64,
     size: u64,
 ) -> Result<super::record::JournalRecord> {
+    if crate::nowait::active() {
+        // A direct read always goes to the disk.
+        return Err(crate::nowait::blocked("read (O_DIRECT)", path));
+    }
     let stop = end.min(size);
     let span = stop.saturating_sub(offset);
     if span < RECORD_HEADER_LEN as u64 || span > ONE_READ_BYTES_MAX {

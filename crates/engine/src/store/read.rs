@@ -11,6 +11,7 @@ use crate::snapshot::{Pinned, Snapshot, SnapshotOptions, ValueSource};
 use crate::stats::Stats;
 use crate::tictac::{LiveTree, TicTacTree};
 use crate::types::{head_of, Head, Object};
+use basalt_backend::Cached;
 use std::sync::Arc;
 
 impl Store {
@@ -23,9 +24,10 @@ impl Store {
         self.check_open()?;
         check_name("bucket", bucket)?;
         check_name("key", key)?;
-        Stats::incr(&self.stats.heads);
         let lkey = key::object(bucket, key);
-        Ok(self.live_entry(&lkey)?.map(head_of))
+        let got = self.live_entry(&lkey)?.map(head_of);
+        Stats::incr(&self.stats.heads);
+        Ok(got)
     }
 
     /// The value and metadata of (`bucket`, `key`).
@@ -33,21 +35,65 @@ impl Store {
         let start = std::time::Instant::now();
         let waited = crate::stats::waited_here_ns();
         let got = self.get_timed(bucket, key);
+        self.count_get(start, waited);
+        got
+    }
+
+    /// [`Store::get`] if it can be answered without waiting for the disk
+    /// or a writer (the ledger entry from memory, the block cache or the
+    /// page cache, the value from the value cache or the page cache), else
+    /// [`Cached::Miss`]; see [`crate::nowait`]. Only a hit counts as a GET.
+    pub fn get_cached(&self, bucket: &[u8], key: &[u8]) -> Result<Cached<Object>> {
+        let start = std::time::Instant::now();
+        let waited = crate::stats::waited_here_ns();
+        let got = {
+            let _nowait = crate::nowait::enter();
+            self.get_timed(bucket, key)
+        };
+        match got {
+            Err(e) if crate::nowait::is_blocked(&e) => {
+                Stats::incr(&self.stats.get_nowait_misses);
+                Ok(Cached::Miss)
+            }
+            got => {
+                self.count_get(start, waited);
+                got.map(Cached::Hit)
+            }
+        }
+    }
+
+    /// [`Store::head`] under [`Store::get_cached`]'s rules.
+    pub fn head_cached(&self, bucket: &[u8], key: &[u8]) -> Result<Cached<Head>> {
+        let got = {
+            let _nowait = crate::nowait::enter();
+            self.head(bucket, key)
+        };
+        match got {
+            Err(e) if crate::nowait::is_blocked(&e) => {
+                Stats::incr(&self.stats.get_nowait_misses);
+                Ok(Cached::Miss)
+            }
+            got => got.map(Cached::Hit),
+        }
+    }
+
+    /// Counts a GET that began at `start` (`waited`: this thread's wait
+    /// counter then) in `gets`, `op_get` and `op_get_unwaited`.
+    fn count_get(&self, start: std::time::Instant, waited: u64) {
         let total = start.elapsed();
         let inside = crate::stats::waited_here_ns().wrapping_sub(waited);
+        Stats::incr(&self.stats.gets);
         self.stats.op_get.record(total);
         self.stats
             .op_get_unwaited
             .record(total.saturating_sub(std::time::Duration::from_nanos(inside)));
-        got
     }
 
-    /// [`Store::get`] without its whole-call timer (`op_get`).
+    /// [`Store::get`] without its counters (`gets`, `op_get`).
     fn get_timed(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Object>> {
         self.check_open()?;
         check_name("bucket", bucket)?;
         check_name("key", key)?;
-        Stats::incr(&self.stats.gets);
         let lkey = key::object(bucket, key);
         // Journal compaction may drop a record between our ledger read and
         // our journal read if a newer write replaced it meanwhile; then the

@@ -99,6 +99,10 @@ pub struct Config {
     /// MiB of the leveled journal value cache shared by this node's vnodes
     /// (0 = none); with a cache, value reads bypass the page cache.
     pub value_cache_mb: u64,
+    /// Answer a HEAD or GET that the backend can serve from memory on the
+    /// request's own task instead of the vnode's worker thread (leveled
+    /// and memory; other backends always use the worker).
+    pub reads_in_request_task: bool,
     /// Tombstone reaping after a delete.
     pub delete_mode: DeleteMode,
     /// Seconds between anti-entropy rounds (0 = off).
@@ -319,6 +323,7 @@ impl Default for Config {
             sync: false,
             block_cache_mb: 128,
             value_cache_mb: 0,
+            reads_in_request_task: true,
             delete_mode: DeleteMode::DEFAULT,
             aae_interval_secs: 300,
             aae_tree_size: "xsmall".into(),

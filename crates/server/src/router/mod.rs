@@ -471,6 +471,14 @@ impl Router {
             },
         };
         let qlen = v.queue_len() as u32;
+        // A HEAD or GET the backend can answer from memory is answered
+        // here, on the request's own task: no hop to the worker's thread
+        // and back (`reads_in_request_task`).
+        if self.config.reads_in_request_task {
+            if let Some(reply) = v.read_here(|st| st.execute_cached(&req, qlen)) {
+                return Ok(reply);
+            }
+        }
         let props = match &req {
             VnodeReq::Coordinate { props, .. }
             | VnodeReq::Reconcile { props, .. }
@@ -657,12 +665,15 @@ impl Router {
     }
 
     /// Test hook: holds the worker of the local vnode of `p` for `d` (a
-    /// slow disk), without waiting for it; requests queue behind it.
+    /// slow disk), without waiting for it; requests queue behind it (reads
+    /// too: none is answered from memory meanwhile).
     #[doc(hidden)]
     pub fn fault_stall_vnode(&self, p: u32, d: std::time::Duration) -> Result<(), VnodeError> {
         let v = self.local_vnode(p)?;
+        let held = v.hold_reads_here();
         drop(v.submit(move |_| {
             std::thread::sleep(d);
+            drop(held);
             Ok(())
         })?);
         Ok(())

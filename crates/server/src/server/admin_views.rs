@@ -59,6 +59,9 @@ pub struct VnodeRow {
     pub queue: usize,
     /// Jobs its queue refused (full: `overload`) since it started.
     pub overloads: u64,
+    /// Reads answered from memory on the request's task, without its
+    /// queue, since it started (`reads_in_request_task`).
+    pub reads_here: u64,
     /// The backend's name, when it answered.
     pub backend: Option<String>,
     /// Bytes of its files on disk, when it answered.
@@ -94,6 +97,7 @@ impl Node {
             };
             let queue = v.queue_len();
             let overloads = v.overloads();
+            let reads_here = v.reads_here();
             let stats = match v.submit(|st| Ok(st.backend.stats()?)) {
                 Ok(pending) => pending
                     .wait(self.router.timeout().min(crate::cluster::CONTROL_TIMEOUT))
@@ -116,6 +120,7 @@ impl Node {
                 owner,
                 queue,
                 overloads,
+                reads_here,
                 backend,
                 disk_bytes,
                 counters,
@@ -137,6 +142,11 @@ pub fn vnode_text(rows: &[VnodeRow]) -> String {
         let _ = writeln!(out, "VNode: {}", r.partition);
         let _ = writeln!(out, "Role: {} (owner {})", r.role, r.owner);
         let _ = writeln!(out, "Queue: {}", r.queue);
+        let _ = writeln!(
+            out,
+            "Reads from memory on the request task: {}",
+            r.reads_here
+        );
         match (&r.backend, r.disk_bytes, &r.error) {
             (Some(b), Some(d), _) => {
                 let _ = writeln!(out, "Backend: {b}");

@@ -291,12 +291,29 @@ impl VnodeState {
 
 type Job = Box<dyn FnOnce(&VnodeState) + Send>;
 
-/// One vnode: its queue and worker.
+/// One vnode: its queue and worker, and its state for reads served from
+/// memory on the caller's thread ([`Vnode::read_here`]).
 pub struct Vnode {
     tx: Mutex<Option<mpsc::Sender<Job>>>,
     worker: Mutex<Option<JoinHandle<()>>>,
+    state: Arc<VnodeState>,
+    gate: Arc<RwLock<()>>,
     /// Jobs refused because the queue was full, since the vnode started.
     overloads: std::sync::atomic::AtomicU64,
+    /// Reads answered by [`Vnode::read_here`], since the vnode started.
+    reads_here: std::sync::atomic::AtomicU64,
+    /// Holds of [`Vnode::hold_reads_here`] alive (a fault test's stall).
+    reads_held: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// While alive, a vnode answers no read from memory (see
+/// [`Vnode::hold_reads_here`]).
+pub struct ReadsHeld(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for ReadsHeld {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
 }
 
 impl Vnode {
@@ -308,9 +325,12 @@ impl Vnode {
         gate: Arc<RwLock<()>>,
     ) -> std::io::Result<Vnode> {
         let (tx, mut rx) = mpsc::channel::<Job>(queue_len.max(1));
+        let state = Arc::new(state);
+        let (worker_state, worker_gate) = (Arc::clone(&state), Arc::clone(&gate));
         let worker = std::thread::Builder::new()
             .name(format!("vnode-{}", state.partition))
             .spawn(move || {
+                let (state, gate) = (worker_state, worker_gate);
                 while let Some(job) = rx.blocking_recv() {
                     drop(gate.read());
                     job(&state);
@@ -325,8 +345,57 @@ impl Vnode {
         Ok(Vnode {
             tx: Mutex::new(Some(tx)),
             worker: Mutex::new(Some(worker)),
+            state,
+            gate,
             overloads: std::sync::atomic::AtomicU64::new(0),
+            reads_here: std::sync::atomic::AtomicU64::new(0),
+            reads_held: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
         })
+    }
+
+    /// Sends every read to the queue until the returned hold drops (a
+    /// fault test stalling the worker stalls the vnode's reads too).
+    pub fn hold_reads_here(&self) -> ReadsHeld {
+        self.reads_held
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        ReadsHeld(Arc::clone(&self.reads_held))
+    }
+
+    /// Runs the read `f` on the caller's thread if the backend can answer
+    /// it from memory (`f` returns `Some`: see [`Reads::get_cached`]);
+    /// `None` otherwise, and the caller queues the read for the worker as
+    /// usual.
+    ///
+    /// [`Reads::get_cached`]: basalt_backend::Reads::get_cached
+    ///
+    /// Reads may run beside the worker's jobs: a backend is `Sync`, and a
+    /// read that overlaps a write sees the old or the new version, as it
+    /// would if it were queued before or after it (a write is acknowledged
+    /// only once the backend holds it, so a read that starts after the
+    /// acknowledgement sees it). An error, a paused vnode (the test gate)
+    /// and a vnode shutting down all go to the worker, which owns error
+    /// handling, restarts and ordering with shutdown. `f` must not block:
+    /// it runs on the node's async runtime.
+    pub fn read_here<T>(
+        &self,
+        f: impl FnOnce(&VnodeState) -> Result<Option<T>, VnodeError>,
+    ) -> Option<T> {
+        let _open = self.gate.try_read()?;
+        if self.tx.lock().is_none()
+            || self.reads_held.load(std::sync::atomic::Ordering::Acquire) > 0
+        {
+            return None;
+        }
+        let t = f(&self.state).ok().flatten()?;
+        self.reads_here
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Some(t)
+    }
+
+    /// Reads answered on the caller's thread ([`Vnode::read_here`]) since
+    /// the vnode started.
+    pub fn reads_here(&self) -> u64 {
+        self.reads_here.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Runs `f` on the vnode and waits for its result; `Overload` if the

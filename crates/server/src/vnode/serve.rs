@@ -9,7 +9,7 @@ use super::request::{Obj, VnodeReply, VnodeReq, WireObject};
 use super::{VnodeAae, VnodeError, VnodeState};
 use crate::object::vclock::VClock;
 use crate::object::{Content, RiakObject};
-use basalt_backend::{Capability, KeyRange};
+use basalt_backend::{Cached, Capability, KeyRange};
 use std::collections::BTreeSet;
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -31,6 +31,34 @@ fn key_range_from(start: &[u8]) -> KeyRange {
 }
 
 impl VnodeState {
+    /// Serves a HEAD or GET from memory ([`super::Vnode::read_here`]):
+    /// `None` if the backend would have to wait for it, or for any other
+    /// request.
+    pub fn execute_cached(
+        &self,
+        req: &VnodeReq,
+        queue_len: u32,
+    ) -> Result<Option<VnodeReply>, VnodeError> {
+        let found = match req {
+            VnodeReq::Head { bucket, key } => match self.backend.head_cached(bucket, key)? {
+                Cached::Hit(h) => Some(h.map(|h| WireObject {
+                    meta: h.metadata,
+                    value: Vec::new(),
+                })),
+                Cached::Miss => None,
+            },
+            VnodeReq::Get { bucket, key } => match self.backend.get_cached(bucket, key)? {
+                Cached::Hit(o) => Some(o.map(|o| WireObject {
+                    meta: o.head.metadata,
+                    value: o.value,
+                })),
+                Cached::Miss => None,
+            },
+            _ => None,
+        };
+        Ok(found.map(|o| VnodeReply::Object(o, queue_len)))
+    }
+
     /// Serves `req`; `queue_len` is reported back by reads.
     pub fn execute(&self, req: VnodeReq, queue_len: u32) -> Result<VnodeReply, VnodeError> {
         match req {

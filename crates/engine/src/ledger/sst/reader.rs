@@ -237,7 +237,7 @@ impl SstReader {
         let handle = self.handle(i)?;
         // open() bounded len by SST_BLOCK_BYTES_MAX and the file size.
         let mut raw = vec![0u8; handle.len as usize];
-        match self.file.read_exact_at(&mut raw, handle.offset) {
+        match crate::nowait::read_exact_at(&self.file, &mut raw, handle.offset) {
             Ok(()) => {}
             // The file shrank after open: that is damage, not an I/O fault.
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
