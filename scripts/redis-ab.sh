@@ -70,7 +70,7 @@ cfg() { # OP PORT
 {riakc_pb_ips, [{127,0,0,1}]}.
 {riakc_pb_port, $2}.
 {riakc_pb_replies, 1}.
-{basalt_bucket, "cost"}.
+{riakc_pb_bucket, <<"cost">>}.
 {key_generator, {int_to_str, {uniform_int, 10000}}}.
 {value_generator, {fixed_bin, $size}}.
 {operations, [$(ops "$1")]}.
