@@ -47,9 +47,14 @@ import threading
 import time
 
 MIB = 1 << 20
-# What a node process needs before any store: code, the runtime, buffers
-# (the bench's PROCESS_FLOOR_BYTES for its own process).
-PROCESS_MIB = 64
+# What a node process needs before its memtables and caches: code, the
+# runtime, ~5 threads a vnode, the JavaScript VMs, buffers. Measured
+# 2026-12-02: an idle 64-vnode node is 112 MiB resident; a cluster node
+# holding 22 vnodes, 10 s into a 1 KB insert run, 215 MiB with ~46 MiB of
+# memtables. At 64 MiB the estimate let leveled's 1 KB nodes start at
+# 512 MiB, and they were OOM-killed once the block cache filled
+# (docs/benchmarks/2026-12-02-1745-testpilot-1k-50k-and-sync-wa-floor.md).
+PROCESS_MIB = 160
 # A vnode's store memtables (router::VNODE_MEMTABLE_BYTES = 4 MiB; leveled
 # keeps 1 + 2 frozen, RocksDB 2 write buffers) plus ~1 MiB of the vnode's
 # own bookkeeping (queues, anti-entropy trees at aae_tree_size xsmall).
@@ -743,7 +748,7 @@ def main():
     p.add_argument("--nodes", type=int, default=3)
     p.add_argument("--clusters", type=int, choices=[1, 2], default=1)
     p.add_argument("--backend", default="leveled")
-    p.add_argument("--limit", default="512M", help="memory limit per node (process + page cache)")
+    p.add_argument("--limit", default="768M", help="memory limit per node (process + page cache)")
     p.add_argument("--ring", type=int, default=64)
     p.add_argument("--sync", action="store_true", help="nodes fsync every write")
     p.add_argument("--block-cache-mb", type=int, default=128)

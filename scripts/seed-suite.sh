@@ -28,8 +28,9 @@
 #            8kb_journal_compaction bitcask_compare nhs_mix (default: all).
 #   --cluster [N]  the seeds' cluster tests against live clusters of N nodes
 #            (default 3), each node in a memory cgroup of its own (-m is
-#            then per node, default 512M; 1G for nhs_mix, whose nodes also
-#            hold replication batches: 512 MiB ones were OOM-killed),
+#            then per node, default 768M — leveled's 1 KB nodes were
+#            OOM-killed at 512M once the block cache filled; 1G for nhs_mix,
+#            whose nodes also hold replication batches),
 #            driven over PB from outside
 #            the cgroups by scripts/seed-cluster.py; tests: 8kb_sync
 #            8kb_nosync 8kb_2i nhs_mix (two clusters replicating both
@@ -101,7 +102,7 @@ case $mode in
 esac
 if [ "$cluster" -gt 0 ]; then
   [ "$mode" = long ] && secs=3600
-  [ -n "${limit_arg:-}" ] || limit=512M
+  [ -n "${limit_arg:-}" ] || limit=768M
 fi
 if [ -n "${secs_arg:-}" ]; then
   case $secs_arg in

@@ -219,7 +219,7 @@ fn a_node_killed_mid_run_is_reported_per_interval_and_the_run_goes_on() {
             "--ring",
             "8",
             "--limit",
-            "256M",
+            "384M",
             "--value-bytes",
             "1000",
             "--kill-node",

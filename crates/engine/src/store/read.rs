@@ -46,27 +46,23 @@ impl Store {
     pub fn get_cached(&self, bucket: &[u8], key: &[u8]) -> Result<Cached<Object>> {
         let start = std::time::Instant::now();
         let waited = crate::stats::waited_here_ns();
-        let got = {
-            let _nowait = crate::nowait::enter();
-            self.get_timed(bucket, key)
-        };
-        match got {
-            Err(e) if crate::nowait::is_blocked(&e) => {
-                Stats::incr(&self.stats.get_nowait_misses);
-                Ok(Cached::Miss)
-            }
-            got => {
-                self.count_get(start, waited);
-                got.map(Cached::Hit)
-            }
+        let got = self.no_wait(|| self.get_timed(bucket, key));
+        if !matches!(got, Ok(Cached::Miss)) {
+            self.count_get(start, waited);
         }
+        got
     }
 
     /// [`Store::head`] under [`Store::get_cached`]'s rules.
     pub fn head_cached(&self, bucket: &[u8], key: &[u8]) -> Result<Cached<Head>> {
+        self.no_wait(|| self.head(bucket, key))
+    }
+
+    /// Runs `read` in no-wait mode; a refused step is a miss.
+    fn no_wait<T>(&self, read: impl FnOnce() -> Result<Option<T>>) -> Result<Cached<T>> {
         let got = {
             let _nowait = crate::nowait::enter();
-            self.head(bucket, key)
+            read()
         };
         match got {
             Err(e) if crate::nowait::is_blocked(&e) => {
