@@ -296,7 +296,10 @@ type Job = Box<dyn FnOnce(&VnodeState) + Send>;
 pub struct Vnode {
     tx: Mutex<Option<mpsc::Sender<Job>>>,
     worker: Mutex<Option<JoinHandle<()>>>,
-    state: Arc<VnodeState>,
+    /// The worker's state, for [`Vnode::read_here`]; taken at shutdown so
+    /// that the backend (and its directory lock) goes with the worker, as
+    /// a reopen of the same directory needs.
+    state: Mutex<Option<Arc<VnodeState>>>,
     gate: Arc<RwLock<()>>,
     /// Jobs refused because the queue was full, since the vnode started.
     overloads: std::sync::atomic::AtomicU64,
@@ -345,7 +348,7 @@ impl Vnode {
         Ok(Vnode {
             tx: Mutex::new(Some(tx)),
             worker: Mutex::new(Some(worker)),
-            state,
+            state: Mutex::new(Some(state)),
             gate,
             overloads: std::sync::atomic::AtomicU64::new(0),
             reads_here: std::sync::atomic::AtomicU64::new(0),
@@ -381,12 +384,11 @@ impl Vnode {
         f: impl FnOnce(&VnodeState) -> Result<Option<T>, VnodeError>,
     ) -> Option<T> {
         let _open = self.gate.try_read()?;
-        if self.tx.lock().is_none()
-            || self.reads_held.load(std::sync::atomic::Ordering::Acquire) > 0
-        {
+        if self.reads_held.load(std::sync::atomic::Ordering::Acquire) > 0 {
             return None;
         }
-        let t = f(&self.state).ok().flatten()?;
+        let state = self.state.lock().clone()?;
+        let t = f(&state).ok().flatten()?;
         self.reads_here
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Some(t)
@@ -446,6 +448,7 @@ impl Vnode {
     /// Closes the queue, lets the worker finish queued jobs, closes the
     /// backend and joins the worker.
     pub fn shutdown(&self) {
+        self.state.lock().take();
         self.tx.lock().take();
         if let Some(w) = self.worker.lock().take() {
             if w.join().is_err() {

@@ -30,6 +30,22 @@ fn key_range_from(start: &[u8]) -> KeyRange {
     KeyRange::new(start, &[0xFF; 65_537])
 }
 
+/// A backend HEAD's answer as a reply's object (no values).
+fn head_wire(h: basalt_backend::Head) -> WireObject {
+    WireObject {
+        meta: h.metadata,
+        value: Vec::new(),
+    }
+}
+
+/// A backend GET's answer as a reply's object (the value moved, uncopied).
+fn object_wire(o: basalt_backend::Object) -> WireObject {
+    WireObject {
+        meta: o.head.metadata,
+        value: o.value,
+    }
+}
+
 impl VnodeState {
     /// Serves a HEAD or GET from memory ([`super::Vnode::read_here`]):
     /// `None` if the backend would have to wait for it, or for any other
@@ -41,17 +57,11 @@ impl VnodeState {
     ) -> Result<Option<VnodeReply>, VnodeError> {
         let found = match req {
             VnodeReq::Head { bucket, key } => match self.backend.head_cached(bucket, key)? {
-                Cached::Hit(h) => Some(h.map(|h| WireObject {
-                    meta: h.metadata,
-                    value: Vec::new(),
-                })),
+                Cached::Hit(h) => Some(h.map(head_wire)),
                 Cached::Miss => None,
             },
             VnodeReq::Get { bucket, key } => match self.backend.get_cached(bucket, key)? {
-                Cached::Hit(o) => Some(o.map(|o| WireObject {
-                    meta: o.head.metadata,
-                    value: o.value,
-                })),
+                Cached::Hit(o) => Some(o.map(object_wire)),
                 Cached::Miss => None,
             },
             _ => None,
@@ -63,17 +73,11 @@ impl VnodeState {
     pub fn execute(&self, req: VnodeReq, queue_len: u32) -> Result<VnodeReply, VnodeError> {
         match req {
             VnodeReq::Head { bucket, key } => {
-                let h = self.backend.head(&bucket, &key)?.map(|h| WireObject {
-                    meta: h.metadata,
-                    value: Vec::new(),
-                });
+                let h = self.backend.head(&bucket, &key)?.map(head_wire);
                 Ok(VnodeReply::Object(h, queue_len))
             }
             VnodeReq::Get { bucket, key } => {
-                let o = self.backend.get(&bucket, &key)?.map(|o| WireObject {
-                    meta: o.head.metadata,
-                    value: o.value,
-                });
+                let o = self.backend.get(&bucket, &key)?.map(object_wire);
                 Ok(VnodeReply::Object(o, queue_len))
             }
             VnodeReq::Coordinate {
