@@ -47,18 +47,21 @@ import threading
 import time
 
 MIB = 1 << 20
-# What a node process needs before its memtables and caches: code, the
-# runtime, ~5 threads a vnode, the JavaScript VMs, buffers. Measured
-# 2026-12-02: an idle 64-vnode node is 112 MiB resident; a cluster node
-# holding 22 vnodes, 10 s into a 1 KB insert run, 215 MiB with ~46 MiB of
-# memtables. At 64 MiB the estimate let leveled's 1 KB nodes start at
-# 512 MiB, and they were OOM-killed once the block cache filled
-# (docs/benchmarks/2026-12-02-1745-testpilot-1k-50k-and-sync-wa-floor.md).
-PROCESS_MIB = 160
-# A vnode's store memtables (router::VNODE_MEMTABLE_BYTES = 4 MiB; leveled
-# keeps 1 + 2 frozen, RocksDB 2 write buffers) plus ~1 MiB of the vnode's
-# own bookkeeping (queues, anti-entropy trees at aae_tree_size xsmall).
-VNODE_MIB = {"leveled": 4 * 3 + 1, "rocksdb": 4 * 2 + 1, "rocksdb-blob": 4 * 2 + 1,
+# What a node process needs besides its memtables and caches: code, the
+# runtime, 6 threads a vnode, the JavaScript VMs, the journal files'
+# record indexes (16 bytes a record), buffers, the allocator's per-thread
+# caches. Measured 2026-12-02: idle, 35 MiB + 0.2 MiB a vnode once
+# transparent huge pages are off (an idle 64-vnode node was 112 MiB
+# before: mimalloc's arena gave every thread a 2 MiB page); a node of 22
+# vnodes at the end of 5 minutes of 1 KB inserts, ~190 MiB beside its
+# block cache and memtables (docs/benchmarks/2026-12-02-1930-node-memory.md).
+PROCESS_MIB = 192
+# A vnode's own memory besides the node-wide memtable budget: ~1 MiB of
+# bookkeeping (queues, anti-entropy trees at aae_tree_size xsmall) and,
+# for leveled, up to one memtable too small to freeze for the budget
+# (1/8 of router::VNODE_MEMTABLE_BYTES = 8 MiB); RocksDB's two 4 MiB
+# write buffers (router::ROCKS_VNODE_WRITE_BUFFER_BYTES).
+VNODE_MIB = {"leveled": 1 + 1, "rocksdb": 4 * 2 + 1, "rocksdb-blob": 4 * 2 + 1,
              "bitcask": 1, "memory": 1}
 # Replication queue entries kept in memory per queue (node config
 # [repl] queue_memory_entries), set low so a node's queue fits its budget.
@@ -94,7 +97,8 @@ def parse_size(text):
     return int(float(m.group(1)) * mult)
 
 
-def node_need(backend, ring, nodes, block_cache_mb, value_cache_mb, repl_object_bytes):
+def node_need(backend, ring, nodes, block_cache_mb, value_cache_mb, memtable_mb,
+              repl_object_bytes):
     """(bytes, how) a node needs before any page cache: the process, its
     vnodes' memtables, the shared caches and, replicating, the in-memory
     part of its replication queue. What grows with the data (leveled's
@@ -103,7 +107,7 @@ def node_need(backend, ring, nodes, block_cache_mb, value_cache_mb, repl_object_
     per = VNODE_MIB.get(backend, 1)
     caches = 0
     if backend == "leveled":
-        caches = block_cache_mb + value_cache_mb
+        caches = block_cache_mb + value_cache_mb + memtable_mb
     elif backend.startswith("rocksdb"):
         caches = block_cache_mb if block_cache_mb > 0 else 32 * vnodes
     repl = REPL_MEMORY_ENTRIES * repl_object_bytes // MIB if repl_object_bytes else 0
@@ -112,7 +116,7 @@ def node_need(backend, ring, nodes, block_cache_mb, value_cache_mb, repl_object_
         batch = min(REPL_BATCH * repl_object_bytes, REPL_BATCH_BYTES)
         flight = int(math.ceil((1 + nodes) * REPL_SEND_PARALLEL * batch / float(MIB)))
     total = PROCESS_MIB + vnodes * per + caches + repl + flight
-    how = "%d MiB process + %d vnodes x %d MiB (memtables, bookkeeping) + %d MiB caches" % (
+    how = "%d MiB process + %d vnodes x %d MiB (bookkeeping, memtables) + %d MiB caches" % (
         PROCESS_MIB, vnodes, per, caches)
     if repl:
         how += " + %d MiB replication queue (%d entries) + %d MiB replication batches in flight" % (
@@ -339,6 +343,7 @@ class Cluster:
             "sync = %s" % ("true" if a.sync else "false"),
             "block_cache_mb = %d" % a.block_cache_mb,
             "value_cache_mb = %d" % a.value_cache_mb,
+            "memtable_mb = %d" % a.memtable_mb,
         ]
         if a.precommit:
             lines += ["aae_interval_secs = %d" % 0]
@@ -661,7 +666,8 @@ def write_report(cl, sampler, run_dir, bench_rc, started):
         "a namespace per node on bridge %s (%s.0/24)" % (cl.bridge, cl.subnet)
         if cl.use_netns else "loopback (127.0.0.1), one namespace",
         getattr(cl, "delay_note", "none")))
-    out.append("- block_cache_mb %d, value_cache_mb %d per node" % (a.block_cache_mb, a.value_cache_mb))
+    out.append("- block_cache_mb %d, value_cache_mb %d, memtable_mb %d per node"
+               % (a.block_cache_mb, a.value_cache_mb, a.memtable_mb))
     out.append("")
     out.append("| node | exit | peak MiB | limit hits | OOM kills | MB written | CPU s |")
     out.append("|---|---|---:|---:|---:|---:|---:|")
@@ -753,6 +759,8 @@ def main():
     p.add_argument("--sync", action="store_true", help="nodes fsync every write")
     p.add_argument("--block-cache-mb", type=int, default=128)
     p.add_argument("--value-cache-mb", type=int, default=0)
+    p.add_argument("--memtable-mb", type=int, default=128,
+                   help="memtable_mb of each node (leveled's memtables, all vnodes together)")
     p.add_argument("--precommit", help='a pre-commit hook on bucket test, JSON, e.g. '
                    '\'{"name":"validate"}\' (the JavaScript check) or '
                    '\'{"mod":"basalt_hooks","fun":"max_object_size"}\'')
@@ -780,6 +788,7 @@ def main():
                 raise Refused("no bench config %s" % c)
         a.limit_bytes = parse_size(a.limit)
         need, how = node_need(a.backend, a.ring, a.nodes, a.block_cache_mb, a.value_cache_mb,
+                              a.memtable_mb if a.backend == "leveled" else 0,
                               a.value_bytes if a.clusters == 2 else 0)
         if a.limit_bytes < need:
             raise Refused("memory limit %s a node is below the %d MiB a %s node of %d on ring %d "

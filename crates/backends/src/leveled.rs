@@ -122,6 +122,7 @@ impl Leveled {
             c.l1_files = n;
         }
         c.block_cache = config.block_cache.clone();
+        c.memtable_budget = config.memtable_budget.clone();
         c.value_cache_bytes = config.leveled_value_cache_bytes();
         c.value_cache = config.value_cache.clone();
         c.journal_direct_reads = config.leveled_direct_reads();
@@ -325,6 +326,10 @@ impl Admin for Leveled {
             counters.push(("disk_free_bytes".into(), d.free_bytes));
             counters.push(("disk_total_bytes".into(), d.total_bytes));
         }
+        counters.push(("ledger_memtable_bytes".into(), s.memtable_bytes));
+        counters.push(("memtable_budget_bytes".into(), s.memtable_budget.0));
+        counters.push(("memtable_budget_used_bytes".into(), s.memtable_budget.1));
+        counters.push(("memtable_budget_freezes".into(), s.memtable_budget.2));
         counters.push(("block_cache_capacity_bytes".into(), s.block_cache.0));
         counters.push(("block_cache_bytes".into(), s.block_cache.1));
         counters.push(("value_cache_capacity_bytes".into(), s.value_cache.0));

@@ -27,7 +27,7 @@ pub use basalt_engine::diskspace::DISK_FULL_MARK;
 /// `_int` index terms (arbitrary-precision integers): parsing, canonical
 /// text, numeric order; the engine's, shared with the server.
 pub use basalt_engine::intterm;
-pub use basalt_engine::{BlockCache, JournalFlush, Punch, ValueCache};
+pub use basalt_engine::{BlockCache, JournalFlush, MemtableBudget, Punch, ValueCache};
 #[cfg(feature = "rocksdb")]
 pub mod rocksdb;
 
@@ -126,8 +126,12 @@ pub struct BackendConfig {
     /// store has a value cache, else off).
     pub journal_direct_reads: Option<bool>,
     /// leveled: the ledger's memtable size (the engine's `memtable_bytes`;
-    /// `None`: default, 16 MiB).
+    /// `None`: default, 32 MiB).
     pub memtable_bytes: Option<u64>,
+    /// leveled: a memtable budget shared by every store opened with it (a
+    /// node's vnodes), so their memtables are bounded together (the
+    /// engine's `memtable_budget`).
+    pub memtable_budget: Option<basalt_engine::MemtableBudget>,
     /// leveled: L0 files that start a merge into L1 (the engine's
     /// `l0_merge_trigger`; `None`: default, 4).
     pub l0_merge_trigger: Option<usize>,

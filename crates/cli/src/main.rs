@@ -135,7 +135,21 @@ pub enum Outcome {
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// Turns transparent huge pages off for this process. mimalloc commits its
+/// arena eagerly and asks the kernel for huge pages there, so on a kernel in
+/// THP `madvise` mode every thread's first small allocation faults a whole
+/// 2 MiB page: an idle node of 64 vnodes (6 threads each) was 113 MiB
+/// resident, 84 MiB of it huge pages; without them 47 MiB
+/// (`docs/benchmarks/2026-12-02-1930-node-memory.md`). A refusal (an old
+/// kernel, a seccomp filter) is only logged: it costs memory, not data.
+fn no_huge_pages() {
+    if let Err(e) = rustix::thread::disable_transparent_huge_pages(true) {
+        eprintln!("basalt: note: could not turn transparent huge pages off ({e}); memory use may be higher");
+    }
+}
+
 fn main() -> ExitCode {
+    no_huge_pages();
     quiet_on_closed_stdout();
     let cli = Cli::parse();
     // A node sets up logging once its config is read (`log_format`).

@@ -220,6 +220,11 @@ fn a_node_killed_mid_run_is_reported_per_interval_and_the_run_goes_on() {
             "8",
             "--limit",
             "384M",
+            // Small caches and memtables, so 384M holds a node's need.
+            "--block-cache-mb",
+            "32",
+            "--memtable-mb",
+            "32",
             "--value-bytes",
             "1000",
             "--kill-node",

@@ -1,6 +1,6 @@
 //! Store configuration with documented defaults.
 
-use crate::ledger::BlockCache;
+use crate::ledger::{BlockCache, MemtableBudget};
 use crate::limits;
 use crate::tictac::TreeSize;
 use std::path::PathBuf;
@@ -8,7 +8,9 @@ use std::time::Duration;
 
 pub use crate::journal::{Compression, CompressionPoint};
 
-/// The default [`Config::memtable_bytes`]: 16 MiB. Each L0 merge rewrites
+/// The default [`Config::memtable_bytes`]: 32 MiB (16 MiB until
+/// 2026-12-02, when an entry's count grew to its measured memory: the same
+/// entries now count about twice the bytes). Each L0 merge rewrites
 /// all of L1 (64 MiB by default) when keys are spread over the key space,
 /// so the L0 batch's size sets the ledger's write amplification: with the
 /// 8 KB scenario's PUT stream (`pareto_int` keys over 2 M), 16 MiB wrote
@@ -16,7 +18,7 @@ pub use crate::journal::{Compression, CompressionPoint};
 /// against 2,076); `docs/benchmarks/2026-11-28-0000-ledger-write-amplification.md`.
 /// A node's vnodes, which each hold a share of the keys,
 /// set their own (`basalt-server`'s `VNODE_MEMTABLE_BYTES`).
-pub const MEMTABLE_BYTES_DEFAULT: usize = 16 * 1024 * 1024;
+pub const MEMTABLE_BYTES_DEFAULT: usize = 32 * 1024 * 1024;
 
 /// When journal writes reach stable storage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -330,6 +332,11 @@ pub struct Config {
     /// the memory of all of them together; `None` (default): the store
     /// makes its own of `block_cache_bytes`.
     pub block_cache: Option<BlockCache>,
+    /// A memtable budget shared with other stores (a node's vnodes): while
+    /// their memtables together hold this much, a store freezes its own
+    /// early (see [`crate::ledger::memtable_budget`]). `None` (default):
+    /// each store's memtable grows to `memtable_bytes`.
+    pub memtable_budget: Option<MemtableBudget>,
     /// Read values from closed journal files with `O_DIRECT`, bypassing
     /// the page cache: a GET that misses costs one disk read of the pages
     /// holding its record and leaves nothing behind for the kernel to
@@ -410,6 +417,7 @@ impl Config {
             remove_bytes_per_sec: 256 * 1024 * 1024,
             block_cache_bytes: 64 * 1024 * 1024,
             block_cache: None,
+            memtable_budget: None,
             journal_direct_reads: false,
             value_cache_bytes: 0,
             value_cache_refresh: true,

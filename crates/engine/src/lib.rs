@@ -44,7 +44,7 @@ pub use config::{Compression, CompressionPoint, Config, JournalFlush, Punch, Syn
 pub use diskspace::{DiskSpace, DiskState};
 pub use error::{Error, Result};
 pub use journal::ValueCache;
-pub use ledger::BlockCache;
+pub use ledger::{BlockCache, MemtableBudget};
 pub mod lock;
 pub mod store;
 

@@ -642,3 +642,59 @@ fn a_no_wait_get_answers_from_memory_and_misses_what_only_the_disk_has() {
     );
     assert_eq!(s.get_cached(b"b", b"k8").unwrap(), Cached::Hit(got));
 }
+
+#[test]
+fn stores_sharing_a_memtable_budget_flush_early_and_give_it_back() {
+    use basalt_engine::MemtableBudget;
+    let own = 4 << 20;
+    let budget = MemtableBudget::new(1 << 20).unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let open_with = |name: &str, budget: Option<MemtableBudget>| {
+        Store::open(Config {
+            memtable_bytes: own,
+            memtable_budget: budget,
+            ..Config::test_min(d.path().join(name))
+        })
+        .unwrap()
+    };
+    let fill = |s: &Store, n: u32| {
+        let meta = vec![7u8; 1000];
+        for i in 0..n {
+            s.put(b"b", format!("k{i:06}").as_bytes(), b"v", &meta)
+                .unwrap();
+        }
+        s.settle().unwrap();
+    };
+    let flushes = |s: &Store| s.stats().counter("ledger_flushes").unwrap();
+    // A holds ~0.6 MiB, under the budget: nothing is frozen.
+    let a = open_with("a", Some(budget.clone()));
+    fill(&a, 600);
+    assert_eq!(flushes(&a), 0);
+    assert_eq!(budget.used() as u64, a.stats().memtable_bytes);
+    // B's writes spend the budget: B flushes long before its own 4 MiB.
+    let b = open_with("b", Some(budget.clone()));
+    fill(&b, 2_000);
+    assert!(flushes(&b) >= 1, "B flushed for the budget");
+    assert!(budget.freezes() >= 1);
+    let held = a.stats().memtable_bytes + b.stats().memtable_bytes;
+    assert_eq!(
+        budget.used() as u64,
+        held,
+        "the budget counts what the memtables hold"
+    );
+    assert!(
+        b.stats().memtable_bytes <= MemtableBudget::freeze_floor(own) as u64,
+        "B kept at most one floor after its flushes: {}",
+        b.stats().memtable_bytes
+    );
+    // The same writes without a budget: no flush at all.
+    let c = open_with("c", None);
+    fill(&c, 2_000);
+    assert_eq!(flushes(&c), 0, "only the budget made B flush");
+    // Closed stores give their bytes back.
+    for s in [a, b] {
+        s.close().unwrap();
+        drop(s);
+    }
+    assert_eq!(budget.used(), 0);
+}

@@ -13,6 +13,7 @@
 //! and iterators and the flush read a point-in-time copy without holding the
 //! map's lock.
 
+use super::memtable_budget::MemtableBudget;
 use crate::entry::LedgerValue;
 use crate::error::Result;
 use crate::sync::RwLock;
@@ -23,8 +24,14 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 /// Entries [`MemIter`] copies out of its map per refill.
 const ITER_CHUNK: usize = 256;
 
-/// Per-entry bookkeeping overhead counted on top of key and value bytes.
-const ENTRY_OVERHEAD_BYTES: usize = 48;
+/// Per-entry memory counted on top of the key's and the encoded value's
+/// bytes: the map's slot and node share, the two heap allocations' rounding.
+/// Measured with `examples/memtable_heap.rs` (mimalloc, 200k entries):
+/// resident memory per entry was key + value + 160..208 bytes for keys of
+/// 20-60 bytes and metadata of 0-1,000 (48 until 2026-12-02 counted a
+/// small entry at 0.4 of what it took, so memtables took up to 2.4× their
+/// `memtable_bytes`).
+const ENTRY_OVERHEAD_BYTES: usize = 192;
 
 /// The map's entries. (Keys and values behind `Arc`s, to make the node
 /// copies of a shared map cheaper, measured no faster with or without a
@@ -38,14 +45,28 @@ pub struct Memtable {
     bytes: AtomicUsize,
     max_sqn: AtomicU64,
     min_sqn: AtomicU64,
+    /// The budget shared with other stores' memtables, charged with every
+    /// byte this one counts until it is dropped ([`MemtableBudget`]).
+    budget: Option<MemtableBudget>,
+    /// Frozen: no more inserts; its bytes no longer count as active.
+    frozen: std::sync::atomic::AtomicBool,
 }
 
 impl Memtable {
     /// An empty memtable.
     pub fn new() -> Self {
+        Self::with_budget(None)
+    }
+
+    /// An empty memtable whose bytes count against `budget`.
+    pub fn with_budget(budget: Option<MemtableBudget>) -> Self {
         Memtable {
+            map: RwLock::default(),
+            bytes: AtomicUsize::new(0),
+            max_sqn: AtomicU64::new(0),
             min_sqn: AtomicU64::new(u64::MAX),
-            ..Default::default()
+            budget,
+            frozen: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -64,6 +85,9 @@ impl Memtable {
         if let Some(grew) = grew {
             map.insert(key, value);
             self.bytes.fetch_add(grew, Ordering::Relaxed);
+            if let Some(b) = &self.budget {
+                b.add(grew);
+            }
         }
         self.max_sqn.fetch_max(sqn, Ordering::Relaxed);
         self.min_sqn.fetch_min(sqn, Ordering::Relaxed);
@@ -101,6 +125,10 @@ impl Memtable {
             bytes: AtomicUsize::new(self.bytes()),
             max_sqn: AtomicU64::new(self.max_sqn()),
             min_sqn: AtomicU64::new(self.min_sqn.load(Ordering::Relaxed)),
+            // The copy shares the original's nodes; the original carries
+            // the charge (and a snapshot is short-lived).
+            budget: None,
+            frozen: std::sync::atomic::AtomicBool::new(true),
         }
     }
 
@@ -128,6 +156,17 @@ impl Memtable {
         }
     }
 
+    /// Marks the memtable frozen (the ledger takes no more inserts into
+    /// it): its bytes stay charged to the budget until it is dropped but no
+    /// longer count as active. Idempotent.
+    pub fn mark_frozen(&self) {
+        if !self.frozen.swap(true, Ordering::AcqRel) {
+            if let Some(b) = &self.budget {
+                b.frozen(self.bytes());
+            }
+        }
+    }
+
     /// Approximate memory used by the entries, in bytes.
     pub fn bytes(&self) -> usize {
         self.bytes.load(Ordering::Relaxed)
@@ -146,6 +185,14 @@ impl Memtable {
     /// Highest SQN inserted (0 when empty).
     pub fn max_sqn(&self) -> u64 {
         self.max_sqn.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Memtable {
+    fn drop(&mut self) {
+        if let Some(b) = &self.budget {
+            b.release(self.bytes(), !*self.frozen.get_mut());
+        }
     }
 }
 

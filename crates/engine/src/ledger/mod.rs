@@ -18,6 +18,7 @@ pub mod bloom;
 pub mod iter;
 pub mod manifest;
 pub mod memtable;
+pub mod memtable_budget;
 pub mod sst;
 pub mod version;
 pub mod view;
@@ -33,6 +34,7 @@ pub use block_cache::BlockCache;
 use iter::{EntryIter, MergeIter};
 use manifest::Manifest;
 use memtable::Memtable;
+pub use memtable_budget::MemtableBudget;
 use parking_lot::{Condvar, Mutex, RwLock};
 use sst::{SstOptions, SstReader, SstWriter};
 use std::path::{Path, PathBuf};
@@ -72,6 +74,8 @@ pub struct LedgerOptions {
     pub remove_bytes_per_sec: u64,
     /// Point lookups' cache of SST data blocks (`None`: none).
     pub block_cache: Option<BlockCache>,
+    /// The memtable budget shared with other stores (`None`: none).
+    pub memtable_budget: Option<MemtableBudget>,
 }
 
 impl LedgerOptions {
@@ -214,7 +218,7 @@ impl Ledger {
             stats,
             hook,
             state: RwLock::new(State {
-                mem: Arc::new(Memtable::new()),
+                mem: Arc::new(Memtable::with_budget(opts.memtable_budget.clone())),
                 frozen: Vec::new(),
                 version: Arc::new(version),
                 persisted_sqn: manifest.persisted_sqn,
@@ -287,7 +291,10 @@ impl Ledger {
             for (key, value) in entries {
                 state.mem.insert(key, value);
             }
-            state.mem.bytes() >= self.shared.opts.memtable_bytes
+            let (bytes, own) = (state.mem.bytes(), self.shared.opts.memtable_bytes);
+            bytes >= own
+                || (self.shared.opts.memtable_budget.as_ref())
+                    .is_some_and(|b| b.should_freeze(bytes, own))
         };
         if full {
             self.shared.freeze();
@@ -362,6 +369,18 @@ impl Ledger {
     /// The block cache point lookups use, if any (possibly shared).
     pub fn block_cache(&self) -> Option<&BlockCache> {
         self.shared.opts.block_cache.as_ref()
+    }
+
+    /// The memtable budget shared with other stores, if any.
+    pub fn memtable_budget(&self) -> Option<&MemtableBudget> {
+        self.shared.opts.memtable_budget.as_ref()
+    }
+
+    /// Bytes waiting in memory (active plus frozen memtables, as counted
+    /// against the memtable limit and budget).
+    pub fn memtable_bytes(&self) -> usize {
+        let state = self.shared.state.read();
+        state.mem.bytes() + state.frozen.iter().map(|m| m.bytes()).sum::<usize>()
     }
 
     /// Entries waiting in memory (active plus frozen memtables).
@@ -473,7 +492,10 @@ impl Shared {
         if s.mem.is_empty() {
             return;
         }
-        let full = std::mem::replace(&mut s.mem, Arc::new(Memtable::new()));
+        let fresh = Memtable::with_budget(self.opts.memtable_budget.clone());
+        let full = std::mem::replace(&mut s.mem, Arc::new(fresh));
+        // Under the state's write lock: no insert reaches `full` after this.
+        full.mark_frozen();
         s.frozen.push(full);
         drop(s);
         self.notify();

@@ -77,6 +77,12 @@ pub struct StoreStats {
     /// The ledger block cache: (bytes it may hold, bytes held); (0, 0)
     /// without one. A cache shared by several stores shows its totals.
     pub block_cache: (u64, u64),
+    /// Bytes this store's memtables hold (active and frozen, as counted).
+    pub memtable_bytes: u64,
+    /// The memtable budget shared with other stores: (bytes it allows,
+    /// bytes all their memtables hold, memtables frozen early for it);
+    /// (0, 0, 0) without one.
+    pub memtable_budget: (u64, u64, u64),
     /// The value cache, likewise.
     pub value_cache: (u64, u64),
     /// The journal garbage trigger's latest estimate (`None` before its
@@ -208,6 +214,10 @@ impl Store {
             counters: self.stats.snapshot(),
             levels: self.ledger.level_stats(),
             memtable_entries: self.ledger.memtable_entries(),
+            memtable_bytes: self.ledger.memtable_bytes() as u64,
+            memtable_budget: self.ledger.memtable_budget().map_or((0, 0, 0), |b| {
+                (b.limit() as u64, b.used() as u64, b.freezes())
+            }),
             persisted_sqn: self.ledger.persisted_sqn(),
             last_sqn: self.journal.last_sqn(),
             journal_files: self.journal.files(),

@@ -82,6 +82,7 @@ impl Store {
                     .block_cache
                     .clone()
                     .or_else(|| BlockCache::new(config.block_cache_bytes)),
+                memtable_budget: config.memtable_budget.clone(),
             },
             Arc::clone(&stats),
             Box::new(move |sqn| hook_journal.sync_to(sqn)),

@@ -99,6 +99,10 @@ pub struct Config {
     /// MiB of the leveled journal value cache shared by this node's vnodes
     /// (0 = none); with a cache, value reads bypass the page cache.
     pub value_cache_mb: u64,
+    /// MiB the leveled memtables of all this node's vnodes may hold
+    /// together (0 = no node-wide bound: each vnode's up to
+    /// `router::VNODE_MEMTABLE_BYTES`, more while flushes run).
+    pub memtable_mb: u64,
     /// Answer a HEAD or GET that the backend can serve from memory on the
     /// request's own task instead of the vnode's worker thread (leveled
     /// and memory; other backends always use the worker).
@@ -323,6 +327,7 @@ impl Default for Config {
             sync: false,
             block_cache_mb: 128,
             value_cache_mb: 0,
+            memtable_mb: 128,
             reads_in_request_task: true,
             delete_mode: DeleteMode::DEFAULT,
             aae_interval_secs: 300,
@@ -362,6 +367,7 @@ impl Config {
         for (key, mb) in [
             ("block_cache_mb", self.block_cache_mb),
             ("value_cache_mb", self.value_cache_mb),
+            ("memtable_mb", self.memtable_mb),
         ] {
             if mb > CACHE_MB_MAX {
                 return Err(ConfigError(format!(

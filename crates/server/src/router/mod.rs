@@ -22,12 +22,20 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-/// The ledger memtable of each vnode's store: 4 MiB, not the engine's
-/// 16 MiB default. A node opens one store per partition it holds (64 on a
-/// one-node ring), so memtables cost `vnodes × 3 × this` at most, and each
-/// vnode's ledger holds only its share of the keys, small enough that its
-/// L0 merges rewrite little.
-pub const VNODE_MEMTABLE_BYTES: u64 = 4 << 20;
+/// The ledger memtable of each vnode's store: 8 MiB, not the engine's
+/// 32 MiB default (4 MiB until 2026-12-02, when an entry's count grew to
+/// its measured memory). A node opens one store per partition it holds (64
+/// on a one-node ring); their memtables together are bounded by the node's
+/// `memtable_mb` budget, under which a vnode that writes flushes early.
+/// Each vnode's ledger holds only its share of the keys, small enough that
+/// its L0 merges rewrite little.
+pub const VNODE_MEMTABLE_BYTES: u64 = 8 << 20;
+
+/// The write buffer of each RocksDB vnode: 4 MiB, two of them. RocksDB
+/// counts its buffers by their arena's real size, and a node's RocksDB
+/// vnodes have no shared budget (`memtable_mb` is leveled's), so this
+/// stays what leveled's memtable held before it was counted truthfully.
+pub const ROCKS_VNODE_WRITE_BUFFER_BYTES: u64 = 4 << 20;
 
 pub use apl::Target;
 
@@ -63,6 +71,8 @@ pub struct Router {
     dropping: Mutex<BTreeSet<u32>>,
     /// The leveled block cache every local vnode shares (`block_cache_mb`).
     block_cache: Option<basalt_backends::BlockCache>,
+    /// The leveled memtable budget every local vnode shares (`memtable_mb`).
+    memtable_budget: Option<basalt_backends::MemtableBudget>,
     /// The leveled value cache every local vnode shares (`value_cache_mb`).
     value_cache: Option<basalt_backends::ValueCache>,
     /// The RocksDB block cache every local vnode shares (`block_cache_mb`,
@@ -150,6 +160,9 @@ impl Router {
         let mib = |n: u64| n.saturating_mul(1024 * 1024);
         let block_cache = basalt_backends::BlockCache::new(mib(config.block_cache_mb));
         let value_cache = basalt_backends::ValueCache::new(mib(config.value_cache_mb));
+        let memtable_budget = usize::try_from(mib(config.memtable_mb))
+            .ok()
+            .and_then(basalt_backends::MemtableBudget::new);
         let rocks_cache = if config.backend.starts_with("rocksdb") && config.block_cache_mb > 0 {
             basalt_backends::RocksBlockCache::new(mib(config.block_cache_mb))
         } else {
@@ -168,6 +181,7 @@ impl Router {
             held: Mutex::new(BTreeMap::new()),
             dropping: Mutex::new(BTreeSet::new()),
             block_cache,
+            memtable_budget,
             value_cache,
             rocks_cache,
             calls_in_flight: AtomicUsize::new(0),
@@ -369,6 +383,7 @@ impl Router {
             memtable_bytes: Some(VNODE_MEMTABLE_BYTES),
             block_cache_bytes: Some(0),
             block_cache: self.block_cache.clone(),
+            memtable_budget: self.memtable_budget.clone(),
             value_cache_bytes: Some(0),
             value_cache: self.value_cache.clone(),
             // Reserving a whole journal file (and its spare) ahead would
@@ -376,12 +391,12 @@ impl Router {
             // one-node ring; until the reservation is made in steps as the
             // file grows, vnodes allocate as they append.
             journal_preallocate: Some(false),
-            // RocksDB vnodes as leveled's: memtables of the vnode size and
-            // one block cache for the node (`block_cache_mb`), not 2 x 32
-            // MiB of write buffers and a 32 MiB cache per vnode, which
-            // would need ~2 GiB for the 21 vnodes of a node of 3 on a 64 ring.
+            // RocksDB vnodes: 4 MiB write buffers and one block cache for
+            // the node (`block_cache_mb`), not 2 x 32 MiB of write buffers
+            // and a 32 MiB cache per vnode, which would need ~2 GiB for the
+            // 21 vnodes of a node of 3 on a 64 ring.
             rocksdb: basalt_backends::RocksTuning {
-                write_buffer_bytes: VNODE_MEMTABLE_BYTES,
+                write_buffer_bytes: ROCKS_VNODE_WRITE_BUFFER_BYTES,
                 ..Default::default()
             },
             rocksdb_block_cache: self.rocks_cache.clone(),

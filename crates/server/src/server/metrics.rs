@@ -31,10 +31,13 @@ async fn backend_totals(node: &Node) -> (BTreeMap<String, u64>, u64, usize) {
     (counters, disk, all.len())
 }
 
-/// The leveled caches a node's vnodes share (`block_cache_mb`,
-/// `value_cache_mb`) and the filesystem of the data directory: every vnode
+/// The leveled caches and memtable budget a node's vnodes share
+/// (`block_cache_mb`, `value_cache_mb`, `memtable_mb`) and the filesystem of the data directory: every vnode
 /// reports the same figure.
-const NODE_WIDE_GAUGES: [&str; 6] = [
+const NODE_WIDE_GAUGES: [&str; 9] = [
+    "memtable_budget_bytes",
+    "memtable_budget_used_bytes",
+    "memtable_budget_freezes",
     "block_cache_capacity_bytes",
     "block_cache_bytes",
     "value_cache_capacity_bytes",
