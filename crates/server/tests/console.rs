@@ -85,7 +85,13 @@ fn next_sample(r: &mut BufReader<TcpStream>) -> Value {
 #[test]
 fn console_views_stream_and_actions() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let h = ServerHandle::spawn(common::test_config(dir.path(), true)).expect("node");
+    // leveled, so the node view has the engine's figures (memtable budget).
+    let config = basalt_server::Config {
+        backend: "leveled".into(),
+        memtable_mb: 16,
+        ..common::test_config(dir.path(), true)
+    };
+    let h = ServerHandle::spawn(config).expect("node");
 
     // The page and its assets, from the binary.
     let page = common::http(&h, "GET", "/console", &[], b"");
@@ -114,6 +120,13 @@ fn console_views_stream_and_actions() {
     assert_eq!(node["vnodes"].as_array().map(Vec::len), Some(8));
     assert!(node["process"]["rss_bytes"].as_u64().unwrap_or(0) > 0);
     assert!(node["totals"]["ledger_level_files"].is_array());
+    // The node's memtable budget (`memtable_mb`) and what its memtables hold.
+    assert_eq!(
+        node["totals"]["memtable_budget_bytes"].as_u64(),
+        Some(16 << 20),
+        "{node}"
+    );
+    assert!(node["totals"]["memtable_bytes"].is_u64(), "{node}");
     assert!(get_json(&h, "/console/api/aae")["vnodes"].is_number());
     assert!(get_json(&h, "/console/api/repl")["sinks"].is_array());
     assert!(get_json(&h, "/console/api/security")["users"]["users"].is_array());

@@ -112,6 +112,8 @@ fn backend_figures(c: &serde_json::Map<String, Value>) -> Value {
         "write_amplification": wa,
         "value_cache_hit_ratio": ratio(g("journal_value_cache_hits"), g("journal_value_cache_misses")),
         "block_cache_hit_ratio": ratio(g("ledger_block_cache_hits"), g("ledger_block_cache_misses")),
+        "memtable_bytes": g("ledger_memtable_bytes"),
+        "memtable_budget_bytes": g("memtable_budget_bytes"),
         "disk_free_bytes": c.get("disk_free_bytes").cloned().unwrap_or(Value::Null),
         "disk_total_bytes": c.get("disk_total_bytes").cloned().unwrap_or(Value::Null),
     })

@@ -157,6 +157,7 @@ async function showNode() {
     ["compaction runs", esc(t.compaction_runs) + ", reclaimed " + bytes(t.compaction_bytes_reclaimed)],
     ["write amplification", num(t.write_amplification, 2)],
     ["value cache hits", pct(t.value_cache_hit_ratio)], ["block cache hits", pct(t.block_cache_hit_ratio)],
+    ["memtables", bytes(t.memtable_bytes) + (t.memtable_budget_bytes ? " of a " + bytes(t.memtable_budget_bytes) + " budget" : "")],
   ]);
   const p = v.process || {};
   $("#node-process").innerHTML = kv([
