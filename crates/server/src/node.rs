@@ -195,7 +195,7 @@ impl Node {
             &config.mapred,
             js.clone(),
         ));
-        let kv = Arc::new(Kv::new(config, router, props, types));
+        let kv = Kv::new(config, router, props, types);
         kv.observe(repl.clone());
         kv.observe(hooks.clone());
         kv.set_precommit(hooks.clone());

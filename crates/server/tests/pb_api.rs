@@ -1370,6 +1370,35 @@ fn tombstones_are_reaped_after_delete_mode_and_kept_with_keep() {
 }
 
 #[test]
+fn a_read_that_finds_a_tombstone_on_every_replica_reaps_it() {
+    use basalt_server::config::DeleteMode;
+    // Deleted under `keep`: the tombstone is on disk and no reap waits.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = test_config(&dir, 8, "leveled");
+    config.delete_mode = DeleteMode::Keep;
+    let h = ServerHandle::spawn(config.clone()).expect("spawn");
+    let mut c = Client::connect(&h);
+    c.put(put_req("old", "k", "v"));
+    del(&mut c, "old", "k");
+    h.shutdown().expect("shutdown");
+
+    // Reopened with a 100 ms delay: nothing reaps it until a GET sees it
+    // on all three replicas (Riak's get FSM asks for the delete then).
+    config.delete_mode = DeleteMode::DelayMs(100);
+    config.pb_listen = "127.0.0.1:0".into();
+    let h = ServerHandle::spawn(config).expect("respawn");
+    let mut c = Client::connect(&h);
+    std::thread::sleep(Duration::from_millis(400));
+    assert!(tombstone_clock(&mut c, "old", "k").is_some(), "kept");
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while tombstone_clock(&mut c, "old", "k").is_some() {
+        assert!(std::time::Instant::now() < deadline, "tombstone not reaped");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    h.shutdown().expect("shutdown");
+}
+
+#[test]
 fn a_vnode_whose_backend_closed_itself_is_reopened() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = test_config(&dir, 4, "leveled");

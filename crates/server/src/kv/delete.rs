@@ -28,13 +28,29 @@ use std::sync::Arc;
 pub enum Reap {
     /// Removed from this many replicas.
     Reaped(usize),
-    /// Not every replica holds this tombstone (a later write, a replica
-    /// that missed it): nothing removed.
+    /// A replica holds a later or concurrent write: nothing removed, and
+    /// the reap is over (the key lives again).
     NotHeld,
+    /// A replica does not hold the tombstone yet (it has nothing, or a
+    /// version the tombstone replaces: its write was acknowledged without
+    /// it and is still on its way, or it missed it and read repair or
+    /// anti-entropy will bring it): nothing removed, tried again.
+    Behind,
     /// Put off: a copy of the key's partitions may be handed back later
-    /// (fallback, transfer, a node down or silent, a primary unreachable).
+    /// (fallback, transfer, a node down or silent, a primary unreachable,
+    /// a replica that did not answer).
     Deferred,
 }
+
+impl Reap {
+    /// Whether a later attempt may succeed.
+    fn retry(self) -> bool {
+        matches!(self, Reap::Behind | Reap::Deferred)
+    }
+}
+
+/// A pending reap: bucket, key and the tombstone's encoded clock.
+pub(crate) type ReapKey = (Vec<u8>, Vec<u8>, Vec<u8>);
 
 impl Kv {
     /// DELETE: a tombstone PUT ([`Node::put`]), then, unless the config's
@@ -64,48 +80,64 @@ impl Kv {
     }
 
     /// Starts the task that reaps a deleted key's tombstone after `delay`,
-    /// trying again while the reap is put off ([`Reap::Deferred`]), at most
-    /// [`REAP_ATTEMPTS`] times, waiting twice as long each time (from
-    /// [`REAP_RETRY_MIN`] to [`REAP_RETRY_MAX`]). At most
-    /// [`MAX_PENDING_REAPS`] wait at once; beyond, the tombstone stays
-    /// (counted as dropped; `aae fold reap-tombs` reaps it later). The task
-    /// holds the node weakly: reaps pending at shutdown are dropped.
-    fn schedule_reap(
-        self: &Arc<Self>,
+    /// trying again while the reap is put off or a replica is behind
+    /// ([`Reap::retry`]), at most [`REAP_ATTEMPTS`] times, waiting twice
+    /// as long each time (from [`REAP_RETRY_MIN`] to [`REAP_RETRY_MAX`]).
+    /// One task per tombstone (key and clock): a second request for it is
+    /// ignored. At most [`MAX_PENDING_REAPS`] wait at once; beyond, the
+    /// tombstone stays (counted as dropped; `aae fold reap-tombs` reaps it
+    /// later). The task holds the node weakly: reaps pending at shutdown
+    /// are dropped.
+    pub(crate) fn schedule_reap(
+        &self,
         bucket: &[u8],
         key: &[u8],
         clock: VClock,
         delay: std::time::Duration,
     ) {
         let stats = &self.stats;
-        if stats.reaps_pending.fetch_add(1, Ordering::AcqRel) >= MAX_PENDING_REAPS {
-            stats.reaps_pending.fetch_sub(1, Ordering::AcqRel);
-            stats.reaps_dropped.fetch_add(1, Ordering::Relaxed);
-            return;
+        let id: ReapKey = (bucket.to_vec(), key.to_vec(), clock.encode());
+        {
+            let mut pending = self.pending_reaps.lock();
+            if pending.contains(&id) {
+                return;
+            }
+            if pending.len() >= MAX_PENDING_REAPS {
+                stats.reaps_dropped.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            pending.insert(id.clone());
+            stats.reaps_pending.store(pending.len(), Ordering::Relaxed);
         }
-        let node = Arc::downgrade(self);
-        let (b, k) = (bucket.to_vec(), key.to_vec());
+        let node = self.me.clone();
         tokio::spawn(async move {
+            let (b, k) = (&id.0, &id.1);
             let mut wait = delay;
             let mut outcome = Reap::Deferred;
             for _ in 0..REAP_ATTEMPTS {
                 tokio::time::sleep(wait).await;
                 let Some(node) = node.upgrade() else { return };
-                outcome = match node.try_reap(&b, &k, &clock, true).await {
+                outcome = match node.try_reap(b, k, &clock, true).await {
                     Ok(r) => r,
                     Err(e) => {
+                        // A replica that failed to answer (overload, a
+                        // timeout) may answer next time.
                         tracing::debug!(error = %e, "tombstone reap");
-                        Reap::NotHeld
+                        Reap::Deferred
                     }
                 };
-                if outcome != Reap::Deferred {
+                if !outcome.retry() {
                     break;
                 }
                 wait = (wait * 2).clamp(REAP_RETRY_MIN, REAP_RETRY_MAX);
             }
             if let Some(node) = node.upgrade() {
-                node.stats.reaps_pending.fetch_sub(1, Ordering::AcqRel);
-                if outcome == Reap::Deferred {
+                let mut pending = node.pending_reaps.lock();
+                pending.remove(&id);
+                node.stats
+                    .reaps_pending
+                    .store(pending.len(), Ordering::Relaxed);
+                if outcome.retry() {
                     node.stats.reaps_dropped.fetch_add(1, Ordering::Relaxed);
                 }
             }
@@ -122,7 +154,7 @@ impl Kv {
     ) -> Result<usize, RequestError> {
         Ok(match self.try_reap(bucket, key, vclock, false).await? {
             Reap::Reaped(n) => n,
-            Reap::NotHeld | Reap::Deferred => 0,
+            Reap::NotHeld | Reap::Behind | Reap::Deferred => 0,
         })
     }
 
@@ -158,18 +190,27 @@ impl Kv {
             key: key.to_vec(),
         };
         let mut replies = self.router.fan_out(&targets, head);
+        let mut behind = false;
         while let Some((_, res)) = replies.next().await {
-            let same = match res? {
-                VnodeReply::Object(Some(w), _) => w
-                    .head()
-                    .is_ok_and(|o| o.is_deleted() && o.vclock.same_events(vclock)),
-                _ => false,
+            let held = match res? {
+                VnodeReply::Object(Some(w), _) => match w.head() {
+                    Ok(o) if o.is_deleted() && o.vclock.same_events(vclock) => Held::Same,
+                    Ok(o) if vclock.dominates(&o.vclock) => Held::Older,
+                    _ => Held::Other,
+                },
+                VnodeReply::Object(None, _) => Held::Older,
+                _ => Held::Other,
             };
-            if !same {
-                return Ok(Reap::NotHeld);
+            match held {
+                Held::Same => {}
+                Held::Older => behind = true,
+                Held::Other => return Ok(Reap::NotHeld),
             }
         }
         drop(replies);
+        if behind {
+            return Ok(Reap::Behind);
+        }
         let reap = || VnodeReq::ReapTombstone {
             bucket: bucket.to_vec(),
             key: key.to_vec(),
@@ -226,4 +267,14 @@ impl Kv {
         }
         None
     }
+}
+
+/// What one replica holds, against the tombstone a reap would remove.
+enum Held {
+    /// The tombstone, with the same clock.
+    Same,
+    /// Nothing, or a version the tombstone replaces.
+    Older,
+    /// A later or concurrent version (or something unreadable).
+    Other,
 }

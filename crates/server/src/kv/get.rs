@@ -5,7 +5,7 @@
 //! carried it or else fetch it from a replica holding it, merge, and
 //! read-repair stale replicas in the background.
 
-use super::get_core::{stale_replicas, winning_versions, Failure, GetCore, Verdict};
+use super::get_core::{reap_on_read, stale_replicas, winning_versions, Failure, GetCore, Verdict};
 use super::Kv;
 use super::{GetOpts, GetOutcome};
 use crate::error::RequestError;
@@ -208,6 +208,17 @@ impl Kv {
                 (merged, stale)
             }
         };
+        // Every replica holds the same tombstone: reap it after the delete
+        // mode's delay, as Riak's GET does (a reap the DELETE started and
+        // then dropped, or a tombstone kept from before, goes this way).
+        if n == props.n_val
+            && heads.iter().all(|(t, _, _)| t.primary)
+            && reap_on_read(&merged, heads.len(), stale.len(), n)
+        {
+            if let Some(delay) = self.config.delete_mode.delay() {
+                self.schedule_reap(bucket, key, merged.vclock.clone(), delay);
+            }
+        }
         // Read repair: stale or missing replicas get the merged object,
         // shared (encoded only for a replica on another node).
         let mut shared: Option<Obj> = None;

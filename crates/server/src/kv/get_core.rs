@@ -254,6 +254,14 @@ pub fn stale_replicas<'a, T>(
         .map(|(t, _, _)| t)
 }
 
+/// Whether a GET asks for the tombstone to be reaped (Riak's
+/// `final_action` = `delete`): the merged object is a tombstone, all
+/// `n_val` replicas `answered`, and none is `stale` (missing, or holding
+/// another version).
+pub fn reap_on_read(merged: &RiakObject, answered: usize, stale: usize, n_val: u32) -> bool {
+    merged.is_deleted() && answered == n_val as usize && stale == 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -300,6 +308,26 @@ mod tests {
         ];
         assert_eq!(stale_replicas(&heads, &new).collect::<Vec<_>>(), [&0, &2]);
         assert_eq!(stale_replicas(&heads, &old).collect::<Vec<_>>(), [&1, &2]);
+    }
+
+    #[test]
+    fn a_read_reaps_only_a_tombstone_every_replica_holds() {
+        let live = version(&[b"a"], "v");
+        let mut tomb = version(&[b"a", b"b"], "t");
+        tomb.contents[0].deleted = true;
+        let heads = [(0, Some(tomb.clone()), 0), (1, Some(tomb.clone()), 0)];
+        let stale = stale_replicas(&heads, &tomb).count();
+        assert!(reap_on_read(&tomb, heads.len(), stale, 2));
+        // A replica yet to answer: no reap.
+        assert!(!reap_on_read(&tomb, 1, 0, 2));
+        // A replica missing it or holding another version: no reap.
+        for other in [None, Some(live.clone())] {
+            let heads = [(0, Some(tomb.clone()), 0), (1, other, 0)];
+            let stale = stale_replicas(&heads, &tomb).count();
+            assert!(!reap_on_read(&tomb, heads.len(), stale, 2));
+        }
+        // A live object is never reaped.
+        assert!(!reap_on_read(&live, 2, 0, 2));
     }
 
     /// One replica's reply in a test history.

@@ -179,6 +179,13 @@ pub struct Kv {
     background: mpsc::Sender<(Target, VnodeReq)>,
     background_rx: Mutex<Option<mpsc::Receiver<(Target, VnodeReq)>>>,
     hooks: RwLock<Hooks>,
+    /// This handle, held weakly by the tasks it starts (tombstone reaps),
+    /// which then end with the node.
+    me: std::sync::Weak<Kv>,
+    /// Tombstone reaps waiting (bucket, key, encoded clock): a GET that
+    /// finds a tombstone on every replica starts no second reap of it.
+    /// At most [`crate::limits::MAX_PENDING_REAPS`] entries.
+    pub(crate) pending_reaps: Mutex<std::collections::HashSet<delete::ReapKey>>,
 }
 
 impl Kv {
@@ -189,9 +196,9 @@ impl Kv {
         router: Arc<Router>,
         props: Arc<PropsStore>,
         types: Arc<BucketTypes>,
-    ) -> Kv {
+    ) -> Arc<Kv> {
         let (background, background_rx) = mpsc::channel(crate::limits::BACKGROUND_QUEUE);
-        Kv {
+        Arc::new_cyclic(|me| Kv {
             stats: NodeStats::default(),
             config,
             router,
@@ -200,7 +207,9 @@ impl Kv {
             background,
             background_rx: Mutex::new(Some(background_rx)),
             hooks: RwLock::default(),
-        }
+            me: me.clone(),
+            pending_reaps: Mutex::default(),
+        })
     }
 
     /// Registers an observer of coordinated writes and reaps.
