@@ -177,9 +177,11 @@ pub(crate) fn decode_hint(b: &[u8]) -> Option<Vec<HintEntry>> {
     (at == body.len()).then_some(out)
 }
 
-/// Scans a whole data file: every intact record as (offset, record), and the
-/// number of damaged regions skipped (a scan resynchronises on the record
-/// magic after damage).
+/// Scans a whole data file in memory: every intact record as (offset,
+/// record), and the number of damaged regions skipped (a scan
+/// resynchronises on the record magic after damage). The reference the
+/// windowed [`super::scanner::Scanner`] is tested against.
+#[cfg(test)]
 pub(crate) fn scan(b: &[u8]) -> (Vec<(u64, Record<'_>)>, u64) {
     let mut out = Vec::new();
     let mut damaged = 0u64;

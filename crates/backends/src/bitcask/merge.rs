@@ -4,9 +4,12 @@
 //! before deleting them (see [`super`], Merge).
 
 use super::format::FLAG_PUT;
+use super::scanner::{Scanner, SCAN_WINDOW_BYTES};
 use super::{data_path, format, hint_path, io, Bitcask, FileStat, MergeFile, MergeJob, Writer};
 use basalt_backend::{BackendError, Result};
+use std::fs::File;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 impl Bitcask {
     fn triggered(&self, st: &FileStat, frag: u32, dead: u64) -> bool {
@@ -107,44 +110,33 @@ impl Bitcask {
                 };
                 let older_unmerged = w.stats.keys().any(|o| *o < id && !job.picked.contains(o));
                 let p = data_path(&self.dir, id);
-                let bytes = std::fs::read(&p).map_err(io("read", &p))?;
-                let offsets: Vec<(u64, usize)> = format::scan(&bytes)
-                    .0
-                    .iter()
-                    .map(|(o, r)| {
-                        (
-                            *o,
-                            format::RECORD_FIXED + r.key.len() + r.meta.len() + r.value.len(),
-                        )
-                    })
-                    .collect();
+                let file = match self.files.read().get(&id) {
+                    Some(f) => Arc::clone(f),
+                    None => Arc::new(File::open(&p).map_err(io("open", &p))?),
+                };
+                let len = file.metadata().map_err(io("stat", &p))?.len();
                 job.current = Some(MergeFile {
                     id,
-                    bytes,
-                    offsets,
-                    pos: 0,
+                    records: Scanner::new(file, len, SCAN_WINDOW_BYTES),
                     older_unmerged,
                 });
             }
             let Some(MergeFile {
                 id,
-                bytes,
-                offsets,
-                pos,
+                records,
                 older_unmerged,
             }) = job.current.as_mut()
             else {
                 continue;
             };
-            while *budget > 0 && *pos < offsets.len() {
-                let Some(&(offset, len)) = offsets.get(*pos) else {
+            let p = data_path(&self.dir, *id);
+            let mut finished = false;
+            while *budget > 0 {
+                let Some((offset, raw)) = records.next().map_err(io("read", &p))? else {
+                    finished = true;
                     break;
                 };
-                *pos += 1;
                 *budget -= 1;
-                let raw = bytes
-                    .get(offset as usize..offset as usize + len)
-                    .unwrap_or_default();
                 let Ok(r) = format::decode_record(raw) else {
                     continue;
                 };
@@ -161,7 +153,7 @@ impl Bitcask {
                     }
                 }
             }
-            if *pos >= offsets.len() {
+            if finished {
                 job.current = None;
                 job.next_file += 1;
             }

@@ -61,7 +61,9 @@
 //! exists (it may hold the deleted key); then the active file is synced and
 //! the merged files and hints are deleted. (Riak's defaults: 60%, 512 MiB,
 //! 40%, 128 MiB.) Merge runs in the writing thread under the write lock:
-//! writes wait for it (a known gap; Riak merges in the background).
+//! writes wait for it (a known gap; Riak merges in the background). A
+//! merge, like a recovery scan, reads a data file through a window of
+//! [`scanner::SCAN_WINDOW_BYTES`] (4 MiB), never the whole file.
 //!
 //! # Snapshots
 //!
@@ -72,11 +74,13 @@
 //!
 //! This file holds the keydir, opening and recovery, the write path and
 //! the [`basalt_backend::Backend`] implementation (`Reads`, `Writes`,
-//! `Admin`); `format` the record and hint formats, `merge` the merge,
+//! `Admin`); `format` the record and hint formats, `scanner` the windowed
+//! read of a data file's records, `merge` the merge,
 //! `snapshot` the frozen keydir and the folds.
 
 mod format;
 mod merge;
+mod scanner;
 mod snapshot;
 
 use snapshot::{bucket_keys, fold_key_list};
@@ -197,14 +201,11 @@ struct MergeJob {
     current: Option<MergeFile>,
 }
 
-/// One file of a merge, loaded.
+/// One file of a merge, read through a bounded window.
 struct MergeFile {
     id: u32,
-    bytes: Vec<u8>,
-    /// (offset, length) of each intact record.
-    offsets: Vec<(u64, usize)>,
-    /// The next record to look at.
-    pos: usize,
+    /// Its records, in order.
+    records: scanner::Scanner<Arc<File>>,
     /// An older file is not part of the merge: tombstones must be kept.
     older_unmerged: bool,
 }
@@ -338,27 +339,32 @@ impl Bitcask {
             let entries = match hints {
                 Some(h) => h,
                 None => {
-                    let bytes = std::fs::read(&p).map_err(io("read", &p))?;
-                    if bytes.get(..8) != Some(&format::DATA_MAGIC[..]) {
+                    use scanner::ReadAt;
+                    let mut magic = [0u8; 8];
+                    let got = f.read_full_at(&mut magic, 0).map_err(io("read", &p))?;
+                    if magic.get(..got) != Some(&format::DATA_MAGIC[..]) {
                         corrupt += 1;
                     }
-                    let (recs, damaged) = format::scan(&bytes);
-                    corrupt += damaged;
-                    if damaged > 0 {
-                        tracing::warn!(target: "basalt::bitcask", "C0001 {}: skipped {damaged} damaged region(s)", p.display());
-                    }
-                    let h: Vec<HintEntry> = recs
-                        .into_iter()
-                        .map(|(offset, r)| HintEntry {
+                    let mut records = scanner::Scanner::new(&f, size, scanner::SCAN_WINDOW_BYTES);
+                    let mut h: Vec<HintEntry> = Vec::new();
+                    while let Some((offset, raw)) = records.next().map_err(io("read", &p))? {
+                        let Ok(r) = format::decode_record(raw) else {
+                            continue;
+                        };
+                        h.push(HintEntry {
                             offset,
-                            len: (format::RECORD_FIXED + r.key.len() + r.meta.len() + r.value.len())
-                                as u32,
+                            len: raw.len() as u32,
                             tstamp_us: r.tstamp_us,
                             expires_at: r.expires_at,
                             flags: r.flags,
                             key: r.key.to_vec(),
-                        })
-                        .collect();
+                        });
+                    }
+                    let damaged = records.damaged();
+                    corrupt += damaged;
+                    if damaged > 0 {
+                        tracing::warn!(target: "basalt::bitcask", "C0001 {}: skipped {damaged} damaged region(s)", p.display());
+                    }
                     write_hint(dir, id, &h)?;
                     h
                 }
