@@ -36,7 +36,6 @@ import json
 import math
 import os
 import random
-import resource
 import re
 import shutil
 import signal
@@ -848,11 +847,18 @@ def main():
     sampler.start()
     cmd = [a.basalt, "bench"] + a.configs + [override, "-q", "-d", a.results, "-n", a.name]
     log("bench: " + " ".join(cmd))
-    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cl.bench = subprocess.Popen(cmd)
-    rc = cl.bench.wait()
-    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cl.bench_cpu = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
+    # The bench's own CPU: wait4 on its pid (RUSAGE_CHILDREN would also
+    # count every node that died and was reaped meanwhile).
+    while True:
+        try:
+            _, status, ru = os.wait4(cl.bench.pid, 0)
+            break
+        except InterruptedError:
+            continue
+    rc = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status)
+    cl.bench.returncode = rc
+    cl.bench_cpu = ru.ru_utime + ru.ru_stime
     cl.bench_secs = time.time() - started
     sampler.stop.set()
     sampler.join()

@@ -3,7 +3,7 @@
 //! whole data file into memory (up to `max_file_bytes`, 256 MiB): a node
 //! whose vnodes merged at once held one such file per merging vnode, and
 //! three 512 MiB bitcask nodes under 50 KB inserts were OOM-killed
-//! (`docs/benchmarks/2026-12-03-0330-bitcask-merge-memory.md`). Now a scan
+//! (`docs/benchmarks/2026-12-03-0300-bitcask-merge-memory.md`). Now a scan
 //! holds at most [`SCAN_WINDOW_BYTES`], or one record if a record is larger.
 //!
 //! The scan is the one [`super::format`]'s grammar asks for: each record's
