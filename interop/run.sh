@@ -196,7 +196,9 @@ start_node() {
   shift 2
   started_pid="" started_port="" started_cport="" started_hport=""
   for attempt in 1 2 3 4 5; do
-    p=$((20000 + RANDOM % 40000))
+    # Below the kernel's ephemeral range (32768 and up here): a port there
+    # may be held by any outgoing connection, which a connect probe cannot see.
+    p=$((20000 + RANDOM % 12000))
     port_in_use "$p" && continue
     port_in_use "$((p + 1))" && continue
     http_args=(--http-listen "")
@@ -624,13 +626,20 @@ security_stage() {
   local certs=$tmp/certs sec_status=0 spid sport scport hsport u
   "$bin" certs ca --out "$certs" >/dev/null || return 1
   "$bin" certs node --ca "$certs" --name node1 >/dev/null || return 1
-  for _ in 1 2 3 4 5; do
-    hsport=$((20000 + RANDOM % 40000))
-    port_in_use "$hsport" || break
+  # The HTTPS port is in the config file, which start_node's retries do not
+  # change: a port that turns out taken gets a new one here.
+  local started=0
+  for _ in 1 2 3; do
+    hsport=$((20000 + RANDOM % 12000))
+    port_in_use "$hsport" && continue
+    printf 'tls_certfile = "%s"\ntls_keyfile = "%s"\nhttps_listen = "127.0.0.1:%s"\n' \
+      "$certs/node1.pem" "$certs/node1-key.pem" "$hsport" >"$tmp/secure.toml"
+    if start_node "$tmp/secure" "$tmp/secure.log" --config "$tmp/secure.toml"; then
+      started=1
+      break
+    fi
   done
-  printf 'tls_certfile = "%s"\ntls_keyfile = "%s"\nhttps_listen = "127.0.0.1:%s"\n' \
-    "$certs/node1.pem" "$certs/node1-key.pem" "$hsport" >"$tmp/secure.toml"
-  if ! start_node "$tmp/secure" "$tmp/secure.log" --config "$tmp/secure.toml"; then
+  if [[ $started == 0 ]]; then
     echo "interop: could not start the node for the security stage" >&2
     return 1
   fi

@@ -331,7 +331,11 @@ impl Ledger {
         let mut mems = Vec::with_capacity(frozen.len() + 1);
         mems.push(mem);
         mems.extend(frozen.into_iter().rev());
-        LedgerView { mems, version }
+        LedgerView {
+            mems,
+            version,
+            stats: Some(Arc::clone(&self.shared.stats)),
+        }
     }
 
     /// An immutable view for a snapshot: the frozen memtables and version
@@ -347,6 +351,7 @@ impl Ledger {
         LedgerView {
             mems,
             version: Arc::clone(&s.version),
+            stats: Some(Arc::clone(&self.shared.stats)),
         }
     }
 

@@ -20,12 +20,38 @@ pub struct LedgerView {
     pub mems: Vec<Arc<Memtable>>,
     /// The SST files.
     pub version: Arc<Version>,
+    /// Where damaged blocks met through this view are counted
+    /// (`ledger_corrupt_blocks`): point reads and folds alike.
+    pub stats: Option<Arc<Stats>>,
 }
 
 impl LedgerView {
     /// The newest entry for `key` (tombstones included).
     pub fn get(&self, key: &[u8]) -> Result<Option<LedgerValue>> {
         self.get_timed(key, None)
+            .inspect_err(|e| self.count_damage(e))
+    }
+
+    /// Counts a corruption error met through this view.
+    fn count_damage(&self, e: &crate::error::Error) {
+        if let (true, Some(s)) = (e.is_corruption(), &self.stats) {
+            Stats::incr(&s.ledger_corrupt_blocks);
+        }
+    }
+
+    /// An SST source that counts the damaged blocks it meets.
+    fn counted(&self, it: EntryIter) -> EntryIter {
+        match &self.stats {
+            None => it,
+            Some(s) => {
+                let s = Arc::clone(s);
+                Box::new(it.inspect(move |r| {
+                    if matches!(r, Err(e) if e.is_corruption()) {
+                        Stats::incr(&s.ledger_corrupt_blocks);
+                    }
+                }))
+            }
+        }
     }
 
     /// [`LedgerView::get`], counting block-cache hits and timing each SST
@@ -74,7 +100,7 @@ impl LedgerView {
         }
         for t in self.version.level(0) {
             if t.overlaps(start, end) {
-                sources.push(t.range_with(start, end, opts.clone()));
+                sources.push(self.counted(t.range_with(start, end, opts.clone())));
             }
         }
         for level in 1..LEVELS {
@@ -89,11 +115,13 @@ impl LedgerView {
                 continue;
             }
             let (s, e, o) = (start.to_vec(), end.map(<[u8]>::to_vec), opts.clone());
-            sources.push(Box::new(
-                tables
-                    .into_iter()
-                    .flat_map(move |t| t.range_with(&s, e.as_deref(), o.clone())),
-            ));
+            sources.push(
+                self.counted(Box::new(
+                    tables
+                        .into_iter()
+                        .flat_map(move |t| t.range_with(&s, e.as_deref(), o.clone())),
+                )),
+            );
         }
         MergeIter::new(sources)
     }
