@@ -44,6 +44,9 @@
 #            with a message, where netem or namespaces are not available).
 #   --kill-node SECS  (cluster) kill -9 one node SECS into every run.
 #   BACKENDS="leveled rocksdb"   overrides the backends of every test.
+#   HOOKS="none builtin js8 js16"   overrides the hook studies' variants
+#            (none; builtin: the Erlang-named max_object_size; jsN: the
+#            JavaScript `validate` hook on N VMs).
 #   BASALT=path/to/basalt        uses that binary (default: a release build).
 #
 # A pass can be split: tests already done in RESULTS (their section.md
@@ -148,7 +151,7 @@ config_of() { # test -> base config
 }
 backends_of() { # test -> backends (leveled first: the baseline)
   # The hook studies compare hooks on leveled nodes, not backends.
-  case $1 in testpilot_hooks_*) echo "none builtin js16"; return ;; esac
+  case $1 in testpilot_hooks_*) echo "${HOOKS:-none builtin js16}"; return ;; esac
   if [ -n "${BACKENDS:-}" ]; then echo "$BACKENDS"; return; fi
   # nhs_mix's put_unique writes 2i terms, which bitcask refuses (as
   # Riak's bitcask does): on live nodes it runs leveled and rocksdb.

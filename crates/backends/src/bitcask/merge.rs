@@ -5,7 +5,9 @@
 
 use super::format::FLAG_PUT;
 use super::scanner::{Scanner, SCAN_WINDOW_BYTES};
-use super::{data_path, format, hint_path, io, Bitcask, FileStat, MergeFile, MergeJob, Writer};
+use super::{
+    data_path, format, hint_path, io, Bitcask, FileStat, MergeFile, MergeJob, StepBudget, Writer,
+};
 use basalt_backend::{BackendError, Result};
 use std::fs::File;
 use std::sync::atomic::Ordering;
@@ -44,19 +46,19 @@ impl Bitcask {
         let mut w = self.writer.lock();
         let active = w.active.id;
         while w.job.is_some() {
-            self.merge_step(&mut w, usize::MAX)?;
+            self.merge_step(&mut w, StepBudget::ALL)?;
         }
         let mut all: Vec<u32> = w.stats.keys().copied().filter(|id| *id != active).collect();
         all.sort_unstable();
         self.merge_files(&mut w, &all)?;
         while w.job.is_some() {
-            self.merge_step(&mut w, usize::MAX)?;
+            self.merge_step(&mut w, StepBudget::ALL)?;
         }
         Ok(())
     }
 
     /// Starts a merge of `pick` (a no-op if empty or one is under way); the
-    /// writes that follow advance it ([`MERGE_STEP_RECORDS`] each).
+    /// writes that follow advance it ([`StepBudget::WRITE`] each).
     fn merge_files(&self, w: &mut Writer, pick: &[u32]) -> Result<()> {
         if pick.is_empty() || w.merging {
             return Ok(());
@@ -71,9 +73,10 @@ impl Bitcask {
         Ok(())
     }
 
-    /// Copies up to `budget` records of the merge under way; finishes it
-    /// (fsync, unlink the merged files) once every file is copied.
-    pub(super) fn merge_step(&self, w: &mut Writer, mut budget: usize) -> Result<()> {
+    /// Reads up to `budget` of the merge under way, copying the live
+    /// records; finishes it (fsync, unlink the merged files) once every
+    /// file is copied.
+    pub(super) fn merge_step(&self, w: &mut Writer, mut budget: StepBudget) -> Result<()> {
         let Some(mut job) = w.job.take() else {
             return Ok(());
         };
@@ -101,9 +104,9 @@ impl Bitcask {
         &self,
         w: &mut Writer,
         job: &mut MergeJob,
-        budget: &mut usize,
+        budget: &mut StepBudget,
     ) -> Result<bool> {
-        while *budget > 0 {
+        while budget.left() {
             if job.current.is_none() {
                 let Some(&id) = job.pick.get(job.next_file) else {
                     return Ok(true);
@@ -131,12 +134,14 @@ impl Bitcask {
             };
             let p = data_path(&self.dir, *id);
             let mut finished = false;
-            while *budget > 0 {
+            while budget.left() {
                 let Some((offset, raw)) = records.next().map_err(io("read", &p))? else {
                     finished = true;
                     break;
                 };
-                *budget -= 1;
+                budget.spend(raw.len());
+                self.merge_bytes_read
+                    .fetch_add(raw.len() as u64, Ordering::Relaxed);
                 let Ok(r) = format::decode_record(raw) else {
                     continue;
                 };

@@ -389,7 +389,8 @@ mod tests {
 
     /// A write to a copy held for another owner, and the drop of a
     /// handed-off vnode, count as held until they end (a reap waits on
-    /// them); a vnode being dropped is not reopened meanwhile.
+    /// them); a vnode being dropped is not reopened meanwhile, however many
+    /// drops of it overlap.
     #[test]
     fn guarded_partitions_are_held_and_a_dropping_vnode_is_not_reopened() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -420,7 +421,15 @@ mod tests {
                 .is_some_and(|e| e.contains("being deleted")),
             "{refused:?}"
         );
+        // Two overlapping drops of one partition: the first to end does
+        // not let the other's vnode be reopened.
+        let overlapping = router.hold_dropping(2);
         drop(dropping);
+        assert!(
+            router.local_vnode(2).is_err(),
+            "reopened while another drop of it runs"
+        );
+        drop(overlapping);
         assert!(handoff.held_for(&[1, 2]).is_empty());
         assert!(
             router.local_vnode(2).is_ok(),

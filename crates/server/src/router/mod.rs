@@ -17,7 +17,7 @@ use crate::vnode::request::{Obj, VnodeReply, VnodeReq};
 use crate::vnode::{NValOf, Vnode, VnodeAae, VnodeError, VnodeState};
 use futures_util::stream::FuturesUnordered;
 use parking_lot::{Mutex, RwLock};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
@@ -66,9 +66,10 @@ pub struct Router {
     /// partition this node does not own, from the write until its forward
     /// answered. A tombstone reap waits while any is held ([`Self::held()`]).
     held: Mutex<BTreeMap<u32, usize>>,
-    /// Partitions whose vnode is being dropped: not reopened meanwhile
-    /// (its directory is about to be deleted).
-    dropping: Mutex<BTreeSet<u32>>,
+    /// Partitions whose vnode is being dropped, by partition (a count of
+    /// [`Held`] guards, so that an overlapping guard outlives the other's
+    /// end): not reopened meanwhile (its directory is about to be deleted).
+    dropping: Mutex<BTreeMap<u32, usize>>,
     /// The leveled block cache every local vnode shares (`block_cache_mb`).
     block_cache: Option<basalt_backends::BlockCache>,
     /// The leveled memtable budget every local vnode shares (`memtable_mb`).
@@ -111,7 +112,14 @@ pub(crate) struct Held<'a> {
 impl Drop for Held<'_> {
     fn drop(&mut self) {
         if self.dropping {
-            self.router.dropping.lock().remove(&self.partition);
+            let mut dropping = self.router.dropping.lock();
+            if let Some(n) = dropping.get_mut(&self.partition) {
+                debug_assert!(*n > 0, "dropping count of partition {}", self.partition);
+                *n -= 1;
+                if *n == 0 {
+                    dropping.remove(&self.partition);
+                }
+            }
         }
         let mut held = self.router.held.lock();
         if let Some(n) = held.get_mut(&self.partition) {
@@ -179,7 +187,7 @@ impl Router {
             restarts: Mutex::new(HashMap::new()),
             this: OnceLock::new(),
             held: Mutex::new(BTreeMap::new()),
-            dropping: Mutex::new(BTreeSet::new()),
+            dropping: Mutex::new(BTreeMap::new()),
             block_cache,
             memtable_budget,
             value_cache,
@@ -205,7 +213,7 @@ impl Router {
     /// refuses it).
     pub(crate) fn hold_dropping(&self, p: u32) -> Held<'_> {
         let mut g = self.hold(p);
-        self.dropping.lock().insert(p);
+        *self.dropping.lock().entry(p).or_insert(0) += 1;
         g.dropping = true;
         g
     }
@@ -366,7 +374,7 @@ impl Router {
         if let Some(v) = all.get(&p) {
             return Ok(v.clone());
         }
-        if self.dropping.lock().contains(&p) {
+        if self.dropping.lock().contains_key(&p) {
             return Err(VnodeError::Remote(format!(
                 "partition {p} is being deleted here after its handoff; not reopened until that ends"
             )));
@@ -728,7 +736,7 @@ impl Router {
     /// after a handoff: the handoff's target, or else the partition's
     /// owner; `None` if `p` is not being dropped here or that is this node.
     fn dropped_to(&self, p: u32) -> Option<String> {
-        if !self.dropping.lock().contains(&p) {
+        if !self.dropping.lock().contains_key(&p) {
             return None;
         }
         let to = self
