@@ -116,8 +116,29 @@ fn console_views_stream_and_actions() {
     assert_eq!(cluster["members"]["members"][0]["status"], "valid");
     assert_eq!(cluster["owners"].as_array().map(Vec::len), Some(8));
     let limit = cluster["transfer_limit"].as_u64().expect("limit");
+    // A write and a read: the read is answered from memory on the
+    // request's task, and the vnode view counts it.
+    let put = common::http(
+        &h,
+        "PUT",
+        "/buckets/c/keys/k",
+        &[("content-type", "text/plain")],
+        b"v",
+    );
+    assert!(put.status < 300, "{}", put.status);
+    assert_eq!(
+        common::http(&h, "GET", "/buckets/c/keys/k", &[], b"").status,
+        200
+    );
     let node = get_json(&h, "/console/api/node");
     assert_eq!(node["vnodes"].as_array().map(Vec::len), Some(8));
+    let reads_here: u64 = node["vnodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|v| v["reads_here"].as_u64().expect("reads_here"))
+        .sum();
+    assert!(reads_here > 0, "{node}");
     assert!(node["process"]["rss_bytes"].as_u64().unwrap_or(0) > 0);
     assert!(node["totals"]["ledger_level_files"].is_array());
     // The node's memtable budget (`memtable_mb`) and what its memtables hold.

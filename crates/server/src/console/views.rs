@@ -140,6 +140,7 @@ pub async fn node(State(console): Shared) -> Response {
                 "owner": r.owner,
                 "queue": r.queue,
                 "overloads": r.overloads,
+                "reads_here": r.reads_here,
                 "backend": r.backend,
                 "disk_bytes": r.disk_bytes,
                 "error": r.error,
