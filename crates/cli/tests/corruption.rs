@@ -103,6 +103,21 @@ fn damage_sst(dir: &Path, rng: &mut StdRng) -> std::path::PathBuf {
     file.clone()
 }
 
+/// A store of [`KEYS`] keys built with the RNG of `default_seed` (or
+/// `BASALT_TEST_SEED`) in a new temporary directory, closed, then with an
+/// SST data block damaged: (the directory's guard, the store's path, the
+/// values written).
+fn store_with_damaged_sst(
+    default_seed: u64,
+) -> (tempfile::TempDir, std::path::PathBuf, Vec<Vec<u8>>) {
+    let mut rng = StdRng::seed_from_u64(common::seed(default_seed));
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("store");
+    let values = build(&dir, &mut rng);
+    damage_sst(&dir, &mut rng);
+    (d, dir, values)
+}
+
 /// Reads every key; returns the indexes that failed, with whether the error
 /// named a journal file. Panics on a wrong value or a missing key.
 fn read_all(store: &Store, values: &[Vec<u8>]) -> Vec<(usize, bool)> {
@@ -164,12 +179,7 @@ fn flipped_bytes_are_errors_never_wrong_values() {
 /// writable again and lets merges go through.
 #[test]
 fn sst_damage_blocks_merges_with_a_clear_error_until_repair() {
-    let seed = common::seed(20_240_604);
-    let mut rng = StdRng::seed_from_u64(seed);
-    let d = tempfile::tempdir().unwrap();
-    let dir = d.path().join("store");
-    build(&dir, &mut rng);
-    damage_sst(&dir, &mut rng);
+    let (_d, dir, _) = store_with_damaged_sst(20_240_604);
     let mut latest: Vec<Option<Vec<u8>>> = vec![None; KEYS];
     let mut refused = 0;
     {
@@ -229,12 +239,7 @@ fn sst_damage_blocks_merges_with_a_clear_error_until_repair() {
 
 #[test]
 fn sst_block_damage_is_counted() {
-    let seed = common::seed(20_240_603);
-    let mut rng = StdRng::seed_from_u64(seed);
-    let d = tempfile::tempdir().unwrap();
-    let dir = d.path().join("store");
-    let values = build(&dir, &mut rng);
-    damage_sst(&dir, &mut rng);
+    let (_d, dir, values) = store_with_damaged_sst(20_240_603);
     let store = Store::open(Config::test_min(&dir)).unwrap();
     let failed = read_all(&store, &values);
     assert!(!failed.is_empty(), "flipped SST bytes went unnoticed");
@@ -255,12 +260,7 @@ fn sst_block_damage_is_counted() {
 /// corruption error and counts it, as a point read does.
 #[test]
 fn sst_block_damage_met_by_a_fold_is_counted() {
-    let seed = common::seed(20_240_605);
-    let mut rng = StdRng::seed_from_u64(seed);
-    let d = tempfile::tempdir().unwrap();
-    let dir = d.path().join("store");
-    build(&dir, &mut rng);
-    damage_sst(&dir, &mut rng);
+    let (_d, dir, _) = store_with_damaged_sst(20_240_605);
     let store = Store::open(Config::test_min(&dir)).unwrap();
     assert_eq!(counter(&store, "ledger_corrupt_blocks"), 0);
     match store.keys(BUCKET) {
