@@ -112,22 +112,19 @@ pub(crate) struct Held<'a> {
 impl Drop for Held<'_> {
     fn drop(&mut self) {
         if self.dropping {
-            let mut dropping = self.router.dropping.lock();
-            if let Some(n) = dropping.get_mut(&self.partition) {
-                debug_assert!(*n > 0, "dropping count of partition {}", self.partition);
-                *n -= 1;
-                if *n == 0 {
-                    dropping.remove(&self.partition);
-                }
-            }
+            release(&mut self.router.dropping.lock(), self.partition, "dropping");
         }
-        let mut held = self.router.held.lock();
-        if let Some(n) = held.get_mut(&self.partition) {
-            debug_assert!(*n > 0, "held count of partition {}", self.partition);
-            *n -= 1;
-            if *n == 0 {
-                held.remove(&self.partition);
-            }
+        release(&mut self.router.held.lock(), self.partition, "held");
+    }
+}
+
+/// Takes one guard of `p` off a count of guards by partition.
+fn release(counts: &mut BTreeMap<u32, usize>, p: u32, what: &str) {
+    if let Some(n) = counts.get_mut(&p) {
+        debug_assert!(*n > 0, "{what} count of partition {p}");
+        *n -= 1;
+        if *n == 0 {
+            counts.remove(&p);
         }
     }
 }
