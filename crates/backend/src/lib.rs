@@ -699,6 +699,17 @@ pub trait Writes: Send + Sync {
         metadata: &[u8],
         opts: &WriteOptions,
     ) -> Result<()>;
+    /// Whether a [`Writes::put`] of `bytes` (bucket, key, value and
+    /// metadata) without sync might wait now — for the disk, an fsync,
+    /// back-pressure or pacing — instead of running at memory speed (the
+    /// default: it might). A node runs such a put on its request's own
+    /// thread, as the only writer of the backend meanwhile, only when this
+    /// says no; the answer may only change by the backend's own background
+    /// work, and should allow a margin for it.
+    fn put_would_wait(&self, bytes: u64) -> bool {
+        let _ = bytes;
+        true
+    }
     /// Deletes an object, with its index changes.
     fn delete(&self, bucket: &[u8], key: &[u8], opts: &WriteOptions) -> Result<()>;
     /// One page of a secondary-index query ([`Capability::Indexes`]).

@@ -253,6 +253,10 @@ impl Writes for Leveled {
             .map_err(from_engine)
     }
 
+    fn put_would_wait(&self, bytes: u64) -> bool {
+        self.store.write_would_wait(bytes)
+    }
+
     fn delete(&self, bucket: &[u8], key: &[u8], opts: &WriteOptions) -> Result<()> {
         self.store
             .delete_with(bucket, key, &put_opts(opts))

@@ -167,6 +167,11 @@ impl Writes for Memory {
         self.apply(ordered::put_ops(bucket, key, value, metadata, opts, v)?)
     }
 
+    /// Memory only: a put never waits.
+    fn put_would_wait(&self, _bytes: u64) -> bool {
+        false
+    }
+
     fn delete(&self, bucket: &[u8], key: &[u8], opts: &WriteOptions) -> Result<()> {
         self.version.fetch_add(1, Ordering::AcqRel);
         self.apply(ordered::delete_ops(bucket, key, opts)?)

@@ -128,8 +128,8 @@ fn views_and_json_on_one_node() {
         let disk = r["disk_bytes"].as_u64().unwrap();
         assert!(
             t.contains(&format!(
-                "VNode: {p}\nRole: primary (owner {})\nQueue: {}\nReads from memory on the request task: {}\nBackend: leveled\nDisk: {disk} bytes\n",
-                n.name, r["queue"], r["reads_here"]
+                "VNode: {p}\nRole: primary (owner {})\nQueue: {}\nReads from memory on the request task: {}\nWrites on the request task: {}\nBackend: leveled\nDisk: {disk} bytes\n",
+                n.name, r["queue"], r["reads_here"], r["writes_here"]
             )),
             "{p} in {t}"
         );

@@ -698,3 +698,61 @@ fn stores_sharing_a_memtable_budget_flush_early_and_give_it_back() {
     }
     assert_eq!(budget.used(), 0);
 }
+
+#[test]
+fn a_write_that_might_wait_says_so_before_it_is_made() {
+    let d = tempfile::tempdir().unwrap();
+    let s = Store::open(Config {
+        journal_file_bytes: 64 * 1024,
+        ..Config::test_min(d.path().join("a"))
+    })
+    .unwrap();
+    assert!(
+        !s.write_would_wait(100),
+        "an idle store without sync writes at memory speed"
+    );
+    assert!(
+        s.write_would_wait(64 * 1024),
+        "a write that rolls the active journal file waits for an fsync"
+    );
+    // Incompressible, so the record takes its size in the journal.
+    let mut x = 0x9E37_79B9_u32;
+    let value: Vec<u8> = (0..40_000)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect();
+    s.put(b"b", b"k", &value, b"m").unwrap();
+    assert!(
+        s.write_would_wait(30_000),
+        "the active file's room counts what is already in it"
+    );
+    s.close().unwrap();
+    assert!(
+        s.write_would_wait(100),
+        "a closed store's error is a writer's"
+    );
+
+    let synced = Store::open(Config {
+        sync: SyncStrategy::Sync,
+        ..Config::test_min(d.path().join("b"))
+    })
+    .unwrap();
+    assert!(
+        synced.write_would_wait(100),
+        "a synced write waits for its fsync"
+    );
+
+    let inline = Store::open(Config {
+        background_merges: false,
+        ..Config::test_min(d.path().join("c"))
+    })
+    .unwrap();
+    assert!(
+        inline.write_would_wait(100),
+        "without clerks a writer does the ledger's flushes itself"
+    );
+}

@@ -116,8 +116,9 @@ fn console_views_stream_and_actions() {
     assert_eq!(cluster["members"]["members"][0]["status"], "valid");
     assert_eq!(cluster["owners"].as_array().map(Vec::len), Some(8));
     let limit = cluster["transfer_limit"].as_u64().expect("limit");
-    // A write and a read: the read is answered from memory on the
-    // request's task, and the vnode view counts it.
+    // Writes and a read: they are served on the request's task (the
+    // write in the vnode's write turn, the read from memory), and the
+    // vnode view counts them.
     let put = common::http(
         &h,
         "PUT",
@@ -126,6 +127,19 @@ fn console_views_stream_and_actions() {
         b"v",
     );
     assert!(put.status < 300, "{}", put.status);
+    // More writes: each replica's write is made on the request's task
+    // unless its vnode's thread is busy at that moment (e.g. with a tree
+    // rebuild's step), so a few are sure to count.
+    for i in 0..8 {
+        let put = common::http(
+            &h,
+            "PUT",
+            &format!("/buckets/c/keys/more{i}"),
+            &[("content-type", "text/plain")],
+            b"v",
+        );
+        assert!(put.status < 300, "{}", put.status);
+    }
     assert_eq!(
         common::http(&h, "GET", "/buckets/c/keys/k", &[], b"").status,
         200
@@ -139,6 +153,16 @@ fn console_views_stream_and_actions() {
         .map(|v| v["reads_here"].as_u64().expect("reads_here"))
         .sum();
     assert!(reads_here > 0, "{node}");
+    let writes_here: u64 = node["vnodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|v| v["writes_here"].as_u64().expect("writes_here"))
+        .sum();
+    assert!(
+        writes_here > 0,
+        "the PUT above was made on its request's task: {node}"
+    );
     assert!(node["process"]["rss_bytes"].as_u64().unwrap_or(0) > 0);
     assert!(node["totals"]["ledger_level_files"].is_array());
     // The node's memtable budget (`memtable_mb`) and what its memtables hold.

@@ -178,6 +178,14 @@ impl Journal {
         Ok(())
     }
 
+    /// Whether an append of `bytes` now would wait for the disk: it would
+    /// roll the active file (a roll fsyncs the old one and creates the
+    /// next), or the journal has failed (the error belongs to a writer
+    /// that may wait).
+    pub fn append_would_wait(&self, bytes: u64) -> bool {
+        self.check_poison().is_err() || self.active.lock().size + bytes >= self.opts.file_bytes
+    }
+
     /// Bytes appended since the flusher's last step, sync or roll
     /// (approximate).
     pub fn unsynced_bytes(&self) -> u64 {

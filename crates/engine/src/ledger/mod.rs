@@ -275,6 +275,15 @@ impl Ledger {
         self.shared.throttle()
     }
 
+    /// Whether a write now might wait in [`Ledger::admit`]: with no
+    /// background clerks (the writer then does their work), or within one
+    /// flush of the back-pressure (a flush finishing moves a frozen
+    /// memtable into level 0, so a check one short of the stall holds
+    /// until the next flush at least).
+    pub fn admit_would_wait(&self) -> bool {
+        self.shared.near_stall()
+    }
+
     /// Inserts one change. The caller serialises inserts (the store's write
     /// lock) so that SQNs reach the memtable in order, and calls
     /// [`Ledger::admit`] first.
@@ -504,6 +513,15 @@ impl Shared {
         s.frozen.push(full);
         drop(s);
         self.notify();
+    }
+
+    fn near_stall(&self) -> bool {
+        if !self.opts.background {
+            return true;
+        }
+        let s = self.state.read();
+        s.frozen.len() >= self.opts.frozen_memtables_max
+            || s.version.level(0).len() + 1 >= self.opts.l0_stall_files
     }
 
     fn behind(&self) -> bool {

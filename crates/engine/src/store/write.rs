@@ -53,6 +53,29 @@ impl Store {
         Ok(sqn)
     }
 
+    /// Whether a put of `bytes` (bucket, key, value and metadata) might
+    /// wait now instead of running at memory speed: for an fsync (sync
+    /// on), the ledger's back-pressure (within a flush of it), the
+    /// journal's pace or the roll of its active file, a low or full disk,
+    /// a read of the ledger for the tictac tree, or a failed or closed
+    /// store (whose error a waiting writer reports). A node writes on a
+    /// request's own thread only when this says no, and one writer at a
+    /// time, so only background work can change the answer before the
+    /// write: the margins above cover one such step. What is left is the
+    /// append itself, a buffered write into the page cache that the
+    /// journal's flusher keeps from piling up dirty pages.
+    pub fn write_would_wait(&self, bytes: u64) -> bool {
+        // Record framing, the ledger key and index entries: well under this.
+        const OVERHEAD: u64 = 1024;
+        self.closed.load(std::sync::atomic::Ordering::Acquire)
+            || self.config.sync == SyncStrategy::Sync
+            || self.tictac.is_some()
+            || self.ledger.admit_would_wait()
+            || self.compactor.slowdown().rate().is_some()
+            || self.compactor.disk().last_state() != crate::diskspace::DiskState::Ample
+            || self.journal.append_would_wait(bytes + OVERHEAD)
+    }
+
     /// Deletes (`bucket`, `key`) by writing a tombstone; returns its SQN.
     pub fn delete(&self, bucket: &[u8], key: &[u8]) -> Result<u64> {
         self.delete_with(bucket, key, &PutOptions::default())

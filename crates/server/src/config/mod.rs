@@ -107,6 +107,12 @@ pub struct Config {
     /// request's own task instead of the vnode's worker thread (leveled
     /// and memory; other backends always use the worker).
     pub reads_in_request_task: bool,
+    /// Make a PUT's coordinate step or a replica's reconcile on the
+    /// request's own task, in the vnode's write turn, when the backend can
+    /// make it at memory speed (the local version in memory; no sync, no
+    /// back-pressure or pacing in force; leveled and memory); anything
+    /// else is queued to the vnode as always.
+    pub writes_in_request_task: bool,
     /// Tombstone reaping after a delete.
     pub delete_mode: DeleteMode,
     /// Seconds between anti-entropy rounds (0 = off).
@@ -329,6 +335,7 @@ impl Default for Config {
             value_cache_mb: 0,
             memtable_mb: 128,
             reads_in_request_task: true,
+            writes_in_request_task: true,
             delete_mode: DeleteMode::DEFAULT,
             aae_interval_secs: 300,
             aae_tree_size: "xsmall".into(),

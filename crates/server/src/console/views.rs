@@ -141,6 +141,7 @@ pub async fn node(State(console): Shared) -> Response {
                 "queue": r.queue,
                 "overloads": r.overloads,
                 "reads_here": r.reads_here,
+                "writes_here": r.writes_here,
                 "backend": r.backend,
                 "disk_bytes": r.disk_bytes,
                 "error": r.error,

@@ -515,11 +515,21 @@ impl Router {
         // are not cloned on this hot path: a write that meets a closed
         // backend fails as a replica, and the vnode is reopened for the next.
         let retry = (!write).then(|| req.clone());
-        let reply = match v
-            .submit(move |st| st.execute(req, qlen))?
-            .wait(self.timeout())
-            .await
-        {
+        // A write the backend can make at memory speed is made here too,
+        // in the vnode's write turn (`writes_in_request_task`); one that
+        // might wait, or a busy worker, queues as before.
+        let in_place = (write && self.config.writes_in_request_task)
+            .then(|| v.write_here(|st| st.execute_in_place(&req)))
+            .flatten();
+        let ran = match in_place {
+            Some(r) => r,
+            None => {
+                v.submit(move |st| st.execute(req, qlen))?
+                    .wait(self.timeout())
+                    .await
+            }
+        };
+        let reply = match ran {
             // The backend gave up (e.g. a journal write failed on a full
             // disk): reopen the vnode — recovery checks what is on disk —
             // and run the request once more.
@@ -686,11 +696,11 @@ impl Router {
 
     /// Test hook: holds the worker of the local vnode of `p` for `d` (a
     /// slow disk), without waiting for it; requests queue behind it (reads
-    /// too: none is answered from memory meanwhile).
+    /// and writes too: none is served on its request's task meanwhile).
     #[doc(hidden)]
     pub fn fault_stall_vnode(&self, p: u32, d: std::time::Duration) -> Result<(), VnodeError> {
         let v = self.local_vnode(p)?;
-        let held = v.hold_reads_here();
+        let held = v.hold_in_place();
         drop(v.submit(move |_| {
             std::thread::sleep(d);
             drop(held);

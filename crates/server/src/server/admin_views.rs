@@ -62,6 +62,9 @@ pub struct VnodeRow {
     /// Reads answered from memory on the request's task, without its
     /// queue, since it started (`reads_in_request_task`).
     pub reads_here: u64,
+    /// Writes made on the request's task, without its queue, since it
+    /// started (`writes_in_request_task`).
+    pub writes_here: u64,
     /// The backend's name, when it answered.
     pub backend: Option<String>,
     /// Bytes of its files on disk, when it answered.
@@ -98,6 +101,7 @@ impl Node {
             let queue = v.queue_len();
             let overloads = v.overloads();
             let reads_here = v.reads_here();
+            let writes_here = v.writes_here();
             let stats = match v.submit(|st| Ok(st.backend.stats()?)) {
                 Ok(pending) => pending
                     .wait(self.router.timeout().min(crate::cluster::CONTROL_TIMEOUT))
@@ -121,6 +125,7 @@ impl Node {
                 queue,
                 overloads,
                 reads_here,
+                writes_here,
                 backend,
                 disk_bytes,
                 counters,
@@ -147,6 +152,7 @@ pub fn vnode_text(rows: &[VnodeRow]) -> String {
             "Reads from memory on the request task: {}",
             r.reads_here
         );
+        let _ = writeln!(out, "Writes on the request task: {}", r.writes_here);
         match (&r.backend, r.disk_bytes, &r.error) {
             (Some(b), Some(d), _) => {
                 let _ = writeln!(out, "Backend: {b}");

@@ -5,6 +5,10 @@
 //!
 //! A job is a closure run on the worker against the vnode's [`VnodeState`],
 //! so a read-modify-write (the PUT coordinator's step) is atomic per vnode.
+//! A read the backend answers from memory runs on the request's own task
+//! instead ([`Vnode::read_here`]), and so does a write that cannot wait
+//! ([`Vnode::write_here`]): it takes the vnode's **write turn**, which the
+//! worker holds for each job, so the read-modify-write stays atomic.
 //!
 //! * [`request`]: the requests a vnode serves, as data (local or remote);
 //! * [`serve`]: serving them on the worker;
@@ -54,6 +58,18 @@ pub enum VnodeError {
     /// Another node failed or could not be reached.
     #[error("{0}")]
     Remote(String),
+}
+
+/// Where a vnode request runs, and so whether its steps may wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pace {
+    /// On the vnode's worker thread: reads and writes may wait for the
+    /// disk, an fsync or the backend's back-pressure.
+    Worker,
+    /// On the request's own task ([`Vnode::read_here`],
+    /// [`Vnode::write_here`]): a step that might wait gives up instead,
+    /// before anything is written, and the request goes to the worker.
+    InPlace,
 }
 
 /// What a job sees: the partition and its backend.
@@ -192,6 +208,21 @@ impl VnodeState {
         old: Option<&RiakObject>,
         new: &RiakObject,
     ) -> Result<(), VnodeError> {
+        let written = self.write_paced(bucket, key, old, new, Pace::Worker)?;
+        debug_assert!(written, "a write on the worker may wait, so it is made");
+        Ok(())
+    }
+
+    /// [`VnodeState::write`] at `pace`: `Ok(false)`, with nothing written,
+    /// if the backend's put might wait and `pace` does not allow it.
+    pub fn write_paced(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        old: Option<&RiakObject>,
+        new: &RiakObject,
+        pace: Pace,
+    ) -> Result<bool, VnodeError> {
         let before = old.map(RiakObject::index_entries).unwrap_or_default();
         let after = new.index_entries();
         let mut index = Vec::new();
@@ -210,13 +241,14 @@ impl VnodeState {
             index,
             ..WriteOptions::default()
         };
-        let res = self.backend.put(
-            bucket,
-            key,
-            &new.encode_value(),
-            &new.encode_metadata(),
-            &opts,
-        );
+        let (value, metadata) = (new.encode_value(), new.encode_metadata());
+        if pace == Pace::InPlace {
+            let bytes = bucket.len() + key.len() + value.len() + metadata.len();
+            if self.sync || self.backend.put_would_wait(bytes as u64) {
+                return Ok(false);
+            }
+        }
+        let res = self.backend.put(bucket, key, &value, &metadata, &opts);
         if res.is_err() {
             self.tainted
                 .store(true, std::sync::atomic::Ordering::Relaxed);
@@ -230,7 +262,7 @@ impl VnodeState {
         if let Some(aae) = &self.aae {
             aae.track(bucket, key, old, Some(new));
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Removes the stored object if it is a tombstone with the same events
@@ -305,15 +337,21 @@ pub struct Vnode {
     overloads: std::sync::atomic::AtomicU64,
     /// Reads answered by [`Vnode::read_here`], since the vnode started.
     reads_here: std::sync::atomic::AtomicU64,
-    /// Holds of [`Vnode::hold_reads_here`] alive (a fault test's stall).
-    reads_held: Arc<std::sync::atomic::AtomicUsize>,
+    /// Writes made by [`Vnode::write_here`], since the vnode started.
+    writes_here: std::sync::atomic::AtomicU64,
+    /// The write turn: held by the worker for each job and by
+    /// [`Vnode::write_here`] for its write, so that a vnode's
+    /// read-modify-writes never overlap.
+    turn: Arc<Mutex<()>>,
+    /// Holds of [`Vnode::hold_in_place`] alive (a fault test's stall).
+    in_place_held: Arc<std::sync::atomic::AtomicUsize>,
 }
 
-/// While alive, a vnode answers no read from memory (see
-/// [`Vnode::hold_reads_here`]).
-pub struct ReadsHeld(Arc<std::sync::atomic::AtomicUsize>);
+/// While alive, a vnode serves no request on the request's own task (see
+/// [`Vnode::hold_in_place`]).
+pub struct InPlaceHeld(Arc<std::sync::atomic::AtomicUsize>);
 
-impl Drop for ReadsHeld {
+impl Drop for InPlaceHeld {
     fn drop(&mut self) {
         self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
     }
@@ -329,15 +367,21 @@ impl Vnode {
     ) -> std::io::Result<Vnode> {
         let (tx, mut rx) = mpsc::channel::<Job>(queue_len.max(1));
         let state = Arc::new(state);
-        let (worker_state, worker_gate) = (Arc::clone(&state), Arc::clone(&gate));
+        let turn = Arc::new(Mutex::new(()));
+        let (worker_state, worker_gate, worker_turn) =
+            (Arc::clone(&state), Arc::clone(&gate), Arc::clone(&turn));
         let worker = std::thread::Builder::new()
             .name(format!("vnode-{}", state.partition))
             .spawn(move || {
-                let (state, gate) = (worker_state, worker_gate);
+                let (state, gate, turn) = (worker_state, worker_gate, worker_turn);
                 while let Some(job) = rx.blocking_recv() {
                     drop(gate.read());
+                    let _turn = turn.lock();
                     job(&state);
                 }
+                // A write in place that began before shutdown took the
+                // state ends before the backend closes.
+                let _turn = turn.lock();
                 match state.backend.close() {
                     Err(e) => {
                         tracing::error!(partition = state.partition, error = %e, "closing vnode backend")
@@ -352,16 +396,19 @@ impl Vnode {
             gate,
             overloads: std::sync::atomic::AtomicU64::new(0),
             reads_here: std::sync::atomic::AtomicU64::new(0),
-            reads_held: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+            writes_here: std::sync::atomic::AtomicU64::new(0),
+            turn,
+            in_place_held: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
         })
     }
 
-    /// Sends every read to the queue until the returned hold drops (a
-    /// fault test stalling the worker stalls the vnode's reads too).
-    pub fn hold_reads_here(&self) -> ReadsHeld {
-        self.reads_held
+    /// Sends every request to the queue until the returned hold drops (a
+    /// fault test stalling the worker stalls the vnode's reads and writes
+    /// too).
+    pub fn hold_in_place(&self) -> InPlaceHeld {
+        self.in_place_held
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-        ReadsHeld(Arc::clone(&self.reads_held))
+        InPlaceHeld(Arc::clone(&self.in_place_held))
     }
 
     /// Runs the read `f` on the caller's thread if the backend can answer
@@ -384,7 +431,11 @@ impl Vnode {
         f: impl FnOnce(&VnodeState) -> Result<Option<T>, VnodeError>,
     ) -> Option<T> {
         let _open = self.gate.try_read()?;
-        if self.reads_held.load(std::sync::atomic::Ordering::Acquire) > 0 {
+        if self
+            .in_place_held
+            .load(std::sync::atomic::Ordering::Acquire)
+            > 0
+        {
             return None;
         }
         let state = self.state.lock().clone()?;
@@ -398,6 +449,43 @@ impl Vnode {
     /// the vnode started.
     pub fn reads_here(&self) -> u64 {
         self.reads_here.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Runs the write `f` on the caller's thread, in the vnode's write
+    /// turn, if the turn is free at once: `f` returns `None` when a step
+    /// would wait (see [`Pace::InPlace`]; it has then written nothing), and
+    /// so does this, and the caller queues the write for the worker as
+    /// usual. A busy worker (its job holds the turn), a paused vnode (the
+    /// test gate), a hold ([`Vnode::hold_in_place`]) and a vnode shutting
+    /// down all mean `None` too.
+    ///
+    /// Writes in place and the worker's jobs never overlap, so a vnode's
+    /// read-modify-writes stay atomic; a write in place may overtake
+    /// writes still queued, as a write arriving a moment earlier would
+    /// (requests that overlap have no order; a client's next write starts
+    /// after its last was acknowledged). An error `f` meets after the
+    /// backend took the write is the write's answer, as on the worker.
+    pub fn write_here<T>(&self, f: impl FnOnce(&VnodeState) -> Option<T>) -> Option<T> {
+        let _open = self.gate.try_read()?;
+        if self
+            .in_place_held
+            .load(std::sync::atomic::Ordering::Acquire)
+            > 0
+        {
+            return None;
+        }
+        let _turn = self.turn.try_lock()?;
+        let state = self.state.lock().clone()?;
+        let t = f(&state)?;
+        self.writes_here
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Some(t)
+    }
+
+    /// Writes made on the caller's thread ([`Vnode::write_here`]) since
+    /// the vnode started.
+    pub fn writes_here(&self) -> u64 {
+        self.writes_here.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Runs `f` on the vnode and waits for its result; `Overload` if the
@@ -503,6 +591,9 @@ impl From<VnodeError> for crate::error::RequestError {
         }
     }
 }
+
+#[cfg(test)]
+mod in_place_tests;
 
 #[cfg(test)]
 mod error_tests {

@@ -6,13 +6,20 @@
 use super::aae_tree::{key_state_hash, AaeTrees};
 use super::merge::{coordinate, coordinate_crdt, coordinate_needs_values, reconcile};
 use super::request::{Obj, VnodeReply, VnodeReq, WireObject};
-use super::{VnodeAae, VnodeError, VnodeState};
+use super::{Pace, VnodeAae, VnodeError, VnodeState};
 use crate::object::vclock::VClock;
 use crate::object::{Content, RiakObject};
 use basalt_backend::{Cached, Capability, KeyRange};
 use std::collections::BTreeSet;
 use std::ops::ControlFlow;
 use std::sync::Arc;
+
+/// The answer of a write run on the worker, where every step may wait (so
+/// none gives up).
+fn on_worker(ran: Option<VnodeReply>) -> Result<VnodeReply, VnodeError> {
+    debug_assert!(ran.is_some(), "a write on the worker never gives up");
+    ran.ok_or_else(|| VnodeError::Remote("a vnode write on its worker gave up waiting".into()))
+}
 
 /// Callback of a cached-tree fold: (first, n_val, bucket, key, key-state hash).
 type TreeFoldFn<'a> = dyn FnMut(u32, u32, &[u8], &[u8], u64) + 'a;
@@ -87,26 +94,21 @@ impl VnodeState {
                 content,
                 props,
                 now_secs,
-            } => self.coordinate_put(&bucket, &key, client.as_deref(), content, &props, now_secs),
+            } => on_worker(self.coordinate_put(
+                &bucket,
+                &key,
+                client.as_deref(),
+                &content,
+                &props,
+                now_secs,
+                Pace::Worker,
+            )?),
             VnodeReq::Reconcile {
                 bucket,
                 key,
                 object,
                 props,
-            } => {
-                let incoming = object.object()?;
-                // The local values only when the merge keeps a local
-                // sibling (not when a newer version replaces this one).
-                let local = match self.read_head(&bucket, &key)? {
-                    Some(h) if !incoming.supersedes(&h) => self.read(&bucket, &key)?,
-                    head => head,
-                };
-                let new = reconcile(local.as_ref(), &incoming, &props);
-                if let Some(n) = &new {
-                    self.write(&bucket, &key, local.as_ref(), n)?;
-                }
-                Ok(VnodeReply::Written(new.map(Obj::local)))
-            }
+            } => on_worker(self.reconcile_put(&bucket, &key, &object, &props, Pace::Worker)?),
             VnodeReq::CoordinateCrdt {
                 bucket,
                 key,
@@ -203,37 +205,159 @@ impl VnodeState {
         }
     }
 
+    /// Runs a write the backend can make without waiting ([`Pace::InPlace`]:
+    /// the PUT's coordinate step or a replica's reconcile, with the local
+    /// version in memory and a put that would not wait); `None`, with
+    /// nothing written, for any other request or when a step would wait
+    /// — the request then goes to the worker. Any error is the request's
+    /// answer, as it would be on the worker.
+    pub fn execute_in_place(&self, req: &VnodeReq) -> Option<Result<VnodeReply, VnodeError>> {
+        // At once for a synced vnode or a backend that always waits (the
+        // put's own check comes again with its size, before it is made).
+        if self.sync || self.backend.put_would_wait(0) {
+            return None;
+        }
+        let ran = match req {
+            VnodeReq::Coordinate {
+                bucket,
+                key,
+                client,
+                content,
+                props,
+                now_secs,
+            } => self.coordinate_put(
+                bucket,
+                key,
+                client.as_deref(),
+                content,
+                props,
+                *now_secs,
+                Pace::InPlace,
+            ),
+            VnodeReq::Reconcile {
+                bucket,
+                key,
+                object,
+                props,
+            } => self.reconcile_put(bucket, key, object, props, Pace::InPlace),
+            _ => return None,
+        };
+        ran.transpose()
+    }
+
+    /// The stored object without values, at `pace` (a miss: it would wait).
+    fn head_at(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        pace: Pace,
+    ) -> Result<Cached<RiakObject>, VnodeError> {
+        Ok(match pace {
+            Pace::Worker => Cached::Hit(self.read_head(bucket, key)?),
+            Pace::InPlace => match self.backend.head_cached(bucket, key)? {
+                Cached::Hit(h) => Cached::Hit(
+                    h.map(|h| RiakObject::decode_metadata(&h.metadata))
+                        .transpose()?,
+                ),
+                Cached::Miss => Cached::Miss,
+            },
+        })
+    }
+
+    /// The stored object, at `pace` (a miss: it would wait).
+    fn object_at(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        pace: Pace,
+    ) -> Result<Cached<RiakObject>, VnodeError> {
+        Ok(match pace {
+            Pace::Worker => Cached::Hit(self.read(bucket, key)?),
+            Pace::InPlace => match self.backend.get_cached(bucket, key)? {
+                Cached::Hit(o) => Cached::Hit(
+                    o.map(|o| RiakObject::decode_owned(&o.head.metadata, o.value))
+                        .transpose()?,
+                ),
+                Cached::Miss => Cached::Miss,
+            },
+        })
+    }
+
+    /// A replica's step: merges the incoming version into the local one
+    /// and writes the result if it changes anything. `None`: a step would
+    /// wait at `pace`, nothing written.
+    fn reconcile_put(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        object: &Obj,
+        props: &crate::bucket::props::BucketProps,
+        pace: Pace,
+    ) -> Result<Option<VnodeReply>, VnodeError> {
+        let incoming = object.object()?;
+        // The local values only when the merge keeps a local sibling (not
+        // when a newer version replaces this one).
+        let local = match self.head_at(bucket, key, pace)? {
+            Cached::Hit(Some(h)) if !incoming.supersedes(&h) => {
+                match self.object_at(bucket, key, pace)? {
+                    Cached::Hit(o) => o,
+                    Cached::Miss => return Ok(None),
+                }
+            }
+            Cached::Hit(head) => head,
+            Cached::Miss => return Ok(None),
+        };
+        let new = reconcile(local.as_ref(), &incoming, props);
+        if let Some(n) = &new {
+            if !self.write_paced(bucket, key, local.as_ref(), n, pace)? {
+                return Ok(None);
+            }
+        }
+        Ok(Some(VnodeReply::Written(new.map(Obj::local))))
+    }
+
     /// The PUT's coordinating step: the new version from the local one, the
     /// client's clock (`client`, encoded) and the new content; written if
-    /// it changes anything.
+    /// it changes anything. `None`: a step would wait at `pace`, nothing
+    /// written.
+    #[allow(clippy::too_many_arguments)]
     fn coordinate_put(
         &self,
         bucket: &[u8],
         key: &[u8],
         client: Option<&[u8]>,
-        content: Obj,
+        content: &Obj,
         props: &crate::bucket::props::BucketProps,
         now_secs: u64,
-    ) -> Result<VnodeReply, VnodeError> {
+        pace: Pace,
+    ) -> Result<Option<VnodeReply>, VnodeError> {
         let client = client
             .map(VClock::decode)
             .transpose()
             .map_err(|e| VnodeError::Decode(crate::object::DecodeError(e.0)))?;
+        let incoming = content.object()?;
+        let deleted = incoming.contents.first().is_some_and(|c| c.deleted);
+        // The local values only when a local sibling stays beside the new
+        // one (allow_mult, a sibling the client has not seen).
+        let local = match self.head_at(bucket, key, pace)? {
+            Cached::Hit(Some(h))
+                if coordinate_needs_values(&h, client.as_ref(), deleted, props) =>
+            {
+                match self.object_at(bucket, key, pace)? {
+                    Cached::Hit(o) => o,
+                    Cached::Miss => return Ok(None),
+                }
+            }
+            Cached::Hit(head) => head,
+            Cached::Miss => return Ok(None),
+        };
         // The request's own copy when it is the only holder (a remote
-        // request), else one clone of the content.
-        let content: Content = match Arc::try_unwrap(content.object()?) {
+        // request, decoded here), else one clone of the content.
+        let content: Content = match Arc::try_unwrap(incoming) {
             Ok(o) => o.contents.into_iter().next(),
             Err(shared) => shared.contents.first().cloned(),
         }
         .unwrap_or_default();
-        // The local values only when a local sibling stays beside the new
-        // one (allow_mult, a sibling the client has not seen).
-        let local = match self.read_head(bucket, key)? {
-            Some(h) if coordinate_needs_values(&h, client.as_ref(), content.deleted, props) => {
-                self.read(bucket, key)?
-            }
-            head => head,
-        };
         let new = coordinate(
             local.as_ref(),
             client.as_ref(),
@@ -243,9 +367,11 @@ impl VnodeState {
             now_secs,
         );
         if let Some(n) = &new {
-            self.write(bucket, key, local.as_ref(), n)?;
+            if !self.write_paced(bucket, key, local.as_ref(), n, pace)? {
+                return Ok(None);
+            }
         }
-        Ok(VnodeReply::Written(new.map(Obj::local)))
+        Ok(Some(VnodeReply::Written(new.map(Obj::local))))
     }
 
     /// Anti-entropy by folding the store: the tree (one hash per segment)

@@ -169,9 +169,9 @@ async function showNode() {
   $("#vnodes tbody").innerHTML = (v.vnodes || []).map((r) => {
     const f = r.figures || {};
     if (r.error) return "<tr><td>" + r.partition + "</td><td>" + esc(r.role) + "</td><td>" + esc(r.owner) + "</td><td class=\"num\">" + r.queue +
-      "</td><td class=\"num\">" + r.overloads + "</td><td class=\"num\">" + esc(r.reads_here) + "</td><td colspan=\"9\">did not answer: " + esc(r.error) + "</td></tr>";
+      "</td><td class=\"num\">" + r.overloads + "</td><td class=\"num\">" + esc(r.reads_here) + "</td><td class=\"num\">" + esc(r.writes_here) + "</td><td colspan=\"9\">did not answer: " + esc(r.error) + "</td></tr>";
     return "<tr><td>" + r.partition + "</td><td>" + esc(r.role) + "</td><td>" + esc(r.owner) + "</td><td class=\"num\">" + r.queue +
-      "</td><td class=\"num\">" + r.overloads + "</td><td class=\"num\">" + esc(r.reads_here) + "</td><td class=\"num\">" + bytes(r.disk_bytes) + "</td><td class=\"num\">" + bytes(f.journal_bytes) +
+      "</td><td class=\"num\">" + r.overloads + "</td><td class=\"num\">" + esc(r.reads_here) + "</td><td class=\"num\">" + esc(r.writes_here) + "</td><td class=\"num\">" + bytes(r.disk_bytes) + "</td><td class=\"num\">" + bytes(f.journal_bytes) +
       "</td><td class=\"num\">" + bytes(f.ledger_bytes) + "</td><td>" + esc((f.ledger_level_files || []).join("/")) + "</td><td class=\"num\">" +
       esc(f.compaction_runs) + "</td><td class=\"num\">" + bytes(f.compaction_bytes_reclaimed) + "</td><td class=\"num\">" + num(f.write_amplification, 2) +
       "</td><td class=\"num\">" + pct(f.value_cache_hit_ratio) + "</td><td class=\"num\">" + pct(f.block_cache_hit_ratio) + "</td></tr>";
