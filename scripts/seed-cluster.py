@@ -344,6 +344,11 @@ class Cluster:
             "value_cache_mb = %d" % a.value_cache_mb,
             "memtable_mb = %d" % a.memtable_mb,
         ]
+        for kv in a.set:
+            key, sep, value = kv.partition("=")
+            if not sep or not key.strip():
+                raise Refused("--set %r: expected KEY=VALUE" % kv)
+            lines.append("%s = %s" % (key.strip(), value.strip()))
         if a.precommit:
             lines += ["aae_interval_secs = %d" % 0]
         if a.clusters == 2:
@@ -760,6 +765,9 @@ def main():
     p.add_argument("--value-cache-mb", type=int, default=0)
     p.add_argument("--memtable-mb", type=int, default=128,
                    help="memtable_mb of each node (leveled's memtables, all vnodes together)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a top-level node setting added to each node's config, as TOML "
+                   "(e.g. writes_in_request_task=false); repeatable")
     p.add_argument("--precommit", help='a pre-commit hook on bucket test, JSON, e.g. '
                    '\'{"name":"validate"}\' (the JavaScript check) or '
                    '\'{"mod":"basalt_hooks","fun":"max_object_size"}\'')

@@ -528,17 +528,7 @@ mod tests {
     use crate::object::Content;
 
     fn state(backend: &str, dir: &std::path::Path) -> VnodeState {
-        VnodeState {
-            partition: 0,
-            actor: b"a".to_vec(),
-            backend: basalt_backends::open_backend(backend, dir, &Default::default())
-                .unwrap_or_else(|e| panic!("{e}"))
-                .into(),
-            sync: false,
-            incarnation: None,
-            tainted: std::sync::atomic::AtomicBool::new(false),
-            aae: None,
-        }
+        crate::vnode::test_state(backend, dir, false)
     }
 
     fn obj(len: usize, deleted: bool) -> RiakObject {

@@ -4,26 +4,12 @@
 //! beside a worker's job.
 
 use super::request::{Obj, VnodeReply, VnodeReq};
-use super::{Vnode, VnodeState};
+use super::{test_state as state, Vnode, VnodeState};
 use crate::bucket::props::BucketProps;
 use crate::object::{Content, RiakObject};
 use parking_lot::RwLock;
 use std::sync::Arc;
 use std::time::Duration;
-
-fn state(backend: &str, dir: &std::path::Path, sync: bool) -> VnodeState {
-    VnodeState {
-        partition: 0,
-        actor: b"a".to_vec(),
-        backend: basalt_backends::open_backend(backend, dir, &Default::default())
-            .unwrap_or_else(|e| panic!("{e}"))
-            .into(),
-        sync,
-        incarnation: None,
-        tainted: std::sync::atomic::AtomicBool::new(false),
-        aae: None,
-    }
-}
 
 fn put(key: &str, value: &str, client: Option<Vec<u8>>) -> VnodeReq {
     VnodeReq::Coordinate {

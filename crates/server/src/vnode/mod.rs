@@ -411,6 +411,16 @@ impl Vnode {
         InPlaceHeld(Arc::clone(&self.in_place_held))
     }
 
+    /// The test gate's read guard if the vnode may serve a request on the
+    /// caller's thread now: not paused, no hold ([`Vnode::hold_in_place`]).
+    fn open_in_place(&self) -> Option<parking_lot::RwLockReadGuard<'_, ()>> {
+        let open = self.gate.try_read()?;
+        let held = self
+            .in_place_held
+            .load(std::sync::atomic::Ordering::Acquire);
+        (held == 0).then_some(open)
+    }
+
     /// Runs the read `f` on the caller's thread if the backend can answer
     /// it from memory (`f` returns `Some`: see [`Reads::get_cached`]);
     /// `None` otherwise, and the caller queues the read for the worker as
@@ -430,14 +440,7 @@ impl Vnode {
         &self,
         f: impl FnOnce(&VnodeState) -> Result<Option<T>, VnodeError>,
     ) -> Option<T> {
-        let _open = self.gate.try_read()?;
-        if self
-            .in_place_held
-            .load(std::sync::atomic::Ordering::Acquire)
-            > 0
-        {
-            return None;
-        }
+        let _open = self.open_in_place()?;
         let state = self.state.lock().clone()?;
         let t = f(&state).ok().flatten()?;
         self.reads_here
@@ -466,14 +469,7 @@ impl Vnode {
     /// after its last was acknowledged). An error `f` meets after the
     /// backend took the write is the write's answer, as on the worker.
     pub fn write_here<T>(&self, f: impl FnOnce(&VnodeState) -> Option<T>) -> Option<T> {
-        let _open = self.gate.try_read()?;
-        if self
-            .in_place_held
-            .load(std::sync::atomic::Ordering::Acquire)
-            > 0
-        {
-            return None;
-        }
+        let _open = self.open_in_place()?;
         let _turn = self.turn.try_lock()?;
         let state = self.state.lock().clone()?;
         let t = f(&state)?;
@@ -589,6 +585,22 @@ impl From<VnodeError> for crate::error::RequestError {
             }
             other => crate::error::RequestError::Storage(other.to_string()),
         }
+    }
+}
+
+/// A vnode's state over a fresh `backend` in `dir`, for tests.
+#[cfg(test)]
+fn test_state(backend: &str, dir: &std::path::Path, sync: bool) -> VnodeState {
+    VnodeState {
+        partition: 0,
+        actor: b"a".to_vec(),
+        backend: basalt_backends::open_backend(backend, dir, &Default::default())
+            .unwrap_or_else(|e| panic!("{e}"))
+            .into(),
+        sync,
+        incarnation: None,
+        tainted: std::sync::atomic::AtomicBool::new(false),
+        aae: None,
     }
 }
 

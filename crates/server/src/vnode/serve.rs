@@ -21,6 +21,17 @@ fn on_worker(ran: Option<VnodeReply>) -> Result<VnodeReply, VnodeError> {
     ran.ok_or_else(|| VnodeError::Remote("a vnode write on its worker gave up waiting".into()))
 }
 
+/// A read from memory, decoded (a miss stays a miss).
+fn decoded<T>(
+    read: Cached<T>,
+    decode: impl FnOnce(T) -> Result<RiakObject, crate::object::DecodeError>,
+) -> Result<Cached<RiakObject>, VnodeError> {
+    Ok(match read {
+        Cached::Hit(found) => Cached::Hit(found.map(decode).transpose()?),
+        Cached::Miss => Cached::Miss,
+    })
+}
+
 /// Callback of a cached-tree fold: (first, n_val, bucket, key, key-state hash).
 type TreeFoldFn<'a> = dyn FnMut(u32, u32, &[u8], &[u8], u64) + 'a;
 
@@ -87,28 +98,9 @@ impl VnodeState {
                 let o = self.backend.get(&bucket, &key)?.map(object_wire);
                 Ok(VnodeReply::Object(o, queue_len))
             }
-            VnodeReq::Coordinate {
-                bucket,
-                key,
-                client,
-                content,
-                props,
-                now_secs,
-            } => on_worker(self.coordinate_put(
-                &bucket,
-                &key,
-                client.as_deref(),
-                &content,
-                &props,
-                now_secs,
-                Pace::Worker,
-            )?),
-            VnodeReq::Reconcile {
-                bucket,
-                key,
-                object,
-                props,
-            } => on_worker(self.reconcile_put(&bucket, &key, &object, &props, Pace::Worker)?),
+            VnodeReq::Coordinate { .. } | VnodeReq::Reconcile { .. } => {
+                on_worker(self.write_step(&req, Pace::Worker)?)
+            }
             VnodeReq::CoordinateCrdt {
                 bucket,
                 key,
@@ -217,7 +209,19 @@ impl VnodeState {
         if self.sync || self.backend.put_would_wait(0) {
             return None;
         }
-        let ran = match req {
+        if !matches!(
+            req,
+            VnodeReq::Coordinate { .. } | VnodeReq::Reconcile { .. }
+        ) {
+            return None;
+        }
+        self.write_step(req, Pace::InPlace).transpose()
+    }
+
+    /// A PUT's coordinate step or a replica's reconcile at `pace`; `None`
+    /// when a step would wait (nothing written), or for any other request.
+    fn write_step(&self, req: &VnodeReq, pace: Pace) -> Result<Option<VnodeReply>, VnodeError> {
+        match req {
             VnodeReq::Coordinate {
                 bucket,
                 key,
@@ -232,54 +236,36 @@ impl VnodeState {
                 content,
                 props,
                 *now_secs,
-                Pace::InPlace,
+                pace,
             ),
             VnodeReq::Reconcile {
                 bucket,
                 key,
                 object,
                 props,
-            } => self.reconcile_put(bucket, key, object, props, Pace::InPlace),
-            _ => return None,
-        };
-        ran.transpose()
+            } => self.reconcile_put(bucket, key, object, props, pace),
+            _ => Ok(None),
+        }
     }
 
-    /// The stored object without values, at `pace` (a miss: it would wait).
-    fn head_at(
+    /// The stored object at `pace` (a miss: it would wait), with its
+    /// values or (`values` false) only its metadata.
+    fn stored_at(
         &self,
         bucket: &[u8],
         key: &[u8],
+        values: bool,
         pace: Pace,
     ) -> Result<Cached<RiakObject>, VnodeError> {
-        Ok(match pace {
-            Pace::Worker => Cached::Hit(self.read_head(bucket, key)?),
-            Pace::InPlace => match self.backend.head_cached(bucket, key)? {
-                Cached::Hit(h) => Cached::Hit(
-                    h.map(|h| RiakObject::decode_metadata(&h.metadata))
-                        .transpose()?,
-                ),
-                Cached::Miss => Cached::Miss,
-            },
-        })
-    }
-
-    /// The stored object, at `pace` (a miss: it would wait).
-    fn object_at(
-        &self,
-        bucket: &[u8],
-        key: &[u8],
-        pace: Pace,
-    ) -> Result<Cached<RiakObject>, VnodeError> {
-        Ok(match pace {
-            Pace::Worker => Cached::Hit(self.read(bucket, key)?),
-            Pace::InPlace => match self.backend.get_cached(bucket, key)? {
-                Cached::Hit(o) => Cached::Hit(
-                    o.map(|o| RiakObject::decode_owned(&o.head.metadata, o.value))
-                        .transpose()?,
-                ),
-                Cached::Miss => Cached::Miss,
-            },
+        Ok(match (pace, values) {
+            (Pace::Worker, false) => Cached::Hit(self.read_head(bucket, key)?),
+            (Pace::Worker, true) => Cached::Hit(self.read(bucket, key)?),
+            (Pace::InPlace, false) => decoded(self.backend.head_cached(bucket, key)?, |h| {
+                RiakObject::decode_metadata(&h.metadata)
+            })?,
+            (Pace::InPlace, true) => decoded(self.backend.get_cached(bucket, key)?, |o| {
+                RiakObject::decode_owned(&o.head.metadata, o.value)
+            })?,
         })
     }
 
@@ -297,9 +283,9 @@ impl VnodeState {
         let incoming = object.object()?;
         // The local values only when the merge keeps a local sibling (not
         // when a newer version replaces this one).
-        let local = match self.head_at(bucket, key, pace)? {
+        let local = match self.stored_at(bucket, key, false, pace)? {
             Cached::Hit(Some(h)) if !incoming.supersedes(&h) => {
-                match self.object_at(bucket, key, pace)? {
+                match self.stored_at(bucket, key, true, pace)? {
                     Cached::Hit(o) => o,
                     Cached::Miss => return Ok(None),
                 }
@@ -339,11 +325,11 @@ impl VnodeState {
         let deleted = incoming.contents.first().is_some_and(|c| c.deleted);
         // The local values only when a local sibling stays beside the new
         // one (allow_mult, a sibling the client has not seen).
-        let local = match self.head_at(bucket, key, pace)? {
+        let local = match self.stored_at(bucket, key, false, pace)? {
             Cached::Hit(Some(h))
                 if coordinate_needs_values(&h, client.as_ref(), deleted, props) =>
             {
-                match self.object_at(bucket, key, pace)? {
+                match self.stored_at(bucket, key, true, pace)? {
                     Cached::Hit(o) => o,
                     Cached::Miss => return Ok(None),
                 }
