@@ -393,3 +393,94 @@ fn a_mapreduce_job_the_client_leaves_is_stopped() {
     });
     assert_eq!(values, vec![b"[1]".to_vec()]);
 }
+
+/// Requests sent back to back in one write (as a pipelining client or a
+/// fast one does) are answered one by one, in order, whether they stream
+/// or not; a frame larger than the connection's read buffer, and one cut
+/// across two writes, are read whole.
+#[test]
+fn requests_sent_back_to_back_are_answered_in_order() {
+    use basalt_server::limits::PB_READ_BUF_BYTES;
+    use std::io::{Read, Write};
+    let (h, _d) = spawn_node(false, |_| {});
+    let frame = |c: u8, body: &[u8]| -> Vec<u8> {
+        let mut f = ((body.len() + 1) as u32).to_be_bytes().to_vec();
+        f.push(c);
+        f.extend_from_slice(body);
+        f
+    };
+    let put = |key: &str, value: Vec<u8>| {
+        pb::RpbPutReq {
+            bucket: b"pipe".to_vec(),
+            key: Some(key.as_bytes().to_vec()),
+            content: pb::RpbContent {
+                value,
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+        .encode_to_vec()
+    };
+    let get = |key: &str| {
+        pb::RpbGetReq {
+            bucket: b"pipe".to_vec(),
+            key: key.as_bytes().to_vec(),
+            ..Default::default()
+        }
+        .encode_to_vec()
+    };
+    let big = vec![7u8; 3 * PB_READ_BUF_BYTES];
+    let mut wire = Vec::new();
+    wire.extend(frame(code::PING_REQ, &[]));
+    wire.extend(frame(code::PUT_REQ, &put("a", b"one".to_vec())));
+    wire.extend(frame(code::GET_REQ, &get("a")));
+    wire.extend(frame(
+        code::LIST_KEYS_REQ,
+        &pb::RpbListKeysReq {
+            bucket: b"pipe".to_vec(),
+            ..Default::default()
+        }
+        .encode_to_vec(),
+    ));
+    wire.extend(frame(code::PUT_REQ, &put("b", big.clone())));
+    wire.extend(frame(code::GET_REQ, &get("b")));
+    wire.extend(frame(code::PING_REQ, &[]));
+    let mut s = std::net::TcpStream::connect(h.addr()).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
+    // All but the last 3 bytes at once, the rest a moment later.
+    let (now, later) = wire.split_at(wire.len() - 3);
+    s.write_all(now).expect("write");
+    std::thread::sleep(Duration::from_millis(100));
+    s.write_all(later).expect("write");
+    let mut next = || -> (u8, Vec<u8>) {
+        let mut len = [0u8; 4];
+        s.read_exact(&mut len).expect("length");
+        let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+        s.read_exact(&mut body).expect("frame");
+        (body[0], body[1..].to_vec())
+    };
+    assert_eq!(next().0, code::PING_RESP);
+    assert_eq!(next().0, code::PUT_RESP);
+    let (c, b) = next();
+    assert_eq!(c, code::GET_RESP);
+    let got = pb::RpbGetResp::decode(b.as_slice()).expect("get");
+    assert_eq!(got.content[0].value, b"one");
+    let mut keys = Vec::new();
+    loop {
+        let (c, b) = next();
+        assert_eq!(c, code::LIST_KEYS_RESP);
+        let r = pb::RpbListKeysResp::decode(b.as_slice()).expect("keys");
+        keys.extend(r.keys);
+        if r.done == Some(true) {
+            break;
+        }
+    }
+    assert_eq!(keys, vec![b"a".to_vec()]);
+    assert_eq!(next().0, code::PUT_RESP);
+    let (c, b) = next();
+    assert_eq!(c, code::GET_RESP);
+    let got = pb::RpbGetResp::decode(b.as_slice()).expect("get");
+    assert_eq!(got.content[0].value, big);
+    assert_eq!(next().0, code::PING_RESP);
+}
