@@ -331,8 +331,9 @@ enum End {
     /// socket, then serve on.
     StartTls,
     /// Another node: the socket carries cluster messages from now on,
-    /// starting with this body.
-    Cluster(Vec<u8>),
+    /// starting with this body, then the bytes already read after it (a
+    /// peer sends its next messages without waiting), then the socket's.
+    Cluster(Vec<u8>, Vec<u8>),
 }
 
 /// A client connection counted in `pbc_active` (and `pbc_connects`) for
@@ -380,9 +381,11 @@ async fn connection(
     }
     match serve_frames(&mut sock, &mut conn, &node, &mut stop).await {
         End::Closed => {}
-        End::Cluster(body) => {
+        End::Cluster(body, ahead) => {
             let _ = sock.set_nodelay(true);
-            serve_cluster(sock.into_split(), body, max, &conn, &node, &stop).await;
+            let (r, w) = sock.into_split();
+            let r = std::io::Cursor::new(ahead).chain(r);
+            serve_cluster((r, w), body, max, &conn, &node, &stop).await;
         }
         End::StartTls => {
             let Some(config) = node.tls.clone() else {
@@ -400,7 +403,7 @@ async fn connection(
                 Ok(mut tls) => {
                     conn.session.tls = true;
                     conn.session.cert_cn = crate::security::tls::peer_common_name(tls.get_ref().1);
-                    if let End::StartTls | End::Cluster(_) =
+                    if let End::StartTls | End::Cluster(..) =
                         serve_frames(&mut tls, &mut conn, &node, &mut stop).await
                     {
                         tracing::warn!(%peer, "unexpected request on a TLS connection; closed");
@@ -449,9 +452,10 @@ async fn cluster_tls_connection(
     let max = node.config().limits.max_frame_bytes;
     match serve_frames(&mut stream, &mut conn, &node, &mut stop).await {
         End::Closed => {}
-        End::Cluster(body) => {
-            let halves = tokio::io::split(stream);
-            serve_cluster(halves, body, max, &conn, &node, &stop).await
+        End::Cluster(body, ahead) => {
+            let (r, w) = tokio::io::split(stream);
+            let r = std::io::Cursor::new(ahead).chain(r);
+            serve_cluster((r, w), body, max, &conn, &node, &stop).await
         }
         End::StartTls => tracing::warn!(peer = %conn.peer, "STARTTLS on the cluster port; closed"),
     }
@@ -630,11 +634,11 @@ where
             }
         }
         if c == crate::cluster::transport::CLUSTER_REQ && conn.port == Port::Cluster {
-            if !early.is_empty() || !sock.buffer().is_empty() {
-                tracing::warn!(%peer, "bytes sent ahead of the cluster handshake; closed");
-                return End::Closed;
-            }
-            return End::Cluster(body);
+            // What the read buffer holds past this frame is the peer's
+            // next messages: they go first on the cluster connection.
+            let mut ahead = std::mem::take(&mut early);
+            ahead.extend_from_slice(sock.buffer());
+            return End::Cluster(body, ahead);
         }
         if conn.port == Port::Cluster {
             if let Err(why) = admin_gate(node, conn, c) {
