@@ -329,8 +329,22 @@ impl Router {
                 let f: FanOutFuture<'a> = match &this {
                     Some(router) if !inline => {
                         let (call, t2) = (CallInFlight::start(router.clone()), t.clone());
-                        let h =
-                            tokio::spawn(async move { call.0.vcall_sloppy(&t2, r, sloppy).await });
+                        let mut call: std::pin::Pin<
+                            Box<dyn std::future::Future<Output = _> + Send>,
+                        > = Box::pin(async move { call.0.vcall_sloppy(&t2, r, sloppy).await });
+                        // A local write starts here, before the caller
+                        // waits for anything: made in place, or queued to
+                        // its vnode ahead of whatever the client sends
+                        // after its reply (a spawned task could run after
+                        // that, behind the caller's next request). Only
+                        // what is left to wait for is spawned.
+                        if t.node == me {
+                            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+                            if let std::task::Poll::Ready(res) = call.as_mut().poll(&mut cx) {
+                                return Box::pin(std::future::ready((t, res))) as FanOutFuture<'a>;
+                            }
+                        }
+                        let h = tokio::spawn(call);
                         Box::pin(async move {
                             let res = h
                                 .await
