@@ -12,10 +12,6 @@ use std::time::Duration;
 /// connection's socket writer; when the client reads slowly the handler
 /// waits (back-pressure), so a listing never builds all its frames in memory.
 pub const STREAM_QUEUE_FRAMES: usize = 8;
-/// Bytes a PB connection reads from its socket at once: a small request's
-/// header and body come in one read (a larger body is read on, into its
-/// own buffer of the frame's size).
-pub const PB_READ_BUF_BYTES: usize = 8 * 1024;
 /// Keys per `RpbListKeysResp` frame at most (a vnode's batch is split so a
 /// frame stays far below clients' frame limits).
 pub const LIST_KEYS_FRAME_KEYS: usize = 1000;
@@ -364,7 +360,6 @@ const _: () = {
     assert!(CRDT_MAX_ELEMENT_BYTES < CRDT_MAX_ENCODED_BYTES);
     assert!(CRDT_MAX_SET_ELEMENTS > 0 && CRDT_MAX_MAP_FIELDS > 0 && CRDT_MAX_DEFERRED > 0);
     assert!(STREAM_QUEUE_FRAMES > 0);
-    assert!(PB_READ_BUF_BYTES >= 64);
     assert!(LIST_KEYS_FRAME_KEYS > 0 && LIST_KEYS_FRAME_KEYS <= LIST_KEYS_BATCH as usize);
     assert!(CS_BUCKET_FRAME_OBJECTS >= 1 && CS_BUCKET_FRAME_OBJECTS <= CS_FOLD_BATCH);
     assert!(INDEX_STREAM_CHUNK > 0);

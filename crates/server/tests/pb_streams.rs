@@ -400,7 +400,6 @@ fn a_mapreduce_job_the_client_leaves_is_stopped() {
 /// across two writes, are read whole.
 #[test]
 fn requests_sent_back_to_back_are_answered_in_order() {
-    use basalt_server::limits::PB_READ_BUF_BYTES;
     use std::io::{Read, Write};
     let (h, _d) = spawn_node(false, |_| {});
     let frame = |c: u8, body: &[u8]| -> Vec<u8> {
@@ -429,7 +428,7 @@ fn requests_sent_back_to_back_are_answered_in_order() {
         }
         .encode_to_vec()
     };
-    let big = vec![7u8; 3 * PB_READ_BUF_BYTES];
+    let big = vec![7u8; 24 * 1024];
     let mut wire = Vec::new();
     wire.extend(frame(code::PING_REQ, &[]));
     wire.extend(frame(code::PUT_REQ, &put("a", b"one".to_vec())));

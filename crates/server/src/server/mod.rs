@@ -587,18 +587,12 @@ where
 {
     let max = node.config().limits.max_frame_bytes;
     let peer = conn.peer;
-    // Reads through a buffer: a small request's header and body in one
-    // read. Writes pass through it.
-    let mut sock = tokio::io::BufReader::with_capacity(crate::limits::PB_READ_BUF_BYTES, sock);
     // Bytes of the next request that arrived while a request ran (read by
     // the watch for a client gone away, below).
     let mut early: Vec<u8> = Vec::new();
-    // The stream sender of requests that stream nothing (their reply is
-    // sent here, without the streaming writer): never sent on.
-    let no_stream = mpsc::channel::<Vec<u8>>(1).0;
     loop {
         let (next, rest) = {
-            let mut r = (&early[..]).chain(&mut sock);
+            let mut r = (&early[..]).chain(&mut *sock);
             let next = tokio::select! {
                 f = pb::read_frame(&mut r, max) => f,
                 _ = stop.changed() => return End::Closed,
@@ -610,39 +604,37 @@ where
             Ok(Some(f)) => f,
             Ok(None) => return End::Closed,
             Err(FrameError::Empty) => {
-                if send(&mut sock, &error_frame("Empty frame")).await.is_err() {
+                if send(sock, &error_frame("Empty frame")).await.is_err() {
                     return End::Closed;
                 }
                 continue;
             }
             Err(e @ FrameError::TooLarge { .. }) => {
                 tracing::warn!(%peer, error = %e, "closing connection");
-                let _ = send(&mut sock, &error_frame(&e)).await;
+                let _ = send(sock, &error_frame(&e)).await;
                 return End::Closed;
             }
             Err(FrameError::Io(_)) => return End::Closed,
         };
         if c == crate::cluster::transport::CLUSTER_HELLO && conn.port == Port::Cluster {
             match crate::cluster::transport::answer_hello(&body) {
-                Ok(ack) if send(&mut sock, &ack).await.is_ok() => continue,
+                Ok(ack) if send(sock, &ack).await.is_ok() => continue,
                 Ok(_) => return End::Closed,
                 Err(why) => {
                     tracing::warn!(%peer, "{why}; closed");
-                    let _ = send(&mut sock, &error_frame(&why)).await;
+                    let _ = send(sock, &error_frame(&why)).await;
                     return End::Closed;
                 }
             }
         }
         if c == crate::cluster::transport::CLUSTER_REQ && conn.port == Port::Cluster {
-            // What the read buffer holds past this frame is the peer's
-            // next messages: they go first on the cluster connection.
-            let mut ahead = std::mem::take(&mut early);
-            ahead.extend_from_slice(sock.buffer());
-            return End::Cluster(body, ahead);
+            // Bytes read past this frame are the peer's next messages:
+            // they go first on the cluster connection.
+            return End::Cluster(body, std::mem::take(&mut early));
         }
         if conn.port == Port::Cluster {
             if let Err(why) = admin_gate(node, conn, c) {
-                if send(&mut sock, &error_frame(why)).await.is_err() {
+                if send(sock, &error_frame(why)).await.is_err() {
                     return End::Closed;
                 }
                 continue;
@@ -651,11 +643,11 @@ where
         if conn.port == Port::Client {
             if let Some(reply) = security_step(node, conn, c, &body).await {
                 let (frame, upgrade) = reply;
-                if send(&mut sock, &frame).await.is_err() {
+                if send(sock, &frame).await.is_err() {
                     return End::Closed;
                 }
                 if upgrade {
-                    if !early.is_empty() || !sock.buffer().is_empty() {
+                    if !early.is_empty() {
                         tracing::warn!(%peer, "bytes sent ahead of the TLS handshake; closed");
                         return End::Closed;
                     }
@@ -663,32 +655,6 @@ where
                 }
                 continue;
             }
-        }
-        // A request that streams nothing and runs to its end whatever the
-        // client does (every client code but the streamed listings and
-        // MapReduce): its reply frames go out once it is done, without the
-        // streaming writer below (a channel and a socket split a request).
-        if port_is_plain(conn.port, c) {
-            let port = conn.port;
-            let res = Box::pin(dispatch(
-                node,
-                port,
-                &mut conn.client_id,
-                c,
-                &body,
-                &no_stream,
-            ))
-            .await;
-            let frames = res.unwrap_or_else(|e| vec![error_frame(e)]);
-            for f in frames {
-                if send(&mut sock, &f).await.is_err() {
-                    return End::Closed;
-                }
-            }
-            if *stop.borrow() {
-                return End::Closed;
-            }
-            continue;
         }
         // The handler sends streamed frames through a bounded channel while
         // this task writes them out; its final frames (or its error) follow.
@@ -711,7 +677,7 @@ where
             }
             drop(tx);
         });
-        let (mut sock_r, mut sock_w) = tokio::io::split(&mut sock);
+        let (mut sock_r, mut sock_w) = tokio::io::split(&mut *sock);
         let write = async move {
             let mut rx = rx;
             while let Some(f) = rx.recv().await {
@@ -753,14 +719,6 @@ where
             return End::Closed;
         }
     }
-}
-
-/// Whether a request with code `c` on `port` streams nothing and runs to
-/// its end whatever the client does, so its reply needs no streaming
-/// writer: every client code but [`dispatch::cancellable`]'s (the streamed
-/// listings, 2i and MapReduce, which send frames while they run).
-fn port_is_plain(port: Port, c: u8) -> bool {
-    port == Port::Client && !dispatch::cancellable(c)
 }
 
 /// Writes a frame and flushes it: a TLS stream may keep encrypted bytes
