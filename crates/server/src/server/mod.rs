@@ -331,9 +331,8 @@ enum End {
     /// socket, then serve on.
     StartTls,
     /// Another node: the socket carries cluster messages from now on,
-    /// starting with this body, then the bytes already read after it (a
-    /// peer sends its next messages without waiting), then the socket's.
-    Cluster(Vec<u8>, Vec<u8>),
+    /// starting with this body.
+    Cluster(Vec<u8>),
 }
 
 /// A client connection counted in `pbc_active` (and `pbc_connects`) for
@@ -381,11 +380,9 @@ async fn connection(
     }
     match serve_frames(&mut sock, &mut conn, &node, &mut stop).await {
         End::Closed => {}
-        End::Cluster(body, ahead) => {
+        End::Cluster(body) => {
             let _ = sock.set_nodelay(true);
-            let (r, w) = sock.into_split();
-            let r = std::io::Cursor::new(ahead).chain(r);
-            serve_cluster((r, w), body, max, &conn, &node, &stop).await;
+            serve_cluster(sock.into_split(), body, max, &conn, &node, &stop).await;
         }
         End::StartTls => {
             let Some(config) = node.tls.clone() else {
@@ -403,7 +400,7 @@ async fn connection(
                 Ok(mut tls) => {
                     conn.session.tls = true;
                     conn.session.cert_cn = crate::security::tls::peer_common_name(tls.get_ref().1);
-                    if let End::StartTls | End::Cluster(..) =
+                    if let End::StartTls | End::Cluster(_) =
                         serve_frames(&mut tls, &mut conn, &node, &mut stop).await
                     {
                         tracing::warn!(%peer, "unexpected request on a TLS connection; closed");
@@ -452,10 +449,9 @@ async fn cluster_tls_connection(
     let max = node.config().limits.max_frame_bytes;
     match serve_frames(&mut stream, &mut conn, &node, &mut stop).await {
         End::Closed => {}
-        End::Cluster(body, ahead) => {
-            let (r, w) = tokio::io::split(stream);
-            let r = std::io::Cursor::new(ahead).chain(r);
-            serve_cluster((r, w), body, max, &conn, &node, &stop).await
+        End::Cluster(body) => {
+            let halves = tokio::io::split(stream);
+            serve_cluster(halves, body, max, &conn, &node, &stop).await
         }
         End::StartTls => tracing::warn!(peer = %conn.peer, "STARTTLS on the cluster port; closed"),
     }
@@ -628,9 +624,11 @@ where
             }
         }
         if c == crate::cluster::transport::CLUSTER_REQ && conn.port == Port::Cluster {
-            // Bytes read past this frame are the peer's next messages:
-            // they go first on the cluster connection.
-            return End::Cluster(body, std::mem::take(&mut early));
+            if !early.is_empty() {
+                tracing::warn!(%peer, "bytes sent ahead of the cluster handshake; closed");
+                return End::Closed;
+            }
+            return End::Cluster(body);
         }
         if conn.port == Port::Cluster {
             if let Err(why) = admin_gate(node, conn, c) {
