@@ -27,7 +27,7 @@ pub use basalt_engine::diskspace::DISK_FULL_MARK;
 /// `_int` index terms (arbitrary-precision integers): parsing, canonical
 /// text, numeric order; the engine's, shared with the server.
 pub use basalt_engine::intterm;
-pub use basalt_engine::{BlockCache, JournalFlush, MemtableBudget, Punch, ValueCache};
+pub use basalt_engine::{BlockCache, DiskPace, JournalFlush, MemtableBudget, Punch, ValueCache};
 #[cfg(feature = "rocksdb")]
 pub mod rocksdb;
 
@@ -132,6 +132,9 @@ pub struct BackendConfig {
     /// node's vnodes), so their memtables are bounded together (the
     /// engine's `memtable_budget`).
     pub memtable_budget: Option<basalt_engine::MemtableBudget>,
+    /// leveled: a disk pace shared with the other stores on the disk (the
+    /// engine's `disk_pace`).
+    pub disk_pace: Option<basalt_engine::DiskPace>,
     /// leveled: L0 files that start a merge into L1 (the engine's
     /// `l0_merge_trigger`; `None`: default, 4).
     pub l0_merge_trigger: Option<usize>,

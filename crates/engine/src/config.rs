@@ -337,6 +337,11 @@ pub struct Config {
     /// early (see [`crate::ledger::memtable_budget`]). `None` (default):
     /// each store's memtable grows to `memtable_bytes`.
     pub memtable_budget: Option<MemtableBudget>,
+    /// A disk pace shared with the other stores on the same disk (a node's
+    /// vnodes): while the disk is low, their writes are paced together to
+    /// what their compactions reclaim (see [`crate::diskpace`]). `None`
+    /// (default): the store paces a low disk alone (`crate::slowdown`).
+    pub disk_pace: Option<crate::diskpace::DiskPace>,
     /// Read values from closed journal files with `O_DIRECT`, bypassing
     /// the page cache: a GET that misses costs one disk read of the pages
     /// holding its record and leaves nothing behind for the kernel to
@@ -418,6 +423,7 @@ impl Config {
             block_cache_bytes: 64 * 1024 * 1024,
             block_cache: None,
             memtable_budget: None,
+            disk_pace: None,
             journal_direct_reads: false,
             value_cache_bytes: 0,
             value_cache_refresh: true,

@@ -24,8 +24,9 @@
 //!   matters more than the write amplification of reclaiming less per
 //!   run), writes are paced whatever the garbage, at compaction's reclaim
 //!   rate at the low mark falling to a tenth of it at the minimum
-//!   ([`low_zone_depth`], `crate::slowdown`), and a warning is logged
-//!   when the state changes;
+//!   ([`low_zone_depth`], `crate::slowdown`; the stores of a node on one
+//!   shared clock, `crate::diskpace`), and a warning is logged when the
+//!   state changes;
 //! - below `Config::disk_min_free_pct` (default 1) it is **full**: write
 //!   groups that store values are refused with an I/O error of kind
 //!   `StorageFull` (the node answers 507) before anything is written, so

@@ -32,11 +32,16 @@
 //! duration) and from the write path (the disk guard's latest depth, at
 //! every write group). With the trigger off there is no estimate, and the
 //! garbage paces nothing; a low disk paces writes once some compaction run
-//! (scheduled or by hand) has measured a reclaim rate.
-//! [`allowed_rate`] and [`pace`] are pure; [`Slowdown`] keeps their inputs
+//! (scheduled or by hand) has measured a reclaim rate. A store that shares
+//! its disk with others (a node's vnodes, `Config::disk_pace`) leaves the
+//! low disk to the shared pace ([`crate::diskpace`]): one clock for all of
+//! them at what all of them reclaim, with one floor for the node.
+//! [`allowed_rate`] and the pacing clock ([`crate::pace`]) are pure; [`Slowdown`] keeps their inputs
 //! in atomics and the pacing clock under a mutex that only the holder of
 //! the store's write lock takes.
 
+use crate::diskpace::DiskPace;
+pub use crate::pace::{pace, rate_at, SLOWDOWN_MAX_WAIT, SLOWDOWN_MIN_RATE};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -44,13 +49,6 @@ use std::time::{Duration, Instant};
 /// Points over the limit at which the allowed rate has fallen to a tenth
 /// of the reclaim rate.
 pub const SLOWDOWN_SPAN_PCT: f64 = 10.0;
-
-/// The least write rate allowed (bytes a second), so writes always make
-/// progress, also before a compaction run has measured a reclaim rate.
-pub const SLOWDOWN_MIN_RATE: u64 = 1 << 20;
-
-/// The longest a write group waits for the pace.
-pub const SLOWDOWN_MAX_WAIT: Duration = Duration::from_secs(1);
 
 /// The journal write rate allowed (bytes a second) when the estimated
 /// garbage is `garbage_pct` and compaction reclaims `reclaim_bps` bytes a
@@ -70,26 +68,6 @@ pub fn garbage_pressure(garbage_pct: f64, limit_pct: f64) -> Option<f64> {
     Some(((garbage_pct - limit_pct) / SLOWDOWN_SPAN_PCT).min(1.0))
 }
 
-/// The write rate at `pressure` (0..=1): `reclaim_bps` at 0, falling
-/// linearly to a tenth of it at 1, never below [`SLOWDOWN_MIN_RATE`].
-pub fn rate_at(pressure: f64, reclaim_bps: u64) -> u64 {
-    debug_assert!((0.0..=1.0).contains(&pressure), "pressure {pressure}");
-    let base = reclaim_bps.max(SLOWDOWN_MIN_RATE) as f64;
-    let rate = (base * (1.0 - 0.9 * pressure.clamp(0.0, 1.0))) as u64;
-    rate.max(SLOWDOWN_MIN_RATE)
-}
-
-/// The wait for a group of `bytes` written at `rate` bytes a second, given
-/// the pacing clock `next_free` (when the previous groups' bytes are paid
-/// for) and `now`; and the clock after it. A clock more than
-/// [`SLOWDOWN_MAX_WAIT`] ahead is pulled back to it.
-pub fn pace(next_free: Instant, now: Instant, bytes: u64, rate: u64) -> (Duration, Instant) {
-    debug_assert!(rate > 0, "pace at rate 0");
-    let start = next_free.max(now).min(now + SLOWDOWN_MAX_WAIT);
-    let cost = Duration::from_secs_f64(bytes as f64 / rate.max(1) as f64);
-    (start - now, start + cost)
-}
-
 /// A store's write slowdown: the inputs of [`allowed_rate`] and the pacing
 /// clock.
 #[derive(Debug)]
@@ -106,6 +84,9 @@ pub struct Slowdown {
     /// When the bytes of the groups paced so far are paid for; `None` while
     /// not paced.
     next_free: Mutex<Option<Instant>>,
+    /// The pace of the stores sharing this one's disk, which then paces a
+    /// low disk instead of this slowdown.
+    shared: Option<DiskPace>,
 }
 
 impl Slowdown {
@@ -117,7 +98,20 @@ impl Slowdown {
             garbage_milli_pct: AtomicU64::new(0),
             reclaim_bps: AtomicU64::new(0),
             next_free: Mutex::new(None),
+            shared: None,
         }
+    }
+
+    /// The slowdown, leaving a low disk to `shared` (the pace of the stores
+    /// on the same disk) and telling it what its runs reclaim.
+    pub fn with_disk_pace(mut self, shared: Option<DiskPace>) -> Self {
+        self.shared = shared;
+        self
+    }
+
+    /// The shared disk pace, if any.
+    pub fn disk_pace(&self) -> Option<&DiskPace> {
+        self.shared.as_ref()
     }
 
     /// Takes a new garbage estimate (percent of the closed files' bytes).
@@ -146,6 +140,9 @@ impl Slowdown {
 
     /// Takes a compaction run that reclaimed `bytes` in `took`.
     pub fn observe_run(&self, bytes: u64, took: Duration) {
+        if let Some(shared) = &self.shared {
+            shared.observe_reclaim(bytes);
+        }
         let secs = took.as_secs_f64().max(1e-3);
         let sample = (bytes as f64 / secs) as u64;
         let old = self.reclaim_bps.load(Ordering::Relaxed);
@@ -169,11 +166,14 @@ impl Slowdown {
     /// reclaim rate) the disk's depth into the low zone. Without a reclaim
     /// rate there is nothing to pace to: with the trigger off and no run
     /// yet, a low disk is left to the guard's refusal at its minimum
-    /// rather than slowing every write to [`SLOWDOWN_MIN_RATE`].
+    /// rather than slowing every write to [`SLOWDOWN_MIN_RATE`]. With a
+    /// shared disk pace the disk is not this rate's (see [`Self::wait_for`]).
     pub fn rate(&self) -> Option<u64> {
         let reclaim = self.reclaim_bps.load(Ordering::Relaxed);
         let garbage = garbage_pressure(self.garbage_pct(), self.limit_pct);
-        let disk = self.disk_depth().filter(|_| reclaim > 0);
+        let disk = self
+            .disk_depth()
+            .filter(|_| reclaim > 0 && self.shared.is_none());
         let pressure = match (garbage, disk) {
             (Some(g), Some(d)) => g.max(d),
             (g, d) => g.or(d)?,
@@ -182,8 +182,19 @@ impl Slowdown {
     }
 
     /// How long a group of `bytes` waits before it is written (zero when
-    /// not paced). Call it under the store's write lock, once per group.
+    /// not paced): this store's own pace and, with a shared disk pace, the
+    /// node's while the disk is low, whichever is longer (each clock is
+    /// charged the group). Call it under the store's write lock, once per
+    /// group.
     pub fn wait_for(&self, bytes: u64) -> Duration {
+        let own = self.own_wait_for(bytes);
+        match &self.shared {
+            Some(shared) => own.max(shared.wait_for(self.disk_depth(), bytes)),
+            None => own,
+        }
+    }
+
+    fn own_wait_for(&self, bytes: u64) -> Duration {
         let mut next_free = self.next_free.lock();
         let Some(rate) = self.rate() else {
             *next_free = None;
@@ -315,5 +326,32 @@ mod tests {
         );
         s.observe_disk(None);
         assert_eq!(s.rate(), None);
+    }
+
+    /// Stores sharing a disk pace are paced together while the disk is low,
+    /// from the first write (the node's floor), and their runs feed it.
+    #[test]
+    fn a_shared_disk_paces_all_its_stores_on_one_clock() {
+        let shared = DiskPace::new();
+        let a = Slowdown::new(75.0).with_disk_pace(Some(shared.clone()));
+        let b = Slowdown::new(75.0).with_disk_pace(Some(shared.clone()));
+        for s in [&a, &b] {
+            s.observe_disk(Some(0.0));
+        }
+        assert_eq!(a.rate(), None, "the disk is the shared pace's");
+        assert_eq!(a.wait_for(SLOWDOWN_MIN_RATE / 4), Duration::ZERO);
+        let w = b.wait_for(1);
+        assert!(
+            w > Duration::from_millis(200) && w <= Duration::from_millis(250),
+            "b waits for a's quarter second at the node's floor: {w:?}"
+        );
+        // Runs of either count for both; not low: no wait.
+        a.observe_run(120 * MIB, Duration::from_secs(1));
+        assert_eq!(shared.reclaim_bps(), 2 * MIB);
+        for s in [&a, &b] {
+            s.observe_disk(None);
+        }
+        assert_eq!(b.wait_for(MIB << 10), Duration::ZERO);
+        assert_eq!(a.wait_for(1), Duration::ZERO);
     }
 }

@@ -154,6 +154,52 @@ fn writes_feed_the_disk_depth_to_the_slowdown() {
     assert_eq!(counter(&s, "journal_slowdowns"), 0);
 }
 
+/// Stores that share a disk pace (a node's vnodes) are paced together
+/// while the disk is low, from their first write, with no compaction run
+/// yet: one store's bytes make the other's next write wait.
+#[test]
+fn stores_sharing_a_low_disk_are_paced_together() {
+    let d = tempfile::tempdir().unwrap();
+    let shared = basalt_engine::DiskPace::new();
+    let open_low = |name: &str| {
+        let mut cfg = Config::test_min(d.path().join(name));
+        // The low mark above any real free share, the minimum off.
+        cfg.disk_low_free_pct = 100.0;
+        cfg.disk_min_free_pct = 0.0;
+        cfg.disk_pace = Some(shared.clone());
+        Store::open(cfg).unwrap()
+    };
+    let (a, b) = (open_low("a"), open_low("b"));
+    // Half a second of the node's floor (1 MiB/s), incompressible,
+    // written by a...
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let value: Vec<u8> = (0..512 * 1024)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    a.put(b"b", b"k", &value, b"").unwrap();
+    assert_eq!(
+        counter(&a, "journal_slowdowns"),
+        0,
+        "the first group waits for nothing"
+    );
+    // ...is waited for by b's next write.
+    let t0 = std::time::Instant::now();
+    b.put(b"b", b"k", b"v", b"").unwrap();
+    assert!(
+        t0.elapsed() >= std::time::Duration::from_millis(300),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert_eq!(counter(&b, "journal_slowdowns"), 1);
+    // Alone, the same store is not paced before a run measured a reclaim
+    // rate (writes_feed_the_disk_depth_to_the_slowdown).
+}
+
 #[test]
 fn disk_thresholds_are_checked_at_open() {
     let d = tempfile::tempdir().unwrap();

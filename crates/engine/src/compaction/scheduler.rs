@@ -55,8 +55,13 @@ pub fn drain_garbage(
         // (`crate::diskspace`).
         let disk_low = compactor.disk.state() != DiskState::Ample;
         let limit = garbage_limit(schedule.max_garbage_pct, compactor.disk.fullness());
+        // A low disk wants space more than full runs: one closed file with
+        // garbage is enough to try (the policy still picks only a run that
+        // scores). A node's vnode rarely holds a full run's files (4 x 256
+        // MiB) before its share of the disk is gone.
+        let min_files = if disk_low { 1 } else { schedule.min_files };
         match est {
-            Ok(e) if e.over(limit, schedule.min_files) => {
+            Ok(e) if e.over(limit, min_files) => {
                 let over = e.pct() - limit;
                 let pace = match disk_low {
                     true => 0,

@@ -491,3 +491,38 @@ fn estimates_renew_the_young_files_scores_first() {
     );
     assert!(old.iter().all(|s| *s == 100.0), "old files kept: {old:?}");
 }
+
+/// With the disk low the garbage trigger tries fewer closed files than a
+/// full run (`min_files`): a node's vnode rarely holds four 256 MiB files
+/// before its share of the disk is gone, and then nothing ever compacted
+/// (2026-12-03, Cluster Test 1 for an hour on three nodes).
+#[test]
+fn a_low_disk_compacts_fewer_closed_files_than_a_full_run() {
+    for low in [false, true] {
+        let d = tempfile::tempdir().expect("test setup");
+        let opts = crate::journal::JournalOptions::for_tests(64 * 1024);
+        let dead = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let (journal, mut c) = compactor_over(d.path(), opts, (150, 1000), switch(&dead));
+        let closed = journal.closed_files().len();
+        assert!((1..4).contains(&closed), "{closed} closed files");
+        if low {
+            // A low mark above any real free share, no minimum.
+            c = c.with_disk_guard(Arc::new(DiskGuard::new(d.path(), 100.0, 0.0)));
+        }
+        let schedule = Schedule {
+            runs_per_day: 0,
+            window: (0, 23),
+            max_garbage_pct: 60.0,
+            check_interval: Duration::from_secs(10),
+            min_files: 4,
+            nice: 0,
+        };
+        let runs = drain_garbage(&c, &schedule, &|| false);
+        if low {
+            assert!(runs > 0, "a low disk compacts {closed} dead files");
+        } else {
+            assert_eq!(runs, 0, "fewer files than a full run: left alone");
+            assert_eq!(journal.closed_files().len(), closed);
+        }
+    }
+}

@@ -66,11 +66,14 @@ pub(super) fn start_compaction(
                 })
             }),
         )
-        .with_slowdown(Arc::new(Slowdown::new(
-            config
-                .journal_slowdown_garbage_pct
-                .max(config.compaction_max_garbage_pct),
-        )))
+        .with_slowdown(Arc::new(
+            Slowdown::new(
+                config
+                    .journal_slowdown_garbage_pct
+                    .max(config.compaction_max_garbage_pct),
+            )
+            .with_disk_pace(config.disk_pace.clone()),
+        ))
         .with_disk_guard(Arc::new(DiskGuard::new(
             &config.dir,
             config.disk_low_free_pct,

@@ -76,6 +76,9 @@ pub struct Router {
     memtable_budget: Option<basalt_backends::MemtableBudget>,
     /// The leveled value cache every local vnode shares (`value_cache_mb`).
     value_cache: Option<basalt_backends::ValueCache>,
+    /// The pace every local leveled vnode's writes share while the data
+    /// directory's disk is low (one disk, one floor: `engine::diskpace`).
+    disk_pace: basalt_backends::DiskPace,
     /// The RocksDB block cache every local vnode shares (`block_cache_mb`,
     /// rocksdb backends only).
     rocks_cache: Option<basalt_backends::RocksBlockCache>,
@@ -188,6 +191,7 @@ impl Router {
             block_cache,
             memtable_budget,
             value_cache,
+            disk_pace: basalt_backends::DiskPace::new(),
             rocks_cache,
             calls_in_flight: AtomicUsize::new(0),
         })
@@ -403,6 +407,7 @@ impl Router {
             block_cache_bytes: Some(0),
             block_cache: self.block_cache.clone(),
             memtable_budget: self.memtable_budget.clone(),
+            disk_pace: Some(self.disk_pace.clone()),
             value_cache_bytes: Some(0),
             value_cache: self.value_cache.clone(),
             // Reserving a whole journal file (and its spare) ahead would
