@@ -117,6 +117,7 @@ impl VnodeState {
     /// over).
     pub fn aae_rebuild_start(&self, journal_check: bool) -> Result<(), VnodeError> {
         let aae = self.aae_handle()?;
+        aae.rebuilt.lock().take();
         *aae.rebuild.lock() = Some(Rebuild::new(aae.size, journal_check));
         Ok(())
     }
@@ -136,8 +137,13 @@ impl VnodeState {
         // Taken out while the step runs: only this worker writes, so no
         // write can come between (`track` would find no rebuild).
         let Some(mut rb) = aae.rebuild.lock().take() else {
+            // A step queued again after one that timed out, behind it: the
+            // rebuild may have completed meanwhile.
+            if let Some(done) = *aae.rebuilt.lock() {
+                return Ok(Step { keys: 0, ..done });
+            }
             return Err(VnodeError::Remote(format!(
-                "no anti-entropy rebuild in progress on partition {}",
+                "no anti-entropy rebuild in progress on partition {} (a write that failed after reaching the store drops it)",
                 self.partition
             )));
         };
@@ -160,6 +166,7 @@ impl VnodeState {
                 "anti-entropy trees rebuilt"
             );
             *aae.trees.lock() = Some(trees);
+            *aae.rebuilt.lock() = Some(step);
         } else {
             *aae.rebuild.lock() = Some(rb);
         }

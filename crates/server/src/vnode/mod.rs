@@ -109,6 +109,10 @@ pub struct VnodeAae {
     pub trees: Mutex<Option<aae_tree::AaeTrees>>,
     /// The rebuild in progress, if any (exchanges go on with `trees`).
     pub rebuild: Mutex<Option<aae_rebuild::Rebuild>>,
+    /// The last step of the rebuild that completed, until the next starts:
+    /// a step queued again after its predecessor timed out finds the
+    /// rebuild done rather than missing.
+    pub rebuilt: Mutex<Option<aae_rebuild::Step>>,
     /// Rebuilds and segment listings leave out keys whose value is not in
     /// the journal (`aae_rebuild_journal_check`; leveled only).
     pub journal_check: bool,
@@ -133,6 +137,7 @@ impl VnodeAae {
             n_val_of,
             trees: Mutex::new(trees),
             rebuild: Mutex::new(None),
+            rebuilt: Mutex::new(None),
             journal_check,
             folds: std::sync::atomic::AtomicU64::new(0),
         }
@@ -179,6 +184,7 @@ impl VnodeAae {
     pub fn forget(&self) {
         self.trees.lock().take();
         self.rebuild.lock().take();
+        self.rebuilt.lock().take();
     }
 }
 
@@ -249,14 +255,8 @@ impl VnodeState {
             }
         }
         let res = self.backend.put(bucket, key, &value, &metadata, &opts);
-        if res.is_err() {
-            self.tainted
-                .store(true, std::sync::atomic::Ordering::Relaxed);
-            if let Some(aae) = &self.aae {
-                // The write may or may not have reached the store: the
-                // trees can no longer be trusted.
-                aae.forget();
-            }
+        if let Err(e) = &res {
+            self.write_failed(e);
         }
         res?;
         if let Some(aae) = &self.aae {
@@ -284,9 +284,7 @@ impl VnodeState {
             ..WriteOptions::default()
         };
         if let Err(e) = self.backend.delete(bucket, key, &opts) {
-            if let Some(aae) = &self.aae {
-                aae.forget();
-            }
+            self.write_failed(&e);
             return Err(e.into());
         }
         if let Some(aae) = &self.aae {
@@ -297,6 +295,22 @@ impl VnodeState {
 }
 
 impl VnodeState {
+    /// A write failed with `e`. Unless the backend refused it before
+    /// writing anything ([`refused_before_writing`]), it may or may not
+    /// have reached the store: the vnode may have lost an event it issued
+    /// (its next start draws a new incarnation id) and its anti-entropy
+    /// trees, and any rebuild of them, can no longer be trusted.
+    fn write_failed(&self, e: &BackendError) {
+        if refused_before_writing(e) {
+            return;
+        }
+        self.tainted
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(aae) = &self.aae {
+            aae.forget();
+        }
+    }
+
     /// After the backend closed without error: records a clean shutdown,
     /// unless a write failed in this incarnation.
     fn mark_clean(&self) {
@@ -558,6 +572,24 @@ impl<T> Pending<T> {
     }
 }
 
+/// True if the backend refused a write before writing anything: bad
+/// input, or the disk guard's refusal on a nearly full disk (checked
+/// before a write group is appended: `engine::diskspace`). A refused
+/// write leaves the store, the vnode's events and its trees as they were,
+/// so a disk that stays full for hours neither drops the trees nor keeps
+/// their rebuild from completing. An `ENOSPC` from the file system itself
+/// may come after part of a write, and is not a refusal.
+fn refused_before_writing(e: &BackendError) -> bool {
+    match e {
+        BackendError::InvalidInput(_) | BackendError::NotSupported { .. } => true,
+        BackendError::Io { source, .. } => {
+            source.kind() == std::io::ErrorKind::StorageFull
+                && source.to_string().contains(basalt_backends::DISK_FULL_MARK)
+        }
+        _ => false,
+    }
+}
+
 /// True if `e` comes from a full disk (ENOSPC), here or, by its message,
 /// on another node.
 fn is_disk_full(e: &VnodeError) -> bool {
@@ -639,5 +671,108 @@ mod error_tests {
         assert!(RequestError::DiskFull("x".into())
             .to_string()
             .starts_with("disk full"));
+    }
+
+    /// The disk guard's refusal wrote nothing: the trees and a rebuild of
+    /// them stay, and the vnode is not tainted (a disk full for hours
+    /// kept every rebuild from completing: each refused write dropped
+    /// it). An `ENOSPC` from the file system drops both and taints.
+    #[test]
+    fn a_refused_write_keeps_the_trees_a_failed_one_drops_them() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let mut st = test_state("leveled", dir.path(), false);
+        let ring = crate::ring::Ring::new(8).unwrap_or_else(|| panic!("ring 8"));
+        let trees = aae_tree::AaeTrees::new(basalt_backend::TreeSize::XXSmall);
+        st.aae = Some(VnodeAae::new(
+            ring,
+            basalt_backend::TreeSize::XXSmall,
+            Arc::new(|_: &[u8]| 3),
+            Some(trees),
+            false,
+        ));
+        st.aae_rebuild_start(false)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let aae = st.aae.as_ref().unwrap_or_else(|| panic!("aae"));
+        let refusal = BackendError::io(
+            "admit write",
+            "journal",
+            std::io::Error::new(
+                std::io::ErrorKind::StorageFull,
+                format!("{DISK_FULL_MARK}: 10 bytes free"),
+            ),
+        );
+        assert!(refused_before_writing(&refusal));
+        st.write_failed(&refusal);
+        assert!(aae.trees.lock().is_some() && aae.rebuild.lock().is_some());
+        assert!(!st.tainted.load(std::sync::atomic::Ordering::Relaxed));
+        let enospc = BackendError::io(
+            "append",
+            "journal",
+            std::io::Error::from(std::io::ErrorKind::StorageFull),
+        );
+        assert!(!refused_before_writing(&enospc));
+        st.write_failed(&enospc);
+        assert!(aae.trees.lock().is_none() && aae.rebuild.lock().is_none());
+        assert!(st.tainted.load(std::sync::atomic::Ordering::Relaxed));
+        let e = st
+            .aae_rebuild_step(10, 1)
+            .err()
+            .unwrap_or_else(|| panic!("a dropped rebuild"));
+        assert!(
+            e.to_string()
+                .contains("no anti-entropy rebuild in progress"),
+            "{e}"
+        );
+    }
+
+    /// A step queued again behind one that completed the rebuild finds it
+    /// done (the rebuild's caller retries a step that timed out).
+    #[test]
+    fn a_step_behind_the_last_finds_the_rebuild_done() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let mut st = test_state("leveled", dir.path(), false);
+        let ring = crate::ring::Ring::new(8).unwrap_or_else(|| panic!("ring 8"));
+        st.aae = Some(VnodeAae::new(
+            ring,
+            basalt_backend::TreeSize::XXSmall,
+            Arc::new(|_: &[u8]| 3),
+            None,
+            false,
+        ));
+        let obj = crate::object::RiakObject {
+            vclock: Default::default(),
+            contents: vec![crate::object::Content {
+                value: b"v".to_vec(),
+                value_len: 1,
+                ..Default::default()
+            }],
+        };
+        for k in [b"k1", b"k2", b"k3"] {
+            st.write(b"b", k, None, &obj)
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        st.aae_rebuild_start(false)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let done = st
+            .aae_rebuild_step(100, 7)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            done.done && done.keys == 3 && done.total_keys == 3,
+            "{done:?}"
+        );
+        let again = st
+            .aae_rebuild_step(100, 8)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            again.done && again.keys == 0 && again.total_keys == 3,
+            "{again:?}"
+        );
+        st.aae_rebuild_start(false)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let fresh = st.aae_rebuild_step(1, 9).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            !fresh.done && fresh.keys == 1,
+            "a new rebuild starts over: {fresh:?}"
+        );
     }
 }
