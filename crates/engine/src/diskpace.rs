@@ -19,11 +19,16 @@
 //! [`RECLAIM_WINDOW`] at the low mark, falling to a tenth of it at the
 //! minimum ([`crate::pace::rate_at`]), and never below one
 //! [`crate::pace::SLOWDOWN_MIN_RATE`] for the whole node — not one per
-//! store. So the node's journals stop growing at the low mark unless
-//! compaction frees space, and a disk filled by live data (nothing to
-//! reclaim) fills at 1 MiB/s instead of at the write rate, leaving the
-//! operator time between the low-disk warning and the refusal. A member's
-//! garbage slowdown stays its own.
+//! store — nor below the space left above the minimum spread over
+//! [`LOW_ZONE_LIFE`] (an hour). So the node's journals stop growing at the
+//! low mark unless compaction frees space, and a disk filled by live data
+//! (nothing to reclaim) loses what is left above the minimum no faster than
+//! by a share of an hour: that space falls by about 63 % an hour, until
+//! what is left lasts an hour at the 1 MiB/s floor. The operator gets at
+//! least an hour between the low-disk warning and the refusal, on a large
+//! disk without dropping the node to 1 MiB/s at the mark (on this
+//! machine's 270 GB disk the low zone is 10.8 GB: 3 MB/s at the mark). A
+//! member's garbage slowdown stays its own.
 
 use crate::pace::{pace, rate_at};
 use parking_lot::Mutex;
@@ -34,6 +39,20 @@ use std::time::{Duration, Instant};
 
 /// The reclaim rate is what the members' runs reclaimed over this long.
 pub const RECLAIM_WINDOW: Duration = Duration::from_secs(60);
+
+/// The least time the low zone (from the low mark to the minimum) lasts
+/// at the floor rate: the node may write at most the space left above the
+/// minimum divided by this (or the reclaim rate, if higher).
+pub const LOW_ZONE_LIFE: Duration = Duration::from_secs(3600);
+
+/// Where a low disk stands, as the pace of its writes needs it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LowDisk {
+    /// How deep into the low zone (0 at the low mark, 1 at the minimum).
+    pub depth: f64,
+    /// Bytes free above the minimum (`disk_min_free_pct`).
+    pub headroom: u64,
+}
 
 /// The most runs remembered in the window (older ones are merged into the
 /// newest kept, so the sum stays right and the queue bounded).
@@ -98,33 +117,41 @@ impl DiskPace {
         (sum as f64 / RECLAIM_WINDOW.as_secs_f64()) as u64
     }
 
-    /// The node's write rate allowed `depth` (0..=1) into the low zone.
-    pub fn rate(&self, depth: f64) -> u64 {
-        rate_at(depth.clamp(0.0, 1.0), self.reclaim_bps())
+    /// The node's write rate allowed on a `low` disk.
+    pub fn rate(&self, low: LowDisk) -> u64 {
+        low_disk_rate(low, self.reclaim_bps())
     }
 
-    /// How long a member's group of `bytes` waits with the disk `depth`
-    /// into the low zone (`None`: not low, no wait, the clock stops). Call
-    /// it once per group, under the member's write lock.
-    pub fn wait_for(&self, depth: Option<f64>, bytes: u64) -> Duration {
-        self.wait_for_at(Instant::now(), depth, bytes)
+    /// How long a member's group of `bytes` waits on a `low` disk (`None`:
+    /// not low, no wait, the clock stops). Call it once per group, under
+    /// the member's write lock.
+    pub fn wait_for(&self, low: Option<LowDisk>, bytes: u64) -> Duration {
+        self.wait_for_at(Instant::now(), low, bytes)
     }
 
-    fn wait_for_at(&self, now: Instant, depth: Option<f64>, bytes: u64) -> Duration {
-        let Some(depth) = depth else {
+    fn wait_for_at(&self, now: Instant, low: Option<LowDisk>, bytes: u64) -> Duration {
+        let Some(low) = low else {
             if self.inner.pacing.load(Ordering::Relaxed) {
                 *self.inner.next_free.lock() = None;
                 self.inner.pacing.store(false, Ordering::Relaxed);
             }
             return Duration::ZERO;
         };
-        let rate = rate_at(depth.clamp(0.0, 1.0), self.reclaim_bps_at(now));
+        let rate = low_disk_rate(low, self.reclaim_bps_at(now));
         let mut next_free = self.inner.next_free.lock();
         let (wait, next) = pace(next_free.unwrap_or(now), now, bytes, rate);
         *next_free = Some(next);
         self.inner.pacing.store(true, Ordering::Relaxed);
         wait
     }
+}
+
+/// The node's write rate on a `low` disk when its stores reclaim
+/// `reclaim_bps`: [`rate_at`] its depth, or the headroom spread over
+/// [`LOW_ZONE_LIFE`] if that is more.
+pub fn low_disk_rate(low: LowDisk, reclaim_bps: u64) -> u64 {
+    let by_reclaim = rate_at(low.depth.clamp(0.0, 1.0), reclaim_bps);
+    by_reclaim.max(low.headroom / LOW_ZONE_LIFE.as_secs())
 }
 
 /// Drops what left the window.
@@ -143,6 +170,12 @@ mod tests {
     use crate::pace::{SLOWDOWN_MAX_WAIT, SLOWDOWN_MIN_RATE};
 
     const MIB: u64 = 1 << 20;
+
+    /// A disk `depth` into the low zone, with too little headroom to
+    /// matter.
+    fn low(depth: f64) -> Option<LowDisk> {
+        Some(LowDisk { depth, headroom: 0 })
+    }
 
     #[test]
     fn the_reclaim_rate_is_the_window_sum_of_all_members() {
@@ -178,16 +211,16 @@ mod tests {
         let t0 = Instant::now();
         // Nothing reclaimed: the node's floor, once for all members.
         assert_eq!(
-            a.wait_for_at(t0, Some(0.0), SLOWDOWN_MIN_RATE / 2),
+            a.wait_for_at(t0, low(0.0), SLOWDOWN_MIN_RATE / 2),
             Duration::ZERO
         );
-        let w = b.wait_for_at(t0, Some(0.0), SLOWDOWN_MIN_RATE / 2);
+        let w = b.wait_for_at(t0, low(0.0), SLOWDOWN_MIN_RATE / 2);
         assert_eq!(w, Duration::from_millis(500), "b waits for a's bytes");
-        let w = a.wait_for_at(t0, Some(0.0), 1);
+        let w = a.wait_for_at(t0, low(0.0), 1);
         assert!(w >= Duration::from_millis(999), "{w:?}");
         // A disk no longer low stops the clock.
         assert_eq!(a.wait_for_at(t0, None, 1 << 30), Duration::ZERO);
-        assert_eq!(b.wait_for_at(t0, Some(0.0), 1), Duration::ZERO);
+        assert_eq!(b.wait_for_at(t0, low(0.0), 1), Duration::ZERO);
     }
 
     #[test]
@@ -197,13 +230,40 @@ mod tests {
         p.observe_reclaim_at(t0, 600 * MIB);
         let at = t0 + Duration::from_secs(1);
         // 10 MiB/s reclaimed: 10 MiB/s allowed at the low mark...
-        assert_eq!(p.wait_for_at(at, Some(0.0), 10 * MIB), Duration::ZERO);
-        let w = p.wait_for_at(at, Some(0.0), 0);
+        assert_eq!(p.wait_for_at(at, low(0.0), 10 * MIB), Duration::ZERO);
+        let w = p.wait_for_at(at, low(0.0), 0);
         assert_eq!(w, Duration::from_secs(1));
         // ...a tenth at the minimum (the clock is capped at the longest wait).
         p.wait_for_at(at, None, 0);
-        assert_eq!(p.wait_for_at(at, Some(1.0), MIB), Duration::ZERO);
-        let w = p.wait_for_at(at, Some(1.0), 0);
+        assert_eq!(p.wait_for_at(at, low(1.0), MIB), Duration::ZERO);
+        let w = p.wait_for_at(at, low(1.0), 0);
         assert_eq!(w, SLOWDOWN_MAX_WAIT, "1 MiB at 1 MiB/s");
+    }
+
+    /// A large headroom keeps a share of it an hour: 36 GiB left above
+    /// the minimum allows 10.24 MiB/s with nothing reclaimed; what is
+    /// reclaimed wins when it is more; a small headroom leaves the floor.
+    #[test]
+    fn the_headroom_spread_over_an_hour_is_a_floor() {
+        let big = LowDisk {
+            depth: 0.2,
+            headroom: 36 * 1024 * MIB,
+        };
+        let secs = LOW_ZONE_LIFE.as_secs();
+        assert_eq!(low_disk_rate(big, 0), 36 * 1024 * MIB / secs);
+        assert_eq!(low_disk_rate(big, 100 * MIB), rate_at(0.2, 100 * MIB));
+        let small = LowDisk {
+            depth: 1.0,
+            headroom: 100 * MIB,
+        };
+        assert_eq!(low_disk_rate(small, 0), SLOWDOWN_MIN_RATE);
+        let p = DiskPace::new();
+        let t0 = Instant::now();
+        assert_eq!(p.wait_for_at(t0, Some(big), 5 * MIB), Duration::ZERO);
+        let w = p.wait_for_at(t0, Some(big), 0);
+        assert!(
+            w > Duration::from_millis(480) && w < Duration::from_millis(495),
+            "5 MiB at 10.24 MiB/s: {w:?}"
+        );
     }
 }

@@ -263,6 +263,18 @@ impl DiskGuard {
         Some(low_zone_depth(free, self.low_pct, self.min_pct))
     }
 
+    /// Bytes free above the minimum (`disk_min_free_pct`) in the latest
+    /// sample; 0 before the first, or when the guard is off.
+    pub fn headroom(&self) -> u64 {
+        match self.space() {
+            Some(space) if !self.is_off() => {
+                let min = (space.total_bytes as f64 * self.min_pct / 100.0) as u64;
+                space.free_bytes.saturating_sub(min)
+            }
+            _ => 0,
+        }
+    }
+
     /// How deep the latest sample is in the soft zone ([`soft_zone_depth`]:
     /// 0 at twice the low mark or more, 1 at the low mark or below); 0 when
     /// the guard is off or before the first sample.
@@ -401,6 +413,11 @@ mod tests {
         });
         assert_eq!(g.last_state(), DiskState::Low);
         assert_eq!(g.depth(), Some(0.5));
+        assert_eq!(
+            g.headroom(),
+            2 * GIB,
+            "3 GiB free, 1 % of 100 GiB the minimum"
+        );
         assert!(
             g.admit(true).is_ok(),
             "writes pass again once space is freed"

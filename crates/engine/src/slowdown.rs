@@ -40,7 +40,7 @@
 //! in atomics and the pacing clock under a mutex that only the holder of
 //! the store's write lock takes.
 
-use crate::diskpace::DiskPace;
+use crate::diskpace::{DiskPace, LowDisk};
 pub use crate::pace::{pace, rate_at, SLOWDOWN_MAX_WAIT, SLOWDOWN_MIN_RATE};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -76,6 +76,8 @@ pub struct Slowdown {
     /// While the disk is low (`crate::diskspace`), how deep into the low
     /// zone it is (0..=1), in millionths; `u64::MAX` otherwise.
     disk_depth_micro: AtomicU64,
+    /// While the disk is low, the bytes free above its minimum.
+    disk_headroom: AtomicU64,
     /// The latest garbage estimate, in thousandths of a percent.
     garbage_milli_pct: AtomicU64,
     /// Compaction's reclaim rate, bytes a second (mean of the last run and
@@ -95,6 +97,7 @@ impl Slowdown {
         Slowdown {
             limit_pct,
             disk_depth_micro: AtomicU64::new(u64::MAX),
+            disk_headroom: AtomicU64::new(0),
             garbage_milli_pct: AtomicU64::new(0),
             reclaim_bps: AtomicU64::new(0),
             next_free: Mutex::new(None),
@@ -128,6 +131,20 @@ impl Slowdown {
         debug_assert!(depth.is_none_or(|d| (0.0..=1.0).contains(&d)), "{depth:?}");
         let micro = depth.map_or(u64::MAX, |d| (d.clamp(0.0, 1.0) * 1e6) as u64);
         self.disk_depth_micro.store(micro, Ordering::Relaxed);
+    }
+
+    /// Takes the bytes free above the disk's minimum (read by the shared
+    /// pace while the disk is low).
+    pub fn observe_disk_headroom(&self, bytes: u64) {
+        self.disk_headroom.store(bytes, Ordering::Relaxed);
+    }
+
+    /// The low disk last observed, as the shared pace takes it.
+    fn low_disk(&self) -> Option<LowDisk> {
+        self.disk_depth().map(|depth| LowDisk {
+            depth,
+            headroom: self.disk_headroom.load(Ordering::Relaxed),
+        })
     }
 
     /// The disk depth last observed (`None`: the disk is not low).
@@ -189,7 +206,7 @@ impl Slowdown {
     pub fn wait_for(&self, bytes: u64) -> Duration {
         let own = self.own_wait_for(bytes);
         match &self.shared {
-            Some(shared) => own.max(shared.wait_for(self.disk_depth(), bytes)),
+            Some(shared) => own.max(shared.wait_for(self.low_disk(), bytes)),
             None => own,
         }
     }

@@ -250,7 +250,9 @@ impl Store {
         // The pace follows the disk guard's latest sample (at most 250 ms
         // old, just taken by `admit`).
         let slowdown = self.compactor.slowdown();
-        slowdown.observe_disk(self.compactor.disk().depth());
+        let disk = self.compactor.disk();
+        slowdown.observe_disk(disk.depth());
+        slowdown.observe_disk_headroom(disk.headroom());
         let wait = slowdown.wait_for(bytes);
         if wait.is_zero() {
             return;
