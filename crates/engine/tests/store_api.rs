@@ -8,6 +8,19 @@
 use basalt_engine::{Config, Error, JournalFlush, PutOptions, Store, SyncStrategy};
 use std::sync::Arc;
 
+/// `len` pseudo-random bytes (xorshift), which no compression shrinks: a
+/// record of them takes its size in the journal.
+fn incompressible(len: usize) -> Vec<u8> {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
 fn open(dir: &std::path::Path) -> Store {
     Store::open(Config::test_min(dir)).expect("open store")
 }
@@ -184,15 +197,7 @@ fn stores_sharing_a_low_disk_are_paced_together() {
     let (a, b) = (open_low("a"), open_low("b"));
     // Half a second of the node's floor (1 MiB/s), incompressible,
     // written by a...
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    let value: Vec<u8> = (0..512 * 1024)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect();
+    let value = incompressible(512 * 1024);
     a.put(b"b", b"k", &value, b"").unwrap();
     assert_eq!(
         counter(&a, "journal_slowdowns"),
@@ -774,15 +779,7 @@ fn a_write_that_might_wait_says_so_before_it_is_made() {
         "a write that rolls the active journal file waits for an fsync"
     );
     // Incompressible, so the record takes its size in the journal.
-    let mut x = 0x9E37_79B9_u32;
-    let value: Vec<u8> = (0..40_000)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u8
-        })
-        .collect();
+    let value = incompressible(40_000);
     s.put(b"b", b"k", &value, b"m").unwrap();
     assert!(
         s.write_would_wait(30_000),

@@ -673,6 +673,21 @@ mod error_tests {
             .starts_with("disk full"));
     }
 
+    /// `st` keeping anti-entropy trees (`trees`: already built) on a ring
+    /// of 8.
+    fn with_aae(mut st: VnodeState, trees: Option<aae_tree::AaeTrees>) -> VnodeState {
+        let ring = crate::ring::Ring::new(8).unwrap_or_else(|| panic!("ring 8"));
+        let size = basalt_backend::TreeSize::XXSmall;
+        st.aae = Some(VnodeAae::new(
+            ring,
+            size,
+            Arc::new(|_: &[u8]| 3),
+            trees,
+            false,
+        ));
+        st
+    }
+
     /// The disk guard's refusal wrote nothing: the trees and a rebuild of
     /// them stay, and the vnode is not tainted (a disk full for hours
     /// kept every rebuild from completing: each refused write dropped
@@ -680,16 +695,8 @@ mod error_tests {
     #[test]
     fn a_refused_write_keeps_the_trees_a_failed_one_drops_them() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let mut st = test_state("leveled", dir.path(), false);
-        let ring = crate::ring::Ring::new(8).unwrap_or_else(|| panic!("ring 8"));
         let trees = aae_tree::AaeTrees::new(basalt_backend::TreeSize::XXSmall);
-        st.aae = Some(VnodeAae::new(
-            ring,
-            basalt_backend::TreeSize::XXSmall,
-            Arc::new(|_: &[u8]| 3),
-            Some(trees),
-            false,
-        ));
+        let st = with_aae(test_state("leveled", dir.path(), false), Some(trees));
         st.aae_rebuild_start(false)
             .unwrap_or_else(|e| panic!("{e}"));
         let aae = st.aae.as_ref().unwrap_or_else(|| panic!("aae"));
@@ -730,15 +737,7 @@ mod error_tests {
     #[test]
     fn a_step_behind_the_last_finds_the_rebuild_done() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let mut st = test_state("leveled", dir.path(), false);
-        let ring = crate::ring::Ring::new(8).unwrap_or_else(|| panic!("ring 8"));
-        st.aae = Some(VnodeAae::new(
-            ring,
-            basalt_backend::TreeSize::XXSmall,
-            Arc::new(|_: &[u8]| 3),
-            None,
-            false,
-        ));
+        let st = with_aae(test_state("leveled", dir.path(), false), None);
         let obj = crate::object::RiakObject {
             vclock: Default::default(),
             contents: vec![crate::object::Content {
