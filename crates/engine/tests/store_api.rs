@@ -21,6 +21,7 @@ fn incompressible(len: usize) -> Vec<u8> {
         })
         .collect()
 }
+
 fn open(dir: &std::path::Path) -> Store {
     Store::open(Config::test_min(dir)).expect("open store")
 }
