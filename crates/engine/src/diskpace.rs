@@ -117,11 +117,6 @@ impl DiskPace {
         (sum as f64 / RECLAIM_WINDOW.as_secs_f64()) as u64
     }
 
-    /// The node's write rate allowed on a `low` disk.
-    pub fn rate(&self, low: LowDisk) -> u64 {
-        low_disk_rate(low, self.reclaim_bps())
-    }
-
     /// How long a member's group of `bytes` waits on a `low` disk (`None`:
     /// not low, no wait, the clock stops). Call it once per group, under
     /// the member's write lock.

@@ -112,11 +112,6 @@ impl Slowdown {
         self
     }
 
-    /// The shared disk pace, if any.
-    pub fn disk_pace(&self) -> Option<&DiskPace> {
-        self.shared.as_ref()
-    }
-
     /// Takes a new garbage estimate (percent of the closed files' bytes).
     pub fn observe_garbage(&self, pct: f64) {
         debug_assert!((0.0..=100.0).contains(&pct), "garbage {pct}%");
