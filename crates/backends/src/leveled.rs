@@ -76,6 +76,9 @@ impl Leveled {
         if let Some(b) = config.journal_preallocate {
             c.journal_preallocate = b;
         }
+        if let Some(n) = config.journal_file_bytes {
+            c.journal_file_bytes = n;
+        }
         if let Some(b) = config.journal_release_written {
             c.journal_release_written = b;
         }

@@ -76,6 +76,10 @@ pub struct BackendConfig {
     /// leveled: each new journal file reserves its blocks when created (the
     /// engine's `journal_preallocate`; `None`: default, true).
     pub journal_preallocate: Option<bool>,
+    /// leveled: a journal file is closed and a new one started past this
+    /// many bytes (the engine's `journal_file_bytes`; `None`: default,
+    /// 256 MiB).
+    pub journal_file_bytes: Option<u64>,
     /// leveled: the journal's written-back pages leave the page cache (the
     /// engine's `journal_release_written`; `None`: default).
     pub journal_release_written: Option<bool>,
@@ -559,13 +563,14 @@ mod tests {
     }
 
     #[test]
-    fn leveled_takes_the_ledger_shape_it_is_given_and_counts_its_memtables() {
+    fn leveled_takes_the_store_shape_it_is_given_and_counts_its_memtables() {
         let d = tempfile::tempdir().expect("tempdir");
         let cfg = BackendConfig {
             test_min: true,
             memtable_bytes: Some(64 << 10),
             l0_merge_trigger: Some(3),
             l1_files: Some(5),
+            journal_file_bytes: Some(96 << 10),
             ..BackendConfig::default()
         };
         let b = leveled::Leveled::open(d.path(), &cfg).expect("open");
@@ -574,6 +579,8 @@ mod tests {
             (c.memtable_bytes, c.l0_merge_trigger, c.l1_files),
             (64 << 10, 3, 5)
         );
+        // test_min's own journal files are 64 KiB: the setting wins.
+        assert_eq!(c.journal_file_bytes, 96 << 10);
         // The floor counts the active and frozen memtables at their size.
         let big = BackendConfig {
             memtable_bytes: Some(64 << 20),

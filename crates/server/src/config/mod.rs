@@ -14,6 +14,10 @@ use std::path::PathBuf;
 /// node has.
 pub const CACHE_MB_MAX: u64 = 65_536;
 
+/// Range of `journal_file_mb` accepted: a file must hold a few records and
+/// a whole file's index is read into memory when it is opened.
+pub const JOURNAL_FILE_MB_RANGE: std::ops::RangeInclusive<u64> = 1..=4096;
+
 /// The default configuration file, with comments.
 pub const DEFAULT_CONFIG: &str = include_str!("default.toml");
 
@@ -103,6 +107,11 @@ pub struct Config {
     /// together (0 = no node-wide bound: each vnode's up to
     /// `router::VNODE_MEMTABLE_BYTES`, more while flushes run).
     pub memtable_mb: u64,
+    /// MiB at which each leveled vnode's active journal file is closed and
+    /// a new one started. A vnode's journal compacts closed files only, so
+    /// each vnode holds up to about five files' worth before garbage is
+    /// reclaimed (`docs/server.md` "Disk space").
+    pub journal_file_mb: u64,
     /// Answer a HEAD or GET that the backend can serve from memory on the
     /// request's own task instead of the vnode's worker thread (leveled
     /// and memory; other backends always use the worker).
@@ -334,6 +343,7 @@ impl Default for Config {
             block_cache_mb: 128,
             value_cache_mb: 0,
             memtable_mb: 128,
+            journal_file_mb: 256,
             reads_in_request_task: true,
             writes_in_request_task: true,
             delete_mode: DeleteMode::DEFAULT,
@@ -381,6 +391,14 @@ impl Config {
                     "{key} must be at most {CACHE_MB_MAX} (64 GiB), got {mb}"
                 )));
             }
+        }
+        if !JOURNAL_FILE_MB_RANGE.contains(&self.journal_file_mb) {
+            return Err(ConfigError(format!(
+                "journal_file_mb must be in {}..={}, got {}",
+                JOURNAL_FILE_MB_RANGE.start(),
+                JOURNAL_FILE_MB_RANGE.end(),
+                self.journal_file_mb
+            )));
         }
         if crate::ring::Ring::new(self.ring_size).is_none() {
             return Err(ConfigError(format!(
@@ -496,6 +514,21 @@ mod tests {
         let json = Config::from_toml("log_format = \"json\"").map(|c| c.log_format);
         assert_eq!(json.ok(), Some(LogFormat::Json));
         assert!(Config::from_toml("log_format = \"xml\"").is_err());
+    }
+
+    #[test]
+    fn journal_file_mb_is_bounded() {
+        let size = |t: &str| Config::from_toml(t).map(|c| c.journal_file_mb);
+        assert_eq!(size("journal_file_mb = 64").ok(), Some(64));
+        assert_eq!(size("").ok(), Some(256));
+        for bad in ["journal_file_mb = 0", "journal_file_mb = 4097"] {
+            let e = size(bad).err();
+            assert!(
+                e.as_ref()
+                    .is_some_and(|e| e.0.contains("journal_file_mb must be in 1..=4096")),
+                "{bad}: {e:?}"
+            );
+        }
     }
 
     #[test]

@@ -415,6 +415,7 @@ impl Router {
             // one-node ring; until the reservation is made in steps as the
             // file grows, vnodes allocate as they append.
             journal_preallocate: Some(false),
+            journal_file_bytes: Some(self.config.journal_file_mb.saturating_mul(1024 * 1024)),
             // RocksDB vnodes: 4 MiB write buffers and one block cache for
             // the node (`block_cache_mb`), not 2 x 32 MiB of write buffers
             // and a 32 MiB cache per vnode, which would need ~2 GiB for the
