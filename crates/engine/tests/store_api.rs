@@ -812,3 +812,58 @@ fn a_write_that_might_wait_says_so_before_it_is_made() {
         "without clerks a writer does the ledger's flushes itself"
     );
 }
+
+/// A node's `journal_file_mb` may change between restarts: files already
+/// written keep their size, new ones roll at the new one, and every record
+/// reads back whichever file holds it.
+#[test]
+fn the_journal_file_size_can_change_between_opens() {
+    let d = tempfile::tempdir().unwrap();
+    let open = |file_bytes: u64| {
+        Store::open(Config {
+            journal_file_bytes: file_bytes,
+            ..Config::test_min(d.path())
+        })
+        .unwrap()
+    };
+    let value = |i: usize| {
+        let mut v = incompressible(20_000);
+        v[..8].copy_from_slice(&(i as u64).to_le_bytes());
+        v
+    };
+    let key = |i: usize| format!("k{i:03}").into_bytes();
+    let check = |s: &Store, n: usize| {
+        for i in 0..n {
+            let o = s.get(b"b", &key(i)).unwrap();
+            assert_eq!(o.map(|o| o.value), Some(value(i)), "key {i}");
+        }
+    };
+    let files = |s: &Store| s.stats().journal_files.len();
+
+    let s = open(256 * 1024);
+    for i in 0..30 {
+        s.put(b"b", &key(i), &value(i), b"").unwrap();
+    }
+    let big_files = files(&s);
+    s.close().unwrap();
+    drop(s);
+
+    let s = open(32 * 1024);
+    check(&s, 30);
+    for i in 30..60 {
+        s.put(b"b", &key(i), &value(i), b"").unwrap();
+    }
+    // 30 records of ~20 KB roll a 32 KiB file about every second record.
+    let small_files = files(&s) - big_files;
+    assert!(
+        small_files >= 10,
+        "{small_files} files for 30 records at 32 KiB (before: {big_files})"
+    );
+    check(&s, 60);
+    s.close().unwrap();
+    drop(s);
+
+    let s = open(1024 * 1024);
+    check(&s, 60);
+    s.close().unwrap();
+}
