@@ -649,13 +649,17 @@ fn a_get_splits_its_time_into_recorded_waits_and_the_rest() {
     assert_eq!(rest, whole - waits, "whole {whole}, waits {waits}");
 }
 
-/// Drops the page cache's copy of every file under `dir` (clean pages).
+/// Drops the page cache's copy of every file under `dir`. Each file is
+/// synced first: `DONTNEED` only drops clean pages, and a closed store
+/// without sync may leave its last writes dirty (or under writeback) for
+/// seconds on a busy machine, which made a no-wait read hit.
 fn drop_page_cache(dir: &std::path::Path) {
     for e in std::fs::read_dir(dir).expect("read_dir") {
         let p = e.expect("dir entry").path();
         if p.is_dir() {
             drop_page_cache(&p);
         } else if let Ok(f) = std::fs::File::open(&p) {
+            f.sync_all().expect("sync before dropping the cache");
             let _ = rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed);
         }
     }
