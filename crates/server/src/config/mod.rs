@@ -110,7 +110,7 @@ pub struct Config {
     /// MiB at which each leveled vnode's active journal file is closed and
     /// a new one started. A vnode's journal compacts closed files only, so
     /// each vnode holds up to about five files' worth before garbage is
-    /// reclaimed (`docs/server.md` "Disk space").
+    /// reclaimed (`docs/server.md` "What a node's disk holds").
     pub journal_file_mb: u64,
     /// Answer a HEAD or GET that the backend can serve from memory on the
     /// request's own task instead of the vnode's worker thread (leveled

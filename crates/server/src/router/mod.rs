@@ -162,10 +162,14 @@ fn wire(e: VnodeError) -> WireError {
     }
 }
 
+/// Bytes in `n` MiB (the config's cache, budget and file sizes).
+fn mib(n: u64) -> u64 {
+    n.saturating_mul(1024 * 1024)
+}
+
 impl Router {
     /// A router with no vnodes open yet.
     pub fn new(config: Arc<Config>, ring: Ring, cluster: Cluster, n_val_of: NValOf) -> Arc<Router> {
-        let mib = |n: u64| n.saturating_mul(1024 * 1024);
         let block_cache = basalt_backends::BlockCache::new(mib(config.block_cache_mb));
         let value_cache = basalt_backends::ValueCache::new(mib(config.value_cache_mb));
         let memtable_budget = usize::try_from(mib(config.memtable_mb))
@@ -415,7 +419,7 @@ impl Router {
             // one-node ring; until the reservation is made in steps as the
             // file grows, vnodes allocate as they append.
             journal_preallocate: Some(false),
-            journal_file_bytes: Some(self.config.journal_file_mb.saturating_mul(1024 * 1024)),
+            journal_file_bytes: Some(mib(self.config.journal_file_mb)),
             // RocksDB vnodes: 4 MiB write buffers and one block cache for
             // the node (`block_cache_mb`), not 2 x 32 MiB of write buffers
             // and a 32 MiB cache per vnode, which would need ~2 GiB for the
