@@ -343,7 +343,7 @@ impl Default for Config {
             block_cache_mb: 128,
             value_cache_mb: 0,
             memtable_mb: 128,
-            journal_file_mb: 256,
+            journal_file_mb: 64,
             reads_in_request_task: true,
             writes_in_request_task: true,
             delete_mode: DeleteMode::DEFAULT,
@@ -519,8 +519,8 @@ mod tests {
     #[test]
     fn journal_file_mb_is_bounded() {
         let size = |t: &str| Config::from_toml(t).map(|c| c.journal_file_mb);
-        assert_eq!(size("journal_file_mb = 64").ok(), Some(64));
-        assert_eq!(size("").ok(), Some(256));
+        assert_eq!(size("journal_file_mb = 256").ok(), Some(256));
+        assert_eq!(size("").ok(), Some(64));
         for bad in ["journal_file_mb = 0", "journal_file_mb = 4097"] {
             let e = size(bad).err();
             assert!(
