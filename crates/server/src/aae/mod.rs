@@ -237,6 +237,8 @@ impl Aae {
     /// Checks every local vnode's cached anti-entropy trees against a fresh
     /// fold (building them first where there are none); the partitions
     /// whose trees differ. A whole-store read: for tests and operators.
+    /// A vnode that closes during the walk (handed off to its new owner
+    /// since the list was taken) is no longer local and is passed over.
     pub async fn aae_verify_trees(&self) -> Result<Vec<u32>, crate::vnode::VnodeError> {
         self.aae_build_missing()
             .await
@@ -244,8 +246,10 @@ impl Aae {
         let local = self.router.local_vnodes();
         let mut bad = Vec::new();
         for (p, v) in local {
-            if !v.call(self.timeout(), |st| st.aae_verify()).await? {
-                bad.push(p);
+            match v.call(self.timeout(), |st| st.aae_verify()).await {
+                Ok(true) | Err(crate::vnode::VnodeError::Closed) => {}
+                Ok(false) => bad.push(p),
+                Err(e) => return Err(e),
             }
         }
         Ok(bad)

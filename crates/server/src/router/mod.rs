@@ -249,6 +249,11 @@ impl Router {
             .collect()
     }
 
+    /// Whether partition `p` has an open vnode here (opens none).
+    pub fn has_local_vnode(&self, p: u32) -> bool {
+        self.vnodes.read().contains_key(&p)
+    }
+
     /// The request timeout (`limits.request_timeout_ms`).
     pub(crate) fn timeout(&self) -> Duration {
         Duration::from_millis(self.config.limits.request_timeout_ms)
