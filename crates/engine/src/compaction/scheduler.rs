@@ -57,8 +57,9 @@ pub fn drain_garbage(
         let limit = garbage_limit(schedule.max_garbage_pct, compactor.disk.fullness());
         // A low disk wants space more than full runs: one closed file with
         // garbage is enough to try (the policy still picks only a run that
-        // scores). A node's vnode rarely holds a full run's files (4 x 256
-        // MiB) before its share of the disk is gone.
+        // scores). A node's vnode could fill its share of the disk before
+        // it held a full run's closed files (4 x `max_file_size`: 1 GiB at
+        // the 256 MiB nodes once had, 256 MiB at today's 64 MiB).
         let min_files = if disk_low { 1 } else { schedule.min_files };
         match est {
             Ok(e) if e.over(limit, min_files) => {

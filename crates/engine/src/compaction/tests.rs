@@ -493,9 +493,10 @@ fn estimates_renew_the_young_files_scores_first() {
 }
 
 /// With the disk low the garbage trigger tries fewer closed files than a
-/// full run (`min_files`): a node's vnode rarely holds four 256 MiB files
-/// before its share of the disk is gone, and then nothing ever compacted
-/// (2026-12-03, Cluster Test 1 for an hour on three nodes).
+/// full run (`min_files`): a node's vnode (then with 256 MiB journal files)
+/// filled its share of the disk before it held four closed files, and then
+/// nothing ever compacted (2026-12-03, Cluster Test 1 for an hour on three
+/// nodes).
 #[test]
 fn a_low_disk_compacts_fewer_closed_files_than_a_full_run() {
     for low in [false, true] {

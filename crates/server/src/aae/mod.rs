@@ -237,18 +237,28 @@ impl Aae {
     /// Checks every local vnode's cached anti-entropy trees against a fresh
     /// fold (building them first where there are none); the partitions
     /// whose trees differ. A whole-store read: for tests and operators.
-    /// A vnode that closes during the walk (handed off to its new owner
-    /// since the list was taken) is no longer local and is passed over.
+    /// A vnode that closes during the walk and leaves the table (handed
+    /// off to its new owner since the list was taken) is no longer local
+    /// and is passed over.
     pub async fn aae_verify_trees(&self) -> Result<Vec<u32>, crate::vnode::VnodeError> {
         self.aae_build_missing()
             .await
             .map_err(crate::vnode::VnodeError::Remote)?;
-        let local = self.router.local_vnodes();
+        self.aae_verify_vnodes(self.router.local_vnodes()).await
+    }
+
+    /// The walk of [`Self::aae_verify_trees`] over `local`, a snapshot of
+    /// the node's vnodes that may be stale by the time each is asked.
+    pub async fn aae_verify_vnodes(
+        &self,
+        local: Vec<(u32, Arc<crate::vnode::Vnode>)>,
+    ) -> Result<Vec<u32>, crate::vnode::VnodeError> {
         let mut bad = Vec::new();
         for (p, v) in local {
             match v.call(self.timeout(), |st| st.aae_verify()).await {
-                Ok(true) | Err(crate::vnode::VnodeError::Closed) => {}
+                Ok(true) => {}
                 Ok(false) => bad.push(p),
+                Err(crate::vnode::VnodeError::Closed) if !self.router.has_local_vnode(p) => {}
                 Err(e) => return Err(e),
             }
         }

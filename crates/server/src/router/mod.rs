@@ -792,6 +792,14 @@ impl Router {
         })
     }
 
+    /// Test hook: takes the local vnode of `p` out of the table and shuts
+    /// it down, as a handoff's drop does (its data stays on disk).
+    #[doc(hidden)]
+    pub fn fault_drop_vnode(&self, p: u32) -> bool {
+        let v = self.vnodes.write().remove(&p);
+        v.map(|v| v.shutdown()).is_some()
+    }
+
     /// Test hook: marks `p` as being dropped here after a handoff (as the
     /// handoff's drop does, without closing or deleting anything) until the
     /// guard drops.
