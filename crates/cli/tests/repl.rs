@@ -43,6 +43,27 @@ fn all_drained(nodes: &[&NodeProc]) -> bool {
         .all(|n| status_value(&n.cluster, "waiting") == 0)
 }
 
+/// Waits up to `timeout` for every queue of `nodes` to drain; on timeout
+/// panics with the `repl status` of each node still holding entries (what
+/// CI shows of a queue that does not drain).
+fn drain(nodes: &[&NodeProc], timeout: Duration) {
+    let deadline = std::time::Instant::now() + timeout;
+    while !all_drained(nodes) {
+        if std::time::Instant::now() >= deadline {
+            let stuck: Vec<String> = nodes
+                .iter()
+                .filter(|n| status_value(&n.cluster, "waiting") > 0)
+                .map(|n| format!("{}:\n{}", n.name, admin(&n.cluster, &["repl", "status"]).1))
+                .collect();
+            panic!(
+                "queues not drained after {timeout:?}:\n{}",
+                stuck.join("\n")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// Writes `{prefix}{i}` through the nodes in turn (a dead node's write
 /// fails and is not counted), deleting every fifth key after writing it;
 /// returns (acknowledged live keys, acknowledged deletes).
@@ -96,8 +117,10 @@ fn two_clusters_replicating_both_ways_converge_after_node_kills() {
     let (a1, b1) = (a[0].cluster.clone(), b[0].cluster.clone());
     for (side, sink, peer, back) in [(&mut a, "to_b", &b1, "to_a"), (&mut b, "to_a", &a1, "to_b")] {
         let path = root.join(format!("{sink}.toml"));
-        // Reaps 1 s after a delete on both sides (reaps replicated, lone
-        // tombstones reaped by full-sync): a reap waits while a fallback
+        // Reaps 1 s after a delete on both sides (reaps replicated and
+        // applied on the sink after its own 1 s: the sink's replica writes
+        // of the key's PUT may still be landing; lone tombstones reaped by
+        // full-sync): a reap waits while a fallback
         // holds a copy of the key's partitions (tests/reaps.rs), so the
         // node kills below cannot bring a deleted key back. Not
         // "immediate": a replica write still in flight when the reap runs
@@ -140,9 +163,7 @@ fn two_clusters_replicating_both_ways_converge_after_node_kills() {
     let (a_live, a_del) = la.join().expect("load a");
     let (b_live, b_del) = lb.join().expect("load b");
     let everyone: Vec<&NodeProc> = a.iter().chain(b.iter()).collect();
-    wait_for("every queue to drain", Duration::from_secs(120), || {
-        all_drained(&everyone)
-    });
+    drain(&everyone, Duration::from_secs(120));
     // Converged when one pass finds both clusters clean inside (an
     // anti-entropy round on every node: no dirty segment, none skipped)
     // and then every full-sync from A in sync. The anti-entropy is needed:
@@ -170,9 +191,7 @@ fn two_clusters_replicating_both_ways_converge_after_node_kills() {
                     in_sync = false;
                 }
             }
-            wait_for("repairs to drain", Duration::from_secs(60), || {
-                all_drained(&everyone)
-            });
+            drain(&everyone, Duration::from_secs(60));
             for n in &a {
                 let (ok, out) = admin(&n.cluster, &["repl", "fullsync", "all"]);
                 if !(ok && out.contains(": in sync")) {
@@ -180,9 +199,7 @@ fn two_clusters_replicating_both_ways_converge_after_node_kills() {
                     in_sync = false;
                 }
             }
-            wait_for("repairs to drain", Duration::from_secs(60), || {
-                all_drained(&everyone)
-            });
+            drain(&everyone, Duration::from_secs(60));
             in_sync
         },
     );

@@ -44,7 +44,7 @@ pub enum Reap {
 
 impl Reap {
     /// Whether a later attempt may succeed.
-    fn retry(self) -> bool {
+    pub(crate) fn retry(self) -> bool {
         matches!(self, Reap::Behind | Reap::Deferred)
     }
 }
@@ -95,6 +95,36 @@ impl Kv {
         clock: VClock,
         delay: std::time::Duration,
     ) {
+        let node = self.me.clone();
+        self.schedule_reap_with(bucket, key, clock, delay, move |b, k, clock| {
+            let node = node.clone();
+            async move {
+                let node = node.upgrade()?;
+                Some(
+                    node.try_reap(&b, &k, &clock, true)
+                        .await
+                        .map_err(|e| e.to_string()),
+                )
+            }
+        });
+    }
+
+    /// [`Self::schedule_reap`] with the attempt its caller chooses (the
+    /// replication sink settles the tombstone into every replica first and
+    /// does not replicate the reap): `attempt(bucket, key, clock)` answers
+    /// `None` once its node is gone (the task ends). Shares the pending
+    /// set, its bound and the retry schedule.
+    pub(crate) fn schedule_reap_with<F, Fut>(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        clock: VClock,
+        delay: std::time::Duration,
+        attempt: F,
+    ) where
+        F: Fn(Vec<u8>, Vec<u8>, VClock) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Option<Result<Reap, String>>> + Send,
+    {
         let stats = &self.stats;
         let id: ReapKey = (bucket.to_vec(), key.to_vec(), clock.encode());
         {
@@ -111,13 +141,14 @@ impl Kv {
         }
         let node = self.me.clone();
         tokio::spawn(async move {
-            let (b, k) = (&id.0, &id.1);
             let mut wait = delay;
             let mut outcome = Reap::Deferred;
             for _ in 0..REAP_ATTEMPTS {
                 tokio::time::sleep(wait).await;
-                let Some(node) = node.upgrade() else { return };
-                outcome = match node.try_reap(b, k, &clock, true).await {
+                let Some(result) = attempt(id.0.clone(), id.1.clone(), clock.clone()).await else {
+                    return;
+                };
+                outcome = match result {
                     Ok(r) => r,
                     Err(e) => {
                         // A replica that failed to answer (overload, a

@@ -68,12 +68,20 @@ struct Holders {
 
 impl Holders {
     /// Batch `id` (which tells `done` how it ended) now holds `keys`: the
-    /// earlier batches in flight it must wait for, each once.
+    /// earlier batches still in flight it must wait for, each once. A
+    /// batch that has already ended is not waited for, even before the
+    /// loop released it: its entries are acknowledged, or back at the
+    /// front of the queue (a batch nacks before it tells `done`), so this
+    /// batch took them in order. Waiting for it would fail this batch too
+    /// when it failed, and the next batch after this one, and so on: CI
+    /// saw a sender nack 25 million entries in two minutes that way while
+    /// its queue never drained (2026-12-04).
     fn hold(&mut self, id: u64, keys: &[Key], done: &Done) -> Vec<(u64, Done)> {
         let mut after: Vec<(u64, Done)> = Vec::new();
         for k in keys {
             if let Some((held_by, rx)) = self.by_key.insert(k.clone(), (id, done.clone())) {
-                if held_by != id && !after.iter().any(|(a, _)| *a == held_by) {
+                let ended = rx.borrow().is_some();
+                if held_by != id && !ended && !after.iter().any(|(a, _)| *a == held_by) {
                     after.push((held_by, rx));
                 }
             }
@@ -438,5 +446,32 @@ mod tests {
         h.release(4, vec![key("b"), key("a")]);
         h.release(1, vec![key("c")]);
         assert_eq!(h.by_key.len(), 0);
+    }
+
+    /// A batch that ended (failed here) before the loop released it is not
+    /// waited for: the batch after it took its entries back in order. Were
+    /// it waited for, each new batch of the key would fail on the last one
+    /// for ever (the livelock CI saw).
+    #[test]
+    fn a_batch_that_already_ended_is_not_waited_for() {
+        let mut h = Holders::default();
+        let (tx0, rx0) = tokio::sync::watch::channel(None);
+        let (_tx1, rx1) = tokio::sync::watch::channel(None);
+        let (_tx2, rx2) = tokio::sync::watch::channel(None);
+        assert!(h.hold(0, &[key("a")], &rx0).is_empty());
+        // Batch 1 takes "a" while batch 0 is in flight: it waits.
+        assert_eq!(ids(&h.hold(1, &[key("a")], &rx1)), [0]);
+        tx0.send_replace(Some(false));
+        // Batch 1 is still in flight: batch 2 waits for it, not for 0.
+        assert_eq!(ids(&h.hold(2, &[key("a")], &rx2)), [1]);
+        let (tx3, rx3) = tokio::sync::watch::channel(None);
+        assert!(h.hold(3, &[key("b")], &rx3).is_empty());
+        tx3.send_replace(Some(false));
+        let (_tx4, rx4) = tokio::sync::watch::channel(None);
+        assert!(
+            h.hold(4, &[key("b")], &rx4).is_empty(),
+            "batch 3 ended: not waited for"
+        );
+        assert_eq!(h.by_key[&key("b")].0, 4, "batch 4 holds b now");
     }
 }

@@ -4,12 +4,25 @@
 //! included; acknowledged once the bucket's write quorum took them, the
 //! other replicas finishing on their own): no clock increment, no hooks, no last-modified update, and
 //! never queued for replication again, so two clusters that replicate to
-//! each other converge without loops. A reap removes the tombstone here
-//! only if every replica holds it with the reaped clock (a write that
-//! raced it survives; a replica that missed the tombstone is given it
-//! first), and never where `delete_mode` is `keep`. The changes of one key are applied in order; up to
-//! [`REPL_APPLY_PARALLEL`] keys at once. The reply is `Ok` only when all
-//! were applied, so the source keeps what failed.
+//! each other converge without loops. The changes of one key are applied
+//! in order; up to [`REPL_APPLY_PARALLEL`] keys at once. The reply is `Ok`
+//! only when all were applied, so the source keeps what failed.
+//!
+//! A reap removes the tombstone here only if every replica holds it with
+//! the reaped clock (a write that raced it survives; a replica that missed
+//! the tombstone is given it first), and never where `delete_mode` is
+//! `keep`. It runs after this node's `delete_mode` delay, as a local
+//! delete's reap does, tried again while put off (`Kv::schedule_reap_with`,
+//! its bound and schedule); the push is acknowledged once it is scheduled.
+//! The delay is the grace for this cluster's own replica writes of the
+//! key still in flight: a source that was cut off from this cluster
+//! sends a key's PUT, tombstone and reap together, and each merge is
+//! acknowledged at quorum, so a reap applied at once could remove the
+//! tombstone before the third replica's PUT landed there — the key then
+//! lived again on that replica, anti-entropy spread it and full-sync
+//! copied it back to the source (CI, `repl.rs`, 2026-12-04: "deleted key
+//! a1190 is back"). A reap dropped (shutdown, bound, attempts) leaves the
+//! tombstone, which full-sync later reaps as a lone tombstone.
 //!
 //! Replication time, Riak's `repl_time`: when an object has been applied,
 //! now minus its last-modified time (the end-to-end lag, clock skew
@@ -18,11 +31,13 @@
 
 use super::Repl;
 use crate::cluster::{ReplItem, Reply};
+use crate::kv::delete::Reap;
 use crate::limits::REPL_APPLY_PARALLEL;
 use crate::object::vclock::VClock;
 use futures_util::stream::{self, StreamExt};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// Repl-wide replication counters: the sink side, and full-syncs.
 #[derive(Debug, Default)]
@@ -32,7 +47,9 @@ pub struct ReplStats {
     /// Reaps applied (the tombstone was removed here).
     pub reaps: AtomicU64,
     /// Reaps not applied (the replicas here did not all hold that
-    /// tombstone; anti-entropy and full-sync settle the key).
+    /// tombstone; anti-entropy and full-sync settle the key). A delayed
+    /// reap still put off after its last attempt is counted in the node's
+    /// `reaps_dropped` instead.
     pub reaps_skipped: AtomicU64,
     /// Pushes refused (some change not applied).
     pub refused: AtomicU64,
@@ -67,7 +84,7 @@ impl ReplStats {
 
 impl Repl {
     /// Applies a push from the cluster `source`; see the module docs.
-    pub(crate) async fn apply_repl(&self, source: &str, items: Vec<ReplItem>) -> Reply {
+    pub(crate) async fn apply_repl(self: &Arc<Self>, source: &str, items: Vec<ReplItem>) -> Reply {
         if source == self.router.cluster.state().cluster_id {
             return Reply::Refused("replication from this very cluster refused".into());
         }
@@ -92,7 +109,7 @@ impl Repl {
         }
     }
 
-    async fn apply_key(&self, items: Vec<ReplItem>) -> Result<(), String> {
+    async fn apply_key(self: &Arc<Self>, items: Vec<ReplItem>) -> Result<(), String> {
         for item in items {
             match item {
                 ReplItem::Object((bucket, key, object)) => {
@@ -119,17 +136,57 @@ impl Repl {
                 }
                 ReplItem::Reap(bucket, key, clock) => {
                     let vc = VClock::decode(&clock).map_err(|e| format!("bad reap clock: {e}"))?;
-                    let n = self.settle_and_reap(&bucket, &key, &vc).await?;
-                    let c = if n > 0 {
-                        &self.repl_sink.reaps
-                    } else {
-                        &self.repl_sink.reaps_skipped
-                    };
-                    c.fetch_add(1, Ordering::Relaxed);
+                    match self.config.delete_mode.delay() {
+                        Some(delay) if !delay.is_zero() => {
+                            self.schedule_sink_reap(&bucket, &key, vc, delay);
+                        }
+                        _ => {
+                            let outcome = self.settle_and_try_reap(&bucket, &key, &vc).await?;
+                            self.count_sink_reap(outcome);
+                        }
+                    }
                 }
             }
         }
         Ok(())
+    }
+}
+
+impl Repl {
+    /// Reaps a replicated tombstone after `delay` (see the module docs),
+    /// retried while put off or behind.
+    fn schedule_sink_reap(
+        self: &Arc<Self>,
+        bucket: &[u8],
+        key: &[u8],
+        clock: VClock,
+        delay: std::time::Duration,
+    ) {
+        let me = Arc::downgrade(self);
+        self.schedule_reap_with(bucket, key, clock, delay, move |b, k, clock| {
+            let me = me.clone();
+            async move {
+                let repl = me.upgrade()?;
+                let outcome = repl.settle_and_try_reap(&b, &k, &clock).await;
+                if let Ok(o) = &outcome {
+                    if !o.retry() {
+                        repl.count_sink_reap(*o);
+                    }
+                }
+                Some(outcome)
+            }
+        });
+    }
+
+    /// Counts a replicated reap that ended: applied, or not (the replicas
+    /// here did not all hold the tombstone).
+    fn count_sink_reap(&self, outcome: Reap) {
+        let c = if matches!(outcome, Reap::Reaped(n) if n > 0) {
+            &self.repl_sink.reaps
+        } else {
+            &self.repl_sink.reaps_skipped
+        };
+        c.fetch_add(1, Ordering::Relaxed);
     }
 }
 
