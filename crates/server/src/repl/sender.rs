@@ -23,7 +23,10 @@
 //! Order per key: a batch that holds a key an earlier batch still in
 //! flight holds waits for that batch, and fails with it (both go back in
 //! their original order), so the entries of a key reach the sink in the
-//! order they were queued (a tombstone before its reap).
+//! order they were queued (a tombstone before its reap). Only batches
+//! still in flight are waited for, and every batch that can end is ended
+//! before new ones are made, so one failed push fails the batches behind
+//! it once rather than each new batch failing on the last for ever.
 
 use super::queue::{Entry, Payload};
 use super::sinks::Sink;
@@ -128,6 +131,18 @@ pub(crate) async fn run(node: Weak<Repl>, sink: Arc<Sink>) {
         if last_discovery.is_none_or(|t| t.elapsed() >= REPL_DISCOVERY_INTERVAL) {
             last_discovery = Some(Instant::now());
             discover(&n, &sink).await;
+        }
+        // Every batch that can end now ends before new ones are made: a
+        // batch failing because the one before it failed (same key) only
+        // learns so when polled, and a batch made meanwhile would wait for
+        // it — and fail with it, and the next one with that, for ever.
+        while let Some(Some(Finished { id, keys, pause })) =
+            futures_util::FutureExt::now_or_never(flying.next())
+        {
+            holders.release(id, keys);
+            if let Some(pause) = pause {
+                resume_at = Some(Instant::now() + pause);
+            }
         }
         let paused = sink.suspended() || sink.refused.lock().is_some();
         let mut wait = if paused {
