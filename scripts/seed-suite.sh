@@ -343,6 +343,14 @@ for t in "${todo[@]}"; do
   mkdir -p "$dir"
   started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
   load=$(cut -d' ' -f1-3 /proc/loadavg)
+  # The stores' file system and its mount options: online `discard` makes
+  # hole punches slow, and journal compaction then copies instead (the
+  # 2026-12-04 2i study); recorded so runs on different machines can be
+  # told apart. Cluster nodes keep their data under /tmp (seed-cluster.py).
+  fsdir=$dir
+  [ "$cluster" -gt 0 ] && fsdir=/tmp
+  datafs=$(findmnt -no FSTYPE,OPTIONS -T "$fsdir" 2>/dev/null | tr -s " " || true)
+  datafs=${datafs:-unknown}
   dirs=()
   for b in $(backends_of "$t"); do
     run_one "$t" "$b" "$dir"
@@ -354,7 +362,7 @@ for t in "${todo[@]}"; do
     echo
     echo "Config: \`$(config_of "$t")\`. What the seed reported: $(seed_says "$t")."
     echo
-    echo "Ran $started to $(date -u +%Y-%m-%dT%H:%M:%SZ) ($kind: $secs s per run, keys over $keys, limit $([ "$t" = nhs_mix ] && [ "$cluster" -gt 0 ] && [ -z "${limit_arg:-}" ] && echo 1G || echo "$limit")$([ "$cluster" -gt 0 ] && echo " a node")), build $build, load average at the start $load."
+    echo "Ran $started to $(date -u +%Y-%m-%dT%H:%M:%SZ) ($kind: $secs s per run, keys over $keys, limit $([ "$t" = nhs_mix ] && [ "$cluster" -gt 0 ] && [ -z "${limit_arg:-}" ] && echo 1G || echo "$limit")$([ "$cluster" -gt 0 ] && echo " a node")), build $build, load average at the start $load, stores' file system \`$datafs\`."
     echo
     sed -n '/^| run /,/^$/p' "$dir/compare/compare.md"
     echo "![$t]($t/compare/compare.png)"
