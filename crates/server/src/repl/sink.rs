@@ -150,9 +150,7 @@ impl Repl {
         }
         Ok(())
     }
-}
 
-impl Repl {
     /// Reaps a replicated tombstone after `delay` (see the module docs),
     /// retried while put off or behind.
     fn schedule_sink_reap(
