@@ -22,12 +22,15 @@ pub mod leveled;
 pub mod memory;
 pub(crate) mod ordered;
 
+pub use basalt_engine::compaction::COMPACTION_SLOTS_MAX;
 /// How the leveled backend's disk guard starts a refusal (a full disk).
 pub use basalt_engine::diskspace::DISK_FULL_MARK;
 /// `_int` index terms (arbitrary-precision integers): parsing, canonical
 /// text, numeric order; the engine's, shared with the server.
 pub use basalt_engine::intterm;
-pub use basalt_engine::{BlockCache, DiskPace, JournalFlush, MemtableBudget, Punch, ValueCache};
+pub use basalt_engine::{
+    BlockCache, CompactionSlots, DiskPace, JournalFlush, MemtableBudget, Punch, ValueCache,
+};
 #[cfg(feature = "rocksdb")]
 pub mod rocksdb;
 
@@ -139,6 +142,9 @@ pub struct BackendConfig {
     /// leveled: a disk pace shared with the other stores on the disk (the
     /// engine's `disk_pace`).
     pub disk_pace: Option<basalt_engine::DiskPace>,
+    /// leveled: journal compaction slots shared with the other stores on
+    /// the disk (the engine's `compaction_slots`).
+    pub compaction_slots: Option<basalt_engine::CompactionSlots>,
     /// leveled: L0 files that start a merge into L1 (the engine's
     /// `l0_merge_trigger`; `None`: default, 4).
     pub l0_merge_trigger: Option<usize>,

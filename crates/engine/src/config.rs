@@ -56,16 +56,17 @@ pub enum JournalFlush {
 pub enum Punch {
     /// Always copy a chosen file's live records into new files.
     Off,
-    /// Reclaim in place where the file system punches holes, until
-    /// punching proves slow there (over `journal::punch::PUNCH_SLOW` a
-    /// punch on average: on a file system mounted with online `discard`
-    /// each freed extent waits for the device, 3.7 ms a punch under load
-    /// on one of this project's VMs, 70 µs on another); copy from then on,
-    /// and wherever holes cannot be punched.
+    /// Reclaim in place where the file system punches holes while the
+    /// process's remover keeps up with them, copying a run instead while
+    /// more than `journal::punch::PUNCH_BACKLOG_MAX` of holes wait (on a
+    /// file system mounted with online `discard` each freed extent waits
+    /// for the device: 3.4–4.6 ms a punch under load on one of this
+    /// project's VMs, 70 µs on another); copy wherever holes cannot be
+    /// punched.
     #[default]
     Auto,
-    /// Reclaim in place wherever the file system punches holes, even once
-    /// punching has proved slow.
+    /// Reclaim in place wherever the file system punches holes, however
+    /// many wait.
     On,
 }
 
@@ -218,8 +219,10 @@ pub struct Config {
     /// records are never copied again; files only a few percent full are
     /// merged by copying (`compaction_merge_below_pct`). Falls back to
     /// copying on a file system that cannot punch holes and, in
-    /// [`Punch::Auto`] (the default), once punches prove slow (over
-    /// `journal::punch::PUNCH_SLOW` each on average, logged as I0023).
+    /// [`Punch::Auto`] (the default), for a run made while the remover is
+    /// behind (`journal::punch::PUNCH_BACKLOG_MAX` of holes waiting;
+    /// punches slower than `journal::punch::PUNCH_SLOW` are logged as
+    /// I0023).
     pub compaction_punch: Punch,
     /// With `compaction_punch`: adjacent closed files each holding under
     /// this percentage of `journal_file_bytes` on disk are merged into one
@@ -342,6 +345,12 @@ pub struct Config {
     /// what their compactions reclaim (see [`crate::diskpace`]). `None`
     /// (default): the store paces a low disk alone (`crate::slowdown`).
     pub disk_pace: Option<crate::diskpace::DiskPace>,
+    /// Journal compaction slots shared with the other stores on the same
+    /// disk (a node's vnodes): a background run takes one first, so that
+    /// no more runs than slots read and write at once (see
+    /// [`crate::compaction::CompactionSlots`]). `None` (default): the
+    /// store runs when its own trigger says.
+    pub compaction_slots: Option<crate::compaction::CompactionSlots>,
     /// Read values from closed journal files with `O_DIRECT`, bypassing
     /// the page cache: a GET that misses costs one disk read of the pages
     /// holding its record and leaves nothing behind for the kernel to
@@ -424,6 +433,7 @@ impl Config {
             block_cache: None,
             memtable_budget: None,
             disk_pace: None,
+            compaction_slots: None,
             journal_direct_reads: false,
             value_cache_bytes: 0,
             value_cache_refresh: true,

@@ -41,6 +41,7 @@ pub mod write_group;
 
 pub use backup::BackupReport;
 pub use basalt_backend::Cached;
+pub use compaction::CompactionSlots;
 pub use compaction::{CompactionReport, FileScore, GarbageEstimate};
 pub use config::{Compression, CompressionPoint, Config, JournalFlush, Punch, SyncStrategy};
 pub use diskpace::DiskPace;

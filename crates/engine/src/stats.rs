@@ -190,6 +190,12 @@ counters! {
     compaction_runs_idle,
     /// Runs started by the garbage trigger (counted in the two above too).
     compaction_garbage_runs,
+    /// Milliseconds background runs waited for one of the node's
+    /// compaction slots (`Config::compaction_slots`).
+    compaction_slot_wait_ms,
+    /// Runs that copied where `Punch::Auto` would have punched, because
+    /// the remover was behind with holes (`PUNCH_BACKLOG_MAX`).
+    compaction_punch_behind_runs,
     /// Journal compaction runs abandoned after an error (partial output deleted).
     compaction_failures,
     /// Journal files replaced by compaction.

@@ -7,6 +7,7 @@ use super::policy::{
     reclaims_in_place, score_staleness, AppendRate, CompactionPolicy, CompactionReport, FileScore,
     GarbageEstimate, RECLAIM_GAP_MAX, RESCORE_STALENESS,
 };
+use super::slots::{CompactionSlots, Slot};
 use super::LivenessFactory;
 use crate::diskspace::DiskGuard;
 use crate::error::Result;
@@ -63,6 +64,8 @@ pub struct Compactor {
     /// before the journal's own compaction lock is taken, so a run that
     /// swapped files meanwhile would leave the next one's list stale.
     run_lock: Mutex<()>,
+    /// The node's compaction slots (`None`: this store runs alone).
+    slots: Option<CompactionSlots>,
 }
 
 /// The garbage the write slowdown paces writes by: the estimate's, or none
@@ -108,6 +111,31 @@ impl Compactor {
             append: Mutex::new(AppendRate::default()),
             last_estimate: Mutex::new(None),
             run_lock: Mutex::new(()),
+            slots: None,
+        }
+    }
+
+    /// The compactor, its background runs taking one of `slots` first
+    /// (default: none, the store runs alone; see [`super::slots`]).
+    pub fn with_slots(mut self, slots: Option<CompactionSlots>) -> Self {
+        self.slots = slots;
+        self
+    }
+
+    /// A slot for one background run: `Some(None)` without slots, `None`
+    /// once `stopped()` while waiting for one.
+    pub(super) fn slot(&self, priority: f64, stopped: &dyn Fn() -> bool) -> Option<Option<Slot>> {
+        match &self.slots {
+            None => Some(None),
+            Some(s) => {
+                let t0 = Instant::now();
+                let slot = s.acquire(priority, stopped)?;
+                Stats::add(
+                    &self.stats.compaction_slot_wait_ms,
+                    t0.elapsed().as_millis() as u64,
+                );
+                Some(Some(slot))
+            }
         }
     }
 
@@ -372,18 +400,22 @@ impl Compactor {
             .collect())
     }
 
-    /// True if runs reclaim in place ([`crate::Punch`]): the policy asks
-    /// for it, the file system punches holes, and, in `Auto`, punching has
-    /// not proved slow there.
+    /// True if this run reclaims in place ([`crate::Punch`]): the policy
+    /// asks for it, the file system punches holes, and, in `Auto`, the
+    /// remover keeps up with the holes already queued.
     fn punch_allowed(&self) -> bool {
         // `Off` is tested first although `reclaims_in_place` handles it too:
         // so that `Off` never probes the file system with a scratch punch.
-        self.policy.punch != crate::Punch::Off
-            && reclaims_in_place(
-                self.policy.punch,
-                self.journal.punch_supported(),
-                self.journal.punch_slow(),
-            )
+        if self.policy.punch == crate::Punch::Off {
+            return false;
+        }
+        let supported = self.journal.punch_supported();
+        let waiting = crate::journal::punch::holes_waiting();
+        let punch = reclaims_in_place(self.policy.punch, supported, waiting);
+        if supported && !punch {
+            Stats::incr(&self.stats.compaction_punch_behind_runs);
+        }
+        punch
     }
 
     fn run_inner(&self, t0: Instant) -> Result<CompactionReport> {

@@ -36,15 +36,20 @@
 //! over the limit. The write slowdown
 //! ([`crate::slowdown`]) is the backstop behind it.
 //!
+//! **Slots.** The stores of one node share [`CompactionSlots`]
+//! (`Config::compaction_slots`): a background run takes a slot first, the
+//! store most over its garbage limit first ([`slots`]).
+//!
 //! Files: `policy` (the decisions, no threads or I/O), `compactor` (scoring
 //! and running one compaction), `scheduler` (the background thread),
-//! `tests`.
+//! `slots` (the node's runs at once), `tests`.
 
 pub use crate::journal::{Keep, Liveness};
 
 mod compactor;
 mod policy;
 mod scheduler;
+pub mod slots;
 #[cfg(test)]
 mod tests;
 
@@ -57,6 +62,7 @@ pub use policy::{
     RESCORE_STALENESS,
 };
 pub use scheduler::{drain_garbage, Scheduler};
+pub use slots::{CompactionSlots, COMPACTION_SLOTS_MAX};
 
 /// Builds a [`Liveness`] for one compaction run (capturing, e.g., the
 /// ledger's persisted SQN at the start of the run).

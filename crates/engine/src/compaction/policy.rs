@@ -416,12 +416,18 @@ impl Schedule {
 }
 
 /// Whether a run under `punch` reclaims in place on a journal whose file
-/// system punches holes (`supported`) and where punching has proved slow
-/// (`slow`, [`Journal::punch_slow`]).
-pub(super) fn reclaims_in_place(punch: crate::Punch, supported: bool, slow: bool) -> bool {
+/// system punches holes (`supported`), with `holes_waiting` bytes of
+/// holes not yet punched by the process's remover
+/// ([`crate::journal::punch::holes_waiting`]). `Auto` punches while the remover
+/// keeps up (at most [`crate::journal::punch::PUNCH_BACKLOG_MAX`] waiting) and
+/// copies the runs it cannot take: where punches are slow, punching still
+/// frees what the remover's thread manages, copying the rest.
+pub(super) fn reclaims_in_place(punch: crate::Punch, supported: bool, holes_waiting: u64) -> bool {
     match punch {
         crate::Punch::Off => false,
         crate::Punch::On => supported,
-        crate::Punch::Auto => supported && !slow,
+        crate::Punch::Auto => {
+            supported && holes_waiting <= crate::journal::punch::PUNCH_BACKLOG_MAX
+        }
     }
 }

@@ -61,7 +61,7 @@ pub fn drain_garbage(
         // it held a full run's closed files (4 x `max_file_size`: 1 GiB at
         // the 256 MiB nodes once had, 256 MiB at today's 64 MiB).
         let min_files = if disk_low { 1 } else { schedule.min_files };
-        match est {
+        let priority = match est {
             Ok(e) if e.over(limit, min_files) => {
                 let over = e.pct() - limit;
                 let pace = match disk_low {
@@ -70,13 +70,19 @@ pub fn drain_garbage(
                 };
                 compactor.journal.set_compaction_pace(Some(pace));
                 tracing::debug!(target: "basalt::compaction", "journal garbage {:.1}% of {} bytes in {} files, appending {} B/s: compacting at {} B/s (0: unpaced)", e.pct(), e.closed_bytes, e.files, appending, pace);
+                // A low disk first, then the store most over its limit.
+                over + if disk_low { 100.0 } else { 0.0 }
             }
             Ok(_) => break,
             Err(e) => {
                 tracing::error!(target: "basalt::compaction", "C0004 journal garbage estimate failed: {e}");
                 break;
             }
-        }
+        };
+        // The node's slot (`super::slots`), held through the run.
+        let Some(_slot) = compactor.slot(priority, stopped) else {
+            break;
+        };
         Stats::incr(&compactor.stats.compaction_garbage_runs);
         runs += 1;
         match compactor.run() {
@@ -142,8 +148,10 @@ impl Scheduler {
                     }
                     if next_run.is_some_and(|t| Instant::now() >= t) {
                         if in_window(utc_hour(), schedule.window) {
-                            // Errors are counted and logged by `run`.
-                            let _ = compactor.run();
+                            if let Some(_slot) = compactor.slot(0.0, &stopped) {
+                                // Errors are counted and logged by `run`.
+                                let _ = compactor.run();
+                            }
                         }
                         next_run = next(&mut rng);
                     }

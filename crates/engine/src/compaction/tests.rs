@@ -27,22 +27,26 @@ fn policy() -> CompactionPolicy {
 }
 
 #[test]
-fn auto_stops_punching_once_slow_on_punches_anyway_off_never() {
+fn auto_punches_while_the_remover_keeps_up_on_punches_anyway_off_never() {
+    use crate::journal::punch::PUNCH_BACKLOG_MAX as MAX;
     use crate::Punch::{Auto, Off, On};
     let cases = [
-        // (policy, supported, slow) -> in place
-        ((Off, true, false), false),
-        ((Auto, true, false), true),
-        ((Auto, true, true), false),
-        ((Auto, false, false), false),
-        ((On, true, true), true),
-        ((On, false, false), false),
+        // (policy, supported, holes waiting) -> in place
+        ((Off, true, 0), false),
+        ((Off, false, 0), false),
+        ((On, true, 0), true),
+        ((On, true, MAX + 1), true),
+        ((On, false, 0), false),
+        ((Auto, true, 0), true),
+        ((Auto, true, MAX), true),
+        ((Auto, true, MAX + 1), false),
+        ((Auto, false, 0), false),
     ];
-    for ((p, supported, slow), want) in cases {
+    for ((p, supported, waiting), want) in cases {
         assert_eq!(
-            reclaims_in_place(p, supported, slow),
+            reclaims_in_place(p, supported, waiting),
             want,
-            "{p:?} {supported} {slow}"
+            "{p:?} {supported} {waiting}"
         );
     }
 }
@@ -525,5 +529,60 @@ fn a_low_disk_compacts_fewer_closed_files_than_a_full_run() {
             assert_eq!(runs, 0, "fewer files than a full run: left alone");
             assert_eq!(journal.closed_files().len(), closed);
         }
+    }
+}
+
+/// A store sharing a node's compaction slots runs only once it holds
+/// one: while another holds the only slot it waits (nothing compacted),
+/// it runs when the slot is given back, and a store stopped while waiting
+/// gives up without a run.
+#[test]
+fn the_garbage_trigger_waits_for_a_node_slot() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let schedule = Schedule {
+        runs_per_day: 0,
+        window: (0, 23),
+        max_garbage_pct: 50.0,
+        check_interval: Duration::from_secs(10),
+        min_files: 4,
+        nice: 0,
+    };
+    let slots = CompactionSlots::new(1);
+    let dead = Arc::new(AtomicBool::new(true));
+    let waited = |slots: &CompactionSlots| {
+        let t0 = Instant::now();
+        while slots.waiting() == 0 {
+            assert!(t0.elapsed() < Duration::from_secs(10), "never waited");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    };
+    for stop_while_waiting in [false, true] {
+        let d = tempfile::tempdir().expect("test setup");
+        let opts = crate::journal::JournalOptions::for_tests(64 * 1024);
+        let (_journal, c) = compactor_over(d.path(), opts, (600, 1000), switch(&dead));
+        let c = Arc::new(c.with_slots(Some(slots.clone())));
+        let held = slots.acquire(0.0, &|| false).expect("free slot");
+        let stop = Arc::new(AtomicBool::new(false));
+        let (c2, stop2) = (Arc::clone(&c), Arc::clone(&stop));
+        let drain = std::thread::spawn(move || {
+            drain_garbage(&c2, &schedule, &|| stop2.load(Ordering::SeqCst))
+        });
+        waited(&slots);
+        std::thread::sleep(Duration::from_millis(200));
+        let runs = || c.stats.compaction_runs.load(Ordering::Relaxed);
+        assert_eq!(runs(), 0, "a run without the slot");
+        if stop_while_waiting {
+            stop.store(true, Ordering::SeqCst);
+            assert_eq!(drain.join().expect("drain"), 0);
+            assert_eq!(runs(), 0);
+            assert_eq!(slots.waiting(), 0);
+            drop(held);
+        } else {
+            drop(held);
+            assert!(drain.join().expect("drain") > 0);
+            assert!(runs() > 0, "no run once the slot was free");
+            assert!(c.stats.compaction_slot_wait_ms.load(Ordering::Relaxed) >= 200);
+        }
+        assert_eq!(slots.busy(), 0);
     }
 }

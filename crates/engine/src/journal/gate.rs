@@ -7,7 +7,8 @@
 //!   [`PunchSink`] (see [`super::punch`], step 4).
 //! * [`PunchSink`]: one per journal; queues the holes on the
 //!   [`crate::remover`]'s thread at the journal's rate, counts them and
-//!   judges their speed ([`PUNCH_SLOW`]).
+//!   judges their speed ([`PUNCH_SLOW`]); [`holes_waiting`] counts the
+//!   process's holes not punched yet ([`PUNCH_BACKLOG_MAX`]).
 //! * The file-level helpers: [`PUNCH_BLOCK`], the `fallocate` punch of one
 //!   range, the "still this file and not linked elsewhere" checks, and
 //!   [`probe_punch`].
@@ -19,7 +20,7 @@ use parking_lot::Mutex;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -27,10 +28,33 @@ use std::time::{Duration, Instant};
 pub const PUNCH_BLOCK: u64 = 4096;
 
 /// Mean time a punch may take before punching counts as slow for a journal
-/// (see [`PunchSink`]); measured here: 0.24 ms a punch of 8 KiB alone,
+/// (see [`PunchSink`]: warning I0023; what `Punch::Auto` does about it is
+/// decided by the holes waiting, [`PUNCH_BACKLOG_MAX`]); measured here: 0.24 ms a punch of 8 KiB alone,
 /// 0.5–0.75 ms beside 8 O_DIRECT random readers (of the same file), 3.7 ms
 /// under load on a file system mounted with online discard.
 pub const PUNCH_SLOW: Duration = Duration::from_millis(3);
+
+/// Bytes of holes handed to the remover that `Punch::Auto` lets wait
+/// before its runs copy instead (see [`holes_waiting`]). The remover is
+/// one thread per process and a punch on a file system mounted with online
+/// discard waits for the device: 3.4–4.6 ms a punch of a few KiB on one
+/// VM under a node's 2i load (~2 MB/s of holes), less than a node's
+/// journals append there. Copying every run from the first slow punches on
+/// (as `Auto` did until 2026-12-04) read ~110 MB/s a node to free what the
+/// remover could not; punching up to what it keeps up with and copying
+/// only the rest uses both. Holes waiting count as reclaimed in the
+/// garbage estimate, so this also bounds how far the estimate runs ahead
+/// of the disk.
+pub const PUNCH_BACKLOG_MAX: u64 = 512 * 1024 * 1024;
+
+/// Bytes of holes queued for punching in this process and not punched yet.
+static HOLES_WAITING: AtomicU64 = AtomicU64::new(0);
+
+/// Bytes of holes this process's journals have handed to the remover and
+/// that are not punched yet (nor given up).
+pub fn holes_waiting() -> u64 {
+    HOLES_WAITING.load(Ordering::Relaxed)
+}
 
 /// Punches made before their speed is judged.
 pub const PUNCH_SLOW_MIN_RANGES: u64 = 64;
@@ -63,7 +87,8 @@ pub struct PunchSink {
     dir: PathBuf,
     bytes_per_sec: u64,
     stats: Arc<Stats>,
-    /// Punching proved slow here: the journal copies from then on.
+    /// Punching proved slow here (warned once; `Punch::Auto` then copies
+    /// while [`PUNCH_BACKLOG_MAX`] of holes wait).
     slow: AtomicBool,
     /// Punches since their speed was last judged.
     window: Mutex<Punched>,
@@ -92,7 +117,7 @@ impl PunchSink {
     /// a punch on average (a file system mounted with online `discard`
     /// waits for the device on each; a busy file-system journal holds each
     /// back) marks punching slow, and [`Journal::punch_slow`] then says so
-    /// (logged once).
+    /// (logged once, I0023).
     fn record(&self, done: Punched) {
         Stats::add(&self.stats.compaction_bytes_punched, done.bytes);
         let window = {
@@ -114,7 +139,7 @@ impl PunchSink {
                 Some(false) => "not mounted with online discard: a busy file-system journal?",
                 None => "mount options unknown",
             };
-            tracing::warn!(target: "basalt::journal", dir = %self.dir.display(), "I0023 punching a hole takes {each:?} on this file system ({} ranges in {:?}; {discard}): with compaction_punch = Auto, journal garbage is reclaimed by copying from now on", window.ranges, window.busy);
+            tracing::warn!(target: "basalt::journal", dir = %self.dir.display(), "I0023 punching a hole takes {each:?} on this file system ({} ranges in {:?}; {discard}): with compaction_punch = Auto, runs copy instead of punching while more than {} MiB of holes wait", window.ranges, window.busy, PUNCH_BACKLOG_MAX >> 20);
         }
     }
 }
@@ -177,10 +202,12 @@ impl Pending {
         ranges: Vec<(u64, u64)>,
         sink: &Arc<PunchSink>,
     ) -> Pending {
+        let left = ranges.iter().map(|r| r.1).sum();
+        HOLES_WAITING.fetch_add(left, Ordering::Relaxed);
         Pending {
             file: Arc::clone(file),
             path,
-            left: ranges.iter().map(|r| r.1).sum(),
+            left,
             ranges,
             done: 0,
             writable: None,
@@ -211,11 +238,19 @@ impl Pending {
             done.ranges += 1;
             self.done += 1;
             self.left -= len;
+            HOLES_WAITING.fetch_sub(len, Ordering::Relaxed);
             if done.bytes >= REMOVE_STEP_BYTES {
                 break;
             }
         }
         Ok(done)
+    }
+}
+
+impl Drop for Pending {
+    /// Holes not punched (the file went, an error) wait no more.
+    fn drop(&mut self) {
+        HOLES_WAITING.fetch_sub(self.left, Ordering::Relaxed);
     }
 }
 

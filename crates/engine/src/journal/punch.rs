@@ -51,8 +51,8 @@ use super::compact::{CompactedRun, Keep, Liveness, Pacer};
 use super::file::{self, ClosedFile};
 use super::gate::{alone, punch_range, writable_if_alone};
 pub use super::gate::{
-    probe_punch, PunchGate, PunchSink, PROBE_NAME, PUNCH_SLOW, PUNCH_SLOW_MIN_RANGES,
-    PUNCH_STEP_RANGES,
+    holes_waiting, probe_punch, PunchGate, PunchSink, PROBE_NAME, PUNCH_BACKLOG_MAX, PUNCH_SLOW,
+    PUNCH_SLOW_MIN_RANGES, PUNCH_STEP_RANGES,
 };
 use super::Journal;
 use crate::error::{Error, IoContext, Result};
@@ -297,8 +297,8 @@ impl Journal {
         })
     }
 
-    /// True once punching here proved slow ([`PunchSink`]): `Punch::Auto`
-    /// copies from then on.
+    /// True once punching here proved slow ([`PunchSink`], warning I0023;
+    /// `Punch::Auto` decides by the holes waiting, not by this).
     pub fn punch_slow(&self) -> bool {
         self.punch_sink.slow()
     }

@@ -78,7 +78,8 @@ pub(super) fn start_compaction(
             &config.dir,
             config.disk_low_free_pct,
             config.disk_min_free_pct,
-        ))),
+        )))
+        .with_slots(config.compaction_slots.clone()),
     );
     let scheduler = Scheduler::start(
         Arc::clone(&compactor),

@@ -18,6 +18,11 @@ pub const CACHE_MB_MAX: u64 = 65_536;
 /// a whole file's index is read into memory when it is opened.
 pub const JOURNAL_FILE_MB_RANGE: std::ops::RangeInclusive<u64> = 1..=4096;
 
+/// Range of `journal_compactions_at_once` accepted (the engine clamps to
+/// `COMPACTION_SLOTS_MAX` too).
+pub const JOURNAL_COMPACTIONS_RANGE: std::ops::RangeInclusive<usize> =
+    1..=basalt_backends::COMPACTION_SLOTS_MAX;
+
 /// The default configuration file, with comments.
 pub const DEFAULT_CONFIG: &str = include_str!("default.toml");
 
@@ -112,6 +117,10 @@ pub struct Config {
     /// each vnode holds up to about five files' worth before garbage is
     /// reclaimed (`docs/server.md` "What a node's disk holds").
     pub journal_file_mb: u64,
+    /// Journal compaction runs this node's leveled vnodes make at once in
+    /// the background; the others wait, the vnode most over its garbage
+    /// limit first (engine `compaction::slots`).
+    pub journal_compactions_at_once: usize,
     /// Answer a HEAD or GET that the backend can serve from memory on the
     /// request's own task instead of the vnode's worker thread (leveled
     /// and memory; other backends always use the worker).
@@ -344,6 +353,7 @@ impl Default for Config {
             value_cache_mb: 0,
             memtable_mb: 128,
             journal_file_mb: 64,
+            journal_compactions_at_once: 2,
             reads_in_request_task: true,
             writes_in_request_task: true,
             delete_mode: DeleteMode::DEFAULT,
@@ -398,6 +408,14 @@ impl Config {
                 JOURNAL_FILE_MB_RANGE.start(),
                 JOURNAL_FILE_MB_RANGE.end(),
                 self.journal_file_mb
+            )));
+        }
+        if !JOURNAL_COMPACTIONS_RANGE.contains(&self.journal_compactions_at_once) {
+            return Err(ConfigError(format!(
+                "journal_compactions_at_once must be in {}..={}, got {}",
+                JOURNAL_COMPACTIONS_RANGE.start(),
+                JOURNAL_COMPACTIONS_RANGE.end(),
+                self.journal_compactions_at_once
             )));
         }
         if crate::ring::Ring::new(self.ring_size).is_none() {
@@ -514,6 +532,24 @@ mod tests {
         let json = Config::from_toml("log_format = \"json\"").map(|c| c.log_format);
         assert_eq!(json.ok(), Some(LogFormat::Json));
         assert!(Config::from_toml("log_format = \"xml\"").is_err());
+    }
+
+    #[test]
+    fn journal_compactions_at_once_is_bounded() {
+        let n = |t: &str| Config::from_toml(t).map(|c| c.journal_compactions_at_once);
+        assert_eq!(n("").ok(), Some(2));
+        assert_eq!(n("journal_compactions_at_once = 5").ok(), Some(5));
+        for bad in [
+            "journal_compactions_at_once = 0",
+            "journal_compactions_at_once = 65",
+        ] {
+            assert!(
+                n(bad).err().is_some_and(|e| e
+                    .0
+                    .contains("journal_compactions_at_once must be in 1..=64")),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

@@ -79,6 +79,9 @@ pub struct Router {
     /// The pace every local leveled vnode's writes share while the data
     /// directory's disk is low (one disk, one floor: `engine::diskpace`).
     disk_pace: basalt_backends::DiskPace,
+    /// The leveled vnodes' journal compaction runs at once
+    /// (`journal_compactions_at_once`).
+    compaction_slots: basalt_backends::CompactionSlots,
     /// The RocksDB block cache every local vnode shares (`block_cache_mb`,
     /// rocksdb backends only).
     rocks_cache: Option<basalt_backends::RocksBlockCache>,
@@ -171,6 +174,8 @@ impl Router {
     /// A router with no vnodes open yet.
     pub fn new(config: Arc<Config>, ring: Ring, cluster: Cluster, n_val_of: NValOf) -> Arc<Router> {
         let block_cache = basalt_backends::BlockCache::new(mib(config.block_cache_mb));
+        let compaction_slots =
+            basalt_backends::CompactionSlots::new(config.journal_compactions_at_once);
         let value_cache = basalt_backends::ValueCache::new(mib(config.value_cache_mb));
         let memtable_budget = usize::try_from(mib(config.memtable_mb))
             .ok()
@@ -196,6 +201,7 @@ impl Router {
             memtable_budget,
             value_cache,
             disk_pace: basalt_backends::DiskPace::new(),
+            compaction_slots,
             rocks_cache,
             calls_in_flight: AtomicUsize::new(0),
         })
@@ -417,6 +423,7 @@ impl Router {
             block_cache: self.block_cache.clone(),
             memtable_budget: self.memtable_budget.clone(),
             disk_pace: Some(self.disk_pace.clone()),
+            compaction_slots: Some(self.compaction_slots.clone()),
             value_cache_bytes: Some(0),
             value_cache: self.value_cache.clone(),
             // Reserving a whole journal file (and its spare) ahead would
