@@ -196,6 +196,10 @@ counters! {
     /// Runs that copied where `Punch::Auto` would have punched, because
     /// the remover was behind with holes (`PUNCH_BACKLOG_MAX`).
     compaction_punch_behind_runs,
+    /// Runs that copied where they could have punched, because punching
+    /// would free under half of what copying frees (garbage kept whole as
+    /// key deltas or tombstones: `compaction::PUNCH_MIN_SHARE`).
+    compaction_punch_short_runs,
     /// Journal compaction runs abandoned after an error (partial output deleted).
     compaction_failures,
     /// Journal files replaced by compaction.

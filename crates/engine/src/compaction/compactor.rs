@@ -4,8 +4,8 @@
 //! place) with the journal's mechanics ([`crate::journal::compact`]).
 
 use super::policy::{
-    reclaims_in_place, score_staleness, AppendRate, CompactionPolicy, CompactionReport, FileScore,
-    GarbageEstimate, RECLAIM_GAP_MAX, RESCORE_STALENESS,
+    punch_pays, reclaims_in_place, score_staleness, AppendRate, CompactionPolicy, CompactionReport,
+    FileScore, GarbageEstimate, RECLAIM_GAP_MAX, RESCORE_STALENESS,
 };
 use super::slots::{CompactionSlots, Slot};
 use super::LivenessFactory;
@@ -24,6 +24,8 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone, Copy)]
 pub(super) struct CachedScore {
     pub(super) score: f64,
+    /// The live percentage as a punch pass keeps it ([`Compactor::score_both`]).
+    punch: f64,
     /// Compaction runs that used it.
     runs: u32,
     scored: Instant,
@@ -189,26 +191,38 @@ impl Compactor {
     /// The live percentage of `file`'s sampled bytes (100 when nothing could
     /// be sampled: nothing to gain).
     pub fn score(&self, file: &ClosedFile, live: &dyn Liveness) -> Result<f64> {
+        Ok(self.score_both(file, live)?.0)
+    }
+
+    /// The live percentage of `file`'s sampled bytes as copying keeps them
+    /// (a key delta or tombstone rewrite counts its small rewritten size)
+    /// and as a punch pass keeps them (those records whole: it frees only
+    /// what is dropped outright).
+    fn score_both(&self, file: &ClosedFile, live: &dyn Liveness) -> Result<(f64, f64)> {
         let sample = self.journal.sample(file, self.policy.sample_records)?;
         let mut total = 0u64;
         let mut kept = 0u64;
+        let mut punch_kept = 0u64;
         for (rec, len) in &sample {
             total += len;
             // Frame, fixed body part and key of a rewritten record.
             let small = (crate::journal::record::RECORD_HEADER_LEN
                 + crate::journal::record::BODY_FIXED_LEN
                 + rec.key.len()) as u64;
-            kept += match live.keep(rec)? {
-                Keep::Record => *len,
-                Keep::KeyDelta(ix) => (small + ix.len() as u64).min(*len),
-                Keep::Tombstone => small.min(*len),
-                Keep::Drop => 0,
+            let (copy, punch) = match live.keep(rec)? {
+                Keep::Record => (*len, *len),
+                Keep::KeyDelta(ix) => ((small + ix.len() as u64).min(*len), *len),
+                Keep::Tombstone => (small.min(*len), *len),
+                Keep::Drop => (0, 0),
             };
+            kept += copy;
+            punch_kept += punch;
         }
         if total == 0 {
-            return Ok(100.0);
+            return Ok((100.0, 100.0));
         }
-        Ok(100.0 * kept as f64 / total as f64)
+        let pct = |k: u64| 100.0 * k as f64 / total as f64;
+        Ok((pct(kept), pct(punch_kept)))
     }
 
     /// One compaction run: score, choose, compact. An error abandons the run
@@ -302,10 +316,11 @@ impl Compactor {
             let s = match fresh {
                 Some(c) => c.score,
                 None => {
-                    let score = self.score(f, live)?;
+                    let (score, punch) = self.score_both(f, live)?;
                     Stats::incr(&self.stats.compaction_files_scored);
                     let c = CachedScore {
                         score,
+                        punch,
                         runs: 0,
                         scored: Instant::now(),
                         at_sqn: now_sqn,
@@ -436,6 +451,25 @@ impl Compactor {
             }
         };
         let run = files.get(start..start + len).unwrap_or(&[]);
+        // Punching frees only records dropped outright: a run whose
+        // garbage is mostly key deltas (replaced objects with index
+        // changes) or expired puts would be read for next to nothing, and
+        // chosen again at once (its copy score stays low).
+        let in_place = in_place && {
+            let cache = self.cache.lock();
+            let mean = |f: fn(&CachedScore) -> f64| {
+                let known: Vec<f64> = run
+                    .iter()
+                    .filter_map(|c| cache.get(&c.file_no).map(f))
+                    .collect();
+                known.iter().sum::<f64>() / known.len().max(1) as f64
+            };
+            let pays = punch_pays(mean(|c| c.score), mean(|c| c.punch));
+            if !pays {
+                Stats::incr(&self.stats.compaction_punch_short_runs);
+            }
+            pays
+        };
         let r = match in_place {
             false => self.journal.compact_run(run, &*live)?,
             true => {

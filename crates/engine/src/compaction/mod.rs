@@ -58,8 +58,8 @@ pub use policy::{
     garbage_limit, garbage_pace, in_window, next_delay, score_staleness, AppendRate,
     CompactionPolicy, CompactionReport, FileScore, GarbageEstimate, Schedule, APPEND_RATE_MIN_SPAN,
     APPEND_RATE_WINDOW, GARBAGE_FOLLOW_OVER_PCT, GARBAGE_RESCORE_AFTER_CHECKS, GARBAGE_RESCORE_MIN,
-    GARBAGE_RUNS_PER_CHECK_MAX, GARBAGE_UNPACED_OVER_PCT, PACE_APPEND_FACTOR, RECLAIM_GAP_MAX,
-    RESCORE_STALENESS,
+    GARBAGE_RUNS_PER_CHECK_MAX, GARBAGE_UNPACED_OVER_PCT, PACE_APPEND_FACTOR, PUNCH_MIN_SHARE,
+    RECLAIM_GAP_MAX, RESCORE_STALENESS,
 };
 pub use scheduler::{drain_garbage, Scheduler};
 pub use slots::{CompactionSlots, COMPACTION_SLOTS_MAX};

@@ -431,3 +431,19 @@ pub(super) fn reclaims_in_place(punch: crate::Punch, supported: bool, holes_wait
         }
     }
 }
+
+/// Punching must free at least this share of what copying the same run
+/// would free, else the run is copied ([`punch_pays`]).
+pub const PUNCH_MIN_SHARE: f64 = 0.5;
+
+/// Whether a run whose files' mean live percentage is `copy_live` as
+/// copying keeps them and `punch_live` as a punch pass keeps them (key
+/// deltas and tombstone rewrites whole) frees enough in place: at least
+/// [`PUNCH_MIN_SHARE`] of what copying would. Under a 2i load every
+/// replaced object leaves a key delta; punch passes over such files freed
+/// 34 k records of 2.4 M read in ten minutes (2026-12-04), choosing the
+/// same files again and again.
+pub(super) fn punch_pays(copy_live: f64, punch_live: f64) -> bool {
+    debug_assert!(punch_live + 1e-9 >= copy_live, "punching keeps a superset");
+    100.0 - punch_live >= PUNCH_MIN_SHARE * (100.0 - copy_live)
+}

@@ -52,6 +52,20 @@ fn auto_punches_while_the_remover_keeps_up_on_punches_anyway_off_never() {
 }
 
 #[test]
+fn a_run_is_punched_only_where_punching_frees_half_of_what_copying_would() {
+    use super::policy::punch_pays;
+    // Garbage dropped outright: punching frees what copying frees.
+    assert!(punch_pays(40.0, 40.0));
+    // Half of the garbage kept whole as key deltas: still worth it.
+    assert!(punch_pays(40.0, 70.0));
+    // Nearly all of it: a pass would read the files for next to nothing.
+    assert!(!punch_pays(40.0, 71.0));
+    assert!(!punch_pays(20.0, 98.0));
+    // Nothing to free either way (never chosen, but consistent).
+    assert!(punch_pays(100.0, 100.0));
+}
+
+#[test]
 fn sparse_runs_are_adjacent_small_files_that_fit_in_one() {
     let p = policy();
     // Under 100 bytes each, at most 1000 together.

@@ -23,6 +23,10 @@ pub const JOURNAL_FILE_MB_RANGE: std::ops::RangeInclusive<u64> = 1..=4096;
 pub const JOURNAL_COMPACTIONS_RANGE: std::ops::RangeInclusive<usize> =
     1..=basalt_backends::COMPACTION_SLOTS_MAX;
 
+/// Range of `journal_max_garbage_pct` accepted: below 10 % the trigger
+/// would copy nearly live files over and over; 100 turns it off.
+pub const JOURNAL_MAX_GARBAGE_PCT_RANGE: std::ops::RangeInclusive<u32> = 10..=100;
+
 /// The default configuration file, with comments.
 pub const DEFAULT_CONFIG: &str = include_str!("default.toml");
 
@@ -121,6 +125,11 @@ pub struct Config {
     /// the background; the others wait, the vnode most over its garbage
     /// limit first (engine `compaction::slots`).
     pub journal_compactions_at_once: usize,
+    /// Percentage of garbage in a leveled vnode's closed journal files
+    /// over which its garbage trigger compacts (engine
+    /// `compaction_max_garbage_pct`); 100 turns the trigger, and the write
+    /// slowdown behind it, off (scheduled runs only).
+    pub journal_max_garbage_pct: u32,
     /// Answer a HEAD or GET that the backend can serve from memory on the
     /// request's own task instead of the vnode's worker thread (leveled
     /// and memory; other backends always use the worker).
@@ -354,6 +363,7 @@ impl Default for Config {
             memtable_mb: 128,
             journal_file_mb: 64,
             journal_compactions_at_once: 2,
+            journal_max_garbage_pct: 60,
             reads_in_request_task: true,
             writes_in_request_task: true,
             delete_mode: DeleteMode::DEFAULT,
@@ -416,6 +426,14 @@ impl Config {
                 JOURNAL_COMPACTIONS_RANGE.start(),
                 JOURNAL_COMPACTIONS_RANGE.end(),
                 self.journal_compactions_at_once
+            )));
+        }
+        if !JOURNAL_MAX_GARBAGE_PCT_RANGE.contains(&self.journal_max_garbage_pct) {
+            return Err(ConfigError(format!(
+                "journal_max_garbage_pct must be in {}..={}, got {}",
+                JOURNAL_MAX_GARBAGE_PCT_RANGE.start(),
+                JOURNAL_MAX_GARBAGE_PCT_RANGE.end(),
+                self.journal_max_garbage_pct
             )));
         }
         if crate::ring::Ring::new(self.ring_size).is_none() {
@@ -547,6 +565,24 @@ mod tests {
                 n(bad).err().is_some_and(|e| e
                     .0
                     .contains("journal_compactions_at_once must be in 1..=64")),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn journal_max_garbage_pct_is_bounded() {
+        let n = |t: &str| Config::from_toml(t).map(|c| c.journal_max_garbage_pct);
+        assert_eq!(n("").ok(), Some(60));
+        assert_eq!(n("journal_max_garbage_pct = 100").ok(), Some(100));
+        for bad in [
+            "journal_max_garbage_pct = 9",
+            "journal_max_garbage_pct = 101",
+        ] {
+            assert!(
+                n(bad)
+                    .err()
+                    .is_some_and(|e| e.0.contains("journal_max_garbage_pct must be in 10..=100")),
                 "{bad}"
             );
         }
