@@ -66,7 +66,9 @@ pub enum Punch {
     #[default]
     Auto,
     /// Reclaim in place wherever the file system punches holes, however
-    /// many wait.
+    /// many wait. In every mode a run is copied where punching would free
+    /// under half of what copying frees (`compaction::PUNCH_MIN_SHARE`:
+    /// a punch pass keeps key deltas and tombstone rewrites whole).
     On,
 }
 

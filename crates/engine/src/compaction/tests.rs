@@ -600,3 +600,56 @@ fn the_garbage_trigger_waits_for_a_node_slot() {
         assert_eq!(slots.busy(), 0);
     }
 }
+
+/// Liveness that keeps every record as a key delta (a replaced object
+/// with index changes), or drops it.
+struct Deltas {
+    drop: bool,
+}
+
+impl Liveness for Deltas {
+    fn keep(&self, _rec: &crate::journal::record::JournalRecord) -> Result<Keep> {
+        Ok(match self.drop {
+            true => Keep::Drop,
+            false => Keep::KeyDelta(b"ix".to_vec()),
+        })
+    }
+}
+
+/// Where reclaiming in place is on and holes can be punched, a run whose
+/// garbage would be kept whole as key deltas is copied (copying writes
+/// them small), and a run of records dropped outright is punched.
+#[test]
+fn garbage_kept_as_key_deltas_is_copied_not_punched() {
+    for drop in [false, true] {
+        let d = tempfile::tempdir().expect("test setup");
+        if !crate::journal::punch::probe_punch(d.path()) {
+            println!("skipped: this file system cannot punch holes");
+            return;
+        }
+        let stats = Arc::new(Stats::default());
+        let opts = crate::journal::JournalOptions::for_tests(64 * 1024);
+        let journal = Arc::new(Journal::open(d.path(), opts, Arc::clone(&stats)).expect("open"));
+        fill(&journal, 600, 1000);
+        let policy = CompactionPolicy {
+            punch: crate::Punch::On,
+            ..policy()
+        };
+        let live: LivenessFactory = Box::new(move || Box::new(Deltas { drop }));
+        let c = Compactor::new(Arc::clone(&journal), Arc::clone(&stats), policy, live);
+        let r = c.run().expect("run");
+        assert!(r.compacted, "all garbage: a run is made");
+        let short = stats
+            .compaction_punch_short_runs
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if drop {
+            assert!(r.punched, "dropped records are punched");
+            assert_eq!(short, 0);
+        } else {
+            assert!(!r.punched, "key deltas are copied");
+            assert!(r.key_deltas > 0, "{r:?}");
+            assert!(r.bytes_out < r.bytes_in / 2, "{r:?}");
+            assert_eq!(short, 1);
+        }
+    }
+}
