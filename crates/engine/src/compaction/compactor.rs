@@ -415,28 +415,26 @@ impl Compactor {
             .collect())
     }
 
-    /// True if this run reclaims in place ([`crate::Punch`]): the policy
+    /// Whether this run reclaims in place ([`crate::Punch`]): the policy
     /// asks for it, the file system punches holes, and, in `Auto`, the
-    /// remover keeps up with the holes already queued.
-    fn punch_allowed(&self) -> bool {
+    /// remover keeps up with the holes already queued. The second flag:
+    /// it would have, but the remover is behind.
+    fn punch_allowed(&self) -> (bool, bool) {
         // `Off` is tested first although `reclaims_in_place` handles it too:
         // so that `Off` never probes the file system with a scratch punch.
         if self.policy.punch == crate::Punch::Off {
-            return false;
+            return (false, false);
         }
         let supported = self.journal.punch_supported();
         let waiting = crate::journal::punch::holes_waiting();
         let punch = reclaims_in_place(self.policy.punch, supported, waiting);
-        if supported && !punch {
-            Stats::incr(&self.stats.compaction_punch_behind_runs);
-        }
-        punch
+        (punch, supported && !punch)
     }
 
     fn run_inner(&self, t0: Instant) -> Result<CompactionReport> {
         let live = (self.liveness)();
         let files = self.journal.closed_files();
-        let punch = self.punch_allowed();
+        let (punch, behind) = self.punch_allowed();
         let disk: Vec<u64> = files.iter().map(|f| f.disk_bytes()).collect();
         let merge = punch.then(|| self.policy.sparse_run(&disk)).flatten();
         let scores = self.scores(&files, &*live, Scoring::Run)?;
@@ -450,6 +448,9 @@ impl Compactor {
                 })
             }
         };
+        if behind {
+            Stats::incr(&self.stats.compaction_punch_behind_runs);
+        }
         let run = files.get(start..start + len).unwrap_or(&[]);
         // Punching frees only records dropped outright: a run whose
         // garbage is mostly key deltas (replaced objects with index
