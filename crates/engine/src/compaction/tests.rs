@@ -299,6 +299,18 @@ fn compactor_over(
     (journal, c)
 }
 
+/// A garbage trigger every 10 s over `max_garbage_pct`, no schedule.
+fn trigger_schedule(max_garbage_pct: f64) -> Schedule {
+    Schedule {
+        runs_per_day: 0,
+        window: (0, 23),
+        max_garbage_pct,
+        check_interval: Duration::from_secs(10),
+        min_files: 4,
+        nice: 0,
+    }
+}
+
 /// A liveness factory of [`Switch`]es on `dead`.
 fn switch(dead: &Arc<std::sync::atomic::AtomicBool>) -> LivenessFactory {
     let dead = Arc::clone(dead);
@@ -401,14 +413,7 @@ fn drain_paces(max_garbage_pct: f64, configured: u64, disk_low: bool) -> (Vec<u6
     c.append_rate();
     std::thread::sleep(Duration::from_millis(1100));
     fill_range(&journal, 201..=2400, 1000);
-    let schedule = Schedule {
-        runs_per_day: 0,
-        window: (0, 23),
-        max_garbage_pct,
-        check_interval: Duration::from_secs(10),
-        min_files: 4,
-        nice: 0,
-    };
+    let schedule = trigger_schedule(max_garbage_pct);
     let runs = drain_garbage(&c, &schedule, &|| false);
     assert!(runs > 0, "100 % garbage is over {max_garbage_pct}");
     let seen = seen.lock().clone();
@@ -528,14 +533,7 @@ fn a_low_disk_compacts_fewer_closed_files_than_a_full_run() {
             // A low mark above any real free share, no minimum.
             c = c.with_disk_guard(Arc::new(DiskGuard::new(d.path(), 100.0, 0.0)));
         }
-        let schedule = Schedule {
-            runs_per_day: 0,
-            window: (0, 23),
-            max_garbage_pct: 60.0,
-            check_interval: Duration::from_secs(10),
-            min_files: 4,
-            nice: 0,
-        };
+        let schedule = trigger_schedule(60.0);
         let runs = drain_garbage(&c, &schedule, &|| false);
         if low {
             assert!(runs > 0, "a low disk compacts {closed} dead files");
@@ -553,14 +551,7 @@ fn a_low_disk_compacts_fewer_closed_files_than_a_full_run() {
 #[test]
 fn the_garbage_trigger_waits_for_a_node_slot() {
     use std::sync::atomic::{AtomicBool, Ordering};
-    let schedule = Schedule {
-        runs_per_day: 0,
-        window: (0, 23),
-        max_garbage_pct: 50.0,
-        check_interval: Duration::from_secs(10),
-        min_files: 4,
-        nice: 0,
-    };
+    let schedule = trigger_schedule(50.0);
     let slots = CompactionSlots::new(1);
     let dead = Arc::new(AtomicBool::new(true));
     let waited = |slots: &CompactionSlots| {

@@ -27,6 +27,22 @@ pub const JOURNAL_COMPACTIONS_RANGE: std::ops::RangeInclusive<usize> =
 /// would copy nearly live files over and over; 100 turns it off.
 pub const JOURNAL_MAX_GARBAGE_PCT_RANGE: std::ops::RangeInclusive<u32> = 10..=100;
 
+/// `Ok` if `value` of `key` is in `range`, else the error naming both.
+fn in_range<T: PartialOrd + std::fmt::Display>(
+    key: &str,
+    range: &std::ops::RangeInclusive<T>,
+    value: T,
+) -> Result<(), ConfigError> {
+    if range.contains(&value) {
+        return Ok(());
+    }
+    Err(ConfigError(format!(
+        "{key} must be in {}..={}, got {value}",
+        range.start(),
+        range.end()
+    )))
+}
+
 /// The default configuration file, with comments.
 pub const DEFAULT_CONFIG: &str = include_str!("default.toml");
 
@@ -412,30 +428,21 @@ impl Config {
                 )));
             }
         }
-        if !JOURNAL_FILE_MB_RANGE.contains(&self.journal_file_mb) {
-            return Err(ConfigError(format!(
-                "journal_file_mb must be in {}..={}, got {}",
-                JOURNAL_FILE_MB_RANGE.start(),
-                JOURNAL_FILE_MB_RANGE.end(),
-                self.journal_file_mb
-            )));
-        }
-        if !JOURNAL_COMPACTIONS_RANGE.contains(&self.journal_compactions_at_once) {
-            return Err(ConfigError(format!(
-                "journal_compactions_at_once must be in {}..={}, got {}",
-                JOURNAL_COMPACTIONS_RANGE.start(),
-                JOURNAL_COMPACTIONS_RANGE.end(),
-                self.journal_compactions_at_once
-            )));
-        }
-        if !JOURNAL_MAX_GARBAGE_PCT_RANGE.contains(&self.journal_max_garbage_pct) {
-            return Err(ConfigError(format!(
-                "journal_max_garbage_pct must be in {}..={}, got {}",
-                JOURNAL_MAX_GARBAGE_PCT_RANGE.start(),
-                JOURNAL_MAX_GARBAGE_PCT_RANGE.end(),
-                self.journal_max_garbage_pct
-            )));
-        }
+        in_range(
+            "journal_file_mb",
+            &JOURNAL_FILE_MB_RANGE,
+            self.journal_file_mb,
+        )?;
+        in_range(
+            "journal_compactions_at_once",
+            &JOURNAL_COMPACTIONS_RANGE,
+            self.journal_compactions_at_once,
+        )?;
+        in_range(
+            "journal_max_garbage_pct",
+            &JOURNAL_MAX_GARBAGE_PCT_RANGE,
+            self.journal_max_garbage_pct,
+        )?;
         if crate::ring::Ring::new(self.ring_size).is_none() {
             return Err(ConfigError(format!(
                 "ring_size must be a power of two in 1..=1024, got {}",
@@ -553,38 +560,26 @@ mod tests {
     }
 
     #[test]
-    fn journal_compactions_at_once_is_bounded() {
-        let n = |t: &str| Config::from_toml(t).map(|c| c.journal_compactions_at_once);
-        assert_eq!(n("").ok(), Some(2));
-        assert_eq!(n("journal_compactions_at_once = 5").ok(), Some(5));
-        for bad in [
-            "journal_compactions_at_once = 0",
-            "journal_compactions_at_once = 65",
-        ] {
-            assert!(
-                n(bad).err().is_some_and(|e| e
-                    .0
-                    .contains("journal_compactions_at_once must be in 1..=64")),
-                "{bad}"
-            );
-        }
-    }
-
-    #[test]
-    fn journal_max_garbage_pct_is_bounded() {
-        let n = |t: &str| Config::from_toml(t).map(|c| c.journal_max_garbage_pct);
-        assert_eq!(n("").ok(), Some(60));
-        assert_eq!(n("journal_max_garbage_pct = 100").ok(), Some(100));
-        for bad in [
-            "journal_max_garbage_pct = 9",
-            "journal_max_garbage_pct = 101",
-        ] {
-            assert!(
-                n(bad)
-                    .err()
-                    .is_some_and(|e| e.0.contains("journal_max_garbage_pct must be in 10..=100")),
-                "{bad}"
-            );
+    fn journal_compaction_settings_are_bounded() {
+        // (key, default, a value accepted, values refused, the range named)
+        let cases = [
+            ("journal_compactions_at_once", 2, 5, [0, 65], "1..=64"),
+            ("journal_max_garbage_pct", 60, 100, [9, 101], "10..=100"),
+        ];
+        for (key, default, ok, bad, range) in cases {
+            let get = |t: &str| {
+                Config::from_toml(t).map(|c| match key {
+                    "journal_compactions_at_once" => c.journal_compactions_at_once as u64,
+                    _ => u64::from(c.journal_max_garbage_pct),
+                })
+            };
+            assert_eq!(get("").ok(), Some(default), "{key}");
+            assert_eq!(get(&format!("{key} = {ok}")).ok(), Some(ok), "{key}");
+            for v in bad {
+                let want = format!("{key} must be in {range}, got {v}");
+                let err = get(&format!("{key} = {v}")).err();
+                assert!(err.is_some_and(|e| e.0.contains(&want)), "{key} = {v}");
+            }
         }
     }
 
