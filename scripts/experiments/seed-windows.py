@@ -11,8 +11,8 @@ run's ratio to the baseline, then per operation the window's mean latency
 (weighted by n) and mean(max) (the mean of the intervals' maxima, as
 basho_bench's summary and `basalt bench compare` use it), in ms.
 
-An interval belongs to the window its end falls in (elapsed 300.0 is the
-first 300 s window's last interval). Written for issue 56's long runs
+An interval belongs to the window its midpoint falls in (the bench's
+intervals end a little after each 10 s mark, e.g. at 3600.02 s). Written for issue 56's long runs
 (2026-12-04); used by docs/benchmarks/2026-12-04-2207-cluster-test-3-one-hour.md.
 """
 import argparse
@@ -31,15 +31,15 @@ def rows(path):
                 yield dict(zip(head, line))
 
 
-def window_of(elapsed, w):
-    # The interval ending exactly on a boundary is the earlier window's last.
-    return max(0, int((float(elapsed) - 1e-6) // w))
+def window_of(r, w):
+    mid = float(r["elapsed"]) - float(r["window"]) / 2
+    return max(0, int(mid // w))
 
 
 def throughput(run, w):
     ops, secs = {}, {}
     for r in rows(os.path.join(run, "summary.csv")):
-        i = window_of(r["elapsed"], w)
+        i = window_of(r, w)
         ops[i] = ops.get(i, 0) + int(r["total"])
         secs[i] = secs.get(i, 0.0) + float(r["window"])
     return {i: ops[i] / secs[i] for i in ops if secs[i] > 0}
@@ -51,7 +51,7 @@ def latency(path, w):
         n = int(r["n"])
         if n == 0:
             continue
-        i = window_of(r["elapsed"], w)
+        i = window_of(r, w)
         a = acc.setdefault(i, [0, 0.0, 0.0, 0])
         a[0] += n
         a[1] += float(r["mean"]) * n
