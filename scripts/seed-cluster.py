@@ -12,7 +12,8 @@ the riakc_pb (or nhs) driver, samples each node (alive, bytes its process
 caused to be written, CPU time, memory charged, limit hits) every second,
 and writes RESULTS/NAME/cluster.md (nodes, node-level write amplification,
 the nodes' and the bench's CPU against what the vCPUs had, errors and
-nodes alive per interval) and nodes.csv beside the bench's own outputs.
+nodes alive per interval), nodes.csv and engine.csv (each node's backend
+counters every interval) beside the bench's own outputs.
 
 Before anything starts it checks: root, a memory cgroup controller, free
 ports, and that LIMIT is at least what a node needs before any page cache
@@ -510,14 +511,33 @@ def read_int(path, key=None):
     return None
 
 
+# The backend counters engine.csv records for each node every interval, summed
+# over the node's vnodes (`basalt admin --json status`, "backend_stats"):
+# cumulative counts unless named *_files / *_bytes / *_estimated (levels).
+# A backend without a counter leaves its cell empty.
+ENGINE_COUNTERS = [
+    "ledger_flushes", "ledger_merges", "ledger_bytes_written", "journal_bytes_written",
+    "user_bytes_written", "compaction_runs", "compaction_files_in",
+    "compaction_bytes_reclaimed", "compaction_bytes_punched", "compaction_key_deltas",
+    "compaction_slot_wait_ms", "journal_slowdown_us", "write_stall_us",
+    "memtable_budget_freezes", "sst_block_read_count", "journal_value_read_count",
+    "ledger_l0_files", "ledger_l1_files", "ledger_l2_files", "ledger_l3_files",
+    "ledger_l4_files", "journal_files", "journal_garbage_bytes_estimated",
+]
+
+
 class Sampler(threading.Thread):
     """Each second: every node's alive flag, write_bytes and memory; a row
-    per node every `interval` seconds into nodes.csv."""
+    per node every `interval` seconds into nodes.csv, and the node's
+    backend counters (ENGINE_COUNTERS, one `basalt admin --json status` a
+    node, ~15 ms of CPU) into engine.csv, so that an event in a run (a dip,
+    a stall) can be laid beside what the stores were doing."""
 
     def __init__(self, cl, files, interval, kill_at):
         super().__init__(daemon=True)
         self.cl, self.files, self.interval, self.kill_at = cl, files, interval, kill_at
         self.rows = []
+        self.engine_rows = []
         self.events = []
         self.stop = threading.Event()
         self.t0 = time.time()
@@ -554,9 +574,20 @@ class Sampler(threading.Thread):
                 self.record(nxt)
                 nxt += self.interval
 
+    def engine(self, el, n):
+        if n.died_at is not None:
+            return
+        try:
+            out = self.cl.admin(n, "--json", "status", check=False, timeout=5)
+            stats = json.loads(out.stdout).get("backend_stats") or {}
+        except (subprocess.TimeoutExpired, ValueError, AttributeError):
+            return
+        self.engine_rows.append([int(el), n.name] + [stats.get(k, "") for k in ENGINE_COUNTERS])
+
     def record(self, el):
         usage, peak, hits = self.files
         for n in self.cl.nodes:
+            self.engine(el, n)
             self.rows.append([int(el), n.name, 1 if n.died_at is None else 0,
                               n.io_bytes - (n.io_base or 0),
                               (read_int(os.path.join(n.cgroup, usage)) or 0) // MIB,
@@ -656,6 +687,10 @@ def write_report(cl, sampler, run_dir, bench_rc, started):
         w = csv.writer(f)
         w.writerow(["elapsed", "node", "alive", "write_bytes", "memory_mb", "peak_mb", "limit_hits"])
         w.writerows(sampler.rows)
+    with open(os.path.join(run_dir, "engine.csv"), "w") as f:
+        w = csv.writer(f)
+        w.writerow(["elapsed", "node"] + ENGINE_COUNTERS)
+        w.writerows(sampler.engine_rows)
     _, _, _, peak_file, hits_file = a.cgroup_files
     put_n = puts_done(run_dir)
     value_bytes = put_n * a.value_bytes * a.n_val

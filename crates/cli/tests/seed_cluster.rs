@@ -9,7 +9,8 @@
 //! - three nodes (ring 8), each in its own memory cgroup, a 20 s bench with
 //!   one node killed (`kill -9`) 6 s in: the run goes on to the end, exit
 //!   0, `cluster.md` names the dead node and shows 2 nodes alive in the
-//!   intervals after, with ops still served; then nothing is left.
+//!   intervals after, with ops still served, and `engine.csv` the live
+//!   nodes' backend counters each interval; then nothing is left.
 //!
 //! The last two need root, a v1 memory cgroup hierarchy (or cgroup2 with
 //! memory delegated) and python3; without them they print why and pass.
@@ -264,5 +265,22 @@ fn a_node_killed_mid_run_is_reported_per_interval_and_the_run_goes_on() {
         nodes_csv.lines().count() > 3 * 2,
         "header and 3 nodes x 2 intervals: {nodes_csv}"
     );
+    // The backend counters, a row per live node per interval: the dead node
+    // has none in the last interval, the others show the journal written.
+    let engine_csv = std::fs::read_to_string(t.path().join("results/run/engine.csv")).unwrap();
+    let mut lines = engine_csv.lines();
+    let head: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
+    let col = |name: &str| head.iter().position(|h| *h == name).expect(name);
+    let (node, written) = (col("node"), col("journal_bytes_written"));
+    assert!(head.contains(&"ledger_merges"), "{engine_csv}");
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    let last_at = rows.last().map(|r| r[0]).expect("engine.csv rows");
+    let last: Vec<&Vec<&str>> = rows.iter().filter(|r| r[0] == last_at).collect();
+    let names: Vec<&str> = last.iter().map(|r| r[node]).collect();
+    assert_eq!(names, ["a1", "a2"], "{engine_csv}");
+    for r in last {
+        let w: u64 = r[written].parse().expect("a number of bytes");
+        assert!(w > 0, "{engine_csv}");
+    }
     assert_nothing_left(t.path(), &before);
 }
