@@ -513,7 +513,7 @@ def read_int(path, key=None):
 
 # The backend counters engine.csv records for each node every interval, summed
 # over the node's vnodes (`basalt admin --json status`, "backend_stats"):
-# cumulative counts unless named *_files / *_bytes / *_estimated (levels).
+# cumulative counts, but for the gauges named *_files and *_estimated.
 # A backend without a counter leaves its cell empty.
 ENGINE_COUNTERS = [
     "ledger_flushes", "ledger_merges", "ledger_bytes_written", "journal_bytes_written",
