@@ -128,6 +128,7 @@ impl Leveled {
         c.memtable_budget = config.memtable_budget.clone();
         c.disk_pace = config.disk_pace.clone();
         c.compaction_slots = config.compaction_slots.clone();
+        c.index_terms = config.index_terms.clone();
         c.value_cache_bytes = config.leveled_value_cache_bytes();
         c.value_cache = config.value_cache.clone();
         c.journal_direct_reads = config.leveled_direct_reads();

@@ -29,7 +29,8 @@ pub use basalt_engine::diskspace::DISK_FULL_MARK;
 /// text, numeric order; the engine's, shared with the server.
 pub use basalt_engine::intterm;
 pub use basalt_engine::{
-    BlockCache, CompactionSlots, DiskPace, JournalFlush, MemtableBudget, Punch, ValueCache,
+    BlockCache, CompactionSlots, DiskPace, IndexTerms, JournalFlush, MemtableBudget, Punch,
+    ValueCache,
 };
 #[cfg(feature = "rocksdb")]
 pub mod rocksdb;
@@ -145,6 +146,11 @@ pub struct BackendConfig {
     /// leveled: journal compaction slots shared with the other stores on
     /// the disk (the engine's `compaction_slots`).
     pub compaction_slots: Option<basalt_engine::CompactionSlots>,
+    /// leveled: where the store reads an object's whole 2i term set from
+    /// the metadata written with it (the engine's `index_terms`): journal
+    /// compaction then keeps no key deltas, and a rebuilt ledger derives
+    /// its index entries from the objects. `None`: retained as key deltas.
+    pub index_terms: Option<basalt_engine::IndexTerms>,
     /// leveled: L0 files that start a merge into L1 (the engine's
     /// `l0_merge_trigger`; `None`: default, 4).
     pub l0_merge_trigger: Option<usize>,

@@ -126,6 +126,7 @@ pub fn run(args: KvArgs) -> Result<Outcome> {
     }
     let mut config = Config::new(&args.data_dir);
     config.value_bytes_max = args.value_max;
+    config.index_terms = recorded_index_terms(&args.data_dir)?;
     if args.sync {
         config.sync = SyncStrategy::Sync;
     }
@@ -321,6 +322,18 @@ fn import(put: &mut PutFn<'_>, input: &mut dyn BufRead, out: &mut dyn Write) -> 
     }
     tracing::info!("imported {written} objects from {line_no} lines");
     Ok(())
+}
+
+/// The 2i term source a store recorded (`INDEX_RECALC`), if this build
+/// knows it: a node's vnode stores name the Riak object's. An unknown name
+/// leaves it unset, and the store then refuses a rebuild with its own
+/// error.
+fn recorded_index_terms(dir: &std::path::Path) -> Result<Option<basalt_engine::IndexTerms>> {
+    let source = basalt_engine::index::recalc::marker_source(dir)?;
+    Ok(match source.as_deref() {
+        Some(basalt_server::vnode::INDEX_TERMS_SOURCE) => Some(basalt_server::vnode::index_terms()),
+        _ => None,
+    })
 }
 
 fn repair(config: Config) -> Result<Outcome> {

@@ -12,12 +12,17 @@
 //!    backing up again into the same directory is incremental; files of an
 //!    earlier backup that are no longer live are removed.
 //! 3. Creates an empty active file and writes `DEST/journal/MANIFEST`.
-//! 4. Writes the `STORE` marker and an **empty ledger** (a ledger manifest
+//! 4. Writes an **empty ledger** (a ledger manifest
 //!    with persisted SQN 0 and no files): the ledger is rebuilt from the
 //!    journal when the backup is opened (leveled's hot backup is also
 //!    journal-only). This keeps the backup small and independent of ledger
 //!    merges running during the backup, at the cost of a full replay on the
 //!    first open.
+//!
+//! The `STORE` marker is written before these steps; a store's
+//! `INDEX_RECALC` marker (a store that recalculates its 2i entries,
+//! [`crate::index::recalc`]) is read after step 1 and written before any
+//! journal file.
 //!
 //! Writers continue throughout; what they write after step 1 goes to the new
 //! active file of the live store and is not in the backup.
@@ -86,8 +91,14 @@ fn put_file(cf: &ClosedFile, dir: &Path, report: &mut BackupReport) -> Result<()
     write_atomic(&jix, &index)
 }
 
-/// Backs up the journal of a live store into `dest` (see the module docs).
-pub fn backup_journal(journal: &Journal, dest: &Path, stats: &Stats) -> Result<BackupReport> {
+/// Backs up the journal of a live store (in `store_dir`) into `dest` (see
+/// the module docs).
+pub fn backup_journal(
+    journal: &Journal,
+    store_dir: &Path,
+    dest: &Path,
+    stats: &Stats,
+) -> Result<BackupReport> {
     let t0 = Instant::now();
     ensure_dir(dest)?;
     let _lock = DirLock::acquire(dest)?;
@@ -96,6 +107,11 @@ pub fn backup_journal(journal: &Journal, dest: &Path, stats: &Stats) -> Result<B
     ensure_dir(&jdir)?;
     // Held until the end: compaction cannot delete these files meanwhile.
     let (closed, next_file_no): (Vec<Arc<ClosedFile>>, u64) = journal.roll_and_list()?;
+    // Read after the files are taken: a compaction that dropped index
+    // changes from any of them wrote the marker first.
+    if let Some(source) = crate::index::recalc::marker_source(store_dir)? {
+        crate::index::recalc::write_marker(dest, &source)?;
+    }
     let mut report = BackupReport::default();
     for cf in &closed {
         put_file(cf, &jdir, &mut report)?;

@@ -374,6 +374,15 @@ pub struct Config {
     /// Keys not cached are not added: a write says nothing of reads.
     /// Default true.
     pub value_cache_refresh: bool,
+    /// Where the store reads an object's whole 2i term set from its
+    /// metadata (see [`crate::index::recalc`]). With one, journal
+    /// compaction keeps no key deltas (a replaced record is dropped
+    /// outright, so a punch pass frees what copying would) and a ledger
+    /// rebuilt from the journal recalculates each object's index entries;
+    /// the store records the source in its directory (`INDEX_RECALC`) and
+    /// refuses a rebuild without it. `None` (default): writes' index
+    /// changes are retained as key deltas (leveled's `retain`).
+    pub index_terms: Option<crate::index::IndexTerms>,
 }
 
 impl Config {
@@ -440,6 +449,7 @@ impl Config {
             value_cache_bytes: 0,
             value_cache_refresh: true,
             value_cache: None,
+            index_terms: None,
         }
     }
 

@@ -53,7 +53,9 @@ pub mod lock;
 pub mod store;
 
 pub use fold::{FoldOptions, FoldOutcome, KeyRange};
-pub use index::{IndexChange, IndexCursor, IndexOp, IndexPage, IndexQuery, IndexResult};
+pub use index::{
+    IndexChange, IndexCursor, IndexOp, IndexPage, IndexQuery, IndexResult, IndexTerms,
+};
 pub use snapshot::{Snapshot, SnapshotOptions, ValueSource};
 pub use store::{Head, Object, PutOptions, RepairReport, Store, StoreStats};
 pub use tictac::{TicTacTree, TreeSize};

@@ -6,7 +6,7 @@
 mod common;
 
 use basalt_engine::{Compression, CompressionPoint, Config, Store};
-use common::jnl_files_on_disk;
+use common::{compact_all, jnl_files_on_disk};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
@@ -30,18 +30,6 @@ fn random_value(rng: &mut StdRng, len: usize) -> Vec<u8> {
 
 fn key(i: usize) -> Vec<u8> {
     format!("key-{i:05}").into_bytes()
-}
-
-/// Compacts until no run is worth it; returns the number of runs that did work.
-fn compact_all(s: &Store) -> usize {
-    for n in 0..100 {
-        let r = s.compact_journal().expect("compact");
-        if !r.compacted {
-            return n;
-        }
-        assert!(r.bytes_out <= r.bytes_in, "{r:?}");
-    }
-    panic!("compaction never settled");
 }
 
 fn check_model(s: &Store, model: &BTreeMap<Vec<u8>, Option<Vec<u8>>>) {

@@ -118,7 +118,7 @@ impl Prepared {
     }
 }
 
-fn entry_value(op: IndexOp, sqn: u64, expires_at: u64, last_modified_us: u64) -> LedgerValue {
+pub(super) fn entry_value(op: IndexOp, sqn: u64, expires_at: u64, last_modified_us: u64) -> LedgerValue {
     LedgerValue {
         sqn,
         status: match op {
@@ -133,7 +133,11 @@ fn entry_value(op: IndexOp, sqn: u64, expires_at: u64, last_modified_us: u64) ->
     }
 }
 
-fn keyed(bucket: &[u8], key: &[u8], changes: &[IndexChange]) -> Result<BTreeMap<Vec<u8>, IndexOp>> {
+pub(super) fn keyed(
+    bucket: &[u8],
+    key: &[u8],
+    changes: &[IndexChange],
+) -> Result<BTreeMap<Vec<u8>, IndexOp>> {
     let mut entries = BTreeMap::new();
     for c in changes {
         let kind = checked_field_kind(&c.field)?;

@@ -50,6 +50,10 @@
 //! if none is left the record is dropped entirely. Key deltas therefore do
 //! not pile up forever (leveled #306).
 //!
+//! A store given an [`IndexTerms`] source (`Config::index_terms`) keeps no
+//! key deltas at all: a rebuild recalculates each object's changes from its
+//! metadata instead ([`recalc`]).
+//!
 //! # Queries
 //!
 //! [`query`] and [`count`] scan the ledger only (never the journal) with
@@ -93,7 +97,8 @@
 //!
 //! This file holds the change and field types and the term encoding;
 //! `changes` the write side (journal blob, ledger entries, replay,
-//! retention), `query` the queries, continuations and cursors.
+//! retention), `recalc` the entries a rebuild derives from object metadata,
+//! `query` the queries, continuations and cursors.
 
 use crate::codec::DecodeError;
 use crate::error::{Error, Result};
@@ -103,6 +108,7 @@ use crate::limits;
 
 mod changes;
 mod query;
+pub mod recalc;
 #[cfg(test)]
 mod tests;
 
@@ -111,6 +117,7 @@ pub(crate) use query::{decode_continuation, encode_continuation};
 pub use changes::{
     changes_to_retain, decode_changes, encode_changes, entry_key, prepare, replay_entries, Prepared,
 };
+pub use recalc::{IndexTerms, Terms};
 pub use query::{
     count, query, seek_after, IndexCursor, IndexPage, IndexQuery, IndexResult, BUCKET_FIELD,
     KEY_FIELD,

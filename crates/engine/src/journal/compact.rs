@@ -72,6 +72,14 @@ pub trait Liveness {
     /// decompress values to ask): decide from the kind, key, SQN, expiry,
     /// metadata and index changes.
     fn keep(&self, rec: &JournalRecord) -> Result<Keep>;
+
+    /// Called once before a run (copying or in place) that may drop what
+    /// [`Liveness::keep`] says, and not before scoring: an error abandons
+    /// the run before it reads anything. (The store writes its 2i
+    /// `INDEX_RECALC` marker here.)
+    fn before_run(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// What one [`Journal::compact_run`] did.
@@ -211,6 +219,7 @@ impl Journal {
             return Ok(CompactedRun::default());
         }
         self.check_adjacent(run)?;
+        live.before_run()?;
         let mut outs: Vec<OutFile> = Vec::new();
         let mut report = CompactedRun {
             files_in: run.iter().map(|c| c.file_no).collect(),

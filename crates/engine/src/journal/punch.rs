@@ -144,6 +144,7 @@ impl Journal {
     pub fn punch_run(&self, run: &[Arc<ClosedFile>], live: &dyn Liveness) -> Result<CompactedRun> {
         let _serial = self.compact_lock.lock();
         self.reap_retired();
+        live.before_run()?;
         let mut report = CompactedRun::default();
         let mut pacer = Pacer::default();
         for cf in run {

@@ -54,6 +54,10 @@ pub(super) fn start_compaction(
     stats: &Arc<Stats>,
 ) -> Result<(Arc<Compactor>, Option<Scheduler>)> {
     let l = Arc::clone(ledger);
+    let recalc = config
+        .index_terms
+        .as_ref()
+        .map(|t| Arc::new(crate::index::recalc::Mark::new(&config.dir, t)));
     let compactor = Arc::new(
         Compactor::new(
             Arc::clone(journal),
@@ -63,6 +67,7 @@ pub(super) fn start_compaction(
                 Box::new(StoreLiveness {
                     ledger: Arc::clone(&l),
                     persisted_sqn: l.persisted_sqn(),
+                    recalc: recalc.clone(),
                 })
             }),
         )
@@ -136,7 +141,7 @@ impl Store {
                 dest.display()
             )));
         }
-        crate::backup::backup_journal(&self.journal, dest, &self.stats)
+        crate::backup::backup_journal(&self.journal, &self.config.dir, dest, &self.stats)
     }
 
     /// A point-in-time view of the journal (for snapshots): it keeps reading
@@ -160,15 +165,24 @@ struct StoreLiveness {
     /// The ledger's persisted SQN when the run started: records above it are
     /// needed by replay after a crash, whatever the ledger says now.
     persisted_sqn: u64,
+    /// The store recalculates its index entries on a rebuild
+    /// (`Config::index_terms`): no key deltas are kept, and each run first
+    /// makes sure its marker is written ([`Liveness::before_run`]).
+    recalc: Option<Arc<crate::index::recalc::Mark>>,
 }
 
 impl StoreLiveness {
     /// **2i hook.** The index changes of a replaced (or key-delta) record
     /// that must survive compaction, as the bytes of a key-delta record;
-    /// `None` drops the record entirely. For now the whole index blob is kept
-    /// when non-empty; the 2i engine narrows it to the changes whose index
-    /// entries are still live in the ledger.
+    /// `None` drops the record entirely. A store that recalculates its
+    /// index entries on a rebuild needs none ([`crate::index::recalc`]).
+    /// Otherwise the whole index blob is kept when non-empty; the 2i engine
+    /// narrows it to the changes whose index entries are still live in the
+    /// ledger.
     fn index_changes_to_retain(&self, rec: &JournalRecord) -> Result<Option<Vec<u8>>> {
+        if self.recalc.is_some() {
+            return Ok(None);
+        }
         Ok((!rec.index.is_empty()).then(|| rec.index.clone()))
     }
 
@@ -182,6 +196,13 @@ impl StoreLiveness {
 }
 
 impl Liveness for StoreLiveness {
+    fn before_run(&self) -> Result<()> {
+        match &self.recalc {
+            Some(mark) => mark.ensure(),
+            None => Ok(()),
+        }
+    }
+
     fn keep(&self, rec: &JournalRecord) -> Result<Keep> {
         if rec.sqn > self.persisted_sqn {
             return Ok(Keep::Record);

@@ -1,6 +1,8 @@
 //! Opening a store: checking and locking its directory, opening the
 //! journal and the ledger, replaying the journal records the ledger has
-//! not persisted, starting the background threads; and
+//! not persisted (a store that recalculates its 2i entries derives them
+//! from object metadata when the ledger starts empty:
+//! [`crate::index::recalc`]), starting the background threads; and
 //! [`Store::repair`].
 
 use super::maintenance::start_compaction;
@@ -33,6 +35,11 @@ impl Store {
         crate::fsutil::ensure_dir(&config.dir)?;
         let lock = DirLock::acquire(&config.dir)?;
         let created = check_marker(&config.dir, STORE_MARKER)?;
+        // A store that recalculated with another source is not this one's
+        // (compaction writes the marker before it first relies on it).
+        if let Some(t) = &config.index_terms {
+            index::recalc::check_rebuild(&config.dir, Some(t))?;
+        }
         let stats = Arc::new(Stats::default());
         let journal = Arc::new(Journal::open(
             &config.dir.join("journal"),
@@ -89,13 +96,24 @@ impl Store {
             created || repair,
         )?);
         let persisted = ledger.persisted_sqn();
+        // An empty ledger is rebuilt from the whole journal: a store that
+        // recalculates its index entries needs its term source for that.
+        let rebuild = persisted == 0 && journal.last_sqn() > 0;
+        if rebuild {
+            index::recalc::check_rebuild(&config.dir, config.index_terms.as_ref())?;
+        }
+        let recalc = config.index_terms.as_ref().filter(|_| rebuild);
+        let mut fallback = index::recalc::Fallback::default();
         let mut replayed = 0u64;
         let mut max_seen = persisted;
         journal.replay(persisted, &mut |rec| {
             max_seen = max_seen.max(rec.sqn);
             replayed += 1;
             // A key delta carries only index changes, no object entry.
-            let mut batch = index::replay_entries(&rec)?;
+            let mut batch = match recalc {
+                Some(t) => index::recalc::recalc_entries(&ledger, t, &rec, &mut fallback)?,
+                None => index::replay_entries(&rec)?,
+            };
             if let Some(v) = ledger_value(&rec) {
                 batch.push((rec.key, v));
             }
@@ -105,6 +123,9 @@ impl Store {
         Stats::add(&stats.journal_replayed_records, replayed);
         if replayed > 0 {
             tracing::info!(target: "basalt::store", "B0001 replayed {replayed} journal records after sqn {persisted}");
+        }
+        if fallback.records > 0 {
+            tracing::warn!(target: "basalt::store", records = fallback.records, "I0024 rebuilt the 2i entries of {} records from the changes they were written with: their metadata gave no terms", fallback.records);
         }
         let next_sqn = journal.last_sqn().max(max_seen) + 1;
         let (compactor, scheduler) = start_compaction(&config, &journal, &ledger, &stats)?;
@@ -148,6 +169,8 @@ impl Store {
         crate::fsutil::ensure_dir(&config.dir)?;
         {
             let _lock = DirLock::acquire(&config.dir)?;
+            // Refused before anything is deleted.
+            index::recalc::check_rebuild(&config.dir, config.index_terms.as_ref())?;
             let ledger_dir = config.dir.join("ledger");
             if ledger_dir.exists() {
                 std::fs::remove_dir_all(&ledger_dir)

@@ -424,6 +424,7 @@ impl Router {
             memtable_budget: self.memtable_budget.clone(),
             disk_pace: Some(self.disk_pace.clone()),
             compaction_slots: Some(self.compaction_slots.clone()),
+            index_terms: Some(crate::vnode::index_terms()),
             compaction_max_garbage_pct: Some(f64::from(self.config.journal_max_garbage_pct)),
             value_cache_bytes: Some(0),
             value_cache: self.value_cache.clone(),

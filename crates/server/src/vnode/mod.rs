@@ -620,6 +620,24 @@ impl From<VnodeError> for crate::error::RequestError {
     }
 }
 
+/// The name a vnode's leveled store records for its 2i term source
+/// (`basalt_engine::index::recalc`): the index entries of the stored Riak
+/// object's metadata. Changing what it means needs a new name.
+pub const INDEX_TERMS_SOURCE: &str = "riak-object 1";
+
+/// Where a vnode's leveled store reads an object's whole 2i term set:
+/// the index entries of the Riak object whose metadata it stores, the same
+/// set [`VnodeState::write_paced`] diffs (deleted siblings carry none). With
+/// it the store keeps no key deltas in its journal and rebuilds its index
+/// entries from the objects.
+pub fn index_terms() -> basalt_backends::IndexTerms {
+    basalt_backends::IndexTerms::new(INDEX_TERMS_SOURCE, |meta| {
+        RiakObject::decode_metadata(meta)
+            .map(|o| o.index_entries())
+            .map_err(|e| format!("Riak object metadata: {}", e.0))
+    })
+}
+
 /// A vnode's state over a fresh `backend` in `dir`, for tests.
 #[cfg(test)]
 fn test_state(backend: &str, dir: &std::path::Path, sync: bool) -> VnodeState {
@@ -773,5 +791,51 @@ mod error_tests {
             !fresh.done && fresh.keys == 1,
             "a new rebuild starts over: {fresh:?}"
         );
+    }
+}
+
+#[cfg(test)]
+mod index_terms_tests {
+    use super::*;
+    use crate::object::vclock::VClock;
+    use crate::object::Content;
+
+    fn sibling(terms: &[(&str, &str)], deleted: bool) -> Content {
+        Content {
+            value: b"v".to_vec(),
+            value_len: 1,
+            indexes: terms
+                .iter()
+                .map(|(f, t)| (f.as_bytes().to_vec(), t.as_bytes().to_vec()))
+                .collect(),
+            deleted,
+            ..Content::default()
+        }
+    }
+
+    /// The store's term source reads, from the stored metadata alone, the
+    /// set the write path diffs: every live sibling's terms, sorted and
+    /// deduplicated, none of a tombstone's.
+    #[test]
+    fn the_term_source_reads_what_writes_diff() {
+        let mut vc = VClock::new();
+        vc.increment(b"a", 1);
+        let o = RiakObject {
+            vclock: vc,
+            contents: vec![
+                sibling(&[("b_bin", "y"), ("a_int", "7")], false),
+                sibling(&[("b_bin", "y"), ("c_bin", "z")], false),
+                sibling(&[("gone_bin", "x")], true),
+            ],
+        };
+        let source = index_terms();
+        assert_eq!(source.name(), INDEX_TERMS_SOURCE);
+        let terms = source
+            .terms(&o.encode_metadata())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(terms, o.index_entries());
+        assert_eq!(terms.len(), 3, "{terms:?}");
+        let e = source.terms(b"\x09not metadata").unwrap_err();
+        assert!(e.contains("Riak object metadata"), "{e}");
     }
 }
