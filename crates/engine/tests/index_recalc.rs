@@ -156,11 +156,19 @@ fn run_load(dir: &std::path::Path, recalc: bool) -> (u64, u64, BTreeMap<String, 
         let st = s.stats();
         key_deltas = st.counter("compaction_key_deltas").unwrap_or(0);
         dropped = st.counter("compaction_records_dropped").unwrap_or(0);
-        assert_eq!(entries(&s), model_entries(&model), "round {round}, compacted");
+        assert_eq!(
+            entries(&s),
+            model_entries(&model),
+            "round {round}, compacted"
+        );
         s.close().expect("close");
         drop(s);
         s = Store::open(config(dir, recalc)).expect("reopen");
-        assert_eq!(entries(&s), model_entries(&model), "round {round}, reopened");
+        assert_eq!(
+            entries(&s),
+            model_entries(&model),
+            "round {round}, reopened"
+        );
     }
     s.close().expect("close");
     (key_deltas, dropped, model)
@@ -246,7 +254,11 @@ fn a_rebuild_without_the_term_source_is_refused_before_anything_is_deleted() {
     invalid(err(Store::repair(other.clone())), &[SOURCE, "'other 1'"]);
     // Opening with another source is refused too: it would record it.
     invalid(err(Store::open(other)), &[SOURCE, "'other 1'"]);
-    assert_eq!(ledger_files(), before, "a refused repair deleted ledger files");
+    assert_eq!(
+        ledger_files(),
+        before,
+        "a refused repair deleted ledger files"
+    );
     // Without a rebuild the store opens without its source (the ledger is
     // persisted), and then keeps key deltas as any store does.
     let s = Store::open(Config::test_min(d.path())).expect("open without the source");
@@ -274,8 +286,20 @@ fn a_record_whose_metadata_gives_no_terms_is_rebuilt_from_its_own_changes() {
     let mut rng = StdRng::seed_from_u64(9);
     let s = Store::open(config(d.path(), true)).expect("open");
     let t: TermSet = [("f_bin".to_string(), "x".to_string())].into();
-    put(&s, &mut rng, "good", &metadata(&t), diffs(&TermSet::new(), &t));
-    put(&s, &mut rng, "odd", b"!unreadable", diffs(&TermSet::new(), &t));
+    put(
+        &s,
+        &mut rng,
+        "good",
+        &metadata(&t),
+        diffs(&TermSet::new(), &t),
+    );
+    put(
+        &s,
+        &mut rng,
+        "odd",
+        b"!unreadable",
+        diffs(&TermSet::new(), &t),
+    );
     s.close().unwrap();
     drop(s);
     Store::repair(config(d.path(), true)).expect("repair");

@@ -118,7 +118,12 @@ impl Prepared {
     }
 }
 
-pub(super) fn entry_value(op: IndexOp, sqn: u64, expires_at: u64, last_modified_us: u64) -> LedgerValue {
+pub(super) fn entry_value(
+    op: IndexOp,
+    sqn: u64,
+    expires_at: u64,
+    last_modified_us: u64,
+) -> LedgerValue {
     LedgerValue {
         sqn,
         status: match op {

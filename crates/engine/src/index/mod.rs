@@ -117,11 +117,11 @@ pub(crate) use query::{decode_continuation, encode_continuation};
 pub use changes::{
     changes_to_retain, decode_changes, encode_changes, entry_key, prepare, replay_entries, Prepared,
 };
-pub use recalc::{IndexTerms, Terms};
 pub use query::{
     count, query, seek_after, IndexCursor, IndexPage, IndexQuery, IndexResult, BUCKET_FIELD,
     KEY_FIELD,
 };
+pub use recalc::{IndexTerms, Terms};
 
 /// An index change and its op: the backend crate's types (the engine adds
 /// their journal encoding, `op_to_byte` / `op_from_byte`).

@@ -115,9 +115,7 @@ pub fn write_marker(dir: &Path, name: &str) -> Result<()> {
     match marker_source(dir)? {
         Some(found) if found == name => Ok(()),
         Some(found) => Err(mismatch(dir, &found, Some(name))),
-        None => {
-            crate::fsutil::write_atomic(&dir.join(MARKER), format!("{name}\n").as_bytes())
-        }
+        None => crate::fsutil::write_atomic(&dir.join(MARKER), format!("{name}\n").as_bytes()),
     }
 }
 
@@ -165,10 +163,7 @@ pub fn check_rebuild(dir: &Path, terms: Option<&IndexTerms>) -> Result<()> {
 }
 
 fn mismatch(dir: &Path, found: &str, given: Option<&str>) -> Error {
-    let given = given.map_or_else(
-        || "none".to_string(),
-        |g| format!("'{g}'"),
-    );
+    let given = given.map_or_else(|| "none".to_string(), |g| format!("'{g}'"));
     Error::InvalidInput(format!(
         "{} recalculates its 2i entries from object metadata ('{found}' in {MARKER}), \
          so its journal no longer holds every index change; rebuilding its ledger needs \
