@@ -23,6 +23,7 @@ docs/benchmarks/2026-12-05-0105-cluster-8kb-2i-one-hour.md.
 import argparse
 import collections
 import csv
+import importlib.util
 import os
 
 COUNTERS = [
@@ -58,21 +59,14 @@ def samples(path):
     return by, seen
 
 
-def rates(path, w):
-    """{window: ops/s} from summary.csv (an interval belongs to the window
-    of its midpoint)."""
-    ops, secs = collections.Counter(), collections.Counter()
-    with open(path) as f:
-        r = csv.reader(f, skipinitialspace=True)
-        next(r)
-        for line in r:
-            if not line:
-                continue
-            end, length, n = float(line[0]), float(line[1]), int(line[3])
-            k = max(0, int((end - length / 2) // w))
-            ops[k] += n
-            secs[k] += length
-    return {k: ops[k] / secs[k] for k in ops if secs[k] > 0}
+def seed_windows():
+    """scripts/experiments/seed-windows.py as a module: its `throughput`
+    (ops/s per window, an interval in the window of its midpoint)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "seed-windows.py")
+    spec = importlib.util.spec_from_file_location("seed_windows", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def main():
@@ -83,7 +77,7 @@ def main():
     ap.add_argument("run_dir")
     a = ap.parse_args()
     by, seen = samples(os.path.join(a.run_dir, "engine.csv"))
-    rate = rates(os.path.join(a.run_dir, "summary.csv"), a.w)
+    rate = seed_windows().throughput(a.run_dir, a.w)
     heads = ["window s", "ops/s"] + [h for _, h, _, _ in COUNTERS]
     print("| " + " | ".join(heads) + " |")
     print("|" + "---:|" * len(heads))
