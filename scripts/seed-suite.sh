@@ -43,6 +43,9 @@
 #   --delay MS  with it, a tc netem delay on each node's link (skipped,
 #            with a message, where netem or namespaces are not available).
 #   --kill-node SECS  (cluster) kill -9 one node SECS into every run.
+#   --set KEY=VALUE  (cluster, repeatable) a line of every node's config,
+#            e.g. --set journal_garbage_spread_pct=0 for an A/B of a
+#            setting with one build; each section names the settings.
 #   BACKENDS="leveled rocksdb"   overrides the backends of every test.
 #   HOOKS="none builtin js8 js16"   overrides the hook studies' variants
 #            (none; builtin: the Erlang-named max_object_size; jsN: the
@@ -72,6 +75,7 @@ redo=0
 cluster=0
 netns_args=()
 kill_args=()
+set_args=()
 limit=""
 keys_arg=""
 results=""
@@ -92,7 +96,8 @@ while [ $# -gt 0 ]; do
     --netns) netns_args+=(--netns) ;;
     --delay) netns_args+=(--delay-ms "${2:?--delay needs milliseconds}"); shift ;;
     --kill-node) kill_args=(--kill-node "${2:?--kill-node needs seconds}"); shift ;;
-    -h | --help) sed -n '2,60p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --set) set_args+=(--set "${2:?--set needs KEY=VALUE}"); shift ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "seed-suite: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) tests+=("$1") ;;
   esac
@@ -258,7 +263,7 @@ run_cluster() { # test backend-or-hook dir
   echo "== seed-suite $mode --cluster $cluster: $t / $b ($secs s, limit $lim a node)" >&2
   if ! python3 scripts/seed-cluster.py --basalt "$basalt" --nodes "$cluster" --limit "$lim" \
     --value-bytes "$value" "${args[@]}" ${netns_args[@]+"${netns_args[@]}"} \
-    ${kill_args[@]+"${kill_args[@]}"} -d "$dir" -n "$b" "$base" "$override" >"$dir/$b.cluster.log"; then
+    ${kill_args[@]+"${kill_args[@]}"} ${set_args[@]+"${set_args[@]}"} -d "$dir" -n "$b" "$base" "$override" >"$dir/$b.cluster.log"; then
     echo "seed-suite: FAILED: scripts/seed-cluster.py ... --backend $b -d $dir -n $b $base $override (see $dir/$b.cluster.log)" >&2
     echo "- **FAILED**: $t / $b (see $dir/$b)" >>"$summary"
     exit 1
@@ -362,7 +367,7 @@ for t in "${todo[@]}"; do
     echo
     echo "Config: \`$(config_of "$t")\`. What the seed reported: $(seed_says "$t")."
     echo
-    echo "Ran $started to $(date -u +%Y-%m-%dT%H:%M:%SZ) ($kind: $secs s per run, keys over $keys, limit $([ "$t" = nhs_mix ] && [ "$cluster" -gt 0 ] && [ -z "${limit_arg:-}" ] && echo 1G || echo "$limit")$([ "$cluster" -gt 0 ] && echo " a node")), build $build, load average at the start $load, stores' file system \`$datafs\`."
+    echo "Ran $started to $(date -u +%Y-%m-%dT%H:%M:%SZ) ($kind: $secs s per run, keys over $keys, limit $([ "$t" = nhs_mix ] && [ "$cluster" -gt 0 ] && [ -z "${limit_arg:-}" ] && echo 1G || echo "$limit")$([ "$cluster" -gt 0 ] && echo " a node")), build $build, load average at the start $load, stores' file system \`$datafs\`.$([ ${#set_args[@]} -gt 0 ] && printf ' Node settings:%s.' "$(printf ' `%s`' "${set_args[@]}" | sed 's/ `--set`//g')")"
     echo
     sed -n '/^| run /,/^$/p' "$dir/compare/compare.md"
     echo "![$t]($t/compare/compare.png)"

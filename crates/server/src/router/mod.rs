@@ -425,7 +425,7 @@ impl Router {
             disk_pace: Some(self.disk_pace.clone()),
             compaction_slots: Some(self.compaction_slots.clone()),
             index_terms: Some(crate::vnode::index_terms()),
-            compaction_max_garbage_pct: Some(f64::from(self.config.journal_max_garbage_pct)),
+            compaction_max_garbage_pct: Some(self.config.vnode_garbage_pct(p)),
             value_cache_bytes: Some(0),
             value_cache: self.value_cache.clone(),
             // Reserving a whole journal file (and its spare) ahead would
