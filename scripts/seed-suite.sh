@@ -44,7 +44,7 @@
 #            with a message, where netem or namespaces are not available).
 #   --kill-node SECS  (cluster) kill -9 one node SECS into every run.
 #   --set KEY=VALUE  (cluster, repeatable) a line of every node's config,
-#            e.g. --set journal_garbage_spread_pct=0 for an A/B of a
+#            e.g. --set journal_file_spread_pct=0 for an A/B of a
 #            setting with one build; each section names the settings.
 #   BACKENDS="leveled rocksdb"   overrides the backends of every test.
 #   HOOKS="none builtin js8 js16"   overrides the hook studies' variants

@@ -27,13 +27,9 @@ pub const JOURNAL_COMPACTIONS_RANGE: std::ops::RangeInclusive<usize> =
 /// would copy nearly live files over and over; 100 turns it off.
 pub const JOURNAL_MAX_GARBAGE_PCT_RANGE: std::ops::RangeInclusive<u32> = 10..=100;
 
-/// Range of `journal_garbage_spread_pct` accepted: wider would leave some
-/// vnodes compacting at half or double the node's garbage.
-pub const JOURNAL_GARBAGE_SPREAD_PCT_RANGE: std::ops::RangeInclusive<u32> = 0..=20;
-
-/// The lowest and highest garbage limit a spread vnode gets (the
-/// `journal_max_garbage_pct` range, less the 100 that means "off").
-const VNODE_GARBAGE_PCT_BOUNDS: (f64, f64) = (10.0, 99.0);
+/// Range of `journal_file_spread_pct` accepted: at 50 the smallest file is
+/// a third of the largest.
+pub const JOURNAL_FILE_SPREAD_PCT_RANGE: std::ops::RangeInclusive<u32> = 0..=50;
 
 /// `Ok` if `value` of `key` is in `range`, else the error naming both.
 fn in_range<T: PartialOrd + std::fmt::Display>(
@@ -154,11 +150,11 @@ pub struct Config {
     /// `compaction_max_garbage_pct`); 100 turns the trigger, and the write
     /// slowdown behind it, off (scheduled runs only).
     pub journal_max_garbage_pct: u32,
-    /// Points by which a vnode's garbage limit is moved from
-    /// `journal_max_garbage_pct`, either way, fixed by its partition
-    /// ([`Config::vnode_garbage_pct`]), so that under a uniform load the
-    /// node's vnodes do not all cross their limit in the same minute.
-    pub journal_garbage_spread_pct: u32,
+    /// Percent by which a vnode's journal file size is moved from
+    /// `journal_file_mb`, either way, fixed by its partition
+    /// ([`Config::vnode_journal_file_bytes`]), so that under a uniform load
+    /// the node's vnodes do not roll their files, and compact, together.
+    pub journal_file_spread_pct: u32,
     /// Answer a HEAD or GET that the backend can serve from memory on the
     /// request's own task instead of the vnode's worker thread (leveled
     /// and memory; other backends always use the worker).
@@ -393,7 +389,7 @@ impl Default for Config {
             journal_file_mb: 64,
             journal_compactions_at_once: 2,
             journal_max_garbage_pct: 60,
-            journal_garbage_spread_pct: 5,
+            journal_file_spread_pct: 25,
             reads_in_request_task: true,
             writes_in_request_task: true,
             delete_mode: DeleteMode::DEFAULT,
@@ -458,9 +454,9 @@ impl Config {
             self.journal_max_garbage_pct,
         )?;
         in_range(
-            "journal_garbage_spread_pct",
-            &JOURNAL_GARBAGE_SPREAD_PCT_RANGE,
-            self.journal_garbage_spread_pct,
+            "journal_file_spread_pct",
+            &JOURNAL_FILE_SPREAD_PCT_RANGE,
+            self.journal_file_spread_pct,
         )?;
         if crate::ring::Ring::new(self.ring_size).is_none() {
             return Err(ConfigError(format!(
@@ -540,29 +536,27 @@ impl Config {
         })
     }
 
-    /// The garbage limit of partition `p`'s leveled journal (engine
-    /// `compaction_max_garbage_pct`): `journal_max_garbage_pct` moved by
-    /// up to `journal_garbage_spread_pct` points either way. The offset is
-    /// the partition's place in a golden-ratio sequence, so the vnodes of
-    /// any node (every k-th partition, or a run of them) get offsets spread
-    /// evenly over the range, the same on every start. A node's vnodes take
-    /// the same share of the writes, so with one limit their garbage
-    /// crosses it in the same minute: Phase 4's 2i load on three nodes had
-    /// 56 compaction runs in the minute after 13 minutes and the rate fell
-    /// to 0.7× for it (docs/benchmarks/2026-12-05-0105-cluster-8kb-2i-one-hour.md).
-    /// With 60 ± 5 the first crossings of a load that reaches 60 % at
-    /// minute 13 spread over minutes 10.5–16 (garbage over live grows as
-    /// g / (1 − g)). A limit of 100 (off) stays off.
-    pub fn vnode_garbage_pct(&self, p: u32) -> f64 {
+    /// The size at which partition `p`'s leveled journal rolls its file
+    /// (engine `journal_file_bytes`): `journal_file_mb` moved by up to
+    /// `journal_file_spread_pct` percent either way, at least 1 MiB. The
+    /// move is the partition's place in a golden-ratio sequence, so the
+    /// vnodes of any node (every k-th partition, or a run of them) get sizes
+    /// spread evenly over the range, the same on every start. A node's
+    /// vnodes take equal shares of the writes; with one size they rolled
+    /// their files in the same minute, and the garbage trigger, which waits
+    /// for four closed files, started every vnode's first compaction in the
+    /// same minute too: Phase 4's 2i load on three nodes had 42–56 runs in
+    /// the minute after 13 minutes and the rate fell to 0.7–0.75× for it
+    /// (docs/benchmarks/2026-12-05-0105-cluster-8kb-2i-one-hour.md). A spread of the
+    /// garbage limit instead (60 ± 5) left that wave where it was
+    /// (docs/benchmarks/2026-12-05-0450-vnode-compaction-spread.md).
+    pub fn vnode_journal_file_bytes(&self, p: u32) -> u64 {
         const GOLDEN: f64 = 0.618_033_988_749_894_9;
-        let base = f64::from(self.journal_max_garbage_pct);
-        if base >= 100.0 {
-            return base;
-        }
+        const MIB: f64 = 1024.0 * 1024.0;
+        let base = self.journal_file_mb as f64 * MIB;
         let place = (f64::from(p) * GOLDEN).fract(); // in [0, 1)
-        let offset = f64::from(self.journal_garbage_spread_pct) * (2.0 * place - 1.0);
-        let (lo, hi) = VNODE_GARBAGE_PCT_BOUNDS;
-        (base + offset).clamp(lo, hi)
+        let moved = f64::from(self.journal_file_spread_pct) / 100.0 * (2.0 * place - 1.0);
+        (base * (1.0 + moved)).max(MIB) as u64
     }
 }
 
@@ -609,13 +603,13 @@ mod tests {
         let cases = [
             ("journal_compactions_at_once", 2, 5, [0, 65], "1..=64"),
             ("journal_max_garbage_pct", 60, 100, [9, 101], "10..=100"),
-            ("journal_garbage_spread_pct", 5, 0, [21, 100], "0..=20"),
+            ("journal_file_spread_pct", 25, 0, [51, 100], "0..=50"),
         ];
         for (key, default, ok, bad, range) in cases {
             let get = |t: &str| {
                 Config::from_toml(t).map(|c| match key {
                     "journal_compactions_at_once" => c.journal_compactions_at_once as u64,
-                    "journal_garbage_spread_pct" => u64::from(c.journal_garbage_spread_pct),
+                    "journal_file_spread_pct" => u64::from(c.journal_file_spread_pct),
                     _ => u64::from(c.journal_max_garbage_pct),
                 })
             };
@@ -630,49 +624,55 @@ mod tests {
     }
 
     #[test]
-    fn vnode_garbage_limits_spread_evenly_around_the_node_limit() {
-        let limits = |text: &str, ring: u32, nodes: u32, node: u32| {
+    fn vnode_journal_file_sizes_spread_evenly_around_the_node_size() {
+        const MIB: f64 = 1024.0 * 1024.0;
+        let sizes = |text: &str, ring: u32, nodes: u32, node: u32| {
             let c = Config::from_toml(text).expect("config");
             (0..ring)
                 .filter(|p| p % nodes == node)
-                .map(|p| c.vnode_garbage_pct(p))
+                .map(|p| c.vnode_journal_file_bytes(p) as f64 / MIB)
                 .collect::<Vec<f64>>()
         };
-        // The default: 60 +- 5, for each node of three on a ring of 64.
+        // The default: 64 MiB +- 25 % (48..80), for each node of three on a
+        // ring of 64.
         for node in 0..3 {
-            let l = limits("", 64, 3, node);
+            let l = sizes("", 64, 3, node);
             let (min, max) = l
                 .iter()
                 .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
             let mean = l.iter().sum::<f64>() / l.len() as f64;
-            assert!(min >= 55.0 && max <= 65.0, "node {node}: {min}..{max}");
+            assert!(min >= 48.0 && max <= 80.0, "node {node}: {min}..{max}");
             assert!(
-                min < 56.5 && max > 63.5,
+                min < 51.0 && max > 77.0,
                 "node {node} not spread: {min}..{max}"
             );
-            assert!((mean - 60.0).abs() < 1.0, "node {node}: mean {mean}");
+            assert!((mean - 64.0).abs() < 1.5, "node {node}: mean {mean}");
             // Evenly: every fifth of the range holds some of the node's vnodes.
             for fifth in 0..5 {
-                let lo = 55.0 + 2.0 * f64::from(fifth);
+                let lo = 48.0 + 6.4 * f64::from(fifth);
                 assert!(
-                    l.iter().any(|&x| x >= lo && x < lo + 2.0),
-                    "node {node}: none in {lo}+2"
+                    l.iter().any(|&x| x >= lo && x < lo + 6.4),
+                    "node {node}: none in {lo}+6.4"
                 );
             }
         }
-        // The same partition, the same limit (a restart does not move it).
+        // The same partition, the same size (a restart does not move it).
         let c = Config::default();
-        assert_eq!(c.vnode_garbage_pct(17), c.vnode_garbage_pct(17));
-        // No spread: the node's limit; off stays off; clamped at the ends.
-        assert!(limits("journal_garbage_spread_pct = 0", 64, 1, 0)
-            .iter()
-            .all(|&x| x == 60.0));
-        let off = "journal_max_garbage_pct = 100\njournal_garbage_spread_pct = 20";
-        assert!(limits(off, 64, 1, 0).iter().all(|&x| x == 100.0));
-        let low = "journal_max_garbage_pct = 10\njournal_garbage_spread_pct = 20";
-        let l = limits(low, 64, 1, 0);
-        assert!(l.iter().all(|&x| (10.0..=30.0).contains(&x)), "{l:?}");
-        assert!(l.contains(&10.0), "clamped at 10: {l:?}");
+        assert_eq!(
+            c.vnode_journal_file_bytes(17),
+            c.vnode_journal_file_bytes(17)
+        );
+        // No spread: the node's size; never below 1 MiB.
+        let none = sizes("journal_file_spread_pct = 0", 64, 1, 0);
+        assert!(none.iter().all(|&x| x == 64.0), "{none:?}");
+        let tiny = sizes(
+            "journal_file_mb = 1\njournal_file_spread_pct = 50",
+            64,
+            1,
+            0,
+        );
+        assert!(tiny.iter().all(|&x| (1.0..=1.5).contains(&x)), "{tiny:?}");
+        assert!(tiny.contains(&1.0), "held at 1 MiB: {tiny:?}");
     }
 
     #[test]

@@ -425,7 +425,7 @@ impl Router {
             disk_pace: Some(self.disk_pace.clone()),
             compaction_slots: Some(self.compaction_slots.clone()),
             index_terms: Some(crate::vnode::index_terms()),
-            compaction_max_garbage_pct: Some(self.config.vnode_garbage_pct(p)),
+            compaction_max_garbage_pct: Some(f64::from(self.config.journal_max_garbage_pct)),
             value_cache_bytes: Some(0),
             value_cache: self.value_cache.clone(),
             // Reserving a whole journal file (and its spare) ahead would
@@ -433,7 +433,7 @@ impl Router {
             // one-node ring; until the reservation is made in steps as the
             // file grows, vnodes allocate as they append.
             journal_preallocate: Some(false),
-            journal_file_bytes: Some(mib(self.config.journal_file_mb)),
+            journal_file_bytes: Some(self.config.vnode_journal_file_bytes(p)),
             // RocksDB vnodes: 4 MiB write buffers and one block cache for
             // the node (`block_cache_mb`), not 2 x 32 MiB of write buffers
             // and a 32 MiB cache per vnode, which would need ~2 GiB for the
