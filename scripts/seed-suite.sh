@@ -12,7 +12,7 @@
 # index`).
 #
 #   scripts/seed-suite.sh [--short | --long] [-d RESULTS] [-m LIMIT] [--redo] [TEST...]
-#   scripts/seed-suite.sh --cluster [N] [--netns] [--delay MS] [--short | --long] [...] [TEST...]
+#   scripts/seed-suite.sh --cluster [N] [--netns] [--delay MS] [--set KEY=VALUE] [--short | --long] [...] [TEST...]
 #
 #   --short  (default) 1 min per backend per test, pareto/80:20 keys over
 #            200,000, memory limit 512M: a smoke of every test (~20 min).
