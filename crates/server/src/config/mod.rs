@@ -547,13 +547,9 @@ impl Config {
     /// for four closed files, started every vnode's first compaction in the
     /// same minute too: Phase 4's 2i load on three nodes had 42–56 runs in
     /// the minute after 13 minutes and the rate fell to 0.7–0.75× for it
-    /// (docs/benchmarks/2026-12-05-0105-cluster-8kb-2i-one-hour.md). At
-    /// 25 % the same load's runs came 5–10 a minute from minute 9 on, with
-    /// no slot queue and a worst minute of 3,603 ops/s against 3,341, but
-    /// that one run's rate was 0.97× the control's, so the default stays 0
-    /// until an alternated pair settles it; a spread of the garbage limit
-    /// instead (60 ± 5) left the wave where it was
-    /// (docs/benchmarks/2026-12-05-0450-vnode-compaction-spread.md).
+    /// (docs/benchmarks/2026-12-05-0105-cluster-8kb-2i-one-hour.md). What
+    /// 25 % did to that wave, and why the default is still 0:
+    /// docs/benchmarks/2026-12-05-0450-vnode-compaction-spread.md.
     pub fn vnode_journal_file_bytes(&self, p: u32) -> u64 {
         const GOLDEN: f64 = 0.618_033_988_749_894_9;
         const MIB: f64 = 1024.0 * 1024.0;
