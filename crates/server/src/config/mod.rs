@@ -389,7 +389,7 @@ impl Default for Config {
             journal_file_mb: 64,
             journal_compactions_at_once: 2,
             journal_max_garbage_pct: 60,
-            journal_file_spread_pct: 0,
+            journal_file_spread_pct: 25,
             reads_in_request_task: true,
             writes_in_request_task: true,
             delete_mode: DeleteMode::DEFAULT,
@@ -548,7 +548,7 @@ impl Config {
     /// same minute too: Phase 4's 2i load on three nodes had 42–56 runs in
     /// the minute after 13 minutes and the rate fell to 0.7–0.75× for it
     /// (docs/benchmarks/2026-12-05-0105-cluster-8kb-2i-one-hour.md). What
-    /// 25 % did to that wave, and why the default is still 0:
+    /// 25 % (the default) did to that wave:
     /// docs/benchmarks/2026-12-05-0450-vnode-compaction-spread.md.
     pub fn vnode_journal_file_bytes(&self, p: u32) -> u64 {
         const GOLDEN: f64 = 0.618_033_988_749_894_9;
@@ -603,7 +603,7 @@ mod tests {
         let cases = [
             ("journal_compactions_at_once", 2, 5, [0, 65], "1..=64"),
             ("journal_max_garbage_pct", 60, 100, [9, 101], "10..=100"),
-            ("journal_file_spread_pct", 0, 25, [51, 100], "0..=50"),
+            ("journal_file_spread_pct", 25, 0, [51, 100], "0..=50"),
         ];
         for (key, default, ok, bad, range) in cases {
             let get = |t: &str| {
@@ -655,8 +655,11 @@ mod tests {
                 );
             }
         }
-        // No spread (the default): the node's size; never below 1 MiB.
-        let none = sizes("", 64, 1, 0);
+        // The default spreads; 0 gives every vnode the node's size; never
+        // below 1 MiB.
+        let default = sizes("", 64, 3, 0);
+        assert!(default.iter().any(|&x| x < 60.0), "{default:?}");
+        let none = sizes("journal_file_spread_pct = 0", 64, 1, 0);
         assert!(none.iter().all(|&x| x == 64.0), "{none:?}");
         let tiny = sizes(
             "journal_file_mb = 1\njournal_file_spread_pct = 50",
