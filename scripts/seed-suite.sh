@@ -324,8 +324,21 @@ mean_value_bytes() { # config file
          { print 8000 }'
 }
 
+# A key count to suggest: what fits, rounded down to a round number.
+fewer_keys() {
+  if [ "$1" -ge 100000 ]; then echo $(( $1 / 100000 * 100000 ))
+  elif [ "$1" -ge 10000 ]; then echo $(( $1 / 10000 * 10000 ))
+  else echo "$1"; fi
+}
+
 # Each run deletes its store before the next, so the largest test decides.
 free_mb=$(df --output=avail -BM "$results" | tail -1 | tr -dc '0-9')
+# Below 10 % free (twice disk_low_free_pct) a node's disk guard tightens
+# compaction and then paces writes: a run that gets there measures the
+# guard, not the test, so only the space above that counts.
+size_mb=$(df --output=size -BM "$results" | tail -1 | tr -dc '0-9')
+free_mb=$(( free_mb - size_mb / 10 ))
+[ "$free_mb" -gt 0 ] || free_mb=0
 copies=1
 [ "$cluster" -gt 0 ] && copies=3 # n_val: every value on three nodes
 for t in "${todo[@]}"; do
@@ -339,7 +352,7 @@ for t in "${todo[@]}"; do
     # most of it new objects that stay; what they hold grows about as fast.
     need_mb=$(( secs * 110 ))
     if [ "$need_mb" -gt "$free_mb" ]; then
-      echo "seed-suite: nhs_mix on two clusters needs about $(( need_mb / 1024 )) GiB of disk for $secs s (the nodes write ~110 MB/s, mostly new objects: put_unique's keys grow with time, so -k does not bound them) and $results has $(( free_mb / 1024 )) GiB free: free some space or run it shorter (-t $(( free_mb / 110 / 60 * 60 )))" >&2
+      echo "seed-suite: nhs_mix on two clusters needs about $(( need_mb / 1024 )) GiB of disk for $secs s (the nodes write ~110 MB/s, mostly new objects: put_unique's keys grow with time, so -k does not bound them) and $results has $(( free_mb / 1024 )) GiB free above the nodes' disk guard (10 % of the disk): free some space or run it shorter (-t $(( free_mb / 110 / 60 * 60 )))" >&2
       exit 2
     fi
     continue
@@ -349,9 +362,16 @@ for t in "${todo[@]}"; do
   # n_val nodes; the 5:1 mix with sync on, quiet: ~5,000 ops/s, ~850
   # writes/s): a short run of 50 KB values cannot fill 200,000 keys' worth.
   [ "$cluster" -gt 0 ] && [ $((secs * 1000)) -lt "$n" ] && n=$((secs * 1000))
-  need_mb=$(( n * ${value:-8000} * 5 / 2 * c / 1048576 ))
+  # A journal holds about 2.5x its live bytes at the garbage trigger's
+  # 60 %, and up to 4x where compaction falls behind and the write
+  # slowdown (75 % garbage) holds it. Test Pilot's uniform inserts write
+  # every key within minutes and at 50 KB append fastest: 100,000 keys
+  # (15 GB live over three nodes) had 52 GB on disk after 5 minutes
+  # (2026-12-05), so those tests count 4x.
+  factor=5; case $t in testpilot_*) factor=8 ;; esac # halves
+  need_mb=$(( n * ${value:-8000} * factor / 2 * c / 1048576 ))
   if [ "$need_mb" -gt "$free_mb" ]; then
-    echo "seed-suite: $t needs about $(( need_mb / 1024 )) GiB of disk ($n keys x ${value:-8000} bytes x 2.5 x $c copies) and $results has $(( free_mb / 1024 )) GiB free: free some space or use fewer keys (-k $(( keys * free_mb / need_mb / 100000 * 100000 )))" >&2
+    echo "seed-suite: $t needs about $(( need_mb / 1024 )) GiB of disk ($n keys x ${value:-8000} bytes x $(( factor / 2 )).$(( factor % 2 * 5 )) x $c copies) and $results has $(( free_mb / 1024 )) GiB free above the nodes' disk guard (10 % of the disk): free some space or use fewer keys (-k $(fewer_keys $(( keys * free_mb / need_mb ))))" >&2
     exit 2
   fi
 done
