@@ -313,6 +313,12 @@ impl Node {
             .collect()
     }
 
+    /// Bytes of the objects this node's replica write calls in flight
+    /// carry (`limits.replica_writes_in_flight_mb` bounds them).
+    pub fn replica_write_bytes_in_flight(&self) -> u64 {
+        self.router.write_bytes_in_flight()
+    }
+
     /// The cluster's security state and this node's login back-off.
     pub fn security(&self) -> &crate::security::Security {
         &self.security

@@ -64,6 +64,9 @@ pub struct Limits {
     pub vnode_queue_len: usize,
     /// Vnode request timeout.
     pub request_timeout_ms: u64,
+    /// Above this many MiB of replica writes in flight on the node, a PUT
+    /// that met its quorum waits for all its replicas (0: every PUT).
+    pub replica_writes_in_flight_mb: u64,
     /// Extra wait of a GET whose quorum answered only "not found".
     pub notfound_wait_ms: u64,
     /// Time allowed to send a request's headers over HTTP.
@@ -80,6 +83,7 @@ impl Default for Limits {
             warn_object_bytes: 5 * 1024 * 1024,
             vnode_queue_len: 1000,
             request_timeout_ms: 60_000,
+            replica_writes_in_flight_mb: 64,
             notfound_wait_ms: 1000,
             http_header_timeout_ms: 10_000,
             http_max_connections: 1024,

@@ -148,6 +148,10 @@ pub struct NodeStats {
     pub overloads: AtomicU64,
     /// Read repairs sent (one per stale or missing replica a GET found).
     pub read_repairs: AtomicU64,
+    /// PUTs that met their quorum while the node's replica writes in
+    /// flight were over `limits.replica_writes_in_flight_mb`, and waited
+    /// for all their replicas before answering.
+    pub replica_write_waits: AtomicU64,
 }
 
 impl NodeStats {

@@ -263,6 +263,9 @@ impl Kv {
                 }
             }
         }
+        if core.result().is_ok() && !replies.is_empty() {
+            self.wait_if_writes_backlogged(&mut replies).await;
+        }
         drop(replies);
         if let Err(e) = core.result() {
             let (acks, failed) = core.counts();
@@ -283,6 +286,34 @@ impl Kv {
         }
         self.tell_written(bucket, key, &new, props);
         Ok(Some(new.object()?))
+    }
+
+    /// Back-pressure on the replica writes a PUT leaves behind at its
+    /// quorum. They go on as tasks of their own (as Riak's put FSM leaves
+    /// its last vnode messages), so a client's next PUT can start before
+    /// they end, and towards a replica slower than the others nothing but
+    /// memory bounded them: three nodes under 50 KB inserts held ~8,000
+    /// such writes (~390 MB of encoded frames and ~270 MB of objects) on
+    /// the busiest node and one was OOM-killed in its 768 MiB
+    /// (2026-12-05). While the node's write calls in flight carry more than
+    /// `limits.replica_writes_in_flight_mb`, the PUT waits for its other
+    /// replicas too (each call ends at its reply or at the request
+    /// timeout), so the writers slow to the slowest replica's pace and
+    /// the writes in flight stay near the limit plus one round of the
+    /// PUTs being coordinated.
+    async fn wait_if_writes_backlogged(&self, replies: &mut crate::router::FanOut<'_>) {
+        let limit = self.config.limits.replica_writes_in_flight_mb * 1024 * 1024;
+        if self.router.write_bytes_in_flight() <= limit {
+            return;
+        }
+        self.stats
+            .replica_write_waits
+            .fetch_add(1, Ordering::Relaxed);
+        while let Some((t, res)) = replies.next().await {
+            if let Err(e) = res {
+                tracing::warn!(partition = t.partition, node = %t.node, error = %e, "replica write");
+            }
+        }
     }
 
     /// Runs `req` on a coordinating vnode: a local one if the key has one

@@ -18,7 +18,7 @@ use crate::vnode::{NValOf, Vnode, VnodeAae, VnodeError, VnodeState};
 use futures_util::stream::FuturesUnordered;
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -88,15 +88,29 @@ pub struct Router {
     /// Fan-out calls running as tasks of their own ([`CallInFlight`]); a
     /// shutdown waits for them ([`Self::drain_calls`]).
     calls_in_flight: AtomicUsize,
+    /// Bytes of the objects that the fan-out write calls in flight carry
+    /// ([`VnodeReq::payload_bytes`]), the ones a coordinator left behind at
+    /// its quorum included: what `limits.replica_writes_in_flight_mb`
+    /// bounds ([`Self::write_bytes_in_flight`]).
+    write_bytes_in_flight: AtomicU64,
 }
 
-/// Counts one fan-out call as running while it lives.
-struct CallInFlight(Arc<Router>);
+/// Counts one fan-out call as running while it lives, and the bytes of
+/// the object a write call carries.
+struct CallInFlight(Arc<Router>, u64);
 
 impl CallInFlight {
-    fn start(router: Arc<Router>) -> CallInFlight {
+    fn start(router: Arc<Router>, req: &VnodeReq) -> CallInFlight {
         router.calls_in_flight.fetch_add(1, Ordering::AcqRel);
-        CallInFlight(router)
+        let bytes = if req.is_write() {
+            req.payload_bytes()
+        } else {
+            0
+        };
+        router
+            .write_bytes_in_flight
+            .fetch_add(bytes, Ordering::AcqRel);
+        CallInFlight(router, bytes)
     }
 }
 
@@ -104,6 +118,11 @@ impl Drop for CallInFlight {
     fn drop(&mut self) {
         let before = self.0.calls_in_flight.fetch_sub(1, Ordering::AcqRel);
         debug_assert!(before > 0, "calls in flight went below zero");
+        let before = self
+            .0
+            .write_bytes_in_flight
+            .fetch_sub(self.1, Ordering::AcqRel);
+        debug_assert!(before >= self.1, "write bytes in flight went below zero");
     }
 }
 
@@ -204,6 +223,7 @@ impl Router {
             compaction_slots,
             rocks_cache,
             calls_in_flight: AtomicUsize::new(0),
+            write_bytes_in_flight: AtomicU64::new(0),
         })
     }
 
@@ -263,6 +283,14 @@ impl Router {
     /// The request timeout (`limits.request_timeout_ms`).
     pub(crate) fn timeout(&self) -> Duration {
         Duration::from_millis(self.config.limits.request_timeout_ms)
+    }
+
+    /// Bytes of the objects the fan-out write calls now in flight carry
+    /// (sent to a vnode here or on a peer, not yet answered): each
+    /// replica's copy counts, since each is queued, encoded or served
+    /// apart.
+    pub(crate) fn write_bytes_in_flight(&self) -> u64 {
+        self.write_bytes_in_flight.load(Ordering::Acquire)
     }
 
     /// Waits until no fan-out call started as a task of its own is running
@@ -347,7 +375,7 @@ impl Router {
                 let inline = !r.is_write() && t.node == me;
                 let f: FanOutFuture<'a> = match &this {
                     Some(router) if !inline => {
-                        let (call, t2) = (CallInFlight::start(router.clone()), t.clone());
+                        let (call, t2) = (CallInFlight::start(router.clone(), &r), t.clone());
                         let mut call: std::pin::Pin<
                             Box<dyn std::future::Future<Output = _> + Send>,
                         > = Box::pin(async move { call.0.vcall_sloppy(&t2, r, sloppy).await });
@@ -376,7 +404,7 @@ impl Router {
                         // (a node stopping waits for it too).
                         let call = this
                             .as_ref()
-                            .map(|router| CallInFlight::start(router.clone()));
+                            .map(|router| CallInFlight::start(router.clone(), &r));
                         Box::pin(async move {
                             let res = self.vcall_sloppy(&t, r, sloppy).await;
                             drop(call);

@@ -100,6 +100,7 @@ pub async fn stats_json(node: &Node) -> serde_json::Value {
         "vnode_queue_total": qtotal,
         "vnode_queue_max": qmax,
         "vnode_queue_lengths": queues,
+        "replica_write_bytes_in_flight": node.replica_write_bytes_in_flight(),
         "riak_kv_vnodeq_min": qmin,
         "riak_kv_vnodeq_median": qmedian,
         "riak_kv_vnodeq_mean": qmean,
@@ -304,6 +305,11 @@ fn cluster_counters(node: &Node) -> Vec<(&'static str, u64, &'static str)> {
             "request_overloads_total",
             ld(&s.overloads),
             "Coordinated GETs, PUTs and DELETEs refused with overload.",
+        ),
+        (
+            "put_replica_waits_total",
+            ld(&s.replica_write_waits),
+            "PUTs that waited for all their replicas because the node's replica writes in flight were over limits.replica_writes_in_flight_mb.",
         ),
         (
             "read_repairs_total",

@@ -73,6 +73,15 @@ impl Obj {
         }
     }
 
+    /// The bytes of its values (and, from another node, its metadata):
+    /// what a copy of it in flight holds, near enough to bound memory.
+    pub fn payload_bytes(&self) -> u64 {
+        match self {
+            Obj::Local(o) => o.contents.iter().map(|c| c.value.len() as u64).sum(),
+            Obj::Wire(w) => (w.meta.len() + w.value.len()) as u64,
+        }
+    }
+
     /// Its storage encoding (encodes a `Local` one).
     pub fn wire(&self) -> WireObject {
         match self {
@@ -285,6 +294,16 @@ pub enum VnodeReq {
 }
 
 impl VnodeReq {
+    /// The bytes of the object a write carries ([`Obj::payload_bytes`];
+    /// a data-type update's are small and count 0), 0 for a read.
+    pub fn payload_bytes(&self) -> u64 {
+        match self {
+            VnodeReq::Coordinate { content, .. } => content.payload_bytes(),
+            VnodeReq::Reconcile { object, .. } => object.payload_bytes(),
+            _ => 0,
+        }
+    }
+
     /// Whether the request may change the vnode's data.
     pub fn is_write(&self) -> bool {
         matches!(
