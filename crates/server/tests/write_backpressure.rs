@@ -72,7 +72,7 @@ fn admin_over_port(h: &ServerHandle, line: &str) -> String {
 /// partitions each node owns).
 fn key_on_both(h: &ServerHandle, other: &str) -> String {
     let mut c = Client::connect(h);
-    let me = format!("{}", h.node().config().node_name);
+    let me = h.node().config().node_name.clone();
     for i in 0..200 {
         let key = format!("k{i}");
         let req = RpbGetBucketKeyPreflistReq {
