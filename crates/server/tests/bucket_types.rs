@@ -413,19 +413,7 @@ fn preflist_returns_n_val_primaries_with_distinct_partitions() {
     let ring = Ring::new(8).expect("ring");
     for (t, n) in [(None, 3usize), (Some("p2"), 2)] {
         for k in ["a", "b", "c", "key-42"] {
-            let req = RpbGetBucketKeyPreflistReq {
-                bucket: b"bk".to_vec(),
-                key: k.into(),
-                r#type: t.map(Into::into),
-            };
-            let b = c.call(
-                bt::GET_BUCKET_KEY_PREFLIST_REQ,
-                &req,
-                bt::GET_BUCKET_KEY_PREFLIST_RESP,
-            );
-            let pl = RpbGetBucketKeyPreflistResp::decode(b.as_slice())
-                .expect("preflist")
-                .preflist;
+            let pl = c.preflist(t, b"bk", k.as_bytes());
             assert_eq!(pl.len(), n);
             let mut parts: Vec<i64> = pl.iter().map(|i| i.partition).collect();
             assert!(pl.iter().all(|i| i.primary && !i.node.is_empty()));

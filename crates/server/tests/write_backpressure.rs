@@ -13,11 +13,9 @@
 
 mod common;
 
-use basalt_server::api::pb::btypes::code as bt;
-use basalt_server::pb::{self, code, RpbGetBucketKeyPreflistReq, RpbGetBucketKeyPreflistResp};
+use basalt_server::pb::{self, code};
 use basalt_server::ServerHandle;
 use common::{runtime, Client};
-use prost::Message;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -75,19 +73,7 @@ fn key_on_both(h: &ServerHandle, other: &str) -> String {
     let me = h.node().config().node_name.clone();
     for i in 0..200 {
         let key = format!("k{i}");
-        let req = RpbGetBucketKeyPreflistReq {
-            bucket: b"b".to_vec(),
-            key: key.clone().into(),
-            r#type: None,
-        };
-        let b = c.call(
-            bt::GET_BUCKET_KEY_PREFLIST_REQ,
-            &req,
-            bt::GET_BUCKET_KEY_PREFLIST_RESP,
-        );
-        let pl = RpbGetBucketKeyPreflistResp::decode(b.as_slice())
-            .expect("preflist")
-            .preflist;
+        let pl = c.preflist(None, b"b", key.as_bytes());
         let on = |n: &str| pl.iter().any(|i| i.primary && i.node == n.as_bytes());
         if on(&me) && on(&format!("{other}@127.0.0.1")) {
             return key;

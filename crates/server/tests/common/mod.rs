@@ -64,6 +64,30 @@ impl Client {
         }
     }
 
+    /// The preflist of `bucket`/`key` (of bucket type `btype`) as the
+    /// node answers `RpbGetBucketKeyPreflistReq`.
+    pub fn preflist(
+        &mut self,
+        btype: Option<&str>,
+        bucket: &[u8],
+        key: &[u8],
+    ) -> Vec<basalt_server::pb::RpbBucketKeyPreflistItem> {
+        use basalt_server::api::pb::btypes::code as bt;
+        let req = basalt_server::pb::RpbGetBucketKeyPreflistReq {
+            bucket: bucket.to_vec(),
+            key: key.to_vec(),
+            r#type: btype.map(|t| t.as_bytes().to_vec()),
+        };
+        let b = self.call(
+            bt::GET_BUCKET_KEY_PREFLIST_REQ,
+            &req,
+            bt::GET_BUCKET_KEY_PREFLIST_RESP,
+        );
+        basalt_server::pb::RpbGetBucketKeyPreflistResp::decode(b.as_slice())
+            .expect("preflist")
+            .preflist
+    }
+
     /// Pings; panics unless the reply is an empty `RpbPingResp`.
     pub fn ping(&mut self) {
         self.send(code::PING_REQ, &[]);
