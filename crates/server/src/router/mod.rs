@@ -102,11 +102,7 @@ struct CallInFlight(Arc<Router>, u64);
 impl CallInFlight {
     fn start(router: Arc<Router>, req: &VnodeReq) -> CallInFlight {
         router.calls_in_flight.fetch_add(1, Ordering::AcqRel);
-        let bytes = if req.is_write() {
-            req.payload_bytes()
-        } else {
-            0
-        };
+        let bytes = req.payload_bytes(); // 0 for a read
         router
             .write_bytes_in_flight
             .fetch_add(bytes, Ordering::AcqRel);
