@@ -115,6 +115,9 @@ impl Leveled {
         if let Some(n) = config.block_cache_bytes {
             c.block_cache_bytes = n;
         }
+        if let Some(n) = config.memtable_journal_bytes {
+            c.memtable_journal_bytes = n;
+        }
         if let Some(n) = config.memtable_bytes {
             c.memtable_bytes = usize::try_from(n).unwrap_or(usize::MAX);
         }

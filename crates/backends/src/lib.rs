@@ -136,6 +136,10 @@ pub struct BackendConfig {
     /// leveled: the ledger's memtable size (the engine's `memtable_bytes`;
     /// `None`: default, 32 MiB).
     pub memtable_bytes: Option<u64>,
+    /// leveled: the memtable is also frozen once the journal grew this many
+    /// bytes since the last freeze (the engine's `memtable_journal_bytes`;
+    /// `None`: default, 256 MiB).
+    pub memtable_journal_bytes: Option<u64>,
     /// leveled: a memtable budget shared by every store opened with it (a
     /// node's vnodes), so their memtables are bounded together (the
     /// engine's `memtable_budget`).

@@ -148,6 +148,9 @@ counters! {
     journal_replayed_records,
     /// Memtables written as L0 files.
     ledger_flushes,
+    /// Memtables frozen because the journal grew `memtable_journal_bytes`
+    /// since the last freeze (not because they were full).
+    ledger_journal_freezes,
     /// Merge jobs completed.
     ledger_merges,
     /// Bytes written to SST files (flushes and merges).

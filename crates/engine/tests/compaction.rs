@@ -807,3 +807,66 @@ fn reclaim_in_place_waits_for_a_view_and_leaves_a_backup_whole() {
     check_model(&bs, &model);
     bs.close().expect("close backup");
 }
+
+/// Overwrites 10 keys 1,000 times with 2 KB values (~2 MB of journal over
+/// ~20 KB live) in a store whose memtable (4 MiB) never fills, then runs
+/// compaction to the end; returns the journal's bytes after it and the
+/// store.
+fn hot_keys_overwritten(dir: &Path, memtable_journal_bytes: u64) -> (u64, Store) {
+    let s = Store::open(Config {
+        memtable_bytes: 4 << 20,
+        memtable_journal_bytes,
+        journal_file_bytes: 64 * 1024,
+        ..Config::test_min(dir)
+    })
+    .expect("test setup");
+    let mut rng = StdRng::seed_from_u64(56);
+    let mut model = BTreeMap::new();
+    for _ in 0..100 {
+        for i in 0..10 {
+            let v = random_value(&mut rng, 2000);
+            s.put(b"b", &key(i), &v, b"m").expect("test setup");
+            model.insert(key(i), Some(v));
+        }
+    }
+    s.settle().expect("test setup");
+    compact_all(&s);
+    check_model(&s, &model);
+    (journal_bytes(&s), s)
+}
+
+#[test]
+fn a_memtable_that_never_fills_is_frozen_by_journal_growth_so_compaction_reclaims() {
+    // Journal compaction keeps what the ledger has not persisted: without
+    // the journal-growth freeze, the memtable holding 10 keys never
+    // flushes and nothing of the ~2 MB can be reclaimed.
+    let d = tempfile::tempdir().expect("test setup");
+    let (pinned, s) = hot_keys_overwritten(&d.path().join("off"), 0);
+    assert_eq!(counter(&s, "ledger_flushes"), 0);
+    assert_eq!(s.stats().persisted_sqn, 0);
+    assert!(pinned > 1_900_000, "nothing reclaimable: {pinned} bytes");
+    drop(s);
+    let (bounded, s) = hot_keys_overwritten(&d.path().join("on"), 64 * 1024);
+    assert!(counter(&s, "ledger_journal_freezes") >= 20);
+    assert!(
+        s.stats().persisted_sqn > 900,
+        "{:?}",
+        s.stats().persisted_sqn
+    );
+    // What stays: the active file, the files newer than the last flush and
+    // the live values (~20 KB): a few 64 KiB files, not 2 MB.
+    assert!(
+        bounded < 200 * 1024,
+        "journal after compaction {bounded} bytes (without the freeze {pinned})"
+    );
+    eprintln!(
+        "journal after compaction: {pinned} bytes without the freeze, {bounded} with it ({} freezes)",
+        counter(&s, "ledger_journal_freezes")
+    );
+    // Reopening replays only what followed the last flush.
+    let cfg = s.config().clone();
+    s.close().expect("test setup");
+    drop(s);
+    let s = Store::open(cfg).expect("test setup");
+    assert!(counter(&s, "journal_replayed_records") < 100);
+}

@@ -38,7 +38,7 @@ pub use memtable_budget::MemtableBudget;
 use parking_lot::{Condvar, Mutex, RwLock};
 use sst::{SstOptions, SstReader, SstWriter};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -50,6 +50,9 @@ pub use view::LedgerView;
 pub struct LedgerOptions {
     /// Freeze the memtable past this many bytes.
     pub memtable_bytes: usize,
+    /// Freeze it also once this many journal bytes were written since the
+    /// last freeze (0: off; `Config::memtable_journal_bytes`).
+    pub memtable_journal_bytes: u64,
     /// SST block and bloom settings.
     pub sst: SstOptions,
     /// Target SST file size for merges.
@@ -128,6 +131,9 @@ struct Shared {
     cv: Condvar,
     shutdown: AtomicBool,
     poisoned: Mutex<Option<String>>,
+    /// Journal bytes written since the active memtable was frozen last
+    /// ([`Ledger::note_journal_bytes`]).
+    journal_since_freeze: AtomicU64,
     /// Why the ledger cannot currently catch up (a failing job, or due
     /// merges blocked by a damaged file); cleared when a job succeeds.
     stuck: Mutex<Option<String>>,
@@ -234,6 +240,7 @@ impl Ledger {
             cv: Condvar::new(),
             shutdown: AtomicBool::new(false),
             poisoned: Mutex::new(None),
+            journal_since_freeze: AtomicU64::new(0),
             stuck: Mutex::new(None),
             retired: Retired::default(),
             opts,
@@ -309,6 +316,27 @@ impl Ledger {
             self.shared.freeze();
         }
         Ok(())
+    }
+
+    /// Counts `bytes` the journal wrote for changes already inserted, and
+    /// freezes the active memtable once `memtable_journal_bytes` were
+    /// written since its last freeze, so the persisted SQN follows the
+    /// journal however few keys the memtable holds. Same caller contract as
+    /// [`Ledger::insert`] (the store's write lock).
+    pub fn note_journal_bytes(&self, bytes: u64) {
+        let limit = self.shared.opts.memtable_journal_bytes;
+        if limit == 0 {
+            return;
+        }
+        let since = self
+            .shared
+            .journal_since_freeze
+            .fetch_add(bytes, Ordering::Relaxed)
+            + bytes;
+        if since >= limit {
+            Stats::incr(&self.shared.stats.ledger_journal_freezes);
+            self.shared.freeze();
+        }
     }
 
     /// The newest entry for `key` (tombstones included).
@@ -508,6 +536,7 @@ impl Shared {
         }
         let fresh = Memtable::with_budget(self.opts.memtable_budget.clone());
         let full = std::mem::replace(&mut s.mem, Arc::new(fresh));
+        self.journal_since_freeze.store(0, Ordering::Relaxed);
         // Under the state's write lock: no insert reaches `full` after this.
         full.mark_frozen();
         s.frozen.push(full);

@@ -71,6 +71,7 @@ impl Store {
             &config.dir.join("ledger"),
             LedgerOptions {
                 memtable_bytes: config.memtable_bytes,
+                memtable_journal_bytes: config.memtable_journal_bytes,
                 sst: SstOptions {
                     block_bytes: config.sst_block_bytes,
                     bloom_bits_per_key: config.bloom_bits_per_key,

@@ -290,6 +290,7 @@ impl Store {
             buf.extend_from_slice(&item.record);
         }
         let appending = std::time::Instant::now();
+        let group_bytes = buf.len() as u64;
         let appended = self.journal.append_encoded(&buf, &at);
         if buf.capacity() <= GROUP_BUF_KEEP {
             w.group_buf = buf;
@@ -302,6 +303,7 @@ impl Store {
                 self.apply_to_ledger(sqn, item)?;
             }
         }
+        self.ledger.note_journal_bytes(group_bytes);
         Ok(w.next_sqn - 1)
     }
 

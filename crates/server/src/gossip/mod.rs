@@ -237,6 +237,13 @@ impl Gossip {
             ));
         }
         let me = me.ok_or("this node is not a member of its own state")?;
+        if me.cluster.is_empty() {
+            // The others would add it with nowhere to dial it.
+            return Err(format!(
+                "{} has no cluster address to give the cluster yet (its cluster listener is not up): try again once it is",
+                self.router.cluster.me()
+            ));
+        }
         let msg = Msg::Join {
             node: self.router.cluster.me().to_string(),
             addr: me.addr.clone(),

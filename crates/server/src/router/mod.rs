@@ -458,6 +458,10 @@ impl Router {
             // file grows, vnodes allocate as they append.
             journal_preallocate: Some(false),
             journal_file_bytes: Some(self.config.vnode_journal_file_bytes(p)),
+            // A ledger flush per journal file at least: journal compaction
+            // keeps what the ledger has not persisted, and a vnode whose
+            // keys are few and overwritten never fills its memtable.
+            memtable_journal_bytes: Some(self.config.vnode_journal_file_bytes(p)),
             // RocksDB vnodes: 4 MiB write buffers and one block cache for
             // the node (`block_cache_mb`), not 2 x 32 MiB of write buffers
             // and a 32 MiB cache per vnode, which would need ~2 GiB for the

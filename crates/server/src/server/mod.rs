@@ -111,6 +111,22 @@ fn advertised(configured: &str, bound: Option<SocketAddr>) -> String {
     }
 }
 
+/// Puts the addresses this node is reached at (configured, or else bound)
+/// in its own member entry, where a join and gossip tell them to peers.
+/// Idempotent: the same addresses again change nothing.
+fn advertise(
+    node: &Node,
+    pb: Option<SocketAddr>,
+    http: Option<SocketAddr>,
+    cluster: Option<SocketAddr>,
+) {
+    node.cluster().set_my_addrs(
+        &advertised(&node.config().advertise_pb, pb),
+        &http.map(|a| a.to_string()).unwrap_or_default(),
+        &advertised(&node.config().advertise_cluster, cluster),
+    );
+}
+
 /// Serves PB on `listener`, the HTTP API on `http` (plain and/or TLS) and cluster and admin
 /// traffic on `cluster` (each when given), all over `node`, until
 /// `shutdown` resolves; then stops them and closes `node`.
@@ -126,11 +142,7 @@ pub async fn serve_all(
     let cluster_local = cluster.as_ref().and_then(|l| l.local_addr().ok());
     tracing::info!(addr = ?local, cluster = ?cluster_local, node = %node.config().node_name, "PB and cluster listeners up");
     let http_local = http.as_ref().and_then(|l| l.local_addr().ok());
-    node.cluster().set_my_addrs(
-        &advertised(&node.config().advertise_pb, local),
-        &http_local.map(|a| a.to_string()).unwrap_or_default(),
-        &advertised(&node.config().advertise_cluster, cluster_local),
-    );
+    advertise(&node, local, http_local, cluster_local);
     let https_local = https.as_ref().and_then(|l| l.local_addr().ok());
     let exposed: Vec<SocketAddr> = [local, http_local, https_local]
         .into_iter()
@@ -251,6 +263,10 @@ impl ServerHandle {
         let https_addr = ports.https.as_ref().map(|r| r.local_addr());
         let cluster_addr = ports.cluster.local_addr();
         let node = Arc::new(Node::open(config)?);
+        // Before this returns, not when the serving thread gets to it: a
+        // caller that joins this node to another at once must send its
+        // cluster address, or the others have none to dial it at.
+        advertise(&node, Some(local), http_addr, Some(cluster_addr));
         let l = {
             let _rt = rt.enter();
             ports.listen()?
