@@ -206,6 +206,17 @@ pub const VNODE_RESTART_EVERY: std::time::Duration = std::time::Duration::from_s
 /// Background vnode requests (read repair) waiting to be sent.
 pub const BACKGROUND_QUEUE: usize = 10_000;
 
+/// Object bytes the background requests (read repair) may hold, waiting
+/// and in flight together; past it a read repair is dropped (stat
+/// `read_repairs_dropped_total`; anti-entropy repairs the replica later).
+/// The count alone let 10,000 repairs of 50 KB objects hold 500 MB. One
+/// request is always let through, however large its object.
+pub const BACKGROUND_BYTES: u64 = 32 << 20;
+
+/// Background requests sent at once (each a vnode call); the rest wait in
+/// the queue.
+pub const BACKGROUND_IN_FLIGHT: usize = 64;
+
 /// Results per part of a streamed (`stream=true`) answer.
 pub const RESULTS_PER_PART: usize = 100;
 
@@ -373,6 +384,7 @@ const _: () = {
     assert!(AAE_MAX_BRANCHES > 0 && MAX_DIRTY_SEGMENTS > 0 && AAE_RANGE_BOOST >= 1);
     assert!(AAE_MIN_TICK.as_millis() > 0);
     assert!(MAX_INFLIGHT > 0 && BACKGROUND_QUEUE > 0);
+    assert!(BACKGROUND_BYTES >= 1 << 20 && BACKGROUND_IN_FLIGHT > 0);
     assert!(CONSOLE_MAX_STREAMS > 0 && CONSOLE_MAX_REPORTS > 0);
     assert!(CONSOLE_KEEP_ALIVE.as_millis() > CONSOLE_SAMPLE_EVERY.as_millis());
     assert!(

@@ -34,7 +34,7 @@ use crate::vnode::request::{Obj, VnodeReq};
 use parking_lot::{Mutex, RwLock};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -148,6 +148,10 @@ pub struct NodeStats {
     pub overloads: AtomicU64,
     /// Read repairs sent (one per stale or missing replica a GET found).
     pub read_repairs: AtomicU64,
+    /// Read repairs dropped: the background queue was full, by count
+    /// ([`crate::limits::BACKGROUND_QUEUE`]) or bytes
+    /// ([`crate::limits::BACKGROUND_BYTES`]).
+    pub read_repairs_dropped: AtomicU64,
     /// PUTs that met their quorum while the node's replica writes in
     /// flight were over `limits.replica_writes_in_flight_mb`, and waited
     /// for all their replicas before answering.
@@ -169,6 +173,13 @@ impl NodeStats {
     }
 }
 
+/// A background vnode request (read repair) and its object bytes.
+struct Background {
+    target: Target,
+    req: VnodeReq,
+    bytes: u64,
+}
+
 /// The handle the request FSMs run on: where requests go ([`Router`]),
 /// bucket props and types, the config, the node's counters, and the queue
 /// of background vnode requests (read repair). Capabilities reach the KV
@@ -180,8 +191,11 @@ pub struct Kv {
     pub(crate) router: Arc<Router>,
     pub(crate) props: Arc<PropsStore>,
     pub(crate) types: Arc<BucketTypes>,
-    background: mpsc::Sender<(Target, VnodeReq)>,
-    background_rx: Mutex<Option<mpsc::Receiver<(Target, VnodeReq)>>>,
+    background: mpsc::Sender<Background>,
+    background_rx: Mutex<Option<mpsc::Receiver<Background>>>,
+    /// Object bytes of the background requests waiting and in flight
+    /// (at most [`crate::limits::BACKGROUND_BYTES`] but for one request).
+    background_bytes: Arc<AtomicU64>,
     hooks: RwLock<Hooks>,
     /// This handle, held weakly by the tasks it starts (tombstone reaps),
     /// which then end with the node.
@@ -210,6 +224,7 @@ impl Kv {
             types,
             background,
             background_rx: Mutex::new(Some(background_rx)),
+            background_bytes: Arc::default(),
             hooks: RwLock::default(),
             me: me.clone(),
             pending_reaps: Mutex::default(),
@@ -278,21 +293,52 @@ impl Kv {
             return;
         };
         let kv = Arc::downgrade(self);
+        let held = self.background_bytes.clone();
+        let slots = Arc::new(tokio::sync::Semaphore::new(
+            crate::limits::BACKGROUND_IN_FLIGHT,
+        ));
         tokio::spawn(async move {
-            while let Some((t, req)) = rx.recv().await {
+            while let Some(Background { target, req, bytes }) = rx.recv().await {
+                let Ok(slot) = slots.clone().acquire_owned().await else {
+                    break;
+                };
                 let Some(k) = kv.upgrade() else { break };
+                let held = held.clone();
                 tokio::spawn(async move {
-                    if let Err(e) = k.router.vcall(&t, req).await {
-                        tracing::debug!(partition = t.partition, node = %t.node, error = %e, "background request");
+                    if let Err(e) = k.router.vcall(&target, req).await {
+                        tracing::debug!(partition = target.partition, node = %target.node, error = %e, "background request");
                     }
+                    held.fetch_sub(bytes, Ordering::Relaxed);
+                    drop(slot);
                 });
             }
         });
     }
 
+    /// Queues `req` to `t` in the background (read repair), or drops it
+    /// (counted) when the queue is full by count or bytes.
     pub(crate) fn background(&self, t: Target, req: VnodeReq) {
-        if self.background.try_send((t, req)).is_err() {
-            tracing::debug!("background queue full: a read repair is dropped");
+        let bytes = req.payload_bytes();
+        let before = self.background_bytes.fetch_add(bytes, Ordering::Relaxed);
+        let over = before > 0 && before + bytes > crate::limits::BACKGROUND_BYTES;
+        let queued = !over
+            && self
+                .background
+                .try_send(Background {
+                    target: t,
+                    req,
+                    bytes,
+                })
+                .is_ok();
+        if !queued {
+            self.background_bytes.fetch_sub(bytes, Ordering::Relaxed);
+            self.stats
+                .read_repairs_dropped
+                .fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(
+                over_bytes = over,
+                "background queue full: a read repair is dropped"
+            );
         }
     }
 
@@ -402,5 +448,101 @@ pub async fn within<T>(
                 .await
                 .unwrap_or(Err(RequestError::Timeout))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::bucket::props::BucketProps;
+    use crate::config::Config;
+    use crate::node::Node;
+    use crate::object::{Content, RiakObject};
+    use crate::router::Target;
+    use crate::vnode::request::{Obj, VnodeReq};
+    use std::sync::atomic::Ordering;
+
+    fn repair(key: &str, bytes: usize) -> VnodeReq {
+        VnodeReq::Reconcile {
+            bucket: b"b".to_vec(),
+            key: key.as_bytes().to_vec(),
+            object: Obj::local(RiakObject {
+                vclock: Default::default(),
+                contents: vec![Content {
+                    value: vec![7; bytes],
+                    value_len: bytes as u32,
+                    ..Content::default()
+                }],
+            }),
+            props: BucketProps::default(),
+        }
+    }
+
+    /// Nothing drains the queue here (the server starts the sender): read
+    /// repairs queue until their bytes would pass BACKGROUND_BYTES, then
+    /// are dropped and counted; one larger than the limit still passes
+    /// when nothing else is held.
+    #[test]
+    fn read_repairs_queue_within_a_byte_bound_and_the_rest_are_dropped() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let node = Node::open(Config::ephemeral(dir.path())).expect("open");
+        let kv = node.kv();
+        let t = || Target {
+            partition: 0,
+            node: "elsewhere@127.0.0.1".into(),
+            primary: true,
+        };
+        let limit = crate::limits::BACKGROUND_BYTES as usize;
+        let dropped = || kv.stats.read_repairs_dropped.load(Ordering::Relaxed);
+        // Far fewer than BACKGROUND_QUEUE requests: only bytes can refuse.
+        let each = limit / 8;
+        for i in 0..8 {
+            kv.background(t(), repair(&format!("k{i}"), each));
+        }
+        assert_eq!(dropped(), 0, "eight eighths fit");
+        kv.background(t(), repair("one more", 1));
+        assert_eq!(dropped(), 1, "the ninth is over the bound");
+        assert_eq!(
+            kv.background_bytes.load(Ordering::Relaxed),
+            crate::limits::BACKGROUND_BYTES,
+            "a dropped request gives its bytes back"
+        );
+        // A fresh node: one object above the limit alone is queued.
+        let dir2 = tempfile::tempdir().expect("tempdir");
+        let node2 = Node::open(Config::ephemeral(dir2.path())).expect("open");
+        node2.kv().background(t(), repair("big", limit + 1));
+        assert_eq!(
+            node2
+                .kv()
+                .stats
+                .read_repairs_dropped
+                .load(Ordering::Relaxed),
+            0
+        );
+    }
+
+    /// Once sent (here to a node that does not exist: each call fails at
+    /// once), the requests give their bytes back.
+    #[tokio::test]
+    async fn sent_read_repairs_give_their_bytes_back() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let node = Node::open(Config::ephemeral(dir.path())).expect("open");
+        let kv = node.kv();
+        kv.start_background();
+        for i in 0..100 {
+            kv.background(
+                Target {
+                    partition: 0,
+                    node: "elsewhere@127.0.0.1".into(),
+                    primary: true,
+                },
+                repair(&format!("k{i}"), 10_000),
+            );
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while kv.background_bytes.load(Ordering::Relaxed) > 0 {
+            assert!(std::time::Instant::now() < deadline, "bytes still held");
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert_eq!(kv.stats.read_repairs_dropped.load(Ordering::Relaxed), 0);
     }
 }

@@ -317,6 +317,11 @@ fn cluster_counters(node: &Node) -> Vec<(&'static str, u64, &'static str)> {
             "Read repairs sent to stale or missing replicas by GETs this node coordinated.",
         ),
         (
+            "read_repairs_dropped_total",
+            ld(&s.read_repairs_dropped),
+            "Read repairs dropped because the background queue was full (limits BACKGROUND_QUEUE requests, BACKGROUND_BYTES object bytes); anti-entropy repairs those replicas later.",
+        ),
+        (
             "get_notfound_waits_total",
             ld(&s.notfound_waits),
             "GETs whose quorum answered only not-found and that waited for the other replicas.",
