@@ -70,6 +70,10 @@
 # judged by its duration instead (~110 MB/s over six nodes: an hour needs
 # ~390 GB).
 set -euo pipefail
+# The body is one `{ ... exit; }` group: bash reads all of it before it
+# runs any, so an edit of this file during a long run no longer breaks the
+# run's last steps (it did on 2026-12-05, "unexpected EOF" at the end).
+{
 cd "$(dirname "$0")/.."
 
 mode=short
@@ -426,3 +430,5 @@ done
 write_summary
 "$basalt" bench index "$results" >/dev/null
 echo "seed-suite: summary in $summary, pages in $results/index.html" >&2
+exit
+}
