@@ -127,11 +127,23 @@ impl Compactor {
     /// A slot for one background run: `Some(None)` without slots, `None`
     /// once `stopped()` while waiting for one.
     pub(super) fn slot(&self, priority: f64, stopped: &dyn Fn() -> bool) -> Option<Option<Slot>> {
+        self.slot_renewing(priority, stopped, Duration::MAX, &mut || Some(priority))
+    }
+
+    /// [`Self::slot`], renewing the priority with `renew()` every `every`
+    /// while waiting ([`CompactionSlots::acquire_renewing`]).
+    pub(super) fn slot_renewing(
+        &self,
+        priority: f64,
+        stopped: &dyn Fn() -> bool,
+        every: Duration,
+        renew: &mut dyn FnMut() -> Option<f64>,
+    ) -> Option<Option<Slot>> {
         match &self.slots {
             None => Some(None),
             Some(s) => {
                 let t0 = Instant::now();
-                let slot = s.acquire(priority, stopped)?;
+                let slot = s.acquire_renewing(priority, stopped, every, renew)?;
                 Stats::add(
                     &self.stats.compaction_slot_wait_ms,
                     t0.elapsed().as_millis() as u64,
@@ -354,13 +366,30 @@ impl Compactor {
         renewals: usize,
         rescore_min: usize,
     ) -> Result<GarbageEstimate> {
+        self.estimate(|files| Scoring::Estimate {
+            stale_after,
+            rescore_max: rescore_min.max(files.div_ceil(renewals.max(1))),
+        })
+    }
+
+    /// How much of the closed journal files is garbage, from the cached
+    /// scores, scoring only the files never scored (closed, or written by
+    /// a run, since the last estimate) and renewing none: a few sampled
+    /// reads of files just written. What the garbage trigger judges by
+    /// after each run, so that the files closed while it ran count.
+    pub fn garbage_cached(&self) -> Result<GarbageEstimate> {
+        self.estimate(|_| Scoring::Estimate {
+            stale_after: Duration::MAX,
+            rescore_max: 0,
+        })
+    }
+
+    /// The estimate over every closed file, scored as `mode(files)` says.
+    fn estimate(&self, mode: impl FnOnce(usize) -> Scoring) -> Result<GarbageEstimate> {
         let t0 = Instant::now();
         let live = (self.liveness)();
         let files = self.journal.closed_files();
-        let mode = Scoring::Estimate {
-            stale_after,
-            rescore_max: rescore_min.max(files.len().div_ceil(renewals.max(1))),
-        };
+        let mode = mode(files.len());
         let scores = self.scores(&files, &*live, mode)?;
         let mut est = GarbageEstimate::default();
         for (f, s) in files.iter().zip(&scores) {

@@ -165,21 +165,6 @@ impl GarbageEstimate {
         est
     }
 
-    /// The estimate after a run that replaced `files_in` files by
-    /// `files_out` and reclaimed `reclaimed` bytes: what a run removes is
-    /// garbage, what it writes stays (files closed since are not in it).
-    pub fn after_run(self, files_in: usize, files_out: usize, reclaimed: u64) -> Self {
-        let closed_bytes = self.closed_bytes.saturating_sub(reclaimed);
-        GarbageEstimate {
-            files: (self.files + files_out).saturating_sub(files_in),
-            closed_bytes,
-            garbage_bytes: self
-                .garbage_bytes
-                .saturating_sub(reclaimed)
-                .min(closed_bytes),
-        }
-    }
-
     /// True when the trigger should run compactions: over `max_pct` and
     /// at least `min_files` closed files (fewer cannot make a full run).
     pub fn over(&self, max_pct: f64, min_files: usize) -> bool {

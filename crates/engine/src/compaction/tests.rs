@@ -167,19 +167,6 @@ fn garbage_estimate_thresholds() {
     assert!(!e.over(60.0, 4), "at the limit is not over");
     assert!(!e.over(50.0, 5), "too few files for a full run");
     assert_eq!(GarbageEstimate::default().pct(), 0.0);
-    // A run of 2 files into 1 that reclaimed 500 bytes: all garbage.
-    let after = e.after_run(2, 1, 500);
-    assert_eq!(
-        (after.files, after.closed_bytes, after.garbage_bytes),
-        (3, 500, 100)
-    );
-    assert!((after.pct() - 20.0).abs() < 1e-9);
-    // Never below zero, garbage never above the bytes.
-    let gone = e.after_run(9, 0, 5000);
-    assert_eq!(
-        (gone.files, gone.closed_bytes, gone.garbage_bytes),
-        (0, 0, 0)
-    );
     // Made of scores: each file's bytes weighted by its dead share.
     let scored = GarbageEstimate::from_scores(&[
         FileScore {
@@ -590,6 +577,89 @@ fn the_garbage_trigger_waits_for_a_node_slot() {
         }
         assert_eq!(slots.busy(), 0);
     }
+}
+
+/// A store waiting for a node slot renews its estimate every check
+/// interval: files closed while it waits are in its estimate (and its
+/// slowdown's) before it gets the slot. Its estimate stood still while it
+/// waited until 2026-12-06.
+#[test]
+fn a_store_waiting_for_a_slot_renews_its_estimate() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let mut schedule = trigger_schedule(50.0);
+    schedule.check_interval = Duration::from_millis(50);
+    let slots = CompactionSlots::new(1);
+    let dead = Arc::new(AtomicBool::new(true));
+    let d = tempfile::tempdir().expect("test setup");
+    let opts = crate::journal::JournalOptions::for_tests(64 * 1024);
+    let (journal, c) = compactor_over(d.path(), opts, (600, 1000), switch(&dead));
+    let c = Arc::new(c.with_slots(Some(slots.clone())));
+    let held = slots.acquire(0.0, &|| false).expect("free slot");
+    let c2 = Arc::clone(&c);
+    let drain = std::thread::spawn(move || drain_garbage(&c2, &schedule, &|| false));
+    let t0 = Instant::now();
+    while slots.waiting() == 0 {
+        assert!(t0.elapsed() < Duration::from_secs(10), "never waited");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let first = c.last_estimate().expect("estimated before waiting");
+    fill_range(&journal, 601..=1200, 1000);
+    journal.roll_and_list().expect("roll");
+    let closed = journal.closed_files().len();
+    assert!(closed > first.files, "{closed} files closed, {first:?}");
+    let t0 = Instant::now();
+    while c.last_estimate().is_none_or(|e| e.files < closed) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the waiting store's estimate stood at {:?} with {closed} files closed",
+            c.last_estimate()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let renewed = c.last_estimate().expect("estimate");
+    assert!(renewed.garbage_bytes > first.garbage_bytes, "{renewed:?}");
+    assert_eq!(
+        c.stats.compaction_runs.load(Ordering::Relaxed),
+        0,
+        "a run without the slot"
+    );
+    drop(held);
+    assert!(drain.join().expect("drain") > 0);
+    assert_eq!(slots.busy(), 0);
+}
+
+/// The estimate after a run: cached scores stand (none renewed), files
+/// never scored are scored, so files closed since the last estimate count.
+#[test]
+fn a_cached_estimate_scores_only_new_files() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dead = Arc::new(AtomicBool::new(false));
+    let d = tempfile::tempdir().expect("test setup");
+    let opts = crate::journal::JournalOptions::for_tests(64 * 1024);
+    let (journal, c) = compactor_over(d.path(), opts, (600, 1000), switch(&dead));
+    journal.roll_and_list().expect("roll");
+    let full = c.garbage(Duration::ZERO, 6, 1).expect("estimate");
+    assert_eq!(full.garbage_bytes, 0, "every record live");
+    dead.store(true, Ordering::SeqCst);
+    let cached = c.garbage_cached().expect("estimate");
+    assert_eq!(cached, full, "no cached score renewed");
+    fill_range(&journal, 601..=1200, 1000);
+    journal.roll_and_list().expect("roll");
+    let scored = c.stats.compaction_files_scored.load(Ordering::Relaxed);
+    let with_new = c.garbage_cached().expect("estimate");
+    let new_files = with_new.files - full.files;
+    assert!(new_files > 0, "{with_new:?}");
+    assert_eq!(
+        c.stats.compaction_files_scored.load(Ordering::Relaxed) - scored,
+        new_files as u64,
+        "only the new files scored"
+    );
+    assert_eq!(
+        with_new.garbage_bytes,
+        with_new.closed_bytes - full.closed_bytes,
+        "the new files, all dead, are its garbage"
+    );
+    assert_eq!(c.last_estimate(), Some(with_new));
 }
 
 /// Liveness that keeps every record as a key delta (a replaced object

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""What each vnode's journal holds beside what its garbage estimate says,
+sampled from a running seed cluster (issue 56: the estimate's lag).
+
+    scripts/experiments/vnode-garbage-watch.py watch BASALT OUT.jsonl SECS
+    scripts/experiments/vnode-garbage-watch.py summary OUT.jsonl
+
+`watch` asks every node of the running `scripts/seed-cluster.py` cluster
+(found by its /tmp/seedcluster-*/a*.toml) for `basalt admin --json
+vnode-status` every 60 s for SECS seconds and appends one JSON line per
+node and sample: each vnode's journal files and bytes (apparent size),
+the estimate's closed and garbage bytes, its SQNs, runs and slot wait.
+`summary` prints one row per sample and node: the journal's GB, the
+estimate's closed and garbage GB, the vnode holding the most with its
+estimate, and how many vnodes' estimates cover under half of their
+journal's bytes (the open file is never in an estimate, so a vnode with
+a small journal can fall under that by itself).
+
+Written 2026-12-06 when a vnode's estimate stood at 115 MB of closed
+files while its journal held 1.25 GB (Test Pilot 25 KB on three nodes).
+"""
+import glob
+import json
+import re
+import subprocess
+import sys
+import time
+
+FIELDS = ["journal_files", "journal_bytes", "journal_closed_bytes_estimated",
+          "journal_garbage_bytes_estimated", "persisted_sqn", "last_sqn",
+          "compaction_runs", "compaction_slot_wait_ms", "compaction_estimates",
+          "ledger_l0_files", "compaction_bytes_reclaimed"]
+
+
+def watch(basalt, out_path, secs):
+    end = time.time() + secs
+    with open(out_path, "a") as out:
+        while time.time() < end:
+            for cfg in sorted(glob.glob("/tmp/seedcluster-*/a*.toml")):
+                m = re.search(r'cluster_listen = "([^"]+)"', open(cfg).read())
+                if not m:
+                    continue
+                try:
+                    r = subprocess.run([basalt, "admin", "--node", m.group(1), "--json",
+                                        "vnode-status"], capture_output=True, timeout=20)
+                    vnodes = json.loads(r.stdout)
+                except (subprocess.SubprocessError, ValueError):
+                    continue
+                rows = [{"p": v.get("partition"),
+                         **{k: (v.get("counters") or {}).get(k) for k in FIELDS}}
+                        for v in vnodes]
+                out.write(json.dumps({"t": time.time(), "node": cfg, "v": rows}) + "\n")
+                out.flush()
+            time.sleep(60)
+
+
+def summary(path):
+    rows = [json.loads(line) for line in open(path)]
+    if not rows:
+        return
+    t0 = rows[0]["t"]
+    print("| min | node | journal GB | estimate: closed GB | garbage GB | largest vnode: MB, files | its estimate: closed MB | vnodes covered < 50 % |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        v = [x for x in r["v"] if x.get("journal_bytes") is not None]
+        if not v:
+            continue
+        jb = sum(x["journal_bytes"] for x in v)
+        cb = sum(x["journal_closed_bytes_estimated"] or 0 for x in v)
+        gb = sum(x["journal_garbage_bytes_estimated"] or 0 for x in v)
+        big = max(v, key=lambda x: x["journal_bytes"])
+        under = sum(1 for x in v if (x["journal_closed_bytes_estimated"] or 0) < x["journal_bytes"] / 2)
+        node = re.sub(r".*/(a\d+)\.toml$", r"\1", r["node"])
+        print("| %.1f | %s | %.2f | %.2f | %.2f | %.0f, %d | %.0f | %d of %d |" % (
+            (r["t"] - t0) / 60, node, jb / 1e9, cb / 1e9, gb / 1e9, big["journal_bytes"] / 1e6,
+            big["journal_files"], (big["journal_closed_bytes_estimated"] or 0) / 1e6, under, len(v)))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 5 and sys.argv[1] == "watch":
+        watch(sys.argv[2], sys.argv[3], float(sys.argv[4]))
+    elif len(sys.argv) == 3 and sys.argv[1] == "summary":
+        summary(sys.argv[2])
+    else:
+        sys.exit(__doc__)
