@@ -12,7 +12,7 @@
 # index`).
 #
 #   scripts/seed-suite.sh [--short | --long] [-d RESULTS] [-m LIMIT] [--redo] [TEST...]
-#   scripts/seed-suite.sh --cluster [N] [--netns] [--delay MS] [--set KEY=VALUE] [--short | --long] [...] [TEST...]
+#   scripts/seed-suite.sh --cluster [N] [--netns] [--delay MS] [--set KEY=VALUE] [--bench TERM] [--short | --long] [...] [TEST...]
 #
 #   --short  (default) 1 min per backend per test, pareto/80:20 keys over
 #            200,000, memory limit 512M: a smoke of every test (~20 min).
@@ -46,6 +46,9 @@
 #   --set KEY=VALUE  (cluster, repeatable) a line of every node's config,
 #            e.g. --set journal_file_spread_pct=0 for an A/B of a
 #            setting with one build; each section names the settings.
+#   --bench TERM  (cluster, repeatable) a line of every run's bench
+#            config, after the test's own, e.g. --bench '{mode, {rate, 55}}'
+#            (55 ops/s a worker: a rate-matched run); each section names them.
 #   BACKENDS="leveled rocksdb"   overrides the backends of every test.
 #   HOOKS="none builtin js8 js16"   overrides the hook studies' variants
 #            (none; builtin: the Erlang-named max_object_size; jsN: the
@@ -82,6 +85,7 @@ cluster=0
 netns_args=()
 kill_args=()
 set_args=()
+bench_terms=()
 limit=""
 keys_arg=""
 results=""
@@ -103,6 +107,7 @@ while [ $# -gt 0 ]; do
     --delay) netns_args+=(--delay-ms "${2:?--delay needs milliseconds}"); shift ;;
     --kill-node) kill_args=(--kill-node "${2:?--kill-node needs seconds}"); shift ;;
     --set) set_args+=(--set "${2:?--set needs KEY=VALUE}"); shift ;;
+    --bench) bench_terms+=("${2:?--bench needs an Erlang term, e.g. '{mode, {rate, 55}}'}"); shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "seed-suite: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) tests+=("$1") ;;
@@ -237,6 +242,10 @@ write_summary() {
 }
 
 # The object size of a Test Pilot test (testpilot_10k -> 10000).
+if [ ${#bench_terms[@]} -gt 0 ] && [ "$cluster" -eq 0 ]; then
+  echo "seed-suite: --bench is for --cluster runs (the embedded tests take their settings from examples/seed-suite/*.config)" >&2
+  exit 2
+fi
 size_of() { local k=${1##*_}; echo $((${k%k} * 1000)); }
 
 run_cluster() { # test backend-or-hook dir
@@ -254,6 +263,7 @@ run_cluster() { # test backend-or-hook dir
     echo "{basalt_duration_secs, $secs}."
     echo "{key_generator, $keygen}."
     case $t in testpilot_*) echo "{value_generator, {fixed_char, $value}}." ;; esac
+    for term in ${bench_terms[@]+"${bench_terms[@]}"}; do echo "${term%.}."; done
     true
   } >"$override"
   case $b in
@@ -407,7 +417,7 @@ for t in "${todo[@]}"; do
     echo
     echo "Config: \`$(config_of "$t")\`. What the seed reported: $(seed_says "$t")."
     echo
-    echo "Ran $started to $(date -u +%Y-%m-%dT%H:%M:%SZ) ($kind: $secs s per run, keys over $keys, limit $([ "$t" = nhs_mix ] && [ "$cluster" -gt 0 ] && [ -z "${limit_arg:-}" ] && echo 1G || echo "$limit")$([ "$cluster" -gt 0 ] && echo " a node")), build $build, load average at the start $load, stores' file system \`$datafs\`.$([ ${#set_args[@]} -gt 0 ] && printf ' Node settings:%s.' "$(printf ' `%s`' "${set_args[@]}" | sed 's/ `--set`//g')")"
+    echo "Ran $started to $(date -u +%Y-%m-%dT%H:%M:%SZ) ($kind: $secs s per run, keys over $keys, limit $([ "$t" = nhs_mix ] && [ "$cluster" -gt 0 ] && [ -z "${limit_arg:-}" ] && echo 1G || echo "$limit")$([ "$cluster" -gt 0 ] && echo " a node")), build $build, load average at the start $load, stores' file system \`$datafs\`.$([ ${#set_args[@]} -gt 0 ] && printf ' Node settings:%s.' "$(printf ' `%s`' "${set_args[@]}" | sed 's/ `--set`//g')")$([ ${#bench_terms[@]} -gt 0 ] && printf ' Bench terms:%s.' "$(printf ' `%s`' "${bench_terms[@]}")")"
     echo
     sed -n '/^| run /,/^$/p' "$dir/compare/compare.md"
     echo "![$t]($t/compare/compare.png)"
