@@ -2,19 +2,24 @@
 """What each vnode's journal holds beside what its garbage estimate says,
 sampled from a running seed cluster (issue 56: the estimate's lag).
 
-    scripts/experiments/vnode-garbage-watch.py watch BASALT OUT.jsonl SECS
+    scripts/experiments/vnode-garbage-watch.py watch BASALT OUT.jsonl SECS [EVERY]
     scripts/experiments/vnode-garbage-watch.py summary OUT.jsonl
+    scripts/experiments/vnode-garbage-watch.py paced OUT.jsonl
 
 `watch` asks every node of the running `scripts/seed-cluster.py` cluster
 (found by its /tmp/seedcluster-*/a*.toml) for `basalt admin --json
-vnode-status` every 60 s for SECS seconds and appends one JSON line per
+vnode-status` every EVERY seconds (default 60) for SECS seconds and appends one JSON line per
 node and sample: each vnode's journal files and bytes (apparent size),
 the estimate's closed and garbage bytes, its SQNs, runs and slot wait.
 `summary` prints one row per sample and node: the journal's GB, the
 estimate's closed and garbage GB, the vnode holding the most with its
 estimate, and how many vnodes' estimates cover under half of their
 journal's bytes (the open file is never in an estimate, so a vnode with
-a small journal can fall under that by itself).
+a small journal can fall under that by itself). `paced` prints, for each
+sample in which some vnode's write slowdown waited, the vnodes that
+waited: the seconds waited since the previous sample, their longest wait,
+their garbage estimate (percent of the closed bytes) and how many runs
+they had made (0: never run, so paced at the slowdown's floor rate).
 
 Written 2026-12-06 when a vnode's estimate stood at 115 MB of closed
 files while its journal held 1.25 GB (Test Pilot 25 KB on three nodes).
@@ -29,10 +34,11 @@ import time
 FIELDS = ["journal_files", "journal_bytes", "journal_closed_bytes_estimated",
           "journal_garbage_bytes_estimated", "persisted_sqn", "last_sqn",
           "compaction_runs", "compaction_slot_wait_ms", "compaction_estimates",
-          "ledger_l0_files", "compaction_bytes_reclaimed"]
+          "ledger_l0_files", "compaction_bytes_reclaimed", "journal_slowdowns",
+          "journal_slowdown_us", "wait_journal_slowdown_max_ns"]
 
 
-def watch(basalt, out_path, secs):
+def watch(basalt, out_path, secs, every=60.0):
     end = time.time() + secs
     with open(out_path, "a") as out:
         while time.time() < end:
@@ -51,7 +57,7 @@ def watch(basalt, out_path, secs):
                         for v in vnodes]
                 out.write(json.dumps({"t": time.time(), "node": cfg, "v": rows}) + "\n")
                 out.flush()
-            time.sleep(60)
+            time.sleep(every)
 
 
 def summary(path):
@@ -76,9 +82,37 @@ def summary(path):
             big["journal_files"], (big["journal_closed_bytes_estimated"] or 0) / 1e6, under, len(v)))
 
 
+def paced(path):
+    rows = [json.loads(line) for line in open(path)]
+    if not rows:
+        return
+    t0 = rows[0]["t"]
+    prev = {}
+    print("| s | node | vnode | slowdown s since last sample | longest wait ms (so far) | garbage % of closed | runs |")
+    print("|---:|---|---:|---:|---:|---:|---:|")
+    for r in rows:
+        node = re.sub(r".*/(a\d+)\.toml$", r"\1", r["node"])
+        for x in r["v"]:
+            key = (node, x["p"])
+            us = x.get("journal_slowdown_us") or 0
+            before = prev.get(key, 0)
+            prev[key] = us
+            if us <= before:
+                continue
+            closed = x.get("journal_closed_bytes_estimated") or 0
+            garbage = x.get("journal_garbage_bytes_estimated") or 0
+            print("| %.0f | %s | %s | %.2f | %.0f | %.0f | %s |" % (
+                r["t"] - t0, node, x["p"], (us - before) / 1e6,
+                (x.get("wait_journal_slowdown_max_ns") or 0) / 1e6,
+                100.0 * garbage / closed if closed else 0, x.get("compaction_runs")))
+
+
 if __name__ == "__main__":
-    if len(sys.argv) == 5 and sys.argv[1] == "watch":
-        watch(sys.argv[2], sys.argv[3], float(sys.argv[4]))
+    if len(sys.argv) in (5, 6) and sys.argv[1] == "watch":
+        watch(sys.argv[2], sys.argv[3], float(sys.argv[4]),
+              float(sys.argv[5]) if len(sys.argv) == 6 else 60.0)
+    elif len(sys.argv) == 3 and sys.argv[1] == "paced":
+        paced(sys.argv[2])
     elif len(sys.argv) == 3 and sys.argv[1] == "summary":
         summary(sys.argv[2])
     else:
