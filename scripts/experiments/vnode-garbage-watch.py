@@ -35,7 +35,8 @@ FIELDS = ["journal_files", "journal_bytes", "journal_closed_bytes_estimated",
           "journal_garbage_bytes_estimated", "persisted_sqn", "last_sqn",
           "compaction_runs", "compaction_slot_wait_ms", "compaction_estimates",
           "ledger_l0_files", "compaction_bytes_reclaimed", "journal_slowdowns",
-          "journal_slowdown_us", "wait_journal_slowdown_max_ns"]
+          "journal_slowdown_us", "wait_journal_slowdown_max_ns", "op_write_max_ns",
+          "wait_write_lock_max_ns", "wait_write_stall_max_ns"]
 
 
 def watch(basalt, out_path, secs, every=60.0):
