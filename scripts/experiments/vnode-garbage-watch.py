@@ -53,7 +53,8 @@ def watch(basalt, out_path, secs, every=60.0):
                     vnodes = json.loads(r.stdout)
                 except (subprocess.SubprocessError, ValueError):
                     continue
-                rows = [{"p": v.get("partition"),
+                rows = [{"p": v.get("partition"), "queue": v.get("queue"),
+                         "writes_here": v.get("writes_here"),
                          **{k: (v.get("counters") or {}).get(k) for k in FIELDS}}
                         for v in vnodes]
                 out.write(json.dumps({"t": time.time(), "node": cfg, "v": rows}) + "\n")
