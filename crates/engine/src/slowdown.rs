@@ -52,7 +52,7 @@
 use crate::diskpace::{DiskPace, LowDisk};
 pub use crate::pace::{pace, rate_at, SLOWDOWN_MAX_WAIT, SLOWDOWN_MIN_RATE};
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Points over the limit at which the allowed rate has fallen to a tenth
@@ -92,6 +92,9 @@ pub struct Slowdown {
     /// Compaction's reclaim rate, bytes a second (mean of the last run and
     /// the previous value; 0 before the first run).
     reclaim_bps: AtomicU64,
+    /// Whether a run has measured `reclaim_bps` (runs that freed nothing
+    /// measure 0, which paces at the floor; no run yet paces nothing).
+    measured: AtomicBool,
     /// When the bytes of the groups paced so far are paid for; `None` while
     /// not paced.
     next_free: Mutex<Option<Instant>>,
@@ -109,6 +112,7 @@ impl Slowdown {
             disk_headroom: AtomicU64::new(0),
             garbage_milli_pct: AtomicU64::new(0),
             reclaim_bps: AtomicU64::new(0),
+            measured: AtomicBool::new(false),
             next_free: Mutex::new(None),
             shared: None,
         }
@@ -173,6 +177,7 @@ impl Slowdown {
             old / 2 + sample / 2
         };
         self.reclaim_bps.store(new, Ordering::Relaxed);
+        self.measured.store(true, Ordering::Relaxed);
     }
 
     /// The latest garbage estimate, percent.
@@ -191,10 +196,10 @@ impl Slowdown {
     /// slowing every write to [`SLOWDOWN_MIN_RATE`]. With a
     /// shared disk pace the disk is not this rate's (see [`Self::wait_for`]).
     pub fn rate(&self) -> Option<u64> {
-        let reclaim = self.reclaim_bps.load(Ordering::Relaxed);
-        if reclaim == 0 {
+        if !self.measured.load(Ordering::Relaxed) {
             return None;
         }
+        let reclaim = self.reclaim_bps.load(Ordering::Relaxed);
         let garbage = garbage_pressure(self.garbage_pct(), self.limit_pct);
         let disk = self.disk_depth().filter(|_| self.shared.is_none());
         let pressure = match (garbage, disk) {
@@ -352,6 +357,11 @@ mod tests {
         );
         s.wait_for(MIB);
         assert!(s.wait_for(MIB) > Duration::from_millis(900));
+        // Runs that free nothing measure a rate of 0: paced at the floor.
+        let t = Slowdown::new(75.0);
+        t.observe_run(0, Duration::from_secs(2));
+        t.observe_garbage(95.0);
+        assert_eq!(t.rate(), Some(SLOWDOWN_MIN_RATE));
     }
 
     /// A low disk paces nothing until a run has measured a reclaim rate
