@@ -10,7 +10,8 @@ sampled from a running seed cluster (issue 56: the estimate's lag).
 (found by its /tmp/seedcluster-*/a*.toml) for `basalt admin --json
 vnode-status` every EVERY seconds (default 60) for SECS seconds and appends one JSON line per
 node and sample: each vnode's journal files and bytes (apparent size),
-the estimate's closed and garbage bytes, its SQNs, runs and slot wait.
+the estimate's closed and garbage bytes, its SQNs, runs, slot wait,
+write-slowdown waits, write-call maxima and queue length.
 `summary` prints one row per sample and node: the journal's GB, the
 estimate's closed and garbage GB, the vnode holding the most with its
 estimate, and how many vnodes' estimates cover under half of their
@@ -19,7 +20,8 @@ a small journal can fall under that by itself). `paced` prints, for each
 sample in which some vnode's write slowdown waited, the vnodes that
 waited: the seconds waited since the previous sample, their longest wait,
 their garbage estimate (percent of the closed bytes) and how many runs
-they had made (0: never run, so paced at the slowdown's floor rate).
+they had made (0: never run; until 2026-12-06 such a vnode was paced at
+the slowdown's floor rate).
 
 Written 2026-12-06 when a vnode's estimate stood at 115 MB of closed
 files while its journal held 1.25 GB (Test Pilot 25 KB on three nodes).
@@ -62,11 +64,16 @@ def watch(basalt, out_path, secs, every=60.0):
             time.sleep(every)
 
 
-def summary(path):
+def load(path):
+    """The samples of OUT.jsonl, and the time of the first (None if empty)."""
     rows = [json.loads(line) for line in open(path)]
+    return rows, (rows[0]["t"] if rows else None)
+
+
+def summary(path):
+    rows, t0 = load(path)
     if not rows:
         return
-    t0 = rows[0]["t"]
     print("| min | node | journal GB | estimate: closed GB | garbage GB | largest vnode: MB, files | its estimate: closed MB | vnodes covered < 50 % |")
     print("|---:|---|---:|---:|---:|---:|---:|---:|")
     for r in rows:
@@ -85,10 +92,9 @@ def summary(path):
 
 
 def paced(path):
-    rows = [json.loads(line) for line in open(path)]
+    rows, t0 = load(path)
     if not rows:
         return
-    t0 = rows[0]["t"]
     prev = {}
     print("| s | node | vnode | slowdown s since last sample | longest wait ms (so far) | garbage % of closed | runs |")
     print("|---:|---|---:|---:|---:|---:|---:|")

@@ -36,10 +36,10 @@
 //! there is nothing to pace to. Pacing a store that had not yet run at the
 //! floor held each vnode of a node at 1 MiB/s while it waited for its first
 //! run (a slot: `compaction::slots`) or made it, below its share of the
-//! load: on three nodes at 1,200 ops/s of 25 KB inserts (2026-12-06) a third
-//! of the vnodes were paced for a few seconds of their first run, their
-//! writes queued behind the pace and the cluster's PUT p99.9 went from ~2 ms to 36–285 ms
-//! for a minute. Unpaced, the garbage grows for one run's wait and
+//! load: on three nodes at 1,200 ops/s of 25 KB inserts (2026-12-06) a
+//! third of the vnodes were paced for a few seconds of their first run,
+//! their writes queued behind the pace and the cluster's PUT p99.9 went
+//! from ~2 ms to 36–285 ms for a minute. Unpaced, the garbage grows for one run's wait and
 //! duration at most (the store most over its limit gets the next slot),
 //! and the disk guard stands behind it. A store that shares
 //! its disk with others (a node's vnodes, `Config::disk_pace`) leaves the
@@ -52,7 +52,7 @@
 use crate::diskpace::{DiskPace, LowDisk};
 pub use crate::pace::{pace, rate_at, SLOWDOWN_MAX_WAIT, SLOWDOWN_MIN_RATE};
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Points over the limit at which the allowed rate has fallen to a tenth
@@ -90,11 +90,9 @@ pub struct Slowdown {
     /// The latest garbage estimate, in thousandths of a percent.
     garbage_milli_pct: AtomicU64,
     /// Compaction's reclaim rate, bytes a second (mean of the last run and
-    /// the previous value; 0 before the first run).
+    /// the previous value); `u64::MAX` before the first run, which paces
+    /// nothing (runs that freed nothing measure 0: the floor).
     reclaim_bps: AtomicU64,
-    /// Whether a run has measured `reclaim_bps` (runs that freed nothing
-    /// measure 0, which paces at the floor; no run yet paces nothing).
-    measured: AtomicBool,
     /// When the bytes of the groups paced so far are paid for; `None` while
     /// not paced.
     next_free: Mutex<Option<Instant>>,
@@ -111,8 +109,7 @@ impl Slowdown {
             disk_depth_micro: AtomicU64::new(u64::MAX),
             disk_headroom: AtomicU64::new(0),
             garbage_milli_pct: AtomicU64::new(0),
-            reclaim_bps: AtomicU64::new(0),
-            measured: AtomicBool::new(false),
+            reclaim_bps: AtomicU64::new(u64::MAX),
             next_free: Mutex::new(None),
             shared: None,
         }
@@ -171,13 +168,12 @@ impl Slowdown {
         let secs = took.as_secs_f64().max(1e-3);
         let sample = (bytes as f64 / secs) as u64;
         let old = self.reclaim_bps.load(Ordering::Relaxed);
-        let new = if old == 0 {
+        let new = if old == u64::MAX {
             sample
         } else {
             old / 2 + sample / 2
         };
         self.reclaim_bps.store(new, Ordering::Relaxed);
-        self.measured.store(true, Ordering::Relaxed);
     }
 
     /// The latest garbage estimate, percent.
@@ -196,10 +192,10 @@ impl Slowdown {
     /// slowing every write to [`SLOWDOWN_MIN_RATE`]. With a
     /// shared disk pace the disk is not this rate's (see [`Self::wait_for`]).
     pub fn rate(&self) -> Option<u64> {
-        if !self.measured.load(Ordering::Relaxed) {
-            return None;
-        }
-        let reclaim = self.reclaim_bps.load(Ordering::Relaxed);
+        let reclaim = match self.reclaim_bps.load(Ordering::Relaxed) {
+            u64::MAX => return None,
+            r => r,
+        };
         let garbage = garbage_pressure(self.garbage_pct(), self.limit_pct);
         let disk = self.disk_depth().filter(|_| self.shared.is_none());
         let pressure = match (garbage, disk) {
