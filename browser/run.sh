@@ -17,7 +17,9 @@
 # made or refreshed when requirements.txt is newer (needs PyPI the first
 # time; pip's downloads cached in target/pip-cache).
 #
-# The cluster: four nodes on free loopback ports (data dirs under a temp
+# The cluster: four nodes on free loopback ports below the kernel's
+# ephemeral range (scripts/lib/ports.sh; a node that does not come up is
+# restarted on other ports, twice at most; data dirs under a temp
 # dir, ring size 16, HTTP on): n1..n3 joined and committed, n4 left out
 # for the console's join test; n1's config points bench_results_dir at a
 # results directory holding one small report (run-1/report.html). Then
@@ -84,16 +86,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-port_in_use() { (exec 2>/dev/null 3<>"/dev/tcp/127.0.0.1/$1"); }
-# Three consecutive free ports from a random start: PB, cluster, HTTP.
-free_base() {
-  local p
-  for _ in $(seq 200); do
-    p=$((20000 + RANDOM % 30000))
-    port_in_use "$p" || port_in_use "$((p + 1))" || port_in_use "$((p + 2))" || { echo "$p"; return 0; }
-  done
-  return 1
-}
+source scripts/lib/ports.sh
 
 results="$tmp/results"
 mkdir -p "$results/run-1"
@@ -102,26 +95,47 @@ printf 'bench_results_dir = "%s"\n' "$results" >"$tmp/n1.toml"
 
 declare -a base node_pid node_argv
 entries=()
-for i in 1 2 3 4; do
-  p=$(free_base)
+# start_one I: node nI on three fresh consecutive ports (PB, cluster, HTTP).
+start_one() {
+  local i=$1 p args
+  pick_ports 3 || { echo "browser/run.sh: no three free loopback ports for n$i"; exit 1; }
+  p=$picked_port
   base[$i]=$p
   args=(start --node-name "n$i@127.0.0.1" --data-dir "$tmp/n$i" --ring-size 16
     --pb-listen "127.0.0.1:$p" --cluster-listen "127.0.0.1:$((p + 1))" --http-listen "127.0.0.1:$((p + 2))")
   [[ $i == 1 ]] && args+=(--config "$tmp/n1.toml")
+  rm -rf "$tmp/n$i"
   "$B" "${args[@]}" 2>"$tmp/n$i.log" &
   pids+=($!)
   node_pid[$i]=$!
   # The command line as a JSON list (no quotes or backslashes in it).
   node_argv[$i]="[\"$B\"$(printf ', "%s"' "${args[@]}")]"
-done
-for i in 1 2 3 4; do
-  p=${base[$i]}
-  ok=0
+}
+# up I: true once nI answers on its cluster port (~20 s), false if its
+# process ended or it did not answer in time.
+up() {
+  local i=$1
   for _ in $(seq 200); do
-    if "$B" admin --node "127.0.0.1:$((p + 1))" member-status >/dev/null 2>&1; then ok=1; break; fi
+    if "$B" admin --node "127.0.0.1:$((base[$i] + 1))" member-status >/dev/null 2>&1; then return 0; fi
+    kill -0 "${node_pid[$i]}" 2>/dev/null || return 1
     sleep 0.1
   done
-  if [[ $ok != 1 ]]; then echo "browser/run.sh: node n$i did not come up:"; cat "$tmp/n$i.log"; exit 1; fi
+  return 1
+}
+for i in 1 2 3 4; do start_one "$i"; done
+for i in 1 2 3 4; do
+  # A node that did not come up (its ports taken after they were picked,
+  # or a slow start) is restarted on other ports, twice at most.
+  for attempt in 1 2 3; do
+    up "$i" && break
+    echo "browser/run.sh: node n$i did not come up (attempt $attempt):"
+    cat "$tmp/n$i.log"
+    kill -KILL "${node_pid[$i]}" 2>/dev/null || true
+    wait "${node_pid[$i]}" 2>/dev/null || true
+    [[ $attempt == 3 ]] && exit 1
+    start_one "$i"
+  done
+  p=${base[$i]}
   node="{\"name\": \"n$i@127.0.0.1\", \"pb\": \"127.0.0.1:$p\", \"cluster\": \"127.0.0.1:$((p + 1))\", \"http\": \"http://127.0.0.1:$((p + 2))\", \"pid\": ${node_pid[$i]}, \"argv\": ${node_argv[$i]}, \"log\": \"$tmp/n$i.log\"}"
   if [[ $i == 4 ]]; then spare=$node; else entries+=("$node"); fi
 done

@@ -182,7 +182,7 @@ pb_ping() {
   [[ $reply == 0000000102 ]]
 }
 
-port_in_use() { (exec 2>/dev/null 3<>"/dev/tcp/127.0.0.1/$1"); }
+source scripts/lib/ports.sh # (the cwd is the repo root)
 
 # start_node DATA_DIR LOG [basalt start args...]: starts a node on a random
 # free PB port and the next port as its cluster port (retries other ports
@@ -196,16 +196,12 @@ start_node() {
   shift 2
   started_pid="" started_port="" started_cport="" started_hport=""
   for attempt in 1 2 3 4 5; do
-    # Below the kernel's ephemeral range (32768 and up here): a port there
+    # Below the kernel's ephemeral range (scripts/lib/ports.sh): a port there
     # may be held by any outgoing connection, which a connect probe cannot see.
-    p=$((20000 + RANDOM % 12000))
-    port_in_use "$p" && continue
-    port_in_use "$((p + 1))" && continue
+    pick_ports 3 || continue
+    p=$picked_port
     http_args=(--http-listen "")
-    if [[ $start_http == 1 ]]; then
-      port_in_use "$((p + 2))" && continue
-      http_args=(--http-listen "127.0.0.1:$((p + 2))")
-    fi
+    [[ $start_http == 1 ]] && http_args=(--http-listen "127.0.0.1:$((p + 2))")
     rm -rf "$dir"
     "$bin" start --data-dir "$dir" --pb-listen "127.0.0.1:$p" --cluster-listen "127.0.0.1:$((p + 1))" "${http_args[@]}" "$@" >"$log" 2>&1 &
     pid=$!
@@ -630,8 +626,8 @@ security_stage() {
   # change: a port that turns out taken gets a new one here.
   local started=0
   for _ in 1 2 3; do
-    hsport=$((20000 + RANDOM % 12000))
-    port_in_use "$hsport" && continue
+    pick_ports 1 || continue
+    hsport=$picked_port
     printf 'tls_certfile = "%s"\ntls_keyfile = "%s"\nhttps_listen = "127.0.0.1:%s"\n' \
       "$certs/node1.pem" "$certs/node1-key.pem" "$hsport" >"$tmp/secure.toml"
     if start_node "$tmp/secure" "$tmp/secure.log" --config "$tmp/secure.toml"; then

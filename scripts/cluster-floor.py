@@ -39,6 +39,9 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+from ports import free_port  # noqa: E402  (below the ephemeral range)
+
 BLOCK = 8192
 
 
@@ -119,12 +122,6 @@ def read_case(d, readers, secs, data_mb):
         os.unlink(path)
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def ping_cases(basalt, d, secs, worker_counts):

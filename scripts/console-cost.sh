@@ -26,12 +26,9 @@ tmp=$(mktemp -d /tmp/basalt-console-cost-XXXXXX)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
-port_in_use() { (exec 2>/dev/null 3<>"/dev/tcp/127.0.0.1/$1"); }
-p=0
-for _ in $(seq 200); do
-  p=$((20000 + RANDOM % 30000))
-  port_in_use "$p" || port_in_use "$((p + 1))" || port_in_use "$((p + 2))" || break
-done
+source scripts/lib/ports.sh # below the ephemeral range
+pick_ports 3
+p=$picked_port
 "$B" start --node-name cost@127.0.0.1 --data-dir "$tmp/node" --pb-listen "127.0.0.1:$p" \
   --cluster-listen "127.0.0.1:$((p + 1))" --http-listen "127.0.0.1:$((p + 2))" 2>"$tmp/node.log" &
 pids+=($!)

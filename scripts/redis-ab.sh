@@ -21,7 +21,9 @@ root="$(mktemp -d /tmp/cpu-ab-XXXXXX)"
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
-rport=$((20000 + RANDOM % 20000))
+source scripts/lib/ports.sh # below the ephemeral range
+pick_ports 1
+rport=$picked_port
 redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no >"$root/redis.log" 2>&1 &
 pids+=($!)
 redis_pid=$!
@@ -42,7 +44,8 @@ timed() {
 rn=$((secs * 20000))
 declare -a ports
 for i in "${!bins[@]}"; do
-  p=$((rport + 10 + i * 2))
+  pick_ports 2
+  p=$picked_port
   "${bins[$i]}" start --data-dir "$root/node$i" --pb-listen "127.0.0.1:$p" \
     --cluster-listen "127.0.0.1:$((p + 1))" --http-listen "" 2>"$root/node$i.log" &
   pids+=($!)

@@ -19,7 +19,9 @@ C="$T/release/examples/request_cost"
 B="${BASALT_BIN:-$T/release/basalt}"
 root="$(mktemp -d /tmp/cpu-cost-XXXXXX)"
 echo "$B ($("$B" --version 2>/dev/null | head -1))" >"$root/binary"
-port=$((20000 + RANDOM % 20000)); cport=$((port + 1))
+source scripts/lib/ports.sh # below the ephemeral range
+pick_ports 2
+port=$picked_port cport=$((picked_port + 1))
 pid=""
 cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null || true; }
 trap cleanup EXIT

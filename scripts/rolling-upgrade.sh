@@ -66,9 +66,13 @@ LOAD="$run/upgrade_load"
 say "rolling upgrade: $("$OLD" --version) -> $("$NEW" --version); run dir $run"
 say "load: $WORKERS workers, $KEYS keys each, rate ${RATE:-0}/s per worker (0 = unpaced), ring $RING, phases of ${PHASE_SECS}s"
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# Ports below the kernel's ephemeral range, none twice (scripts/lib/ports.sh).
+source scripts/lib/ports.sh # (the cwd is the repo root)
 declare -a pb cl pid
-for i in 1 2 3 4; do pb[$i]="$(free_port)"; cl[$i]="$(free_port)"; done
+for i in 1 2 3 4; do
+  pick_ports 2 || { echo "rolling-upgrade: no free loopback ports" >&2; exit 1; }
+  pb[$i]=$picked_port cl[$i]=$((picked_port + 1))
+done
 sink="127.0.0.1:${cl[4]}"
 for i in 1 2 3; do
   printf '[repl]\nsinks = ["%s"]\n' "$sink" >"$run/n$i.toml"

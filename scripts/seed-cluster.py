@@ -40,11 +40,13 @@ import random
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+from ports import free_port  # noqa: E402  (below the ephemeral range)
 
 MIB = 1 << 20
 # What a node process needs besides its memtables and caches: code, the
@@ -147,13 +149,6 @@ def cgroup_base():
                   + "\n  ".join(own))
 
 
-def free_port(host):
-    s = socket.socket()
-    try:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-    finally:
-        s.close()
 
 
 def run(cmd, check=True, **kw):

@@ -24,9 +24,10 @@ out="crates/cli/tests/fixtures/upgrade/v$version"
 work="$(mktemp -d /tmp/basalt-fixtures-XXXXXX)"
 pid=""
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$work"' EXIT
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-pb="127.0.0.1:$(port)"
-cl="127.0.0.1:$(port)"
+source scripts/lib/ports.sh # below the ephemeral range
+pick_ports 2
+pb="127.0.0.1:$picked_port"
+cl="127.0.0.1:$((picked_port + 1))"
 printf 'aae_tree_size = "xxsmall"\naae_interval_secs = 0\n' >"$work/fx.toml"
 "$old" start --config "$work/fx.toml" --node-name fx@127.0.0.1 --data-dir "$work/data" --backend leveled \
   --ring-size 8 --pb-listen "$pb" --cluster-listen "$cl" --http-listen "" 2>"$work/fx.log" &
