@@ -353,9 +353,11 @@ pub struct Config {
     /// each store's memtable grows to `memtable_bytes`.
     pub memtable_budget: Option<MemtableBudget>,
     /// A disk pace shared with the other stores on the same disk (a node's
-    /// vnodes): while the disk is low, their writes are paced together to
-    /// what their compactions reclaim (see [`crate::diskpace`]). `None`
-    /// (default): the store paces a low disk alone (`crate::slowdown`).
+    /// vnodes): while the disk is low, or their journals together hold more
+    /// garbage than `journal_slowdown_garbage_pct`, their writes are paced
+    /// together to what their compactions reclaim (see
+    /// [`crate::diskpace`]). `None` (default): the store paces its garbage
+    /// and a low disk alone (`crate::slowdown`).
     pub disk_pace: Option<crate::diskpace::DiskPace>,
     /// Journal compaction slots shared with the other stores on the same
     /// disk (a node's vnodes): a background run takes one first, so that

@@ -1,4 +1,6 @@
-//! The disk pace the stores of one node share while their disk is low.
+//! The write pace the stores of one node share: while their disk is low,
+//! and while their journals together hold more garbage than the slowdown's
+//! limit.
 //!
 //! A store's write slowdown (`crate::slowdown`) paces its own writes to its
 //! own compaction's reclaim rate, never below
@@ -27,13 +29,31 @@
 //! what is left lasts an hour at the 1 MiB/s floor. The operator gets at
 //! least an hour between the low-disk warning and the refusal, on a large
 //! disk without dropping the node to 1 MiB/s at the mark (on this
-//! machine's 270 GB disk the low zone is 10.8 GB: 3 MB/s at the mark). A
-//! member's garbage slowdown stays its own.
+//! machine's 270 GB disk the low zone is 10.8 GB: 3 MB/s at the mark).
+//!
+//! The garbage slowdown is the node's too. Paced alone, each store held
+//! its own garbage under the limit (`journal_slowdown_garbage_pct`): at
+//! the maximum rate on three nodes (25 KB inserts, 22 vnodes a node,
+//! 2026-12-06) the node's journals held 57–69 % garbage in all, under the
+//! limit of 75, while now one vnode now another stood at 80–93 % waiting
+//! 12–53 s for a compaction slot. That vnode was paced near a tenth of its
+//! own reclaim rate, its writes (on its worker) queued 24–323 deep, and
+//! the PUTs that reached it waited up to 4.2 s while the others waited for
+//! nothing: PUT mean(max) 1.2–1.4 s. The space that garbage takes is the
+//! disk's, and one store over the limit says nothing of it while the
+//! others are under; the next slot goes to the store most over its limit
+//! anyway (`compaction::slots`). So each member reports its latest garbage
+//! estimate and reclaim rate here ([`Member`]), and over the limit every
+//! write group of every member is paced on the node's clock at the
+//! members' reclaim rates summed ([`DiskPace::garbage_rate`]): the same
+//! slowdown, spread over every write of the node. The clock is the low
+//! disk's: a group waits for the stronger pressure.
 
 use crate::pace::{pace, rate_at};
+use crate::slowdown::garbage_pressure;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -59,7 +79,7 @@ pub struct LowDisk {
 pub const RECLAIM_RUNS_MAX: usize = 1024;
 
 /// A pace shared by the stores of one node on one disk (cheap to clone:
-/// the clones are one pace).
+/// the clones are one pace). Stores take part through a [`Member`].
 #[derive(Debug, Clone, Default)]
 pub struct DiskPace {
     inner: Arc<Inner>,
@@ -70,11 +90,20 @@ struct Inner {
     /// Bytes reclaimed by the members' runs, with when, oldest first.
     reclaimed: Mutex<VecDeque<(Instant, u64)>>,
     /// When the bytes of the groups paced so far are paid for; `None` while
-    /// the disk is not low.
+    /// neither the disk is low nor the garbage over the limit.
     next_free: Mutex<Option<Instant>>,
-    /// Whether `next_free` is set: while the disk is not low a write group
-    /// reads this flag only, and never takes the node-wide lock.
+    /// Whether `next_free` is set: while not paced a write group reads
+    /// this flag and the sums below only, and never takes the node-wide
+    /// lock.
     pacing: AtomicBool,
+    /// The members' latest garbage estimates: closed journal bytes and the
+    /// garbage in them, summed (each member adds the change of its own).
+    closed_bytes: AtomicU64,
+    garbage_bytes: AtomicU64,
+    /// The members' reclaim rates (bytes a second), summed, and how many
+    /// members have measured one.
+    reclaim_bps_sum: AtomicU64,
+    rated: AtomicU64,
 }
 
 impl DiskPace {
@@ -117,27 +146,156 @@ impl DiskPace {
         (sum as f64 / RECLAIM_WINDOW.as_secs_f64()) as u64
     }
 
-    /// How long a member's group of `bytes` waits on a `low` disk (`None`:
-    /// not low, no wait, the clock stops). Call it once per group, under
-    /// the member's write lock.
-    pub fn wait_for(&self, low: Option<LowDisk>, bytes: u64) -> Duration {
-        self.wait_for_at(Instant::now(), low, bytes)
+    /// A new member: a store that reports its garbage and reclaim rate
+    /// here and is paced on the node's clock.
+    pub fn member(&self) -> Member {
+        Member {
+            pace: self.clone(),
+            closed: AtomicU64::new(0),
+            garbage: AtomicU64::new(0),
+            reclaim: AtomicU64::new(u64::MAX),
+        }
     }
 
-    fn wait_for_at(&self, now: Instant, low: Option<LowDisk>, bytes: u64) -> Duration {
-        let Some(low) = low else {
+    /// The members' garbage, percent of their closed journal bytes (0 with
+    /// none).
+    pub fn garbage_pct(&self) -> f64 {
+        let closed = self.inner.closed_bytes.load(Ordering::Relaxed);
+        let garbage = self.inner.garbage_bytes.load(Ordering::Relaxed);
+        if closed == 0 {
+            return 0.0;
+        }
+        (100.0 * garbage as f64 / closed as f64).min(100.0)
+    }
+
+    /// The node's write rate for its garbage over `limit_pct` (bytes a
+    /// second): [`rate_at`] the pressure over the limit, of the members'
+    /// reclaim rates summed; `None` at or under the limit, or before any
+    /// member has measured a reclaim rate (as a store alone:
+    /// `crate::slowdown`).
+    pub fn garbage_rate(&self, limit_pct: f64) -> Option<u64> {
+        if self.inner.rated.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        let pressure = garbage_pressure(self.garbage_pct(), limit_pct)?;
+        Some(rate_at(
+            pressure,
+            self.inner.reclaim_bps_sum.load(Ordering::Relaxed),
+        ))
+    }
+
+    /// Whether a member's write would be paced now (with the garbage limit
+    /// `limit_pct`; a low disk is the member's store's to tell).
+    pub fn garbage_paced(&self, limit_pct: f64) -> bool {
+        self.garbage_rate(limit_pct).is_some()
+    }
+
+    /// How long a member's group of `bytes` waits, with the members'
+    /// garbage limit `limit_pct` and the disk `low` (`None`: not low): at
+    /// the slower of the garbage's and the low disk's rates, on one clock;
+    /// neither: no wait, the clock stops. Call it once per group, under the
+    /// member's write lock.
+    pub fn wait_for(&self, limit_pct: f64, low: Option<LowDisk>, bytes: u64) -> Duration {
+        self.wait_for_at(Instant::now(), limit_pct, low, bytes)
+    }
+
+    fn wait_for_at(
+        &self,
+        now: Instant,
+        limit_pct: f64,
+        low: Option<LowDisk>,
+        bytes: u64,
+    ) -> Duration {
+        let garbage = self.garbage_rate(limit_pct);
+        let disk = low.map(|low| low_disk_rate(low, self.reclaim_bps_at(now)));
+        let rate = match (garbage, disk) {
+            (Some(g), Some(d)) => Some(g.min(d)),
+            (g, d) => g.or(d),
+        };
+        let Some(rate) = rate else {
             if self.inner.pacing.load(Ordering::Relaxed) {
                 *self.inner.next_free.lock() = None;
                 self.inner.pacing.store(false, Ordering::Relaxed);
             }
             return Duration::ZERO;
         };
-        let rate = low_disk_rate(low, self.reclaim_bps_at(now));
         let mut next_free = self.inner.next_free.lock();
         let (wait, next) = pace(next_free.unwrap_or(now), now, bytes, rate);
         *next_free = Some(next);
         self.inner.pacing.store(true, Ordering::Relaxed);
         wait
+    }
+}
+
+/// One store's part in a [`DiskPace`]: what it last reported, taken back
+/// out of the node's sums when it is dropped (a vnode handed off or
+/// closed).
+#[derive(Debug)]
+pub struct Member {
+    pace: DiskPace,
+    closed: AtomicU64,
+    garbage: AtomicU64,
+    /// `u64::MAX` before the store's first run.
+    reclaim: AtomicU64,
+}
+
+impl Member {
+    /// The pace this member is part of.
+    pub fn pace(&self) -> &DiskPace {
+        &self.pace
+    }
+
+    /// Takes the store's latest garbage estimate: `garbage_bytes` of its
+    /// `closed_bytes` of closed journal files.
+    pub fn observe_garbage(&self, garbage_bytes: u64, closed_bytes: u64) {
+        debug_assert!(
+            garbage_bytes <= closed_bytes,
+            "{garbage_bytes} > {closed_bytes}"
+        );
+        let inner = &self.pace.inner;
+        let old = self.closed.swap(closed_bytes, Ordering::Relaxed);
+        inner
+            .closed_bytes
+            .fetch_add(closed_bytes.wrapping_sub(old), Ordering::Relaxed);
+        let old = self.garbage.swap(garbage_bytes, Ordering::Relaxed);
+        inner
+            .garbage_bytes
+            .fetch_add(garbage_bytes.wrapping_sub(old), Ordering::Relaxed);
+    }
+
+    /// Takes the store's reclaim rate (bytes a second, as its slowdown
+    /// measures it) after a run that reclaimed `reclaimed` bytes now.
+    pub fn observe_run(&self, reclaim_bps: u64, reclaimed: u64) {
+        debug_assert!(reclaim_bps != u64::MAX);
+        self.pace.observe_reclaim(reclaimed);
+        let inner = &self.pace.inner;
+        let old = match self.reclaim.swap(reclaim_bps, Ordering::Relaxed) {
+            u64::MAX => {
+                inner.rated.fetch_add(1, Ordering::Relaxed);
+                0
+            }
+            r => r,
+        };
+        inner
+            .reclaim_bps_sum
+            .fetch_add(reclaim_bps.wrapping_sub(old), Ordering::Relaxed);
+    }
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        let inner = &self.pace.inner;
+        let closed = *self.closed.get_mut();
+        inner.closed_bytes.fetch_sub(closed, Ordering::Relaxed);
+        let garbage = *self.garbage.get_mut();
+        inner.garbage_bytes.fetch_sub(garbage, Ordering::Relaxed);
+        match *self.reclaim.get_mut() {
+            u64::MAX => {}
+            r => {
+                inner.reclaim_bps_sum.fetch_sub(r, Ordering::Relaxed);
+                inner.rated.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
     }
 }
 
@@ -206,16 +364,16 @@ mod tests {
         let t0 = Instant::now();
         // Nothing reclaimed: the node's floor, once for all members.
         assert_eq!(
-            a.wait_for_at(t0, low(0.0), SLOWDOWN_MIN_RATE / 2),
+            a.wait_for_at(t0, 75.0, low(0.0), SLOWDOWN_MIN_RATE / 2),
             Duration::ZERO
         );
-        let w = b.wait_for_at(t0, low(0.0), SLOWDOWN_MIN_RATE / 2);
+        let w = b.wait_for_at(t0, 75.0, low(0.0), SLOWDOWN_MIN_RATE / 2);
         assert_eq!(w, Duration::from_millis(500), "b waits for a's bytes");
-        let w = a.wait_for_at(t0, low(0.0), 1);
+        let w = a.wait_for_at(t0, 75.0, low(0.0), 1);
         assert!(w >= Duration::from_millis(999), "{w:?}");
         // A disk no longer low stops the clock.
-        assert_eq!(a.wait_for_at(t0, None, 1 << 30), Duration::ZERO);
-        assert_eq!(b.wait_for_at(t0, low(0.0), 1), Duration::ZERO);
+        assert_eq!(a.wait_for_at(t0, 75.0, None, 1 << 30), Duration::ZERO);
+        assert_eq!(b.wait_for_at(t0, 75.0, low(0.0), 1), Duration::ZERO);
     }
 
     #[test]
@@ -225,13 +383,13 @@ mod tests {
         p.observe_reclaim_at(t0, 600 * MIB);
         let at = t0 + Duration::from_secs(1);
         // 10 MiB/s reclaimed: 10 MiB/s allowed at the low mark...
-        assert_eq!(p.wait_for_at(at, low(0.0), 10 * MIB), Duration::ZERO);
-        let w = p.wait_for_at(at, low(0.0), 0);
+        assert_eq!(p.wait_for_at(at, 75.0, low(0.0), 10 * MIB), Duration::ZERO);
+        let w = p.wait_for_at(at, 75.0, low(0.0), 0);
         assert_eq!(w, Duration::from_secs(1));
         // ...a tenth at the minimum (the clock is capped at the longest wait).
-        p.wait_for_at(at, None, 0);
-        assert_eq!(p.wait_for_at(at, low(1.0), MIB), Duration::ZERO);
-        let w = p.wait_for_at(at, low(1.0), 0);
+        p.wait_for_at(at, 75.0, None, 0);
+        assert_eq!(p.wait_for_at(at, 75.0, low(1.0), MIB), Duration::ZERO);
+        let w = p.wait_for_at(at, 75.0, low(1.0), 0);
         assert_eq!(w, SLOWDOWN_MAX_WAIT, "1 MiB at 1 MiB/s");
     }
 
@@ -254,11 +412,77 @@ mod tests {
         assert_eq!(low_disk_rate(small, 0), SLOWDOWN_MIN_RATE);
         let p = DiskPace::new();
         let t0 = Instant::now();
-        assert_eq!(p.wait_for_at(t0, Some(big), 5 * MIB), Duration::ZERO);
-        let w = p.wait_for_at(t0, Some(big), 0);
+        assert_eq!(p.wait_for_at(t0, 75.0, Some(big), 5 * MIB), Duration::ZERO);
+        let w = p.wait_for_at(t0, 75.0, Some(big), 0);
         assert!(
             w > Duration::from_millis(480) && w < Duration::from_millis(495),
             "5 MiB at 10.24 MiB/s: {w:?}"
         );
+    }
+
+    /// The members' garbage is paced as the node's: one store over the
+    /// limit with the node under it waits for nothing; the node over it
+    /// paces every member on one clock at their reclaim rates summed.
+    #[test]
+    fn the_nodes_garbage_paces_every_member_on_one_clock() {
+        let p = DiskPace::new();
+        let (a, b) = (p.member(), p.member());
+        let t0 = Instant::now();
+        a.observe_garbage(900, 1000);
+        b.observe_garbage(900, 1000);
+        assert_eq!(p.garbage_rate(75.0), None, "no member has run");
+        a.observe_run(30 * MIB, 0);
+        b.observe_run(10 * MIB, 0);
+        b.observe_garbage(400, 1000);
+        assert!((p.garbage_pct() - 65.0).abs() < 1e-9);
+        assert_eq!(p.garbage_rate(75.0), None, "a is over, the node is not");
+        assert_eq!(p.wait_for_at(t0, 75.0, None, 1 << 30), Duration::ZERO);
+        // 80 %: half way into the span, 55 % of the 40 MiB/s reclaimed.
+        b.observe_garbage(700, 1000);
+        let r = p.garbage_rate(75.0).unwrap_or(0);
+        assert!(r.abs_diff(22 * MIB) <= 1, "{r}");
+        assert!(p.garbage_paced(75.0));
+        assert_eq!(p.wait_for_at(t0, 75.0, None, 11 * MIB), Duration::ZERO);
+        let w = p.wait_for_at(t0, 75.0, None, 0);
+        let ms = |w: Duration| w.as_secs_f64() * 1e3;
+        assert!((ms(w) - 500.0).abs() < 0.01, "b waits for a's bytes: {w:?}");
+        // A low disk deeper than the garbage wins: the slower rate (the
+        // floor, 1 MiB/s: a MiB is a second, not 45 ms).
+        p.observe_reclaim_at(t0, 60 * MIB);
+        let w = p.wait_for_at(t0, 75.0, low(1.0), MIB);
+        assert!((ms(w) - 500.0).abs() < 0.01, "{w:?}");
+        let w = p.wait_for_at(t0, 75.0, low(1.0), 0);
+        assert_eq!(w, SLOWDOWN_MAX_WAIT);
+        // Under the limit again: the clock stops.
+        a.observe_garbage(100, 1000);
+        assert_eq!(p.wait_for_at(t0, 75.0, None, 1 << 30), Duration::ZERO);
+        assert_eq!(p.wait_for_at(t0, 75.0, None, 1), Duration::ZERO);
+    }
+
+    /// A member that goes (a vnode handed off) takes its garbage and rate
+    /// out of the node's sums.
+    #[test]
+    fn a_dropped_member_leaves_the_sums() {
+        let p = DiskPace::new();
+        let a = p.member();
+        a.observe_garbage(950, 1000);
+        a.observe_run(10 * MIB, MIB);
+        {
+            let b = p.member();
+            b.observe_garbage(100, 3000);
+            b.observe_garbage(200, 3000);
+            b.observe_run(5 * MIB, MIB);
+            b.observe_run(30 * MIB, MIB);
+            assert!((p.garbage_pct() - 28.75).abs() < 1e-9);
+            assert_eq!(p.inner.reclaim_bps_sum.load(Ordering::Relaxed), 40 * MIB);
+            assert_eq!(p.garbage_rate(75.0), None);
+        }
+        assert!((p.garbage_pct() - 95.0).abs() < 1e-9);
+        assert_eq!(p.inner.rated.load(Ordering::Relaxed), 1);
+        assert_eq!(p.garbage_rate(75.0), Some(MIB), "a tenth of a's 10 MiB/s");
+        drop(a);
+        assert_eq!(p.garbage_pct(), 0.0);
+        assert_eq!(p.garbage_rate(75.0), None);
+        assert_eq!(p.inner.reclaim_bps_sum.load(Ordering::Relaxed), 0);
     }
 }

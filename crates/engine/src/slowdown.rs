@@ -42,14 +42,18 @@
 //! from ~2 ms to 36–285 ms for a minute. Unpaced, the garbage grows for one run's wait and
 //! duration at most (the store most over its limit gets the next slot),
 //! and the disk guard stands behind it. A store that shares
-//! its disk with others (a node's vnodes, `Config::disk_pace`) leaves the
-//! low disk to the shared pace ([`crate::diskpace`]): one clock for all of
-//! them at what all of them reclaim, with one floor for the node.
+//! its disk with others (a node's vnodes, `Config::disk_pace`) leaves both
+//! its garbage and the low disk to the shared pace ([`crate::diskpace`]):
+//! the garbage of all of them against the same limit, one clock for all
+//! of them at what all of them reclaim, with one floor for the node — so
+//! one store over the limit among others under it waits for nothing, and
+//! a node over it slows every write a little rather than one store's
+//! writes a lot.
 //! [`allowed_rate`] and the pacing clock ([`crate::pace`]) are pure; [`Slowdown`] keeps their inputs
 //! in atomics and the pacing clock under a mutex that only the holder of
 //! the store's write lock takes.
 
-use crate::diskpace::{DiskPace, LowDisk};
+use crate::diskpace::{DiskPace, LowDisk, Member};
 pub use crate::pace::{pace, rate_at, SLOWDOWN_MAX_WAIT, SLOWDOWN_MIN_RATE};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -96,9 +100,9 @@ pub struct Slowdown {
     /// When the bytes of the groups paced so far are paid for; `None` while
     /// not paced.
     next_free: Mutex<Option<Instant>>,
-    /// The pace of the stores sharing this one's disk, which then paces a
-    /// low disk instead of this slowdown.
-    shared: Option<DiskPace>,
+    /// This store's part in the pace of the stores sharing its disk, which
+    /// then paces the garbage and a low disk instead of this slowdown.
+    shared: Option<Member>,
 }
 
 impl Slowdown {
@@ -115,18 +119,32 @@ impl Slowdown {
         }
     }
 
-    /// The slowdown, leaving a low disk to `shared` (the pace of the stores
-    /// on the same disk) and telling it what its runs reclaim.
+    /// The slowdown, leaving the garbage and a low disk to `shared` (the
+    /// pace of the stores on the same disk, [`crate::diskpace`]) as one of
+    /// its members: it tells the shared pace its garbage and what its runs
+    /// reclaim.
     pub fn with_disk_pace(mut self, shared: Option<DiskPace>) -> Self {
-        self.shared = shared;
+        self.shared = shared.map(|p| p.member());
         self
     }
 
-    /// Takes a new garbage estimate (percent of the closed files' bytes).
-    pub fn observe_garbage(&self, pct: f64) {
-        debug_assert!((0.0..=100.0).contains(&pct), "garbage {pct}%");
+    /// Takes a new garbage estimate: `garbage_bytes` of the closed journal
+    /// files' `closed_bytes` (both 0: nothing compaction could act on).
+    pub fn observe_garbage(&self, garbage_bytes: u64, closed_bytes: u64) {
+        debug_assert!(
+            garbage_bytes <= closed_bytes,
+            "{garbage_bytes} > {closed_bytes}"
+        );
+        let pct = if closed_bytes == 0 {
+            0.0
+        } else {
+            100.0 * garbage_bytes as f64 / closed_bytes as f64
+        };
         let milli = (pct.clamp(0.0, 100.0) * 1000.0) as u64;
         self.garbage_milli_pct.store(milli, Ordering::Relaxed);
+        if let Some(shared) = &self.shared {
+            shared.observe_garbage(garbage_bytes.min(closed_bytes), closed_bytes);
+        }
     }
 
     /// Takes the disk guard's depth: `Some(d)` while the disk is low, `d`
@@ -162,9 +180,6 @@ impl Slowdown {
 
     /// Takes a compaction run that reclaimed `bytes` in `took`.
     pub fn observe_run(&self, bytes: u64, took: Duration) {
-        if let Some(shared) = &self.shared {
-            shared.observe_reclaim(bytes);
-        }
         let secs = took.as_secs_f64().max(1e-3);
         let sample = (bytes as f64 / secs) as u64;
         let old = self.reclaim_bps.load(Ordering::Relaxed);
@@ -173,7 +188,11 @@ impl Slowdown {
         } else {
             old / 2 + sample / 2
         };
+        let new = new.min(u64::MAX - 1);
         self.reclaim_bps.store(new, Ordering::Relaxed);
+        if let Some(shared) = &self.shared {
+            shared.observe_run(new, bytes);
+        }
     }
 
     /// The latest garbage estimate, percent.
@@ -189,15 +208,19 @@ impl Slowdown {
     /// there is nothing to pace to (see the module doc): a store's first
     /// run is left to bound its garbage, and with the trigger off a low
     /// disk is left to the guard's refusal at its minimum, rather than
-    /// slowing every write to [`SLOWDOWN_MIN_RATE`]. With a
-    /// shared disk pace the disk is not this rate's (see [`Self::wait_for`]).
+    /// slowing every write to [`SLOWDOWN_MIN_RATE`]. With a shared disk
+    /// pace neither pressure is this rate's: always `None` (see
+    /// [`Self::wait_for`] and [`Self::paced`]).
     pub fn rate(&self) -> Option<u64> {
+        if self.shared.is_some() {
+            return None;
+        }
         let reclaim = match self.reclaim_bps.load(Ordering::Relaxed) {
             u64::MAX => return None,
             r => r,
         };
         let garbage = garbage_pressure(self.garbage_pct(), self.limit_pct);
-        let disk = self.disk_depth().filter(|_| self.shared.is_none());
+        let disk = self.disk_depth();
         let pressure = match (garbage, disk) {
             (Some(g), Some(d)) => g.max(d),
             (g, d) => g.or(d)?,
@@ -205,16 +228,26 @@ impl Slowdown {
         Some(rate_at(pressure, reclaim))
     }
 
-    /// How long a group of `bytes` waits before it is written (zero when
-    /// not paced): this store's own pace and, with a shared disk pace, the
-    /// node's while the disk is low, whichever is longer (each clock is
-    /// charged the group). Call it under the store's write lock, once per
-    /// group.
-    pub fn wait_for(&self, bytes: u64) -> Duration {
-        let own = self.own_wait_for(bytes);
+    /// Whether a write group would wait now for the garbage over the
+    /// limit, this store's or (with a shared disk pace) the node's. A low
+    /// disk is the disk guard's to tell (`DiskGuard::last_state`).
+    pub fn paced(&self) -> bool {
         match &self.shared {
-            Some(shared) => own.max(shared.wait_for(self.low_disk(), bytes)),
-            None => own,
+            Some(shared) => shared.pace().garbage_paced(self.limit_pct),
+            None => self.rate().is_some(),
+        }
+    }
+
+    /// How long a group of `bytes` waits before it is written (zero when
+    /// not paced): this store's own pace or, with a shared disk pace, the
+    /// node's (for the node's garbage and a low disk). Call it under the
+    /// store's write lock, once per group.
+    pub fn wait_for(&self, bytes: u64) -> Duration {
+        match &self.shared {
+            Some(shared) => shared
+                .pace()
+                .wait_for(self.limit_pct, self.low_disk(), bytes),
+            None => self.own_wait_for(bytes),
         }
     }
 
@@ -289,7 +322,7 @@ mod tests {
         let s = Slowdown::new(70.0);
         assert_eq!(s.wait_for(MIB), Duration::ZERO, "no estimate yet");
         s.observe_run(400 * MIB, Duration::from_secs(4));
-        s.observe_garbage(80.0);
+        s.observe_garbage(800, 1000);
         assert!(s.rate().is_some_and(|r| r.abs_diff(10 * MIB) <= 1));
         assert_eq!(
             s.wait_for(MIB),
@@ -303,7 +336,7 @@ mod tests {
         );
         // A low disk paces whatever the garbage, by its depth; the
         // stronger pressure wins.
-        s.observe_garbage(10.0);
+        s.observe_garbage(100, 1000);
         assert_eq!(s.rate(), None);
         s.observe_disk(Some(0.0));
         let r = s.rate().unwrap_or(0);
@@ -313,7 +346,7 @@ mod tests {
         );
         s.observe_disk(Some(0.5));
         assert!(s.rate().is_some_and(|r| r.abs_diff(55 * MIB) <= 1));
-        s.observe_garbage(80.0);
+        s.observe_garbage(800, 1000);
         let r = s.rate().unwrap_or(0);
         assert!(
             r.abs_diff(10 * MIB) <= 1,
@@ -322,10 +355,10 @@ mod tests {
         s.observe_disk(None);
         // The rate is the mean of the runs: (100 + 50) / 2 MiB/s.
         s.observe_run(100 * MIB, Duration::from_secs(2));
-        s.observe_garbage(75.0);
+        s.observe_garbage(750, 1000);
         let r = s.rate().unwrap_or(0);
         assert!(r.abs_diff(75 * MIB * 55 / 100) <= 1, "{r}");
-        s.observe_garbage(60.0);
+        s.observe_garbage(600, 1000);
         assert_eq!(
             s.wait_for(100 * MIB),
             Duration::ZERO,
@@ -340,7 +373,7 @@ mod tests {
     #[test]
     fn garbage_needs_a_reclaim_rate_to_pace() {
         let s = Slowdown::new(75.0);
-        s.observe_garbage(95.0);
+        s.observe_garbage(950, 1000);
         assert_eq!(s.rate(), None, "no run yet");
         for _ in 0..3 {
             assert_eq!(s.wait_for(MIB), Duration::ZERO);
@@ -356,7 +389,7 @@ mod tests {
         // Runs that free nothing measure a rate of 0: paced at the floor.
         let t = Slowdown::new(75.0);
         t.observe_run(0, Duration::from_secs(2));
-        t.observe_garbage(95.0);
+        t.observe_garbage(950, 1000);
         assert_eq!(t.rate(), Some(SLOWDOWN_MIN_RATE));
     }
 
@@ -404,5 +437,33 @@ mod tests {
         }
         assert_eq!(b.wait_for(MIB << 10), Duration::ZERO);
         assert_eq!(a.wait_for(1), Duration::ZERO);
+    }
+
+    /// With a shared pace a store's own garbage over the limit paces
+    /// nothing while the node's is under it (the node's pace decides).
+    #[test]
+    fn a_shared_pace_decides_the_garbage() {
+        let shared = DiskPace::new();
+        let a = Slowdown::new(75.0).with_disk_pace(Some(shared.clone()));
+        let b = Slowdown::new(75.0).with_disk_pace(Some(shared.clone()));
+        a.observe_run(100 * MIB, Duration::from_secs(1));
+        b.observe_run(100 * MIB, Duration::from_secs(1));
+        a.observe_garbage(930, 1000);
+        b.observe_garbage(300, 1000);
+        assert_eq!(a.rate(), None);
+        assert!(!a.paced(), "a is at 93 %, the node at 61.5 %");
+        for _ in 0..3 {
+            assert_eq!(a.wait_for(100 * MIB), Duration::ZERO);
+        }
+        b.observe_garbage(900, 1000);
+        assert!(a.paced() && b.paced(), "the node at 91.5 %");
+        let r = shared.garbage_rate(75.0).unwrap_or(0);
+        assert!(r.abs_diff(20 * MIB) <= 1, "a tenth of 200 MiB/s: {r}");
+        assert_eq!(b.wait_for(20 * MIB), Duration::ZERO);
+        let w = a.wait_for(0);
+        assert!(
+            w > Duration::from_millis(900) && w <= Duration::from_secs(1),
+            "a waits for b's second at 20 MiB/s: {w:?}"
+        );
     }
 }

@@ -627,7 +627,7 @@ fn writes_are_paced_while_compaction_is_behind() {
     // of waiting after the first.
     let slowdown = s.journal_slowdown();
     slowdown.observe_run(1 << 20, std::time::Duration::from_secs(1));
-    slowdown.observe_garbage(90.0);
+    slowdown.observe_garbage(900, 1000);
     assert_eq!(slowdown.rate(), Some(1 << 20));
     let t0 = std::time::Instant::now();
     for i in 0..4 {
@@ -654,7 +654,7 @@ fn writes_are_paced_while_compaction_is_behind() {
         assert_eq!(got.map(|o| o.value.len()), Some(value.len()));
     }
     // Compaction caught up: no more waits.
-    slowdown.observe_garbage(40.0);
+    slowdown.observe_garbage(400, 1000);
     s.put(b"b", b"after", &value, b"").expect("put");
     assert_eq!(counter(&s, "journal_slowdowns"), paced);
 }

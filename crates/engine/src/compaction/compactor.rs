@@ -77,11 +77,13 @@ pub struct Compactor {
 /// at its floor rate for good (a 10 KB insert load on three nodes ran at
 /// half its rate from 250 s on: each vnode had one closed file, nearly all
 /// garbage). The garbage is bounded meanwhile: fewer than a run's files.
-fn slowdown_garbage(est: &GarbageEstimate, min_files: usize) -> f64 {
+/// Returns (garbage, closed) bytes; (0, 0) counts for nothing, also in a
+/// node's sums (`crate::diskpace`).
+fn slowdown_garbage(est: &GarbageEstimate, min_files: usize) -> (u64, u64) {
     if est.files >= min_files {
-        est.pct()
+        (est.garbage_bytes.min(est.closed_bytes), est.closed_bytes)
     } else {
-        0.0
+        (0, 0)
     }
 }
 
@@ -408,8 +410,8 @@ impl Compactor {
     /// Makes `est` the latest estimate (the write slowdown's too, where
     /// the garbage trigger can act on it).
     pub(super) fn note_estimate(&self, est: GarbageEstimate) {
-        self.slowdown
-            .observe_garbage(slowdown_garbage(&est, self.policy.max_run_length));
+        let (garbage, closed) = slowdown_garbage(&est, self.policy.max_run_length);
+        self.slowdown.observe_garbage(garbage, closed);
         *self.last_estimate.lock() = Some(est);
     }
 
@@ -567,9 +569,9 @@ mod slowdown_tests {
     fn writes_are_paced_only_where_the_garbage_trigger_can_compact() {
         // One closed file, nearly all garbage: the trigger needs 4, so no
         // pressure (it would never be relieved).
-        assert_eq!(slowdown_garbage(&est(1, 100, 95), 4), 0.0);
-        assert_eq!(slowdown_garbage(&est(3, 300, 290), 4), 0.0);
-        assert!((slowdown_garbage(&est(4, 400, 380), 4) - 95.0).abs() < 1e-9);
-        assert!((slowdown_garbage(&est(9, 900, 90), 4) - 10.0).abs() < 1e-9);
+        assert_eq!(slowdown_garbage(&est(1, 100, 95), 4), (0, 0));
+        assert_eq!(slowdown_garbage(&est(3, 300, 290), 4), (0, 0));
+        assert_eq!(slowdown_garbage(&est(4, 400, 380), 4), (380, 400));
+        assert_eq!(slowdown_garbage(&est(9, 900, 90), 4), (90, 900));
     }
 }

@@ -71,7 +71,7 @@ impl Store {
             || self.config.sync == SyncStrategy::Sync
             || self.tictac.is_some()
             || self.ledger.admit_would_wait()
-            || self.compactor.slowdown().rate().is_some()
+            || self.compactor.slowdown().paced()
             || self.compactor.disk().last_state() != crate::diskspace::DiskState::Ample
             || self.journal.append_would_wait(bytes + OVERHEAD)
     }
