@@ -160,8 +160,8 @@ impl DiskPace {
     /// The members' garbage, percent of their closed journal bytes (0 with
     /// none).
     pub fn garbage_pct(&self) -> f64 {
-        let closed = self.inner.closed_bytes.load(Ordering::Relaxed);
-        let garbage = self.inner.garbage_bytes.load(Ordering::Relaxed);
+        let garbage = self.inner.garbage_bytes.load(Ordering::Acquire);
+        let closed = self.inner.closed_bytes.load(Ordering::Acquire);
         if closed == 0 {
             return 0.0;
         }
@@ -174,13 +174,13 @@ impl DiskPace {
     /// member has measured a reclaim rate (as a store alone:
     /// `crate::slowdown`).
     pub fn garbage_rate(&self, limit_pct: f64) -> Option<u64> {
-        if self.inner.rated.load(Ordering::Relaxed) == 0 {
+        if self.inner.rated.load(Ordering::Acquire) == 0 {
             return None;
         }
         let pressure = garbage_pressure(self.garbage_pct(), limit_pct)?;
         Some(rate_at(
             pressure,
-            self.inner.reclaim_bps_sum.load(Ordering::Relaxed),
+            self.inner.reclaim_bps_sum.load(Ordering::Acquire),
         ))
     }
 
@@ -253,14 +253,25 @@ impl Member {
             "{garbage_bytes} > {closed_bytes}"
         );
         let inner = &self.pace.inner;
-        let old = self.closed.swap(closed_bytes, Ordering::Relaxed);
-        inner
-            .closed_bytes
-            .fetch_add(closed_bytes.wrapping_sub(old), Ordering::Relaxed);
-        let old = self.garbage.swap(garbage_bytes, Ordering::Relaxed);
-        inner
-            .garbage_bytes
-            .fetch_add(garbage_bytes.wrapping_sub(old), Ordering::Relaxed);
+        let closed = closed_bytes.wrapping_sub(self.closed.swap(closed_bytes, Ordering::Relaxed));
+        let garbage =
+            garbage_bytes.wrapping_sub(self.garbage.swap(garbage_bytes, Ordering::Relaxed));
+        // The sums are two atomics: the change that lowers the node's
+        // share goes in first, so a reader between them never sees more
+        // garbage than before or after (a spurious pace).
+        let (closed_grows, garbage_falls) = (closed as i64 > 0, (garbage as i64) < 0);
+        if closed_grows {
+            inner.closed_bytes.fetch_add(closed, Ordering::AcqRel);
+        }
+        if garbage_falls {
+            inner.garbage_bytes.fetch_add(garbage, Ordering::AcqRel);
+        }
+        if !closed_grows {
+            inner.closed_bytes.fetch_add(closed, Ordering::AcqRel);
+        }
+        if !garbage_falls {
+            inner.garbage_bytes.fetch_add(garbage, Ordering::AcqRel);
+        }
     }
 
     /// Takes the store's reclaim rate (bytes a second, as its slowdown
@@ -269,31 +280,31 @@ impl Member {
         debug_assert!(reclaim_bps != u64::MAX);
         self.pace.observe_reclaim(reclaimed);
         let inner = &self.pace.inner;
-        let old = match self.reclaim.swap(reclaim_bps, Ordering::Relaxed) {
-            u64::MAX => {
-                inner.rated.fetch_add(1, Ordering::Relaxed);
-                0
-            }
-            r => r,
-        };
-        inner
-            .reclaim_bps_sum
-            .fetch_add(reclaim_bps.wrapping_sub(old), Ordering::Relaxed);
+        let old = self.reclaim.swap(reclaim_bps, Ordering::Relaxed);
+        // The rate goes into the sum before the member counts as rated, so
+        // a reader never paces to a sum without it.
+        let delta = reclaim_bps.wrapping_sub(if old == u64::MAX { 0 } else { old });
+        inner.reclaim_bps_sum.fetch_add(delta, Ordering::AcqRel);
+        if old == u64::MAX {
+            inner.rated.fetch_add(1, Ordering::AcqRel);
+        }
     }
 }
 
 impl Drop for Member {
     fn drop(&mut self) {
+        // Garbage out before the bytes it is part of, the member uncounted
+        // before its rate leaves the sum (see `observe_garbage`).
         let inner = &self.pace.inner;
-        let closed = *self.closed.get_mut();
-        inner.closed_bytes.fetch_sub(closed, Ordering::Relaxed);
         let garbage = *self.garbage.get_mut();
-        inner.garbage_bytes.fetch_sub(garbage, Ordering::Relaxed);
+        inner.garbage_bytes.fetch_sub(garbage, Ordering::AcqRel);
+        let closed = *self.closed.get_mut();
+        inner.closed_bytes.fetch_sub(closed, Ordering::AcqRel);
         match *self.reclaim.get_mut() {
             u64::MAX => {}
             r => {
-                inner.reclaim_bps_sum.fetch_sub(r, Ordering::Relaxed);
-                inner.rated.fetch_sub(1, Ordering::Relaxed);
+                inner.rated.fetch_sub(1, Ordering::AcqRel);
+                inner.reclaim_bps_sum.fetch_sub(r, Ordering::AcqRel);
             }
         }
     }
