@@ -49,8 +49,7 @@
 //! slowdown, spread over every write of the node. The clock is the low
 //! disk's: a group waits for the stronger pressure.
 
-use crate::pace::{pace, rate_at};
-use crate::slowdown::garbage_pressure;
+use crate::pace::{garbage_pressure, pace, rate_at};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -1,10 +1,11 @@
 //! The pacing rules a write slowdown is made of, pure and shared: the
-//! rate at a pressure between a reclaim rate and a tenth of it, and the
-//! clock that turns a rate into each write group's wait.
+//! pressure of garbage over its limit, the rate at a pressure between a
+//! reclaim rate and a tenth of it, and the clock that turns a rate into
+//! each write group's wait.
 //!
 //! Both a store's own slowdown (`crate::slowdown`, the journal's garbage)
-//! and the pace the stores of one node share while their disk is low
-//! (`crate::diskpace`) pace with these, so a write waits the same way for
+//! and the pace the stores of one node share (`crate::diskpace`, their
+//! garbage summed and a low disk) pace with these, so a write waits the same way for
 //! either, with the same floor and the same longest wait.
 
 use std::time::{Duration, Instant};
@@ -15,6 +16,20 @@ pub const SLOWDOWN_MIN_RATE: u64 = 1 << 20;
 
 /// The longest a write group waits for the pace.
 pub const SLOWDOWN_MAX_WAIT: Duration = Duration::from_secs(1);
+
+/// Points over the limit at which the allowed rate has fallen to a tenth
+/// of the reclaim rate.
+pub const SLOWDOWN_SPAN_PCT: f64 = 10.0;
+
+/// How far into the slowdown `garbage_pct` is (0 at `limit_pct`, 1 from
+/// [`SLOWDOWN_SPAN_PCT`] points above); `None` at or below the limit, or
+/// with a limit of 100 or more (off).
+pub fn garbage_pressure(garbage_pct: f64, limit_pct: f64) -> Option<f64> {
+    if limit_pct >= 100.0 || garbage_pct.is_nan() || garbage_pct <= limit_pct {
+        return None;
+    }
+    Some(((garbage_pct - limit_pct) / SLOWDOWN_SPAN_PCT).min(1.0))
+}
 
 /// The write rate at `pressure` (0..=1): `reclaim_bps` at 0, falling
 /// linearly to a tenth of it at 1, never below [`SLOWDOWN_MIN_RATE`].

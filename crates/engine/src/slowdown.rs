@@ -54,14 +54,12 @@
 //! the store's write lock takes.
 
 use crate::diskpace::{DiskPace, LowDisk, Member};
-pub use crate::pace::{pace, rate_at, SLOWDOWN_MAX_WAIT, SLOWDOWN_MIN_RATE};
+pub use crate::pace::{
+    garbage_pressure, pace, rate_at, SLOWDOWN_MAX_WAIT, SLOWDOWN_MIN_RATE, SLOWDOWN_SPAN_PCT,
+};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-
-/// Points over the limit at which the allowed rate has fallen to a tenth
-/// of the reclaim rate.
-pub const SLOWDOWN_SPAN_PCT: f64 = 10.0;
 
 /// The journal write rate allowed (bytes a second) when the estimated
 /// garbage is `garbage_pct` and compaction reclaims `reclaim_bps` bytes a
@@ -69,16 +67,6 @@ pub const SLOWDOWN_SPAN_PCT: f64 = 10.0;
 /// 100 or more: off).
 pub fn allowed_rate(garbage_pct: f64, limit_pct: f64, reclaim_bps: u64) -> Option<u64> {
     garbage_pressure(garbage_pct, limit_pct).map(|p| rate_at(p, reclaim_bps))
-}
-
-/// How far into the slowdown `garbage_pct` is (0 at `limit_pct`, 1 from
-/// [`SLOWDOWN_SPAN_PCT`] points above); `None` at or below the limit, or
-/// with a limit of 100 or more (off).
-pub fn garbage_pressure(garbage_pct: f64, limit_pct: f64) -> Option<f64> {
-    if limit_pct >= 100.0 || garbage_pct.is_nan() || garbage_pct <= limit_pct {
-        return None;
-    }
-    Some(((garbage_pct - limit_pct) / SLOWDOWN_SPAN_PCT).min(1.0))
 }
 
 /// A store's write slowdown: the inputs of [`allowed_rate`] and the pacing
