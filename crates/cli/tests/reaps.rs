@@ -111,8 +111,13 @@ fn a_fallback_handing_back_an_older_write_after_a_delete_does_not_resurrect_it()
         back.len()
     );
     // The reaps put off while the fallbacks held copies are retried (1 s,
-    // then doubling) and remove every tombstone.
-    wait_for("the retried reaps", Duration::from_secs(60), || {
+    // then doubling to `REAP_RETRY_MAX`, 60 s: with delete_mode immediate
+    // the 8 attempts come 0, 1, 3, 7, 15, 31, 63 and 123 s after the
+    // delete) and remove every tombstone. On a loaded CI machine the
+    // handoffs and the reads above can take past one attempt, and the next
+    // may come 60 s later: wait past the last (a CI run timed out at 60 s
+    // here).
+    wait_for("the retried reaps", Duration::from_secs(150), || {
         tombstones(&nodes[0].cluster) == 0
     });
     for n in nodes.iter_mut() {
