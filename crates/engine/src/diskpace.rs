@@ -169,18 +169,21 @@ impl DiskPace {
 
     /// The node's write rate for its garbage over `limit_pct` (bytes a
     /// second): [`rate_at`] the pressure over the limit, of the members'
-    /// reclaim rates summed; `None` at or under the limit, or before any
-    /// member has measured a reclaim rate (as a store alone:
-    /// `crate::slowdown`).
+    /// reclaim rates summed, and never below one
+    /// [`crate::pace::SLOWDOWN_MIN_RATE`] for each member that has measured
+    /// a rate (the floors they had paced alone: runs that free little
+    /// must not hold a node of 64 vnodes to one store's floor); `None` at
+    /// or under the limit, or before any member has measured a reclaim
+    /// rate (as a store alone: `crate::slowdown`).
     pub fn garbage_rate(&self, limit_pct: f64) -> Option<u64> {
-        if self.inner.rated.load(Ordering::Acquire) == 0 {
+        let rated = self.inner.rated.load(Ordering::Acquire);
+        if rated == 0 {
             return None;
         }
         let pressure = garbage_pressure(self.garbage_pct(), limit_pct)?;
-        Some(rate_at(
-            pressure,
-            self.inner.reclaim_bps_sum.load(Ordering::Acquire),
-        ))
+        let floor = rated.saturating_mul(crate::pace::SLOWDOWN_MIN_RATE);
+        let sum = self.inner.reclaim_bps_sum.load(Ordering::Acquire);
+        Some(rate_at(pressure, sum).max(floor))
     }
 
     /// Whether a member's write would be paced now (with the garbage limit
@@ -490,6 +493,15 @@ mod tests {
         assert!((p.garbage_pct() - 95.0).abs() < 1e-9);
         assert_eq!(p.inner.rated.load(Ordering::Relaxed), 1);
         assert_eq!(p.garbage_rate(75.0), Some(MIB), "a tenth of a's 10 MiB/s");
+        // The floor is one store's for each member with a rate: three
+        // whose runs freed nothing are held to 3 MiB/s, not 1.
+        let (c, d) = (p.member(), p.member());
+        c.observe_run(0, 0);
+        d.observe_run(0, 0);
+        c.observe_garbage(950, 1000);
+        d.observe_garbage(950, 1000);
+        assert_eq!(p.garbage_rate(75.0), Some(3 * MIB));
+        drop((c, d));
         drop(a);
         assert_eq!(p.garbage_pct(), 0.0);
         assert_eq!(p.garbage_rate(75.0), None);
