@@ -45,10 +45,11 @@
 //! its disk with others (a node's vnodes, `Config::disk_pace`) leaves both
 //! its garbage and the low disk to the shared pace ([`crate::diskpace`]):
 //! the garbage of all of them against the same limit, one clock for all
-//! of them at what all of them reclaim, with one floor for the node — so
-//! one store over the limit among others under it waits for nothing, and
-//! a node over it slows every write a little rather than one store's
-//! writes a lot.
+//! of them at what all of them reclaim (the floor: the node's one while
+//! the disk is low, one store's for each member that has run for the
+//! garbage) — so one store over the limit among others under it waits for
+//! nothing, and a node over it slows every write a little rather than one
+//! store's writes a lot.
 //! [`allowed_rate`] and the pacing clock ([`crate::pace`]) are pure; [`Slowdown`] keeps their inputs
 //! in atomics and the pacing clock under a mutex that only the holder of
 //! the store's write lock takes.
