@@ -66,6 +66,19 @@ impl WaitTimer {
     pub fn since(&self, start: Instant) {
         self.record(start.elapsed());
     }
+
+    /// Its four fields named as a snapshot lists them, under `name`:
+    /// `name_count`, `name_ns`, `name_slow`, `name_max_ns` (for timers kept
+    /// outside [`Stats`], e.g. a server's).
+    pub fn named(&self, name: &str) -> [(String, u64); 4] {
+        let ld = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        [
+            (format!("{name}_count"), ld(&self.count)),
+            (format!("{name}_ns"), ld(&self.total_ns)),
+            (format!("{name}_slow"), ld(&self.slow)),
+            (format!("{name}_max_ns"), ld(&self.max_ns)),
+        ]
+    }
 }
 
 macro_rules! counters {
@@ -351,6 +364,15 @@ mod tests {
         assert_eq!(snap["journal_fsync_slow"], 1);
         assert_eq!(snap["journal_fsync_max_ns"], 3_000_000);
         assert_eq!(snap["sst_block_read_count"], 0);
+        assert_eq!(
+            s.journal_fsync.named("x"),
+            [
+                ("x_count".to_string(), 2),
+                ("x_ns".to_string(), 3_010_000),
+                ("x_slow".to_string(), 1),
+                ("x_max_ns".to_string(), 3_000_000),
+            ]
+        );
         let window: std::collections::HashMap<_, _> = s.take_window_maxima().into_iter().collect();
         assert_eq!(window["journal_fsync_window_max_ns"], 3_000_000);
         s.journal_fsync.record(Duration::from_micros(20));

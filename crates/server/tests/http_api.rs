@@ -1028,6 +1028,10 @@ fn stats_latencies_and_prometheus_metrics() {
         assert!(s[format!("node_put_fsm_time_{f}")].is_number(), "{f}: {s}");
     }
     assert!(s["node_get_fsm_time_100"].as_u64().is_some_and(|v| v > 0));
+    // The one PUT's two parts: its coordinating step and its replicas.
+    assert_eq!(s["put_coordinate_count"], 1, "{s}");
+    assert_eq!(s["put_replicas_count"], 1, "{s}");
+    assert!(s["put_coordinate_max_ns"].as_u64().is_some_and(|v| v > 0));
     // The queue gauge drains: a PUT returns at its write quorum and a GET
     // may queue read repairs, so jobs can still be in the queues for a
     // moment (seen on a loaded CI machine).

@@ -31,6 +31,7 @@ use crate::object::vclock::VClock;
 use crate::object::{Content, RiakObject};
 use crate::router::{Router, Target};
 use crate::vnode::request::{Obj, VnodeReq};
+use basalt_engine::stats::WaitTimer;
 use parking_lot::{Mutex, RwLock};
 use std::future::Future;
 use std::pin::Pin;
@@ -156,6 +157,12 @@ pub struct NodeStats {
     /// flight were over `limits.replica_writes_in_flight_mb`, and waited
     /// for all their replicas before answering.
     pub replica_write_waits: AtomicU64,
+    /// A PUT's coordinating step (the coordinator's write, on this node or
+    /// another), as the PUT waited for it.
+    pub put_coordinate: WaitTimer,
+    /// A PUT from its coordinator's answer to its quorum (past
+    /// `limits.replica_writes_in_flight_mb`: to all its replicas).
+    pub put_replicas: WaitTimer,
 }
 
 impl NodeStats {

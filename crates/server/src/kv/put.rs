@@ -210,7 +210,10 @@ impl Kv {
             });
         }
         let mut acked_nodes: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+        let started = std::time::Instant::now();
         let (ci, reply, tried) = self.coordinate(&targets, &req).await?;
+        self.stats.put_coordinate.since(started);
+        let coordinated = std::time::Instant::now();
         let coord = &targets[ci];
         let rest: Vec<Target> = (0..targets.len())
             .filter(|i| !tried.contains(i))
@@ -267,6 +270,7 @@ impl Kv {
             self.wait_if_writes_backlogged(&mut replies).await;
         }
         drop(replies);
+        self.stats.put_replicas.since(coordinated);
         if let Err(e) = core.result() {
             let (acks, failed) = core.counts();
             tracing::warn!(acks, failed, "write quorum not met");

@@ -71,6 +71,11 @@ pub struct VnodeRow {
     pub disk_bytes: Option<u64>,
     /// The backend's counters (empty when it did not answer).
     pub counters: BTreeMap<String, u64>,
+    /// The vnode's own timers ([`VnodeTimes::snapshot`]): queue waits,
+    /// job runs and writes in place.
+    ///
+    /// [`VnodeTimes::snapshot`]: crate::vnode::VnodeTimes::snapshot
+    pub times: BTreeMap<String, u64>,
     /// Why the backend did not answer.
     pub error: Option<String>,
 }
@@ -102,6 +107,7 @@ impl Node {
             let overloads = v.overloads();
             let reads_here = v.reads_here();
             let writes_here = v.writes_here();
+            let times = v.times().snapshot().into_iter().collect();
             let stats = match v.submit(|st| Ok(st.backend.stats()?)) {
                 Ok(pending) => pending
                     .wait(self.router.timeout().min(crate::cluster::CONTROL_TIMEOUT))
@@ -129,6 +135,7 @@ impl Node {
                 backend,
                 disk_bytes,
                 counters,
+                times,
                 error,
             });
         }
@@ -153,6 +160,9 @@ pub fn vnode_text(rows: &[VnodeRow]) -> String {
             r.reads_here
         );
         let _ = writeln!(out, "Writes on the request task: {}", r.writes_here);
+        for (k, v) in &r.times {
+            let _ = writeln!(out, "{k}: {v}");
+        }
         match (&r.backend, r.disk_bytes, &r.error) {
             (Some(b), Some(d), _) => {
                 let _ = writeln!(out, "Backend: {b}");

@@ -145,6 +145,16 @@ pub async fn stats_json(node: &Node) -> serde_json::Value {
             obj.insert(format!("node_{n}_fsm_time_99"), l.p99.into());
             obj.insert(format!("node_{n}_fsm_time_100"), l.max.into());
         }
+        // Where a PUT's time went: its coordinating step, then its replicas.
+        for (name, v) in [
+            s.put_coordinate.named("put_coordinate"),
+            s.put_replicas.named("put_replicas"),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            obj.insert(name, v.into());
+        }
     }
     m
 }

@@ -186,6 +186,13 @@ fn a_write_in_place_waits_for_no_one_and_never_overlaps_the_worker() {
         b"v"
     );
     assert_eq!(v.writes_here(), 1);
+    // The timers saw the one job (held ≥ a moment by the test) and the
+    // one write in place; the writes that gave up are not timed.
+    let times: std::collections::BTreeMap<String, u64> = v.times().snapshot().into_iter().collect();
+    assert_eq!(times["vnode_job_count"], 1);
+    assert_eq!(times["vnode_queue_wait_count"], 1);
+    assert_eq!(times["vnode_write_here_count"], 1);
+    assert!(times["vnode_job_max_ns"] > 0 && times["vnode_job_ns"] >= times["vnode_job_max_ns"]);
     v.shutdown();
     assert!(try_here().is_none(), "a vnode shut down");
 }

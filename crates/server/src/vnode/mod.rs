@@ -31,10 +31,11 @@ pub mod serve;
 
 use crate::object::{DecodeError, RiakObject};
 use basalt_backend::{Backend, BackendError, IndexChange, WriteOptions};
+use basalt_engine::stats::WaitTimer;
 use parking_lot::{Mutex, RwLock};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 
 /// Errors of a vnode call.
@@ -337,6 +338,37 @@ impl VnodeState {
 
 type Job = Box<dyn FnOnce(&VnodeState) + Send>;
 
+/// Where a vnode's requests spend their time, for `vnode-status` (and so
+/// for telling a slow request's wait in the queue from its work): each a
+/// [`WaitTimer`] (count, total, slow count — at least 1 ms — and the
+/// longest since the vnode started).
+#[derive(Debug, Default)]
+pub struct VnodeTimes {
+    /// From a job's queueing to its start on the worker (the turn taken).
+    pub queue_wait: WaitTimer,
+    /// A job's run on the worker.
+    pub job: WaitTimer,
+    /// A write made on the request's task ([`Vnode::write_here`]), in its
+    /// turn (writes that gave up for the worker are not counted).
+    pub write_here: WaitTimer,
+}
+
+impl VnodeTimes {
+    /// `(name, value)` of every timer's four fields: `vnode_queue_wait_count`,
+    /// `_ns`, `_slow`, `_max_ns`, and likewise `vnode_job_*`,
+    /// `vnode_write_here_*`.
+    pub fn snapshot(&self) -> Vec<(String, u64)> {
+        [
+            self.queue_wait.named("vnode_queue_wait"),
+            self.job.named("vnode_job"),
+            self.write_here.named("vnode_write_here"),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+}
+
 /// One vnode: its queue and worker, and its state for reads served from
 /// memory on the caller's thread ([`Vnode::read_here`]).
 pub struct Vnode {
@@ -359,6 +391,8 @@ pub struct Vnode {
     turn: Arc<Mutex<()>>,
     /// Holds of [`Vnode::hold_in_place`] alive (a fault test's stall).
     in_place_held: Arc<std::sync::atomic::AtomicUsize>,
+    /// Queue waits, job runs and writes in place, timed.
+    times: Arc<VnodeTimes>,
 }
 
 /// While alive, a vnode serves no request on the request's own task (see
@@ -413,6 +447,7 @@ impl Vnode {
             writes_here: std::sync::atomic::AtomicU64::new(0),
             turn,
             in_place_held: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+            times: Arc::new(VnodeTimes::default()),
         })
     }
 
@@ -486,10 +521,17 @@ impl Vnode {
         let _open = self.open_in_place()?;
         let _turn = self.turn.try_lock()?;
         let state = self.state.lock().clone()?;
+        let start = Instant::now();
         let t = f(&state)?;
+        self.times.write_here.since(start);
         self.writes_here
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Some(t)
+    }
+
+    /// Its queue waits, job runs and writes in place, timed.
+    pub fn times(&self) -> &VnodeTimes {
+        &self.times
     }
 
     /// Writes made on the caller's thread ([`Vnode::write_here`]) since
@@ -516,8 +558,13 @@ impl Vnode {
     {
         let tx = self.tx.lock().clone().ok_or(VnodeError::Closed)?;
         let (reply_tx, reply_rx) = oneshot::channel();
+        let (times, queued) = (Arc::clone(&self.times), Instant::now());
         let job: Job = Box::new(move |st| {
-            let _ = reply_tx.send(f(st));
+            let start = Instant::now();
+            times.queue_wait.record(start - queued);
+            let r = f(st);
+            times.job.since(start);
+            let _ = reply_tx.send(r);
         });
         tx.try_send(job).map_err(|e| match e {
             mpsc::error::TrySendError::Full(_) => {
