@@ -65,7 +65,8 @@ pub struct Limits {
     /// Vnode request timeout.
     pub request_timeout_ms: u64,
     /// Above this many MiB of replica writes in flight on the node, a PUT
-    /// that met its quorum waits for all its replicas (0: every PUT).
+    /// that met its quorum waits until they fall back under it or its own
+    /// replicas have answered (0: every PUT waits for its replicas).
     pub replica_writes_in_flight_mb: u64,
     /// Extra wait of a GET whose quorum answered only "not found".
     pub notfound_wait_ms: u64,

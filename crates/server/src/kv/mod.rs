@@ -155,7 +155,7 @@ pub struct NodeStats {
     pub read_repairs_dropped: AtomicU64,
     /// PUTs that met their quorum while the node's replica writes in
     /// flight were over `limits.replica_writes_in_flight_mb`, and waited
-    /// for all their replicas before answering.
+    /// until they fell back under it (or for their own replicas).
     pub replica_write_waits: AtomicU64,
     /// A PUT's coordinating step (the coordinator's write, on this node or
     /// another), as the PUT waited for it.

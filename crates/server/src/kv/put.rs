@@ -300,11 +300,13 @@ impl Kv {
     /// such writes (~390 MB of encoded frames and ~270 MB of objects) on
     /// the busiest node and one was OOM-killed in its 768 MiB
     /// (2026-12-05). While the node's write calls in flight carry more than
-    /// `limits.replica_writes_in_flight_mb`, the PUT waits for its other
-    /// replicas too (each call ends at its reply or at the request
-    /// timeout), so the writers slow to the slowest replica's pace and
-    /// the writes in flight stay near the limit plus one round of the
-    /// PUTs being coordinated.
+    /// `limits.replica_writes_in_flight_mb`, the PUT waits until they fall
+    /// back under it or its own replicas have answered, whichever comes
+    /// first (each call ends at its reply or at the request timeout), so
+    /// the writers slow to the slowest replica's pace and the writes in
+    /// flight stay near the limit plus one round of the PUTs being
+    /// coordinated. (Until 2026-12-06 it waited for its own replicas only:
+    /// the last in the slow replica's queue, they made the longest PUTs.)
     async fn wait_if_writes_backlogged(&self, replies: &mut crate::router::FanOut<'_>) {
         let limit = self.config.limits.replica_writes_in_flight_mb * 1024 * 1024;
         if self.router.write_bytes_in_flight() <= limit {
@@ -313,10 +315,16 @@ impl Kv {
         self.stats
             .replica_write_waits
             .fetch_add(1, Ordering::Relaxed);
-        while let Some((t, res)) = replies.next().await {
-            if let Err(e) = res {
-                tracing::warn!(partition = t.partition, node = %t.node, error = %e, "replica write");
+        let own = async {
+            while let Some((t, res)) = replies.next().await {
+                if let Err(e) = res {
+                    tracing::warn!(partition = t.partition, node = %t.node, error = %e, "replica write");
+                }
             }
+        };
+        tokio::select! {
+            _ = self.router.wait_for_write_bytes_under(limit, self.router.timeout()) => {}
+            _ = own => {}
         }
     }
 

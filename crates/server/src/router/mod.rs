@@ -8,6 +8,7 @@
 
 pub mod apl;
 pub mod coverage;
+mod inflight;
 
 use crate::cluster::transport::PeerError;
 use crate::cluster::{Cluster, HandoffKind, Msg, Reply, WireError};
@@ -18,7 +19,7 @@ use crate::vnode::{NValOf, Vnode, VnodeAae, VnodeError, VnodeState};
 use futures_util::stream::FuturesUnordered;
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -92,7 +93,7 @@ pub struct Router {
     /// ([`VnodeReq::payload_bytes`]), the ones a coordinator left behind at
     /// its quorum included: what `limits.replica_writes_in_flight_mb`
     /// bounds ([`Self::write_bytes_in_flight`]).
-    write_bytes_in_flight: AtomicU64,
+    write_bytes: inflight::WriteBytes,
 }
 
 /// Counts one fan-out call as running while it lives, and the bytes of
@@ -103,9 +104,7 @@ impl CallInFlight {
     fn start(router: Arc<Router>, req: &VnodeReq) -> CallInFlight {
         router.calls_in_flight.fetch_add(1, Ordering::AcqRel);
         let bytes = req.payload_bytes(); // 0 for a read
-        router
-            .write_bytes_in_flight
-            .fetch_add(bytes, Ordering::AcqRel);
+        router.write_bytes.add(bytes);
         CallInFlight(router, bytes)
     }
 }
@@ -114,11 +113,7 @@ impl Drop for CallInFlight {
     fn drop(&mut self) {
         let before = self.0.calls_in_flight.fetch_sub(1, Ordering::AcqRel);
         debug_assert!(before > 0, "calls in flight went below zero");
-        let before = self
-            .0
-            .write_bytes_in_flight
-            .fetch_sub(self.1, Ordering::AcqRel);
-        debug_assert!(before >= self.1, "write bytes in flight went below zero");
+        self.0.write_bytes.sub(self.1);
     }
 }
 
@@ -219,7 +214,7 @@ impl Router {
             compaction_slots,
             rocks_cache,
             calls_in_flight: AtomicUsize::new(0),
-            write_bytes_in_flight: AtomicU64::new(0),
+            write_bytes: inflight::WriteBytes::default(),
         })
     }
 
@@ -286,7 +281,14 @@ impl Router {
     /// replica's copy counts, since each is queued, encoded or served
     /// apart.
     pub(crate) fn write_bytes_in_flight(&self) -> u64 {
-        self.write_bytes_in_flight.load(Ordering::Acquire)
+        self.write_bytes.get()
+    }
+
+    /// Waits until the write calls in flight carry at most `limit` bytes
+    /// ([`Self::write_bytes_in_flight`]), or `timeout` has passed; whether
+    /// they do.
+    pub(crate) async fn wait_for_write_bytes_under(&self, limit: u64, timeout: Duration) -> bool {
+        self.write_bytes.wait_under(limit, timeout).await
     }
 
     /// Waits until no fan-out call started as a task of its own is running

@@ -319,7 +319,7 @@ fn cluster_counters(node: &Node) -> Vec<(&'static str, u64, &'static str)> {
         (
             "put_replica_waits_total",
             ld(&s.replica_write_waits),
-            "PUTs that waited for all their replicas because the node's replica writes in flight were over limits.replica_writes_in_flight_mb.",
+            "PUTs that waited, past their quorum, for the node's replica writes in flight to fall back under limits.replica_writes_in_flight_mb (or for their own replicas).",
         ),
         (
             "read_repairs_total",
