@@ -43,6 +43,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+from seedcluster import admin_json, nodes  # noqa: E402
+
 STATUS = ["node_put_fsm_time_100", "node_put_fsm_time_99", "node_put_fsm_time_mean",
           "node_puts", "vnode_queue_max", "request_overloads_total", "pbc_active",
           "replica_write_bytes_in_flight", "put_replica_waits_total",
@@ -104,25 +107,14 @@ def watch(basalt, out_path, secs, every=30.0):
             sample = {"t": t0, "pressure": pressure(), "procs": {}, "nodes": {}}
             for role, pid in procs():
                 sample["procs"][role] = threads(pid)
-            for cfg in sorted(glob.glob("/tmp/seedcluster-*/a*.toml")):
-                m = re.search(r'cluster_listen = "([^"]+)"', open(cfg).read())
-                if not m:
-                    continue
-                try:
-                    r = subprocess.run([basalt, "admin", "--node", m.group(1), "--json",
-                                        "status"], capture_output=True, timeout=20)
-                    st = json.loads(r.stdout)
-                except (subprocess.SubprocessError, ValueError):
+            for name, addr in nodes():
+                st = admin_json(basalt, addr, "status")
+                if st is None:
                     continue
                 row = {k: st.get(k) for k in STATUS}
                 bs = st.get("backend_stats") or {}
                 row.update({k: bs.get(k) for k in STORE})
-                try:
-                    r = subprocess.run([basalt, "admin", "--node", m.group(1), "--json",
-                                        "vnode-status"], capture_output=True, timeout=20)
-                    vnodes = json.loads(r.stdout)
-                except (subprocess.SubprocessError, ValueError):
-                    vnodes = []
+                vnodes = admin_json(basalt, addr, "vnode-status") or []
                 # The vnodes' own timers (builds from 2026-12-06 on): the
                 # longest queue wait, job and write in place over the node's
                 # vnodes (since they started), and their summed counts.
@@ -132,7 +124,7 @@ def watch(basalt, out_path, secs, every=30.0):
                             row[k] = max(row.get(k) or 0, x)
                         else:
                             row[k] = (row.get(k) or 0) + x
-                sample["nodes"][os.path.basename(cfg)[:-5]] = row
+                sample["nodes"][name] = row
             out.write(json.dumps(sample) + "\n")
             out.flush()
             time.sleep(max(0.0, every - (time.time() - t0)))

@@ -26,12 +26,14 @@ the slowdown's floor rate).
 Written 2026-12-06 when a vnode's estimate stood at 115 MB of closed
 files while its journal held 1.25 GB (Test Pilot 25 KB on three nodes).
 """
-import glob
 import json
+import os
 import re
-import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+from seedcluster import admin_json, nodes  # noqa: E402
 
 FIELDS = ["journal_files", "journal_bytes", "journal_closed_bytes_estimated",
           "journal_garbage_bytes_estimated", "persisted_sqn", "last_sqn",
@@ -45,21 +47,16 @@ def watch(basalt, out_path, secs, every=60.0):
     end = time.time() + secs
     with open(out_path, "a") as out:
         while time.time() < end:
-            for cfg in sorted(glob.glob("/tmp/seedcluster-*/a*.toml")):
-                m = re.search(r'cluster_listen = "([^"]+)"', open(cfg).read())
-                if not m:
-                    continue
-                try:
-                    r = subprocess.run([basalt, "admin", "--node", m.group(1), "--json",
-                                        "vnode-status"], capture_output=True, timeout=20)
-                    vnodes = json.loads(r.stdout)
-                except (subprocess.SubprocessError, ValueError):
+            for name, addr in nodes():
+                vnodes = admin_json(basalt, addr, "vnode-status")
+                if vnodes is None:
                     continue
                 rows = [{"p": v.get("partition"), "queue": v.get("queue"),
                          "writes_here": v.get("writes_here"),
                          **{k: (v.get("counters") or {}).get(k) for k in FIELDS}}
                         for v in vnodes]
-                out.write(json.dumps({"t": time.time(), "node": cfg, "v": rows}) + "\n")
+                out.write(json.dumps({"t": time.time(), "node": "/tmp/seedcluster/%s.toml" % name,
+                                      "v": rows}) + "\n")
                 out.flush()
             time.sleep(every)
 
