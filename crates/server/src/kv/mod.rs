@@ -158,7 +158,8 @@ pub struct NodeStats {
     /// until they fell back under it (or for their own replicas).
     pub replica_write_waits: AtomicU64,
     /// A PUT's coordinating step (the coordinator's write, on this node or
-    /// another), as the PUT waited for it.
+    /// another), as the PUT waited for it (DELETEs and data-type updates,
+    /// which write the same way, too).
     pub put_coordinate: WaitTimer,
     /// A PUT from its coordinator's answer to its quorum (past
     /// `limits.replica_writes_in_flight_mb`: to all its replicas).
