@@ -119,6 +119,7 @@ fn views_and_json_on_one_node() {
     // vnode-status: a block per vnode; JSON rows with the same facts.
     let t = text(&node, &["vnode-status"]);
     assert_eq!(t.matches("VNode: ").count(), 8, "{t}");
+    assert_eq!(t.matches("Times:\n  vnode_job_count: ").count(), 8, "{t}");
     let rows = json(&node, &["vnode-status"]);
     let rows = rows.as_array().unwrap();
     assert_eq!(rows.len(), 8);
@@ -132,6 +133,14 @@ fn views_and_json_on_one_node() {
                 n.name, r["queue"], r["reads_here"], r["writes_here"]
             )),
             "{p} in {t}"
+        );
+        // The vnode's own timers: every vnode ran a job at least (the
+        // stats call of the text view before this one).
+        assert!(
+            r["times"]["vnode_job_count"]
+                .as_u64()
+                .is_some_and(|n| n > 0),
+            "{r}"
         );
     }
 

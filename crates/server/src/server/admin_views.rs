@@ -160,9 +160,6 @@ pub fn vnode_text(rows: &[VnodeRow]) -> String {
             r.reads_here
         );
         let _ = writeln!(out, "Writes on the request task: {}", r.writes_here);
-        for (k, v) in &r.times {
-            let _ = writeln!(out, "{k}: {v}");
-        }
         match (&r.backend, r.disk_bytes, &r.error) {
             (Some(b), Some(d), _) => {
                 let _ = writeln!(out, "Backend: {b}");
@@ -179,6 +176,10 @@ pub fn vnode_text(rows: &[VnodeRow]) -> String {
                     e.as_deref().unwrap_or("unknown")
                 );
             }
+        }
+        out.push_str("Times:\n");
+        for (k, v) in &r.times {
+            let _ = writeln!(out, "  {k}: {v}");
         }
         out.push('\n');
     }
