@@ -336,7 +336,8 @@ impl VnodeState {
     }
 }
 
-type Job = Box<dyn FnOnce(&VnodeState) + Send>;
+/// A queued closure and when it was queued (for [`VnodeTimes::queue_wait`]).
+type Job = (Instant, Box<dyn FnOnce(&VnodeState) + Send>);
 
 /// Where a vnode's requests spend their time, for `vnode-status` (and so
 /// for telling a slow request's wait in the queue from its work): each a
@@ -416,16 +417,25 @@ impl Vnode {
         let (tx, mut rx) = mpsc::channel::<Job>(queue_len.max(1));
         let state = Arc::new(state);
         let turn = Arc::new(Mutex::new(()));
-        let (worker_state, worker_gate, worker_turn) =
-            (Arc::clone(&state), Arc::clone(&gate), Arc::clone(&turn));
+        let times = Arc::new(VnodeTimes::default());
+        let (worker_state, worker_gate, worker_turn, worker_times) = (
+            Arc::clone(&state),
+            Arc::clone(&gate),
+            Arc::clone(&turn),
+            Arc::clone(&times),
+        );
         let worker = std::thread::Builder::new()
             .name(format!("vnode-{}", state.partition))
             .spawn(move || {
-                let (state, gate, turn) = (worker_state, worker_gate, worker_turn);
-                while let Some(job) = rx.blocking_recv() {
+                let (state, gate, turn, times) =
+                    (worker_state, worker_gate, worker_turn, worker_times);
+                while let Some((queued, job)) = rx.blocking_recv() {
                     drop(gate.read());
                     let _turn = turn.lock();
+                    let start = Instant::now();
+                    times.queue_wait.record(start - queued);
                     job(&state);
+                    times.job.since(start);
                 }
                 // A write in place that began before shutdown took the
                 // state ends before the backend closes.
@@ -447,7 +457,7 @@ impl Vnode {
             writes_here: std::sync::atomic::AtomicU64::new(0),
             turn,
             in_place_held: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
-            times: Arc::new(VnodeTimes::default()),
+            times,
         })
     }
 
@@ -558,14 +568,12 @@ impl Vnode {
     {
         let tx = self.tx.lock().clone().ok_or(VnodeError::Closed)?;
         let (reply_tx, reply_rx) = oneshot::channel();
-        let (times, queued) = (Arc::clone(&self.times), Instant::now());
-        let job: Job = Box::new(move |st| {
-            let start = Instant::now();
-            times.queue_wait.record(start - queued);
-            let r = f(st);
-            times.job.since(start);
-            let _ = reply_tx.send(r);
-        });
+        let job: Job = (
+            Instant::now(),
+            Box::new(move |st| {
+                let _ = reply_tx.send(f(st));
+            }),
+        );
         tx.try_send(job).map_err(|e| match e {
             mpsc::error::TrySendError::Full(_) => {
                 self.overloads
