@@ -14,7 +14,11 @@
 #   after         PHASE_SECS of load on the new cluster
 #   downgrade-n3  n3 stopped and started again with the OLD binary: it
 #                 serves (PHASE_SECS of load), or refuses to start (its
-#                 message is reported; n3 then goes back to the new binary)
+#                 message is reported; n3 then goes back to the new binary).
+#                 Skipped, saying so, when the new build wrote a data format
+#                 (n3's FORMAT) newer than 1 and the old release is v0.1.0,
+#                 which predates the marker and would not refuse it
+#                 (docs/operations.md "Data format 2").
 # Then the load stops, the replication queues drain, and every acknowledged
 # write is read back from the cluster and from the sink
 # (`upgrade_load verify`). The report (RUN/report.txt) has each phase's
@@ -186,20 +190,27 @@ phase after
 sleep "$PHASE_SECS"
 
 phase downgrade-n3
-stop_node 3
-say "n3: stopped in $stopped (new)"
-start_node 3 "$OLD"
-if wait_service 3 "$OLD"; then
-  say "downgrade: n3 serves on the old binary ($("$OLD" --version)) over the data the new one wrote"
-  wait_transfers
+n3_format="$(sed -n 's/^basalt-data //p' "$run/n3/FORMAT" 2>/dev/null || true)"
+if [ "$OLD_VERSION" = 0.1.0 ] && [ "${n3_format:-1}" -gt 1 ]; then
+  say "downgrade: skipped: n3's data directory is format $n3_format, which v0.1.0 cannot read and (predating the FORMAT marker) would not refuse"
   sleep "$PHASE_SECS"
-  downgraded=1
+  downgraded=skipped
 else
-  say "downgrade: the old binary refused n3's data dir:"
-  say "$(grep -v '^===' "$run/n3.log" | tail -5)"
-  start_node 3 "$NEW"
-  wait_service 3 "$NEW"
-  downgraded=0
+  stop_node 3
+  say "n3: stopped in $stopped (new)"
+  start_node 3 "$OLD"
+  if wait_service 3 "$OLD"; then
+    say "downgrade: n3 serves on the old binary ($("$OLD" --version)) over the data the new one wrote"
+    wait_transfers
+    sleep "$PHASE_SECS"
+    downgraded=1
+  else
+    say "downgrade: the old binary refused n3's data dir:"
+    say "$(grep -v '^===' "$run/n3.log" | tail -5)"
+    start_node 3 "$NEW"
+    wait_service 3 "$NEW"
+    downgraded=0
+  fi
 fi
 
 touch "$run/stop"

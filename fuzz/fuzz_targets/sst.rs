@@ -1,9 +1,11 @@
 //! An SST file's pieces as `SstReader::open` and block reads decode them:
 //! the footer (`Footer::decode`, checked against the file length), the index
 //! and meta sections (`parse_index`, `parse_meta`, after `split_crc`) and a
-//! data block with its trailer (`Block::from_raw` + every entry's key and
-//! `LedgerValue`). The first byte picks the piece; an odd second byte fixes
-//! the piece's CRC so the fuzzer gets past it. Checks: a footer that decodes
+//! data block as stored (`Block::from_stored`: CRC, codec byte and
+//! decompression in format version 2, trailer, then every entry's key and
+//! `LedgerValue`). The first byte picks the piece (its bit 2 the format
+//! version of the index and the block); an odd second byte fixes the
+//! piece's CRC so the fuzzer gets past it. Checks: a footer that decodes
 //! re-encodes to the same fields; decoded sections lie within the file.
 #![no_main]
 
@@ -16,6 +18,7 @@ fuzz_target!(|data: &[u8]| {
     let Some((&piece, rest)) = data.split_first() else {
         return;
     };
+    let version = if piece & 4 == 0 { 1 } else { 2 };
     match piece % 4 {
         0 => {
             // Footer: a file length (8 bytes) then the footer.
@@ -43,7 +46,7 @@ fuzz_target!(|data: &[u8]| {
                 return;
             };
             let data_end = 1 << 20;
-            let Ok(blocks) = f::sst_index(content, data_end) else {
+            let Ok(blocks) = f::sst_index(content, data_end, version) else {
                 return;
             };
             for b in &blocks {
@@ -58,8 +61,8 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         _ => {
-            // A raw data block: entries, count, CRC.
-            let _ = f::sst_block(with_crc(rest));
+            // A stored data block: (codec,) content, CRC.
+            let _ = f::sst_block(with_crc(rest), version);
         }
     }
 });

@@ -203,7 +203,7 @@ fn a_v0_1_0_data_dir_reads_back_with_this_build() {
     drop(c);
     assert!(n.terminate(), "a clean stop");
     let marker = std::fs::read_to_string(n.dir.join("FORMAT")).expect("FORMAT written");
-    assert_eq!(marker, "basalt-data 1\n");
+    assert_eq!(marker, "basalt-data 2\n");
     n.start_with_ring(8);
     let mut c = Client::connect(&n.pb);
     let v = get(&mut c, "fx", "new");
@@ -302,13 +302,13 @@ fn a_data_dir_from_a_newer_version_is_refused_untouched() {
 
     // The data-directory marker a newer release writes.
     let marker = n.dir.join("FORMAT");
-    std::fs::write(&marker, "basalt-data 2\n").expect("write FORMAT");
+    std::fs::write(&marker, "basalt-data 3\n").expect("write FORMAT");
     assert_refused_untouched(
         &n,
         &[
             &marker.display().to_string(),
-            "data directory format 2",
-            "this build reads format 1",
+            "data directory format 3",
+            "this build reads format 2",
             "newer Basalt",
             "nothing in the directory was changed",
         ],

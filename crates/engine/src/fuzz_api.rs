@@ -26,9 +26,10 @@ pub fn sst_split_crc(raw: &[u8]) -> Result<&[u8], String> {
     sst::split_crc(raw)
 }
 
-/// Parses an SST index block's content (CRC already stripped).
-pub fn sst_index(bytes: &[u8], data_end: u64) -> Result<Vec<BlockHandle>, String> {
-    sst::parse_index(bytes, data_end)
+/// Parses an SST index block's content (CRC already stripped) of a file of
+/// format `version`.
+pub fn sst_index(bytes: &[u8], data_end: u64, version: u32) -> Result<Vec<BlockHandle>, String> {
+    sst::parse_index(bytes, data_end, version)
 }
 
 /// Parses an SST meta block's content against `blocks`.
@@ -36,11 +37,12 @@ pub fn sst_meta(bytes: &[u8], blocks: &[BlockHandle], file_len: u64) -> Result<S
     sst::parse_meta(bytes, blocks, file_len)
 }
 
-/// Checks a raw data block (trailer and CRC included) and decodes every
-/// entry in it the way the reader does (raw key + value, value filling its
-/// slot exactly).
-pub fn sst_block(raw: Vec<u8>) -> Result<Vec<(Vec<u8>, LedgerValue)>, String> {
-    let block = sst::Block::from_raw(raw)?;
+/// Checks a stored data block of a file of format `version` (CRC included;
+/// in version 2 the codec byte and possibly compressed content) and decodes
+/// every entry in it the way the reader does (raw key + value, value
+/// filling its slot exactly).
+pub fn sst_block(raw: Vec<u8>, version: u32) -> Result<Vec<(Vec<u8>, LedgerValue)>, String> {
+    let block = sst::Block::from_stored(raw, version)?;
     let mut r = Reader::new(block.entries());
     let mut out = Vec::new();
     while !r.is_empty() {

@@ -11,6 +11,7 @@ pub mod backup;
 pub mod clock;
 pub mod codec;
 pub mod compaction;
+pub mod compress;
 pub mod config;
 pub mod diskpace;
 pub mod diskspace;

@@ -71,11 +71,16 @@ pub fn decode_state<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
 }
 
 /// Format version of a node's data directory as a whole, in
-/// `<data_dir>/FORMAT` (`basalt-data 1`). A release that changes any
+/// `<data_dir>/FORMAT` (`basalt-data 2`). A release that changes any
 /// on-disk format in a way older builds cannot read raises it, so an older
 /// build refuses the directory before it opens (and changes) anything.
 /// Builds before the marker (v0.1.0) ignore the file.
-pub const DATA_FORMAT: u64 = 1;
+///
+/// Format 2: the ledger's SST files are written in SST format version 2
+/// (compressed data blocks), which format-1 builds cannot read; format-1
+/// directories (SST version 1) are read as they are and move to version 2
+/// file by file as the ledger merges.
+pub const DATA_FORMAT: u64 = 2;
 
 /// The marker's file name under the data directory.
 pub const DATA_FORMAT_FILE: &str = "FORMAT";
@@ -155,12 +160,14 @@ mod tests {
         write_data_format(d.path()).unwrap_or_else(|e| panic!("{e}"));
         let path = d.path().join(DATA_FORMAT_FILE);
         let text = std::fs::read_to_string(&path).unwrap_or_default();
-        assert_eq!(text, "basalt-data 1\n");
+        assert_eq!(text, "basalt-data 2\n");
         assert_eq!(check_data_format(d.path()), Ok(()));
-        std::fs::write(&path, "basalt-data 2\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&path, "basalt-data 1\n").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(check_data_format(d.path()), Ok(()), "an older format: fine");
+        std::fs::write(&path, "basalt-data 3\n").unwrap_or_else(|e| panic!("{e}"));
         let e = check_data_format(d.path()).err().unwrap_or_default();
         assert!(
-            e.contains("data directory format 2; this build reads format 1")
+            e.contains("data directory format 3; this build reads format 2")
                 && e.contains("newer Basalt")
                 && e.contains(&path.display().to_string()),
             "{e}"

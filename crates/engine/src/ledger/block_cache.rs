@@ -15,7 +15,7 @@
 //!   it; range scans, merges and verification read the file, so a fold or
 //!   a merge does not push the hot blocks out.
 //! * Blocks are cached after their CRC and trailer checked
-//!   ([`super::block::Block::from_raw`]): a damaged block is never cached,
+//!   ([`super::block::Block::from_stored`]): a damaged block is never cached,
 //!   and a cached block is never re-checked.
 //! * Entries are keyed by (reader id, block number); every
 //!   [`super::sst::SstReader`] takes a process-unique id when it opens, so
@@ -45,7 +45,7 @@ const ENTRY_OVERHEAD_BYTES: u64 = 64;
 
 impl quick_cache::Weighter<(u64, u32), Arc<Block>> for BlockWeight {
     fn weight(&self, _key: &(u64, u32), block: &Arc<Block>) -> u64 {
-        block.raw_len() as u64 + ENTRY_OVERHEAD_BYTES
+        block.mem_len() as u64 + ENTRY_OVERHEAD_BYTES
     }
 }
 

@@ -318,9 +318,11 @@ mod tests {
     /// An SST of more than one removal step, with `n` entries.
     fn big_table(dir: &std::path::Path, file_no: u64) -> (Table, Arc<SstReader>, u64) {
         let path = dir.join(sst_name(file_no));
+        // Stored as is, so the entries' bytes are the file's.
         let o = SstOptions {
             block_bytes: 4096,
             bloom_bits_per_key: 8,
+            compression: crate::compress::Compression::None,
             ..SstOptions::default()
         };
         let mut w = SstWriter::create(&path, o).unwrap();

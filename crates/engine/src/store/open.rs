@@ -76,6 +76,8 @@ impl Store {
                     block_bytes: config.sst_block_bytes,
                     bloom_bits_per_key: config.bloom_bits_per_key,
                     sync_bytes: config.ledger_sync_bytes,
+                    compression: config.ledger_compression,
+                    zstd_level: config.zstd_level,
                 },
                 sst_file_bytes: config.sst_file_bytes,
                 l0_merge_trigger: config.l0_merge_trigger,

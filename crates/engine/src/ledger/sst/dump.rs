@@ -3,7 +3,7 @@
 
 use super::format::{decode_value, read_entry};
 use super::reader::SstReader;
-use super::{render_key, BlockHandle, SstSummary, FORMAT_VERSION};
+use super::{render_key, BlockHandle, SstSummary};
 use crate::codec::Reader;
 use crate::entry::{LedgerValue, Status};
 use crate::error::{Error, IoContext, Result};
@@ -68,7 +68,8 @@ pub fn dump(path: &Path, out: &mut dyn Write, show_records: bool) -> Result<Dump
     w(writeln!(out, "SST file {}", path.display()))?;
     w(writeln!(
         out,
-        "  format version {FORMAT_VERSION}, {} bytes, {} data blocks",
+        "  format version {}, {} bytes, {} data blocks",
+        reader.version,
         s.size_bytes,
         reader.blocks.len()
     ))?;

@@ -4,12 +4,12 @@
 
 use super::{
     BlockHandle, SstSummary, ENTRY_OVERHEAD_BYTES, FOOTER_BYTES, FORMAT_VERSION,
-    INDEX_ENTRY_FIXED_BYTES, MAGIC,
+    FORMAT_VERSION_MIN, INDEX_ENTRY_FIXED_BYTES, MAGIC,
 };
 use crate::codec::{crc, DecodeError, Encode, Reader};
 use crate::entry::LedgerValue;
 use crate::error::{IoContext, Result};
-use crate::ledger::block::BLOCK_TRAILER_BYTES;
+use crate::ledger::block::{stored_overhead, BLOCK_COUNT_BYTES};
 use crate::limits::SST_BLOCK_BYTES_MAX;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -29,6 +29,8 @@ impl Section {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Footer {
+    /// The file's format version (how its data blocks are stored).
+    pub(super) version: u32,
     pub(super) index: Section,
     pub(super) bloom: Section,
     pub(super) meta: Section,
@@ -38,7 +40,7 @@ impl Footer {
     pub(crate) fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(FOOTER_BYTES);
         out.extend_from_slice(&MAGIC);
-        out.put_u32(FORMAT_VERSION);
+        out.put_u32(self.version);
         for s in [self.index, self.bloom, self.meta] {
             out.put_u64(s.offset);
             out.put_u32(s.len);
@@ -71,9 +73,10 @@ impl Footer {
                 "footer: crc mismatch (stored {stored:08x}, computed {computed:08x})"
             ));
         }
-        if version != FORMAT_VERSION {
+        if !(FORMAT_VERSION_MIN..=FORMAT_VERSION).contains(&version) {
             return Err(format!(
-                "unsupported SST format version {version} (this build reads {FORMAT_VERSION})"
+                "unsupported SST format version {version} (this build reads \
+                 {FORMAT_VERSION_MIN} to {FORMAT_VERSION})"
             ));
         }
         let [index, bloom, meta] = sections;
@@ -103,7 +106,12 @@ impl Footer {
                 index.offset, index.len, bloom.offset, bloom.len, meta.offset, meta.len, footer_offset
             ));
         }
-        Ok(Footer { index, bloom, meta })
+        Ok(Footer {
+            version,
+            index,
+            bloom,
+            meta,
+        })
     }
 }
 
@@ -144,8 +152,21 @@ pub(crate) fn decode_value(bytes: &[u8]) -> Result<LedgerValue, DecodeError> {
     Ok(v)
 }
 
-/// Parses the index block's content (CRC already checked).
-pub(crate) fn parse_index(bytes: &[u8], data_end: u64) -> Result<Vec<BlockHandle>, String> {
+/// Parses the index block's content (CRC already checked) of a file of
+/// format `version`.
+pub(crate) fn parse_index(
+    bytes: &[u8],
+    data_end: u64,
+    version: u32,
+) -> Result<Vec<BlockHandle>, String> {
+    // A version 1 block holds at least one entry's lengths and its count; a
+    // version 2 block's content may be compressed, so at least one byte.
+    let min_len = stored_overhead(version)
+        + if version >= 2 {
+            1
+        } else {
+            BLOCK_COUNT_BYTES + ENTRY_OVERHEAD_BYTES
+        };
     let entries_len = bytes
         .len()
         .checked_sub(4)
@@ -172,9 +193,7 @@ pub(crate) fn parse_index(bytes: &[u8], data_end: u64) -> Result<Vec<BlockHandle
                 "entry {i}: block at {offset}, expected {expected_offset}"
             ));
         }
-        if (len as usize) < BLOCK_TRAILER_BYTES + ENTRY_OVERHEAD_BYTES
-            || u64::from(len) > SST_BLOCK_BYTES_MAX
-        {
+        if (len as usize) < min_len || u64::from(len) > SST_BLOCK_BYTES_MAX {
             return Err(format!("entry {i}: impossible block length {len}"));
         }
         if blocks

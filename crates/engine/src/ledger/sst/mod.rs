@@ -6,16 +6,21 @@
 //! summary in memory and reads data blocks with positional reads (point
 //! lookups through the [`super::block_cache`] when the reader has one).
 //!
-//! # Format (version 1)
+//! # Format (version 2; version 1 is read)
 //!
 //! All integers are little-endian; every CRC is CRC32C ([`crate::codec::crc`]).
 //!
 //! ```text
 //! file        := data_block+ index_block bloom_block meta_block footer
 //!
-//! data_block  := entry+ entry_count:u32 crc:u32
+//! entries     := entry+ entry_count:u32
 //! entry       := key_len:u32 key value_len:u32 value
 //!                (value: the LedgerValue encoding, see crate::entry)
+//! data_block  := codec:u8 content crc:u32                      (version 2)
+//!                content: `entries` as the codec stores them
+//!                (crate::compress: 0 none, 1 lz4, 2 zstd); crc covers
+//!                the codec byte and the content.
+//! data_block  := entries crc:u32                               (version 1)
 //!                crc covers every byte of the block before it.
 //!
 //! index_block := index_entry{count} count:u32 crc:u32
@@ -33,7 +38,7 @@
 //!                min_key_len:u32 min_key max_key_len:u32 max_key
 //!                min_sqn:u64 max_sqn:u64 max_last_modified_us:u64 crc:u32
 //!
-//! footer      := magic:"BSLTSST1" version:u32(=1)
+//! footer      := magic:"BSLTSST1" version:u32 (1 or 2)
 //!                index_offset:u64 index_len:u32
 //!                bloom_offset:u64 bloom_len:u32
 //!                meta_offset:u64  meta_len:u32
@@ -48,9 +53,13 @@
 //! [`limits::SST_BLOCK_BYTES_MAX`](crate::limits::SST_BLOCK_BYTES_MAX) before
 //! allocating for it.
 //!
-//! A data block is closed once its entries reach `block_bytes`; an entry at
-//! least `block_bytes` long gets a block of its own. Every block holds at least
-//! one entry.
+//! A data block is closed once its entries reach `block_bytes` (before
+//! compression); an entry at least `block_bytes` long gets a block of its
+//! own. Every block holds at least one entry. Each block is compressed on
+//! its own with `SstOptions::compression` and stored as is (codec 0) when
+//! that would not make it smaller. A reader checks the CRC first, then
+//! decompresses, refusing a declared size above `SST_BLOCK_BYTES_MAX`; the
+//! block cache holds blocks uncompressed ([`Block`]).
 //!
 //! # Damage
 //!
@@ -84,6 +93,7 @@ mod tests;
 mod writer;
 
 pub(crate) use super::block::{split_crc, Block};
+use crate::compress::Compression;
 pub use dump::{dump, BlockDamage, DumpReport, VerifyReport};
 pub use format::is_sst_file;
 pub(crate) use format::{decode_value, parse_index, parse_meta, read_entry, Footer};
@@ -98,8 +108,12 @@ use std::sync::Arc;
 /// The first 8 bytes of the footer.
 pub const MAGIC: [u8; 8] = *b"BSLTSST1";
 
-/// The format version this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The format version this build writes (and the newest it reads).
+pub const FORMAT_VERSION: u32 = 2;
+
+/// The oldest format version this build reads (version 1: data blocks
+/// stored uncompressed, without a codec byte).
+pub const FORMAT_VERSION_MIN: u32 = 1;
 
 /// Size of the fixed footer at the end of every SST file.
 pub const FOOTER_BYTES: usize = 64;
@@ -128,16 +142,23 @@ pub struct SstOptions {
     /// output in small steps rather than a whole file at the end
     /// (`Config::ledger_sync_bytes`).
     pub sync_bytes: u64,
+    /// How data blocks are compressed (`Config::ledger_compression`); a
+    /// block is stored as is when compressing would not make it smaller.
+    pub compression: Compression,
+    /// zstd level, when `compression` is zstd (`Config::zstd_level`).
+    pub zstd_level: i32,
 }
 
 impl Default for SstOptions {
-    /// 4 KiB blocks, 8 bloom bits per key, a sync every 1 MiB (the
-    /// [`crate::Config`] defaults).
+    /// 4 KiB blocks, 8 bloom bits per key, a sync every 1 MiB, lz4 blocks
+    /// (the [`crate::Config`] defaults).
     fn default() -> Self {
         SstOptions {
             block_bytes: 4096,
             bloom_bits_per_key: crate::ledger::bloom::BITS_PER_KEY_DEFAULT,
             sync_bytes: 1024 * 1024,
+            compression: Compression::Lz4,
+            zstd_level: 1,
         }
     }
 }
@@ -201,7 +222,7 @@ pub struct BlockHandle {
     pub last_key: Vec<u8>,
     /// Offset of the block in the file.
     pub offset: u64,
-    /// Length of the block, trailer included.
+    /// Length of the block as stored (codec byte, content, trailer).
     pub len: u32,
     /// Largest `last_modified_us` of the block's entries.
     pub max_last_modified_us: u64,

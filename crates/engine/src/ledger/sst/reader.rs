@@ -21,6 +21,8 @@ use std::sync::Arc;
 /// A read handle on one SST file. `Send + Sync`: reads use positional I/O.
 pub struct SstReader {
     pub(super) path: PathBuf,
+    /// The file's format version (how its data blocks are stored).
+    pub(super) version: u32,
     pub(super) file: File,
     pub(super) summary: SstSummary,
     pub(super) blocks: Vec<BlockHandle>,
@@ -96,7 +98,7 @@ impl SstReader {
         };
 
         let index_bytes = read_section(footer.index, "index")?;
-        let blocks = parse_index(&index_bytes, footer.index.offset)
+        let blocks = parse_index(&index_bytes, footer.index.offset, footer.version)
             .map_err(|r| Error::corrupt(path, footer.index.offset, format!("index block: {r}")))?;
 
         let bloom_bytes = read_section(footer.bloom, "bloom")?;
@@ -109,6 +111,7 @@ impl SstReader {
 
         Ok(SstReader {
             path: path.to_path_buf(),
+            version: footer.version,
             file,
             summary,
             blocks,
@@ -127,6 +130,11 @@ impl SstReader {
     /// The open file (removal checks that the path still names it).
     pub fn file(&self) -> &File {
         &self.file
+    }
+
+    /// The file's format version.
+    pub fn format_version(&self) -> u32 {
+        self.version
     }
 
     /// What the file holds.
@@ -258,7 +266,8 @@ impl SstReader {
         })
     }
 
-    /// CRC-checks the stored bytes of block `i` (counted as one block read).
+    /// CRC-checks the stored bytes of block `i` and undoes their compression
+    /// (counted as one block read).
     pub(super) fn block_from_raw(
         &self,
         i: usize,
@@ -267,7 +276,7 @@ impl SstReader {
     ) -> Result<Block> {
         debug_assert_eq!(raw.len(), handle.len as usize);
         self.blocks_read.fetch_add(1, Ordering::Relaxed);
-        Block::from_raw(raw).map_err(|reason| {
+        Block::from_stored(raw, self.version).map_err(|reason| {
             Error::corrupt(
                 &self.path,
                 handle.offset,

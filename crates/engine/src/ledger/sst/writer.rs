@@ -1,20 +1,26 @@
 //! Writing an SST file: [`SstWriter`] (entries into data blocks, then the
 //! index, bloom, meta block and footer; see the format in [`super`]).
+//! It writes [`FORMAT_VERSION`] 2: each data block closed at
+//! `block_bytes` of entries and compressed on its own.
 
 use super::format::{Footer, Section};
 use super::{
     is_object_key, render_key, SstOptions, SstSummary, BLOCK_MAX, ENTRY_OVERHEAD_BYTES,
-    FOOTER_BYTES, INDEX_ENTRY_FIXED_BYTES, META_FIXED_BYTES,
+    FOOTER_BYTES, FORMAT_VERSION, INDEX_ENTRY_FIXED_BYTES, META_FIXED_BYTES,
 };
 use crate::codec::{crc, Encode, Reader};
 use crate::entry::{LedgerValue, Status};
 use crate::error::{Error, IoContext, Result};
 use crate::key;
-use crate::ledger::block::BLOCK_TRAILER_BYTES;
+use crate::ledger::block::{encode_v2, stored_overhead, BLOCK_COUNT_BYTES};
 use crate::ledger::bloom::Bloom;
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+
+/// Most stored bytes a block adds to its entries: the count, and in the
+/// worst case (content stored as is) the codec byte and the CRC.
+const BLOCK_EXTRA_BYTES: usize = BLOCK_COUNT_BYTES + 1 + 4;
 
 /// Writes one SST file; keys must be added in strictly ascending order.
 ///
@@ -127,7 +133,7 @@ impl SstWriter {
         }
         let value_len = value.encoded_len();
         let entry_len = ENTRY_OVERHEAD_BYTES + key.len() + value_len;
-        if entry_len + BLOCK_TRAILER_BYTES > BLOCK_MAX
+        if entry_len + BLOCK_EXTRA_BYTES > BLOCK_MAX
             || INDEX_ENTRY_FIXED_BYTES + key.len() > BLOCK_MAX / 2
         {
             return Err(Error::InvalidInput(format!(
@@ -178,12 +184,13 @@ impl SstWriter {
         self.entries
     }
 
-    /// Bytes the file would have if finished now (approximately).
+    /// Bytes the file would have if finished now (approximately: the open
+    /// block counts uncompressed).
     pub fn estimated_bytes(&self) -> u64 {
         let open_block = if self.block.is_empty() {
             0
         } else {
-            self.block.len() + BLOCK_TRAILER_BYTES
+            self.block.len() + BLOCK_EXTRA_BYTES
         };
         let index = self.index.len()
             + if self.block.is_empty() {
@@ -263,6 +270,7 @@ impl SstWriter {
         let bloom_offset = index_offset + index.len() as u64;
         let meta_offset = bloom_offset + bloom_block.len() as u64;
         let footer = Footer {
+            version: FORMAT_VERSION,
             index: Section {
                 offset: index_offset,
                 len: index.len() as u32,
@@ -329,17 +337,18 @@ impl SstWriter {
         Ok(())
     }
 
-    /// Closes the open block: appends its trailer, writes it, indexes it.
+    /// Closes the open block: appends its count, compresses it, writes it
+    /// with its codec byte and CRC, indexes it.
     fn flush_block(&mut self) -> Result<()> {
         debug_assert!(!self.block.is_empty() && self.block_entries > 0);
         let mut block = std::mem::take(&mut self.block);
         block.put_u32(self.block_entries);
-        let c = crc(&block);
-        block.put_u32(c);
-        debug_assert!(block.len() <= BLOCK_MAX);
+        let stored = encode_v2(&block, self.opts.compression, self.opts.zstd_level);
+        debug_assert!(stored.len() <= block.len() + stored_overhead(FORMAT_VERSION));
+        debug_assert!(stored.len() <= BLOCK_MAX);
         let offset = self.offset;
-        let res = self.write_out(&block);
-        let len = block.len() as u32;
+        let res = self.write_out(&stored);
+        let len = stored.len() as u32;
         block.clear();
         self.block = block;
         res?;

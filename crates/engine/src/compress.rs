@@ -1,7 +1,8 @@
-//! Value compression for journal records.
+//! Compression of journal values and of SST data blocks.
 //!
-//! The record's `compression` byte (see [`super::record`]) names the method;
-//! the stored value bytes are:
+//! A journal record's `compression` byte (see [`crate::journal::record`])
+//! and an SST data block's codec byte (format version 2, see
+//! [`crate::ledger::sst`]) name the method; the stored bytes are:
 //!
 //! ```text
 //! none := value
@@ -10,11 +11,11 @@
 //! ```
 //!
 //! [`compress`] returns the compressed form only when it is strictly smaller
-//! than the value; otherwise the value is stored as is with tag `none`.
+//! than the input; otherwise the input is stored as is with tag `none`.
 //! [`decompress`] is bounded: it refuses (before allocating) any declared
 //! uncompressed size above the caller's maximum, and reports damaged
-//! compressed data as a [`DecodeError`] (the journal turns it into
-//! `Error::Corrupt`), never a panic.
+//! compressed data as a [`DecodeError`] (the journal and the SST reader turn
+//! it into `Error::Corrupt`), never a panic.
 
 use crate::codec::DecodeError;
 use std::borrow::Cow;
