@@ -16,7 +16,7 @@ pub(crate) const BLOCK_COUNT_BYTES: usize = 4;
 
 /// Stored bytes of a block besides its content: the CRC (both versions)
 /// and, in format version 2, the codec byte before the content.
-pub(crate) fn stored_overhead(version: u32) -> usize {
+pub(crate) const fn stored_overhead(version: u32) -> usize {
     if version >= 2 {
         1 + 4
     } else {
@@ -79,7 +79,15 @@ impl Block {
             let method = Compression::from_byte(codec)
                 .ok_or_else(|| format!("unknown block codec {codec}"))?;
             match method {
-                Compression::None => content.to_vec(),
+                // Stored as is: the read buffer becomes the block, less its
+                // codec byte and CRC (no second allocation).
+                Compression::None => {
+                    let end = 1 + content.len();
+                    let mut raw = raw;
+                    raw.truncate(end);
+                    raw.remove(0);
+                    raw
+                }
                 _ => compress::decompress(method, content, SST_BLOCK_BYTES_MAX)
                     .map_err(|e| format!("block content: {}", e.0))?,
             }

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 /// Most stored bytes a block adds to its entries: the count, and in the
 /// worst case (content stored as is) the codec byte and the CRC.
-const BLOCK_EXTRA_BYTES: usize = BLOCK_COUNT_BYTES + 1 + 4;
+const BLOCK_EXTRA_BYTES: usize = BLOCK_COUNT_BYTES + stored_overhead(FORMAT_VERSION);
 
 /// Writes one SST file; keys must be added in strictly ascending order.
 ///
