@@ -1,6 +1,7 @@
 //! Cluster tests with real processes: `basalt start` nodes on 127.0.0.1,
 //! joined with `basalt admin cluster ...`, loaded through PB, then faults:
-//! a node SIGKILLed mid-load (then restarted: hinted handoff), a node joining
+//! a node SIGKILLed mid-load (then restarted: hinted handoff for what it
+//! missed while dead, read repair for what it lost with its queue), a node joining
 //! and another leaving under load, a SIGSTOPped (slow) node, anti-entropy
 //! (a lost vnode and a damaged journal repaired, checked offline in the
 //! vnode stores), and replication from one cluster to another (real-time and full-sync).
