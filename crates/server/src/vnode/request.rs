@@ -13,12 +13,17 @@ use basalt_backend::{IndexPage, IndexQuery};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
-/// An object in its storage encoding.
+/// An object in its storage encoding. Its byte fields serialize as bytes
+/// (`serde_bytes`: one copy), not as a sequence of `u8` element by element;
+/// postcard writes both as a varint length and the raw bytes, so the wire
+/// is the same as before (test `wire_object_bytes_encode_as_a_u8_sequence_did`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WireObject {
     /// [`RiakObject::encode_metadata`].
+    #[serde(with = "serde_bytes")]
     pub meta: Vec<u8>,
     /// [`RiakObject::encode_value`] (empty for a head).
+    #[serde(with = "serde_bytes")]
     pub value: Vec<u8>,
 }
 
@@ -375,5 +380,34 @@ mod tests {
         assert!(matches!(back, Obj::Wire(_)));
         let decoded = back.object().unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(*decoded, o);
+    }
+
+    /// Nodes of a release before `serde_bytes` sent a `WireObject` as two
+    /// `u8` sequences; the bytes on the wire are the same both ways, for
+    /// empty, short and long (multi-byte varint length) fields, so old and
+    /// new nodes read each other's frames in a rolling upgrade.
+    #[test]
+    fn wire_object_bytes_encode_as_a_u8_sequence_did() {
+        #[derive(Serialize, Deserialize, PartialEq, Debug)]
+        struct Before {
+            meta: Vec<u8>,
+            value: Vec<u8>,
+        }
+        for (m, v) in [(0, 0), (3, 127), (128, 8000), (300, 70_000)] {
+            let meta: Vec<u8> = (0..m).map(|i| (i * 7) as u8).collect();
+            let value: Vec<u8> = (0..v).map(|i| (i * 13) as u8).collect();
+            let now = WireObject {
+                meta: meta.clone(),
+                value: value.clone(),
+            };
+            let before = Before { meta, value };
+            let a = postcard::to_allocvec(&now).unwrap_or_else(|e| panic!("{e}"));
+            let b = postcard::to_allocvec(&before).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(a, b, "meta {m} value {v}");
+            let back: WireObject = postcard::from_bytes(&b).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(back, now);
+            let old: Before = postcard::from_bytes(&a).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(old, before);
+        }
     }
 }
