@@ -135,7 +135,9 @@ pub enum Msg {
         /// The receiving handler (a capability's constant, e.g.
         /// `aae::FOLD_SERVICE`).
         service: String,
-        /// The request, encoded by the capability.
+        /// The request, encoded by the capability (serialized as bytes,
+        /// one copy; the same postcard bytes as a `u8` sequence).
+        #[serde(with = "serde_bytes")]
         body: Vec<u8>,
     },
 }
@@ -208,7 +210,25 @@ pub enum Reply {
     /// The answer to [`Msg::Service`]: the handler's answer, encoded by
     /// the capability, or why it could not serve the request (an unknown
     /// service, a body that did not decode, the handler's refusal).
-    Service(Result<Vec<u8>, String>),
+    Service(#[serde(with = "service_answer")] Result<Vec<u8>, String>),
+}
+
+/// [`Reply::Service`]'s answer with its bytes serialized as bytes: the
+/// same postcard bytes as a `u8` sequence (older nodes read them), in one
+/// copy instead of one serializer call a byte.
+mod service_answer {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use serde_bytes::{ByteBuf, Bytes};
+
+    pub fn serialize<S: Serializer>(r: &Result<Vec<u8>, String>, s: S) -> Result<S::Ok, S::Error> {
+        r.as_ref().map(|b| Bytes::new(b)).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Result<Vec<u8>, String>, D::Error> {
+        Ok(Result::<ByteBuf, String>::deserialize(d)?.map(ByteBuf::into_vec))
+    }
 }
 
 /// Encodes a capability's message body for [`Msg::Service`] /
@@ -494,4 +514,53 @@ impl Cluster {
 /// A random 16-hex-digit id.
 pub fn hex_id() -> String {
     format!("{:016x}", rand::random::<u64>())
+}
+
+#[cfg(test)]
+mod wire_tests {
+    use super::*;
+
+    /// `postcard` of `v`, for the comparisons below.
+    fn enc<T: Serialize>(v: &T) -> Vec<u8> {
+        postcard::to_allocvec(v).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A service body and answer serialized as bytes give the frames a
+    /// `u8` sequence gave (what nodes before `serde_bytes` send and
+    /// expect), and read back: old and new nodes understand each other.
+    #[test]
+    fn service_bytes_encode_as_a_u8_sequence_did() {
+        // The variant's tag: the frame of an empty request / answer
+        // without its two empty fields (one byte each).
+        let empty = enc(&Msg::Service {
+            service: String::new(),
+            body: Vec::new(),
+        });
+        let msg_tag = &empty[..empty.len() - 2];
+        let empty = enc(&Reply::Service(Ok(Vec::new())));
+        let reply_tag = &empty[..empty.len() - 2];
+        for n in [0usize, 5, 127, 128, 20_000] {
+            let body: Vec<u8> = (0..n).map(|i| (i * 31) as u8).collect();
+            let msg = Msg::Service {
+                service: "aae_fold".into(),
+                body: body.clone(),
+            };
+            let mut before = msg_tag.to_vec();
+            before.extend(enc(&("aae_fold".to_string(), body.clone())));
+            assert_eq!(enc(&msg), before, "request of {n} bytes");
+            match postcard::from_bytes::<Msg>(&before) {
+                Ok(Msg::Service { body: b, .. }) => assert_eq!(b, body),
+                other => panic!("{other:?}"),
+            }
+            for answer in [Ok(body.clone()), Err(format!("refused {n}"))] {
+                let mut before = reply_tag.to_vec();
+                before.extend(enc(&answer));
+                assert_eq!(enc(&Reply::Service(answer.clone())), before, "answer {n}");
+                match postcard::from_bytes::<Reply>(&before) {
+                    Ok(Reply::Service(a)) => assert_eq!(a, answer),
+                    other => panic!("{other:?}"),
+                }
+            }
+        }
+    }
 }
