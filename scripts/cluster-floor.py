@@ -19,12 +19,23 @@ cannot beat on this machine, whatever the store does, measured three ways:
   through a cluster is at least one such round trip from the bench plus
   one per replica between nodes.
 
+- **at one rate** (`--write-rate W --read-rate R`, ops/s over all
+  threads): the fsync writers and the readers paced to the rates a run
+  held to one rate asked of the disk (its synced replica writes and its
+  value reads from disk a second), first each alone, then both at once,
+  as a node's vnodes do them (reads queue behind the writes' cache
+  flushes); the ping at `--ping-rate` a worker (basho_bench's
+  `{mode, {rate, N}}`). A paced thread that falls behind starts its next
+  operation at once (closed loop, as the bench's rate mode).
+
   scripts/cluster-floor.py DIR [--basalt PATH] [--secs S]
+      [--write-rate W --read-rate R [--ping-rate P]]
 
 Settings (flags): --secs (each case, default 30), --writers (8),
---readers (24), --workers (24), --data-mb (2048). DIR holds the files
-(deleted after) and floor.md, the table printed. Python 3.6+, standard
-library only.
+--readers (24), --workers (24), --data-mb (2048); --write-rate and
+--read-rate (0: unpaced, the default), --ping-rate (0: `{mode, max}`).
+DIR holds the files (deleted after) and floor.md, the table printed.
+Python 3.6+, standard library only.
 """
 
 import argparse
@@ -60,26 +71,51 @@ def stats(lat, t0, secs):
             sum(full) / len(full) * 1e3)
 
 
-def run_threads(n, secs, body):
+def paced(rate, threads):
+    """Seconds between one thread's operations for `rate` ops/s over
+    `threads` threads (0: unpaced)."""
+    return threads / rate if rate > 0 else 0.0
+
+
+def wait_turn(gap, nxt):
+    """Sleeps until `nxt` when paced; returns the next turn (late: now)."""
+    if gap <= 0:
+        return 0.0
+    now = time.time()
+    if nxt > now:
+        time.sleep(nxt - now)
+        now = nxt
+    return max(nxt + gap, now)
+
+
+def start_threads(n, end, body):
+    """Starts `n` threads of `body(i, end, out)`; returns (threads, outs)."""
     lat = [[] for _ in range(n)]
-    t0 = time.time()
-    end = t0 + secs
     th = [threading.Thread(target=body, args=(i, end, lat[i])) for i in range(n)]
     for t in th:
         t.start()
+    return th, lat
+
+
+def run_threads(n, secs, body):
+    t0 = time.time()
+    th, lat = start_threads(n, t0 + secs, body)
     for t in th:
         t.join()
     return stats([x for l in lat for x in l], t0, secs)
 
 
-def fsync_case(d, writers, secs):
+def fsync_body(d, writers, rate):
     buf = os.urandom(BLOCK)
+    gap = paced(rate, writers)
 
     def body(i, end, out):
         path = os.path.join(d, "floor-sync-%d" % i)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        nxt = time.time() + gap * i / max(writers, 1)
         try:
             while True:
+                nxt = wait_turn(gap, nxt)
                 t = time.time()
                 if t >= end:
                     break
@@ -89,10 +125,15 @@ def fsync_case(d, writers, secs):
         finally:
             os.close(fd)
             os.unlink(path)
-    return run_threads(writers, secs, body)
+    return body
 
 
-def read_case(d, readers, secs, data_mb):
+def fsync_case(d, writers, secs, rate=0):
+    return run_threads(writers, secs, fsync_body(d, writers, rate))
+
+
+def read_data(d, data_mb):
+    """The file the readers read (written once, of random bytes)."""
     path = os.path.join(d, "floor-read-data")
     size = data_mb << 20
     if not os.path.exists(path) or os.path.getsize(path) < size:
@@ -100,14 +141,21 @@ def read_case(d, readers, secs, data_mb):
             chunk = os.urandom(1 << 20)
             for _ in range(data_mb):
                 f.write(chunk)
-    blocks = size // BLOCK
+    return path
+
+
+def read_body(path, data_mb, readers, rate):
+    blocks = (data_mb << 20) // BLOCK
+    gap = paced(rate, readers)
 
     def body(i, end, out):
         fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
         mem = mmap.mmap(-1, BLOCK)  # page-aligned, as O_DIRECT needs
         rng = random.Random(i)
+        nxt = time.time() + gap * i / max(readers, 1)
         try:
             while True:
+                nxt = wait_turn(gap, nxt)
                 t = time.time()
                 if t >= end:
                     break
@@ -116,15 +164,29 @@ def read_case(d, readers, secs, data_mb):
         finally:
             os.close(fd)
             mem.close()
-    try:
-        return run_threads(readers, secs, body)
-    finally:
-        os.unlink(path)
+    return body
+
+
+def read_case(d, readers, secs, data_mb, rate=0):
+    path = read_data(d, data_mb)
+    return run_threads(readers, secs, read_body(path, data_mb, readers, rate))
+
+
+def together_case(d, writers, readers, secs, data_mb, write_rate, read_rate):
+    """Paced fsync writers and paced readers at once: (writes, reads)."""
+    path = read_data(d, data_mb)
+    t0 = time.time()
+    wth, wlat = start_threads(writers, t0 + secs, fsync_body(d, writers, write_rate))
+    rth, rlat = start_threads(readers, t0 + secs, read_body(path, data_mb, readers, read_rate))
+    for t in wth + rth:
+        t.join()
+    return (stats([x for l in wlat for x in l], t0, secs),
+            stats([x for l in rlat for x in l], t0, secs))
 
 
 
 
-def ping_cases(basalt, d, secs, worker_counts):
+def ping_cases(basalt, d, secs, worker_counts, ping_rate=0):
     pb, cl = free_port(), free_port()
     data = tempfile.mkdtemp(prefix="floor-node-", dir=d)
     log = open(os.path.join(d, "floor-node.log"), "w")
@@ -146,10 +208,11 @@ def ping_cases(basalt, d, secs, worker_counts):
         for w in worker_counts:
             cfg = os.path.join(d, "floor-ping-%d.config" % w)
             with open(cfg, "w") as f:
-                f.write("{mode, max}.\n{report_interval, 10}.\n{concurrent, %d}.\n"
+                mode = "{rate, %d}" % ping_rate if ping_rate > 0 else "max"
+                f.write("{mode, %s}.\n{report_interval, 10}.\n{concurrent, %d}.\n"
                         "{basalt_duration_secs, %d}.\n{driver, basho_bench_driver_riakc_pb}.\n"
                         '{riakc_pb_ips, [{"127.0.0.1", %d}]}.\n{operations, [{ping, 1}]}.\n'
-                        % (w, secs, pb))
+                        % (mode, w, secs, pb))
             name = "ping-%d" % w
             subprocess.run([basalt, "bench", cfg, "-q", "-d", d, "-n", name], check=True,
                            stdout=subprocess.DEVNULL)
@@ -176,9 +239,19 @@ def main():
     p.add_argument("--readers", type=int, default=24)
     p.add_argument("--workers", type=int, default=24)
     p.add_argument("--data-mb", type=int, default=2048)
+    p.add_argument("--write-rate", type=float, default=0,
+                   help="fsync writes a second over all writers (0: unpaced)")
+    p.add_argument("--read-rate", type=float, default=0,
+                   help="reads a second over all readers (0: unpaced)")
+    p.add_argument("--ping-rate", type=int, default=0,
+                   help="pings a second a worker (0: {mode, max})")
     a = p.parse_args()
     if a.secs < 10:
         sys.exit("cluster-floor: --secs must be at least 10 (one window)")
+    if a.write_rate < 0 or a.read_rate < 0 or a.ping_rate < 0:
+        sys.exit("cluster-floor: rates must be 0 (unpaced) or more")
+    if (a.write_rate > 0) != (a.read_rate > 0):
+        sys.exit("cluster-floor: give --write-rate and --read-rate together (the paced cases run both)")
     os.makedirs(a.dir, exist_ok=True)
     if not os.access(a.basalt, os.X_OK):
         sys.exit("cluster-floor: no basalt binary at %s (--basalt)" % a.basalt)
@@ -190,16 +263,34 @@ def main():
         lines.append("| %s | %.0f | %.3f | %.3f | %.3f | %.2f |" % (name, n / secs, mean, med, p99, mm))
         print(lines[-1], flush=True)
     print("\n".join(lines), flush=True)
-    for w in sorted({1, a.writers}):
-        row("8 KiB write + fdatasync, %d writer%s" % (w, "s" if w > 1 else ""),
-            fsync_case(a.dir, w, a.secs), a.secs)
-    row("8 KiB O_DIRECT random read, %d readers (%d MiB file)" % (a.readers, a.data_mb),
-        read_case(a.dir, a.readers, a.secs, a.data_mb), a.secs)
-    for w, tps, c in ping_cases(a.basalt, a.dir, a.secs, sorted({1, a.workers})):
+    try:
+        if a.write_rate > 0:
+            wr, rr = a.write_rate, a.read_rate
+            row("8 KiB write + fdatasync, %d writers, paced to %.0f/s" % (a.writers, wr),
+                fsync_case(a.dir, a.writers, a.secs, wr), a.secs)
+            row("8 KiB O_DIRECT random read, %d readers, paced to %.0f/s" % (a.readers, rr),
+                read_case(a.dir, a.readers, a.secs, a.data_mb, rr), a.secs)
+            ws, rs = together_case(a.dir, a.writers, a.readers, a.secs, a.data_mb, wr, rr)
+            row("together: the writes (%.0f/s)" % wr, ws, a.secs)
+            row("together: the reads (%.0f/s)" % rr, rs, a.secs)
+        else:
+            for w in sorted({1, a.writers}):
+                row("8 KiB write + fdatasync, %d writer%s" % (w, "s" if w > 1 else ""),
+                    fsync_case(a.dir, w, a.secs), a.secs)
+            row("8 KiB O_DIRECT random read, %d readers (%d MiB file)" % (a.readers, a.data_mb),
+                read_case(a.dir, a.readers, a.secs, a.data_mb), a.secs)
+    finally:
+        data = os.path.join(a.dir, "floor-read-data")
+        if os.path.exists(data):
+            os.unlink(data)
+    workers = [a.workers] if a.ping_rate > 0 else sorted({1, a.workers})
+    for w, tps, c in ping_cases(a.basalt, a.dir, a.secs, workers, a.ping_rate):
         # cells: n, errors, mean, median, 95th, 99th, 99.9th, max, mean(max)
         if len(c) >= 9:
-            lines.append("| PB ping round trip (loopback), %d worker%s | %s | %s | %s | %s | %s |" % (
-                w, "s" if w > 1 else "", tps, c[2], c[3], c[5], c[8]))
+            lines.append("| PB ping round trip (loopback), %d worker%s%s | %s | %s | %s | %s | %s |" % (
+                w, "s" if w > 1 else "",
+                ", %d/s a worker" % a.ping_rate if a.ping_rate > 0 else "",
+                tps, c[2], c[3], c[5], c[8]))
         else:
             lines.append("| PB ping round trip, %d workers | %s | ? | ? | ? | ? |" % (w, tps))
         print(lines[-1], flush=True)
