@@ -90,10 +90,7 @@ pub fn run(args: StartArgs) -> anyhow::Result<crate::Outcome> {
     }
     config.validate()?;
     crate::init_logging(config.log_format);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("building the runtime")?;
+    let rt = basalt_server::runtime(&config).context("building the runtime")?;
     rt.block_on(async move {
         let shutdown = async {
             let mut term =

@@ -48,4 +48,4 @@ pub mod vnode;
 
 pub use config::Config;
 pub use node::Node;
-pub use server::{run, serve, serve_all, HttpListeners, ServerHandle, SERVER_VERSION};
+pub use server::{run, runtime, serve, serve_all, HttpListeners, ServerHandle, SERVER_VERSION};

@@ -31,6 +31,9 @@ pub const JOURNAL_MAX_GARBAGE_PCT_RANGE: std::ops::RangeInclusive<u32> = 10..=10
 /// a third of the largest.
 pub const JOURNAL_FILE_SPREAD_PCT_RANGE: std::ops::RangeInclusive<u32> = 0..=50;
 
+/// Range of `runtime_threads` accepted (0: one a CPU).
+pub const RUNTIME_THREADS_RANGE: std::ops::RangeInclusive<usize> = 0..=256;
+
 /// `Ok` if `value` of `key` is in `range`, else the error naming both.
 fn in_range<T: PartialOrd + std::fmt::Display>(
     key: &str,
@@ -170,6 +173,11 @@ pub struct Config {
     /// back-pressure or pacing in force; leveled and memory); anything
     /// else is queued to the vnode as always.
     pub writes_in_request_task: bool,
+    /// Threads of the node's async runtime, which serve the PB, HTTP and
+    /// cluster connections and the requests' own tasks (0: one a CPU;
+    /// Riak's `erlang.schedulers.total`). The vnodes' workers and the
+    /// stores' background work have threads of their own beside these.
+    pub runtime_threads: usize,
     /// Tombstone reaping after a delete.
     pub delete_mode: DeleteMode,
     /// Seconds between anti-entropy rounds (0 = off).
@@ -397,6 +405,7 @@ impl Default for Config {
             journal_file_spread_pct: 25,
             reads_in_request_task: true,
             writes_in_request_task: true,
+            runtime_threads: 0,
             delete_mode: DeleteMode::DEFAULT,
             aae_interval_secs: 300,
             aae_tree_size: "xsmall".into(),
@@ -447,6 +456,11 @@ impl Config {
             "journal_file_mb",
             &JOURNAL_FILE_MB_RANGE,
             self.journal_file_mb,
+        )?;
+        in_range(
+            "runtime_threads",
+            &RUNTIME_THREADS_RANGE,
+            self.runtime_threads,
         )?;
         in_range(
             "journal_compactions_at_once",
@@ -603,18 +617,20 @@ mod tests {
     }
 
     #[test]
-    fn journal_compaction_settings_are_bounded() {
+    fn node_settings_with_a_range_are_bounded() {
         // (key, default, a value accepted, values refused, the range named)
         let cases = [
             ("journal_compactions_at_once", 2, 5, [0, 65], "1..=64"),
             ("journal_max_garbage_pct", 60, 100, [9, 101], "10..=100"),
             ("journal_file_spread_pct", 25, 0, [51, 100], "0..=50"),
+            ("runtime_threads", 0, 1, [257, 1000], "0..=256"),
         ];
         for (key, default, ok, bad, range) in cases {
             let get = |t: &str| {
                 Config::from_toml(t).map(|c| match key {
                     "journal_compactions_at_once" => c.journal_compactions_at_once as u64,
                     "journal_file_spread_pct" => u64::from(c.journal_file_spread_pct),
+                    "runtime_threads" => c.runtime_threads as u64,
                     _ => u64::from(c.journal_max_garbage_pct),
                 })
             };

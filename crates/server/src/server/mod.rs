@@ -236,6 +236,16 @@ pub async fn serve_all(
     Ok(())
 }
 
+/// The node's async runtime: `config.runtime_threads` worker threads (0:
+/// one a CPU, tokio's default), every driver (I/O, timers) enabled.
+pub fn runtime(config: &Config) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut b = tokio::runtime::Builder::new_multi_thread();
+    if config.runtime_threads > 0 {
+        b.worker_threads(config.runtime_threads);
+    }
+    b.enable_all().build()
+}
+
 /// A server running on its own runtime thread (tests, embedding).
 pub struct ServerHandle {
     addr: SocketAddr,
@@ -252,11 +262,7 @@ impl ServerHandle {
     /// and admin traffic on `config.cluster_listen` and HTTP on
     /// `config.http_listen` unless empty (port 0 = any).
     pub fn spawn(config: Config) -> Result<ServerHandle, ServerError> {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .map_err(ServerError::Runtime)?;
+        let rt = runtime(&config).map_err(ServerError::Runtime)?;
         let ports = rt.block_on(listen::Ports::bind(&config))?;
         let local = ports.pb.local_addr();
         let http_addr = ports.http.as_ref().map(|r| r.local_addr());
@@ -778,5 +784,22 @@ async fn security_step(
         _ => crate::api::pb::auth::check(&node.security, &conn.session, ip, c, body)
             .err()
             .map(|e| (error_frame(e), false)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_runtime_has_the_threads_the_config_names() {
+        let threads = |text: &str| {
+            let c = Config::from_toml(text).expect("config");
+            runtime(&c).expect("runtime").metrics().num_workers()
+        };
+        assert_eq!(threads("runtime_threads = 1"), 1);
+        assert_eq!(threads("runtime_threads = 3"), 3);
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert_eq!(threads(""), cpus, "0: one a CPU");
     }
 }
