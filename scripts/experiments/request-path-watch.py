@@ -1,35 +1,41 @@
 #!/usr/bin/env python3
-"""Where a PUT's time goes between the client and the vnodes of a running
-seed cluster (issue 56, item 3: at the maximum rate, PUTs of up to a
-second while the vnodes' queues are empty and the store's calls short).
+"""Where a PUT's and a GET's time goes between the client and the vnodes
+of a running seed cluster (issue 56, item 3: at the maximum rate, PUTs of
+up to a second while the vnodes' queues are empty and the store's calls
+short; at one rate, GET maxima above the disk's read time).
 
     scripts/experiments/request-path-watch.py watch BASALT OUT.jsonl SECS [EVERY]
-    scripts/experiments/request-path-watch.py summary [-w SECS] OUT.jsonl [put_latencies.csv]
+    scripts/experiments/request-path-watch.py summary [-w SECS] OUT.jsonl [put_latencies.csv [get_latencies.csv]]
 
 `watch` samples, every EVERY seconds (default 30) for SECS seconds, each
 node of the running `scripts/seed-cluster.py` cluster (found by its
 /tmp/seedcluster-*/a*.toml):
-  * the coordinator's own PUT timing from `basalt admin --json status`
+  * the coordinator's own PUT and GET timing from `basalt admin --json status`
     (`node_put_fsm_time_*`: from `Kv::put`'s start to its answer, over the
     last 50-60 s; it leaves out the PB socket, decode and encode and the
     connection task's wait for a runtime thread), its two parts
-    (`put_coordinate_*`, `put_replicas_*`), the vnode queues and the
-    store's longest write call;
+    (`put_coordinate_*`, `put_replicas_*`), the GETs whose quorum answered
+    only "not found" and so waited for every replica
+    (`get_notfound_waits_total`), the vnode queues and the store's
+    longest write call;
   * every thread of the node's process and of the bench's (`basalt
     bench`), from /proc/PID/task/TID/schedstat: CPU time, time spent
     runnable but waiting for a CPU (the run queue), and time slices,
     summed per thread kind (the name with its digits removed:
     tokio-rt-worker, vnode-, basalt-journal-, ...);
   * the vnodes' own timers from `vnode-status` (queue wait, job run,
-    write on the request task: counts, sums, slow counts, maxima);
+    write on the request task, a HEAD or GET queued for the worker or run
+    on a read thread beside it: counts, sums, slow counts, maxima);
   * the machine's pressure-stall totals (/proc/pressure/{cpu,memory,io}).
 `summary` prints, per interval (or per SECS, means and maxima): per process kind, CPU cores used, the
 mean run-queue wait per slice of its runtime threads (how long a woken
 tokio worker waited for a CPU) and of the vnode workers; the machine's
-CPU / memory / IO stall shares; the coordinators' PUT max and p99 (the
-largest over the nodes); and, given the bench's put_latencies.csv, the
-client's PUT max over the coordinator's window (the last 60 s; the
-bench's start placed at the file's last change less its last elapsed).
+CPU / memory / IO stall shares; the coordinators' PUT and GET max and
+p99 (the largest over the nodes); the share of GETs that waited for every
+replica; the reads queued for a worker and beside it; and, given the
+bench's put (or update) and get latency files, the client's PUT and GET
+max over the coordinator's window (the last 60 s; the bench's start
+placed at the file's last change less its last elapsed).
 
 Written 2026-12-06. Reading /proc costs the watcher a few ms a sample;
 the status call is one short-lived `basalt admin` process per node.
@@ -51,7 +57,9 @@ STATUS = ["node_put_fsm_time_100", "node_put_fsm_time_99", "node_put_fsm_time_me
           "replica_write_bytes_in_flight", "put_replica_waits_total",
           "put_coordinate_count", "put_coordinate_ns", "put_coordinate_slow",
           "put_coordinate_max_ns", "put_replicas_count", "put_replicas_ns",
-          "put_replicas_slow", "put_replicas_max_ns"]
+          "put_replicas_slow", "put_replicas_max_ns",
+          "node_get_fsm_time_100", "node_get_fsm_time_99", "node_gets_total",
+          "get_notfound_waits_total"]
 STORE = ["op_write_max_ns", "wait_write_lock_max_ns", "journal_fsync_max_ns",
          "journal_roll_max_ns", "wait_journal_slowdown_max_ns"]
 
@@ -148,7 +156,7 @@ def client_max(csv_path):
     return [(start + e, m) for e, m in rows]
 
 
-def intervals(samples, client):
+def intervals(samples, client, client_get=()):
     """One dict per pair of consecutive samples of the same processes."""
     out = []
     for a, b in zip(samples, samples[1:]):
@@ -191,6 +199,9 @@ def intervals(samples, client):
         qw_n = node_delta("vnode_queue_wait_count")
         job_n = node_delta("vnode_job_count")
         here_n = node_delta("vnode_write_here_count")
+        gets_n = node_delta("node_gets_total")
+        rq_n = node_delta("vnode_read_queued_count")
+        rb_n = node_delta("vnode_read_beside_count")
         out.append({
             "t": b["t"], "dt": dt,
             "node_cores": node_run / 1e9 / dt,
@@ -212,12 +223,31 @@ def intervals(samples, client):
             if node_delta("put_coordinate_count") else None,
             "replicas_max_ms": node_max("put_replicas_max_ns") / 1e6
             if node_delta("put_replicas_count") else None,
-            # The client's longest PUT in the coordinator's window (the
-            # last 60 s).
-            "client_max_ms": max((m for e, m in client if b["t"] - 60 <= e <= b["t"]),
-                                 default=0) / 1e3 if client else None,
+            "get_coord_max_ms": node_max("node_get_fsm_time_100") / 1e3,
+            "get_coord_p99_ms": node_max("node_get_fsm_time_99") / 1e3,
+            "notfound_wait_share": node_delta("get_notfound_waits_total") / gets_n
+            if gets_n > 0 else None,
+            "reads_queued_per_s": rq_n / dt,
+            "read_queued_mean_ms": node_delta("vnode_read_queued_ns") / rq_n / 1e6
+            if rq_n > 0 else None,
+            "read_queued_max_ms": node_max("vnode_read_queued_max_ns") / 1e6 if rq_n else None,
+            "reads_beside_per_s": rb_n / dt,
+            "read_beside_mean_ms": node_delta("vnode_read_beside_ns") / rb_n / 1e6
+            if rb_n > 0 else None,
+            "read_beside_max_ms": node_max("vnode_read_beside_max_ns") / 1e6 if rb_n else None,
+            # The client's longest PUT and GET in the coordinator's window
+            # (the last 60 s).
+            "client_max_ms": window_max(client, b["t"]),
+            "client_get_max_ms": window_max(client_get, b["t"]),
         })
     return out
+
+
+def window_max(client, t):
+    """The client's longest request (ms) in the 60 s before `t`, or None."""
+    if not client:
+        return None
+    return max((m for e, m in client if t - 60 <= e <= t), default=0) / 1e3
 
 
 COLUMNS = [  # (key, heading, format, how a window combines it)
@@ -241,12 +271,22 @@ COLUMNS = [  # (key, heading, format, how a window combines it)
     ("store_write_max_ms", "store write max ms (since start)", "%.0f", "max"),
     ("coordinate_max_ms", "PUT coordinating step max ms (since start)", "%.0f", "max"),
     ("replicas_max_ms", "PUT replica wait max ms (since start)", "%.0f", "max"),
+    ("client_get_max_ms", "client GET max ms (60 s)", "%.0f", "max"),
+    ("get_coord_max_ms", "coordinator GET max ms (60 s)", "%.0f", "max"),
+    ("get_coord_p99_ms", "coordinator GET p99 ms", "%.1f", "max"),
+    ("notfound_wait_share", "GETs waiting for every replica", "%.2f", "mean"),
+    ("reads_queued_per_s", "reads queued /s", "%.0f", "mean"),
+    ("read_queued_mean_ms", "read queued mean ms", "%.2f", "mean"),
+    ("read_queued_max_ms", "read queued max ms (since start)", "%.0f", "max"),
+    ("reads_beside_per_s", "reads beside /s", "%.0f", "mean"),
+    ("read_beside_mean_ms", "read beside mean ms", "%.2f", "mean"),
+    ("read_beside_max_ms", "read beside max ms (since start)", "%.0f", "max"),
 ]
 
 
-def summary(path, csv_path=None, window=None):
+def summary(path, csv_path=None, window=None, get_csv=None):
     samples = [json.loads(line) for line in open(path)]
-    rows = intervals(samples, client_max(csv_path))
+    rows = intervals(samples, client_max(csv_path), client_max(get_csv))
     if not rows:
         return
     cols = [c for c in COLUMNS if any(r.get(c[0]) is not None for r in rows)]
@@ -285,6 +325,7 @@ if __name__ == "__main__":
             i = args.index("-w")
             win = float(args[i + 1])
             del args[i:i + 2]
-        summary(args[0], args[1] if len(args) > 1 else None, win)
+        summary(args[0], args[1] if len(args) > 1 else None, win,
+                args[2] if len(args) > 2 else None)
     else:
         sys.exit(__doc__)

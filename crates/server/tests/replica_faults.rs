@@ -8,6 +8,10 @@
 //! * a GET whose best replica fails between the HEAD round and the value
 //!   fetch (here: its journal record damaged underneath) takes the value
 //!   from another replica holding the same version;
+//! * a GET whose reads must go to the disk (bitcask) answers while its
+//!   replicas' vnode threads are busy, on the node's read threads beside
+//!   them (`read_threads`); with `read_threads = 0` it waits in their
+//!   queues (here: until its timeout);
 //! * a vnode keeps its vclock actor across a clean restart and takes a new
 //!   one after an unclean stop (its status file left `open`).
 
@@ -256,4 +260,66 @@ fn a_vnode_reopened_after_its_backend_failed_takes_a_new_actor() {
     );
     drop(node);
     h.shutdown().expect("shutdown");
+}
+
+/// Summed vnode timer `name` (e.g. `vnode_read_beside_count`) over the
+/// node's vnodes.
+fn vnode_timer(h: &ServerHandle, name: &str) -> u64 {
+    h.node()
+        .router()
+        .local_vnodes()
+        .iter()
+        .flat_map(|(_, v)| v.times().snapshot())
+        .filter(|(n, _)| n == name)
+        .map(|(_, x)| x)
+        .sum()
+}
+
+#[test]
+fn a_read_from_disk_does_not_wait_behind_its_vnodes_jobs() {
+    let rt = runtime();
+    for read_threads in [4, 0] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut c = config(&dir, "bitcask");
+        c.read_threads = read_threads;
+        c.limits.request_timeout_ms = 2_000;
+        let h = ServerHandle::spawn(c).expect("spawn");
+        let node = h.node();
+        rt.block_on(node.put(b"b", b"k", None, content(b"v"), &PutOpts::default()))
+            .expect("put")
+            .expect("written");
+        // Every replica's worker busy with a job until the GET is done.
+        let mut release = Vec::new();
+        for t in node.preflist_of(b"b", b"k") {
+            let v = node
+                .router()
+                .local_vnodes()
+                .into_iter()
+                .find(|(p, _)| *p == t.partition)
+                .map(|(_, v)| v)
+                .expect("local vnode");
+            let (tx, released) = std::sync::mpsc::channel::<()>();
+            release.push(tx);
+            drop(
+                v.submit(move |_| {
+                    let _ = released.recv_timeout(Duration::from_secs(30));
+                    Ok(())
+                })
+                .expect("job queued"),
+            );
+        }
+        let got = rt.block_on(node.get(b"b", b"k", &GetOpts::default()));
+        drop(release);
+        if read_threads > 0 {
+            let got = got.expect("get beside the busy workers");
+            assert!(matches!(got, GetOutcome::Found(ref o) if o.contents[0].value == b"v"));
+            assert!(vnode_timer(&h, "vnode_read_beside_count") >= 2);
+            assert_eq!(vnode_timer(&h, "vnode_read_queued_count"), 0);
+        } else {
+            assert!(got.is_err(), "queued behind the busy workers: {got:?}");
+            assert_eq!(vnode_timer(&h, "vnode_read_beside_count"), 0);
+            assert!(vnode_timer(&h, "vnode_read_queued_count") >= 2);
+        }
+        h.shutdown().expect("shutdown");
+    }
 }

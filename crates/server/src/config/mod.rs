@@ -34,6 +34,9 @@ pub const JOURNAL_FILE_SPREAD_PCT_RANGE: std::ops::RangeInclusive<u32> = 0..=50;
 /// Range of `runtime_threads` accepted (0: one a CPU).
 pub const RUNTIME_THREADS_RANGE: std::ops::RangeInclusive<usize> = 0..=256;
 
+/// Range of `read_threads` accepted (0: reads wait in the vnodes' queues).
+pub const READ_THREADS_RANGE: std::ops::RangeInclusive<usize> = 0..=256;
+
 /// `Ok` if `value` of `key` is in `range`, else the error naming both.
 fn in_range<T: PartialOrd + std::fmt::Display>(
     key: &str,
@@ -178,6 +181,11 @@ pub struct Config {
     /// Riak's `erlang.schedulers.total`). The vnodes' workers and the
     /// stores' background work have threads of their own beside these.
     pub runtime_threads: usize,
+    /// Threads a node reads from disk on beside its vnodes' workers: a
+    /// HEAD or GET the backend cannot answer from memory runs on one of
+    /// them instead of in its vnode's queue, behind the vnode's writes;
+    /// when all are busy it queues as before (0: always queued).
+    pub read_threads: usize,
     /// Tombstone reaping after a delete.
     pub delete_mode: DeleteMode,
     /// Seconds between anti-entropy rounds (0 = off).
@@ -406,6 +414,7 @@ impl Default for Config {
             reads_in_request_task: true,
             writes_in_request_task: true,
             runtime_threads: 0,
+            read_threads: 4,
             delete_mode: DeleteMode::DEFAULT,
             aae_interval_secs: 300,
             aae_tree_size: "xsmall".into(),
@@ -462,6 +471,7 @@ impl Config {
             &RUNTIME_THREADS_RANGE,
             self.runtime_threads,
         )?;
+        in_range("read_threads", &READ_THREADS_RANGE, self.read_threads)?;
         in_range(
             "journal_compactions_at_once",
             &JOURNAL_COMPACTIONS_RANGE,
@@ -624,6 +634,7 @@ mod tests {
             ("journal_max_garbage_pct", 60, 100, [9, 101], "10..=100"),
             ("journal_file_spread_pct", 25, 0, [51, 100], "0..=50"),
             ("runtime_threads", 0, 1, [257, 1000], "0..=256"),
+            ("read_threads", 4, 0, [257, 1000], "0..=256"),
         ];
         for (key, default, ok, bad, range) in cases {
             let get = |t: &str| {
@@ -631,6 +642,7 @@ mod tests {
                     "journal_compactions_at_once" => c.journal_compactions_at_once as u64,
                     "journal_file_spread_pct" => u64::from(c.journal_file_spread_pct),
                     "runtime_threads" => c.runtime_threads as u64,
+                    "read_threads" => c.read_threads as u64,
                     _ => u64::from(c.journal_max_garbage_pct),
                 })
             };

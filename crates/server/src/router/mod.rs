@@ -9,6 +9,7 @@
 pub mod apl;
 pub mod coverage;
 mod inflight;
+mod reads;
 
 use crate::cluster::transport::PeerError;
 use crate::cluster::{Cluster, HandoffKind, Msg, Reply, WireError};
@@ -94,6 +95,9 @@ pub struct Router {
     /// its quorum included: what `limits.replica_writes_in_flight_mb`
     /// bounds ([`Self::write_bytes_in_flight`]).
     write_bytes: inflight::WriteBytes,
+    /// Read threads free beside the vnodes' workers (`read_threads`; see
+    /// [`reads`]).
+    read_threads: Arc<tokio::sync::Semaphore>,
 }
 
 /// Counts one fan-out call as running while it lives, and the bytes of
@@ -196,8 +200,6 @@ impl Router {
             None
         };
         Arc::new(Router {
-            n_val_of,
-            config,
             ring,
             cluster,
             vnodes: RwLock::new(BTreeMap::new()),
@@ -215,6 +217,9 @@ impl Router {
             rocks_cache,
             calls_in_flight: AtomicUsize::new(0),
             write_bytes: inflight::WriteBytes::default(),
+            read_threads: Arc::new(tokio::sync::Semaphore::new(config.read_threads)),
+            n_val_of,
+            config,
         })
     }
 
@@ -567,6 +572,13 @@ impl Router {
                 return Ok(reply);
             }
         }
+        // One that must wait for the disk runs beside the worker's queue
+        // when a read thread is free (`read_threads`).
+        if let Some(reply) = self.read_beside(&v, &req, qlen).await {
+            return reply;
+        }
+        let queued_read = matches!(req, VnodeReq::Head { .. } | VnodeReq::Get { .. })
+            .then(std::time::Instant::now);
         let props = match &req {
             VnodeReq::Coordinate { props, .. }
             | VnodeReq::Reconcile { props, .. }
@@ -592,9 +604,14 @@ impl Router {
         let ran = match in_place {
             Some(r) => r,
             None => {
-                v.submit(move |st| st.execute(req, qlen))?
+                let ran = v
+                    .submit(move |st| st.execute(req, qlen))?
                     .wait(self.timeout())
-                    .await
+                    .await;
+                if let Some(start) = queued_read {
+                    v.times().read_queued.since(start);
+                }
+                ran
             }
         };
         let reply = match ran {

@@ -9,6 +9,9 @@
 //! instead ([`Vnode::read_here`]), and so does a write that cannot wait
 //! ([`Vnode::write_here`]): it takes the vnode's **write turn**, which the
 //! worker holds for each job, so the read-modify-write stays atomic.
+//! A HEAD or GET that must wait for the disk may run on a node's read
+//! thread beside the worker ([`Vnode::beside`]) instead of in its queue,
+//! behind the vnode's writes.
 //!
 //! * [`request`]: the requests a vnode serves, as data (local or remote);
 //! * [`serve`]: serving them on the worker;
@@ -352,17 +355,25 @@ pub struct VnodeTimes {
     /// A write made on the request's task ([`Vnode::write_here`]), in its
     /// turn (writes that gave up for the worker are not counted).
     pub write_here: WaitTimer,
+    /// A HEAD or GET queued for the worker, from its queueing to its
+    /// answer (the router times it).
+    pub read_queued: WaitTimer,
+    /// A HEAD or GET on a read thread beside the worker ([`Vnode::beside`]),
+    /// from the thread's start on it to its answer.
+    pub read_beside: WaitTimer,
 }
 
 impl VnodeTimes {
     /// `(name, value)` of every timer's four fields: `vnode_queue_wait_count`,
     /// `_ns`, `_slow`, `_max_ns`, and likewise `vnode_job_*`,
-    /// `vnode_write_here_*`.
+    /// `vnode_write_here_*`, `vnode_read_queued_*`, `vnode_read_beside_*`.
     pub fn snapshot(&self) -> Vec<(String, u64)> {
         [
             self.queue_wait.named("vnode_queue_wait"),
             self.job.named("vnode_job"),
             self.write_here.named("vnode_write_here"),
+            self.read_queued.named("vnode_read_queued"),
+            self.read_beside.named("vnode_read_beside"),
         ]
         .into_iter()
         .flatten()
@@ -394,6 +405,29 @@ pub struct Vnode {
     in_place_held: Arc<std::sync::atomic::AtomicUsize>,
     /// Queue waits, job runs and writes in place, timed.
     times: Arc<VnodeTimes>,
+    /// Held (read) by each read beside the worker ([`Vnode::beside`]); the
+    /// worker takes it (write) before it closes the backend, so no such
+    /// read outlives the backend's close.
+    beside: Arc<tokio::sync::RwLock<()>>,
+}
+
+/// A vnode's state lent to a read on a thread beside its worker
+/// ([`Vnode::beside`]); the backend stays open while it lives.
+pub struct Beside {
+    state: Arc<VnodeState>,
+    times: Arc<VnodeTimes>,
+    _open: tokio::sync::OwnedRwLockReadGuard<()>,
+}
+
+impl Beside {
+    /// Runs the read `f`, timed as [`VnodeTimes::read_beside`]. It may
+    /// block on the disk: call it on a blocking thread.
+    pub fn read<T>(&self, f: impl FnOnce(&VnodeState) -> T) -> T {
+        let start = Instant::now();
+        let t = f(&self.state);
+        self.times.read_beside.since(start);
+        t
+    }
 }
 
 /// While alive, a vnode serves no request on the request's own task (see
@@ -418,11 +452,13 @@ impl Vnode {
         let state = Arc::new(state);
         let turn = Arc::new(Mutex::new(()));
         let times = Arc::new(VnodeTimes::default());
-        let (worker_state, worker_gate, worker_turn, worker_times) = (
+        let beside = Arc::new(tokio::sync::RwLock::new(()));
+        let (worker_state, worker_gate, worker_turn, worker_times, worker_beside) = (
             Arc::clone(&state),
             Arc::clone(&gate),
             Arc::clone(&turn),
             Arc::clone(&times),
+            Arc::clone(&beside),
         );
         let worker = std::thread::Builder::new()
             .name(format!("vnode-{}", state.partition))
@@ -438,7 +474,9 @@ impl Vnode {
                     times.job.since(start);
                 }
                 // A write in place that began before shutdown took the
-                // state ends before the backend closes.
+                // state ends before the backend closes, and so does a read
+                // beside the worker (a std thread: outside any runtime).
+                let _reads = worker_beside.blocking_write();
                 let _turn = turn.lock();
                 match state.backend.close() {
                     Err(e) => {
@@ -458,6 +496,7 @@ impl Vnode {
             turn,
             in_place_held: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
             times,
+            beside,
         })
     }
 
@@ -505,6 +544,26 @@ impl Vnode {
         self.reads_here
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Some(t)
+    }
+
+    /// The vnode's state for a HEAD or GET on another thread, beside the
+    /// worker and its queue: a read that must wait for the disk need not
+    /// wait behind the vnode's writes too (a synced write holds the worker
+    /// for its fsync). As with [`Vnode::read_here`], a read that overlaps
+    /// a write sees the old or the new version. `None` when the vnode
+    /// serves nothing off its worker now (paused by the test gate, a
+    /// [`Vnode::hold_in_place`], shutting down): the caller queues the
+    /// read as usual. The worker closes the backend only once every
+    /// [`Beside`] has dropped.
+    pub fn beside(&self) -> Option<Beside> {
+        let _gate = self.open_in_place()?;
+        let open = Arc::clone(&self.beside).try_read_owned().ok()?;
+        let state = self.state.lock().clone()?;
+        Some(Beside {
+            state,
+            times: Arc::clone(&self.times),
+            _open: open,
+        })
     }
 
     /// Reads answered on the caller's thread ([`Vnode::read_here`]) since
@@ -709,6 +768,8 @@ fn test_state(backend: &str, dir: &std::path::Path, sync: bool) -> VnodeState {
     }
 }
 
+#[cfg(test)]
+mod beside_tests;
 #[cfg(test)]
 mod in_place_tests;
 
