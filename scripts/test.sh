@@ -17,9 +17,11 @@ cd "$(dirname "$0")/.."
 # RocksDB (for the rocksdb backends), idempotent.
 bash .ci/install-deps.sh
 cargo test --workspace --locked "$@"
+echo "== cargo tests done (at ${SECONDS} s of the tests)"
 if [[ "${BASALT_INTEROP:-1}" != 0 ]]; then
   bash interop/run.sh
 fi
 if [[ "${BASALT_BROWSER:-1}" != 0 ]]; then
+  echo "== browser tests (at ${SECONDS} s of the tests)"
   bash browser/run.sh
 fi

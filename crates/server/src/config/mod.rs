@@ -34,6 +34,10 @@ pub const JOURNAL_FILE_SPREAD_PCT_RANGE: std::ops::RangeInclusive<u32> = 0..=50;
 /// Range of `runtime_threads` accepted (0: one a CPU).
 pub const RUNTIME_THREADS_RANGE: std::ops::RangeInclusive<usize> = 0..=256;
 
+/// Range of `l0_merge_trigger` accepted: below the engine's level-0 stall
+/// (`l0_stall_files`, 16), where writes would stop before a merge starts.
+pub const L0_MERGE_TRIGGER_RANGE: std::ops::RangeInclusive<usize> = 1..=15;
+
 /// Range of `read_threads` accepted (0: reads wait in the vnodes' queues).
 pub const READ_THREADS_RANGE: std::ops::RangeInclusive<usize> = 0..=256;
 
@@ -161,6 +165,11 @@ pub struct Config {
     /// `compaction_max_garbage_pct`); 100 turns the trigger, and the write
     /// slowdown behind it, off (scheduled runs only).
     pub journal_max_garbage_pct: u32,
+    /// Level-0 files at which each leveled vnode's ledger merges them into
+    /// level 1 (engine `l0_merge_trigger`). Higher: fewer merges and less
+    /// ledger writing (each merge rewrites the level-1 files its keys
+    /// overlap), but a GET may probe more level-0 files.
+    pub l0_merge_trigger: usize,
     /// Percent by which a vnode's journal file size is moved from
     /// `journal_file_mb`, either way, fixed by its partition
     /// ([`Config::vnode_journal_file_bytes`]), so that under a uniform load
@@ -414,6 +423,7 @@ impl Default for Config {
             reads_in_request_task: true,
             writes_in_request_task: true,
             runtime_threads: 0,
+            l0_merge_trigger: 4,
             read_threads: 4,
             delete_mode: DeleteMode::DEFAULT,
             aae_interval_secs: 300,
@@ -472,6 +482,11 @@ impl Config {
             self.runtime_threads,
         )?;
         in_range("read_threads", &READ_THREADS_RANGE, self.read_threads)?;
+        in_range(
+            "l0_merge_trigger",
+            &L0_MERGE_TRIGGER_RANGE,
+            self.l0_merge_trigger,
+        )?;
         in_range(
             "journal_compactions_at_once",
             &JOURNAL_COMPACTIONS_RANGE,
@@ -635,6 +650,7 @@ mod tests {
             ("journal_file_spread_pct", 25, 0, [51, 100], "0..=50"),
             ("runtime_threads", 0, 1, [257, 1000], "0..=256"),
             ("read_threads", 4, 0, [257, 1000], "0..=256"),
+            ("l0_merge_trigger", 4, 8, [0, 16], "1..=15"),
         ];
         for (key, default, ok, bad, range) in cases {
             let get = |t: &str| {
@@ -643,6 +659,7 @@ mod tests {
                     "journal_file_spread_pct" => u64::from(c.journal_file_spread_pct),
                     "runtime_threads" => c.runtime_threads as u64,
                     "read_threads" => c.read_threads as u64,
+                    "l0_merge_trigger" => c.l0_merge_trigger as u64,
                     _ => u64::from(c.journal_max_garbage_pct),
                 })
             };

@@ -465,6 +465,7 @@ impl Router {
             // file grows, vnodes allocate as they append.
             journal_preallocate: Some(false),
             journal_file_bytes: Some(self.config.vnode_journal_file_bytes(p)),
+            l0_merge_trigger: Some(self.config.l0_merge_trigger),
             // A ledger flush per journal file at least: journal compaction
             // keeps what the ledger has not persisted, and a vnode whose
             // keys are few and overwritten never fills its memtable.
