@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # A/B of a node setting on three seed-suite nodes sharing this machine's
-# CPUs: Cluster Test 1's load (sync on, 8 KB, pareto 5 GET : 1 UPDATE),
-# the setting's default against each value given, alternated, ROUNDS
-# rounds, leveled nodes (BACKENDS to change). Prints each run's Avg TPS,
-# GET / UPDATE mean and mean(max) and the nodes' CPU seconds; with
+# CPUs: a cluster seed test's load (TEST; default Cluster Test 1: sync on,
+# 8 KB, pareto 5 GET : 1 UPDATE), the setting's default against each value
+# given, alternated, ROUNDS rounds, leveled nodes (BACKENDS to change).
+# Prints each run's Avg TPS, each operation's mean and mean(max), the
+# nodes' CPU seconds and node-level write amplification; with
 # WATCH=1 it runs `request-path-watch.py` beside each run (DIR/rR-VALUE.jsonl;
 # its summary in DIR/rR-VALUE.watch.md).
 #
@@ -11,7 +12,8 @@
 #
 # Environment: SECS (each run, 120), KEYS (20000: in the page cache; 600000
 # beyond it), ROUNDS (2), BENCH (a bench term, e.g. '{mode, {rate, 70}}';
-# default: the test's {mode, max}), BACKENDS (leveled), WATCH (0).
+# default: the test's {mode, max}), BACKENDS (leveled), WATCH (0), TEST
+# (8kb_sync; any of seed-suite.sh's cluster tests).
 # Written 2026-12-06 for `runtime_threads` (issue 56 item 2), made general
 # for `read_threads`.
 set -euo pipefail
@@ -23,6 +25,7 @@ variants=(default "$@")
 : "${BASALT:?set BASALT to the basalt binary}"
 secs=${SECS:-120} keys=${KEYS:-20000} rounds=${ROUNDS:-2}
 backends=${BACKENDS:-leveled}
+test=${TEST:-8kb_sync}
 bench=()
 [ -n "${BENCH:-}" ] && bench=(--bench "$BENCH")
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -40,14 +43,16 @@ for r in $(seq 1 "$rounds"); do
       watcher=$!
     fi
     BACKENDS=$backends scripts/seed-suite.sh --cluster 3 --long -t "$secs" -k "$keys" \
-      "${set_args[@]}" "${bench[@]}" -d "$out" 8kb_sync >"$out.log" 2>&1
+      "${set_args[@]}" "${bench[@]}" -d "$out" "$test" >"$out.log" 2>&1
     [ -n "$watcher" ] && { kill "$watcher" 2>/dev/null || true; wait "$watcher" 2>/dev/null || true; }
     for b in $backends; do
-      rep=$out/8kb_sync/$b
+      rep=$out/$test/$b
       tps=$(awk -F'|' '/Avg TPS/ {gsub(/[* ]/, "", $3); print $3}' "$rep/report.md")
-      lat=$(awk -F'|' '$2 ~ /^ (get|update) $/ {gsub(/[* ]/, "", $5); gsub(/[* ]/, "", $11); printf "%s %s/%s ", $2, $5, $11}' "$rep/report.md")
+      lat=$(awk -F'|' '/^## Latency/ {on = 1} /^## Resources/ {on = 0}
+        on && $2 ~ /^ [a-z_]+ $/ && $2 != " op " {gsub(/[* ]/, "", $5); gsub(/[* ]/, "", $11); printf "%s %s/%s ", $2, $5, $11}' "$rep/report.md")
       cpu=$(grep -o 'the nodes [0-9]* s' "$rep/cluster.md")
-      echo "round $r $b $key=$v: $tps ops/s; mean/mean(max) ms: $lat; $cpu"
+      wa=$(grep -o 'write amplification\*\* [0-9.]*' "$rep/cluster.md" | grep -o '[0-9.]*$')
+      echo "round $r $b $key=$v: $tps ops/s; mean/mean(max) ms: $lat; $cpu; WA $wa"
       if [ -n "$watcher" ]; then
         python3 scripts/experiments/request-path-watch.py summary -w 1000000 "$out.jsonl" \
           "$rep/update_latencies.csv" "$rep/get_latencies.csv" >"$out.watch.md" || true
