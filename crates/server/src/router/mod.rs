@@ -578,8 +578,7 @@ impl Router {
         if let Some(reply) = self.read_beside(&v, &req, qlen).await {
             return reply;
         }
-        let queued_read = matches!(req, VnodeReq::Head { .. } | VnodeReq::Get { .. })
-            .then(std::time::Instant::now);
+        let queued_read = req.is_point_read().then(std::time::Instant::now);
         let props = match &req {
             VnodeReq::Coordinate { props, .. }
             | VnodeReq::Reconcile { props, .. }

@@ -28,7 +28,7 @@ impl Router {
         req: &VnodeReq,
         qlen: u32,
     ) -> Option<Result<VnodeReply, VnodeError>> {
-        if !matches!(req, VnodeReq::Head { .. } | VnodeReq::Get { .. }) {
+        if !req.is_point_read() {
             return None;
         }
         let permit = Arc::clone(&self.read_threads).try_acquire_owned().ok()?;

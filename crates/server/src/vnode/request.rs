@@ -318,6 +318,12 @@ impl VnodeReq {
                 | VnodeReq::CoordinateCrdt { .. }
         )
     }
+
+    /// Whether the request reads one key (a HEAD or GET): the kind that may
+    /// run beside the vnode's worker and is timed as a queued read.
+    pub fn is_point_read(&self) -> bool {
+        matches!(self, VnodeReq::Head { .. } | VnodeReq::Get { .. })
+    }
 }
 
 /// A vnode's answer.
