@@ -12,10 +12,11 @@
 #
 # Environment: SECS (each run, 120), KEYS (20000: in the page cache; 600000
 # beyond it), ROUNDS (2), BENCH (a bench term, e.g. '{mode, {rate, 70}}';
-# default: the test's {mode, max}), BACKENDS (leveled), WATCH (0), TEST
+# default: the test's {mode, max}), BACKENDS (leveled), BASELINE (none),
+# WATCH (0), TEST
 # (8kb_sync; any of seed-suite.sh's cluster tests).
 # Written 2026-12-06 for `runtime_threads` (issue 56 item 2), made general
-# for `read_threads`.
+# for `read_threads`; BASELINE and one run a backend added 2026-12-07.
 set -euo pipefail
 dir=${1:?usage: BASALT=BIN $0 DIR KEY VALUE...}
 key=${2:?usage: BASALT=BIN $0 DIR KEY VALUE...}
@@ -31,32 +32,37 @@ bench=()
 here=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$here"
 mkdir -p "$dir"
+# run ROUND VALUE BACKEND: one seed-suite run and its line of figures.
+run() {
+  local r=$1 v=$2 b=$3
+  local out=$dir/r$r-$v-$b watcher= set_args=()
+  [ "$v" != default ] && set_args=(--set "$key=$v")
+  if [ "${WATCH:-0}" = 1 ]; then
+    (sleep 20 && exec python3 scripts/experiments/request-path-watch.py watch \
+      "$BASALT" "$out.jsonl" "$((secs + 60))" 30) &
+    watcher=$!
+  fi
+  BACKENDS=$b scripts/seed-suite.sh --cluster 3 --long -t "$secs" -k "$keys" \
+    "${set_args[@]}" "${bench[@]}" -d "$out" "$test" >"$out.log" 2>&1
+  [ -n "$watcher" ] && { kill "$watcher" 2>/dev/null || true; wait "$watcher" 2>/dev/null || true; }
+  local rep=$out/$test/$b
+  local tps lat cpu wa
+  tps=$(awk -F'|' '/Avg TPS/ {gsub(/[* ]/, "", $3); print $3}' "$rep/report.md")
+  lat=$(awk -F'|' '/^## Latency/ {on = 1} /^## Resources/ {on = 0}
+    on && $2 ~ /^ [a-z_]+ $/ && $2 != " op " {gsub(/[* ]/, "", $5); gsub(/[* ]/, "", $11); printf "%s %s/%s ", $2, $5, $11}' "$rep/report.md")
+  cpu=$(grep -o 'the nodes [0-9]* s' "$rep/cluster.md")
+  wa=$(grep -o 'write amplification\*\* [0-9.]*' "$rep/cluster.md" | grep -o '[0-9.]*$')
+  echo "round $r $b $key=$v: $tps ops/s; mean/mean(max) ms: $lat; $cpu; WA $wa"
+  if [ -n "$watcher" ]; then
+    python3 scripts/experiments/request-path-watch.py summary -w 1000000 "$out.jsonl" \
+      "$rep/update_latencies.csv" "$rep/get_latencies.csv" >"$out.watch.md" || true
+  fi
+}
 for r in $(seq 1 "$rounds"); do
+  first=1
   for v in "${variants[@]}"; do
-    out=$dir/r$r-$v
-    set_args=()
-    [ "$v" != default ] && set_args=(--set "$key=$v")
-    watcher=
-    if [ "${WATCH:-0}" = 1 ]; then
-      (sleep 20 && exec python3 scripts/experiments/request-path-watch.py watch \
-        "$BASALT" "$out.jsonl" "$((secs + 60))" 30) &
-      watcher=$!
-    fi
-    BACKENDS=$backends scripts/seed-suite.sh --cluster 3 --long -t "$secs" -k "$keys" \
-      "${set_args[@]}" "${bench[@]}" -d "$out" "$test" >"$out.log" 2>&1
-    [ -n "$watcher" ] && { kill "$watcher" 2>/dev/null || true; wait "$watcher" 2>/dev/null || true; }
-    for b in $backends; do
-      rep=$out/$test/$b
-      tps=$(awk -F'|' '/Avg TPS/ {gsub(/[* ]/, "", $3); print $3}' "$rep/report.md")
-      lat=$(awk -F'|' '/^## Latency/ {on = 1} /^## Resources/ {on = 0}
-        on && $2 ~ /^ [a-z_]+ $/ && $2 != " op " {gsub(/[* ]/, "", $5); gsub(/[* ]/, "", $11); printf "%s %s/%s ", $2, $5, $11}' "$rep/report.md")
-      cpu=$(grep -o 'the nodes [0-9]* s' "$rep/cluster.md")
-      wa=$(grep -o 'write amplification\*\* [0-9.]*' "$rep/cluster.md" | grep -o '[0-9.]*$')
-      echo "round $r $b $key=$v: $tps ops/s; mean/mean(max) ms: $lat; $cpu; WA $wa"
-      if [ -n "$watcher" ]; then
-        python3 scripts/experiments/request-path-watch.py summary -w 1000000 "$out.jsonl" \
-          "$rep/update_latencies.csv" "$rep/get_latencies.csv" >"$out.watch.md" || true
-      fi
-    done
+    for b in $backends; do run "$r" "$v" "$b"; done
+    if [ "$first" = 1 ] && [ -n "${BASELINE:-}" ]; then run "$r" default "$BASELINE"; fi
+    first=0
   done
 done
