@@ -7,8 +7,8 @@ cannot beat on this machine, whatever the store does, measured three ways:
 - **fsync**: 8 KiB appends each followed by fdatasync, as a node with
   `sync = true` does for every write (a vnode's journal), by 1 writer and
   by WRITERS writers at once (each its own file, as the vnodes are): rate
-  and latency (mean, median, p99, and mean(max): the mean over 10 s windows
-  of each window's slowest, the seeds' figure).
+  and latency (mean, median, p99, mean(max): the mean over 10 s windows
+  of each window's slowest, the seeds' figure; and max, the slowest one).
 - **reads at QD**: 8 KiB O_DIRECT random reads from a DATA_MB file by
   READERS threads at once (the queue depth of the bench's workers): rate
   and latency, as above. O_DIRECT, so the page cache is not measured.
@@ -57,9 +57,10 @@ BLOCK = 8192
 
 
 def stats(lat, t0, secs):
-    """(count, mean ms, median ms, p99 ms, mean(max) ms over 10 s windows)."""
+    """(count, mean ms, median ms, p99 ms, mean(max) ms over 10 s windows,
+    max ms)."""
     if not lat:
-        return (0, 0, 0, 0, 0)
+        return (0, 0, 0, 0, 0, 0)
     vals = sorted(d for _, d in lat)
     win = {}
     for t, d in lat:
@@ -68,7 +69,7 @@ def stats(lat, t0, secs):
     full = [win[w] for w in sorted(win) if (w + 1) * 10 <= secs + 0.5] or list(win.values())
     return (len(vals), sum(vals) / len(vals) * 1e3, vals[len(vals) // 2] * 1e3,
             vals[min(len(vals) - 1, int(len(vals) * 0.99))] * 1e3,
-            sum(full) / len(full) * 1e3)
+            sum(full) / len(full) * 1e3, vals[-1] * 1e3)
 
 
 def paced(rate, threads):
@@ -255,12 +256,13 @@ def main():
     os.makedirs(a.dir, exist_ok=True)
     if not os.access(a.basalt, os.X_OK):
         sys.exit("cluster-floor: no basalt binary at %s (--basalt)" % a.basalt)
-    lines = ["| case | ops/s | mean ms | median ms | p99 ms | mean(max) ms |",
-             "|---|---:|---:|---:|---:|---:|"]
+    lines = ["| case | ops/s | mean ms | median ms | p99 ms | mean(max) ms | max ms |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
 
     def row(name, st, secs):
-        n, mean, med, p99, mm = st
-        lines.append("| %s | %.0f | %.3f | %.3f | %.3f | %.2f |" % (name, n / secs, mean, med, p99, mm))
+        n, mean, med, p99, mm, mx = st
+        lines.append("| %s | %.0f | %.3f | %.3f | %.3f | %.2f | %.1f |" % (
+            name, n / secs, mean, med, p99, mm, mx))
         print(lines[-1], flush=True)
     print("\n".join(lines), flush=True)
     try:
@@ -287,12 +289,12 @@ def main():
     for w, tps, c in ping_cases(a.basalt, a.dir, a.secs, workers, a.ping_rate):
         # cells: n, errors, mean, median, 95th, 99th, 99.9th, max, mean(max)
         if len(c) >= 9:
-            lines.append("| PB ping round trip (loopback), %d worker%s%s | %s | %s | %s | %s | %s |" % (
+            lines.append("| PB ping round trip (loopback), %d worker%s%s | %s | %s | %s | %s | %s | %s |" % (
                 w, "s" if w > 1 else "",
                 ", %d/s a worker" % a.ping_rate if a.ping_rate > 0 else "",
-                tps, c[2], c[3], c[5], c[8]))
+                tps, c[2], c[3], c[5], c[8], c[7]))
         else:
-            lines.append("| PB ping round trip, %d workers | %s | ? | ? | ? | ? |" % (w, tps))
+            lines.append("| PB ping round trip, %d workers | %s | ? | ? | ? | ? | ? |" % (w, tps))
         print(lines[-1], flush=True)
     head = ("Cluster floor, %s UTC, %d CPUs, mount %s; each case %d s\n\n" % (
         time.strftime("%Y-%m-%d %H:%M", time.gmtime()), os.cpu_count() or 0,
