@@ -29,11 +29,13 @@ cannot beat on this machine, whatever the store does, measured three ways:
   operation at once (closed loop, as the bench's rate mode).
 
   scripts/cluster-floor.py DIR [--basalt PATH] [--secs S]
-      [--write-rate W --read-rate R [--ping-rate P]]
+      [--write-rate W --read-rate R [--ping-rate P]] [--roll-mb N]
 
 Settings (flags): --secs (each case, default 30), --writers (8),
 --readers (24), --workers (24), --data-mb (2048); --write-rate and
---read-rate (0: unpaced, the default), --ping-rate (0: `{mode, max}`).
+--read-rate (0: unpaced, the default), --ping-rate (0: `{mode, max}`),
+--roll-mb (0: each writer one file; N: a new file and a directory fsync
+every N MiB, as a journal's roll).
 DIR holds the files (deleted after) and floor.md, the table printed.
 Python 3.6+, standard library only.
 """
@@ -106,13 +108,19 @@ def run_threads(n, secs, body):
     return stats([x for l in lat for x in l], t0, secs)
 
 
-def fsync_body(d, writers, rate):
+def fsync_body(d, writers, rate, roll_mb=0):
+    """A writer's loop; with `roll_mb`, each writer starts a new file every
+    `roll_mb` MiB and fsyncs the directory, as a journal's roll does (the
+    roll is timed with the write that made it); the files stay until the
+    case ends, as closed journal files do."""
     buf = os.urandom(BLOCK)
     gap = paced(rate, writers)
+    roll = roll_mb << 20
 
     def body(i, end, out):
-        path = os.path.join(d, "floor-sync-%d" % i)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        paths = [os.path.join(d, "floor-sync-%d-0" % i)]
+        fd = os.open(paths[-1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        size = 0
         nxt = time.time() + gap * i / max(writers, 1)
         try:
             while True:
@@ -122,15 +130,30 @@ def fsync_body(d, writers, rate):
                     break
                 os.write(fd, buf)
                 os.fdatasync(fd)
+                size += BLOCK
+                if roll and size >= roll:
+                    os.close(fd)
+                    fd = -1
+                    paths.append(os.path.join(d, "floor-sync-%d-%d" % (i, len(paths))))
+                    fd = os.open(paths[-1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                    dfd = os.open(d, os.O_RDONLY)
+                    try:
+                        os.fsync(dfd)
+                    finally:
+                        os.close(dfd)
+                    size = 0
                 out.append((t, time.time() - t))
         finally:
-            os.close(fd)
-            os.unlink(path)
+            if fd >= 0:
+                os.close(fd)
+            for path in paths:
+                if os.path.exists(path):
+                    os.unlink(path)
     return body
 
 
-def fsync_case(d, writers, secs, rate=0):
-    return run_threads(writers, secs, fsync_body(d, writers, rate))
+def fsync_case(d, writers, secs, rate=0, roll_mb=0):
+    return run_threads(writers, secs, fsync_body(d, writers, rate, roll_mb))
 
 
 def read_data(d, data_mb):
@@ -173,11 +196,11 @@ def read_case(d, readers, secs, data_mb, rate=0):
     return run_threads(readers, secs, read_body(path, data_mb, readers, rate))
 
 
-def together_case(d, writers, readers, secs, data_mb, write_rate, read_rate):
+def together_case(d, writers, readers, secs, data_mb, write_rate, read_rate, roll_mb=0):
     """Paced fsync writers and paced readers at once: (writes, reads)."""
     path = read_data(d, data_mb)
     t0 = time.time()
-    wth, wlat = start_threads(writers, t0 + secs, fsync_body(d, writers, write_rate))
+    wth, wlat = start_threads(writers, t0 + secs, fsync_body(d, writers, write_rate, roll_mb))
     rth, rlat = start_threads(readers, t0 + secs, read_body(path, data_mb, readers, read_rate))
     for t in wth + rth:
         t.join()
@@ -246,11 +269,14 @@ def main():
                    help="reads a second over all readers (0: unpaced)")
     p.add_argument("--ping-rate", type=int, default=0,
                    help="pings a second a worker (0: {mode, max})")
+    p.add_argument("--roll-mb", type=int, default=0,
+                   help="each fsync writer starts a new file (and fsyncs the directory) "
+                        "every this many MiB, as a journal rolls (0: one file)")
     a = p.parse_args()
     if a.secs < 10:
         sys.exit("cluster-floor: --secs must be at least 10 (one window)")
-    if a.write_rate < 0 or a.read_rate < 0 or a.ping_rate < 0:
-        sys.exit("cluster-floor: rates must be 0 (unpaced) or more")
+    if a.write_rate < 0 or a.read_rate < 0 or a.ping_rate < 0 or a.roll_mb < 0:
+        sys.exit("cluster-floor: rates and --roll-mb must be 0 (unpaced; one file) or more")
     if (a.write_rate > 0) != (a.read_rate > 0):
         sys.exit("cluster-floor: give --write-rate and --read-rate together (the paced cases run both)")
     os.makedirs(a.dir, exist_ok=True)
@@ -265,20 +291,21 @@ def main():
             name, n / secs, mean, med, p99, mm, mx))
         print(lines[-1], flush=True)
     print("\n".join(lines), flush=True)
+    rolls = ", a new file every %d MiB" % a.roll_mb if a.roll_mb else ""
     try:
         if a.write_rate > 0:
             wr, rr = a.write_rate, a.read_rate
-            row("8 KiB write + fdatasync, %d writers, paced to %.0f/s" % (a.writers, wr),
-                fsync_case(a.dir, a.writers, a.secs, wr), a.secs)
+            row("8 KiB write + fdatasync, %d writers, paced to %.0f/s%s" % (a.writers, wr, rolls),
+                fsync_case(a.dir, a.writers, a.secs, wr, a.roll_mb), a.secs)
             row("8 KiB O_DIRECT random read, %d readers, paced to %.0f/s" % (a.readers, rr),
                 read_case(a.dir, a.readers, a.secs, a.data_mb, rr), a.secs)
-            ws, rs = together_case(a.dir, a.writers, a.readers, a.secs, a.data_mb, wr, rr)
+            ws, rs = together_case(a.dir, a.writers, a.readers, a.secs, a.data_mb, wr, rr, a.roll_mb)
             row("together: the writes (%.0f/s)" % wr, ws, a.secs)
             row("together: the reads (%.0f/s)" % rr, rs, a.secs)
         else:
             for w in sorted({1, a.writers}):
-                row("8 KiB write + fdatasync, %d writer%s" % (w, "s" if w > 1 else ""),
-                    fsync_case(a.dir, w, a.secs), a.secs)
+                row("8 KiB write + fdatasync, %d writer%s%s" % (w, "s" if w > 1 else "", rolls),
+                    fsync_case(a.dir, w, a.secs, 0, a.roll_mb), a.secs)
             row("8 KiB O_DIRECT random read, %d readers (%d MiB file)" % (a.readers, a.data_mb),
                 read_case(a.dir, a.readers, a.secs, a.data_mb), a.secs)
     finally:
