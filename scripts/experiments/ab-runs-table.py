@@ -76,6 +76,8 @@ def main():
     d = sys.argv[1]
     runs = [p for p in glob.glob(os.path.join(d, "r*-*-*/")) if os.path.isdir(p)]
     runs.sort(key=os.path.getmtime)
+    if not runs:
+        sys.exit("ab-runs-table: no runs (rR-VALUE-BACKEND/) in %s" % d)
     print("| run | ops/s | last sixth | GET mean / mean(max) | GET median / largest interval max | GET p99 "
           "| UPDATE mean / mean(max) | UPDATE median / largest interval max | nodes' CPU s | WA "
           "| reads beside /s, mean / max ms | reads queued /s, mean / max ms | coordinator GET p99 / max "
