@@ -13,16 +13,24 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue};
 /// Parses a vnode status file: `(id, clean)`; panics if a status that
 /// parses does not survive `render` + `parse` unchanged.
 pub fn vnode_status(text: &str) -> Option<(u64, bool)> {
-    let (id, state) = crate::vnode::id::parse(text)?;
-    let again = crate::vnode::id::parse(&crate::vnode::id::render(id, state));
-    assert_eq!(again, Some((id, state)), "vnode status does not round-trip");
-    Some((id, state == Shutdown::Clean))
+    let (inc, state) = crate::vnode::id::parse(text)?;
+    let again = crate::vnode::id::parse(&crate::vnode::id::render(inc, state));
+    assert_eq!(
+        again,
+        Some((inc, state)),
+        "vnode status does not round-trip"
+    );
+    Some((inc.id, state == Shutdown::Clean))
 }
 
-/// A vnode status file's text for `id` (the seeds).
+/// A vnode status file's text for `id` (the seeds), in the form new
+/// incarnations take.
 pub fn vnode_status_text(id: u64, clean: bool) -> String {
     crate::vnode::id::render(
-        id,
+        crate::vnode::id::Incarnation {
+            id,
+            form: crate::vnode::id::ActorForm::Short,
+        },
         if clean {
             Shutdown::Clean
         } else {

@@ -89,7 +89,7 @@ pub struct VnodeState {
     pub sync: bool,
     /// The backend's directory and the incarnation id (see
     /// [`crate::vnode_id`]); `None` for a vnode without a status file.
-    pub incarnation: Option<(std::path::PathBuf, u64)>,
+    pub incarnation: Option<(std::path::PathBuf, crate::ring::Incarnation)>,
     /// Set when a write failed: the vnode may have lost an event it
     /// issued, so its next start draws a new incarnation id.
     pub tainted: std::sync::atomic::AtomicBool,

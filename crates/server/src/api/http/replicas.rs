@@ -5,7 +5,8 @@
 //! Asks the key's `n_val` vnodes (fallbacks for down primaries, as a GET)
 //! for the object's head, and answers JSON:
 //! `{"bucket", "key", "replicas": [{"node", "partition", "primary",
-//! "found", "state_hash", "vclock": [[actor, counter]...],
+//! "found", "state_hash", "vclock": [[actor, counter]...] (an actor as its
+//! text, or in hex when it is not printable: the 8-byte actors),
 //! "siblings": [{"vtag", "deleted", "dot": [actor, counter] | null}]}
 //! | {"node", "partition", "primary", "error"}], "converged": bool}`;
 //! `converged` is true when every replica answered with the same state
@@ -37,12 +38,21 @@ fn lossy(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// An actor as text: the named form of older incarnations as it is, the
+/// 8-byte form (`ring::ActorForm::Short`) and any other bytes in hex.
+fn actor_text(a: &[u8]) -> String {
+    match std::str::from_utf8(a) {
+        Ok(s) if !s.is_empty() && s.chars().all(|c| c.is_ascii_graphic()) => s.to_string(),
+        _ => a.iter().map(|b| format!("{b:02x}")).collect(),
+    }
+}
+
 fn describe(o: &RiakObject) -> Value {
     let clock: Vec<Value> = o
         .vclock
         .entries()
         .iter()
-        .map(|e| json!([lossy(&e.actor), e.counter]))
+        .map(|e| json!([actor_text(&e.actor), e.counter]))
         .collect();
     let siblings: Vec<Value> = o
         .contents
@@ -51,7 +61,7 @@ fn describe(o: &RiakObject) -> Value {
             json!({
                 "vtag": c.vtag.as_deref().map(lossy),
                 "deleted": c.deleted,
-                "dot": c.dot.as_ref().map(|d| json!([lossy(&d.actor), d.counter])),
+                "dot": c.dot.as_ref().map(|d| json!([actor_text(&d.actor), d.counter])),
             })
         })
         .collect();
@@ -111,4 +121,22 @@ async fn replicas(
         StatusCode::OK,
         &json!({ "bucket": b, "key": k, "replicas": out, "converged": converged }),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::actor_text;
+
+    #[test]
+    fn actors_show_as_text_or_hex() {
+        assert_eq!(
+            actor_text(b"n@h/7/00000000000000ab"),
+            "n@h/7/00000000000000ab"
+        );
+        assert_eq!(
+            actor_text(&[0, 1, 0xab, 0xff, 32, 65, 66, 67]),
+            "0001abff20414243"
+        );
+        assert_eq!(actor_text(b"ABCDEFGH"), "ABCDEFGH");
+    }
 }
