@@ -2,7 +2,8 @@
 """The tables of a `node-setting-ab.sh` directory, one row a run.
 
 For each run `DIR/rR-VALUE-BACKEND/` (in run order): ops/s overall and in
-the last sixth, GET and UPDATE mean / mean(max) (the mean of each 10 s
+the last sixth, GET and UPDATE (or, in an insert test, PUT; "–" for an
+operation the test has not) mean / mean(max) (the mean of each 10 s
 interval's longest), the median and the largest of the interval maxima,
 the mean of the intervals' p99, the nodes' CPU seconds and node-level WA
 (from `cluster.md`); with the watcher's summary (`.watch.md`) reads
@@ -27,6 +28,10 @@ import sys
 
 
 def lat(path):
+    """(mean, mean(max), median max, largest max, mean p99) in ms of one
+    operation's latency CSV; None when the test has no such operation."""
+    if not os.path.exists(path):
+        return None
     rows = list(csv.reader(open(path)))[1:]
     n = sum(int(r[2]) for r in rows)
     mx = [float(r[9]) / 1000 for r in rows]
@@ -79,7 +84,7 @@ def main():
     if not runs:
         sys.exit("ab-runs-table: no runs (rR-VALUE-BACKEND/) in %s" % d)
     print("| run | ops/s | last sixth | GET mean / mean(max) | GET median / largest interval max | GET p99 "
-          "| UPDATE mean / mean(max) | UPDATE median / largest interval max | nodes' CPU s | WA "
+          "| UPDATE (or PUT) mean / mean(max) | median / largest interval max | nodes' CPU s | WA "
           "| reads beside /s, mean / max ms | reads queued /s, mean / max ms | coordinator GET p99 / max "
           "| PSI cpu some % | io some % |")
     print("|---|" + "---:|" * 14)
@@ -98,12 +103,19 @@ def main():
         cpu = re.search(r"the nodes ([0-9]+) s", c).group(1)
         wa = re.search(r"write amplification\*\* ([0-9.]+)", c).group(1)
         g = lat(os.path.join(rep, "get_latencies.csv"))
-        u = lat(os.path.join(rep, "update_latencies.csv"))
+        u = (lat(os.path.join(rep, "update_latencies.csv"))
+             or lat(os.path.join(rep, "put_latencies.csv")))
         w = watch_summary(run.rstrip("/") + ".watch.md")
-        print("| %s | %s | %s | %.2f / %.2f | %.1f / %.0f | %.2f | %.2f / %.2f | %.1f / %.0f | %s | %s "
+
+        def cells(x, with_p99):
+            if x is None:
+                return "– | – | –" if with_p99 else "– | –"
+            out = "%.2f / %.2f | %.1f / %.0f" % x[:4]
+            return out + (" | %.2f" % x[4] if with_p99 else "")
+        print("| %s | %s | %s | %s | %s | %s | %s "
               "| %s, %s / %s | %s, %s / %s | %s / %s | %s | %s |" % (
-                  name, format(round(tps), ","), format(round(last), ","), g[0], g[1], g[2], g[3], g[4],
-                  u[0], u[1], u[2], u[3], cpu, wa,
+                  name, format(round(tps), ","), format(round(last), ","), cells(g, True),
+                  cells(u, False), cpu, wa,
                   w.get("reads beside /s", ""), w.get("read beside mean ms", ""),
                   w.get("read beside max ms (since start)", ""),
                   w.get("reads queued /s", ""), w.get("read queued mean ms", ""),
