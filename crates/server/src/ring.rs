@@ -85,8 +85,9 @@ pub enum ActorForm {
     /// 8 bytes: the xxh3-64 (big-endian) of the named form, as Riak's
     /// 8-byte vnode ids. An object's clock holds one entry per actor that
     /// coordinated a write and each sibling's dot names one, so the actor
-    /// is written 2–4 times into every stored object; the named form made
-    /// ~100 of the ~260 metadata bytes of a 1 KB object (WA at 1 KB). The
+    /// is written 2–4 times into every stored object: 8 bytes instead of
+    /// the named form's 37 saved 65–68 bytes a replica of a 1 KB insert,
+    /// node-level WA 1.34 against 1.42 (docs/benchmarks, 2026-12-07 05:09). The
     /// node name and partition stay in the hash, so two vnodes' actors
     /// differ even if their random ids met (a copied data directory);
     /// two actors in one clock collide with probability ~2^-64.
