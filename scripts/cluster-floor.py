@@ -35,7 +35,14 @@ Settings (flags): --secs (each case, default 30), --writers (8),
 --readers (24), --workers (24), --data-mb (2048); --write-rate and
 --read-rate (0: unpaced, the default), --ping-rate (0: `{mode, max}`),
 --roll-mb (0: each writer one file; N: a new file and a directory fsync
-every N MiB, as a journal's roll).
+every N MiB, as a journal's roll), --files-mb N [--files-every S]
+[--files-delete] (the together case also writes an N MiB file every S s,
+default 10, in fsynced 1 MiB steps as SSTs and compacted journal files
+are written, and with --files-delete unlinks each after the next, as
+merges and compactions delete their inputs: on a filesystem mounted with
+`discard` an unlink's TRIMs run in the journal commit that fsyncs wait
+for), --only (the cases to run: write, read, together, ping; default
+all).
 DIR holds the files (deleted after) and floor.md, the table printed.
 Python 3.6+, standard library only.
 """
@@ -60,9 +67,9 @@ BLOCK = 8192
 
 def stats(lat, t0, secs):
     """(count, mean ms, median ms, p99 ms, mean(max) ms over 10 s windows,
-    max ms)."""
+    max ms, seconds into the case at which the max began)."""
     if not lat:
-        return (0, 0, 0, 0, 0, 0)
+        return (0, 0, 0, 0, 0, 0, 0)
     vals = sorted(d for _, d in lat)
     win = {}
     for t, d in lat:
@@ -71,7 +78,8 @@ def stats(lat, t0, secs):
     full = [win[w] for w in sorted(win) if (w + 1) * 10 <= secs + 0.5] or list(win.values())
     return (len(vals), sum(vals) / len(vals) * 1e3, vals[len(vals) // 2] * 1e3,
             vals[min(len(vals) - 1, int(len(vals) * 0.99))] * 1e3,
-            sum(full) / len(full) * 1e3, vals[-1] * 1e3)
+            sum(full) / len(full) * 1e3, vals[-1] * 1e3,
+            max(lat, key=lambda x: x[1])[0] - t0)
 
 
 def paced(rate, threads):
@@ -196,16 +204,57 @@ def read_case(d, readers, secs, data_mb, rate=0):
     return run_threads(readers, secs, read_body(path, data_mb, readers, rate))
 
 
-def together_case(d, writers, readers, secs, data_mb, write_rate, read_rate, roll_mb=0):
-    """Paced fsync writers and paced readers at once: (writes, reads)."""
+def files_body(d, files_mb, every, delete):
+    """A thread that writes a `files_mb` MiB file every `every` seconds in
+    1 MiB steps, each fdatasynced (as a ledger SST or a compacted journal
+    file is written), and, with `delete`, unlinks the one before it (as a
+    merge's or a compaction's inputs are deleted); without, keeps them
+    until the case ends (the same writing, no deletes). Records each
+    unlink's time (the writes are not the point)."""
+    chunk = os.urandom(1 << 20)
+
+    def body(i, end, out):
+        paths = []
+        nxt = time.time() + every
+        try:
+            while True:
+                nxt = wait_turn(every, nxt)
+                if time.time() >= end:
+                    break
+                paths.append(os.path.join(d, "floor-file-%d" % len(paths)))
+                fd = os.open(paths[-1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                try:
+                    for _ in range(files_mb):
+                        os.write(fd, chunk)
+                        os.fdatasync(fd)
+                finally:
+                    os.close(fd)
+                if delete and len(paths) > 1:
+                    t = time.time()
+                    os.unlink(paths[-2])
+                    out.append((t, time.time() - t))
+        finally:
+            for path in paths:
+                if os.path.exists(path):
+                    os.unlink(path)
+    return body
+
+
+def together_case(d, writers, readers, secs, data_mb, write_rate, read_rate, roll_mb=0,
+                  files=None):
+    """Paced fsync writers and paced readers at once, and with `files`
+    ((MiB, every s, delete)) the file writer beside them: (writes, reads,
+    unlinks)."""
     path = read_data(d, data_mb)
     t0 = time.time()
     wth, wlat = start_threads(writers, t0 + secs, fsync_body(d, writers, write_rate, roll_mb))
     rth, rlat = start_threads(readers, t0 + secs, read_body(path, data_mb, readers, read_rate))
-    for t in wth + rth:
+    fth, flat = start_threads(1, t0 + secs, files_body(d, *files)) if files else ([], [[]])
+    for t in wth + rth + fth:
         t.join()
     return (stats([x for l in wlat for x in l], t0, secs),
-            stats([x for l in rlat for x in l], t0, secs))
+            stats([x for l in rlat for x in l], t0, secs),
+            stats(flat[0], t0, secs))
 
 
 
@@ -272,9 +321,23 @@ def main():
     p.add_argument("--roll-mb", type=int, default=0,
                    help="each fsync writer starts a new file (and fsyncs the directory) "
                         "every this many MiB, as a journal rolls (0: one file)")
+    p.add_argument("--files-mb", type=int, default=0,
+                   help="in the together case, also write a file of this many MiB every "
+                        "--files-every s in fsynced 1 MiB steps (0: none)")
+    p.add_argument("--files-every", type=float, default=10)
+    p.add_argument("--files-delete", action="store_true",
+                   help="unlink each such file once the next is written (else keep them)")
+    p.add_argument("--only", default="write,read,together,ping",
+                   help="the cases to run, comma-separated, of write, read, together "
+                        "(paced only) and ping (default: all)")
     a = p.parse_args()
+    only = set(x for x in a.only.split(",") if x)
+    if not only or not only <= {"write", "read", "together", "ping"}:
+        sys.exit("cluster-floor: --only takes write, read, together, ping (comma-separated)")
     if a.secs < 10:
         sys.exit("cluster-floor: --secs must be at least 10 (one window)")
+    if a.files_mb < 0 or a.files_every <= 0:
+        sys.exit("cluster-floor: --files-mb must be 0 or more, --files-every above 0")
     if a.write_rate < 0 or a.read_rate < 0 or a.ping_rate < 0 or a.roll_mb < 0:
         sys.exit("cluster-floor: rates and --roll-mb must be 0 (unpaced; one file) or more")
     if (a.write_rate > 0) != (a.read_rate > 0):
@@ -286,34 +349,49 @@ def main():
              "|---|---:|---:|---:|---:|---:|---:|"]
 
     def row(name, st, secs):
-        n, mean, med, p99, mm, mx = st
-        lines.append("| %s | %.0f | %.3f | %.3f | %.3f | %.2f | %.1f |" % (
-            name, n / secs, mean, med, p99, mm, mx))
+        n, mean, med, p99, mm, mx, at = st
+        lines.append("| %s | %.0f | %.3f | %.3f | %.3f | %.2f | %.1f (at %.0f s) |" % (
+            name, n / secs, mean, med, p99, mm, mx, at))
         print(lines[-1], flush=True)
     print("\n".join(lines), flush=True)
     rolls = ", a new file every %d MiB" % a.roll_mb if a.roll_mb else ""
     try:
         if a.write_rate > 0:
             wr, rr = a.write_rate, a.read_rate
-            row("8 KiB write + fdatasync, %d writers, paced to %.0f/s%s" % (a.writers, wr, rolls),
-                fsync_case(a.dir, a.writers, a.secs, wr, a.roll_mb), a.secs)
-            row("8 KiB O_DIRECT random read, %d readers, paced to %.0f/s" % (a.readers, rr),
-                read_case(a.dir, a.readers, a.secs, a.data_mb, rr), a.secs)
-            ws, rs = together_case(a.dir, a.writers, a.readers, a.secs, a.data_mb, wr, rr, a.roll_mb)
-            row("together: the writes (%.0f/s)" % wr, ws, a.secs)
-            row("together: the reads (%.0f/s)" % rr, rs, a.secs)
+            if "write" in only:
+                row("8 KiB write + fdatasync, %d writers, paced to %.0f/s%s" % (a.writers, wr, rolls),
+                    fsync_case(a.dir, a.writers, a.secs, wr, a.roll_mb), a.secs)
+            if "read" in only:
+                row("8 KiB O_DIRECT random read, %d readers, paced to %.0f/s" % (a.readers, rr),
+                    read_case(a.dir, a.readers, a.secs, a.data_mb, rr), a.secs)
+            if "together" in only:
+                files = (a.files_mb, a.files_every, a.files_delete) if a.files_mb else None
+                ws, rs, us = together_case(a.dir, a.writers, a.readers, a.secs, a.data_mb, wr,
+                                           rr, a.roll_mb, files)
+                beside = ""
+                if files:
+                    beside = ", beside a %d MiB file every %g s%s" % (
+                        a.files_mb, a.files_every, " (each unlinked after the next)"
+                        if a.files_delete else " (kept)")
+                row("together: the writes (%.0f/s)%s%s" % (wr, rolls, beside), ws, a.secs)
+                row("together: the reads (%.0f/s)" % rr, rs, a.secs)
+                if files and a.files_delete:
+                    row("together: the unlinks", us, a.secs)
         else:
-            for w in sorted({1, a.writers}):
-                row("8 KiB write + fdatasync, %d writer%s%s" % (w, "s" if w > 1 else "", rolls),
-                    fsync_case(a.dir, w, a.secs, 0, a.roll_mb), a.secs)
-            row("8 KiB O_DIRECT random read, %d readers (%d MiB file)" % (a.readers, a.data_mb),
-                read_case(a.dir, a.readers, a.secs, a.data_mb), a.secs)
+            if "write" in only:
+                for w in sorted({1, a.writers}):
+                    row("8 KiB write + fdatasync, %d writer%s%s" % (w, "s" if w > 1 else "", rolls),
+                        fsync_case(a.dir, w, a.secs, 0, a.roll_mb), a.secs)
+            if "read" in only:
+                row("8 KiB O_DIRECT random read, %d readers (%d MiB file)" % (a.readers, a.data_mb),
+                    read_case(a.dir, a.readers, a.secs, a.data_mb), a.secs)
     finally:
         data = os.path.join(a.dir, "floor-read-data")
         if os.path.exists(data):
             os.unlink(data)
     workers = [a.workers] if a.ping_rate > 0 else sorted({1, a.workers})
-    for w, tps, c in ping_cases(a.basalt, a.dir, a.secs, workers, a.ping_rate):
+    pings = ping_cases(a.basalt, a.dir, a.secs, workers, a.ping_rate) if "ping" in only else []
+    for w, tps, c in pings:
         # cells: n, errors, mean, median, 95th, 99th, 99.9th, max, mean(max)
         if len(c) >= 9:
             lines.append("| PB ping round trip (loopback), %d worker%s%s | %s | %s | %s | %s | %s | %s |" % (
