@@ -340,6 +340,10 @@ def main():
         sys.exit("cluster-floor: --files-mb must be 0 or more, --files-every above 0")
     if a.write_rate < 0 or a.read_rate < 0 or a.ping_rate < 0 or a.roll_mb < 0:
         sys.exit("cluster-floor: rates and --roll-mb must be 0 (unpaced; one file) or more")
+    if (a.write_rate <= 0 and (a.files_mb or (a.only != p.get_default("only")
+                                              and "together" in only))):
+        sys.exit("cluster-floor: the together case (and --files-mb in it) runs only paced: "
+                 "give --write-rate and --read-rate")
     if (a.write_rate > 0) != (a.read_rate > 0):
         sys.exit("cluster-floor: give --write-rate and --read-rate together (the paced cases run both)")
     os.makedirs(a.dir, exist_ok=True)
