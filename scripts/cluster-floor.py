@@ -30,6 +30,7 @@ cannot beat on this machine, whatever the store does, measured three ways:
 
   scripts/cluster-floor.py DIR [--basalt PATH] [--secs S]
       [--write-rate W --read-rate R [--ping-rate P]] [--roll-mb N]
+      [--files-mb N [--files-every S] [--files-delete]] [--only CASES]
 
 Settings (flags): --secs (each case, default 30), --writers (8),
 --readers (24), --workers (24), --data-mb (2048); --write-rate and
@@ -327,12 +328,13 @@ def main():
     p.add_argument("--files-every", type=float, default=10)
     p.add_argument("--files-delete", action="store_true",
                    help="unlink each such file once the next is written (else keep them)")
-    p.add_argument("--only", default="write,read,together,ping",
+    p.add_argument("--only",
                    help="the cases to run, comma-separated, of write, read, together "
                         "(paced only) and ping (default: all)")
     a = p.parse_args()
-    only = set(x for x in a.only.split(",") if x)
-    if not only or not only <= {"write", "read", "together", "ping"}:
+    cases = {"write", "read", "together", "ping"}
+    only = set(x for x in a.only.split(",") if x) if a.only is not None else cases
+    if not only or not only <= cases:
         sys.exit("cluster-floor: --only takes write, read, together, ping (comma-separated)")
     if a.secs < 10:
         sys.exit("cluster-floor: --secs must be at least 10 (one window)")
@@ -340,8 +342,7 @@ def main():
         sys.exit("cluster-floor: --files-mb must be 0 or more, --files-every above 0")
     if a.write_rate < 0 or a.read_rate < 0 or a.ping_rate < 0 or a.roll_mb < 0:
         sys.exit("cluster-floor: rates and --roll-mb must be 0 (unpaced; one file) or more")
-    if (a.write_rate <= 0 and (a.files_mb or (a.only != p.get_default("only")
-                                              and "together" in only))):
+    if a.write_rate <= 0 and (a.files_mb or (a.only is not None and "together" in only)):
         sys.exit("cluster-floor: the together case (and --files-mb in it) runs only paced: "
                  "give --write-rate and --read-rate")
     if (a.write_rate > 0) != (a.read_rate > 0):
