@@ -139,6 +139,8 @@ def main():
         sys.exit("--actors and --values take comma-separated integers")
     if any(x < 0 for x in actors_list) or any(v <= 0 for v in values):
         sys.exit("--actors must be >= 0 and --values > 0")
+    if a.key_bytes < 0 or a.bucket_bytes < 0:
+        sys.exit("--key-bytes and --bucket-bytes must be >= 0")
     computed = dict(
         clocks={k: etf_vclock(k) for k in actors_list},
         empty=2,
