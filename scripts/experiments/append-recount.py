@@ -10,13 +10,15 @@ writes whole pages only (the tail at the end), so a page is never dirtied
 again after the kernel wrote it back. For the 2i study of 2026-12-07 09:33
 (issue 56: the node-level WA's rest).
 
-Usage (root, cgroup v1 memory controller):
+Usage (root, a cgroup memory controller: v1, or cgroup2 with memory
+delegated, found as scripts/seed-cluster.py finds it):
   scripts/experiments/append-recount.py DIR [--limit-mb 256] [--secs 60]
       [--files 16] [--rate 400] [--read-gb 2] [--modes plain,pages]
 DIR needs read-gb + secs x rate x 8 KB of free space; its files are removed.
 """
 
 import argparse
+import importlib.util
 import os
 import sys
 import time
@@ -25,21 +27,22 @@ REC = 8246
 PAGE = 4096
 
 
-def cgroup_base():
-    for line in open("/proc/self/cgroup"):
-        parts = line.strip().split(":")
-        if len(parts) == 3 and "memory" in parts[1].split(","):
-            base = "/sys/fs/cgroup/memory" + parts[2]
-            if os.path.isdir(base):
-                return base
-    sys.exit("no cgroup v1 memory controller here")
+def seed_cluster():
+    """scripts/seed-cluster.py as a module: its `cgroup_base` (the memory
+    cgroup this process is in, v1 or v2, and its file names) and
+    `read_int`."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "seed-cluster.py")
+    spec = importlib.util.spec_from_file_location("seed_cluster", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+SC = seed_cluster()
 
 
 def io_write_bytes():
-    for line in open("/proc/self/io"):
-        if line.startswith("write_bytes:"):
-            return int(line.split()[1])
-    return 0
+    return SC.read_int("/proc/self/io", "write_bytes:") or 0
 
 
 def writer(dirpath, files, secs, rate, mode):
@@ -97,12 +100,16 @@ def main():
         sys.exit("--modes takes plain and/or pages")
     if min(a.limit_mb, a.secs, a.files, a.rate) <= 0 or a.read_gb < 0:
         sys.exit("--limit-mb, --secs, --files and --rate must be > 0, --read-gb >= 0")
+    try:
+        version, base, limit_file, _, hits_file = SC.cgroup_base()
+    except SC.Refused as e:
+        sys.exit("append-recount: %s" % e)
     os.makedirs(a.dir, exist_ok=True)
-    cg = os.path.join(cgroup_base(), "append-recount-%d" % os.getpid())
+    cg = os.path.join(base, "append-recount-%d" % os.getpid())
     os.mkdir(cg)
     big = os.path.join(a.dir, "big")
     try:
-        with open(os.path.join(cg, "memory.limit_in_bytes"), "w") as f:
+        with open(os.path.join(cg, limit_file), "w") as f:
             f.write(str(a.limit_mb << 20))
         if a.read_gb > 0:
             with open(big, "wb") as f:
@@ -110,21 +117,20 @@ def main():
                 for _ in range(int(a.read_gb * 1024)):
                     f.write(chunk)
                 f.flush()
-                os.fsync(f.fileno())
-                # out of the page cache, so the reader's pages are charged
-                # to the cgroup as it reads them
-                os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+                os.fsync(f.fileno())  # clean, so that each mode can drop it below
         print("| mode | appended MB | write_bytes MB | counted ÷ appended |")
         print("|---|---:|---:|---:|")
         for mode in modes:
             rpid = None
             if a.read_gb > 0:
+                # out of the page cache, so the reader's pages are charged
+                # to the cgroup as it reads them
                 fd = os.open(big, os.O_RDONLY)
                 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
                 os.close(fd)
                 rpid = os.fork()
                 if rpid == 0:
-                    with open(os.path.join(cg, "tasks"), "w") as f:
+                    with open(os.path.join(cg, "cgroup.procs"), "w") as f:
                         f.write(str(os.getpid()))
                     reader(big)
                     os._exit(0)
@@ -132,7 +138,7 @@ def main():
             wpid = os.fork()
             if wpid == 0:
                 os.close(r)
-                with open(os.path.join(cg, "tasks"), "w") as f:
+                with open(os.path.join(cg, "cgroup.procs"), "w") as f:
                     f.write(str(os.getpid()))
                 appended, counted = writer(a.dir, a.files, a.secs, a.rate, mode)
                 os.write(w, ("%d %d" % (appended, counted)).encode())
@@ -147,8 +153,8 @@ def main():
             print("| %s | %.1f | %.1f | %.3f |" % (mode, appended / 1e6, counted / 1e6, counted / appended))
             for i in range(a.files):
                 os.unlink(os.path.join(a.dir, "w%02d" % i))
-        with open(os.path.join(cg, "memory.failcnt")) as f:
-            print("cgroup limit hits: %s" % f.read().strip())
+        hits = SC.read_int(os.path.join(cg, hits_file), "max" if version == "v2" else None)
+        print("cgroup limit hits: %s" % hits)
     finally:
         if os.path.exists(big):
             os.unlink(big)
