@@ -159,6 +159,14 @@ counters! {
     journal_open_scan_bytes,
     /// Journal records replayed into the ledger at open.
     journal_replayed_records,
+    /// Puts written with the index blob that says "recalculate" instead of
+    /// their 2i changes (`index::recalc::RECALC_BLOB`).
+    index_changes_recalculated,
+    /// Records replayed at open whose 2i entries could be neither
+    /// recalculated nor read from their blob, and were skipped (logged as
+    /// I0025; zero unless a term source changed or damage got past the
+    /// checksums).
+    index_recalc_skipped,
     /// Memtables written as L0 files.
     ledger_flushes,
     /// Memtables frozen because the journal grew `memtable_journal_bytes`

@@ -11,7 +11,11 @@
 //! re-creations, compacted to the end and reopened each round, then
 //! repaired; the index entries are compared with a model after every step.
 //! The same load without a term source is the control: it leaves key
-//! deltas, and its repair must be right as well.
+//! deltas, and its repair must be right as well. With a source, puts whose
+//! changes agree with their metadata are written without them (index blob
+//! 2), and replay after a crash recalculates them: the same load, ended by
+//! a simulated crash each round instead of a close, must reopen with the
+//! model's entries, and without the source such a replay is refused.
 
 mod common;
 
@@ -122,11 +126,20 @@ fn put(s: &Store, rng: &mut StdRng, k: &str, meta: &[u8], index: Vec<IndexChange
 /// Runs the load on a store in `dir`; returns (key deltas written, records
 /// dropped) by compaction and the model.
 fn run_load(dir: &std::path::Path, recalc: bool) -> (u64, u64, BTreeMap<String, TermSet>) {
+    run_load_ending(dir, recalc, false)
+}
+
+/// [`run_load`], each round ended by a simulated crash if `crash`.
+fn run_load_ending(
+    dir: &std::path::Path,
+    recalc: bool,
+    crash: bool,
+) -> (u64, u64, BTreeMap<String, TermSet>) {
     const KEYS: usize = 50;
     let mut rng = StdRng::seed_from_u64(20_261_205);
     let mut model: BTreeMap<String, TermSet> = BTreeMap::new();
     let mut s = Store::open(config(dir, recalc)).expect("open");
-    let (mut key_deltas, mut dropped) = (0, 0);
+    let (mut key_deltas, mut dropped, mut replayed) = (0, 0, 0);
     for round in 0..4 {
         for _ in 0..250 {
             let k = format!("k{:03}", rng.gen_range(0..KEYS));
@@ -161,16 +174,36 @@ fn run_load(dir: &std::path::Path, recalc: bool) -> (u64, u64, BTreeMap<String, 
             model_entries(&model),
             "round {round}, compacted"
         );
-        s.close().expect("close");
-        drop(s);
+        // The rest of the round after the compaction: records the crash
+        // leaves for replay.
+        for i in 0..30 {
+            let k = format!("k{:03}", (round * 7 + i) % KEYS);
+            let old = model.get(&k).cloned().unwrap_or_default();
+            let new = random_terms(&mut rng);
+            put(&s, &mut rng, &k, &metadata(&new), diffs(&old, &new));
+            model.insert(k, new);
+        }
+        let written = s.stats().counter("index_changes_recalculated").unwrap_or(0);
+        assert_eq!(recalc, written > 0, "round {round}: puts without changes");
+        if crash {
+            s.simulate_crash();
+        } else {
+            s.close().expect("close");
+            drop(s);
+        }
         s = Store::open(config(dir, recalc)).expect("reopen");
+        replayed += s.stats().counter("journal_replayed_records").unwrap_or(0);
+        assert_eq!(s.stats().counter("index_recalc_skipped"), Some(0));
         assert_eq!(
             entries(&s),
             model_entries(&model),
-            "round {round}, reopened"
+            "round {round}, reopened (crash: {crash})"
         );
     }
     s.close().expect("close");
+    // How much each crash leaves depends on when memtables were written;
+    // over four rounds some records must have been replayed.
+    assert!(!crash || replayed > 0, "the crashes left nothing to replay");
     (key_deltas, dropped, model)
 }
 
@@ -221,6 +254,8 @@ fn a_rebuild_without_the_term_source_is_refused_before_anything_is_deleted() {
     let d = tempfile::tempdir().unwrap();
     let mut rng = StdRng::seed_from_u64(7);
     let s = Store::open(config(d.path(), true)).expect("open");
+    // Opening leaves no marker: nothing relies on it yet.
+    assert!(!d.path().join("INDEX_RECALC").exists());
     let mut model: BTreeMap<String, TermSet> = BTreeMap::new();
     for round in 0..5 {
         for i in 0..40 {
@@ -230,8 +265,8 @@ fn a_rebuild_without_the_term_source_is_refused_before_anything_is_deleted() {
             put(&s, &mut rng, &k, &metadata(&t), diffs(&old, &t));
         }
         if round == 0 {
-            // Opening and writing leave no marker: nothing relies on it yet.
-            assert!(!d.path().join("INDEX_RECALC").exists());
+            // The first put written without its changes wrote the marker.
+            assert!(d.path().join("INDEX_RECALC").exists());
         }
     }
     common::compact_all(&s);
@@ -310,4 +345,60 @@ fn a_record_whose_metadata_gives_no_terms_is_rebuilt_from_its_own_changes() {
         .collect();
     assert_eq!(entries(&s), want);
     s.close().unwrap();
+}
+
+#[test]
+fn replay_after_a_crash_recalculates_the_puts_written_without_their_changes() {
+    let d = tempfile::tempdir().unwrap();
+    let (_, _, model) = run_load_ending(d.path(), true, true);
+    // Closed cleanly at the end: opens without the source (nothing to
+    // replay), as a build from before the blob would.
+    let s = Store::open(Config::test_min(d.path())).expect("open without the source");
+    assert_eq!(entries(&s), model_entries(&model));
+    s.close().unwrap();
+}
+
+#[test]
+fn a_replay_of_puts_without_changes_needs_the_term_source() {
+    let d = tempfile::tempdir().unwrap();
+    let mut rng = StdRng::seed_from_u64(11);
+    // A persisted ledger first, so that the crash below leaves a replay
+    // (an empty ledger would be a rebuild, refused without the source
+    // whatever the records hold).
+    let s = Store::open(config(d.path(), true)).expect("open");
+    put(&s, &mut rng, "plain", b"", Vec::new());
+    s.close().unwrap();
+    drop(s);
+    let s = Store::open(config(d.path(), true)).expect("reopen");
+    let a: TermSet = [("f_bin".to_string(), "a".to_string())].into();
+    let b: TermSet = [("f_bin".to_string(), "b".to_string())].into();
+    put(&s, &mut rng, "k", &metadata(&a), diffs(&TermSet::new(), &a));
+    put(&s, &mut rng, "k", &metadata(&b), diffs(&a, &b));
+    // Changes its metadata does not imply keep their blob.
+    put(
+        &s,
+        &mut rng,
+        "odd",
+        &metadata(&a),
+        diffs(&TermSet::new(), &b),
+    );
+    assert_eq!(
+        s.stats().counter("index_changes_recalculated"),
+        Some(2),
+        "the agreeing puts only"
+    );
+    s.simulate_crash();
+    let e = err(Store::open(Config::test_min(d.path())));
+    invalid(e, &["sqn", "term source", "INDEX_RECALC"]);
+    let s = Store::open(config(d.path(), true)).expect("open with the source");
+    let want: BTreeSet<_> = [("f_bin", "b", "k"), ("f_bin", "b", "odd")]
+        .iter()
+        .map(|(f, t, k)| (f.to_string(), t.to_string(), k.to_string()))
+        .collect();
+    assert_eq!(entries(&s), want);
+    s.close().unwrap();
+    // What a build from before the blob makes of it: a refusal, not a
+    // replay without entries.
+    let old = basalt_engine::index::decode_changes(basalt_engine::index::recalc::RECALC_BLOB);
+    assert!(old.is_err());
 }

@@ -47,6 +47,13 @@ pub fn decode_changes(blob: &[u8]) -> Result<Vec<IndexChange>, DecodeError> {
     }
     let mut r = Reader::new(blob);
     let version = r.u8()?;
+    if blob == super::recalc::RECALC_BLOB {
+        return Err(DecodeError(
+            "the changes are to be recalculated from the object's metadata (index blob 2): \
+             only a store opened with its 2i term source can replay them"
+                .to_string(),
+        ));
+    }
     if version != BLOB_VERSION {
         return Err(DecodeError(format!(
             "unknown index blob version {version} (this build reads {BLOB_VERSION})"

@@ -35,12 +35,21 @@
 //! ```text
 //! index  := (nothing, when the write has no changes)
 //!         | version:u8 (=1) count:u32 change{count}
+//!         | version:u8 (=2)            (recalculate: see below)
 //! change := op:u8 (1 add, 2 remove) field_len:u32 field term_len:u32 term
 //! ```
 //!
 //! Integers little-endian; `term` is the term as the user gave it (decimal
 //! text for `_int`). Replay re-derives the ledger entries from it. A
 //! `RecordKind::KeyDelta` record carries only this blob (no object entry).
+//!
+//! The one-byte blob `2` ([`recalc::RECALC_BLOB`], since 2026-12-07) says
+//! the put's changes are the difference between its metadata's terms and
+//! those of the version it replaced: a store with an [`IndexTerms`] source
+//! writes it instead of the changes when they agree with its metadata,
+//! and replay recalculates them ([`recalc`]). Builds before it refuse such
+//! a record at replay ("unknown index blob version 2") rather than replay
+//! it without its entries; a store shut down cleanly replays nothing.
 //!
 //! # Retention under journal compaction
 //!

@@ -52,12 +52,9 @@ pub(super) fn start_compaction(
     journal: &Arc<Journal>,
     ledger: &Arc<Ledger>,
     stats: &Arc<Stats>,
+    recalc: Option<Arc<crate::index::recalc::Mark>>,
 ) -> Result<(Arc<Compactor>, Option<Scheduler>)> {
     let l = Arc::clone(ledger);
-    let recalc = config
-        .index_terms
-        .as_ref()
-        .map(|t| Arc::new(crate::index::recalc::Mark::new(&config.dir, t)));
     let compactor = Arc::new(
         Compactor::new(
             Arc::clone(journal),
@@ -180,7 +177,10 @@ impl StoreLiveness {
     /// narrows it to the changes whose index entries are still live in the
     /// ledger.
     fn index_changes_to_retain(&self, rec: &JournalRecord) -> Result<Option<Vec<u8>>> {
-        if self.recalc.is_some() {
+        // A record written without its changes (index blob 2) has none to
+        // keep: the store's marker was written before it, so any rebuild
+        // recalculates (and one without the source is refused).
+        if self.recalc.is_some() || crate::index::recalc::is_recalc_blob(&rec.index) {
             return Ok(None);
         }
         Ok((!rec.index.is_empty()).then(|| rec.index.clone()))

@@ -165,6 +165,10 @@ pub struct Store {
     closed: AtomicBool,
     snapshots: SnapshotRegistry,
     tictac: Option<LiveTree>,
+    /// With a 2i term source: the store's marker, written before the first
+    /// put that carries no changes (`index::recalc::RECALC_BLOB`) or the
+    /// first compaction run that drops some.
+    recalc_mark: Option<Arc<crate::index::recalc::Mark>>,
     /// Journal compaction (policy, score cache) and its scheduler thread.
     compactor: Arc<Compactor>,
     scheduler: Mutex<Option<Scheduler>>,

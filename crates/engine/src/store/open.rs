@@ -105,17 +105,23 @@ impl Store {
         if rebuild {
             index::recalc::check_rebuild(&config.dir, config.index_terms.as_ref())?;
         }
-        let recalc = config.index_terms.as_ref().filter(|_| rebuild);
         let mut fallback = index::recalc::Fallback::default();
         let mut replayed = 0u64;
         let mut max_seen = persisted;
         journal.replay(persisted, &mut |rec| {
             max_seen = max_seen.max(rec.sqn);
             replayed += 1;
-            // A key delta carries only index changes, no object entry.
-            let mut batch = match recalc {
-                Some(t) => index::recalc::recalc_entries(&ledger, t, &rec, &mut fallback)?,
-                None => index::replay_entries(&rec)?,
+            // A rebuild recalculates every record's changes, replay after a
+            // crash those of the records written without them (the index
+            // blob 2); a key delta carries only index changes, no object
+            // entry.
+            let recalc = index::recalc::is_recalc_blob(&rec.index);
+            let mut batch = match &config.index_terms {
+                Some(t) if rebuild || recalc => {
+                    index::recalc::recalc_entries(&ledger, t, &rec, &mut fallback)?
+                }
+                None if recalc => return Err(index::recalc::needs_source(&config.dir, rec.sqn)),
+                _ => index::replay_entries(&rec)?,
             };
             if let Some(v) = ledger_value(&rec) {
                 batch.push((rec.key, v));
@@ -127,11 +133,17 @@ impl Store {
         if replayed > 0 {
             tracing::info!(target: "basalt::store", "B0001 replayed {replayed} journal records after sqn {persisted}");
         }
+        Stats::add(&stats.index_recalc_skipped, fallback.skipped);
         if fallback.records > 0 {
             tracing::warn!(target: "basalt::store", records = fallback.records, "I0024 rebuilt the 2i entries of {} records from the changes they were written with: their metadata gave no terms", fallback.records);
         }
         let next_sqn = journal.last_sqn().max(max_seen) + 1;
-        let (compactor, scheduler) = start_compaction(&config, &journal, &ledger, &stats)?;
+        let recalc_mark = config
+            .index_terms
+            .as_ref()
+            .map(|t| Arc::new(index::recalc::Mark::new(&config.dir, t)));
+        let (compactor, scheduler) =
+            start_compaction(&config, &journal, &ledger, &stats, recalc_mark.clone())?;
         let flusher = if config.sync == SyncStrategy::None {
             let plan = FlushPlan {
                 step_bytes: config.journal_sync_bytes,
@@ -144,6 +156,7 @@ impl Store {
         };
         let store = Store {
             tictac: config.tictac.map(LiveTree::new),
+            recalc_mark,
             config,
             journal,
             ledger,
