@@ -755,10 +755,21 @@ pub fn index_terms() -> basalt_backends::IndexTerms {
 /// A vnode's state over a fresh `backend` in `dir`, for tests.
 #[cfg(test)]
 fn test_state(backend: &str, dir: &std::path::Path, sync: bool) -> VnodeState {
+    test_state_with(backend, dir, sync, &Default::default())
+}
+
+/// [`test_state`] with the backend opened with `config`.
+#[cfg(test)]
+fn test_state_with(
+    backend: &str,
+    dir: &std::path::Path,
+    sync: bool,
+    config: &basalt_backends::BackendConfig,
+) -> VnodeState {
     VnodeState {
         partition: 0,
         actor: b"a".to_vec(),
-        backend: basalt_backends::open_backend(backend, dir, &Default::default())
+        backend: basalt_backends::open_backend(backend, dir, config)
             .unwrap_or_else(|e| panic!("{e}"))
             .into(),
         sync,
@@ -953,5 +964,47 @@ mod index_terms_tests {
         assert_eq!(terms.len(), 3, "{terms:?}");
         let e = source.terms(b"\x09not metadata").unwrap_err();
         assert!(e.contains("Riak object metadata"), "{e}");
+    }
+
+    /// The changes a vnode's write diffs agree with what the term source
+    /// reads from the metadata it stores, so a leveled vnode journals its
+    /// 2i puts without them (`basalt_engine::index::recalc::RECALC_BLOB`):
+    /// if the two ever drifted apart, the puts would silently carry their
+    /// changes again and this count would fall.
+    #[test]
+    fn a_vnodes_2i_puts_are_journalled_without_their_changes() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let config = basalt_backends::BackendConfig {
+            index_terms: Some(index_terms()),
+            ..Default::default()
+        };
+        let st = test_state_with("leveled", dir.path(), false, &config);
+        let object = |contents: Vec<Content>| {
+            let mut vclock = VClock::new();
+            vclock.increment(b"a", 1);
+            RiakObject { vclock, contents }
+        };
+        let first = object(vec![sibling(&[("b_bin", "y"), ("a_int", "7")], false)]);
+        let second = object(vec![
+            sibling(&[("b_bin", "z")], false),
+            sibling(&[("b_bin", "z"), ("c_bin", "w")], false),
+            sibling(&[("gone_bin", "x")], true),
+        ]);
+        let plain = object(vec![sibling(&[], false)]);
+        let write = |old: Option<&RiakObject>, new: &RiakObject| {
+            st.write(b"b", b"k", old, new)
+                .unwrap_or_else(|e| panic!("{e}"));
+        };
+        write(None, &first);
+        write(Some(&first), &second);
+        write(Some(&second), &second); // no change: no blob at all
+        write(None, &plain);
+        let stats = st.backend.stats().unwrap_or_else(|e| panic!("{e}"));
+        let recalculated = stats
+            .counters
+            .iter()
+            .find(|(n, _)| n.as_str() == "index_changes_recalculated")
+            .map(|(_, v)| *v);
+        assert_eq!(recalculated, Some(2), "{:?}", stats.counters);
     }
 }
