@@ -16,6 +16,10 @@ use crate::ledger::Ledger;
 use std::collections::BTreeMap;
 
 pub(super) const BLOB_VERSION: u8 = 1;
+
+/// A put's index blob when its changes are recalculated from its metadata
+/// at replay (index blob version 2; see [`super::recalc`]).
+pub const RECALC_BLOB: &[u8] = &[2];
 /// Smallest encoded change: op + two lengths.
 const CHANGE_MIN_BYTES: usize = 1 + 4 + 4;
 
@@ -47,7 +51,7 @@ pub fn decode_changes(blob: &[u8]) -> Result<Vec<IndexChange>, DecodeError> {
     }
     let mut r = Reader::new(blob);
     let version = r.u8()?;
-    if blob == super::recalc::RECALC_BLOB {
+    if blob == RECALC_BLOB {
         return Err(DecodeError(
             "the changes are to be recalculated from the object's metadata (index blob 2): \
              only a store opened with its 2i term source can replay them"

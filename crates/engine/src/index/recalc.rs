@@ -69,9 +69,7 @@ use std::sync::Arc;
 /// source of a store that recalculates its index entries.
 pub const MARKER: &str = "INDEX_RECALC";
 
-/// A put's index blob when its changes are recalculated from its metadata
-/// at replay (index blob version 2; see the module docs).
-pub const RECALC_BLOB: &[u8] = &[2];
+pub use super::changes::RECALC_BLOB;
 
 /// Whether `blob` is [`RECALC_BLOB`].
 pub fn is_recalc_blob(blob: &[u8]) -> bool {
@@ -241,9 +239,11 @@ pub struct Fallback {
     pub records: u64,
     /// [`RECALC_BLOB`] records whose terms (or their previous version's)
     /// could not be read: they carry no diffs to fall back on, so their
-    /// index entries are skipped (their metadata was read when they were
-    /// written, so only damage the checksums missed or a changed term
-    /// source gets here).
+    /// index entries (or the removals of the previous version's) are
+    /// skipped. Their own metadata was read when they were written, so
+    /// only a changed term source, damage the checksums missed or a
+    /// previous version whose metadata the source never could read gets
+    /// here.
     pub skipped: u64,
 }
 
@@ -278,6 +278,14 @@ pub fn recalc_entries(
     };
     let (new_terms, prev_terms) = match (new_terms, prev_terms) {
         (Ok(n), Ok(p)) => (n, p),
+        // A record without its changes whose previous version's metadata
+        // cannot be read: its own terms are still known (they were read
+        // when it was written), only which of the previous version's to
+        // remove is not.
+        (Ok(n), Err(why)) if is_recalc_blob(&rec.index) => {
+            note_skipped(rec, &format!("previous version: {why}"), fallback);
+            (n, Vec::new())
+        }
         (Err(why), _) | (_, Err(why)) => return blob_fallback(rec, &why, fallback),
     };
     let mut changes: Vec<IndexChange> = Vec::with_capacity(new_terms.len() + prev_terms.len());
@@ -314,10 +322,7 @@ fn blob_fallback(
     fallback: &mut Fallback,
 ) -> Result<Vec<(Vec<u8>, LedgerValue)>> {
     if is_recalc_blob(&rec.index) {
-        if fallback.skipped < 10 {
-            tracing::error!(target: "basalt::store", sqn = rec.sqn, reason = why, "I0025 could not recalculate a record's 2i terms from its metadata while replaying the journal, and it carries no changes to fall back on: its index entries are skipped");
-        }
-        fallback.skipped += 1;
+        note_skipped(rec, why, fallback);
         return Ok(Vec::new());
     }
     if fallback.records < 10 {
@@ -325,4 +330,13 @@ fn blob_fallback(
     }
     fallback.records += 1;
     replay_entries(rec)
+}
+
+/// Counts (and logs, the first few) a record without its changes whose
+/// index entries replay could not derive in full.
+fn note_skipped(rec: &JournalRecord, why: &str, fallback: &mut Fallback) {
+    if fallback.skipped < 10 {
+        tracing::error!(target: "basalt::store", sqn = rec.sqn, reason = why, "I0025 could not recalculate a record's 2i changes from the metadata while replaying the journal, and it carries none to fall back on: the entries that depend on the unreadable metadata are skipped");
+    }
+    fallback.skipped += 1;
 }
