@@ -159,8 +159,9 @@ counters! {
     journal_open_scan_bytes,
     /// Journal records replayed into the ledger at open.
     journal_replayed_records,
-    /// Puts written with the index blob that says "recalculate" instead of
-    /// their 2i changes (`index::recalc::RECALC_BLOB`).
+    /// Puts given the index blob that says "recalculate" instead of their
+    /// 2i changes (`index::recalc::RECALC_BLOB`); counted as the record is
+    /// encoded, so a write refused after that (the disk guard) counts too.
     index_changes_recalculated,
     /// Records replayed at open whose 2i entries could be neither
     /// recalculated nor read from their blob, and were skipped (logged as

@@ -358,20 +358,29 @@ fn replay_after_a_crash_recalculates_the_puts_written_without_their_changes() {
     s.close().unwrap();
 }
 
+/// A recalculating store in `dir` with one put persisted in its ledger
+/// (closed and reopened), so that a crash after more puts leaves a replay:
+/// an empty ledger would be a rebuild, refused without the source whatever
+/// the records hold.
+fn reopened_with_a_persisted_ledger(dir: &std::path::Path, rng: &mut StdRng) -> Store {
+    let s = Store::open(config(dir, true)).expect("open");
+    put(&s, rng, "plain", b"", Vec::new());
+    s.close().expect("close");
+    drop(s);
+    Store::open(config(dir, true)).expect("reopen")
+}
+
+/// The term set `{f_bin: term}`.
+fn one_term(term: &str) -> TermSet {
+    [("f_bin".to_string(), term.to_string())].into()
+}
+
 #[test]
 fn a_replay_of_puts_without_changes_needs_the_term_source() {
     let d = tempfile::tempdir().unwrap();
     let mut rng = StdRng::seed_from_u64(11);
-    // A persisted ledger first, so that the crash below leaves a replay
-    // (an empty ledger would be a rebuild, refused without the source
-    // whatever the records hold).
-    let s = Store::open(config(d.path(), true)).expect("open");
-    put(&s, &mut rng, "plain", b"", Vec::new());
-    s.close().unwrap();
-    drop(s);
-    let s = Store::open(config(d.path(), true)).expect("reopen");
-    let a: TermSet = [("f_bin".to_string(), "a".to_string())].into();
-    let b: TermSet = [("f_bin".to_string(), "b".to_string())].into();
+    let s = reopened_with_a_persisted_ledger(d.path(), &mut rng);
+    let (a, b) = (one_term("a"), one_term("b"));
     put(&s, &mut rng, "k", &metadata(&a), diffs(&TermSet::new(), &a));
     put(&s, &mut rng, "k", &metadata(&b), diffs(&a, &b));
     // Changes its metadata does not imply keep their blob.
@@ -411,13 +420,8 @@ fn a_replay_of_puts_without_changes_needs_the_term_source() {
 fn a_put_without_changes_over_unreadable_metadata_keeps_its_own_terms() {
     let d = tempfile::tempdir().unwrap();
     let mut rng = StdRng::seed_from_u64(13);
-    let s = Store::open(config(d.path(), true)).expect("open");
-    put(&s, &mut rng, "plain", b"", Vec::new());
-    s.close().unwrap();
-    drop(s);
-    let s = Store::open(config(d.path(), true)).expect("reopen");
-    let a: TermSet = [("f_bin".to_string(), "a".to_string())].into();
-    let b: TermSet = [("f_bin".to_string(), "b".to_string())].into();
+    let s = reopened_with_a_persisted_ledger(d.path(), &mut rng);
+    let (a, b) = (one_term("a"), one_term("b"));
     put(
         &s,
         &mut rng,

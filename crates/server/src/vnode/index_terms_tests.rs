@@ -19,21 +19,23 @@ fn sibling(terms: &[(&str, &str)], deleted: bool) -> Content {
     }
 }
 
+/// An object of `contents` with a one-event clock.
+fn object(contents: Vec<Content>) -> RiakObject {
+    let mut vclock = VClock::new();
+    vclock.increment(b"a", 1);
+    RiakObject { vclock, contents }
+}
+
 /// The store's term source reads, from the stored metadata alone, the
 /// set the write path diffs: every live sibling's terms, sorted and
 /// deduplicated, none of a tombstone's.
 #[test]
 fn the_term_source_reads_what_writes_diff() {
-    let mut vc = VClock::new();
-    vc.increment(b"a", 1);
-    let o = RiakObject {
-        vclock: vc,
-        contents: vec![
-            sibling(&[("b_bin", "y"), ("a_int", "7")], false),
-            sibling(&[("b_bin", "y"), ("c_bin", "z")], false),
-            sibling(&[("gone_bin", "x")], true),
-        ],
-    };
+    let o = object(vec![
+        sibling(&[("b_bin", "y"), ("a_int", "7")], false),
+        sibling(&[("b_bin", "y"), ("c_bin", "z")], false),
+        sibling(&[("gone_bin", "x")], true),
+    ]);
     let source = index_terms();
     assert_eq!(source.name(), INDEX_TERMS_SOURCE);
     let terms = source
@@ -58,11 +60,6 @@ fn a_vnodes_2i_puts_are_journalled_without_their_changes() {
         ..Default::default()
     };
     let st = test_state_with("leveled", dir.path(), false, &config);
-    let object = |contents: Vec<Content>| {
-        let mut vclock = VClock::new();
-        vclock.increment(b"a", 1);
-        RiakObject { vclock, contents }
-    };
     let first = object(vec![sibling(&[("b_bin", "y"), ("a_int", "7")], false)]);
     let second = object(vec![
         sibling(&[("b_bin", "z")], false),
