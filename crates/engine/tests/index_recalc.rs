@@ -406,8 +406,8 @@ fn a_replay_of_puts_without_changes_needs_the_term_source() {
         .collect();
     assert_eq!(entries(&s), want);
     s.close().unwrap();
-    // What a build from before the blob makes of it: a refusal, not a
-    // replay without entries.
+    // Decoded as changes (as a build from before the blob does at replay),
+    // it is refused, not read as none.
     let old = basalt_engine::index::decode_changes(basalt_engine::index::recalc::RECALC_BLOB);
     assert!(old.is_err());
 }
